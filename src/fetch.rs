@@ -1,0 +1,247 @@
+//! `bootlink fetch-kernel`: a real Debian kernel package, downloaded with
+//! apt (no install into /boot), unpacked into the cache, with its vmlinux
+//! extracted for booting under QEMU.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::kernel;
+use crate::progress;
+
+/// The kernel whose figures the project's tests and notes quote.
+pub const REFERENCE_PACKAGE: &str = "linux-image-6.1.0-56-amd64";
+pub const REFERENCE_VERSION: &str = "6.1.192-2";
+pub const DEFAULT_SERIES: &str = "6.1";
+
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// The reference package, or the newest 6.1 if it can no longer be had.
+    Reference,
+    /// The newest package of a series ("6.1", "6.12").
+    Series(String),
+    /// An exact package name (optionally "name=version").
+    Package(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fetched {
+    pub package: String,
+    pub version: String,
+    pub release: String,
+    pub dir: PathBuf,
+    pub vmlinuz: PathBuf,
+    pub vmlinux: PathBuf,
+    pub config: PathBuf,
+    pub modules: PathBuf,
+    /// True when these are the reference package and version.
+    pub reference: bool,
+    /// Why another package than the one asked for was taken, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<String> {
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(format!(
+            "{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"
+        )),
+        _ => Error::new(format!("{prog}: {e}")),
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().filter(|l| !l.starts_with("W:")).last().unwrap_or("").trim();
+        return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The candidate version apt would download for a package, if any.
+fn candidate(package: &str) -> Option<String> {
+    let out = Command::new("apt-cache").args(["policy", package]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text.lines().find_map(|l| l.trim().strip_prefix("Candidate:"))?.trim().to_string();
+    (v != "(none)" && !v.is_empty()).then_some(v)
+}
+
+fn has_version(package: &str, version: &str) -> bool {
+    Command::new("apt-cache")
+        .args(["show", &format!("{package}={version}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn apt_update() -> Result<()> {
+    progress::status("apt-get update (package lists are missing)");
+    run(Command::new("apt-get").args(["update", "-qq"]), "apt-get update").map(|_| ())
+}
+
+/// Numbers in a package name, for ordering ABIs: 6.1.0-56 < 6.1.0-100.
+fn version_key(name: &str) -> Vec<u64> {
+    name.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse().ok()).collect()
+}
+
+/// The newest generic amd64 image package of a series.
+pub fn newest_in_series(series: &str) -> Result<String> {
+    let list = |_: ()| run(Command::new("apt-cache").args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames");
+    let mut names = list(())?;
+    if names.trim().is_empty() {
+        apt_update()?;
+        names = list(())?;
+    }
+    let prefix = format!("linux-image-{series}");
+    let mut found: Vec<&str> = names
+        .lines()
+        .map(str::trim)
+        .filter(|n| {
+            n.ends_with("-amd64")
+                && n[prefix.len()..].starts_with(['.', '-', '+'])
+                && !["cloud", "-rt-", "dbg", "unsigned"].iter().any(|x| n.contains(x))
+        })
+        .collect();
+    found.sort_by_key(|n| version_key(n));
+    found.last().map(|s| s.to_string()).ok_or_else(|| {
+        Error::new(format!("no linux-image-{series}*-amd64 package is known to apt (try another --version)"))
+    })
+}
+
+pub fn release_of(package: &str) -> String {
+    package.trim_start_matches("linux-image-").trim_end_matches("-unsigned").to_string()
+}
+
+pub fn fetch(req: &Request) -> Result<Fetched> {
+    let mut fallback = None;
+    let (package, want_version) = match req {
+        Request::Package(p) => match p.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (p.clone(), None),
+        },
+        Request::Series(s) => (newest_in_series(s)?, None),
+        Request::Reference => {
+            if candidate(REFERENCE_PACKAGE).is_none() {
+                let _ = apt_update();
+            }
+            if has_version(REFERENCE_PACKAGE, REFERENCE_VERSION) {
+                (REFERENCE_PACKAGE.to_string(), Some(REFERENCE_VERSION.to_string()))
+            } else {
+                let newest = newest_in_series(DEFAULT_SERIES)?;
+                fallback = Some(format!(
+                    "{REFERENCE_PACKAGE} {REFERENCE_VERSION} cannot be downloaded here any more; took {newest}, the newest {DEFAULT_SERIES} kernel"
+                ));
+                (newest, None)
+            }
+        }
+    };
+    let release = release_of(&package);
+    let cache = fsutil::cache_dir();
+    let dir = cache.join("kernels").join(&release);
+    let marker = dir.join("bootlink-fetched.json");
+    if let Ok(text) = std::fs::read_to_string(&marker) {
+        if let Ok(mut f) = serde_json::from_str::<Fetched>(&text) {
+            if want_version.as_ref().is_none_or(|v| *v == f.version) && f.vmlinux.is_file() {
+                f.fallback = fallback;
+                return Ok(f);
+            }
+        }
+    }
+
+    if candidate(&package).is_none() {
+        apt_update()?;
+    }
+    let version = match &want_version {
+        Some(v) => v.clone(),
+        None => candidate(&package).ok_or_else(|| Error::new(format!("apt knows no package {package}")))?,
+    };
+    let debs = cache.join("debs");
+    std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
+    let deb = find_deb(&debs, &package, &version);
+    let deb = match deb {
+        Some(d) => d,
+        None => {
+            progress::status(&format!("downloading {package} {version}"));
+            run(
+                Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
+                &format!("downloading {package}={version}"),
+            )?;
+            find_deb(&debs, &package, &version)
+                .ok_or_else(|| Error::file(&debs, format!("apt-get download left no .deb for {package}")))?
+        }
+    };
+
+    progress::status(&format!("unpacking {}", deb.display()));
+    let kernels = cache.join("kernels");
+    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    let tmp = kernels.join(format!(".{release}.tmp.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = unpack(&deb, &tmp, &package, &version, &release, &dir);
+    match result {
+        Ok(mut f) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).map_err(|e| Error::io(&dir, e))?;
+            f.fallback = fallback;
+            Ok(f)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn find_deb(debs: &Path, package: &str, version: &str) -> Option<PathBuf> {
+    // apt-get escapes ':' in versions as %3a in file names.
+    let file = format!("{package}_{}_amd64.deb", version.replace(':', "%3a"));
+    let p = debs.join(file);
+    p.is_file().then_some(p)
+}
+
+/// Unpack into `tmp`, but record paths as they will be under `dir`.
+fn unpack(deb: &Path, tmp: &Path, package: &str, version: &str, release: &str, dir: &Path) -> Result<Fetched> {
+    std::fs::create_dir_all(tmp).map_err(|e| Error::io(tmp, e))?;
+    run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tmp), &format!("unpacking {}", deb.display()))?;
+    let rel_dirs: Vec<String> = std::fs::read_dir(tmp.join("lib/modules"))
+        .map_err(|e| Error::file(deb, format!("package has no lib/modules: {e}")))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let release = if rel_dirs.iter().any(|r| r == release) {
+        release.to_string()
+    } else {
+        rel_dirs.first().cloned().ok_or_else(|| Error::file(deb, "package has an empty lib/modules"))?
+    };
+    let vmlinuz = tmp.join(format!("boot/vmlinuz-{release}"));
+    let v = kernel::extract_vmlinux(&vmlinuz)?;
+    fsutil::write_atomic(&tmp.join("boot/vmlinux"), &v.data)?;
+    let f = Fetched {
+        package: package.to_string(),
+        version: version.to_string(),
+        release: release.clone(),
+        dir: dir.to_path_buf(),
+        vmlinuz: dir.join(format!("boot/vmlinuz-{release}")),
+        vmlinux: dir.join("boot/vmlinux"),
+        config: dir.join(format!("boot/config-{release}")),
+        modules: dir.join(format!("lib/modules/{release}")),
+        reference: package == REFERENCE_PACKAGE && version == REFERENCE_VERSION,
+        fallback: None,
+    };
+    let json = serde_json::to_string_pretty(&f).expect("serializable");
+    fsutil::write_atomic(&tmp.join("bootlink-fetched.json"), json.as_bytes())?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_numbers_order_packages() {
+        let mut v = vec!["linux-image-6.1.0-100-amd64", "linux-image-6.1.0-56-amd64", "linux-image-6.1.0-9-amd64"];
+        v.sort_by_key(|n| version_key(n));
+        assert_eq!(v.last().unwrap(), &"linux-image-6.1.0-100-amd64");
+        assert_eq!(release_of("linux-image-6.12.117+deb12-amd64-unsigned"), "6.12.117+deb12-amd64");
+    }
+}

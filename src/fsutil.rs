@@ -1,0 +1,102 @@
+//! File helpers: mapped or owned bytes, atomic writes, the cache directory.
+
+use std::fs::File;
+use std::io::Write;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// File contents, either mapped read-only or decompressed into memory.
+pub enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes::Owned(v)
+    }
+}
+
+/// Map a file read-only (small and empty files are read instead).
+pub fn map_file(path: &Path) -> Result<Bytes> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return Err(Error::file(path, "is a directory, expected a file"));
+    }
+    if meta.len() < 64 * 1024 {
+        return std::fs::read(path).map(Bytes::Owned).map_err(|e| Error::io(path, e));
+    }
+    // SAFETY: the map is read-only; bootlink never writes files it has
+    // mapped (outputs go to a temporary file that is renamed into place).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    Ok(Bytes::Mapped(map))
+}
+
+/// Write `data` to `path` atomically: a temporary file in the same
+/// directory, synced, then renamed over the target. On any error the
+/// temporary file is removed and the target is untouched.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| Error::file(path, "not a file path"))?;
+    let tmp = dir.join(format!(".{}.bootlink-tmp.{}", name.to_string_lossy(), std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        Ok(())
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}
+
+/// bootlink's cache: $BOOTLINK_CACHE, else $XDG_CACHE_HOME/bootlink, else
+/// ~/.cache/bootlink.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("BOOTLINK_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("bootlink");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".cache").join("bootlink")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("bootlink-fsutil-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.bin");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let err = write_atomic(&dir.join("missing/sub/x"), b"x").unwrap_err();
+        assert!(err.to_string().contains("missing/sub/x"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

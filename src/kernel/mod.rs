@@ -1,0 +1,268 @@
+//! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
+//! gzip payload), a bare compressed vmlinux, or `System.map` +
+//! `Module.symvers` as a fallback when no image is at hand.
+
+pub mod config;
+pub mod ksymtab;
+pub mod sysmap;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::compress::{self, Compression};
+use crate::elf::{self, Elf, Want};
+use crate::error::{Error, Result};
+use crate::fsutil;
+pub use config::{Kaslr, KernelConfig};
+pub use ksymtab::{EntryFormat, Export};
+
+/// Where the exports were read from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Vmlinux,
+    /// An x86 boot image whose payload is the compressed vmlinux.
+    BzImage { compression: Compression },
+    /// A compressed vmlinux, or an image with one embedded.
+    Compressed { compression: Compression, offset: usize },
+    SystemMap { symvers: PathBuf },
+}
+
+impl Source {
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Vmlinux => "vmlinux".into(),
+            Source::BzImage { compression } => format!("bzImage, {} payload", compression.name()),
+            Source::Compressed { compression, offset } => {
+                format!("{}-compressed vmlinux at offset {offset}", compression.name())
+            }
+            Source::SystemMap { symvers } => format!("System.map + {}", symvers.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelImage {
+    pub path: PathBuf,
+    pub source: Source,
+    pub release: Option<String>,
+    /// The kernel's own vermagic string, which modules must match.
+    pub vermagic: Option<String>,
+    pub machine: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksymtab_format: Option<EntryFormat>,
+    pub exports: Vec<Export>,
+    pub config_source: Option<String>,
+    pub kaslr: Kaslr,
+    #[serde(skip)]
+    pub config: Option<KernelConfig>,
+}
+
+/// A decompressed (or mapped) vmlinux and how it was found.
+pub struct Vmlinux {
+    pub data: fsutil::Bytes,
+    pub source: Source,
+}
+
+const BZIMAGE_MAGIC_OFFSET: usize = 0x202;
+
+/// Locate the vmlinux ELF inside `data` (which may itself be it).
+pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, String> {
+    if data.starts_with(&object::elf::ELFMAG) {
+        return Ok(Vmlinux { data, source: Source::Vmlinux });
+    }
+    if let Some(v) = bzimage_payload(&data)? {
+        return Ok(v);
+    }
+    let kind = Compression::detect(&data);
+    if kind != Compression::None {
+        let out = compress::decompress(&data, kind, data.len() * 5)?;
+        if !out.starts_with(&object::elf::ELFMAG) {
+            return Err(format!("{}-compressed data does not hold an ELF vmlinux", kind.name()));
+        }
+        return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset: 0 } });
+    }
+    // Other boot wrappers (EFI zboot, ...): try every embedded stream.
+    for (magic, kind) in [
+        (compress::XZ_MAGIC, Compression::Xz),
+        (compress::ZSTD_MAGIC, Compression::Zstd),
+        (compress::GZIP_MAGIC, Compression::Gzip),
+    ] {
+        for offset in memchr::memmem::find_iter(&data, magic) {
+            if let Ok(out) = compress::decompress(&data[offset..], kind, 0) {
+                if out.starts_with(&object::elf::ELFMAG) {
+                    return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
+                }
+            }
+        }
+    }
+    Err("not a kernel image: no ELF header, bzImage header or compressed vmlinux found".into())
+}
+
+fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> {
+    if data.get(BZIMAGE_MAGIC_OFFSET..BZIMAGE_MAGIC_OFFSET + 4) != Some(b"HdrS") {
+        return Ok(None);
+    }
+    let setup_sects = match data.get(0x1f1) {
+        Some(0) => 4,
+        Some(&n) => n as usize,
+        None => return Ok(None),
+    };
+    let (Some(off), Some(len)) = (elf::read_u32(data, 0x248), elf::read_u32(data, 0x24c)) else {
+        return Err("truncated bzImage header".into());
+    };
+    let start = (setup_sects + 1) * 512 + off as usize;
+    let end = start + len as usize;
+    let payload = data
+        .get(start..end)
+        .ok_or_else(|| format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))?;
+    let kind = Compression::detect(payload);
+    if kind == Compression::None {
+        if payload.starts_with(&object::elf::ELFMAG) {
+            return Ok(Some(Vmlinux { data: payload.to_vec().into(), source: Source::BzImage { compression: kind } }));
+        }
+        return Err("bzImage payload is in an unsupported compression (supported: xz, zstd, gzip)".into());
+    }
+    // The build appends the uncompressed size (le32) after the stream.
+    let hint = elf::read_u32(payload, payload.len() - 4).unwrap_or(0) as usize;
+    let out = compress::decompress(payload, kind, hint)?;
+    if !out.starts_with(&object::elf::ELFMAG) {
+        return Err("bzImage payload does not decompress to an ELF vmlinux".into());
+    }
+    Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: kind } }))
+}
+
+/// Extract the uncompressed vmlinux from any supported image.
+pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
+    let data = fsutil::map_file(path)?;
+    let v = find_vmlinux(data).map_err(|e| Error::file(path, e))?;
+    elf::check_ident(&v.data, Want::Executable).map_err(|e| Error::file(path, e))?;
+    Ok(v)
+}
+
+impl KernelImage {
+    /// Read a kernel image. `config` overrides where the configuration comes
+    /// from; otherwise an embedded IKCONFIG, then `config-<release>` or
+    /// `.config` beside the image, are used.
+    pub fn open(path: &Path, config: Option<&Path>) -> Result<KernelImage> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            return Self::open_dir(path, config);
+        }
+        let data = fsutil::map_file(path)?;
+        if sysmap::looks_like_system_map(&data) {
+            let symvers = path.with_file_name("Module.symvers");
+            return sysmap::open(path, &symvers, config);
+        }
+        let v = find_vmlinux(data).map_err(|e| Error::file(path, e))?;
+        Self::from_vmlinux(path, &v.data, v.source, config)
+    }
+
+    fn open_dir(dir: &Path, config: Option<&Path>) -> Result<KernelImage> {
+        let vmlinux = dir.join("vmlinux");
+        if vmlinux.is_file() {
+            return Self::open(&vmlinux, config);
+        }
+        let map = dir.join("System.map");
+        if map.is_file() {
+            return sysmap::open(&map, &dir.join("Module.symvers"), config);
+        }
+        Err(Error::file(dir, "directory holds neither vmlinux nor System.map + Module.symvers"))
+    }
+
+    pub fn from_vmlinux(path: &Path, data: &[u8], source: Source, config: Option<&Path>) -> Result<KernelImage> {
+        let e = |m: String| Error::file(path, m);
+        let elf = Elf::parse(data, Want::Executable).map_err(e)?;
+        let (exports, fmt) = ksymtab::read_exports(&elf).map_err(e)?;
+        let rodata = match elf.section(".rodata") {
+            Some((_, s)) => elf.section_data(s).map_err(e)?,
+            None => data,
+        };
+        let release = find_release(rodata);
+        let vermagic = release.as_deref().and_then(|r| find_vermagic(rodata, r));
+        let (cfg, cfg_source) = match config {
+            Some(c) => load_config_file(c).map(|k| (Some(k), Some(c.display().to_string())))?,
+            None => match config::find_ikconfig(data) {
+                Some(text) => (Some(KernelConfig::parse(&text)), Some("IKCONFIG (embedded)".to_string())),
+                None => beside_config(path, release.as_deref())?,
+            },
+        };
+        let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
+        Ok(KernelImage {
+            path: path.to_path_buf(),
+            source,
+            release,
+            vermagic,
+            machine: elf::machine_name(elf.machine()),
+            ksymtab_format: Some(fmt),
+            exports,
+            config_source: cfg_source,
+            kaslr,
+            config: cfg,
+        })
+    }
+
+    pub fn gpl_exports(&self) -> usize {
+        self.exports.iter().filter(|e| e.gpl).count()
+    }
+
+    pub fn export_map(&self) -> HashMap<&str, &Export> {
+        self.exports.iter().map(|e| (e.name.as_str(), e)).collect()
+    }
+}
+
+pub(crate) fn load_config_file(path: &Path) -> Result<KernelConfig> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    if !KernelConfig::looks_like_config(&text) {
+        return Err(Error::file(path, "not a kernel config (no CONFIG_ lines)"));
+    }
+    Ok(KernelConfig::parse(&text))
+}
+
+/// `config-<release>` beside the image (as Debian's /boot has it), or a
+/// `.config` beside a vmlinux in a build tree.
+pub(crate) fn beside_config(path: &Path, release: Option<&str>) -> Result<(Option<KernelConfig>, Option<String>)> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut candidates = Vec::new();
+    if let Some(r) = release {
+        candidates.push(dir.join(format!("config-{r}")));
+    }
+    candidates.push(dir.join(".config"));
+    for c in candidates {
+        if c.is_file() {
+            return Ok((Some(load_config_file(&c)?), Some(c.display().to_string())));
+        }
+    }
+    Ok((None, None))
+}
+
+/// The release from the `linux_banner` string ("Linux version 6.1.0-56-amd64 (...").
+pub fn find_release(rodata: &[u8]) -> Option<String> {
+    for pos in memchr::memmem::find_iter(rodata, b"Linux version ") {
+        let rest = &rodata[pos + 14..];
+        let end = rest.iter().position(|&b| b == b' ' || b == 0)?;
+        let rel = &rest[..end];
+        if !rel.is_empty() && rel[0].is_ascii_digit() && rel.iter().all(|b| b.is_ascii_graphic()) {
+            return Some(String::from_utf8_lossy(rel).into_owned());
+        }
+    }
+    None
+}
+
+/// The kernel's vermagic: "<release> SMP preempt mod_unload modversions ".
+pub fn find_vermagic(rodata: &[u8], release: &str) -> Option<String> {
+    let mut needle = release.as_bytes().to_vec();
+    needle.push(b' ');
+    for pos in memchr::memmem::find_iter(rodata, &needle) {
+        if pos > 0 && rodata[pos - 1] != 0 {
+            continue;
+        }
+        let s = elf::cstr(rodata, pos)?;
+        if memchr::memmem::find(s, b"mod_unload").is_some() && s.len() < 256 {
+            return Some(String::from_utf8_lossy(s).into_owned());
+        }
+    }
+    None
+}

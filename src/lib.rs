@@ -1,0 +1,18 @@
+//! bootlink: move load-time linking work to build time, and measure boot.
+//!
+//! The library follows the capabilities; the `bootlink` binary is a thin CLI
+//! over it.
+
+pub mod compress;
+pub mod elf;
+pub mod error;
+pub mod fetch;
+pub mod fsutil;
+pub mod inspect;
+pub mod kernel;
+pub mod module;
+pub mod progress;
+pub mod table;
+pub mod tree;
+
+pub use error::{Error, Result};

@@ -1,0 +1,159 @@
+//! The `bootlink` command line: parse arguments, call the library, print.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use bootlink::{fetch, fsutil, inspect, kernel, Error};
+
+#[derive(Parser)]
+#[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Report what load-time symbol resolution costs for modules against a kernel
+    Inspect {
+        /// vmlinux, bzImage/vmlinuz, compressed vmlinux, System.map (with
+        /// Module.symvers beside it), or a build directory
+        kernel: PathBuf,
+        /// Module files (.ko, .ko.xz, .ko.zst, .ko.gz) or directories
+        #[arg(required = true)]
+        modules: Vec<PathBuf>,
+        /// Kernel config (default: IKCONFIG, or config-<release>/.config beside the image)
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// How many modules to list, most undefined symbols first
+        #[arg(long, default_value_t = 20, conflicts_with = "all")]
+        top: usize,
+        /// List every module
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what bootlink reads from a kernel image: release, exports, KASLR
+    KernelInfo {
+        kernel: PathBuf,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// List every export (address, CRC, type, namespace, name)
+        #[arg(long)]
+        exports: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the uncompressed vmlinux held in a bzImage or compressed image
+    ExtractVmlinux {
+        image: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Download a real Debian kernel package into the cache and print its paths
+    FetchKernel {
+        /// Kernel series (newest package of it), e.g. 6.1 or 6.12
+        #[arg(long, conflicts_with = "package")]
+        version: Option<String>,
+        /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
+        #[arg(long)]
+        package: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bootlink: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string_pretty(v).expect("serializable"));
+}
+
+fn run(cmd: Cmd) -> Result<ExitCode, Error> {
+    match cmd {
+        Cmd::Inspect { kernel, modules, config, top, all, json } => {
+            let report = inspect::run(&kernel, config.as_deref(), &modules)?;
+            for e in &report.errors {
+                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+            }
+            if json {
+                print_json(&report);
+            } else {
+                print!("{}", report.render(if all { None } else { Some(top) }));
+            }
+            Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Cmd::KernelInfo { kernel, config, exports, json } => {
+            let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
+            if json {
+                if exports {
+                    print_json(&k);
+                } else {
+                    print_json(&inspect::KernelSummary::of(&k));
+                }
+            } else if exports {
+                for e in &k.exports {
+                    println!(
+                        "{:016x}\t0x{:08x}\t{}\t{}\t{}",
+                        e.addr,
+                        e.crc.unwrap_or(0),
+                        if e.gpl { "EXPORT_SYMBOL_GPL" } else { "EXPORT_SYMBOL" },
+                        e.namespace.as_deref().unwrap_or(""),
+                        e.name
+                    );
+                }
+            } else {
+                let s = inspect::KernelSummary::of(&k);
+                println!("image     {}", s.path.display());
+                println!("format    {}", s.source);
+                println!("release   {}", s.release.as_deref().unwrap_or("unknown"));
+                println!("vermagic  {}", s.vermagic.as_deref().unwrap_or("unknown"));
+                println!("machine   {}", s.machine);
+                println!("exports   {} ({} GPL-only)", s.exports, s.gpl_exports);
+                println!("config    {}", k.config_source.as_deref().unwrap_or("none found"));
+                println!("KASLR     {}", s.kaslr.describe());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::ExtractVmlinux { image, output } => {
+            let v = kernel::extract_vmlinux(&image)?;
+            fsutil::write_atomic(&output, &v.data)?;
+            eprintln!("{}: {} ({} bytes)", output.display(), v.source.describe(), v.data.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::FetchKernel { version, package, json } => {
+            let req = match (version, package) {
+                (_, Some(p)) => fetch::Request::Package(p),
+                (Some(v), None) => fetch::Request::Series(v),
+                (None, None) => fetch::Request::Reference,
+            };
+            let f = fetch::fetch(&req)?;
+            if let Some(why) = &f.fallback {
+                eprintln!("bootlink: note: {why}");
+            }
+            if json {
+                print_json(&f);
+            } else {
+                println!("package   {} {}", f.package, f.version);
+                println!("release   {}", f.release);
+                println!("vmlinuz   {}", f.vmlinuz.display());
+                println!("vmlinux   {}", f.vmlinux.display());
+                println!("config    {}", f.config.display());
+                println!("modules   {}", f.modules.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Reading one kernel module (`.ko`, `.ko.xz`, `.ko.zst`, `.ko.gz`): its
+//! undefined symbols, its own exports, `.modinfo`, `__versions` and the
+//! appended signature.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use object::elf::SHN_UNDEF;
+use object::read::elf::Sym;
+use serde::Serialize;
+
+use crate::compress::{self, Compression};
+use crate::elf::{self, Elf, Want, LE};
+use crate::error::{Error, Result};
+use crate::fsutil::{self, Bytes};
+
+pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
+/// struct module_signature: algo, hash, id_type, signer_len, key_id_len,
+/// pad[3], sig_len (big-endian u32).
+pub const SIG_INFO_LEN: usize = 12;
+/// struct modversion_info on 64-bit: u64 crc + char name[56].
+pub const MODVERSION_LEN: usize = 64;
+/// The section the preresolver adds to mark a module.
+pub const PRERESOLVED_SECTION: &str = ".preresolved";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signature {
+    /// Offset of the signature data (= the length of the ELF part).
+    pub offset: usize,
+    pub sig_len: usize,
+    pub id_type: u8,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleExport {
+    pub name: String,
+    pub gpl: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crc: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Module {
+    pub path: PathBuf,
+    /// The module name as the kernel knows it (from .modinfo, else the file name).
+    pub name: String,
+    pub compression: Compression,
+    pub machine: &'static str,
+    pub undefined: Vec<String>,
+    pub exports: Vec<ModuleExport>,
+    pub modinfo: Vec<(String, String)>,
+    /// Symbol name and CRC from `__versions`.
+    pub versions: Vec<(String, u32)>,
+    pub signature: Option<Signature>,
+    pub preresolved: bool,
+}
+
+impl Module {
+    pub fn modinfo(&self, key: &str) -> Option<&str> {
+        self.modinfo.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    pub fn modinfo_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.modinfo.iter().filter(move |(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    pub fn license(&self) -> Option<&str> {
+        self.modinfo("license")
+    }
+
+    pub fn vermagic(&self) -> Option<&str> {
+        self.modinfo("vermagic")
+    }
+
+    pub fn depends(&self) -> Vec<&str> {
+        self.modinfo("depends").map(|d| d.split(',').filter(|s| !s.is_empty()).collect()).unwrap_or_default()
+    }
+
+    pub fn import_ns(&self) -> Vec<&str> {
+        self.modinfo_all("import_ns").collect()
+    }
+}
+
+/// The module name the kernel derives from a file name: the base name up to
+/// the first '.', with '-' turned into '_'.
+pub fn name_from_path(path: &Path) -> String {
+    let base = path.file_name().map(|s| s.to_string_lossy()).unwrap_or_default();
+    base.split('.').next().unwrap_or("").replace('-', "_")
+}
+
+pub fn is_module_file(path: &Path) -> bool {
+    let n = path.file_name().map(|s| s.to_string_lossy()).unwrap_or_default();
+    n.ends_with(".ko") || n.ends_with(".ko.xz") || n.ends_with(".ko.zst") || n.ends_with(".ko.gz")
+}
+
+/// Read a module file: decompress if needed, and return the raw bytes
+/// (ELF + signature, as the kernel would receive them).
+pub fn load_bytes(path: &Path) -> Result<(Bytes, Compression)> {
+    let data = fsutil::map_file(path)?;
+    let kind = Compression::detect(&data);
+    if kind == Compression::None {
+        return Ok((data, kind));
+    }
+    let raw = compress::decompress(&data, kind, data.len() * 4).map_err(|e| Error::file(path, e))?;
+    Ok((raw.into(), kind))
+}
+
+/// Split off an appended signature: the ELF part's length and the signature.
+pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signature>), String> {
+    if !data.ends_with(SIG_MAGIC) {
+        return Ok((data.len(), None));
+    }
+    let info_end = data.len() - SIG_MAGIC.len();
+    let info = info_end
+        .checked_sub(SIG_INFO_LEN)
+        .map(|s| &data[s..info_end])
+        .ok_or("truncated module signature")?;
+    let sig_len = u32::from_be_bytes(info[8..12].try_into().unwrap()) as usize;
+    let extra = info[3] as usize + info[4] as usize;
+    let offset = (info_end - SIG_INFO_LEN)
+        .checked_sub(sig_len + extra)
+        .ok_or("corrupt module signature: its length exceeds the file")?;
+    Ok((offset, Some(Signature { offset, sig_len, id_type: info[2] })))
+}
+
+pub fn read(path: &Path) -> Result<Module> {
+    let (data, compression) = load_bytes(path)?;
+    parse(path, &data, compression).map_err(|e| Error::file(path, e))
+}
+
+pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
+    let (elf_len, signature) = split_signature(data)?;
+    let elf = Elf::parse(&data[..elf_len], Want::Relocatable)?;
+    let modinfo_raw = elf
+        .named_section_data(".modinfo")?
+        .ok_or("not a kernel module: no .modinfo section")?;
+    if elf.section(".gnu.linkonce.this_module").is_none() {
+        return Err("not a kernel module: no .gnu.linkonce.this_module section".into());
+    }
+    let modinfo: Vec<(String, String)> = modinfo_raw
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let s = std::str::from_utf8(kv).ok()?;
+            let (k, v) = s.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect();
+
+    let symtab = elf.symbols()?;
+    if symtab.is_empty() {
+        return Err("module has no symbol table (.symtab)".into());
+    }
+    let mut undefined = Vec::new();
+    let mut export_syms = Vec::new();
+    let mut crc_syms = HashMap::new();
+    let mut ns_syms = HashMap::new();
+    for (i, sym) in symtab.iter().enumerate() {
+        if i == 0 {
+            continue;
+        }
+        let name = elf::sym_name(&symtab, sym)?;
+        if name.is_empty() {
+            continue;
+        }
+        let shndx = sym.st_shndx(LE);
+        if shndx == SHN_UNDEF {
+            undefined.push(String::from_utf8_lossy(name).into_owned());
+        } else if let Some(n) = name.strip_prefix(b"__ksymtab_") {
+            export_syms.push((n, shndx.0 as usize));
+        } else if let Some(n) = name.strip_prefix(b"__crc_") {
+            crc_syms.insert(n, (shndx.0 as usize, sym.st_value(LE)));
+        } else if let Some(n) = name.strip_prefix(b"__kstrtabns_") {
+            ns_syms.insert(n, (shndx.0 as usize, sym.st_value(LE)));
+        }
+    }
+
+    let mut exports = Vec::with_capacity(export_syms.len());
+    for (name, shndx) in export_syms {
+        let Some(sh) = elf.section_by_index(shndx) else { continue };
+        let sec = elf.section_name(sh);
+        if sec != b"__ksymtab" && sec != b"__ksymtab_gpl" {
+            continue;
+        }
+        let crc = crc_syms.get(name).and_then(|&(idx, off)| {
+            let d = elf.section_data(elf.section_by_index(idx)?).ok()?;
+            elf::read_u32(d, off as usize)
+        });
+        let namespace = ns_syms.get(name).and_then(|&(idx, off)| {
+            let d = elf.section_data(elf.section_by_index(idx)?).ok()?;
+            elf::cstr(d, off as usize).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned())
+        });
+        exports.push(ModuleExport { name: String::from_utf8_lossy(name).into_owned(), gpl: sec == b"__ksymtab_gpl", namespace, crc });
+    }
+
+    let mut versions = Vec::new();
+    if let Some(v) = elf.named_section_data("__versions")? {
+        if v.len() % MODVERSION_LEN != 0 {
+            return Err(format!("corrupt __versions section: {} bytes is not a multiple of {MODVERSION_LEN}", v.len()));
+        }
+        for entry in v.chunks_exact(MODVERSION_LEN) {
+            let crc = u64::from_le_bytes(entry[..8].try_into().unwrap()) as u32;
+            let name = elf::cstr(&entry[8..], 0).unwrap_or(&entry[8..]);
+            versions.push((String::from_utf8_lossy(name).into_owned(), crc));
+        }
+    }
+
+    let name = modinfo
+        .iter()
+        .find(|(k, _)| k == "name")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| name_from_path(path));
+    Ok(Module {
+        path: path.to_path_buf(),
+        name,
+        compression,
+        machine: elf::machine_name(elf.machine()),
+        undefined,
+        exports,
+        modinfo,
+        versions,
+        signature,
+        preresolved: elf.section(PRERESOLVED_SECTION).is_some(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_follow_the_kernel_rule() {
+        assert_eq!(name_from_path(Path::new("/x/nls_koi8-ru.ko.xz")), "nls_koi8_ru");
+        assert_eq!(name_from_path(Path::new("ext4.ko")), "ext4");
+        assert!(is_module_file(Path::new("a.ko.zst")));
+        assert!(!is_module_file(Path::new("a.o")));
+    }
+
+    #[test]
+    fn signature_trailer_is_split_and_bounds_checked() {
+        let mut m = b"ELFDATA".to_vec();
+        let sig = [9u8; 5];
+        m.extend_from_slice(&sig);
+        m.extend_from_slice(&[0, 0, 2, 0, 0, 0, 0, 0]);
+        m.extend_from_slice(&(sig.len() as u32).to_be_bytes());
+        m.extend_from_slice(SIG_MAGIC);
+        let (len, s) = split_signature(&m).unwrap();
+        assert_eq!(len, 7);
+        assert_eq!(s.unwrap().sig_len, 5);
+        let mut bad = m.clone();
+        let n = bad.len();
+        bad[n - SIG_MAGIC.len() - 1] = 200; // sig_len larger than the file
+        assert!(split_signature(&bad).unwrap_err().contains("corrupt module signature"));
+        assert_eq!(split_signature(b"plain").unwrap(), (5, None));
+    }
+}
