@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod fsutil;
 pub mod inspect;
 pub mod kernel;
+pub mod lab;
 pub mod module;
 pub mod progress;
 pub mod table;

@@ -36,6 +36,7 @@ pub fn parse_system_map(text: &str) -> HashMap<&str, u64> {
 }
 
 /// One line of Module.symvers: CRC, symbol, module, export type, namespace.
+#[derive(Debug)]
 pub struct SymversEntry<'a> {
     pub crc: u32,
     pub name: &'a str,
