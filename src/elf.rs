@@ -142,7 +142,7 @@ pub fn cstr(data: &[u8], offset: usize) -> Option<&[u8]> {
 }
 
 pub fn read_u32(data: &[u8], offset: usize) -> Option<u32> {
-    data.get(offset..offset + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    data.get(offset..offset.checked_add(4)?).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
 }
 
 pub fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
@@ -150,7 +150,7 @@ pub fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
 }
 
 pub fn read_u64(data: &[u8], offset: usize) -> Option<u64> {
-    data.get(offset..offset + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    data.get(offset..offset.checked_add(8)?).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
 }
 
 pub fn machine_name(m: elf::Machine) -> &'static str {

@@ -88,7 +88,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             for e in &report.errors {
                 eprintln!("bootlink: {}: {}", e.path.display(), e.error);
             }
-            if json {
+            if report.modules.is_empty() {
+                // nothing could be read: the errors above are the answer
+            } else if json {
                 print_json(&report);
             } else {
                 print!("{}", report.render(if all { None } else { Some(top) }));

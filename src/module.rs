@@ -120,7 +120,7 @@ pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signat
     let sig_len = u32::from_be_bytes(info[8..12].try_into().unwrap()) as usize;
     let extra = info[3] as usize + info[4] as usize;
     let offset = (info_end - SIG_INFO_LEN)
-        .checked_sub(sig_len + extra)
+        .checked_sub(sig_len.saturating_add(extra))
         .ok_or("corrupt module signature: its length exceeds the file")?;
     Ok((offset, Some(Signature { offset, sig_len, id_type: info[2] })))
 }

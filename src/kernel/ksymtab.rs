@@ -55,7 +55,7 @@ impl<'d> Strings<'d> {
         elf::cstr(self.data, usize::try_from(off).ok()?)
     }
     fn contains(&self, addr: u64) -> bool {
-        addr >= self.addr && addr < self.addr + self.data.len() as u64
+        addr.wrapping_sub(self.addr) < self.data.len() as u64
     }
 }
 
@@ -65,14 +65,14 @@ struct Table<'d> {
 }
 
 fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u64> {
-    let base = i * fmt.size();
+    let base = i.checked_mul(fmt.size())?;
     match fmt {
         EntryFormat::Prel32 => {
-            let off = base + 4 * k;
+            let off = base.checked_add(4 * k)?;
             let rel = elf::read_i32(t.data, off)? as i64;
             Some((t.addr as i64).wrapping_add(off as i64).wrapping_add(rel) as u64)
         }
-        EntryFormat::Abs64 | EntryFormat::Abs64NoNamespace => elf::read_u64(t.data, base + 8 * k),
+        EntryFormat::Abs64 | EntryFormat::Abs64NoNamespace => elf::read_u64(t.data, base.checked_add(8 * k)?),
     }
 }
 

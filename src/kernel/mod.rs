@@ -114,7 +114,7 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> 
         return Err("truncated bzImage header".into());
     };
     let start = (setup_sects + 1) * 512 + off as usize;
-    let end = start + len as usize;
+    let end = start.saturating_add(len as usize);
     let payload = data
         .get(start..end)
         .ok_or_else(|| format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))?;
@@ -126,7 +126,7 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> 
         return Err("bzImage payload is in an unsupported compression (supported: xz, zstd, gzip)".into());
     }
     // The build appends the uncompressed size (le32) after the stream.
-    let hint = elf::read_u32(payload, payload.len() - 4).unwrap_or(0) as usize;
+    let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
     let out = compress::decompress(payload, kind, hint)?;
     if !out.starts_with(&object::elf::ELFMAG) {
         return Err("bzImage payload does not decompress to an ELF vmlinux".into());
@@ -214,8 +214,9 @@ impl KernelImage {
 }
 
 pub(crate) fn load_config_file(path: &Path) -> Result<KernelConfig> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    if !KernelConfig::looks_like_config(&text) {
+    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let text = String::from_utf8_lossy(&raw);
+    if raw.contains(&0) || !KernelConfig::looks_like_config(&text) {
         return Err(Error::file(path, "not a kernel config (no CONFIG_ lines)"));
     }
     Ok(KernelConfig::parse(&text))

@@ -1,0 +1,141 @@
+//! Bad input: each case is one line on stderr naming the file and the
+//! problem, a non-zero exit, and no panic. In a tree, a bad module is
+//! reported and the rest are still processed.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Run `bootlink inspect KERNEL PATH` and return stderr; assert failure,
+/// no panic, and a single error line that names `named`.
+fn one_error(kernel: &Path, path: &Path, named: &Path) -> String {
+    let o = run(&[&"inspect", &kernel, &path]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "expected failure for {}: {err}", path.display());
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("bootlink: ") && err.contains(&named.display().to_string()), "{err}");
+    assert!(stdout(&o).is_empty(), "no report when nothing could be read");
+    err
+}
+
+fn fat() -> std::path::PathBuf {
+    module("fs/fat/fat.ko")
+}
+
+#[test]
+fn truncated_non_elf_32bit_bigendian_and_foreign_elf_modules() {
+    let k = &kernel().vmlinuz;
+    let dir = tmpdir("bad-modules");
+    let good = std::fs::read(fat()).unwrap();
+    // The ELF header and section headers are whole but the file ends early.
+    let p = dir.join("truncated.ko");
+    std::fs::write(&p, &good[..good.len() / 3]).unwrap();
+    let e = one_error(k, &p, &p);
+    assert!(e.contains("truncated") || e.contains("outside the file"), "{e}");
+    let p = dir.join("tiny.ko");
+    std::fs::write(&p, &good[..40]).unwrap();
+    assert!(one_error(k, &p, &p).contains("truncated ELF file"));
+    let p = dir.join("text.ko");
+    std::fs::write(&p, b"this is not a module\n").unwrap();
+    assert!(one_error(k, &p, &p).contains("not an ELF file"));
+    let p = dir.join("elf32.ko");
+    let mut b = good.clone();
+    b[4] = 1;
+    std::fs::write(&p, &b).unwrap();
+    assert!(one_error(k, &p, &p).contains("32-bit ELF"));
+    let p = dir.join("bigendian.ko");
+    let mut b = good.clone();
+    b[5] = 2;
+    std::fs::write(&p, &b).unwrap();
+    assert!(one_error(k, &p, &p).contains("big-endian ELF"));
+    // An executable and a plain object file are ELF but not modules.
+    let p = copy_to(Path::new("/bin/true"), &dir, "true.ko");
+    assert!(one_error(k, &p, &p).contains("not a kernel module: ELF type is ET_DYN"));
+    let c = dir.join("x.c");
+    std::fs::write(&c, "int x(void) { return 1; }\n").unwrap();
+    let o = dir.join("plain.ko");
+    sh("cc", &["-c", c.to_str().unwrap(), "-o", o.to_str().unwrap()]);
+    assert!(one_error(k, &o, &o).contains("not a kernel module: no .modinfo section"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corrupt_compressed_modules() {
+    let k = &kernel().vmlinuz;
+    let dir = tmpdir("bad-compressed");
+    let p = copy_to(&fat(), &dir, "fat.ko");
+    sh("xz", &["--check=crc32", p.to_str().unwrap()]);
+    let xz = dir.join("fat.ko.xz");
+    let mut b = std::fs::read(&xz).unwrap();
+    let mid = b.len() / 2;
+    b[mid..mid + 16].iter_mut().for_each(|x| *x ^= 0xa5);
+    std::fs::write(&xz, &b).unwrap();
+    assert!(one_error(k, &xz, &xz).contains("corrupt xz data"));
+    // Cut short: the stream never ends.
+    std::fs::write(&xz, &b[..mid]).unwrap();
+    assert!(one_error(k, &xz, &xz).contains("corrupt xz data"));
+    let zst = dir.join("fat.ko.zst");
+    let mut z = zstd_bytes(&std::fs::read(fat()).unwrap());
+    let n = z.len();
+    z.truncate(n - 100);
+    std::fs::write(&zst, &z).unwrap();
+    assert!(one_error(k, &zst, &zst).contains("corrupt zstd data"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn zstd_bytes(data: &[u8]) -> Vec<u8> {
+    bootlink::compress::compress(data, bootlink::compress::Compression::Zstd).unwrap()
+}
+
+#[test]
+fn empty_directory_missing_file_and_bad_kernel() {
+    let k = &kernel().vmlinuz;
+    let dir = tmpdir("empty");
+    let e = one_error(k, &dir, &dir);
+    assert!(e.contains("no kernel modules"), "{e}");
+    let missing = dir.join("missing.ko");
+    assert!(one_error(k, &missing, &missing).contains("no such file"));
+    // A kernel argument that is not a kernel.
+    let notk = copy_to(&fat(), &dir, "fat.ko");
+    let e = one_error(&notk, &fat(), &notk);
+    assert!(e.contains("not a kernel image: ELF type is ET_REL"), "{e}");
+    let text = dir.join("vmlinuz");
+    std::fs::write(&text, vec![b'x'; 5000]).unwrap();
+    assert!(one_error(&text, &fat(), &text).contains("not a kernel image"));
+    // A bzImage whose payload is cut off.
+    let vmlinuz = std::fs::read(k).unwrap();
+    let cut = dir.join("vmlinuz-cut");
+    std::fs::write(&cut, &vmlinuz[..vmlinuz.len() / 2]).unwrap();
+    assert!(one_error(&cut, &fat(), &cut).contains("truncated bzImage"));
+    // A config file that is not one.
+    let o = run(&[&"inspect", &"--config", &fat(), &k, &fat()]);
+    assert!(!o.status.success() && stderr(&o).contains("not a kernel config"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn one_bad_module_in_a_tree_does_not_stop_the_rest() {
+    let k = &kernel().vmlinuz;
+    let dir = tmpdir("mixed-tree");
+    std::fs::create_dir_all(dir.join("fs/fat")).unwrap();
+    for m in ["fat", "vfat", "msdos"] {
+        copy_to(&module(&format!("fs/fat/{m}.ko")), &dir.join("fs/fat"), &format!("{m}.ko"));
+    }
+    let bad = dir.join("fs/broken.ko");
+    std::fs::write(&bad, b"\x7fELF garbage").unwrap();
+    let o = run(&[&"inspect", &"--json", &k, &dir]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("broken.ko") && !err.contains("panicked"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["totals"]["modules"], 3);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 1);
+    // vfat and msdos use fat's exports: resolved by a module of the set.
+    assert!(r["totals"]["modules_only"].as_u64().unwrap() > 0);
+    assert_eq!(r["totals"]["unresolved"], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
