@@ -3,13 +3,14 @@
 //! `Module.symvers` as a fallback when no image is at hand.
 
 pub mod config;
+pub mod imagecache;
 pub mod ksymtab;
 pub mod sysmap;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::compress::{self, Compression};
 use crate::elf::{self, Elf, Want};
@@ -19,7 +20,7 @@ pub use config::{Kaslr, KernelConfig};
 pub use ksymtab::{EntryFormat, Export};
 
 /// Where the exports were read from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Vmlinux,
@@ -156,7 +157,11 @@ impl KernelImage {
             let symvers = path.with_file_name("Module.symvers");
             return sysmap::open(path, &symvers, config);
         }
-        let v = find_vmlinux(data).map_err(|e| Error::file(path, e))?;
+        let v = if data.starts_with(&object::elf::ELFMAG) {
+            Vmlinux { data, source: Source::Vmlinux }
+        } else {
+            imagecache::vmlinux(&data).map_err(|e| Error::file(path, e))?
+        };
         Self::from_vmlinux(path, &v.data, v.source, config)
     }
 

@@ -1,0 +1,73 @@
+//! A content-addressed cache of decompressed kernel images.
+//!
+//! Decompressing a distribution vmlinuz (one XZ block, ~8 MB to ~66 MB) takes
+//! ~0.7 s and cannot be parallelised; reading all modules of the same kernel
+//! takes ~0.25 s. The uncompressed vmlinux is kept under
+//! `<cache>/vmlinux/<hash>.elf`, keyed by a hash of the compressed image's
+//! bytes (so a changed image is never served stale), with the most recent
+//! few kept. `BOOTLINK_NO_IMAGE_CACHE=1` turns it off.
+
+use std::hash::Hasher;
+use std::path::PathBuf;
+
+use super::{find_vmlinux, Source, Vmlinux};
+use crate::fsutil;
+
+const KEEP: usize = 4;
+
+fn key(data: &[u8]) -> String {
+    // SipHash over the whole image, twice with different keys: 128 bits.
+    let mut a = std::hash::DefaultHasher::new();
+    let mut b = std::hash::DefaultHasher::new();
+    b.write_u64(0x626f_6f74_6c69_6e6b);
+    a.write(data);
+    b.write(data);
+    format!("{:016x}{:016x}-{}", a.finish(), b.finish(), data.len())
+}
+
+fn dir() -> PathBuf {
+    fsutil::cache_dir().join("vmlinux")
+}
+
+/// The vmlinux inside a compressed image, from the cache when it is there.
+pub fn vmlinux(image: &[u8]) -> Result<Vmlinux, String> {
+    if std::env::var_os("BOOTLINK_NO_IMAGE_CACHE").is_some() {
+        return find_vmlinux(image.to_vec().into());
+    }
+    let k = key(image);
+    let elf = dir().join(format!("{k}.elf"));
+    let meta = dir().join(format!("{k}.json"));
+    if let (Ok(m), true) = (std::fs::read(&meta), elf.is_file()) {
+        if let (Ok(source), Ok(data)) = (serde_json::from_slice::<Source>(&m), fsutil::map_file(&elf)) {
+            if data.starts_with(&object::elf::ELFMAG) {
+                return Ok(Vmlinux { data, source });
+            }
+        }
+    }
+    let v = find_vmlinux(image.to_vec().into())?;
+    if !matches!(v.source, Source::Vmlinux) && std::fs::create_dir_all(dir()).is_ok() {
+        // A cache that cannot be written is only slower, never an error.
+        let json = serde_json::to_vec(&v.source).expect("serializable");
+        if fsutil::write_atomic(&elf, &v.data).is_ok() && fsutil::write_atomic(&meta, &json).is_ok() {
+            prune();
+        }
+    }
+    Ok(v)
+}
+
+/// Keep the most recently written entries only.
+fn prune() {
+    let Ok(rd) = std::fs::read_dir(dir()) else { return };
+    let mut elfs: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "elf"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    elfs.sort();
+    let excess = elfs.len().saturating_sub(KEEP);
+    for (_, p) in elfs.into_iter().take(excess) {
+        let _ = std::fs::remove_file(p.with_extension("json"));
+        let _ = std::fs::remove_file(p);
+    }
+}
