@@ -49,13 +49,25 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
 /// directory, synced, then renamed over the target. On any error the
 /// temporary file is removed and the target is untouched.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    write_atomic_impl(path, data, true)
+}
+
+/// Like [`write_atomic`] without the fsync: for new files in an output
+/// directory, where a crash loses only output that can be made again.
+pub fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
+    write_atomic_impl(path, data, false)
+}
+
+fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| Error::file(path, "not a file path"))?;
     let tmp = dir.join(format!(".{}.bootlink-tmp.{}", name.to_string_lossy(), std::process::id()));
     let res = (|| -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         Ok(())
     })();
     if let Err(e) = res {

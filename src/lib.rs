@@ -5,6 +5,7 @@
 
 pub mod compress;
 pub mod elf;
+pub mod elfedit;
 pub mod error;
 pub mod fetch;
 pub mod fsutil;
@@ -12,7 +13,9 @@ pub mod inspect;
 pub mod kernel;
 pub mod lab;
 pub mod module;
+pub mod preresolve;
 pub mod progress;
+pub mod sign;
 pub mod table;
 pub mod tree;
 

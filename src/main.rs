@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{fetch, fsutil, inspect, kernel, Error};
+use bootlink::{fetch, fsutil, inspect, kernel, preresolve, sign, Error};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -33,6 +33,39 @@ enum Cmd {
         /// List every module
         #[arg(long)]
         all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resolve module symbols against vmlinux at build time (SHN_UNDEF -> SHN_ABS)
+    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place"])))]
+    Preresolve {
+        /// vmlinux or vmlinuz the modules will run with
+        #[arg(long)]
+        kernel: PathBuf,
+        /// Kernel config (default: IKCONFIG, or config-<release>/.config beside the image)
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Module files or directories
+        #[arg(required = true)]
+        modules: Vec<PathBuf>,
+        /// Write preresolved modules here, mirroring the input tree
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Replace the input modules (atomically)
+        #[arg(long)]
+        in_place: bool,
+        /// The target boots with `nokaslr` (or an entry that does not randomize):
+        /// required when the kernel has CONFIG_RANDOMIZE_BASE=y or its config is unknown
+        #[arg(long)]
+        assume_nokaslr: bool,
+        /// Re-sign changed modules with this private key (PEM)
+        #[arg(long, requires = "sign_cert")]
+        sign_key: Option<PathBuf>,
+        /// ...and this X.509 certificate (PEM)
+        #[arg(long, requires = "sign_key")]
+        sign_cert: Option<PathBuf>,
+        #[arg(long, default_value = "sha256")]
+        sign_hash: String,
         #[arg(long)]
         json: bool,
     },
@@ -94,6 +127,27 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 print_json(&report);
             } else {
                 print!("{}", report.render(if all { None } else { Some(top) }));
+            }
+            Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Cmd::Preresolve { kernel, config, modules, output, in_place, assume_nokaslr, sign_key, sign_cert, sign_hash, json } => {
+            let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
+            let opts = preresolve::Options {
+                output: match (output, in_place) {
+                    (Some(d), _) => preresolve::Output::Dir(d),
+                    (None, _) => preresolve::Output::InPlace,
+                },
+                assume_nokaslr,
+                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+            };
+            let report = preresolve::run(&k, &modules, &opts)?;
+            for e in &report.errors {
+                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+            }
+            if json {
+                print_json(&report);
+            } else if !report.modules.is_empty() {
+                print!("{}", report.render());
             }
             Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }

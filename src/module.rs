@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use object::elf::SHN_UNDEF;
+use object::elf::{SHN_ABS, SHN_UNDEF, STB_LOCAL};
 use object::read::elf::Sym;
 use serde::Serialize;
 
@@ -49,6 +49,12 @@ pub struct Module {
     pub compression: Compression,
     pub machine: &'static str,
     pub undefined: Vec<String>,
+    /// Symbol table index of each entry of `undefined`.
+    #[serde(skip)]
+    pub undefined_index: Vec<usize>,
+    /// Global symbols with SHN_ABS and their values (what a preresolver leaves).
+    #[serde(skip)]
+    pub absolute: Vec<(String, u64)>,
     pub exports: Vec<ModuleExport>,
     pub modinfo: Vec<(String, String)>,
     /// Symbol name and CRC from `__versions`.
@@ -153,6 +159,8 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         return Err("module has no symbol table (.symtab)".into());
     }
     let mut undefined = Vec::new();
+    let mut undefined_index = Vec::new();
+    let mut absolute = Vec::new();
     let mut export_syms = Vec::new();
     let mut crc_syms = HashMap::new();
     let mut ns_syms = HashMap::new();
@@ -167,6 +175,9 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         let shndx = sym.st_shndx(LE);
         if shndx == SHN_UNDEF {
             undefined.push(String::from_utf8_lossy(name).into_owned());
+            undefined_index.push(i);
+        } else if shndx == SHN_ABS && sym.st_bind() != STB_LOCAL {
+            absolute.push((String::from_utf8_lossy(name).into_owned(), sym.st_value(LE)));
         } else if let Some(n) = name.strip_prefix(b"__ksymtab_") {
             export_syms.push((n, shndx.0 as usize));
         } else if let Some(n) = name.strip_prefix(b"__crc_") {
@@ -217,6 +228,8 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         compression,
         machine: elf::machine_name(elf.machine()),
         undefined,
+        undefined_index,
+        absolute,
         exports,
         modinfo,
         versions,
