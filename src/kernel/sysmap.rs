@@ -22,17 +22,27 @@ pub fn looks_like_system_map(data: &[u8]) -> bool {
         })
 }
 
+/// Name -> address. A name can appear more than once (a static symbol and
+/// an exported global of the same name, e.g. acpi_gpe_count on 6.1); the
+/// global definition (an upper-case type letter) is the one exports refer to.
 pub fn parse_system_map(text: &str) -> HashMap<&str, u64> {
-    let mut map = HashMap::new();
+    let mut map: HashMap<&str, (u64, bool)> = HashMap::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();
-        if let (Some(a), Some(_t), Some(name), None) = (f.next(), f.next(), f.next(), f.next()) {
+        if let (Some(a), Some(t), Some(name), None) = (f.next(), f.next(), f.next(), f.next()) {
             if let Ok(addr) = u64::from_str_radix(a, 16) {
-                map.entry(name).or_insert(addr);
+                let global = t.starts_with(|c: char| c.is_ascii_uppercase());
+                match map.get(name) {
+                    Some(&(_, true)) => {}
+                    Some(&(_, false)) if !global => {}
+                    _ => {
+                        map.insert(name, (addr, global));
+                    }
+                }
             }
         }
     }
-    map
+    map.into_iter().map(|(n, (a, _))| (n, a)).collect()
 }
 
 /// One line of Module.symvers: CRC, symbol, module, export type, namespace.
@@ -130,6 +140,15 @@ mod tests {
         assert!(!looks_like_system_map(b"CONFIG_A=y\n"));
         assert!(!looks_like_system_map(b"\x7fELF\x02\x01"));
         assert!(!looks_like_system_map(b""));
+    }
+
+    #[test]
+    fn a_global_wins_over_a_static_of_the_same_name() {
+        let m = parse_system_map("ffffffff84083288 b acpi_gpe_count\nffffffff84083408 B acpi_gpe_count\nffffffff81000000 t only_static\n");
+        assert_eq!(m["acpi_gpe_count"], 0xffffffff84083408);
+        assert_eq!(m["only_static"], 0xffffffff81000000);
+        let m = parse_system_map("ffffffff84083408 B x\nffffffff84083288 b x\n");
+        assert_eq!(m["x"], 0xffffffff84083408);
     }
 
     #[test]
