@@ -1,1 +1,119 @@
 //! The lab: real kernels booted under QEMU (TCG) with an initramfs bootlink builds itself.
+//!
+//! The pieces, one job each:
+//! - [`cpio`]: a writer (and a checking reader) for the "newc" archives the
+//!   kernel unpacks as an initramfs;
+//! - [`busybox`]: a static busybox from Debian's `busybox-static`, cached;
+//! - [`initramfs`]: busybox, applet links, a generated `/init` that frames
+//!   the caller's output with marker lines, and any extra files;
+//! - [`qemu`]: boot a kernel under `qemu-system-x86_64 -accel tcg`, capture
+//!   the serial console, time it, and tell a clean power-off from a panic.
+
+pub mod busybox;
+pub mod cpio;
+pub mod initramfs;
+pub mod qemu;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+pub use initramfs::{framed, Initramfs};
+pub use qemu::{Boot, BootStatus, QemuOptions};
+
+/// A directory under `std::env::temp_dir()` with a unique name, removed
+/// (with its contents) when dropped unless [`TempDir::keep`] is called.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl TempDir {
+    /// Create `<temp>/bootlink-<label>-<pid>-<n>`.
+    pub fn new(label: &str) -> Result<TempDir> {
+        Self::new_in(&std::env::temp_dir(), &format!("bootlink-{label}"))
+    }
+
+    /// Create `<dir>/<label>-<pid>-<n>` (same file system as `dir`, so its
+    /// contents can be renamed into place there).
+    pub fn new_in(dir: &Path, label: &str) -> Result<TempDir> {
+        loop {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!("{label}-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(TempDir { path, keep: false }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keep the directory after all; returns its path.
+    pub fn keep(mut self) -> PathBuf {
+        self.keep = true;
+        self.path.clone()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Run a host tool to completion and return its stdout. A missing tool is
+/// reported with the Debian package that provides it.
+pub(crate) fn run_tool(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Error::new(format!("{prog}: missing tool, needed for {what} (install the Debian package {package})"))
+        }
+        _ => Error::new(format!("{prog}: cannot run it for {what}: {e}")),
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("W:")).unwrap_or("");
+        return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_are_unique_and_removed() {
+        let a = TempDir::new("lab-test").unwrap();
+        let b = TempDir::new("lab-test").unwrap();
+        assert_ne!(a.path(), b.path());
+        std::fs::write(a.path().join("f"), b"x").unwrap();
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        drop(a);
+        assert!(!pa.exists());
+        let kept = b.keep();
+        assert!(kept.is_dir());
+        std::fs::remove_dir_all(&pb).unwrap();
+    }
+
+    #[test]
+    fn missing_tool_names_the_package() {
+        let err = run_tool(&mut Command::new("bootlink-no-such-tool"), "testing", "some-package").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("bootlink-no-such-tool") && text.contains("some-package"), "{text}");
+        let err = run_tool(Command::new("sh").args(["-c", "echo oops >&2; exit 3"]), "testing", "dash").unwrap_err();
+        assert!(err.to_string().contains("oops"), "{err}");
+    }
+}
