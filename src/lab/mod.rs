@@ -13,6 +13,7 @@ pub mod busybox;
 pub mod cpio;
 pub mod initramfs;
 pub mod qemu;
+pub mod results;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,114 @@
+//! What a lab run records: the file `run.json` in a run directory, which
+//! `bootlink chart` reads. All times are microseconds of guest time unless
+//! a field says otherwise (`*_s` fields are host wall seconds).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The phases of loading one module, in the order the kernel runs them.
+pub const PHASES: &[&str] = &[
+    "read",        // copying the file into the kernel (finit_module: kernel_read_file)
+    "decompress",  // in-kernel decompression (CONFIG_MODULE_DECOMPRESS)
+    "signature",   // module_sig_check
+    "layout",      // layout_and_allocate: section layout, vmalloc
+    "symbols",     // simplify_symbols: symbol resolution (resolve_symbol for each SHN_UNDEF)
+    "relocation",  // apply_relocations
+    "finalize",    // post_relocation + module_finalize (alternatives, ftrace, ORC)
+    "init",        // do_init_module: the module's init function and freeing init memory
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Phase {
+    pub name: String,
+    /// Start, relative to boot.
+    pub start_us: f64,
+    pub duration_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModuleLoad {
+    pub name: String,
+    /// Start of load_module (or of the insmod when phases are unknown).
+    pub start_us: f64,
+    /// load_module + do_init_module as the kernel ran them.
+    pub total_us: f64,
+    /// Phases in kernel order; they never add up to more than total_us.
+    pub phases: Vec<Phase>,
+    /// resolve_symbol calls (symbol lookups) made for this module, if counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookups: Option<u64>,
+    /// Size of the module file in bytes.
+    #[serde(default)]
+    pub size: u64,
+    /// insmod's exit status (0 = loaded).
+    #[serde(default)]
+    pub status: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Initcall {
+    pub name: String,
+    pub start_us: f64,
+    pub duration_us: f64,
+    #[serde(default)]
+    pub ret: i64,
+    /// The module it belongs to, for module init functions ("" for built-in).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub module: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Repetition {
+    pub index: usize,
+    /// Host wall seconds from starting QEMU to its exit.
+    pub boot_wall_s: f64,
+    /// Guest time at which /init started (from printk timestamps).
+    #[serde(default)]
+    pub init_start_us: f64,
+    /// Guest time spent loading the whole module set.
+    #[serde(default)]
+    pub modules_total_us: f64,
+    pub initcalls: Vec<Initcall>,
+    pub modules: Vec<ModuleLoad>,
+    /// Console log, relative to the run directory.
+    pub log: PathBuf,
+    /// The boot failed or timed out: what is here is what was parsed.
+    #[serde(default)]
+    pub partial: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Variant {
+    /// "stock", "unsigned", "preresolved", ...
+    pub name: String,
+    pub repetitions: Vec<Repetition>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub format: u32,
+    /// Where it came from: "lab" for a QEMU run, "dmesg" for a parsed log.
+    pub source: String,
+    pub kernel_release: String,
+    pub kernel: PathBuf,
+    pub cmdline: String,
+    #[serde(default)]
+    pub qemu_version: String,
+    #[serde(default)]
+    pub qemu_command: Vec<String>,
+    /// "deterministic" (-icount shift=0,sleep=off) or "realtime".
+    pub timing: String,
+    pub module_set: String,
+    pub variants: Vec<Variant>,
+    #[serde(default)]
+    pub partial: bool,
+    /// Cost of the in-guest tracing, measured by the lab (percent of the
+    /// module set's load time), if measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_overhead_pct: Option<f64>,
+}
