@@ -12,6 +12,7 @@
 pub mod busybox;
 pub mod cpio;
 pub mod initramfs;
+pub mod modset;
 pub mod qemu;
 pub mod results;
 
