@@ -1,0 +1,180 @@
+//! Charts of boots: `bootlink chart RUN...`.
+//!
+//! Input: lab run directories (their `run.json`), `run.json` files, or
+//! plain kernel logs (dmesg or a serial console with printk times and
+//! `initcall_debug`), see [`load`]. Output, see [`render`]:
+//! - HTML: one self-contained file (inline SVG and CSS, no script, nothing
+//!   fetched): a bootgraph-like timeline of initcalls and module loads with
+//!   each module's phases inside its bar, per-module stacked phase bars, the
+//!   longest links, and with two or more variants the before/after tables
+//!   (gain = (new − old) / old × 100, spread over repetitions);
+//! - SVG: the timelines alone, as one standalone SVG;
+//! - Perfetto: Chrome trace-event JSON for ui.perfetto.dev;
+//! - JSON: the before/after [`Summary`] for machines.
+//!
+//! The pieces: [`dmesg`] (log parser), [`model`] (what is shown, computed
+//! from the runs), `svg`, `html`, `perfetto` (the renderers).
+
+pub mod dmesg;
+mod html;
+pub mod model;
+mod perfetto;
+mod svg;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::lab::results::{FORMAT_VERSION, Run};
+use crate::table::Table;
+
+pub use model::{Stat, Summary};
+
+/// A run from `path`: a run directory (its `run.json`), a `run.json` file,
+/// or a plain kernel log (dmesg or console capture).
+pub fn load(path: &Path) -> Result<Run> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        let file = path.join("run.json");
+        if !file.is_file() {
+            return Err(Error::file(path, "a directory without run.json (expected a lab run directory)"));
+        }
+        return load(&file);
+    }
+    let data = fsutil::map_file(path)?;
+    let first = data.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') { parse_run_json(&data, path) } else { Ok(dmesg::run_from_log(&data, path)) }
+}
+
+/// A `run.json`'s contents.
+pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
+    let run: Run =
+        serde_json::from_slice(data).map_err(|e| Error::file(path, format!("not a bootlink run.json: {e}")))?;
+    if run.format > FORMAT_VERSION {
+        return Err(Error::file(
+            path,
+            format!("run.json format {} is newer than this bootlink reads ({FORMAT_VERSION})", run.format),
+        ));
+    }
+    Ok(run)
+}
+
+/// The HTML report.
+pub fn render_html(runs: &[Run]) -> String {
+    html::render(runs)
+}
+
+/// The timeline of every series (its median repetition) as one standalone SVG.
+pub fn render_svg(runs: &[Run]) -> String {
+    let phases = model::phase_order(runs);
+    let parts: Vec<String> = model::series(runs)
+        .iter()
+        .filter_map(|s| {
+            let (i, rep) = model::median_repetition(s.variant)?;
+            let n = s.variant.repetitions.len();
+            let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };
+            Some(svg::timeline(&s.label, &note, rep, &phases, false))
+        })
+        .collect();
+    svg::stack("bootlink timeline", &parts)
+}
+
+/// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+pub fn render_perfetto(runs: &[Run]) -> String {
+    perfetto::render(runs)
+}
+
+/// The before/after comparison (the first series is the baseline).
+pub fn summary(runs: &[Run]) -> Summary {
+    model::summary(runs)
+}
+
+/// The before/after comparison as a terminal table.
+pub fn render_summary_text(s: &Summary) -> String {
+    let mut header =
+        vec!["".to_string(), format!("{} (old)", s.series.first().map(|x| x.label.as_str()).unwrap_or(""))];
+    for x in s.series.iter().skip(1) {
+        header.push(x.label.clone());
+        header.push("gain".into());
+    }
+    let cell = |v: Option<Stat>, unit: &str| match v {
+        None => "-".to_string(),
+        Some(v) if unit == "count" => crate::table::thousands(v.mean.round().max(0.0) as usize),
+        Some(v) if v.n > 1 => format!("{} ms ({}-{})", svg::ms(v.mean), svg::ms(v.min), svg::ms(v.max)),
+        Some(v) => format!("{} ms", svg::ms(v.mean)),
+    };
+    let mut t = Table::new(&header);
+    for r in &s.rows {
+        let mut row = vec![r.name.clone(), cell(r.values[0], r.unit)];
+        for i in 1..s.series.len() {
+            row.push(cell(r.values[i], r.unit));
+            row.push(r.gain_pct[i].map(|g| format!("{g:+.2} %")).unwrap_or_else(|| "-".into()));
+        }
+        t.row(row);
+    }
+    t.render()
+}
+
+/// What [`render`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Svg,
+    Perfetto,
+    /// The [`Summary`], pretty-printed.
+    Json,
+}
+
+pub fn render(runs: &[Run], format: Format) -> String {
+    match format {
+        Format::Html => render_html(runs),
+        Format::Svg => render_svg(runs),
+        Format::Perfetto => render_perfetto(runs),
+        Format::Json => serde_json::to_string_pretty(&summary(runs)).expect("serializable") + "\n",
+    }
+}
+
+/// Render and write `path` atomically.
+pub fn write(path: &Path, runs: &[Run], format: Format) -> Result<()> {
+    fsutil::write_atomic(path, render(runs, format).as_bytes())
+}
+
+/// Where `bootlink chart` writes.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub html: Option<PathBuf>,
+    pub svg: Option<PathBuf>,
+    pub perfetto: Option<PathBuf>,
+    /// Print the before/after summary as JSON instead of a table.
+    pub json: bool,
+}
+
+/// `bootlink chart`: load the inputs, write the files asked for, and
+/// return what to print (the before/after table or its JSON, and the files
+/// written).
+pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
+    if inputs.is_empty() {
+        return Err(Error::new("chart: give at least one run directory, run.json or kernel log"));
+    }
+    if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !out.json {
+        return Err(Error::new("chart: say what to write: -o FILE.html, --svg FILE, --perfetto FILE or --json"));
+    }
+    let runs = inputs.iter().map(|p| load(p)).collect::<Result<Vec<Run>>>()?;
+    let mut text = String::new();
+    for (path, format) in [(&out.html, Format::Html), (&out.svg, Format::Svg), (&out.perfetto, Format::Perfetto)] {
+        if let Some(p) = path {
+            write(p, &runs, format)?;
+            if !out.json {
+                text.push_str(&format!("wrote {}\n", p.display()));
+            }
+        }
+    }
+    let sum = summary(&runs);
+    if out.json {
+        text.push_str(&render(&runs, Format::Json));
+    } else if sum.series.len() >= 2 {
+        text.push('\n');
+        text.push_str(&render_summary_text(&sum));
+    }
+    Ok(text)
+}

@@ -1,0 +1,504 @@
+//! What the charts show, computed once from the runs: the series (one per
+//! variant of each run), per-module means over repetitions, per-phase sums,
+//! the before/after comparison and the longest links.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::lab::results::{Initcall, ModuleLoad, PHASES, Repetition, Run, Variant};
+
+/// Time in a module's load that no phase accounts for.
+pub const OTHER: &str = "other";
+
+/// One variant of one run.
+pub struct Series<'a> {
+    pub label: String,
+    pub run_index: usize,
+    pub run: &'a Run,
+    pub variant: &'a Variant,
+}
+
+/// The variants of all runs, in order; labels are the variant names,
+/// made unique with the run's number when two runs share a name.
+pub fn series(runs: &[Run]) -> Vec<Series<'_>> {
+    let mut out = Vec::new();
+    for (ri, run) in runs.iter().enumerate() {
+        for v in &run.variants {
+            out.push(Series { label: v.name.clone(), run_index: ri, run, variant: v });
+        }
+    }
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for s in &out {
+        *count.entry(s.label.clone()).or_default() += 1;
+    }
+    for s in &mut out {
+        if count[&s.label] > 1 {
+            s.label = format!("{} (run {})", s.label, s.run_index + 1);
+        }
+    }
+    out
+}
+
+/// Mean and spread of one quantity over repetitions.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Stat {
+    pub n: usize,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+impl Stat {
+    pub fn of(values: &[f64]) -> Option<Stat> {
+        if values.is_empty() {
+            return None;
+        }
+        let n = values.len();
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let var = if n > 1 { values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        Some(Stat { n, mean, min, max, stddev: var.sqrt() })
+    }
+}
+
+/// (new - old) / old * 100, the seeds' gain; None when old is 0.
+pub fn gain_pct(old: f64, new: f64) -> Option<f64> {
+    (old != 0.0).then(|| (new - old) / old * 100.0)
+}
+
+/// The phases that occur in any of the runs: [`PHASES`] order first, then
+/// unknown names in the order met, then [`OTHER`] if any load has time no
+/// phase accounts for.
+pub fn phase_order(runs: &[Run]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut other = false;
+    for m in runs.iter().flat_map(|r| &r.variants).flat_map(|v| &v.repetitions).flat_map(|r| &r.modules) {
+        for p in &m.phases {
+            if !seen.contains(&p.name) {
+                seen.push(p.name.clone());
+            }
+        }
+        if unattributed(m) > 0.0 {
+            other = true;
+        }
+    }
+    let mut out: Vec<String> = PHASES.iter().filter(|p| seen.iter().any(|s| s == *p)).map(|p| p.to_string()).collect();
+    out.extend(seen.into_iter().filter(|s| !PHASES.contains(&s.as_str()) && s != OTHER));
+    if other {
+        out.push(OTHER.to_string());
+    }
+    out
+}
+
+/// A load's time that none of its phases covers (0 if they cover it all).
+pub fn unattributed(m: &ModuleLoad) -> f64 {
+    let phases: f64 = m.phases.iter().filter(|p| p.name != OTHER).map(|p| p.duration_us).sum();
+    (m.total_us - phases).max(0.0)
+}
+
+/// The time of `phase` in one load ([`OTHER`]: the unattributed rest).
+pub fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
+    if phase == OTHER {
+        return unattributed(m) + m.phases.iter().filter(|p| p.name == OTHER).map(|p| p.duration_us).sum::<f64>();
+    }
+    m.phases.iter().filter(|p| p.name == phase).map(|p| p.duration_us).sum()
+}
+
+pub fn loaded(rep: &Repetition) -> impl Iterator<Item = &ModuleLoad> {
+    rep.modules.iter().filter(|m| m.status == 0)
+}
+
+/// One module across a series' repetitions (loads that succeeded).
+#[derive(Debug, Clone)]
+pub struct ModuleMean {
+    pub name: String,
+    pub total: Stat,
+    /// Mean per phase, in the order of [`phase_order`].
+    pub phases: Vec<(String, f64)>,
+    pub lookups: Option<f64>,
+    pub size: u64,
+    /// Mean start (for ordering).
+    pub start_us: f64,
+}
+
+/// Per-module means, longest first.
+pub fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
+    let mut by: Vec<(String, Vec<&ModuleLoad>)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for rep in &s.variant.repetitions {
+        for m in loaded(rep) {
+            let i = *index.entry(m.name.as_str()).or_insert_with(|| {
+                by.push((m.name.clone(), Vec::new()));
+                by.len() - 1
+            });
+            by[i].1.push(m);
+        }
+    }
+    let mut out: Vec<ModuleMean> = by
+        .into_iter()
+        .map(|(name, loads)| {
+            let n = loads.len() as f64;
+            let totals: Vec<f64> = loads.iter().map(|m| m.total_us).collect();
+            let lookups: Vec<f64> = loads.iter().filter_map(|m| m.lookups).map(|l| l as f64).collect();
+            ModuleMean {
+                name,
+                total: Stat::of(&totals).expect("at least one load"),
+                phases: phases
+                    .iter()
+                    .map(|p| (p.clone(), loads.iter().map(|m| phase_time(m, p)).sum::<f64>() / n))
+                    .collect(),
+                lookups: (!lookups.is_empty()).then(|| lookups.iter().sum::<f64>() / lookups.len() as f64),
+                size: loads[0].size,
+                start_us: loads.iter().map(|m| m.start_us).sum::<f64>() / n,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.total.mean.total_cmp(&a.total.mean).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Modules that failed to load in some repetition: (name, status).
+pub fn failed_modules(s: &Series) -> Vec<(String, i32)> {
+    let mut out: Vec<(String, i32)> = Vec::new();
+    for m in s.variant.repetitions.iter().flat_map(|r| &r.modules).filter(|m| m.status != 0) {
+        if !out.iter().any(|(n, _)| n == &m.name) {
+            out.push((m.name.clone(), m.status));
+        }
+    }
+    out
+}
+
+/// The repetition a timeline shows: the median by module-set time (or by
+/// the end of the last initcall when no modules were loaded).
+pub fn median_repetition(v: &Variant) -> Option<(usize, &Repetition)> {
+    let key = |r: &Repetition| {
+        let m: f64 = loaded(r).map(|m| m.total_us).sum();
+        if m > 0.0 { m } else { r.initcalls.iter().map(|i| i.start_us + i.duration_us).fold(0.0, f64::max) }
+    };
+    let mut idx: Vec<usize> = (0..v.repetitions.len()).collect();
+    idx.sort_by(|&a, &b| key(&v.repetitions[a]).total_cmp(&key(&v.repetitions[b])));
+    let i = *idx.get((idx.len().saturating_sub(1)) / 2)?;
+    Some((i, &v.repetitions[i]))
+}
+
+pub fn builtin(rep: &Repetition) -> impl Iterator<Item = &Initcall> {
+    rep.initcalls.iter().filter(|i| i.module.is_empty())
+}
+
+pub fn module_inits(rep: &Repetition) -> impl Iterator<Item = &Initcall> {
+    rep.initcalls.iter().filter(|i| !i.module.is_empty())
+}
+
+/// One row of the before/after table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    /// "us" or "count".
+    pub unit: &'static str,
+    /// Per series, over its repetitions (None: not measured there).
+    pub values: Vec<Option<Stat>>,
+    /// Per series against the first (None for the first, and when the
+    /// baseline is 0 or missing).
+    pub gain_pct: Vec<Option<f64>>,
+}
+
+/// A module's total in each series (the seeds' per-module table).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleRow {
+    pub module: String,
+    pub values: Vec<Option<Stat>>,
+    pub gain_pct: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesInfo {
+    pub label: String,
+    pub run: usize,
+    pub repetitions: usize,
+    pub modules_loaded: usize,
+    pub modules_failed: usize,
+    pub initcalls: usize,
+}
+
+/// The before/after comparison: the first series is the baseline ("old"),
+/// every other one is "new"; gain = (new - old) / old * 100 on the means.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub baseline: String,
+    pub series: Vec<SeriesInfo>,
+    /// One row per phase, then "total" (module loads), then the other
+    /// boot-wide figures that are present.
+    pub rows: Vec<Row>,
+    pub modules: Vec<ModuleRow>,
+}
+
+fn row(name: &str, unit: &'static str, series: &[Series], f: impl Fn(&Repetition) -> Option<f64>) -> Row {
+    let values: Vec<Option<Stat>> =
+        series.iter().map(|s| Stat::of(&s.variant.repetitions.iter().filter_map(&f).collect::<Vec<_>>())).collect();
+    let base = values.first().copied().flatten();
+    let gain_pct = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match (i, base, v) {
+            (0, _, _) => None,
+            (_, Some(b), Some(v)) => gain_pct(b.mean, v.mean),
+            _ => None,
+        })
+        .collect();
+    Row { name: name.to_string(), unit, values, gain_pct }
+}
+
+pub fn summary(runs: &[Run]) -> Summary {
+    let series = series(runs);
+    let phases = phase_order(runs);
+    let has_modules = |r: &Repetition| r.modules.iter().any(|m| m.status == 0);
+    let mut rows = Vec::new();
+    for p in &phases {
+        rows.push(row(p, "us", &series, |r| has_modules(r).then(|| loaded(r).map(|m| phase_time(m, p)).sum())));
+    }
+    let any_modules = series.iter().any(|s| s.variant.repetitions.iter().any(has_modules));
+    if any_modules {
+        rows.push(row("total", "us", &series, |r| has_modules(r).then(|| loaded(r).map(|m| m.total_us).sum())));
+    }
+    let lookups = |r: &Repetition| {
+        let v: Vec<u64> = loaded(r).filter_map(|m| m.lookups).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
+    };
+    if series.iter().any(|s| s.variant.repetitions.iter().any(|r| lookups(r).is_some())) {
+        rows.push(row("symbol lookups", "count", &series, lookups));
+    }
+    if series.iter().any(|s| s.variant.repetitions.iter().any(|r| r.modules_total_us > 0.0)) {
+        rows.push(row("module set (guest)", "us", &series, |r| {
+            (r.modules_total_us > 0.0).then_some(r.modules_total_us)
+        }));
+    }
+    if series.iter().any(|s| s.variant.repetitions.iter().any(|r| builtin(r).next().is_some())) {
+        rows.push(row("built-in initcalls", "us", &series, |r| {
+            builtin(r).next().is_some().then(|| builtin(r).map(|i| i.duration_us).sum())
+        }));
+    }
+    if series.iter().any(|s| s.variant.repetitions.iter().any(|r| r.init_start_us > 0.0)) {
+        rows.push(row("/init started", "us", &series, |r| (r.init_start_us > 0.0).then_some(r.init_start_us)));
+    }
+
+    // Per module, in the baseline's order (longest first), then modules
+    // only the other series loaded.
+    let means: Vec<Vec<ModuleMean>> = series.iter().map(|s| module_means(s, &phases)).collect();
+    let mut names: Vec<String> = Vec::new();
+    for m in means.iter().flatten() {
+        if !names.contains(&m.name) {
+            names.push(m.name.clone());
+        }
+    }
+    let modules = names
+        .into_iter()
+        .map(|name| {
+            let values: Vec<Option<Stat>> =
+                means.iter().map(|ms| ms.iter().find(|m| m.name == name).map(|m| m.total)).collect();
+            let base = values[0];
+            let gain_pct = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i == 0 { None } else { base.zip(*v).and_then(|(b, v)| gain_pct(b.mean, v.mean)) })
+                .collect();
+            ModuleRow { module: name, values, gain_pct }
+        })
+        .collect();
+
+    Summary {
+        baseline: series.first().map(|s| s.label.clone()).unwrap_or_default(),
+        series: series
+            .iter()
+            .map(|s| SeriesInfo {
+                label: s.label.clone(),
+                run: s.run_index,
+                repetitions: s.variant.repetitions.len(),
+                modules_loaded: s.variant.repetitions.first().map(|r| loaded(r).count()).unwrap_or(0),
+                modules_failed: failed_modules(s).len(),
+                initcalls: s.variant.repetitions.first().map(|r| r.initcalls.len()).unwrap_or(0),
+            })
+            .collect(),
+        rows,
+        modules,
+    }
+}
+
+/// One line of a "longest links" ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    pub what: String,
+    /// The phase, for (module, phase) links; the module for phase totals.
+    pub detail: String,
+    pub us: f64,
+    /// Share of the whole (module set, or built-in initcalls).
+    pub share_pct: f64,
+}
+
+/// The module set's time per phase (mean per repetition), largest first,
+/// with the module that spends most in each.
+pub fn links_by_phase(means: &[ModuleMean]) -> Vec<Link> {
+    let total: f64 = means.iter().map(|m| m.total.mean).sum();
+    let Some(first) = means.first() else { return Vec::new() };
+    let mut out: Vec<Link> = (0..first.phases.len())
+        .map(|k| {
+            let us: f64 = means.iter().map(|m| m.phases[k].1).sum();
+            let top = means.iter().max_by(|a, b| a.phases[k].1.total_cmp(&b.phases[k].1)).expect("non-empty");
+            Link {
+                what: first.phases[k].0.clone(),
+                detail: if top.phases[k].1 > 0.0 { top.name.clone() } else { String::new() },
+                us,
+                share_pct: if total > 0.0 { us / total * 100.0 } else { 0.0 },
+            }
+        })
+        .filter(|l| l.us > 0.0)
+        .collect();
+    out.sort_by(|a, b| b.us.total_cmp(&a.us));
+    out
+}
+
+/// The longest (module, phase) pairs of the module set.
+pub fn links_by_module_phase(means: &[ModuleMean], n: usize) -> Vec<Link> {
+    let total: f64 = means.iter().map(|m| m.total.mean).sum();
+    let mut out: Vec<Link> = means
+        .iter()
+        .flat_map(|m| {
+            m.phases.iter().filter(|p| p.1 > 0.0).map(move |(p, us)| Link {
+                what: m.name.clone(),
+                detail: p.clone(),
+                us: *us,
+                share_pct: if total > 0.0 { us / total * 100.0 } else { 0.0 },
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.us.total_cmp(&a.us).then_with(|| a.what.cmp(&b.what)));
+    out.truncate(n);
+    out
+}
+
+/// The longest initcalls of one repetition (built-in and module init).
+pub fn longest_initcalls(rep: &Repetition, n: usize) -> Vec<Link> {
+    let total: f64 = rep.initcalls.iter().map(|i| i.duration_us).sum();
+    let mut v: Vec<&Initcall> = rep.initcalls.iter().collect();
+    v.sort_by(|a, b| b.duration_us.total_cmp(&a.duration_us).then_with(|| a.start_us.total_cmp(&b.start_us)));
+    v.into_iter()
+        .take(n)
+        .map(|i| Link {
+            what: i.name.clone(),
+            detail: i.module.clone(),
+            us: i.duration_us,
+            share_pct: if total > 0.0 { i.duration_us / total * 100.0 } else { 0.0 },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::results::{FORMAT_VERSION, Phase};
+
+    fn load(name: &str, total: f64, phases: &[(&str, f64)]) -> ModuleLoad {
+        let mut t = 0.0;
+        ModuleLoad {
+            name: name.into(),
+            start_us: 0.0,
+            total_us: total,
+            phases: phases
+                .iter()
+                .map(|(n, d)| {
+                    t += d;
+                    Phase { name: n.to_string(), start_us: t - d, duration_us: *d }
+                })
+                .collect(),
+            lookups: Some(10),
+            size: 1,
+            status: 0,
+        }
+    }
+
+    fn run(variants: Vec<(&str, Vec<Vec<ModuleLoad>>)>) -> Run {
+        Run {
+            format: FORMAT_VERSION,
+            source: "lab".into(),
+            kernel_release: "6.1".into(),
+            kernel: Default::default(),
+            cmdline: String::new(),
+            qemu_version: String::new(),
+            qemu_command: vec![],
+            timing: "deterministic".into(),
+            module_set: "t".into(),
+            variants: variants
+                .into_iter()
+                .map(|(n, reps)| Variant {
+                    name: n.into(),
+                    repetitions: reps
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, modules)| Repetition { index: i, modules, ..Default::default() })
+                        .collect(),
+                })
+                .collect(),
+            partial: false,
+            tracing_overhead_pct: None,
+        }
+    }
+
+    #[test]
+    fn stats_and_gain() {
+        let s = Stat::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.n, s.mean, s.min, s.max, s.stddev), (3, 2.0, 1.0, 3.0, 1.0));
+        assert_eq!(Stat::of(&[]), None);
+        assert_eq!(gain_pct(200.0, 150.0), Some(-25.0));
+        assert_eq!(gain_pct(0.0, 1.0), None);
+    }
+
+    #[test]
+    fn before_after_rows() {
+        let r = run(vec![
+            (
+                "stock",
+                vec![
+                    vec![load("a", 100.0, &[("symbols", 40.0), ("init", 55.0)])],
+                    vec![load("a", 120.0, &[("symbols", 60.0), ("init", 55.0)])],
+                ],
+            ),
+            (
+                "preresolved",
+                vec![
+                    vec![load("a", 60.0, &[("symbols", 5.0), ("init", 50.0)])],
+                    vec![load("a", 70.0, &[("symbols", 15.0), ("init", 50.0)])],
+                ],
+            ),
+        ]);
+        let s = summary(std::slice::from_ref(&r));
+        let names: Vec<&str> = s.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["symbols", "init", "other", "total", "symbol lookups"]);
+        let sym = &s.rows[0];
+        assert_eq!(sym.values[0].unwrap().mean, 50.0);
+        assert_eq!(sym.values[1].unwrap().mean, 10.0);
+        assert_eq!(sym.gain_pct, vec![None, Some(-80.0)]);
+        let total = &s.rows[3];
+        assert_eq!((total.values[0].unwrap().min, total.values[0].unwrap().max), (100.0, 120.0));
+        assert_eq!(total.gain_pct[1], Some((65.0 - 110.0) / 110.0 * 100.0));
+        assert_eq!(s.modules.len(), 1);
+        let other = &s.rows[2];
+        assert_eq!(other.values[0].unwrap().mean, 5.0);
+
+        let series = series(std::slice::from_ref(&r));
+        let means = module_means(&series[0], &phase_order(std::slice::from_ref(&r)));
+        let by_phase = links_by_phase(&means);
+        assert_eq!(by_phase[0].what, "init");
+        assert_eq!(by_phase[0].detail, "a");
+        assert_eq!(by_phase[1].what, "symbols");
+        assert!((by_phase.iter().map(|l| l.share_pct).sum::<f64>() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn duplicate_variant_names_get_the_run_number() {
+        let a = run(vec![("stock", vec![vec![]])]);
+        let labels: Vec<String> = series(&[a.clone(), a]).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["stock (run 1)", "stock (run 2)"]);
+    }
+}

@@ -1,0 +1,188 @@
+//! Chrome trace-event JSON, which ui.perfetto.dev and chrome://tracing open:
+//! one process per series (variant of a run), threads per repetition for
+//! built-in initcalls, module loads (their phases nested inside) and module
+//! init functions, "X" complete events with ts/dur in µs, "M" metadata
+//! events naming processes and threads. Written directly (tens of thousands
+//! of initcalls in a few milliseconds).
+
+use std::fmt::Write;
+
+use crate::lab::results::{Initcall, Repetition, Run};
+
+use super::model;
+use super::svg::segments;
+
+/// Threads per kind per repetition: overlapping slices go to further lanes.
+const LANES: u64 = 8;
+const TIDS_PER_REP: u64 = 3 * LANES;
+
+struct Trace {
+    out: String,
+    first: bool,
+}
+
+/// A JSON string literal.
+fn js(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// A JSON number (non-finite values, which JSON cannot hold, become 0).
+fn num(v: f64) -> String {
+    if v.is_finite() { format!("{v}") } else { "0".into() }
+}
+
+impl Trace {
+    fn begin(&mut self) {
+        if !self.first {
+            self.out.push(',');
+        }
+        self.first = false;
+        self.out.push('\n');
+    }
+
+    fn meta(&mut self, what: &str, pid: u64, tid: u64, name: &str) {
+        self.begin();
+        let _ =
+            write!(self.out, r#"{{"name":"{what}","ph":"M","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#, js(name));
+    }
+
+    fn sort(&mut self, what: &str, pid: u64, tid: u64, index: u64) {
+        self.begin();
+        let _ =
+            write!(self.out, r#"{{"name":"{what}","ph":"M","pid":{pid},"tid":{tid},"args":{{"sort_index":{index}}}}}"#);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn slice(&mut self, name: &str, cat: &str, ts: f64, dur: f64, pid: u64, tid: u64, args: &str) {
+        self.begin();
+        let _ = write!(
+            self.out,
+            r#"{{"name":{},"cat":"{cat}","ph":"X","ts":{},"dur":{},"pid":{pid},"tid":{tid},"args":{{{args}}}}}"#,
+            js(name),
+            num(ts),
+            num(dur.max(0.0))
+        );
+    }
+
+    fn name_lanes(&mut self, pid: u64, base: u64, used: &[bool], label: &str) {
+        for (l, u) in used.iter().enumerate() {
+            if *u {
+                let name = if l == 0 { label.to_string() } else { format!("{label} ({})", l + 1) };
+                self.meta("thread_name", pid, base + l as u64, &name);
+                self.sort("thread_sort_index", pid, base + l as u64, base + l as u64);
+            }
+        }
+    }
+}
+
+/// Lanes so that slices on one thread never overlap (Perfetto wants
+/// properly nested slices per thread); when all lanes are taken, the one
+/// that frees first.
+fn lanes(spans: &[(f64, f64)]) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by(|&a, &b| spans[a].0.total_cmp(&spans[b].0));
+    let mut ends: Vec<f64> = Vec::new();
+    let mut out = vec![0; spans.len()];
+    for i in order {
+        let (s, d) = spans[i];
+        let l = match ends.iter().position(|&e| e <= s) {
+            Some(l) => l,
+            None if (ends.len() as u64) < LANES => {
+                ends.push(f64::NEG_INFINITY);
+                ends.len() - 1
+            }
+            None => ends.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).map(|(k, _)| k).unwrap_or(0),
+        };
+        ends[l] = ends[l].max(s + d);
+        out[i] = l as u64;
+    }
+    out
+}
+
+fn initcalls(t: &mut Trace, pid: u64, base: u64, label: &str, calls: &[&Initcall]) {
+    let spans: Vec<(f64, f64)> = calls.iter().map(|i| (i.start_us, i.duration_us)).collect();
+    let lanes = lanes(&spans);
+    let mut used = vec![false; LANES as usize];
+    for (i, c) in calls.iter().enumerate() {
+        used[lanes[i] as usize] = true;
+        let tid = base + lanes[i];
+        if c.module.is_empty() {
+            t.slice(&c.name, "initcall", c.start_us, c.duration_us, pid, tid, &format!(r#""ret":{}"#, c.ret));
+        } else {
+            let args = format!(r#""ret":{},"module":{}"#, c.ret, js(&c.module));
+            t.slice(&format!("{} [{}]", c.name, c.module), "module_init", c.start_us, c.duration_us, pid, tid, &args);
+        }
+    }
+    t.name_lanes(pid, base, &used, label);
+}
+
+fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition) {
+    // Thread ids are unique across processes too.
+    let base = pid * 100_000 + 1 + k as u64 * TIDS_PER_REP;
+    let tag = if n > 1 { format!("rep {} ", k + 1) } else { String::new() };
+    let builtin: Vec<&Initcall> = model::builtin(rep).collect();
+    initcalls(t, pid, base, &format!("{tag}initcalls"), &builtin);
+    let inits: Vec<&Initcall> = model::module_inits(rep).collect();
+    initcalls(t, pid, base + 2 * LANES, &format!("{tag}module init"), &inits);
+
+    let spans: Vec<(f64, f64)> = rep.modules.iter().map(|m| (m.start_us, m.total_us)).collect();
+    let lanes = lanes(&spans);
+    let mbase = base + LANES;
+    let mut used = vec![false; LANES as usize];
+    for (i, m) in rep.modules.iter().enumerate() {
+        used[lanes[i] as usize] = true;
+        let tid = mbase + lanes[i];
+        let mut args = format!(r#""size":{},"status":{}"#, m.size, m.status);
+        if let Some(l) = m.lookups {
+            let _ = write!(args, r#","symbol_lookups":{l}"#);
+        }
+        t.slice(&m.name, "module", m.start_us, m.total_us, pid, tid, &args);
+        let margs = format!(r#""module":{}"#, js(&m.name));
+        for (p, s, d) in segments(m) {
+            t.slice(p, "phase", s, d, pid, tid, &margs);
+        }
+    }
+    t.name_lanes(pid, mbase, &used, &format!("{tag}module loads"));
+}
+
+/// The trace of all runs: `{"traceEvents": [...], "displayTimeUnit": "ms", ...}`.
+pub fn render(runs: &[Run]) -> String {
+    let mut t = Trace { out: String::with_capacity(1 << 16), first: true };
+    t.out.push_str(r#"{"displayTimeUnit":"ms","otherData":{"generator":"#);
+    t.out.push_str(&js(&format!("bootlink {}", env!("CARGO_PKG_VERSION"))));
+    t.out.push_str(r#","clock":"guest time since boot, microseconds"},"traceEvents":["#);
+    for (si, s) in model::series(runs).iter().enumerate() {
+        let pid = si as u64 + 1;
+        let mut pname = s.label.clone();
+        if !s.run.kernel_release.is_empty() {
+            pname.push_str(&format!(" ({})", s.run.kernel_release));
+        }
+        t.meta("process_name", pid, 0, &pname);
+        t.sort("process_sort_index", pid, 0, pid);
+        let n = s.variant.repetitions.len();
+        for (k, rep) in s.variant.repetitions.iter().enumerate() {
+            repetition(&mut t, pid, k, n, rep);
+        }
+    }
+    t.out.push_str("\n]}\n");
+    t.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_never_overlap() {
+        let l = lanes(&[(0.0, 10.0), (5.0, 10.0), (10.0, 1.0), (12.0, 1.0)]);
+        assert_eq!(l, vec![0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn empty_and_odd_input_is_valid_json() {
+        let v: serde_json::Value = serde_json::from_str(&render(&[])).unwrap();
+        assert_eq!(v["traceEvents"].as_array().unwrap().len(), 0);
+        assert_eq!(num(f64::NAN), "0");
+        assert_eq!(js("a\"b\n"), r#""a\"b\n""#);
+    }
+}
