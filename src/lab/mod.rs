@@ -14,6 +14,8 @@ pub mod cpio;
 pub mod initramfs;
 pub mod qemu;
 pub mod results;
+pub mod scenario;
+pub mod trace;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
