@@ -15,6 +15,8 @@ pub mod initramfs;
 pub mod modset;
 pub mod qemu;
 pub mod results;
+pub mod scenario;
+pub mod trace;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,344 @@
+//! A lab scenario: a module set loaded by a real kernel under QEMU, in one
+//! or more variants (stock, unsigned, preresolved), N repetitions each,
+//! interleaved, with per-module load phases from ftrace. Writes a run
+//! directory: run.json (see results.rs) and the raw console logs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::kernel::KernelImage;
+use crate::lab::initramfs::Initramfs;
+use crate::lab::qemu::{self, BootStatus, QemuOptions};
+use crate::lab::results::{ModuleLoad, Repetition, Run, Variant, FORMAT_VERSION};
+use crate::lab::{busybox, trace};
+use crate::module;
+use crate::preresolve;
+use crate::progress;
+
+/// How the modules of a variant are made from the stock ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VariantKind {
+    /// The modules as shipped (signed, for a distribution kernel).
+    Stock,
+    /// The same bytes without the appended signature.
+    Unsigned,
+    /// `bootlink preresolve` against the booted kernel (signature removed).
+    Preresolved,
+}
+
+impl VariantKind {
+    pub fn parse(s: &str) -> Result<VariantKind> {
+        match s {
+            "stock" => Ok(VariantKind::Stock),
+            "unsigned" => Ok(VariantKind::Unsigned),
+            "preresolved" => Ok(VariantKind::Preresolved),
+            _ => Err(Error::new(format!("unknown variant {s:?}: use stock, unsigned or preresolved"))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            VariantKind::Stock => "stock",
+            VariantKind::Unsigned => "unsigned",
+            VariantKind::Preresolved => "preresolved",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The image QEMU boots (an uncompressed vmlinux boots through PVH).
+    pub kernel: PathBuf,
+    /// The image whose exports the preresolver uses (default: `kernel`).
+    pub kernel_exports: Option<PathBuf>,
+    /// Module name and file, in load order.
+    pub modules: Vec<(String, PathBuf)>,
+    pub module_set: String,
+    pub variants: Vec<VariantKind>,
+    pub repetitions: usize,
+    /// -icount shift=0,sleep=off: guest time follows executed instructions.
+    pub deterministic: bool,
+    /// ftrace the load phases (off: only the whole-set and per-insmod times).
+    pub trace: bool,
+    /// Also boot once without tracing to measure what tracing costs.
+    pub measure_overhead: bool,
+    pub timeout: Duration,
+    pub memory_mib: u32,
+    pub out: PathBuf,
+    pub extra_cmdline: String,
+}
+
+pub const BASE_CMDLINE: &str = "console=ttyS0 nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
+
+const TRACE_SECTION: &str = "@@@ bootlink trace @@@";
+const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
+
+/// The init body: set up ftrace on the landmark functions, insmod each
+/// module with markers in the trace and the kernel log, then print the
+/// trace and the kernel log.
+fn body(trace: bool) -> String {
+    let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
+    if trace {
+        s.push_str("echo 32768 > $T/buffer_size_kb\n");
+        for f in trace::TRACED {
+            s.push_str(&format!("echo {f} >> $T/set_ftrace_filter || echo 'bootlink: cannot trace {f}'\n"));
+        }
+        s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho 1 > $T/tracing_on\n");
+    }
+    s.push_str(&format!(
+        r#"echo "bootlink: modules begin" > /dev/kmsg
+while read name file; do
+  {marker}
+  echo "bootlink: insmod $name" > /dev/kmsg
+  insmod "$file"; rc=$?
+  echo "bootlink: insmod-done $name $rc" > /dev/kmsg
+  echo "INSMOD $name $rc"
+done < /etc/bootlink/modules
+echo "bootlink: modules end" > /dev/kmsg
+echo 0 > $T/tracing_on 2>/dev/null
+echo "TAINTED $(cat /proc/sys/kernel/tainted)"
+"#,
+        marker = if trace { format!("echo \"{}$name\" > $T/trace_marker", trace::MARKER) } else { String::new() }
+    ));
+    if trace {
+        s.push_str(&format!("echo '{TRACE_SECTION}'\ncat $T/trace\n"));
+    }
+    s.push_str(&format!("echo '{DMESG_SECTION}'\ndmesg\n"));
+    s
+}
+
+/// Make the module files of each variant; returns (variant, name -> file).
+fn build_variants(sc: &Scenario, work: &Path) -> Result<Vec<(VariantKind, Vec<(String, PathBuf)>)>> {
+    let mut out = Vec::new();
+    for &v in &sc.variants {
+        let files = match v {
+            VariantKind::Stock => sc.modules.clone(),
+            VariantKind::Unsigned => {
+                let dir = work.join("unsigned");
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                let mut files = Vec::new();
+                for (name, path) in &sc.modules {
+                    let (data, _) = module::load_bytes(path)?;
+                    let (len, _) = module::split_signature(&data).map_err(|e| Error::file(path, e))?;
+                    let dest = dir.join(format!("{name}.ko"));
+                    fsutil::write_atomic_nosync(&dest, &data[..len])?;
+                    files.push((name.clone(), dest));
+                }
+                files
+            }
+            VariantKind::Preresolved => {
+                let dir = work.join("preresolved");
+                let img = sc.kernel_exports.as_deref().unwrap_or(&sc.kernel);
+                let k = KernelImage::open(img, None)?;
+                let inputs: Vec<PathBuf> = sc.modules.iter().map(|(_, p)| p.clone()).collect();
+                // The lab boots through PVH with `nokaslr`: the base is not randomized.
+                let opts = preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None };
+                let report = preresolve::run(&k, &inputs, &opts)?;
+                if let Some(e) = report.errors.first() {
+                    return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
+                }
+                sc.modules
+                    .iter()
+                    .map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default())))
+                    .collect()
+            }
+        };
+        out.push((v, files));
+    }
+    Ok(out)
+}
+
+fn initramfs(files: &[(String, PathBuf)], trace: bool, dest: &Path) -> Result<()> {
+    let mut ir = Initramfs::new(busybox::busybox()?);
+    let mut list = String::new();
+    for (name, path) in files {
+        let f = format!("/lib/modules/{name}.ko");
+        ir.copy_file(&f, path);
+        list.push_str(&format!("{name} {f}\n"));
+    }
+    ir.file("/etc/bootlink/modules", 0o644, list.into_bytes());
+    ir.body(&body(trace));
+    ir.write(dest)
+}
+
+/// Guest timestamp (µs) of a kernel log line "[    3.123456] text".
+fn stamp(line: &str) -> Option<(f64, &str)> {
+    let rest = line.trim_start().strip_prefix('[')?;
+    let (t, text) = rest.split_once(']')?;
+    Some((t.trim().parse::<f64>().ok()? * 1e6, text.trim_start()))
+}
+
+/// Parse one boot's framed output into a repetition.
+pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetition {
+    let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
+    let (trace_text, dmesg) = match rest {
+        Some(r) => r.split_once(DMESG_SECTION).unwrap_or((r, "")),
+        None => ("", main.split_once(DMESG_SECTION).map(|(_, d)| d).unwrap_or("")),
+    };
+    let mut rep = Repetition::default();
+    let (mut begin, mut end) = (None, None);
+    let mut starts = std::collections::HashMap::new();
+    let mut kmsg_loads = Vec::new();
+    for line in dmesg.lines() {
+        let Some((t, text)) = stamp(line) else { continue };
+        if text.starts_with("Run /init as init process") {
+            rep.init_start_us = t;
+        } else if let Some(m) = text.strip_prefix("bootlink: ") {
+            if m == "modules begin" {
+                begin = Some(t);
+            } else if m == "modules end" {
+                end = Some(t);
+            } else if let Some(name) = m.strip_prefix("insmod ") {
+                starts.insert(name.to_string(), t);
+            } else if let Some(done) = m.strip_prefix("insmod-done ") {
+                let mut f = done.split_whitespace();
+                if let (Some(name), Some(rc)) = (f.next(), f.next()) {
+                    let t0 = starts.get(name).copied().unwrap_or(t);
+                    kmsg_loads.push(ModuleLoad {
+                        name: name.to_string(),
+                        start_us: t0,
+                        total_us: t - t0,
+                        phases: Vec::new(),
+                        lookups: None,
+                        size: 0,
+                        status: rc.parse().unwrap_or(-1),
+                    });
+                }
+            }
+        }
+    }
+    rep.initcalls = crate::lab::trace::initcalls(dmesg);
+    if let (Some(b), Some(e)) = (begin, end) {
+        rep.modules_total_us = e - b;
+    }
+    rep.modules = if traced {
+        let mut traced = trace::parse(trace_text);
+        for m in &mut traced {
+            if let Some(k) = kmsg_loads.iter().find(|k| k.name == m.name) {
+                m.status = k.status;
+            }
+        }
+        traced
+    } else {
+        kmsg_loads
+    };
+    for m in &mut rep.modules {
+        if let Some((_, s)) = sizes.iter().find(|(n, _)| *n == m.name) {
+            m.size = *s;
+        }
+    }
+    rep
+}
+
+fn qemu_version() -> String {
+    std::process::Command::new(qemu::QEMU)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Run the scenario; the run directory is written as it goes, so a failed
+/// boot leaves what was measured, marked partial.
+pub fn run(sc: &Scenario) -> Result<Run> {
+    std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
+    let work = crate::lab::TempDir::new("lab")?;
+    let k = KernelImage::open(sc.kernel_exports.as_deref().unwrap_or(&sc.kernel), None)?;
+    let variants = build_variants(sc, work.path())?;
+    let cmdline = format!("{BASE_CMDLINE} {}", sc.extra_cmdline).trim().to_string();
+    let mut run = Run {
+        format: FORMAT_VERSION,
+        source: "lab".into(),
+        kernel_release: k.release.clone().unwrap_or_default(),
+        kernel: sc.kernel.clone(),
+        cmdline: cmdline.clone(),
+        qemu_version: qemu_version(),
+        qemu_command: Vec::new(),
+        timing: if sc.deterministic { "deterministic" } else { "realtime" }.into(),
+        module_set: sc.module_set.clone(),
+        variants: variants.iter().map(|(v, _)| Variant { name: v.name().into(), repetitions: Vec::new() }).collect(),
+        partial: false,
+        tracing_overhead_pct: None,
+    };
+    // One initramfs per variant (and one untraced, for the overhead).
+    let mut images = Vec::new();
+    for (v, files) in &variants {
+        let img = work.path().join(format!("{}.cpio", v.name()));
+        initramfs(files, sc.trace, &img)?;
+        let sizes = files.iter().map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))).collect::<Vec<_>>();
+        images.push((img, sizes));
+    }
+    let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
+    let mut n = 0;
+    let boot = |img: &Path, log: &Path| -> Result<qemu::Boot> {
+        let mut o = QemuOptions::new(&sc.kernel);
+        o.initrd = Some(img.to_path_buf());
+        o.cmdline = cmdline.clone();
+        o.timeout = sc.timeout;
+        o.memory_mib = sc.memory_mib;
+        o.deterministic = sc.deterministic;
+        o.log = Some(log.to_path_buf());
+        qemu::run(&o)
+    };
+    for rep in 0..sc.repetitions {
+        for (vi, (v, _)) in variants.iter().enumerate() {
+            n += 1;
+            progress::status(&format!("boot {n}/{total}: {} repetition {}", v.name(), rep + 1));
+            let rel = PathBuf::from(format!("logs/{}-{}.log", v.name(), rep));
+            let b = boot(&images[vi].0, &sc.out.join(&rel))?;
+            run.qemu_command = b.command.split_whitespace().map(str::to_string).collect();
+            let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
+            let mut r = parse_boot(&framed, sc.trace, &images[vi].1);
+            r.index = rep;
+            r.boot_wall_s = b.wall.as_secs_f64();
+            r.log = rel;
+            let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
+            let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
+            if failed || r.modules.len() != sc.modules.len() {
+                r.partial = true;
+                let why = if failed {
+                    format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
+                } else {
+                    format!("{} of {} modules measured", r.modules.len(), sc.modules.len())
+                };
+                r.failure = Some(format!("{why}\n{}", b.excerpt(40)));
+            } else if !not_loaded.is_empty() {
+                r.failure = Some(format!("insmod failed for: {}", not_loaded.join(", ")));
+            }
+            let stop = r.partial;
+            run.variants[vi].repetitions.push(r);
+            if stop {
+                run.partial = true;
+                save(&run, &sc.out)?;
+                return Ok(run);
+            }
+            save(&run, &sc.out)?;
+        }
+    }
+    if sc.measure_overhead && sc.trace {
+        // The first variant again, untraced: what does the tracing cost?
+        n += 1;
+        progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name()));
+        let img = work.path().join("untraced.cpio");
+        initramfs(&variants[0].1, false, &img)?;
+        let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name()));
+        let b = boot(&img, &rel)?;
+        let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
+        let untraced = parse_boot(&framed, false, &images[0].1).modules_total_us;
+        let traced: Vec<f64> = run.variants[0].repetitions.iter().map(|r| r.modules_total_us).collect();
+        let traced = traced.iter().sum::<f64>() / traced.len().max(1) as f64;
+        if untraced > 0.0 {
+            run.tracing_overhead_pct = Some((traced - untraced) / untraced * 100.0);
+        }
+    }
+    save(&run, &sc.out)?;
+    Ok(run)
+}
+
+pub fn save(run: &Run, out: &Path) -> Result<()> {
+    let json = serde_json::to_vec_pretty(run).expect("serializable");
+    fsutil::write_atomic(&out.join("run.json"), &json)
+}

@@ -1,0 +1,288 @@
+//! Per-module load phases from an ftrace function_graph trace, limited to a
+//! few landmark functions so tracing costs little.
+//!
+//! Debian's 6.1 kernel inlines layout_and_allocate, simplify_symbols and
+//! apply_relocations, so the phases are cut at functions that stay
+//! traceable, in the order load_module runs them:
+//!
+//! | phase      | from                                   | to                                   |
+//! |------------|----------------------------------------|--------------------------------------|
+//! | read       | kernel_read_file_from_fd entry         | its exit (before load_module)        |
+//! | signature  | module_sig_check entry                 | its exit                             |
+//! | layout     | module_sig_check exit                  | first resolve_symbol (or relocation) |
+//! | symbols    | first resolve_symbol entry             | last resolve_symbol exit             |
+//! | relocation | first apply_relocate_add entry         | last apply_relocate_add exit         |
+//! | finalize   | last apply_relocate_add exit           | do_init_module entry                 |
+//! | init       | do_init_module entry                   | its exit                             |
+//!
+//! "layout" therefore also holds the ELF checks before layout_and_allocate;
+//! the total is read + load_module, and the phases never add up to more.
+
+use super::results::{ModuleLoad, Phase};
+
+/// The functions to put in set_ftrace_filter.
+pub const TRACED: &[&str] = &[
+    "kernel_read_file_from_fd",
+    "load_module",
+    "module_sig_check",
+    "resolve_symbol",
+    "apply_relocate_add",
+    "do_init_module",
+];
+
+/// The marker the init script writes to trace_marker before each insmod.
+pub const MARKER: &str = "bootlink begin ";
+
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    /// Seconds (as printed).
+    t: f64,
+    /// For leaf calls: duration in µs; for closing braces: duration; None for an opening brace.
+    dur: Option<f64>,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    Leaf(String),
+    Open(String),
+    Close,
+    Marker(String),
+}
+
+fn parse_line(line: &str) -> Option<Event> {
+    // "    3.156786 |   0)               |  load_module() {"
+    let (t, rest) = line.split_once('|')?;
+    let t: f64 = t.trim().parse().ok()?;
+    let mut cols = rest.splitn(3, '|');
+    let cpu_dur = cols.next()?;
+    let func = cols.next()?.trim();
+    let dur = cpu_dur
+        .split_once(')')
+        .map(|(_, d)| d)
+        .and_then(|d| d.trim().trim_start_matches(['+', '!', '#', '*', '@', '$']).trim().strip_suffix("us"))
+        .and_then(|d| d.trim().parse::<f64>().ok());
+    let kind = if let Some(c) = func.strip_prefix("/*").and_then(|c| c.strip_suffix("*/")) {
+        Kind::Marker(c.trim().to_string())
+    } else if func.starts_with('}') {
+        Kind::Close
+    } else if let Some(f) = func.strip_suffix("() {") {
+        Kind::Open(f.to_string())
+    } else if let Some(f) = func.strip_suffix("();") {
+        Kind::Leaf(f.to_string())
+    } else {
+        return None;
+    };
+    Some(Event { t, dur, kind })
+}
+
+#[derive(Default)]
+struct Acc {
+    name: String,
+    read: Option<(f64, f64)>,
+    load: Option<(f64, f64)>,
+    sig: Option<(f64, f64)>,
+    sym_first: Option<f64>,
+    sym_last: Option<f64>,
+    lookups: u64,
+    rel_first: Option<f64>,
+    rel_last: Option<f64>,
+    init: Option<(f64, f64)>,
+}
+
+impl Acc {
+    fn finish(self) -> Option<ModuleLoad> {
+        let (l0, l1) = self.load?;
+        let (r0, r1) = self.read.unwrap_or((l0, l0));
+        let mut phases = Vec::new();
+        let mut push = |name: &str, a: f64, b: f64| {
+            phases.push(Phase { name: name.to_string(), start_us: a, duration_us: (b - a).max(0.0) });
+        };
+        push("read", r0, r1);
+        let sig_end = match self.sig {
+            Some((a, b)) => {
+                push("signature", a, b);
+                b
+            }
+            None => l0,
+        };
+        let init_start = self.init.map(|(a, _)| a).unwrap_or(l1);
+        let rel = self.rel_first.zip(self.rel_last);
+        let sym = self.sym_first.zip(self.sym_last);
+        let layout_end = sym.map(|(a, _)| a).or(rel.map(|(a, _)| a)).unwrap_or(init_start);
+        push("layout", sig_end, layout_end);
+        if let Some((a, b)) = sym {
+            push("symbols", a, b);
+        }
+        let fin_start = match rel {
+            Some((a, b)) => {
+                push("relocation", a, b);
+                b
+            }
+            None => sym.map(|(_, b)| b).unwrap_or(layout_end),
+        };
+        push("finalize", fin_start, init_start);
+        if let Some((a, b)) = self.init {
+            push("init", a, b);
+        }
+        Some(ModuleLoad {
+            name: self.name,
+            start_us: r0,
+            total_us: (r1 - r0) + (l1 - l0),
+            phases,
+            lookups: Some(self.lookups),
+            size: 0,
+            status: 0,
+        })
+    }
+}
+
+/// Parse the trace; one ModuleLoad per marker that was followed by a
+/// load_module. Times become microseconds.
+pub fn parse(trace: &str) -> Vec<ModuleLoad> {
+    let us = |s: f64| s * 1e6;
+    let mut out = Vec::new();
+    let mut cur: Option<Acc> = None;
+    // Open braces not yet closed: function name and entry time.
+    let mut stack: Vec<(String, f64)> = Vec::new();
+    for line in trace.lines() {
+        let Some(ev) = parse_line(line) else { continue };
+        match ev.kind {
+            Kind::Marker(m) => {
+                if let Some(name) = m.strip_prefix(MARKER.trim_end()) {
+                    if let Some(a) = cur.take().and_then(Acc::finish) {
+                        out.push(a);
+                    }
+                    stack.clear();
+                    cur = Some(Acc { name: name.trim().to_string(), ..Default::default() });
+                }
+            }
+            Kind::Open(f) => stack.push((f, us(ev.t))),
+            Kind::Close => {
+                let Some((f, t0)) = stack.pop() else { continue };
+                let t1 = us(ev.t);
+                if let Some(a) = cur.as_mut() {
+                    record(a, &f, t0, t1);
+                }
+            }
+            Kind::Leaf(f) => {
+                let t0 = us(ev.t);
+                let t1 = t0 + ev.dur.unwrap_or(0.0);
+                if let Some(a) = cur.as_mut() {
+                    record(a, &f, t0, t1);
+                }
+            }
+        }
+    }
+    if let Some(a) = cur.and_then(Acc::finish) {
+        out.push(a);
+    }
+    out
+}
+
+fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
+    match f {
+        "kernel_read_file_from_fd" => a.read = Some((t0, t1)),
+        "load_module" => a.load = Some((t0, t1)),
+        "module_sig_check" => a.sig = Some((t0, t1)),
+        "resolve_symbol" => {
+            a.lookups += 1;
+            a.sym_first.get_or_insert(t0);
+            a.sym_last = Some(t1);
+        }
+        "apply_relocate_add" => {
+            a.rel_first.get_or_insert(t0);
+            a.rel_last = Some(t1);
+        }
+        "do_init_module" => a.init = Some((t0, t1)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Lines as Debian 6.1's function_graph prints them (funcgraph-abstime).
+    const SAMPLE: &str = "# tracer: function_graph
+    3.151471 |   0)               |  /* bootlink begin crc16 */
+ ------------------------------------------
+ 0)     sh-83      =>   insmod-88
+ ------------------------------------------
+
+    3.155684 |   0) # 1087.279 us |  kernel_read_file_from_fd();
+    3.156786 |   0)               |  load_module() {
+    3.156815 |   0) # 3888.597 us |    module_sig_check();
+    3.163000 |   0)   1.500 us    |    resolve_symbol();
+    3.163100 |   0)   2.000 us    |    resolve_symbol();
+    3.163907 |   0) + 89.454 us   |    apply_relocate_add();
+    3.164005 |   0)   7.311 us    |    apply_relocate_add();
+    3.166879 |   0) ! 416.564 us  |    do_init_module();
+    3.167305 |   0) * 10522.55 us |  }
+    3.171386 |   0)               |  /* bootlink begin mbcache */
+    3.173719 |   0) ! 326.630 us  |  kernel_read_file_from_fd();
+    3.174044 |   0)               |  load_module() {
+    3.174047 |   0) # 2900.115 us |    module_sig_check();
+    3.177762 |   0) + 11.908 us   |    apply_relocate_add();
+    3.182312 |   0) ! 824.786 us  |    do_init_module();
+    3.183143 |   0) # 9099.846 us |  }
+";
+
+    #[test]
+    fn phases_from_a_real_trace_shape() {
+        let m = parse(SAMPLE);
+        assert_eq!(m.len(), 2);
+        let c = &m[0];
+        assert_eq!(c.name, "crc16");
+        assert_eq!(c.lookups, Some(2));
+        let p: Vec<(&str, f64)> = c.phases.iter().map(|p| (p.name.as_str(), p.duration_us)).collect();
+        let get = |n: &str| p.iter().find(|x| x.0 == n).unwrap().1;
+        assert!((get("read") - 1087.279).abs() < 1e-3);
+        assert!((get("signature") - 3888.597).abs() < 1e-3);
+        assert!((get("init") - 416.564).abs() < 1e-3);
+        assert!((get("symbols") - (3.163102 - 3.163) * 1e6).abs() < 1e-3);
+        // total = read + load_module
+        assert!((c.total_us - (1087.279 + (3.167305 - 3.156786) * 1e6)).abs() < 1e-3);
+        let sum: f64 = c.phases.iter().map(|p| p.duration_us).sum();
+        assert!(sum <= c.total_us + 1e-6, "{sum} > {}", c.total_us);
+        // No resolve_symbol at all: no symbols phase, layout runs to the relocation.
+        let mb = &m[1];
+        assert_eq!(mb.lookups, Some(0));
+        assert!(mb.phases.iter().all(|p| p.name != "symbols"));
+        let sum: f64 = mb.phases.iter().map(|p| p.duration_us).sum();
+        assert!(sum <= mb.total_us + 1e-6);
+    }
+
+    #[test]
+    fn junk_and_truncation_do_not_break_parsing() {
+        let cut = &SAMPLE[..SAMPLE.len() / 2];
+        let m = parse(cut);
+        assert!(m.len() <= 1);
+        assert!(parse("garbage\n|||\n 1.0 | x | y\n").is_empty());
+    }
+}
+
+/// Initcalls from an initcall_debug kernel log (to be replaced by the chart's
+/// dmesg parser once it lands).
+pub fn initcalls(dmesg: &str) -> Vec<super::results::Initcall> {
+    let mut calling: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in dmesg.lines() {
+        let Some(rest) = line.trim_start().strip_prefix('[') else { continue };
+        let Some((t, text)) = rest.split_once(']') else { continue };
+        let Ok(t) = t.trim().parse::<f64>() else { continue };
+        let text = text.trim();
+        if let Some(c) = text.strip_prefix("calling  ") {
+            let f = c.split(" @").next().unwrap_or("").split('+').next().unwrap_or("").to_string();
+            calling.insert(f, t * 1e6);
+        } else if let Some(r) = text.strip_prefix("initcall ") {
+            let f = r.split('+').next().unwrap_or("").to_string();
+            let module = r.split_once(" [").and_then(|(_, m)| m.split(']').next()).unwrap_or("").to_string();
+            let ret = r.split("returned ").nth(1).and_then(|x| x.split_whitespace().next()).and_then(|x| x.parse().ok()).unwrap_or(0);
+            let dur = r.split("after ").nth(1).and_then(|x| x.split_whitespace().next()).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+            let start = calling.remove(&f).unwrap_or(t * 1e6 - dur);
+            out.push(super::results::Initcall { name: f, start_us: start, duration_us: dur, ret, module });
+        }
+    }
+    out
+}
