@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{fetch, fsutil, inspect, kernel, preresolve, sign, Error};
+use bootlink::{chart, fetch, fsutil, inspect, kernel, lab, preresolve, sign, Error};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -66,6 +66,66 @@ enum Cmd {
         sign_cert: Option<PathBuf>,
         #[arg(long, default_value = "sha256")]
         sign_hash: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
+    Lab {
+        /// Module names or aliases to load, with their dependencies (default: --set)
+        names: Vec<String>,
+        /// A named module set or a list file (default: fs-nls-crypto-net-194)
+        #[arg(long)]
+        set: Option<String>,
+        /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
+        #[arg(long, requires = "modules")]
+        kernel: Option<PathBuf>,
+        /// lib/modules/<release> of that kernel
+        #[arg(long)]
+        modules: Option<PathBuf>,
+        /// stock, unsigned or preresolved; repeat to compare (default: stock and preresolved)
+        #[arg(long = "variant")]
+        variants: Vec<String>,
+        /// Boots per variant, interleaved
+        #[arg(short = 'n', long, default_value_t = 1)]
+        repetitions: usize,
+        /// Host time instead of the deterministic -icount clock
+        #[arg(long)]
+        realtime: bool,
+        /// Do not ftrace the load phases (per-insmod times only)
+        #[arg(long)]
+        no_trace: bool,
+        /// Boot once more without tracing and report what tracing costs
+        #[arg(long)]
+        measure_overhead: bool,
+        /// Seconds before a boot is killed
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        #[arg(long, default_value_t = 1024)]
+        memory: u32,
+        /// Extra kernel command line
+        #[arg(long, default_value = "")]
+        cmdline: String,
+        /// Run directory to write (default: ./lab-<time>)
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Chart boots: timeline, module load phases, longest links, before/after
+    Chart {
+        /// Lab run directories, run.json files or kernel logs (dmesg)
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// The HTML report to write
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The timelines as one SVG
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Chrome trace-event JSON for ui.perfetto.dev
+        #[arg(long)]
+        perfetto: Option<PathBuf>,
+        /// Print the before/after summary as JSON
         #[arg(long)]
         json: bool,
     },
@@ -150,6 +210,58 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 print!("{}", report.render());
             }
             Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Cmd::Lab {
+            names,
+            set,
+            kernel,
+            modules,
+            variants,
+            repetitions,
+            realtime,
+            no_trace,
+            measure_overhead,
+            timeout,
+            memory,
+            cmdline,
+            output,
+            json,
+        } => {
+            let req = lab::setup::Request {
+                kernel,
+                modules_dir: modules,
+                set,
+                names,
+                variants,
+                repetitions,
+                realtime,
+                no_trace,
+                measure_overhead,
+                timeout: std::time::Duration::from_secs(timeout),
+                memory_mib: memory,
+                out: output,
+                extra_cmdline: cmdline,
+            };
+            let sc = lab::setup::scenario(&req)?;
+            let run = lab::scenario::run(&sc)?;
+            let checks = lab::setup::check(&run, sc.modules.len(), sc.trace);
+            if json {
+                print_json(&lab::setup::Report {
+                    run_dir: &sc.out,
+                    checks: &checks,
+                    summary: chart::summary(std::slice::from_ref(&run)),
+                    tracing_overhead_pct: run.tracing_overhead_pct,
+                    partial: run.partial,
+                });
+            } else {
+                print!("{}", lab::setup::render(&sc, &run, &checks));
+            }
+            Ok(if run.partial || !checks.problems.is_empty() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        Cmd::Chart { runs, output, svg, perfetto, json } => {
+            let out = chart::Outputs { html: output, svg, perfetto, json };
+            print!("{}", chart::command(&runs, &out)?);
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::KernelInfo { kernel, config, exports, json } => {
             let k = kernel::KernelImage::open(&kernel, config.as_deref())?;

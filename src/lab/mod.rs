@@ -16,6 +16,7 @@ pub mod modset;
 pub mod qemu;
 pub mod results;
 pub mod scenario;
+pub mod setup;
 pub mod trace;
 
 use std::path::{Path, PathBuf};

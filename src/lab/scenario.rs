@@ -208,7 +208,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
             }
         }
     }
-    rep.initcalls = crate::lab::trace::initcalls(dmesg);
+    rep.initcalls = crate::chart::dmesg::parse(dmesg.as_bytes()).initcalls;
     if let (Some(b), Some(e)) = (begin, end) {
         rep.modules_total_us = e - b;
     }

@@ -261,28 +261,3 @@ mod tests {
         assert!(parse("garbage\n|||\n 1.0 | x | y\n").is_empty());
     }
 }
-
-/// Initcalls from an initcall_debug kernel log (to be replaced by the chart's
-/// dmesg parser once it lands).
-pub fn initcalls(dmesg: &str) -> Vec<super::results::Initcall> {
-    let mut calling: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
-    let mut out = Vec::new();
-    for line in dmesg.lines() {
-        let Some(rest) = line.trim_start().strip_prefix('[') else { continue };
-        let Some((t, text)) = rest.split_once(']') else { continue };
-        let Ok(t) = t.trim().parse::<f64>() else { continue };
-        let text = text.trim();
-        if let Some(c) = text.strip_prefix("calling  ") {
-            let f = c.split(" @").next().unwrap_or("").split('+').next().unwrap_or("").to_string();
-            calling.insert(f, t * 1e6);
-        } else if let Some(r) = text.strip_prefix("initcall ") {
-            let f = r.split('+').next().unwrap_or("").to_string();
-            let module = r.split_once(" [").and_then(|(_, m)| m.split(']').next()).unwrap_or("").to_string();
-            let ret = r.split("returned ").nth(1).and_then(|x| x.split_whitespace().next()).and_then(|x| x.parse().ok()).unwrap_or(0);
-            let dur = r.split("after ").nth(1).and_then(|x| x.split_whitespace().next()).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-            let start = calling.remove(&f).unwrap_or(t * 1e6 - dur);
-            out.push(super::results::Initcall { name: f, start_us: start, duration_us: dur, ret, module });
-        }
-    }
-    out
-}

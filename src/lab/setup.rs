@@ -1,0 +1,250 @@
+//! `bootlink lab`: from what the user asks (a kernel or the default Debian
+//! one, a module set by name, list file or module names, variants,
+//! repetitions) to a [`Scenario`], and from a finished [`Run`] to the
+//! report the command prints, with the checks every run must pass.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::chart;
+use crate::error::{Error, Result};
+use crate::fetch;
+use crate::lab::modset::{self, ModTree};
+use crate::lab::results::Run;
+use crate::lab::scenario::{Scenario, VariantKind};
+
+/// The set `bootlink lab` loads when none is named.
+pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
+
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// vmlinux (boots through PVH) or bzImage; None: the default Debian kernel.
+    pub kernel: Option<PathBuf>,
+    /// `lib/modules/<release>` of that kernel (required with `kernel`).
+    pub modules_dir: Option<PathBuf>,
+    /// A named set ([`modset::NAMED_SETS`]) or a list file.
+    pub set: Option<String>,
+    /// Module names (or aliases), loaded with their dependencies.
+    pub names: Vec<String>,
+    pub variants: Vec<String>,
+    pub repetitions: usize,
+    pub realtime: bool,
+    pub no_trace: bool,
+    pub measure_overhead: bool,
+    pub timeout: Duration,
+    pub memory_mib: u32,
+    pub out: Option<PathBuf>,
+    pub extra_cmdline: String,
+}
+
+/// Work out the scenario: fetch the default kernel if needed, read the
+/// module tree, resolve the set.
+pub fn scenario(req: &Request) -> Result<Scenario> {
+    let (kernel, tree_dir) = match (&req.kernel, &req.modules_dir) {
+        (Some(k), Some(m)) => (k.clone(), m.clone()),
+        (Some(k), None) => {
+            return Err(Error::file(k, "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)"))
+        }
+        (None, m) => {
+            let f = fetch::fetch(&fetch::Request::Reference)?;
+            if let Some(why) = &f.fallback {
+                crate::progress::status(&format!("note: {why}"));
+            }
+            (f.vmlinux, m.clone().unwrap_or(f.modules))
+        }
+    };
+    let tree = ModTree::read(&tree_dir)?;
+    let (set_name, entries) = if !req.names.is_empty() {
+        if req.set.is_some() {
+            return Err(Error::new("give either --set or module names, not both"));
+        }
+        let plan = tree.resolve(&req.names)?;
+        (req.names.join(","), plan.entries())
+    } else {
+        let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
+        let rels = if modset::named_set(&set).is_some() {
+            modset::named_set_paths(&set)?
+        } else if Path::new(&set).is_file() {
+            modset::read_list(Path::new(&set))?
+        } else {
+            let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
+            return Err(Error::new(format!(
+                "--set {set:?}: neither a named set ({}) nor a list file",
+                known.join(", ")
+            )));
+        };
+        let entries = tree.from_list(&rels)?;
+        let problems = tree.check_order(&entries);
+        if let Some(p) = problems.iter().find(|p| !p.soft) {
+            return Err(Error::new(format!("--set {set}: the list's order breaks a dependency: {p}")));
+        }
+        (set, entries)
+    };
+    if entries.is_empty() {
+        return Err(Error::new("the module set is empty (every requested module is built in?)"));
+    }
+    let variants = if req.variants.is_empty() {
+        vec![VariantKind::Stock, VariantKind::Preresolved]
+    } else {
+        let mut v = Vec::new();
+        for s in &req.variants {
+            let k = VariantKind::parse(s)?;
+            if v.contains(&k) {
+                return Err(Error::new(format!("variant {s} given twice")));
+            }
+            v.push(k);
+        }
+        v
+    };
+    if req.repetitions == 0 {
+        return Err(Error::new("--repetitions must be at least 1"));
+    }
+    let out = match &req.out {
+        Some(o) => o.clone(),
+        None => {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            PathBuf::from(format!("lab-{secs}"))
+        }
+    };
+    if out.join("run.json").exists() {
+        return Err(Error::file(&out, "already holds a run (run.json): choose another -o"));
+    }
+    Ok(Scenario {
+        kernel,
+        kernel_exports: None,
+        modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
+        module_set: set_name,
+        variants,
+        repetitions: req.repetitions,
+        deterministic: !req.realtime,
+        trace: !req.no_trace,
+        measure_overhead: req.measure_overhead && !req.no_trace,
+        timeout: req.timeout,
+        memory_mib: req.memory_mib,
+        out,
+        extra_cmdline: req.extra_cmdline.clone(),
+    })
+}
+
+/// What a run must show: every module of the set loaded in every
+/// repetition, each with its phases, phases adding up to no more than
+/// the module's measured load time.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Checks {
+    pub modules_expected: usize,
+    /// Per variant: repetitions in which every module loaded.
+    pub complete: Vec<(String, usize, usize)>,
+    pub problems: Vec<String>,
+}
+
+/// Check a run against the set it was meant to load.
+pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
+    let mut c = Checks { modules_expected: expected, ..Default::default() };
+    for v in &run.variants {
+        let mut complete = 0;
+        for r in &v.repetitions {
+            let mut ok = r.modules.len() == expected && !r.partial;
+            if r.modules.len() != expected {
+                c.problems.push(format!("{} #{}: {} of {expected} modules measured", v.name, r.index + 1, r.modules.len()));
+            }
+            for m in &r.modules {
+                if m.status != 0 {
+                    ok = false;
+                    c.problems.push(format!("{} #{}: {}: insmod exited {}", v.name, r.index + 1, m.name, m.status));
+                }
+                if traced && m.phases.is_empty() {
+                    ok = false;
+                    c.problems.push(format!("{} #{}: {}: no phases traced", v.name, r.index + 1, m.name));
+                }
+                let sum: f64 = m.phases.iter().map(|p| p.duration_us).sum();
+                // Times are printed to the microsecond; allow for rounding.
+                if sum > m.total_us + 1.0 {
+                    ok = false;
+                    c.problems.push(format!(
+                        "{} #{}: {}: phases add up to {sum:.0} us, more than its load time {:.0} us",
+                        v.name,
+                        r.index + 1,
+                        m.name,
+                        m.total_us
+                    ));
+                }
+            }
+            complete += ok as usize;
+        }
+        c.complete.push((v.name.clone(), complete, v.repetitions.len()));
+    }
+    c
+}
+
+/// The report `bootlink lab --json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub run_dir: &'a Path,
+    pub checks: &'a Checks,
+    pub summary: chart::Summary,
+    pub tracing_overhead_pct: Option<f64>,
+    pub partial: bool,
+}
+
+/// The human report: what ran, the before/after table, the checks.
+pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "kernel {} ({}), {} modules ({}), {} timing, {} repetition(s) per variant\n",
+        run.kernel_release,
+        sc.kernel.display(),
+        sc.modules.len(),
+        sc.module_set,
+        run.timing,
+        sc.repetitions
+    ));
+    for v in &run.variants {
+        let walls: Vec<String> = v.repetitions.iter().map(|r| format!("{:.1} s", r.boot_wall_s)).collect();
+        o.push_str(&format!("  {:<12} host wall per boot: {}\n", v.name, walls.join(", ")));
+    }
+    o.push('\n');
+    o.push_str(&chart::render_summary_text(&chart::summary(std::slice::from_ref(run))));
+    o.push('\n');
+    match run.tracing_overhead_pct {
+        Some(p) => o.push_str(&format!(
+            "tracing overhead: {p:+.2} % of the module set's load time (traced vs untraced boot of {})\n",
+            run.variants.first().map(|v| v.name.as_str()).unwrap_or("")
+        )),
+        None if sc.trace => {
+            o.push_str("tracing overhead: not measured (--measure-overhead boots once more without tracing)\n")
+        }
+        None => {}
+    }
+    for (name, ok, n) in &checks.complete {
+        o.push_str(&format!(
+            "{name}: {ok}/{n} repetition(s) loaded all {} modules{}\n",
+            checks.modules_expected,
+            if sc.trace { ", each with its phases, phases within load time" } else { "" }
+        ));
+    }
+    for p in checks.problems.iter().take(20) {
+        o.push_str(&format!("problem: {p}\n"));
+    }
+    if checks.problems.len() > 20 {
+        o.push_str(&format!("... and {} more problems (see run.json)\n", checks.problems.len() - 20));
+    }
+    if run.partial {
+        for v in &run.variants {
+            for r in v.repetitions.iter().filter(|r| r.partial) {
+                o.push_str(&format!(
+                    "PARTIAL: {} #{} failed: {}\n",
+                    v.name,
+                    r.index + 1,
+                    r.failure.as_deref().unwrap_or("")
+                ));
+            }
+        }
+    }
+    o.push_str(&format!("run: {}\n", sc.out.display()));
+    o
+}
