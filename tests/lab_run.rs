@@ -1,0 +1,249 @@
+//! `bootlink lab` end to end, through the binary: the 194-module set of
+//! MEASURED.md on the reference Debian 6.1 kernel, variants stock,
+//! unsigned and preresolved, two deterministic repetitions each, plus one
+//! untraced boot for the tracing overhead. One run (~7 boots) is shared by
+//! the tests of this file; each checks one thing the issue asks the lab to
+//! show, and prints what it compared.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use bootlink::lab::modset::{self, ModTree};
+use bootlink::lab::results::{Repetition, Run};
+
+const SET: &str = "fs-nls-crypto-net-194";
+const REPS: usize = 2;
+const VARIANTS: &[&str] = &["stock", "unsigned", "preresolved"];
+
+struct Lab {
+    dir: PathBuf,
+    out: Output,
+    run: Run,
+    /// Undefined symbols per module of the set, read by bootlink's module reader.
+    undefined: HashMap<String, usize>,
+}
+
+fn lab() -> &'static Lab {
+    static L: OnceLock<Lab> = OnceLock::new();
+    L.get_or_init(|| {
+        let k = common::kernel();
+        let dir = common::tmpdir("lab194").join("run");
+        let t0 = std::time::Instant::now();
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--set", &SET, &"-n", &"2", &"--measure-overhead"];
+        for v in VARIANTS {
+            args.push(&"--variant");
+            args.push(v);
+        }
+        args.push(&"-o");
+        args.push(&dir);
+        let out = common::run(&args);
+        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap_or_else(|e| {
+            panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", common::stdout(&out), common::stderr(&out))
+        }))
+        .expect("run.json parses");
+        let tree = ModTree::read(&k.modules).unwrap();
+        let rels = modset::named_set_paths(SET).unwrap();
+        let mut undefined = HashMap::new();
+        for e in tree.from_list(&rels).unwrap() {
+            let m = bootlink::module::read(&e.path).unwrap();
+            undefined.insert(e.name.clone(), m.undefined.len());
+        }
+        Lab { dir, out, run, undefined }
+    })
+}
+
+fn variant<'a>(run: &'a Run, name: &str) -> &'a [Repetition] {
+    &run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).repetitions
+}
+
+fn phase_sum(r: &Repetition, phase: &str) -> f64 {
+    r.modules.iter().flat_map(|m| &m.phases).filter(|p| p.name == phase).map(|p| p.duration_us).sum()
+}
+
+fn total(r: &Repetition) -> f64 {
+    r.modules.iter().map(|m| m.total_us).sum()
+}
+
+#[test]
+fn every_module_of_the_set_loads_with_its_phases() {
+    let l = lab();
+    print!("{}", common::stdout(&l.out));
+    assert!(l.out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&l.out), common::stderr(&l.out));
+    assert!(!l.run.partial);
+    assert_eq!(l.run.timing, "deterministic");
+    assert_eq!(l.run.module_set, SET);
+    let expected = l.undefined.len();
+    assert_eq!(expected, 194, "the named set holds 194 modules");
+    for v in VARIANTS {
+        let reps = variant(&l.run, v);
+        assert_eq!(reps.len(), REPS, "{v}");
+        for r in reps {
+            assert!(l.dir.join(&r.log).is_file(), "raw console log {} kept", r.log.display());
+            assert_eq!(r.modules.len(), expected, "{v} #{}: modules measured", r.index);
+            let mut worst = 0.0f64;
+            for m in &r.modules {
+                assert_eq!(m.status, 0, "{v}: insmod {} failed", m.name);
+                let names: Vec<&str> = m.phases.iter().map(|p| p.name.as_str()).collect();
+                for p in ["read", "signature", "layout", "relocation", "finalize"] {
+                    assert!(names.contains(&p), "{v}: {} has no {p} phase: {names:?}", m.name);
+                }
+                let sum: f64 = m.phases.iter().map(|p| p.duration_us).sum();
+                assert!(sum <= m.total_us + 1.0, "{v}: {}: phases {sum} us > load time {} us", m.name, m.total_us);
+                worst = worst.max(sum / m.total_us);
+            }
+            println!(
+                "{v} #{}: {} modules loaded, each with its phases; phases cover at most {:.2} % of a module's load time",
+                r.index,
+                r.modules.len(),
+                worst * 100.0
+            );
+        }
+    }
+    let stdout = common::stdout(&l.out);
+    for row in ["signature", "symbols", "relocation", "finalize", "total", "symbol lookups"] {
+        assert!(stdout.lines().any(|x| x.starts_with(row)), "the table has a {row} row:\n{stdout}");
+    }
+}
+
+/// Two boots of the same variant in deterministic mode measure the same.
+#[test]
+fn deterministic_repetitions_agree() {
+    let l = lab();
+    for v in VARIANTS {
+        let reps = variant(&l.run, v);
+        let (a, b) = (&reps[0], &reps[1]);
+        let d = |x: f64, y: f64| if x == 0.0 && y == 0.0 { 0.0 } else { (x - y).abs() / x.max(y) * 100.0 };
+        let (ta, tb) = (total(a), total(b));
+        println!("{v}: total load time {ta:.0} us vs {tb:.0} us ({:.3} %)", d(ta, tb));
+        assert!(d(ta, tb) <= 1.0, "{v}: totals differ by more than 1 %");
+        let (sa, sb) = (a.modules_total_us, b.modules_total_us);
+        println!("{v}: module set (guest) {sa:.0} us vs {sb:.0} us ({:.3} %)", d(sa, sb));
+        assert!(d(sa, sb) <= 1.0);
+        for p in ["read", "signature", "layout", "symbols", "relocation", "finalize", "init"] {
+            let (pa, pb) = (phase_sum(a, p), phase_sum(b, p));
+            println!("{v}:   {p:<10} {pa:>10.0} us vs {pb:>10.0} us ({:.3} %)", d(pa, pb));
+            assert!(d(pa, pb) <= 2.0, "{v}: phase {p} differs by more than 2 %");
+        }
+    }
+}
+
+/// The lookups ftrace counts in the guest equal the undefined symbols
+/// bootlink reads from the module files: every SHN_UNDEF symbol costs one
+/// resolve_symbol, and preresolved modules keep only the symbols other
+/// modules export.
+#[test]
+fn lookups_counted_in_the_guest_match_the_module_files() {
+    let l = lab();
+    let want_stock: usize = l.undefined.values().sum();
+    for v in ["stock", "unsigned"] {
+        for r in variant(&l.run, v) {
+            let mut got = 0;
+            for m in &r.modules {
+                assert_eq!(m.lookups, Some(l.undefined[&m.name] as u64), "{v}: lookups of {}", m.name);
+                got += m.lookups.unwrap();
+            }
+            assert_eq!(got as usize, want_stock);
+        }
+    }
+    let pre = variant(&l.run, "preresolved");
+    let got: u64 = pre[0].modules.iter().map(|m| m.lookups.unwrap()).sum();
+    println!("symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}");
+    assert!(got < want_stock as u64 / 10, "preresolving removes most lookups");
+    let sym = |v: &str| phase_sum(&variant(&l.run, v)[0], "symbols");
+    println!("symbols phase: unsigned {:.0} us, preresolved {:.0} us", sym("unsigned"), sym("preresolved"));
+    assert!(sym("preresolved") < sym("unsigned"));
+}
+
+/// Every initcall the lab parsed from its own kernel log lasts exactly the
+/// microseconds the log prints.
+#[test]
+fn initcalls_from_the_lab_log_equal_the_printed_ones() {
+    let l = lab();
+    let r = &variant(&l.run, "stock")[0];
+    let log = std::fs::read_to_string(l.dir.join(&r.log)).unwrap();
+    let dmesg = log.split("@@@ bootlink dmesg @@@").nth(1).expect("the log holds the guest's dmesg");
+    let mut printed = Vec::new();
+    for line in dmesg.lines() {
+        let Some(i) = line.find("] initcall ") else { continue };
+        let Some((func, tail)) = line[i + 11..].split_once(" returned ") else { continue };
+        let w: Vec<&str> = tail.split_whitespace().collect();
+        if w.len() == 4 && w[1] == "after" && w[3] == "usecs" {
+            printed.push((func.split('+').next().unwrap().to_string(), w[2].parse::<f64>().unwrap()));
+        }
+    }
+    assert_eq!(r.initcalls.len(), printed.len());
+    for (i, (name, us)) in r.initcalls.iter().zip(&printed) {
+        assert_eq!((&i.name, i.duration_us), (name, *us));
+    }
+    let modules = r.initcalls.iter().filter(|i| !i.module.is_empty()).count();
+    println!("{} initcalls ({} of modules) equal to the printed usecs", printed.len(), modules);
+    assert!(printed.len() > 500);
+}
+
+#[test]
+fn tracing_overhead_is_measured_and_small() {
+    let l = lab();
+    let o = l.run.tracing_overhead_pct.expect("overhead measured");
+    println!("tracing overhead: {o:+.2} %");
+    assert!(common::stdout(&l.out).contains("tracing overhead:"));
+    assert!(o.abs() < 5.0, "tracing the phase functions costs {o:.2} %");
+}
+
+#[test]
+fn the_run_charts() {
+    let l = lab();
+    let html = l.dir.join("chart.html");
+    let o = common::run(&[&"chart", &l.dir, &"-o", &html]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("<svg") && text.contains("preresolved"));
+    let o = common::run(&[&"chart", &l.dir, &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("chart --json");
+    assert_eq!(v["series"].as_array().unwrap().len(), 3);
+}
+
+fn lab_fails(args: &[&dyn AsRef<std::ffi::OsStr>], what: &str) -> String {
+    let o = common::run(args);
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{what}: should fail");
+    assert!(err.contains(what), "{what} not in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    common::kernel();
+    let d = common::tmpdir("lab-bad");
+    lab_fails(&[&"lab", &"crc16", &"--variant", &"fast", &"-o", &d.join("a")], "unknown variant \"fast\"");
+    lab_fails(&[&"lab", &"--set", &"no-such-set", &"-o", &d.join("b")], "neither a named set");
+    lab_fails(&[&"lab", &"no_such_module_xyz", &"-o", &d.join("c")], "no_such_module_xyz");
+    lab_fails(&[&"lab", &"--kernel", &d, &"crc16"], "--modules");
+    lab_fails(&[&"lab", &"crc16", &"-n", &"0", &"-o", &d.join("e")], "at least 1");
+    std::fs::create_dir_all(d.join("f")).unwrap();
+    std::fs::write(d.join("f/run.json"), "{}").unwrap();
+    lab_fails(&[&"lab", &"crc16", &"-o", &d.join("f")], "already holds a run");
+}
+
+/// A boot that does not finish in time is killed; what was measured is
+/// kept, marked partial, with what the guest printed.
+#[test]
+fn a_timed_out_boot_is_kept_as_partial() {
+    common::kernel();
+    let d = common::tmpdir("lab-timeout").join("run");
+    let o = common::run(&[&"lab", &"crc16", &"--variant", &"stock", &"--timeout", &"4", &"-o", &d]);
+    assert!(!o.status.success());
+    let out = common::stdout(&o);
+    assert!(out.contains("PARTIAL"), "{out}");
+    let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
+    assert!(run.partial);
+    let rep = &run.variants[0].repetitions[0];
+    assert!(rep.partial && rep.failure.as_deref().unwrap_or("").contains("timed out"), "{:?}", rep.failure);
+    assert!(Path::new(&d.join(&rep.log)).is_file());
+    println!("timed-out boot kept as partial: {}", rep.failure.as_deref().unwrap().lines().next().unwrap());
+}
