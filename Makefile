@@ -21,6 +21,8 @@ test: build
 
 bench: build
 	bench/inspect
+	bench/preresolve
+	bench/chart
 
 clean:
 	$(CARGO) clean
