@@ -247,3 +247,32 @@ fn a_timed_out_boot_is_kept_as_partial() {
     assert!(Path::new(&d.join(&rep.log)).is_file());
     println!("timed-out boot kept as partial: {}", rep.failure.as_deref().unwrap().lines().next().unwrap());
 }
+
+/// A user's own kernel: a bzImage (here Debian's vmlinuz) with its module
+/// tree, host-time clock, no tracing: per-insmod times only.
+#[test]
+fn a_bzimage_boots_in_realtime_without_tracing() {
+    let k = common::kernel();
+    let d = common::tmpdir("lab-bzimage").join("run");
+    let o = common::run(&[
+        &"lab", &"vfat", &"--kernel", &k.vmlinuz, &"--modules", &k.modules, &"--variant", &"stock",
+        &"--realtime", &"--no-trace", &"-o", &d, &"--json",
+    ]);
+    assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("lab --json");
+    assert_eq!(report["partial"], false);
+    assert!(report["checks"]["problems"].as_array().unwrap().is_empty(), "{report}");
+    let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run.timing, "realtime");
+    assert_eq!(run.kernel, k.vmlinuz);
+    assert_eq!(run.kernel_release, k.release);
+    let rep = &run.variants[0].repetitions[0];
+    let names: Vec<&str> = rep.modules.iter().map(|m| m.name.as_str()).collect();
+    // vfat needs fat; the nls modules it asks for at mount time are not in its modinfo.
+    assert_eq!(names, ["fat", "vfat"]);
+    for m in &rep.modules {
+        assert_eq!(m.status, 0);
+        assert!(m.phases.is_empty() && m.total_us > 0.0, "{}: untraced loads have a time, no phases", m.name);
+    }
+    println!("bzImage, realtime, untraced: {:?}", rep.modules.iter().map(|m| (&m.name, m.total_us)).collect::<Vec<_>>());
+}
