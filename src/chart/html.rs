@@ -275,13 +275,21 @@ pub fn render(runs: &[Run]) -> String {
         svg::STYLE
     );
     let _ = write!(o, "<h1>{}</h1>", esc(&title));
-    let reps: usize = series.iter().map(|s| s.variant.repetitions.len()).sum();
+    let boots: Vec<String> =
+        series.iter().map(|s| format!("{} ×{}", esc(&s.label), s.variant.repetitions.len())).collect();
+    let what = runs
+        .first()
+        .map(|r| {
+            let set = if r.module_set.is_empty() { String::new() } else { format!(", module set {}", r.module_set) };
+            format!("{} timing{set}", r.timing)
+        })
+        .unwrap_or_default();
     let _ = write!(
         o,
-        r#"<p class="sub">{} run(s), {} series, {} repetition(s). Times are guest time, shown in milliseconds.</p>"#,
+        r#"<p class="sub">{} run(s); boots per series: {}; {}. Times are guest time, shown in milliseconds.</p>"#,
         runs.len(),
-        series.len(),
-        reps
+        boots.join(", "),
+        esc(&what)
     );
     // The colour key, once for the page.
     o.push_str(r#"<div class="legend">"#);
