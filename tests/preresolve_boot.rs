@@ -348,7 +348,7 @@ fn preresolved_modules_mount_four_file_systems() {
     let out_dir = tmp.path().join("preresolved");
     let image = KernelImage::open(&k.vmlinux, Some(&k.config)).expect("open vmlinux");
     let inputs: Vec<PathBuf> = plan.steps.iter().map(|s| s.entry.path.clone()).collect();
-    let opts = Options { output: Output::Dir(out_dir.clone()), assume_nokaslr: true, sign: None };
+    let opts = Options { output: Output::Dir(out_dir.clone()), assume_nokaslr: true, sign: None, fold: false };
     let report = preresolve::run(&image, &inputs, &opts).expect("preresolve");
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     for m in &report.modules {
