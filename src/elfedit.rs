@@ -1,14 +1,56 @@
 //! Small, exact edits of a relocatable ELF64 (a kernel module) in memory:
-//! rewrite symbol table entries, and append an empty marker section. Every
-//! other byte of the file stays where it was.
+//! rewrite symbol table entries, fold symbols into relocations and drop
+//! them, and append a non-allocated marker section. Every other byte of the
+//! file stays where it was.
 
-use object::elf::{SHN_ABS, SHT_PROGBITS};
+use std::collections::HashMap;
+
+use object::elf::{
+    EM_X86_64, SHN_ABS, SHN_LORESERVE, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL,
+    SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
+};
 use object::read::elf::{FileHeader, SectionHeader};
 
 use crate::elf::{Elf, Header, Shdr, Want, LE};
 
 const SYM_SIZE: usize = 24;
 const SHDR_SIZE: usize = 64;
+const RELA_SIZE: usize = 24;
+/// Linux's flag for livepatch relocation sections (include/uapi/linux/elf.h).
+const SHF_RELA_LIVEPATCH: u64 = 0x0010_0000;
+
+/// x86-64 relocation types whose result depends on the symbol only through
+/// its value S (S + A, S + A - P): exactly the ones the kernel's
+/// apply_relocate_add handles (NONE, 64, PC32, PLT32, 32, 32S, PC64).
+const FOLDABLE_X86_64: &[u32] = &[0, 1, 2, 4, 10, 11, 24];
+
+fn rd64(d: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(d[at..at + 8].try_into().unwrap())
+}
+
+fn rd32(d: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(d[at..at + 4].try_into().unwrap())
+}
+
+/// What `ElfEdit::fold_symbols` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FoldStats {
+    /// Symbols removed from .symtab.
+    pub symbols: usize,
+    /// Relocations that now use symbol 0 with the address in the addend.
+    pub relocations: usize,
+    /// Relocations whose symbol index changed.
+    pub renumbered: usize,
+}
+
+struct FoldPlan {
+    /// File offset and size of every SHT_RELA section.
+    rela: Vec<(usize, usize)>,
+    /// File offset of .symtab's section header.
+    symtab_header: usize,
+    /// .symtab's sh_info: index of the first non-local symbol.
+    first_global: usize,
+}
 
 /// A module's bytes being edited.
 pub struct ElfEdit {
@@ -44,12 +86,185 @@ impl ElfEdit {
         self.data[at + 8..at + 16].copy_from_slice(&value.to_le_bytes());
     }
 
-    /// Append an empty section named `name` (not allocated: the loader does
-    /// not copy it into memory). The section name table is extended with the
-    /// new name and moved to the end of the section data, followed by the
-    /// section header table with one more entry; the existing section
-    /// indices do not change.
+    /// Fold symbols into the relocations that use them, then drop them.
+    ///
+    /// `values` names symbols (by index) and the addresses they resolve to.
+    /// Every SHT_RELA entry that refers to one of them is rewritten to refer
+    /// to symbol 0 (STN_UNDEF, value 0) with the address added to its addend,
+    /// so S + A, the only thing the loader computes from the symbol, is
+    /// unchanged. The symbols are then removed from .symtab, the remaining
+    /// ones move down, and every relocation is renumbered to match.
+    ///
+    /// Nothing is changed unless the whole edit can be done exactly: modules
+    /// with anything else that holds symbol indices (SHT_REL, SHT_GROUP,
+    /// SHT_SYMTAB_SHNDX, livepatch relocations, a second symbol table, any
+    /// other section linked to .symtab), relocation types whose result
+    /// depends on more than the symbol's value, or a machine other than
+    /// x86-64 are refused with the reason.
+    pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, String> {
+        let plan = self.plan_fold(values)?;
+        let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
+        folded.extend(values.iter().copied());
+        // The new index of every kept symbol.
+        let mut renumber = vec![u32::MAX; self.symtab_count];
+        let mut next = 0u32;
+        for (i, slot) in renumber.iter_mut().enumerate() {
+            if !folded.contains_key(&i) {
+                *slot = next;
+                next += 1;
+            }
+        }
+        let mut stats = FoldStats { symbols: values.len(), ..FoldStats::default() };
+        for &(off, size) in &plan.rela {
+            for e in (off..off + size).step_by(RELA_SIZE) {
+                let info = rd64(&self.data, e + 8);
+                let (sym, ty) = ((info >> 32) as usize, info & 0xffff_ffff);
+                let (new_sym, add) = match folded.get(&sym) {
+                    Some(&v) => {
+                        stats.relocations += 1;
+                        (0u64, v)
+                    }
+                    None => {
+                        if renumber[sym] as usize != sym {
+                            stats.renumbered += 1;
+                        }
+                        (renumber[sym] as u64, 0)
+                    }
+                };
+                let addend = rd64(&self.data, e + 16).wrapping_add(add);
+                self.data[e + 8..e + 16].copy_from_slice(&((new_sym << 32) | ty).to_le_bytes());
+                self.data[e + 16..e + 24].copy_from_slice(&addend.to_le_bytes());
+            }
+        }
+        // Compact .symtab in place; the freed tail is zeroed.
+        let mut w = 0;
+        for i in 0..self.symtab_count {
+            if folded.contains_key(&i) {
+                continue;
+            }
+            if w != i {
+                let src = self.symtab_off + i * SYM_SIZE;
+                self.data.copy_within(src..src + SYM_SIZE, self.symtab_off + w * SYM_SIZE);
+            }
+            w += 1;
+        }
+        let end = self.symtab_off + self.symtab_count * SYM_SIZE;
+        self.data[self.symtab_off + w * SYM_SIZE..end].fill(0);
+        let h = plan.symtab_header;
+        self.data[h + 32..h + 40].copy_from_slice(&((w * SYM_SIZE) as u64).to_le_bytes());
+        // sh_info (one past the last local) stays right: only globals went.
+        assert!(
+            renumber[..plan.first_global].iter().enumerate().all(|(i, &n)| n as usize == i),
+            "a local symbol was removed or moved"
+        );
+        self.symtab_count = w;
+        Ok(stats)
+    }
+
+    /// Check everything `fold_symbols` relies on; returns where the
+    /// relocation tables and the symbol table's header are.
+    fn plan_fold(&self, values: &[(usize, u64)]) -> Result<FoldPlan, String> {
+        let d = &self.data;
+        let machine = u16::from_le_bytes([d[0x12], d[0x13]]);
+        if machine != EM_X86_64.0 {
+            return Err(format!(
+                "--fold-symbols supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
+            ));
+        }
+        let shoff = rd64(d, 0x28) as usize;
+        let shnum = u16::from_le_bytes([d[0x3c], d[0x3d]]) as usize;
+        if shnum == 0 || shnum >= SHN_LORESERVE as usize || shoff.checked_add(shnum * SHDR_SIZE).is_none_or(|e| e > d.len()) {
+            return Err("unsupported section header table (extended numbering or out of the file)".into());
+        }
+        let header = |k: usize| shoff + k * SHDR_SIZE;
+        let name = |k: usize| self.section_name(k).unwrap_or_else(|| format!("#{k}"));
+        let symtab = (0..shnum)
+            .find(|&k| rd32(d, header(k) + 4) == SHT_SYMTAB.0 && rd64(d, header(k) + 24) as usize == self.symtab_off)
+            .ok_or("the symbol table is not where it was read")?;
+        let first_global = rd32(d, header(symtab) + 44) as usize;
+        let mut seen = vec![false; self.symtab_count];
+        for &(i, _) in values {
+            if i == 0 || i >= self.symtab_count {
+                return Err(format!("symbol index {i} out of range"));
+            }
+            if i < first_global {
+                return Err(format!("symbol {i} is local (sh_info {first_global}): only global symbols can be folded"));
+            }
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(format!("symbol {i} given twice"));
+            }
+            let at = self.symtab_off + i * SYM_SIZE;
+            if u16::from_le_bytes([d[at + 6], d[at + 7]]) != SHN_UNDEF.0 {
+                return Err(format!("symbol {i} is not undefined"));
+            }
+        }
+        let mut rela = Vec::new();
+        for k in 1..shnum {
+            let h = header(k);
+            let (ty, flags, link) = (rd32(d, h + 4), rd64(d, h + 8), rd32(d, h + 40) as usize);
+            let refuse = |why: &str| Err(format!("cannot fold symbols: section {} {why}", name(k)));
+            match ty {
+                t if t == SHT_REL.0 => return refuse("is SHT_REL (relocations without addends cannot take the address)"),
+                t if t == SHT_GROUP.0 => return refuse("is SHT_GROUP (its signature is a symbol index)"),
+                t if t == SHT_SYMTAB_SHNDX.0 => return refuse("is SHT_SYMTAB_SHNDX (indexed like .symtab)"),
+                t if (t == SHT_SYMTAB.0 && k != symtab) || t == SHT_DYNSYM.0 => return refuse("is a second symbol table"),
+                t if t == SHT_RELA.0 => {
+                    if link != symtab {
+                        return refuse(&format!("is SHT_RELA linked to section {link}, not to the symbol table"));
+                    }
+                    if flags & SHF_RELA_LIVEPATCH != 0 {
+                        return refuse("holds livepatch relocations (resolved by symbol by the livepatch core)");
+                    }
+                    let (off, size, entsize) = (rd64(d, h + 24) as usize, rd64(d, h + 32) as usize, rd64(d, h + 56));
+                    if entsize != RELA_SIZE as u64 || size % RELA_SIZE != 0 || off.checked_add(size).is_none_or(|e| e > d.len()) {
+                        return refuse("has a corrupt header");
+                    }
+                    for e in (off..off + size).step_by(RELA_SIZE) {
+                        let info = rd64(d, e + 8);
+                        let (sym, rtype) = ((info >> 32) as usize, (info & 0xffff_ffff) as u32);
+                        if sym >= self.symtab_count {
+                            return refuse(&format!("refers to symbol {sym}, past the symbol table"));
+                        }
+                        if seen[sym] && !FOLDABLE_X86_64.contains(&rtype) {
+                            return refuse(&format!(
+                                "has relocation type {rtype} against a preresolved symbol: only S + A types can be folded"
+                            ));
+                        }
+                    }
+                    rela.push((off, size));
+                }
+                _ if link == symtab && k != symtab => return refuse(&format!("(type {ty}) is linked to the symbol table")),
+                _ => {}
+            }
+        }
+        Ok(FoldPlan { rela, symtab_header: header(symtab), first_global })
+    }
+
+    /// A section's name, from the section name table.
+    fn section_name(&self, k: usize) -> Option<String> {
+        let d = &self.data;
+        let shoff = rd64(d, 0x28) as usize;
+        let shstrndx = u16::from_le_bytes([d[0x3e], d[0x3f]]) as usize;
+        let strh = shoff + shstrndx * SHDR_SIZE;
+        let (off, size) = (rd64(d, strh + 24) as usize, rd64(d, strh + 32) as usize);
+        let at = off.checked_add(rd32(d, shoff + k * SHDR_SIZE) as usize)?;
+        let table = d.get(at..off.checked_add(size)?)?;
+        let end = table.iter().position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&table[..end]).into_owned())
+    }
+
+    /// Append an empty section named `name`; see `add_section`.
     pub fn add_empty_section(&mut self, name: &str) -> Result<(), String> {
+        self.add_section(name, &[])
+    }
+
+    /// Append a section named `name` holding `contents` (PROGBITS, not
+    /// allocated: the loader does not copy it into the module's memory). The
+    /// section name table is extended with the new name and moved to the end
+    /// of the section data, followed by the contents and then the section
+    /// header table with one more entry; the existing section indices do not
+    /// change.
+    pub fn add_section(&mut self, name: &str, contents: &[u8]) -> Result<(), String> {
         let (shoff, shnum, shstrndx, shstr_off, shstr_size) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
             let h: &Header = elf.header;
@@ -81,16 +296,22 @@ impl ElfEdit {
         while out.len() % 8 != 0 {
             out.push(0);
         }
+        let contents_off = out.len();
+        out.extend_from_slice(contents);
+        while out.len() % 8 != 0 {
+            out.push(0);
+        }
         let new_shoff = out.len();
         // Update the name table's header.
         let s = shstrndx * SHDR_SIZE;
         headers[s + 24..s + 32].copy_from_slice(&(new_str_off as u64).to_le_bytes());
         headers[s + 32..s + 40].copy_from_slice(&(strtab.len() as u64).to_le_bytes());
-        // The new header: name, PROGBITS, no flags, no address, empty.
+        // The new header: name, PROGBITS, no flags, no address.
         let mut sh = [0u8; SHDR_SIZE];
         sh[0..4].copy_from_slice(&name_off.to_le_bytes());
         sh[4..8].copy_from_slice(&SHT_PROGBITS.0.to_le_bytes());
-        sh[24..32].copy_from_slice(&(new_shoff as u64).to_le_bytes());
+        sh[24..32].copy_from_slice(&(contents_off as u64).to_le_bytes());
+        sh[32..40].copy_from_slice(&(contents.len() as u64).to_le_bytes());
         sh[48..56].copy_from_slice(&1u64.to_le_bytes()); // sh_addralign
         headers.extend_from_slice(&sh);
         out.extend_from_slice(&headers);
@@ -99,5 +320,179 @@ impl ElfEdit {
         out[0x3c..0x3e].copy_from_slice(&((shnum + 1) as u16).to_le_bytes());
         self.data = out;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::{sym_name, Elf, Want, LE};
+        use object::read::elf::{Rela, SectionHeader};
+
+    const R_X86_64_64: u32 = object::elf::R_X86_64_64.0;
+    const R_X86_64_PC32: u32 = object::elf::R_X86_64_PC32.0;
+    const R_X86_64_PLT32: u32 = object::elf::R_X86_64_PLT32.0;
+    const R_X86_64_32S: u32 = object::elf::R_X86_64_32S.0;
+    const R_X86_64_GOTPCREL: u32 = object::elf::R_X86_64_GOTPCREL.0;
+
+    /// One relocation: offset, type, symbol index, addend.
+    type R = (u64, u32, u32, i64);
+
+    /// A small x86-64 ET_REL: .text, .rela.text, .symtab (null, a local
+    /// section symbol, global `f` defined in .text, undefined `a`, `b`,
+    /// `c`), .strtab, .shstrtab.
+    fn tiny_elf(relocs: &[R], rela_type: u32) -> Vec<u8> {
+        let strtab = b"\0f\0a\0b\0c\0";
+        let shstrtab = b"\0.text\0.rela.text\0.symtab\0.strtab\0.shstrtab\0";
+        // name, info (bind << 4 | type), shndx, value
+        let syms: [(u32, u8, u16, u64); 6] = [(0, 0, 0, 0), (0, 3, 1, 0), (1, 0x12, 1, 4), (3, 0x10, 0, 0), (5, 0x10, 0, 0), (7, 0x10, 0, 0)];
+        let mut d = vec![0u8; 64];
+        let text_off = d.len();
+        d.extend_from_slice(&[0x90; 48]);
+        let rela_off = d.len();
+        for &(off, ty, sym, addend) in relocs {
+            d.extend_from_slice(&off.to_le_bytes());
+            d.extend_from_slice(&(((sym as u64) << 32) | ty as u64).to_le_bytes());
+            d.extend_from_slice(&addend.to_le_bytes());
+        }
+        let sym_off = d.len();
+        for (name, info, shndx, value) in syms {
+            d.extend_from_slice(&name.to_le_bytes());
+            d.push(info);
+            d.push(0);
+            d.extend_from_slice(&shndx.to_le_bytes());
+            d.extend_from_slice(&value.to_le_bytes());
+            d.extend_from_slice(&0u64.to_le_bytes());
+        }
+        let str_off = d.len();
+        d.extend_from_slice(strtab);
+        let shstr_off = d.len();
+        d.extend_from_slice(shstrtab);
+        while d.len() % 8 != 0 {
+            d.push(0);
+        }
+        let shoff = d.len();
+        // name, type, flags, offset, size, link, info, align, entsize
+        let headers: [(u32, u32, u64, usize, usize, u32, u32, u64, u64); 6] = [
+            (0, 0, 0, 0, 0, 0, 0, 0, 0),
+            (1, 1, 6, text_off, 48, 0, 0, 16, 0),
+            (7, rela_type, 0x40, rela_off, relocs.len() * 24, 3, 1, 8, 24),
+            (18, 2, 0, sym_off, syms.len() * 24, 4, 2, 8, 24),
+            (26, 3, 0, str_off, strtab.len(), 0, 0, 1, 0),
+            (34, 3, 0, shstr_off, shstrtab.len(), 0, 0, 1, 0),
+        ];
+        for (name, ty, flags, off, size, link, info, align, entsize) in headers {
+            d.extend_from_slice(&name.to_le_bytes());
+            d.extend_from_slice(&ty.to_le_bytes());
+            d.extend_from_slice(&flags.to_le_bytes());
+            d.extend_from_slice(&0u64.to_le_bytes());
+            d.extend_from_slice(&(off as u64).to_le_bytes());
+            d.extend_from_slice(&(size as u64).to_le_bytes());
+            d.extend_from_slice(&link.to_le_bytes());
+            d.extend_from_slice(&info.to_le_bytes());
+            d.extend_from_slice(&align.to_le_bytes());
+            d.extend_from_slice(&entsize.to_le_bytes());
+        }
+        d[..4].copy_from_slice(b"\x7fELF");
+        d[4] = 2; // ELFCLASS64
+        d[5] = 1; // little-endian
+        d[6] = 1; // EV_CURRENT
+        d[0x10..0x12].copy_from_slice(&1u16.to_le_bytes()); // ET_REL
+        d[0x12..0x14].copy_from_slice(&EM_X86_64.0.to_le_bytes());
+        d[0x14..0x18].copy_from_slice(&1u32.to_le_bytes());
+        d[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        d[0x34..0x36].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        d[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+        d[0x3c..0x3e].copy_from_slice(&6u16.to_le_bytes());
+        d[0x3e..0x40].copy_from_slice(&5u16.to_le_bytes());
+        d
+    }
+
+    /// Read back, through the `object` crate: symbol names and the
+    /// relocations of .rela.text.
+    fn read_back(d: &[u8]) -> (Vec<String>, u32, Vec<R>) {
+        let elf = Elf::parse(d, Want::Relocatable).unwrap();
+        let syms = elf.symbols().unwrap();
+        let names = syms.iter().map(|s| String::from_utf8(sym_name(&syms, s).unwrap().to_vec()).unwrap()).collect();
+        let (_, symtab) = elf.section(".symtab").unwrap();
+        let (_, rela) = elf.section(".rela.text").unwrap();
+        let relocs = rela
+            .data_as_array::<object::elf::Rela64<object::LittleEndian>, _>(LE, d)
+            .unwrap()
+            .iter()
+            .map(|r| (r.r_offset(LE), r.r_type(LE, false).0, r.r_sym(LE, false), r.r_addend(LE)))
+            .collect();
+        (names, symtab.sh_info(LE), relocs)
+    }
+
+    const RELOCS: &[R] = &[
+        (0, R_X86_64_PC32, 3, -4),  // a
+        (8, R_X86_64_64, 4, 0),     // b
+        (16, R_X86_64_PLT32, 5, -4), // c
+        (24, R_X86_64_64, 1, 8),    // .text section symbol
+        (32, R_X86_64_32S, 2, 0),   // f
+        (40, R_X86_64_64, 5, 16),   // c again
+        (44, R_X86_64_PC32, 4, -4), // b again
+    ];
+
+    #[test]
+    fn folding_moves_addresses_into_addends_and_renumbers_the_rest() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let stats = ed.fold_symbols(&[(3, 0xffff_ffff_8100_1000), (5, 0x3000)]).unwrap();
+        assert_eq!(stats, FoldStats { symbols: 2, relocations: 3, renumbered: 2 });
+        let (names, first_global, relocs) = read_back(&ed.data);
+        // a and c are gone; b moved from 4 to 3; locals and f stay put.
+        assert_eq!(names, ["", "", "f", "b"]);
+        assert_eq!(first_global, 2);
+        assert_eq!(
+            relocs,
+            [
+                (0, R_X86_64_PC32, 0, 0xffff_ffff_8100_1000u64.wrapping_sub(4) as i64),
+                (8, R_X86_64_64, 3, 0),
+                (16, R_X86_64_PLT32, 0, 0x2ffc),
+                (24, R_X86_64_64, 1, 8),
+                (32, R_X86_64_32S, 2, 0),
+                (40, R_X86_64_64, 0, 0x3010),
+                (44, R_X86_64_PC32, 3, -4),
+            ]
+        );
+        // The freed tail of .symtab is zero, and a marker section can follow.
+        let sym_end = 64 + 48 + RELOCS.len() * 24 + 4 * 24;
+        assert!(ed.data[sym_end..sym_end + 48].iter().all(|&b| b == 0));
+        ed.add_section(".preresolved", b"0000000000003000 c\n").unwrap();
+        let elf = Elf::parse(&ed.data, Want::Relocatable).unwrap();
+        assert_eq!(elf.named_section_data(".preresolved").unwrap().unwrap(), b"0000000000003000 c\n");
+        assert_eq!(read_back(&ed.data).2, relocs, "adding the section moved nothing");
+    }
+
+    #[test]
+    fn folding_refuses_what_it_cannot_remap_and_changes_nothing() {
+        let refused = |d: Vec<u8>, values: &[(usize, u64)], why: &str| {
+            let mut ed = ElfEdit::new(d.clone()).unwrap();
+            let e = ed.fold_symbols(values).unwrap_err();
+            assert!(e.contains(why), "{e}");
+            assert!(ed.data == d, "refused but changed");
+        };
+        // Relocations without addends.
+        refused(tiny_elf(&RELOCS[..1], SHT_REL.0), &[(3, 1)], "section .rela.text is SHT_REL");
+        // A relocation type that uses more than the symbol's value.
+        let mut got = RELOCS.to_vec();
+        got[2].1 = R_X86_64_GOTPCREL;
+        refused(tiny_elf(&got, SHT_RELA.0), &[(5, 1)], "relocation type 9 against a preresolved symbol");
+        // ...which is fine when that symbol is not folded.
+        assert!(ElfEdit::new(tiny_elf(&got, SHT_RELA.0)).unwrap().fold_symbols(&[(3, 1)]).is_ok());
+        // Local or defined symbols, and indices past the table.
+        refused(tiny_elf(RELOCS, SHT_RELA.0), &[(1, 1)], "is local");
+        refused(tiny_elf(RELOCS, SHT_RELA.0), &[(2, 1)], "not undefined");
+        refused(tiny_elf(RELOCS, SHT_RELA.0), &[(6, 1)], "out of range");
+        // A relocation pointing past the symbol table.
+        let mut past = RELOCS.to_vec();
+        past[0].2 = 9;
+        refused(tiny_elf(&past, SHT_RELA.0), &[(4, 1)], "refers to symbol 9");
+        // A group section whose signature is a symbol index.
+        let mut grouped = tiny_elf(RELOCS, SHT_RELA.0);
+        let shoff = rd64(&grouped, 0x28) as usize;
+        grouped[shoff + 64 + 4..shoff + 64 + 8].copy_from_slice(&SHT_GROUP.0.to_le_bytes());
+        refused(grouped, &[(3, 1)], "section .text is SHT_GROUP");
     }
 }

@@ -66,6 +66,10 @@ enum Cmd {
         sign_cert: Option<PathBuf>,
         #[arg(long, default_value = "sha256")]
         sign_hash: String,
+        /// Fold the resolved addresses into the relocations and remove the
+        /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
+        #[arg(long)]
+        fold_symbols: bool,
         #[arg(long)]
         json: bool,
     },
@@ -82,7 +86,7 @@ enum Cmd {
         /// lib/modules/<release> of that kernel
         #[arg(long)]
         modules: Option<PathBuf>,
-        /// stock, unsigned or preresolved; repeat to compare (default: stock and preresolved)
+        /// stock, unsigned, preresolved or folded; repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved
@@ -190,7 +194,19 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             }
             Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Cmd::Preresolve { kernel, config, modules, output, in_place, assume_nokaslr, sign_key, sign_cert, sign_hash, json } => {
+        Cmd::Preresolve {
+            kernel,
+            config,
+            modules,
+            output,
+            in_place,
+            assume_nokaslr,
+            sign_key,
+            sign_cert,
+            sign_hash,
+            fold_symbols,
+            json,
+        } => {
             let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
             let opts = preresolve::Options {
                 output: match (output, in_place) {
@@ -199,6 +215,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 },
                 assume_nokaslr,
                 sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                fold: fold_symbols,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
             for e in &report.errors {

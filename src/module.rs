@@ -20,8 +20,40 @@ pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
 pub const SIG_INFO_LEN: usize = 12;
 /// struct modversion_info on 64-bit: u64 crc + char name[56].
 pub const MODVERSION_LEN: usize = 64;
-/// The section the preresolver adds to mark a module.
+/// The section the preresolver adds to mark a module. Empty when the
+/// preresolved symbols stay in .symtab as SHN_ABS; with `--fold-symbols`
+/// (the symbols are gone, their addresses folded into the relocations) it
+/// lists them, one text line each: the address as 16 lowercase hex digits, a
+/// space, the name, a newline ("ffffffff81234560 _printk\n").
 pub const PRERESOLVED_SECTION: &str = ".preresolved";
+
+/// The `.preresolved` text of folded symbols.
+pub fn folded_section(pairs: &[(&str, u64)]) -> Vec<u8> {
+    let mut s = String::new();
+    for (name, addr) in pairs {
+        s.push_str(&format!("{addr:016x} {name}\n"));
+    }
+    s.into_bytes()
+}
+
+/// Read what `folded_section` wrote.
+pub fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64)>, String> {
+    let text = std::str::from_utf8(data).map_err(|_| format!("corrupt {PRERESOLVED_SECTION} section: not text"))?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(format!("corrupt {PRERESOLVED_SECTION} section: no newline at its end"));
+    }
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let bad = || format!("corrupt {PRERESOLVED_SECTION} section, line {}: {line:?} is not \"address name\"", i + 1);
+            let (addr, name) = line.split_once(' ').ok_or_else(bad)?;
+            if addr.len() != 16 || name.is_empty() || name.contains(' ') {
+                return Err(bad());
+            }
+            Ok((name.to_string(), u64::from_str_radix(addr, 16).map_err(|_| bad())?))
+        })
+        .collect()
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Signature {
@@ -55,6 +87,10 @@ pub struct Module {
     /// Global symbols with SHN_ABS and their values (what a preresolver leaves).
     #[serde(skip)]
     pub absolute: Vec<(String, u64)>,
+    /// Symbols a preresolver folded into the relocations and removed, with
+    /// their addresses (from the `.preresolved` section).
+    #[serde(skip)]
+    pub folded: Vec<(String, u64)>,
     pub exports: Vec<ModuleExport>,
     pub modinfo: Vec<(String, String)>,
     /// Symbol name and CRC from `__versions`.
@@ -217,6 +253,11 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         }
     }
 
+    let (preresolved, folded) = match elf.named_section_data(PRERESOLVED_SECTION)? {
+        Some(d) => (true, parse_folded_section(d)?),
+        None => (false, Vec::new()),
+    };
+
     let name = modinfo
         .iter()
         .find(|(k, _)| k == "name")
@@ -230,11 +271,12 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         undefined,
         undefined_index,
         absolute,
+        folded,
         exports,
         modinfo,
         versions,
         signature,
-        preresolved: elf.section(PRERESOLVED_SECTION).is_some(),
+        preresolved,
     })
 }
 
@@ -248,6 +290,20 @@ mod tests {
         assert_eq!(name_from_path(Path::new("ext4.ko")), "ext4");
         assert!(is_module_file(Path::new("a.ko.zst")));
         assert!(!is_module_file(Path::new("a.o")));
+    }
+
+    #[test]
+    fn folded_section_round_trips_and_rejects_garbage() {
+        let text = folded_section(&[("_printk", 0xffff_ffff_8123_4560), ("kfree", 1)]);
+        assert_eq!(text, b"ffffffff81234560 _printk\n0000000000000001 kfree\n");
+        assert_eq!(
+            parse_folded_section(&text).unwrap(),
+            vec![("_printk".to_string(), 0xffff_ffff_8123_4560), ("kfree".to_string(), 1)]
+        );
+        assert!(parse_folded_section(b"").unwrap().is_empty());
+        assert!(parse_folded_section(b"ffffffff81234560 _printk").unwrap_err().contains("no newline"));
+        assert!(parse_folded_section(b"81234560 _printk\n").unwrap_err().contains("line 1"));
+        assert!(parse_folded_section(b"ffffffff8123456g _printk\n").is_err());
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! kernel decides at load time exactly as it would have. Symbols exported by
 //! other modules stay SHN_UNDEF. A module with at least one preresolved
 //! symbol gets an empty `.preresolved` section.
+//!
+//! With `fold` (`--fold-symbols`) the same symbols are instead folded into
+//! the relocations that use them (symbol 0, the address added to the addend)
+//! and removed from .symtab, so the kernel's per-load kallsyms scans do not
+//! walk them; `.preresolved` then lists them with their addresses.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -75,6 +80,19 @@ pub struct Options {
     /// The target boots with `nokaslr` (or an entry that does not randomize).
     pub assume_nokaslr: bool,
     pub sign: Option<SignKey>,
+    /// Fold the preresolved symbols into the relocations and remove them
+    /// from .symtab instead of making them SHN_ABS.
+    pub fold: bool,
+}
+
+/// How a preresolved module is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The symbols stay in .symtab as SHN_ABS with the export's address.
+    Abs,
+    /// The addresses are in the relocations' addends; the symbols are gone.
+    Folded,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -108,6 +126,8 @@ pub struct ModuleResult {
     pub input: PathBuf,
     pub output: PathBuf,
     pub status: Status,
+    /// How the module is written (null when it was left unchanged).
+    pub mode: Option<Mode>,
     pub undefined: usize,
     pub preresolved: usize,
     /// Exported by vmlinux but kept SHN_UNDEF, by reason.
@@ -125,13 +145,25 @@ impl ModuleResult {
         self.undefined > 0 && self.preresolved == self.undefined
     }
 
+    /// SHN_ABS is the default and not named in the line; folding is.
+    fn mode_note(&self) -> &'static str {
+        if self.mode == Some(Mode::Folded) {
+            ", folded"
+        } else {
+            ""
+        }
+    }
+
     /// The seed's line: `PRERESV fs/ext4/ext4.ko (551/616 preresolved)`.
     pub fn line(&self) -> String {
         match self.status {
-            Status::AlreadyPreresolved => format!("PRERESV {} (already preresolved, skipped)", self.display),
-            _ if self.fully() => format!("PRERESV {} ({}/{} *fully* preresolved)", self.display, self.preresolved, self.undefined),
+            Status::AlreadyPreresolved => format!("PRERESV {} (already preresolved{}, skipped)", self.display, self.mode_note()),
+            _ if self.fully() => {
+                format!("PRERESV {} ({}/{} *fully* preresolved{})", self.display, self.preresolved, self.undefined, self.mode_note())
+            }
             _ => {
-                let mut s = format!("PRERESV {} ({}/{} preresolved", self.display, self.preresolved, self.undefined);
+                let mut s =
+                    format!("PRERESV {} ({}/{} preresolved{}", self.display, self.preresolved, self.undefined, self.mode_note());
                 if !self.kept.is_empty() {
                     let kept: Vec<String> = self.kept.iter().map(|(r, n)| format!("{n} {}", r.label())).collect();
                     s.push_str(&format!("; kept: {}", kept.join(", ")));
@@ -147,6 +179,8 @@ impl ModuleResult {
 pub struct Totals {
     pub modules: usize,
     pub preresolved_modules: usize,
+    /// Of `preresolved_modules`, written with the symbols folded.
+    pub folded_modules: usize,
     pub fully_preresolved: usize,
     pub unchanged: usize,
     pub already: usize,
@@ -283,7 +317,10 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         t.preresolved += m.preresolved;
         t.module_symbols += m.module_symbols;
         match m.status {
-            Status::Preresolved => t.preresolved_modules += 1,
+            Status::Preresolved => {
+                t.preresolved_modules += 1;
+                t.folded_modules += (m.mode == Some(Mode::Folded)) as usize;
+            }
             Status::Unchanged => t.unchanged += 1,
             Status::AlreadyPreresolved => t.already += 1,
         }
@@ -355,6 +392,7 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         input: path.clone(),
         output: job.output.clone(),
         status: Status::Unchanged,
+        mode: None,
         undefined: m.undefined.len(),
         preresolved: 0,
         kept: BTreeMap::new(),
@@ -364,8 +402,10 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         kept_symbols: Vec::new(),
     };
     if m.preresolved {
-        // Its SHN_ABS symbols must hold this kernel's addresses.
-        for (name, value) in &m.absolute {
+        // Its SHN_ABS symbols, or the folded ones listed in .preresolved,
+        // must hold this kernel's addresses.
+        let resolved_before = || m.absolute.iter().chain(&m.folded);
+        for (name, value) in resolved_before() {
             if let Some(e) = exports.get(name.as_str()) {
                 if e.addr != *value {
                     return Err(Error::file(
@@ -375,8 +415,9 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
                 }
             }
         }
-        let resolved = m.absolute.iter().filter(|(n, _)| exports.contains_key(n.as_str())).count();
+        let resolved = resolved_before().filter(|(n, _)| exports.contains_key(n.as_str())).count();
         result.status = Status::AlreadyPreresolved;
+        result.mode = Some(if m.folded.is_empty() { Mode::Abs } else { Mode::Folded });
         result.preresolved = resolved;
         result.undefined += resolved;
         copy_unchanged(path, &job.output, &opts.output)?;
@@ -395,10 +436,19 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(path, e))?;
-    for (idx, addr) in &edits {
-        ed.make_absolute(*idx, *addr);
+    if opts.fold {
+        ed.fold_symbols(&edits).map_err(|e| Error::file(path, e))?;
+        let name_of: HashMap<usize, &str> = m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
+        let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
+        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs)).map_err(|e| Error::file(path, e))?;
+        result.mode = Some(Mode::Folded);
+    } else {
+        for (idx, addr) in &edits {
+            ed.make_absolute(*idx, *addr);
+        }
+        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(path, e))?;
+        result.mode = Some(Mode::Abs);
     }
-    ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(path, e))?;
     let mut bytes = ed.data;
     result.signature = match (&opts.sign, m.signature.is_some()) {
         (Some(key), _) => {
@@ -411,7 +461,12 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
     };
     // Check what we wrote reads back as the module we meant.
     let check = module::parse(path, &bytes, Compression::None).map_err(|e| Error::file(path, format!("internal error: rewritten module does not parse: {e}")))?;
-    if !check.preresolved || check.undefined.len() != m.undefined.len() - edits.len() {
+    let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
+    if !check.preresolved
+        || check.undefined.len() != m.undefined.len() - edits.len()
+        || check.absolute.len() != m.absolute.len() + abs_now
+        || check.folded.len() != folded_now
+    {
         return Err(Error::file(path, "internal error: rewritten module does not read back as preresolved"));
     }
     let out = compress::compress(&bytes, compression).map_err(|e| Error::file(path, e))?;
@@ -452,6 +507,9 @@ impl Report {
         tab.row(vec!["read".into(), thousands(t.modules), thousands(t.undefined)]);
         tab.row(vec!["preresolved".into(), thousands(t.preresolved_modules), thousands(t.preresolved)]);
         tab.row(vec!["  fully".into(), thousands(t.fully_preresolved), "".into()]);
+        if t.folded_modules > 0 {
+            tab.row(vec!["  folded into relocations".into(), thousands(t.folded_modules), "".into()]);
+        }
         tab.row(vec!["left to modules' exports".into(), "".into(), thousands(t.module_symbols)]);
         for (r, n) in &t.kept {
             tab.row(vec![format!("kept: {}", r.label()), "".into(), thousands(*n)]);

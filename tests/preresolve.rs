@@ -346,3 +346,271 @@ fn walk(d: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Where a relocation's value comes from, as the loader sees it: an
+/// absolute address (SHN_ABS, or symbol 0), a section of the module
+/// (through a named or unnamed symbol), or a symbol left to the loader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Abs,
+    Section(u16, String),
+    Undefined(String),
+}
+
+/// One relocation: section, offset, type, target, and the value the
+/// target contributes plus the addend (S + A; A alone for Undefined).
+type Reloc = (String, u64, u32, Target, u64);
+
+/// A symbol table entry: name, st_info, st_other, st_shndx, st_value, st_size.
+type SymEntry = (String, u8, u8, u16, u64, u64);
+
+/// Every relocation and symbol of a module, read with the `object` crate.
+fn relocs_and_symbols(path: &Path) -> (Vec<Reloc>, Vec<SymEntry>) {
+    use object::read::elf::{Rela, SectionHeader, Sym};
+    let (data, _) = module::load_bytes(path).unwrap();
+    let (len, _) = module::split_signature(&data).unwrap();
+    let data = &data[..len];
+    let elf = Elf::parse(data, Want::Relocatable).unwrap();
+    let le = bootlink::elf::LE;
+    let syms = elf.symbols().unwrap();
+    let name = |s: &bootlink::elf::Symbol| String::from_utf8(bootlink::elf::sym_name(&syms, s).unwrap().to_vec()).unwrap();
+    let symbols: Vec<SymEntry> = syms
+        .iter()
+        .map(|s| (name(s), s.st_info().0, s.st_other().0, s.st_shndx(le).0, s.st_value(le), s.st_size(le)))
+        .collect();
+    let mut relocs = Vec::new();
+    for sh in elf.sections.iter() {
+        if sh.sh_type(le) != object::elf::SHT_RELA {
+            continue;
+        }
+        let sec = String::from_utf8_lossy(elf.section_name(sh)).into_owned();
+        for r in sh.data_as_array::<object::elf::Rela64<object::LittleEndian>, _>(le, data).unwrap() {
+            let a = r.r_addend(le) as u64;
+            let index = r.r_sym(le, false) as usize;
+            if index == 0 {
+                // STN_UNDEF: S is 0.
+                relocs.push((sec.clone(), r.r_offset(le), r.r_type(le, false).0, Target::Abs, a));
+                continue;
+            }
+            let sym = syms.symbol(object::SymbolIndex(index)).unwrap();
+            let shndx = sym.st_shndx(le);
+            let (target, value) = if shndx == object::elf::SHN_ABS {
+                (Target::Abs, sym.st_value(le).wrapping_add(a))
+            } else if shndx == object::elf::SHN_UNDEF {
+                (Target::Undefined(name(sym)), a)
+            } else {
+                (Target::Section(shndx.0, name(sym)), sym.st_value(le).wrapping_add(a))
+            };
+            relocs.push((sec.clone(), r.r_offset(le), r.r_type(le, false).0, target, value));
+        }
+    }
+    (relocs, symbols)
+}
+
+/// Compare a folded module with the SHN_ABS one made from the same input.
+fn compare_folded(abs: &Path, folded: &Path) -> Result<usize, String> {
+    let (ra, sa) = relocs_and_symbols(abs);
+    let (rf, sf) = relocs_and_symbols(folded);
+    let a = module::read(abs).map_err(|e| e.to_string())?;
+    let f = module::read(folded).map_err(|e| e.to_string())?;
+    if !(a.preresolved && f.preresolved && f.absolute.is_empty()) {
+        return Err("not both preresolved, or SHN_ABS symbols left in the folded one".into());
+    }
+    // .preresolved lists exactly what the SHN_ABS module holds as SHN_ABS.
+    let mut listed = f.folded.clone();
+    let mut abs_syms = a.absolute.clone();
+    listed.sort();
+    abs_syms.sort();
+    if listed != abs_syms {
+        return Err(format!("{} folded symbols listed, {} SHN_ABS in the other output", listed.len(), abs_syms.len()));
+    }
+    // Same relocations, same S + A, same named targets; only the indices moved.
+    if ra.len() != rf.len() {
+        return Err(format!("{} relocations, {} folded", ra.len(), rf.len()));
+    }
+    if let Some((x, y)) = ra.iter().zip(&rf).find(|(x, y)| x != y) {
+        return Err(format!("relocation differs: SHN_ABS {x:?}, folded {y:?}"));
+    }
+    // The symbol table is the SHN_ABS one without the preresolved symbols.
+    let names: std::collections::HashSet<&str> = f.folded.iter().map(|(n, _)| n.as_str()).collect();
+    let kept: Vec<&SymEntry> =
+        sa.iter().filter(|s| !(s.3 == object::elf::SHN_ABS.0 && names.contains(s.0.as_str()))).collect();
+    if kept.len() != sf.len() || kept.iter().zip(&sf).any(|(x, y)| *x != y) {
+        return Err(format!("symbol table: {} entries kept from the SHN_ABS output, {} in the folded one", kept.len(), sf.len()));
+    }
+    Ok(ra.len())
+}
+
+/// A folded tree against the SHN_ABS tree from the same input: every
+/// relocation keeps its S + A, the remaining symbols their names and
+/// attributes; binutils reads every file without a warning; depmod computes
+/// the same modules.dep as for the input tree.
+#[test]
+fn folding_the_whole_tree_keeps_every_relocation_and_depmod_agrees() {
+    use rayon::prelude::*;
+    let k = kernel();
+    let dir = tmpdir("pr-fold-tree");
+    let abs = dir.join("abs");
+    let a = dir.join("a");
+    let b = dir.join("b");
+    let folded = b.join("lib/modules").join(&k.release);
+    let o = run(&[&"preresolve", &"--assume-nokaslr", &"--kernel", &k.vmlinuz, &"-o", &abs, &k.modules]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = std::time::Instant::now();
+    let o = preresolve(&[&"--assume-nokaslr", &"--fold-symbols", &"-o", &folded, &k.modules]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    println!("folded the whole tree in {:.2} s", t.elapsed().as_secs_f64());
+    let r = report(&o);
+    let mods = r["modules"].as_array().unwrap();
+    let total = bootlink::tree::find_modules(std::slice::from_ref(&k.modules)).unwrap().len();
+    assert_eq!(mods.len(), total);
+    assert_eq!(r["totals"]["errors"], 0);
+    assert_eq!(r["totals"]["folded_modules"], r["totals"]["preresolved_modules"]);
+
+    // The counts are the SHN_ABS mode's, module by module.
+    let o = preresolve(&[&"--assume-nokaslr", &"-o", &dir.join("abs-again"), &k.modules]);
+    let abs_report = report(&o);
+    std::fs::remove_dir_all(dir.join("abs-again")).unwrap();
+    for (x, y) in abs_report["modules"].as_array().unwrap().iter().zip(mods) {
+        for key in ["display", "status", "undefined", "preresolved", "kept", "module_symbols", "signature"] {
+            assert_eq!(x[key], y[key], "{key} of {}", x["display"]);
+        }
+        let mode = if x["status"] == "preresolved" { ("abs", "folded") } else { ("", "") };
+        assert_eq!((x["mode"].as_str().unwrap_or(""), y["mode"].as_str().unwrap_or("")), mode, "{}", x["display"]);
+    }
+
+    // Relocations and symbols, module by module.
+    let checked: Vec<(String, Result<usize, String>)> = mods
+        .par_iter()
+        .filter(|m| m["status"] == "preresolved")
+        .map(|m| {
+            let rel = m["display"].as_str().unwrap().to_string();
+            let res = compare_folded(&abs.join(&rel), &folded.join(&rel));
+            (rel, res)
+        })
+        .collect();
+    let bad: Vec<String> = checked.iter().filter_map(|(p, r)| r.as_ref().err().map(|e| format!("{p}: {e}"))).collect();
+    assert!(bad.is_empty(), "{} modules differ:\n{}", bad.len(), bad[..bad.len().min(20)].join("\n"));
+    let relocs: usize = checked.iter().map(|(_, r)| *r.as_ref().unwrap()).sum();
+    println!("{} folded modules, {relocs} relocations: S + A and targets equal to the SHN_ABS output", checked.len());
+    assert!(checked.len() > 4000 && relocs > 1_000_000, "{} modules, {relocs} relocations", checked.len());
+
+    // binutils: readelf -a and -r read every file without a warning.
+    let files: Vec<String> = walk(&folded).into_iter().filter(|p| module::is_module_file(p)).map(|p| p.display().to_string()).collect();
+    assert_eq!(files.len(), total);
+    files.par_chunks(200).for_each(|chunk| {
+        for flags in ["-aW", "-rW"] {
+            let o = Command::new("readelf").arg(flags).args(chunk).output().expect("readelf (binutils)");
+            assert!(o.status.success() && o.stderr.is_empty(), "readelf {flags}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    });
+
+    // depmod: the same modules.dep as for the input tree.
+    std::fs::create_dir_all(a.join("lib/modules")).unwrap();
+    sh("cp", &["-al", k.modules.to_str().unwrap(), a.join("lib/modules").to_str().unwrap()]);
+    sh("depmod", &["-b", a.to_str().unwrap(), &k.release]);
+    sh("depmod", &["-b", b.to_str().unwrap(), &k.release]);
+    let read = |base: &Path| std::fs::read_to_string(base.join("lib/modules").join(&k.release).join("modules.dep")).unwrap();
+    let (da, db) = (read(&a), read(&b));
+    assert_eq!(da.lines().count(), total);
+    assert!(da == db, "modules.dep differs");
+
+    // Twice is a no-op: every folded module is recognised and left as it is,
+    // with or without --fold-symbols.
+    let fs = folded.join("kernel/fs");
+    let snapshot: Vec<(PathBuf, Vec<u8>)> = bootlink::tree::find_modules(std::slice::from_ref(&fs)).unwrap()
+        .into_iter().map(|p| { let d = std::fs::read(&p).unwrap(); (p, d) }).collect();
+    for fold in [true, false] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--assume-nokaslr", &"--in-place", &fs];
+        if fold {
+            args.push(&"--fold-symbols");
+        }
+        let o = preresolve(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r = report(&o);
+        assert_eq!(r["totals"]["already"].as_u64().unwrap() as usize, snapshot.len(), "{}", r["totals"]);
+        assert!(r["modules"].as_array().unwrap().iter().all(|m| m["mode"] == "folded"));
+        for (p, d) in &snapshot {
+            assert!(&std::fs::read(p).unwrap() == d, "a second run changed {}", p.display());
+        }
+    }
+    let text = stdout(&run(&[&"preresolve", &"--assume-nokaslr", &"--fold-symbols", &"--kernel", &k.vmlinuz, &"--in-place", &fs.join("fat")]));
+    assert!(text.contains("PRERESV fat.ko (already preresolved, folded, skipped)"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Change the address of `name` in a folded module's .preresolved list, as
+/// another build of the same release would have it.
+fn shift_listed_address(path: &Path, name: &str) -> Vec<u8> {
+    let mut data = std::fs::read(path).unwrap();
+    let (off, text) = {
+        let elf = Elf::parse(&data, Want::Relocatable).unwrap();
+        let d = elf.named_section_data(module::PRERESOLVED_SECTION).unwrap().unwrap();
+        (d.as_ptr() as usize - data.as_ptr() as usize, String::from_utf8(d.to_vec()).unwrap())
+    };
+    let line = text.lines().position(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} not listed"));
+    let at = off + text.lines().take(line).map(|l| l.len() + 1).sum::<usize>();
+    let addr = u64::from_str_radix(std::str::from_utf8(&data[at..at + 16]).unwrap(), 16).unwrap() + 0x20_0000;
+    data[at..at + 16].copy_from_slice(format!("{addr:016x}").as_bytes());
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+#[test]
+fn a_folded_module_preresolved_for_another_build_is_refused() {
+    let dir = tmpdir("pr-fold-otherbuild");
+    let out = dir.join("out");
+    let o = preresolve(&[&"--assume-nokaslr", &"--fold-symbols", &"-o", &out, &module("fs/fat/fat.ko")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p = out.join("fat.ko");
+    let m = module::read(&p).unwrap();
+    assert!(m.preresolved && m.absolute.is_empty() && m.folded.iter().any(|(n, _)| n == "_printk"));
+    assert!(m.undefined.is_empty(), "fat is fully preresolved: {:?}", m.undefined);
+    let data = shift_listed_address(&p, "_printk");
+    for fold in [true, false] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--assume-nokaslr", &"--in-place", &p];
+        if fold {
+            args.push(&"--fold-symbols");
+        }
+        let o = preresolve(&args);
+        let err = stderr(&o);
+        assert!(!o.status.success());
+        assert!(err.contains("already preresolved for a different kernel build") && err.contains("_printk"), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), data, "refused module untouched");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A module whose relocations cannot be remapped exactly (here .rela.text
+/// turned into SHT_REL) is refused by name; the others are still written,
+/// and an in-place run leaves the refused file as it was.
+#[test]
+fn folding_refuses_a_module_it_cannot_remap_and_names_it() {
+    let dir = tmpdir("pr-fold-refuse");
+    let input = dir.join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let bad = copy_to(&module("fs/fat/fat.ko"), &input, "fat.ko");
+    copy_to(&module("fs/fat/vfat.ko"), &input, "vfat.ko");
+    let mut data = std::fs::read(&bad).unwrap();
+    let header = {
+        let elf = Elf::parse(&data, Want::Relocatable).unwrap();
+        let (i, _) = elf.section(".rela.text").expect(".rela.text");
+        let shoff = u64::from_le_bytes(data[0x28..0x30].try_into().unwrap()) as usize;
+        shoff + i * 64
+    };
+    data[header + 4..header + 8].copy_from_slice(&object::elf::SHT_REL.0.to_le_bytes());
+    std::fs::write(&bad, &data).unwrap();
+    let out = dir.join("out");
+    let o = preresolve(&[&"--assume-nokaslr", &"--fold-symbols", &"-o", &out, &input]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&bad.display().to_string()) && err.contains("cannot fold symbols: section .rela.text is SHT_REL"), "{err}");
+    assert!(!out.join("fat.ko").exists(), "nothing written for a refused module");
+    let vfat = module::read(&out.join("vfat.ko")).unwrap();
+    assert!(vfat.preresolved && !vfat.folded.is_empty());
+    let o = preresolve(&[&"--assume-nokaslr", &"--fold-symbols", &"--in-place", &bad]);
+    assert!(!o.status.success() && stderr(&o).contains("SHT_REL"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&bad).unwrap(), data, "refused module untouched");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

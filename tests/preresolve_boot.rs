@@ -5,14 +5,16 @@
 //! need, xfs, btrfs, and the virtio modules for the disks) is resolved by
 //! bootlink's own modset code from the reference kernel's tree. Four small
 //! sparse images made on the host (mkfs.ext4, mkfs.vfat, mkfs.xfs,
-//! mkfs.btrfs) are attached as virtio disks. Two boots of the reference
+//! mkfs.btrfs) are attached as virtio disks. Three boots of the reference
 //! vmlinux (PVH entry, `nokaslr`): the control loads Debian's signed modules
-//! unchanged, the other the same set run through `bootlink preresolve
-//! --assume-nokaslr`. Each insmods the set in order, then mounts every file
+//! unchanged, the others the same set run through `bootlink preresolve
+//! --assume-nokaslr`, once with the symbols made SHN_ABS and once with
+//! `--fold-symbols` (addresses folded into the relocations, the symbols
+//! removed). Each insmods the set in order, then mounts every file
 //! system, writes a file of known content, syncs, unmounts, mounts again and
 //! compares what it reads back. Unsigned modules taint the kernel with E
-//! (8192): the preresolved boot must be E-tainted, module by module, and the
-//! control must not be.
+//! (8192): the preresolved boots must be E-tainted, module by module, and
+//! the control must not be.
 
 mod common;
 
@@ -343,51 +345,59 @@ fn preresolved_modules_mount_four_file_systems() {
     }
     assert!(tree.check_order(&plan.entries()).is_empty(), "{:?}", tree.check_order(&plan.entries()));
 
-    // The preresolved copies.
+    // The preresolved copies: SHN_ABS, and folded into the relocations.
     let tmp = TempDir::new("preresolve-boot").unwrap();
-    let out_dir = tmp.path().join("preresolved");
     let image = KernelImage::open(&k.vmlinux, Some(&k.config)).expect("open vmlinux");
     let inputs: Vec<PathBuf> = plan.steps.iter().map(|s| s.entry.path.clone()).collect();
-    let opts = Options { output: Output::Dir(out_dir.clone()), assume_nokaslr: true, sign: None };
-    let report = preresolve::run(&image, &inputs, &opts).expect("preresolve");
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    for m in &report.modules {
-        println!("  {}", m.line());
-    }
-    let result = |name: &str| -> &ModuleResult {
-        report.modules.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no preresolve result for {name}"))
-    };
-    for fs in ["ext4", "vfat", "xfs", "btrfs"] {
-        assert_eq!(result(fs).status, Status::Preresolved, "{}", result(fs).line());
-    }
-
-    for m in &report.modules {
-        if m.status == Status::Preresolved {
-            let w = bootlink::module::read(&m.output).expect("read a preresolved module");
-            assert!(
-                w.preresolved && w.signature.is_none(),
-                "{} is not a stripped, preresolved module",
-                m.output.display()
-            );
+    let rewrite = |fold: bool| -> (Vec<(PathBuf, PathBuf)>, Vec<String>) {
+        let out_dir = tmp.path().join(if fold { "folded" } else { "preresolved" });
+        let opts = Options { output: Output::Dir(out_dir), assume_nokaslr: true, sign: None, fold };
+        let report = preresolve::run(&image, &inputs, &opts).expect("preresolve");
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        for m in &report.modules {
+            println!("  {}", m.line());
         }
-    }
+        let result = |name: &str| -> &ModuleResult {
+            report.modules.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no preresolve result for {name}"))
+        };
+        for fs in ["ext4", "vfat", "xfs", "btrfs"] {
+            assert_eq!(result(fs).status, Status::Preresolved, "{}", result(fs).line());
+        }
+        for m in &report.modules {
+            if m.status == Status::Preresolved {
+                let w = bootlink::module::read(&m.output).expect("read a preresolved module");
+                assert!(
+                    w.preresolved && w.signature.is_none(),
+                    "{} is not a stripped, preresolved module",
+                    m.output.display()
+                );
+                // Folded: no symbol left SHN_ABS, each listed in .preresolved.
+                let want = if fold { (0, m.preresolved) } else { (m.preresolved, 0) };
+                assert_eq!((w.absolute.len(), w.folded.len()), want, "{}", m.output.display());
+            }
+        }
+        let files = plan.steps.iter().map(|s| (s.entry.rel.clone(), result(&s.entry.name).output.clone())).collect();
+        let unsigned = plan
+            .steps
+            .iter()
+            .filter(|s| result(&s.entry.name).signature != SigAction::Kept)
+            .map(|s| s.entry.name.clone())
+            .collect();
+        (files, unsigned)
+    };
+    let (rewritten, unsigned) = rewrite(false);
+    let (folded, folded_unsigned) = rewrite(true);
+    assert_eq!(unsigned, folded_unsigned);
 
     let original: Vec<(PathBuf, PathBuf)> =
         plan.steps.iter().map(|s| (s.entry.rel.clone(), s.entry.path.clone())).collect();
-    let rewritten: Vec<(PathBuf, PathBuf)> =
-        plan.steps.iter().map(|s| (s.entry.rel.clone(), result(&s.entry.name).output.clone())).collect();
-    let unsigned: Vec<String> = plan
-        .steps
-        .iter()
-        .filter(|s| result(&s.entry.name).signature != SigAction::Kept)
-        .map(|s| s.entry.name.clone())
-        .collect();
     assert!(plan.steps.iter().all(|s| s.entry.signed), "Debian's modules are all signed");
 
     let expect_bytes: u64 = (1..=SEQ_LAST).map(|n| n.to_string().len() as u64 + 1).sum();
     let variants = [
         run_variant("control", release, &plan, &original, Vec::new()),
         run_variant("preresolved", release, &plan, &rewritten, unsigned),
+        run_variant("folded", release, &plan, &folded, folded_unsigned),
     ];
 
     let mut table = Table::new(&[

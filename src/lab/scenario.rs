@@ -1,5 +1,5 @@
 //! A lab scenario: a module set loaded by a real kernel under QEMU, in one
-//! or more variants (stock, unsigned, preresolved), N repetitions each,
+//! or more variants (stock, unsigned, preresolved, folded), N repetitions each,
 //! interleaved, with per-module load phases from ftrace. Writes a run
 //! directory: run.json (see results.rs) and the raw console logs.
 
@@ -26,6 +26,9 @@ pub enum VariantKind {
     Unsigned,
     /// `bootlink preresolve` against the booted kernel (signature removed).
     Preresolved,
+    /// Preresolved with `--fold-symbols`: the addresses in the relocations,
+    /// the symbols removed from .symtab.
+    Folded,
 }
 
 impl VariantKind {
@@ -34,7 +37,10 @@ impl VariantKind {
             "stock" => Ok(VariantKind::Stock),
             "unsigned" => Ok(VariantKind::Unsigned),
             "preresolved" => Ok(VariantKind::Preresolved),
-            _ => Err(Error::new(format!("unknown variant {s:?}: use stock, unsigned or preresolved"))),
+            "folded" => Ok(VariantKind::Folded),
+            _ => Err(Error::new(format!(
+                "unknown variant {s:?}: use stock, unsigned, preresolved or folded (preresolved with --fold-symbols)"
+            ))),
         }
     }
     pub fn name(self) -> &'static str {
@@ -42,6 +48,7 @@ impl VariantKind {
             VariantKind::Stock => "stock",
             VariantKind::Unsigned => "unsigned",
             VariantKind::Preresolved => "preresolved",
+            VariantKind::Folded => "folded",
         }
     }
 }
@@ -127,13 +134,15 @@ fn build_variants(sc: &Scenario, work: &Path) -> Result<Vec<(VariantKind, Vec<(S
                 }
                 files
             }
-            VariantKind::Preresolved => {
-                let dir = work.join("preresolved");
+            VariantKind::Preresolved | VariantKind::Folded => {
+                let fold = v == VariantKind::Folded;
+                let dir = work.join(v.name());
                 let img = sc.kernel_exports.as_deref().unwrap_or(&sc.kernel);
                 let k = KernelImage::open(img, None)?;
                 let inputs: Vec<PathBuf> = sc.modules.iter().map(|(_, p)| p.clone()).collect();
                 // The lab boots through PVH with `nokaslr`: the base is not randomized.
-                let opts = preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None };
+                let opts =
+                    preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None, fold };
                 let report = preresolve::run(&k, &inputs, &opts)?;
                 if let Some(e) = report.errors.first() {
                     return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
