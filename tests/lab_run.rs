@@ -1,7 +1,8 @@
 //! `bootlink lab` end to end, through the binary: the 194-module set of
 //! MEASURED.md on the reference Debian 6.1 kernel, variants stock,
-//! unsigned and preresolved, two deterministic repetitions each, plus one
-//! untraced boot for the tracing overhead. One run (~7 boots) is shared by
+//! unsigned, preresolved (SHN_ABS) and folded (--fold-symbols), two
+//! deterministic repetitions each, plus one untraced boot for the tracing
+//! overhead. One run (~9 boots) is shared by
 //! the tests of this file; each checks one thing the issue asks the lab to
 //! show, and prints what it compared.
 
@@ -17,7 +18,7 @@ use bootlink::lab::results::{Repetition, Run};
 
 const SET: &str = "fs-nls-crypto-net-194";
 const REPS: usize = 2;
-const VARIANTS: &[&str] = &["stock", "unsigned", "preresolved"];
+const VARIANTS: &[&str] = &["stock", "unsigned", "preresolved", "folded"];
 
 struct Lab {
     dir: PathBuf,
@@ -152,8 +153,10 @@ fn lookups_counted_in_the_guest_match_the_module_files() {
     }
     let pre = variant(&l.run, "preresolved");
     let got: u64 = pre[0].modules.iter().map(|m| m.lookups.unwrap()).sum();
-    println!("symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}");
+    let folded: u64 = variant(&l.run, "folded")[0].modules.iter().map(|m| m.lookups.unwrap()).sum();
+    println!("symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}, folded {folded}");
     assert!(got < want_stock as u64 / 10, "preresolving removes most lookups");
+    assert_eq!(folded, got, "both modes leave the same symbols to the loader");
     let sym = |v: &str| phase_sum(&variant(&l.run, v)[0], "symbols");
     println!("symbols phase: unsigned {:.0} us, preresolved {:.0} us", sym("unsigned"), sym("preresolved"));
     assert!(sym("preresolved") < sym("unsigned"));
@@ -185,6 +188,30 @@ fn initcalls_from_the_lab_log_equal_the_printed_ones() {
     assert!(printed.len() > 500);
 }
 
+/// What the lab measured of the two preresolving modes against unsigned
+/// modules (the preresolver's own effect, the signature check aside):
+/// SHN_ABS symbols slow the kernel's kallsyms scans in finalize; folding
+/// them into the relocations removes that cost.
+#[test]
+fn folded_modules_load_faster_than_unsigned_ones() {
+    let l = lab();
+    let t = |v: &str| total(&variant(&l.run, v)[0]);
+    let f = |v: &str| phase_sum(&variant(&l.run, v)[0], "finalize");
+    let pct = |a: f64, b: f64| (b - a) / a * 100.0;
+    let (u, p, fo) = (t("unsigned"), t("preresolved"), t("folded"));
+    println!("total: unsigned {u:.0} us, preresolved {p:.0} us ({:+.2} %), folded {fo:.0} us ({:+.2} %)", pct(u, p), pct(u, fo));
+    println!(
+        "finalize: unsigned {:.0} us, preresolved {:.0} us ({:+.2} %), folded {:.0} us ({:+.2} %)",
+        f("unsigned"),
+        f("preresolved"),
+        pct(f("unsigned"), f("preresolved")),
+        f("folded"),
+        pct(f("unsigned"), f("folded"))
+    );
+    assert!(fo < u, "folded modules load faster than unsigned ones");
+    assert!(f("folded") < f("preresolved"), "folding removes the SHN_ABS scan cost in finalize");
+}
+
 #[test]
 fn tracing_overhead_is_measured_and_small() {
     let l = lab();
@@ -204,7 +231,7 @@ fn the_run_charts() {
     assert!(text.contains("<svg") && text.contains("preresolved"));
     let o = common::run(&[&"chart", &l.dir, &"--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("chart --json");
-    assert_eq!(v["series"].as_array().unwrap().len(), 3);
+    assert_eq!(v["series"].as_array().unwrap().len(), VARIANTS.len());
 }
 
 fn lab_fails(args: &[&dyn AsRef<std::ffi::OsStr>], what: &str) -> String {
