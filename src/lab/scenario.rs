@@ -153,9 +153,30 @@ fn build_variants(sc: &Scenario, work: &Path) -> Result<Vec<(VariantKind, Vec<(S
                     .collect()
             }
         };
-        out.push((v, files));
+        out.push((v, plain(files, &work.join(format!("{}-plain", v.name())))?));
     }
     Ok(out)
+}
+
+/// Compressed modules (`.ko.xz` & co.) decompressed on the host, the rest as
+/// they are. busybox's insmod would decompress them in user space, at TCG
+/// speed and outside any phase the lab traces, and would do so differently
+/// for variants that are written uncompressed (unsigned): every variant gets
+/// the same plain bytes, so what is compared is the kernel's work.
+fn plain(files: Vec<(String, PathBuf)>, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    files
+        .into_iter()
+        .map(|(name, path)| {
+            let (data, compression) = module::load_bytes(&path)?;
+            if compression == crate::compress::Compression::None {
+                return Ok((name, path));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            let dest = dir.join(format!("{name}.ko"));
+            fsutil::write_atomic_nosync(&dest, &data)?;
+            Ok((name, dest))
+        })
+        .collect()
 }
 
 fn initramfs(files: &[(String, PathBuf)], trace: bool, dest: &Path) -> Result<()> {

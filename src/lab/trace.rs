@@ -7,7 +7,8 @@
 //!
 //! | phase      | from                                   | to                                   |
 //! |------------|----------------------------------------|--------------------------------------|
-//! | read       | kernel_read_file_from_fd entry         | its exit (before load_module)        |
+//! | read       | kernel_read_file_from_fd (6.1) entry   | its exit (before load_module)        |
+//! |            | or kernel_read_file (6.6 and later)    |                                      |
 //! | signature  | module_sig_check entry                 | its exit                             |
 //! | layout     | module_sig_check exit                  | first resolve_symbol (or relocation) |
 //! | symbols    | first resolve_symbol entry             | last resolve_symbol exit             |
@@ -25,6 +26,7 @@ use super::results::{ModuleLoad, Phase};
 /// The functions to put in set_ftrace_filter.
 pub const TRACED: &[&str] = &[
     "kernel_read_file_from_fd",
+    "kernel_read_file",
     "load_module",
     "module_sig_check",
     "resolve_symbol",
@@ -82,6 +84,9 @@ fn parse_line(line: &str) -> Option<Event> {
 struct Acc {
     name: String,
     read: Option<(f64, f64)>,
+    /// kernel_read_file: inside kernel_read_file_from_fd on 6.1, called
+    /// directly by init_module_from_file on 6.6 and later.
+    read_inner: Option<(f64, f64)>,
     load: Option<(f64, f64)>,
     sig: Option<(f64, f64)>,
     sym_first: Option<f64>,
@@ -95,7 +100,7 @@ struct Acc {
 impl Acc {
     fn finish(self) -> Option<ModuleLoad> {
         let (l0, l1) = self.load?;
-        let (r0, r1) = self.read.unwrap_or((l0, l0));
+        let (r0, r1) = self.read.or(self.read_inner).map(|(a, b)| (a.min(l0), b.min(l0))).unwrap_or((l0, l0));
         let mut phases = Vec::new();
         let mut push = |name: &str, a: f64, b: f64| {
             phases.push(Phase { name: name.to_string(), start_us: a, duration_us: (b - a).max(0.0) });
@@ -188,6 +193,8 @@ pub fn parse(trace: &str) -> Vec<ModuleLoad> {
 fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
     match f {
         "kernel_read_file_from_fd" => a.read = Some((t0, t1)),
+        // The first one only: a module's init may read firmware.
+        "kernel_read_file" if a.load.is_none() && a.read_inner.is_none() => a.read_inner = Some((t0, t1)),
         "load_module" => a.load = Some((t0, t1)),
         "module_sig_check" => a.sig = Some((t0, t1)),
         "resolve_symbol" => {
@@ -275,6 +282,23 @@ mod tests {
         assert!(sum <= m.total_us + 1e-6, "{sum} > {}", m.total_us);
         let init = m.phases.iter().find(|p| p.name == "init").unwrap();
         assert!((init.duration_us - 257.0).abs() < 1e-3, "{}", init.duration_us);
+    }
+
+    // Debian 6.12: finit_module reads through kernel_read_file directly.
+    #[test]
+    fn read_phase_from_kernel_read_file_on_newer_kernels() {
+        let t = "    2.000000 |   0)               |  /* bootlink begin fat */
+    2.000100 |   0) ! 300.000 us  |  kernel_read_file();
+    2.000500 |   0)               |  load_module() {
+    2.000510 |   0)   0.700 us    |    module_sig_check();
+    2.000900 |   0)   9.000 us    |    apply_relocate_add();
+    2.001000 |   0) ! 100.000 us  |    do_init_module();
+    2.001200 |   0) ! 700.000 us  |  }
+";
+        let m = &parse(t)[0];
+        let read = m.phases.iter().find(|p| p.name == "read").unwrap();
+        assert!((read.duration_us - 300.0).abs() < 1e-3, "{}", read.duration_us);
+        assert!((m.total_us - 1000.0).abs() < 1e-3, "{}", m.total_us);
     }
 
     #[test]
