@@ -223,12 +223,24 @@ fn a_module_preresolved_for_another_build_is_refused() {
     let v = u64::from_le_bytes(data[at..at + 8].try_into().unwrap()) + 0x20_0000;
     data[at..at + 8].copy_from_slice(&v.to_le_bytes());
     std::fs::write(&p, &data).unwrap();
-    let o = preresolve(&[&"--assume-nokaslr", &"--in-place", &p]);
-    let err = stderr(&o);
-    assert!(!o.status.success());
-    assert!(err.contains("already preresolved for a different kernel build") && err.contains("_printk"), "{err}");
-    assert_eq!(std::fs::read(&p).unwrap(), data, "refused module untouched");
+    assert_refused_as_other_build(&p, &data, &[false]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Preresolving `path` in place (folding or not, per `folds`) is refused as
+/// made for another build, naming `_printk`, and leaves `data` as it was.
+fn assert_refused_as_other_build(path: &Path, data: &[u8], folds: &[bool]) {
+    for &fold in folds {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--assume-nokaslr", &"--in-place", &path];
+        if fold {
+            args.push(&"--fold-symbols");
+        }
+        let o = preresolve(&args);
+        let err = stderr(&o);
+        assert!(!o.status.success());
+        assert!(err.contains("already preresolved for a different kernel build") && err.contains("_printk"), "{err}");
+        assert_eq!(std::fs::read(path).unwrap(), data, "refused module untouched");
+    }
 }
 
 #[test]
@@ -567,17 +579,7 @@ fn a_folded_module_preresolved_for_another_build_is_refused() {
     assert!(m.preresolved && m.absolute.is_empty() && m.folded.iter().any(|(n, _)| n == "_printk"));
     assert!(m.undefined.is_empty(), "fat is fully preresolved: {:?}", m.undefined);
     let data = shift_listed_address(&p, "_printk");
-    for fold in [true, false] {
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--assume-nokaslr", &"--in-place", &p];
-        if fold {
-            args.push(&"--fold-symbols");
-        }
-        let o = preresolve(&args);
-        let err = stderr(&o);
-        assert!(!o.status.success());
-        assert!(err.contains("already preresolved for a different kernel build") && err.contains("_printk"), "{err}");
-        assert_eq!(std::fs::read(&p).unwrap(), data, "refused module untouched");
-    }
+    assert_refused_as_other_build(&p, &data, &[true, false]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
