@@ -59,6 +59,13 @@ pub fn timestamp(line: &[u8]) -> Option<(f64, usize)> {
     None
 }
 
+/// A line's printk time (µs) and its message (see [`timestamp`]); None for
+/// a line without a printk time.
+pub fn timed_message(line: &[u8]) -> Option<(f64, &[u8])> {
+    let (t, end) = timestamp(line)?;
+    Some((t, message(line, Some(end))))
+}
+
 /// `  12.345678]` starting at `i`: (microseconds, offset after `]`).
 fn bracketed_time(line: &[u8], mut i: usize) -> Option<(f64, usize)> {
     while i < line.len() && line[i] == b' ' {

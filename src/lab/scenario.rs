@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::chart::dmesg;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kernel::KernelImage;
@@ -192,13 +193,6 @@ fn initramfs(files: &[(String, PathBuf)], trace: bool, dest: &Path) -> Result<()
     ir.write(dest)
 }
 
-/// Guest timestamp (µs) of a kernel log line "[    3.123456] text".
-fn stamp(line: &str) -> Option<(f64, &str)> {
-    let rest = line.trim_start().strip_prefix('[')?;
-    let (t, text) = rest.split_once(']')?;
-    Some((t.trim().parse::<f64>().ok()? * 1e6, text.trim_start()))
-}
-
 /// Parse one boot's framed output into a repetition.
 pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetition {
     let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
@@ -211,10 +205,9 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     let mut starts = std::collections::HashMap::new();
     let mut kmsg_loads = Vec::new();
     for line in dmesg.lines() {
-        let Some((t, text)) = stamp(line) else { continue };
-        if text.starts_with("Run /init as init process") {
-            rep.init_start_us = t;
-        } else if let Some(m) = text.strip_prefix("bootlink: ") {
+        let Some((t, text)) = dmesg::timed_message(line.as_bytes()) else { continue };
+        let Ok(text) = std::str::from_utf8(text) else { continue };
+        if let Some(m) = text.strip_prefix("bootlink: ") {
             if m == "modules begin" {
                 begin = Some(t);
             } else if m == "modules end" {
@@ -238,7 +231,9 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
             }
         }
     }
-    rep.initcalls = crate::chart::dmesg::parse(dmesg.as_bytes()).initcalls;
+    let log = dmesg::parse(dmesg.as_bytes());
+    rep.initcalls = log.initcalls;
+    rep.init_start_us = log.init_start_us.unwrap_or(0.0);
     if let (Some(b), Some(e)) = (begin, end) {
         rep.modules_total_us = e - b;
     }
@@ -371,4 +366,39 @@ pub fn run(sc: &Scenario) -> Result<Run> {
 pub fn save(run: &Run, out: &Path) -> Result<()> {
     let json = serde_json::to_vec_pretty(run).expect("serializable");
     fsutil::write_atomic(&out.join("run.json"), &json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The framed output of an untraced boot, shaped as the guest prints it.
+    const UNTRACED: &str = "INSMOD crc16 0
+INSMOD bad 1
+TAINTED 8192
+@@@ bootlink dmesg @@@
+[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)
+[    0.100000] calling  pci_subsys_init+0x0/0x80 @ 1
+[    0.102561] initcall pci_subsys_init+0x0/0x80 returned 0 after 2561 usecs
+[    1.500000] Run /init as init process
+[    2.000000] bootlink: modules begin
+[    2.000100] bootlink: insmod crc16
+[    2.004100] bootlink: insmod-done crc16 0
+[    2.004200] bootlink: insmod bad
+[    2.004300] bad: Unknown symbol nothing (err -2)
+[    2.004400] bootlink: insmod-done bad 1
+[    2.005000] bootlink: modules end
+";
+
+    #[test]
+    fn an_untraced_boot_parses_into_insmod_times() {
+        let r = parse_boot(UNTRACED, false, &[("crc16".into(), 1234)]);
+        assert_eq!(r.init_start_us, 1_500_000.0);
+        assert_eq!(r.modules_total_us, 5_000.0);
+        assert_eq!(r.initcalls.len(), 1);
+        assert_eq!((r.initcalls[0].name.as_str(), r.initcalls[0].duration_us), ("pci_subsys_init", 2561.0));
+        let got: Vec<(&str, f64, f64, i32, u64)> =
+            r.modules.iter().map(|m| (m.name.as_str(), m.start_us, m.total_us, m.status, m.size)).collect();
+        assert_eq!(got, [("crc16", 2_000_100.0, 4_000.0, 0, 1234), ("bad", 2_004_200.0, 200.0, 1, 0)]);
+    }
 }
