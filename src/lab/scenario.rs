@@ -117,7 +117,8 @@ echo "TAINTED $(cat /proc/sys/kernel/tainted)"
 }
 
 /// Make the module files of each variant; returns (variant, name -> file).
-fn build_variants(sc: &Scenario, work: &Path) -> Result<Vec<(VariantKind, Vec<(String, PathBuf)>)>> {
+/// `k` is the image the preresolver resolves against (`kernel_exports`).
+fn build_variants(sc: &Scenario, k: &KernelImage, work: &Path) -> Result<Vec<(VariantKind, Vec<(String, PathBuf)>)>> {
     let mut out = Vec::new();
     for &v in &sc.variants {
         let files = match v {
@@ -138,13 +139,11 @@ fn build_variants(sc: &Scenario, work: &Path) -> Result<Vec<(VariantKind, Vec<(S
             VariantKind::Preresolved | VariantKind::Folded => {
                 let fold = v == VariantKind::Folded;
                 let dir = work.join(v.name());
-                let img = sc.kernel_exports.as_deref().unwrap_or(&sc.kernel);
-                let k = KernelImage::open(img, None)?;
                 let inputs: Vec<PathBuf> = sc.modules.iter().map(|(_, p)| p.clone()).collect();
                 // The lab boots through PVH with `nokaslr`: the base is not randomized.
                 let opts =
                     preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None, fold };
-                let report = preresolve::run(&k, &inputs, &opts)?;
+                let report = preresolve::run(k, &inputs, &opts)?;
                 if let Some(e) = report.errors.first() {
                     return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
                 }
@@ -272,7 +271,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
     let work = crate::lab::TempDir::new("lab")?;
     let k = KernelImage::open(sc.kernel_exports.as_deref().unwrap_or(&sc.kernel), None)?;
-    let variants = build_variants(sc, work.path())?;
+    let variants = build_variants(sc, &k, work.path())?;
     let cmdline = format!("{BASE_CMDLINE} {}", sc.extra_cmdline).trim().to_string();
     let mut run = Run {
         format: FORMAT_VERSION,
