@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use object::elf::{
-    EM_X86_64, SHN_ABS, SHN_LORESERVE, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL,
-    SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
+    EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
 };
 use object::read::elf::{FileHeader, SectionHeader};
 
@@ -26,10 +26,6 @@ const FOLDABLE_X86_64: &[u32] = &[0, 1, 2, 4, 10, 11, 24];
 
 fn rd64(d: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(d[at..at + 8].try_into().unwrap())
-}
-
-fn rd32(d: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(d[at..at + 4].try_into().unwrap())
 }
 
 /// What `ElfEdit::fold_symbols` did.
@@ -165,23 +161,21 @@ impl ElfEdit {
     /// relocation tables and the symbol table's header are.
     fn plan_fold(&self, values: &[(usize, u64)]) -> Result<FoldPlan, String> {
         let d = &self.data;
-        let machine = u16::from_le_bytes([d[0x12], d[0x13]]);
-        if machine != EM_X86_64.0 {
+        let elf = Elf::parse(d, Want::Relocatable)?;
+        let machine = elf.header.e_machine(LE);
+        if machine != EM_X86_64 {
             return Err(format!(
                 "--fold-symbols supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
             ));
         }
-        let shoff = rd64(d, 0x28) as usize;
-        let shnum = u16::from_le_bytes([d[0x3c], d[0x3d]]) as usize;
-        if shnum == 0 || shnum >= SHN_LORESERVE as usize || shoff.checked_add(shnum * SHDR_SIZE).is_none_or(|e| e > d.len()) {
-            return Err("unsupported section header table (extended numbering or out of the file)".into());
-        }
-        let header = |k: usize| shoff + k * SHDR_SIZE;
-        let name = |k: usize| self.section_name(k).unwrap_or_else(|| format!("#{k}"));
-        let symtab = (0..shnum)
-            .find(|&k| rd32(d, header(k) + 4) == SHT_SYMTAB.0 && rd64(d, header(k) + 24) as usize == self.symtab_off)
+        let shoff = elf.header.e_shoff(LE) as usize;
+        let symtab = elf
+            .sections
+            .enumerate()
+            .find(|(_, sh)| sh.sh_type(LE) == SHT_SYMTAB && sh.sh_offset(LE) as usize == self.symtab_off)
+            .map(|(k, _)| k.0)
             .ok_or("the symbol table is not where it was read")?;
-        let first_global = rd32(d, header(symtab) + 44) as usize;
+        let first_global = elf.sections.section(object::read::SectionIndex(symtab)).map_err(|e| e.to_string())?.sh_info(LE) as usize;
         let mut seen = vec![false; self.symtab_count];
         for &(i, _) in values {
             if i == 0 || i >= self.symtab_count {
@@ -199,24 +193,31 @@ impl ElfEdit {
             }
         }
         let mut rela = Vec::new();
-        for k in 1..shnum {
-            let h = header(k);
-            let (ty, flags, link) = (rd32(d, h + 4), rd64(d, h + 8), rd32(d, h + 40) as usize);
-            let refuse = |why: &str| Err(format!("cannot fold symbols: section {} {why}", name(k)));
+        for (k, sh) in elf.sections.enumerate().skip(1) {
+            let k = k.0;
+            let (ty, flags, link) = (sh.sh_type(LE), sh.sh_flags(LE), sh.sh_link(LE) as usize);
+            let refuse = |why: &str| {
+                let name = elf.sections.section_name(LE, sh).map(|n| String::from_utf8_lossy(n).into_owned());
+                Err(format!("cannot fold symbols: section {} {why}", name.unwrap_or_else(|_| format!("#{k}"))))
+            };
             match ty {
-                t if t == SHT_REL.0 => return refuse("is SHT_REL (relocations without addends cannot take the address)"),
-                t if t == SHT_GROUP.0 => return refuse("is SHT_GROUP (its signature is a symbol index)"),
-                t if t == SHT_SYMTAB_SHNDX.0 => return refuse("is SHT_SYMTAB_SHNDX (indexed like .symtab)"),
-                t if (t == SHT_SYMTAB.0 && k != symtab) || t == SHT_DYNSYM.0 => return refuse("is a second symbol table"),
-                t if t == SHT_RELA.0 => {
+                SHT_REL => return refuse("is SHT_REL (relocations without addends cannot take the address)"),
+                SHT_GROUP => return refuse("is SHT_GROUP (its signature is a symbol index)"),
+                SHT_SYMTAB_SHNDX => return refuse("is SHT_SYMTAB_SHNDX (indexed like .symtab)"),
+                SHT_DYNSYM => return refuse("is a second symbol table"),
+                SHT_SYMTAB if k != symtab => return refuse("is a second symbol table"),
+                SHT_RELA => {
                     if link != symtab {
                         return refuse(&format!("is SHT_RELA linked to section {link}, not to the symbol table"));
                     }
-                    if flags & SHF_RELA_LIVEPATCH != 0 {
+                    if flags.0 & SHF_RELA_LIVEPATCH != 0 {
                         return refuse("holds livepatch relocations (resolved by symbol by the livepatch core)");
                     }
-                    let (off, size, entsize) = (rd64(d, h + 24) as usize, rd64(d, h + 32) as usize, rd64(d, h + 56));
-                    if entsize != RELA_SIZE as u64 || size % RELA_SIZE != 0 || off.checked_add(size).is_none_or(|e| e > d.len()) {
+                    let (off, size) = (sh.sh_offset(LE) as usize, sh.sh_size(LE) as usize);
+                    if sh.sh_entsize(LE) != RELA_SIZE as u64
+                        || size % RELA_SIZE != 0
+                        || off.checked_add(size).is_none_or(|e| e > d.len())
+                    {
                         return refuse("has a corrupt header");
                     }
                     for e in (off..off + size).step_by(RELA_SIZE) {
@@ -233,24 +234,11 @@ impl ElfEdit {
                     }
                     rela.push((off, size));
                 }
-                _ if link == symtab && k != symtab => return refuse(&format!("(type {ty}) is linked to the symbol table")),
+                _ if link == symtab && k != symtab => return refuse(&format!("(type {}) is linked to the symbol table", ty.0)),
                 _ => {}
             }
         }
-        Ok(FoldPlan { rela, symtab_header: header(symtab), first_global })
-    }
-
-    /// A section's name, from the section name table.
-    fn section_name(&self, k: usize) -> Option<String> {
-        let d = &self.data;
-        let shoff = rd64(d, 0x28) as usize;
-        let shstrndx = u16::from_le_bytes([d[0x3e], d[0x3f]]) as usize;
-        let strh = shoff + shstrndx * SHDR_SIZE;
-        let (off, size) = (rd64(d, strh + 24) as usize, rd64(d, strh + 32) as usize);
-        let at = off.checked_add(rd32(d, shoff + k * SHDR_SIZE) as usize)?;
-        let table = d.get(at..off.checked_add(size)?)?;
-        let end = table.iter().position(|&b| b == 0)?;
-        Some(String::from_utf8_lossy(&table[..end]).into_owned())
+        Ok(FoldPlan { rela, symtab_header: shoff + symtab * SHDR_SIZE, first_global })
     }
 
     /// Append an empty section named `name`; see `add_section`.
@@ -327,7 +315,7 @@ impl ElfEdit {
 mod tests {
     use super::*;
     use crate::elf::{sym_name, Elf, Want, LE};
-        use object::read::elf::{Rela, SectionHeader};
+    use object::read::elf::{Rela, SectionHeader};
 
     const R_X86_64_64: u32 = object::elf::R_X86_64_64.0;
     const R_X86_64_PC32: u32 = object::elf::R_X86_64_PC32.0;
@@ -494,5 +482,14 @@ mod tests {
         let shoff = rd64(&grouped, 0x28) as usize;
         grouped[shoff + 64 + 4..shoff + 64 + 8].copy_from_slice(&SHT_GROUP.0.to_le_bytes());
         refused(grouped, &[(3, 1)], "section .text is SHT_GROUP");
+        // Another machine (EM_AARCH64 = 183).
+        let mut arm = tiny_elf(RELOCS, SHT_RELA.0);
+        arm[0x12..0x14].copy_from_slice(&183u16.to_le_bytes());
+        refused(arm, &[(3, 1)], "supports x86-64 modules only (e_machine 183)");
+        // Livepatch relocations (.rela.text is section 2).
+        let mut klp = tiny_elf(RELOCS, SHT_RELA.0);
+        let at = rd64(&klp, 0x28) as usize + 2 * 64 + 8;
+        klp[at..at + 8].copy_from_slice(&SHF_RELA_LIVEPATCH.to_le_bytes());
+        refused(klp, &[(3, 1)], "section .rela.text holds livepatch relocations");
     }
 }
