@@ -142,22 +142,6 @@ fn walk_find(dir: &Path, name: &str) -> Option<PathBuf> {
     None
 }
 
-/// Every `initcall ... returned R after N usecs` line, read independently
-/// of the parser: (function as printed, N).
-fn printed_durations(log: &str) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    for line in log.lines() {
-        let Some(i) = line.find("] initcall ") else { continue };
-        let rest = &line[i + "] initcall ".len()..];
-        let Some((func, tail)) = rest.split_once(" returned ") else { continue };
-        let words: Vec<&str> = tail.split_whitespace().collect();
-        if words.len() == 4 && words[1] == "after" && words[3] == "usecs" {
-            out.push((func.to_string(), words[2].parse().unwrap()));
-        }
-    }
-    out
-}
-
 #[test]
 fn parsed_initcall_durations_equal_the_printed_ones() {
     let b = booted();
@@ -167,7 +151,7 @@ fn parsed_initcall_durations_equal_the_printed_ones() {
     assert!(run.cmdline.contains("initcall_debug"), "{}", run.cmdline);
     let rep = &run.variants[0].repetitions[0];
     assert!(rep.init_start_us > 0.0);
-    let printed = printed_durations(&b.log);
+    let printed = common::printed_durations(&b.log);
     let parsed = &rep.initcalls;
     assert_eq!(parsed.len(), printed.len(), "initcalls parsed vs returned lines printed");
     let mut modules = 0;

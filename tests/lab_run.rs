@@ -170,18 +170,11 @@ fn initcalls_from_the_lab_log_equal_the_printed_ones() {
     let r = &variant(&l.run, "stock")[0];
     let log = std::fs::read_to_string(l.dir.join(&r.log)).unwrap();
     let dmesg = log.split("@@@ bootlink dmesg @@@").nth(1).expect("the log holds the guest's dmesg");
-    let mut printed = Vec::new();
-    for line in dmesg.lines() {
-        let Some(i) = line.find("] initcall ") else { continue };
-        let Some((func, tail)) = line[i + 11..].split_once(" returned ") else { continue };
-        let w: Vec<&str> = tail.split_whitespace().collect();
-        if w.len() == 4 && w[1] == "after" && w[3] == "usecs" {
-            printed.push((func.split('+').next().unwrap().to_string(), w[2].parse::<f64>().unwrap()));
-        }
-    }
+    let printed = common::printed_durations(dmesg);
     assert_eq!(r.initcalls.len(), printed.len());
-    for (i, (name, us)) in r.initcalls.iter().zip(&printed) {
-        assert_eq!((&i.name, i.duration_us), (name, *us));
+    for (i, (func, us)) in r.initcalls.iter().zip(&printed) {
+        let (name, module) = bootlink::chart::dmesg::split_function(func);
+        assert_eq!((&i.name, &i.module, i.duration_us), (&name, &module, *us as f64), "{func}");
     }
     let modules = r.initcalls.iter().filter(|i| !i.module.is_empty()).count();
     println!("{} initcalls ({} of modules) equal to the printed usecs", printed.len(), modules);

@@ -71,3 +71,19 @@ pub fn sh(cmd: &str, args: &[&str]) -> Vec<u8> {
     assert!(o.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     o.stdout
 }
+
+/// Every `initcall ... returned R after N usecs` line, read independently
+/// of the parser: (function as printed, N).
+pub fn printed_durations(log: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for line in log.lines() {
+        let Some(i) = line.find("] initcall ") else { continue };
+        let rest = &line[i + "] initcall ".len()..];
+        let Some((func, tail)) = rest.split_once(" returned ") else { continue };
+        let words: Vec<&str> = tail.split_whitespace().collect();
+        if words.len() == 4 && words[1] == "after" && words[3] == "usecs" {
+            out.push((func.to_string(), words[2].parse().unwrap()));
+        }
+    }
+    out
+}
