@@ -313,10 +313,8 @@ pub fn render(runs: &[Run]) -> String {
         o.push_str(r#"<p class="note">No variants in these runs.</p>"#);
     }
     for s in &series {
-        if let Some((i, rep)) = model::median_repetition(s.variant) {
-            let n = s.variant.repetitions.len();
-            let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };
-            o.push_str(&svg::timeline(&s.label, &note, rep, &phases, false));
+        if let Some(t) = svg::series_timeline(s, &phases) {
+            o.push_str(&t);
         }
     }
     o.push_str("</section>");

@@ -67,15 +67,7 @@ pub fn render_html(runs: &[Run]) -> String {
 /// The timeline of every series (its median repetition) as one standalone SVG.
 pub fn render_svg(runs: &[Run]) -> String {
     let phases = model::phase_order(runs);
-    let parts: Vec<String> = model::series(runs)
-        .iter()
-        .filter_map(|s| {
-            let (i, rep) = model::median_repetition(s.variant)?;
-            let n = s.variant.repetitions.len();
-            let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };
-            Some(svg::timeline(&s.label, &note, rep, &phases, false))
-        })
-        .collect();
+    let parts: Vec<String> = model::series(runs).iter().filter_map(|s| svg::series_timeline(s, &phases)).collect();
     svg::stack("bootlink timeline", &parts)
 }
 
@@ -130,8 +122,12 @@ pub fn render(runs: &[Run], format: Format) -> String {
         Format::Html => render_html(runs),
         Format::Svg => render_svg(runs),
         Format::Perfetto => render_perfetto(runs),
-        Format::Json => serde_json::to_string_pretty(&summary(runs)).expect("serializable") + "\n",
+        Format::Json => summary_json(&summary(runs)),
     }
+}
+
+fn summary_json(s: &Summary) -> String {
+    serde_json::to_string_pretty(s).expect("serializable") + "\n"
 }
 
 /// Render and write `path` atomically.
@@ -171,7 +167,7 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
     }
     let sum = summary(&runs);
     if out.json {
-        text.push_str(&render(&runs, Format::Json));
+        text.push_str(&summary_json(&sum));
     } else if sum.series.len() >= 2 {
         text.push('\n');
         text.push_str(&render_summary_text(&sum));

@@ -533,10 +533,19 @@ fn panel(
     body1 + 48.0
 }
 
+/// The timeline of a series' median repetition (None without repetitions),
+/// noting which repetition it is when there are several.
+pub fn series_timeline(s: &super::model::Series, phases: &[String]) -> Option<String> {
+    let (i, rep) = super::model::median_repetition(s.variant)?;
+    let n = s.variant.repetitions.len();
+    let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };
+    Some(timeline(&s.label, &note, rep, phases))
+}
+
 /// The timeline of one repetition: built-in initcalls on one time axis,
 /// module loads (split by phase) or module init functions on another.
-/// With `standalone`, a complete SVG document with its own styles.
-pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String], standalone: bool) -> String {
+/// An `<svg>` element for a page or for [`stack`], which makes the document.
+pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]) -> String {
     let mut o = String::new();
     let mut y = 0.0;
     let heading = format!("Timeline: {label}");
@@ -596,7 +605,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         );
         y += 16.0;
     }
-    wrap(&o, y + 8.0, "timeline", &heading, standalone)
+    wrap(&o, y + 8.0, "timeline", &heading)
 }
 
 /// The per-module stacked phase bars: one bar per loaded module (per
@@ -720,7 +729,7 @@ pub fn module_bars(series: &[(String, Vec<ModuleMean>)], phases: &[String], reps
     o.push_str(&inner);
     axis(&mut o, &s, body1, false, None);
     axis_title(&mut o, (s.x0 + s.x1) / 2.0, body1 + 36.0, "load time per module (ms)");
-    wrap(&o, body1 + 48.0, "modules", title, false)
+    wrap(&o, body1 + 48.0, "modules", title)
 }
 
 /// Styles shared by all charts (inside the SVG, so a standalone file
@@ -744,21 +753,14 @@ pub const STYLE: &str = concat!(
     "g.module-bar:hover rect,g.tl-bar:hover rect,g.tl-detail:hover rect,rect.tl-bar:hover,rect.tl-detail:hover,rect.tl-group:hover{opacity:0.75}"
 );
 
-fn wrap(body: &str, height: f64, class: &str, title: &str, standalone: bool) -> String {
+fn wrap(body: &str, height: f64, class: &str, title: &str) -> String {
     let h = height.ceil();
     let mut o = String::with_capacity(body.len() + 1024);
-    if standalone {
-        o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    }
     let _ = write!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart {class}" width="{WIDTH}" height="{h}" viewBox="0 0 {WIDTH} {h}" role="img" aria-label="{}">"#,
         esc(title)
     );
-    if standalone {
-        let _ = write!(o, "<title>{}</title><style>{STYLE}</style>", esc(title));
-        o.push_str(r##"<rect width="100%" height="100%" fill="#fff"/>"##);
-    }
     o.push_str(body);
     o.push_str("</svg>");
     o
