@@ -132,21 +132,20 @@ fn booted_kallsyms_match_vmlinuz_exports() {
         assert_eq!(b.image.exports.len(), REFERENCE_EXPORTS);
     }
     let names = by_name(syms);
-    let mut compared = 0;
+    // A Debian kernel exports ten thousand symbols; an empty list must not pass.
+    assert!(b.image.exports.len() > 10_000, "only {} exports read", b.image.exports.len());
     let mut mismatches = Vec::new();
     for e in &b.image.exports {
-        compared += 1;
         let found = names.get(e.name.as_str());
         let sym = found.and_then(|v| v.iter().find(|s| s.kind.is_ascii_uppercase()).or(v.first()));
         if sym.map(|s| s.addr) != Some(e.addr) {
             mismatches.push(format!("{}: bootlink {:#x}, kallsyms {}", e.name, e.addr, describe(found)));
         }
     }
-    println!("compared {compared} exports with kallsyms: {} mismatches", mismatches.len());
+    println!("compared {} exports with kallsyms: {} mismatches", b.image.exports.len(), mismatches.len());
     for m in mismatches.iter().take(20) {
         println!("  mismatch: {m}");
     }
-    assert_eq!(compared, b.image.exports.len());
     assert_eq!(mismatches.len(), 0, "first: {:?}", &mismatches[..mismatches.len().min(5)]);
 }
 
