@@ -245,6 +245,8 @@ fn bad_requests_are_refused() {
     lab_fails(&[&"lab", &"no_such_module_xyz", &"-o", &d.join("c")], "no_such_module_xyz");
     lab_fails(&[&"lab", &"--kernel", &d, &"crc16"], "--modules");
     lab_fails(&[&"lab", &"crc16", &"-n", &"0", &"-o", &d.join("e")], "at least 1");
+    lab_fails(&[&"lab", &"crc16", &"--variant", &"stock", &"--variant", &"stock", &"-o", &d.join("g")], "variant stock given twice");
+    lab_fails(&[&"lab", &"crc16", &"--set", &SET, &"-o", &d.join("h")], "either --set or module names");
     std::fs::create_dir_all(d.join("f")).unwrap();
     std::fs::write(d.join("f/run.json"), "{}").unwrap();
     lab_fails(&[&"lab", &"crc16", &"-o", &d.join("f")], "already holds a run");
