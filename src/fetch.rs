@@ -47,9 +47,9 @@ pub struct Fetched {
 fn run(cmd: &mut Command, what: &str) -> Result<String> {
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd.output().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(format!(
-            "{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"
-        )),
+        std::io::ErrorKind::NotFound => {
+            Error::new(format!("{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"))
+        }
         _ => Error::new(format!("{prog}: {e}")),
     })?;
     if !out.status.success() {
@@ -88,7 +88,9 @@ fn version_key(name: &str) -> Vec<u64> {
 
 /// The newest generic amd64 image package of a series.
 pub fn newest_in_series(series: &str) -> Result<String> {
-    let list = |_: ()| run(Command::new("apt-cache").args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames");
+    let list = |_: ()| {
+        run(Command::new("apt-cache").args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames")
+    };
     let mut names = list(())?;
     if names.trim().is_empty() {
         apt_update()?;

@@ -266,7 +266,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 print_json(&lab::setup::Report {
                     run_dir: &sc.out,
                     checks: &checks,
-                    summary: chart::summary(std::slice::from_ref(&run)),
+                    summary: bootlink::run::summary(std::slice::from_ref(&run)),
                     tracing_overhead_pct: run.tracing_overhead_pct,
                     partial: run.partial,
                 });

@@ -13,12 +13,23 @@ pub fn thousands(n: usize) -> String {
     out
 }
 
-pub fn percent(part: usize, whole: usize) -> String {
-    if whole == 0 {
-        "-".into()
+/// Microseconds as milliseconds with a sensible number of digits.
+pub fn ms(us: f64) -> String {
+    let v = us / 1000.0;
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
     } else {
-        format!("{:.2} %", 100.0 * part as f64 / whole as f64)
+        format!("{v:.3}")
     }
+}
+
+pub fn percent(part: usize, whole: usize) -> String {
+    if whole == 0 { "-".into() } else { format!("{:.2} %", 100.0 * part as f64 / whole as f64) }
 }
 
 /// A table with a header; the first column is left-aligned, the others

@@ -22,9 +22,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use bootlink::chart::{self, dmesg};
-use bootlink::lab::results::{FORMAT_VERSION, Initcall, ModuleLoad, Phase, Repetition, Run, Variant};
+use bootlink::chart;
 use bootlink::lab::{Initramfs, QemuOptions, TempDir, busybox, initramfs, qemu};
+use bootlink::run::results::{FORMAT_VERSION, Initcall, ModuleLoad, Phase, Repetition, Run, Variant};
+use bootlink::run::{self, dmesg};
 
 const TAG: &str = "chart";
 /// Booted with `-icount shift=0,sleep=off` (guest time follows executed
@@ -145,7 +146,7 @@ fn walk_find(dir: &Path, name: &str) -> Option<PathBuf> {
 #[test]
 fn parsed_initcall_durations_equal_the_printed_ones() {
     let b = booted();
-    let run = chart::load(&b.log_path).expect("load the plain log");
+    let run = run::load(&b.log_path).expect("load the plain log");
     assert_eq!(run.source, "dmesg");
     assert_eq!(run.kernel_release, b.release);
     assert!(run.cmdline.contains("initcall_debug"), "{}", run.cmdline);
@@ -326,7 +327,7 @@ fn html_opens_in_headless_chromium() {
     std::fs::create_dir(&dir).unwrap();
     bootlink::fsutil::write_atomic(&dir.join("run.json"), serde_json::to_string_pretty(&run).unwrap().as_bytes())
         .unwrap();
-    let loaded = chart::load(&dir).unwrap();
+    let loaded = run::load(&dir).unwrap();
     assert_eq!(loaded, run);
     // Kept for `bootlink chart target/test-artifacts/chart-run`.
     let keep = artifacts().join("chart-run");
@@ -417,7 +418,7 @@ fn html_opens_in_headless_chromium() {
 #[test]
 fn plain_log_charts() {
     let b = booted();
-    let run = chart::load(&b.log_path).unwrap();
+    let run = run::load(&b.log_path).unwrap();
     let html = chart::render_html(std::slice::from_ref(&run));
     // No module loads in a plain log: module init functions are shown instead.
     assert_eq!(count(&html, r#"class="module-bar""#), 0);
@@ -427,7 +428,7 @@ fn plain_log_charts() {
     let out = artifacts().join("chart-dmesg.html");
     bootlink::fsutil::write_atomic(&out, html.as_bytes()).unwrap();
     // Two plain logs: a before/after of their initcalls.
-    let two = chart::summary(&[run.clone(), run.clone()]);
+    let two = run::summary(&[run.clone(), run.clone()]);
     let row = two.rows.iter().find(|r| r.name == "built-in initcalls").expect("initcall row");
     assert_eq!(row.gain_pct[1], Some(0.0));
 }
@@ -480,14 +481,14 @@ fn perfetto_trace_is_well_formed() {
 #[test]
 fn before_after_summary_from_the_real_loads() {
     let run = fixture();
-    let s = chart::summary(std::slice::from_ref(&run));
+    let s = run::summary(std::slice::from_ref(&run));
     assert_eq!(s.baseline, "stock");
     let total = s.rows.iter().find(|r| r.name == "total").unwrap();
     let (old, new) = (total.values[0].unwrap(), total.values[1].unwrap());
     assert_eq!((old.n, new.n), (REPS, REPS));
     let g = total.gain_pct[1].unwrap();
     assert!((g - (new.mean - old.mean) / old.mean * 100.0).abs() < 1e-9);
-    println!("{}", chart::render_summary_text(&s));
+    println!("{}", run::render_summary_text(&s));
     println!(
         "insmod of the set: stock {:.1} ms, unsigned {:.1} ms, gain {g:+.1} %",
         old.mean / 1000.0,
@@ -534,7 +535,7 @@ fn hundred_thousand_lines_are_fast() {
     let path = tmp.path().join("big.dmesg");
     std::fs::write(&path, &big).unwrap();
     let t0 = Instant::now();
-    let run = chart::load(&path).unwrap();
+    let run = run::load(&path).unwrap();
     let t_parse = t0.elapsed();
     let html = chart::render_html(std::slice::from_ref(&run));
     let t_html = t0.elapsed();
@@ -613,22 +614,22 @@ fn damaged_logs_parse_the_same() {
 #[test]
 fn load_reports_bad_inputs() {
     let tmp = TempDir::new("chart-load").unwrap();
-    let err = chart::load(&tmp.path().join("missing")).unwrap_err().to_string();
+    let err = run::load(&tmp.path().join("missing")).unwrap_err().to_string();
     assert!(err.contains("missing") && err.contains("no such file"), "{err}");
-    let err = chart::load(tmp.path()).unwrap_err().to_string();
+    let err = run::load(tmp.path()).unwrap_err().to_string();
     assert!(err.contains("without run.json"), "{err}");
     let bad = tmp.path().join("run.json");
     std::fs::write(&bad, "{\"format\": 1}").unwrap();
-    let err = chart::load(&bad).unwrap_err().to_string();
+    let err = run::load(&bad).unwrap_err().to_string();
     assert!(err.contains("run.json") && err.contains("not a bootlink run.json"), "{err}");
     let mut r = dmesg::run_from_log(b"", Path::new("x"));
     r.format = FORMAT_VERSION + 1;
     std::fs::write(&bad, serde_json::to_string(&r).unwrap()).unwrap();
-    assert!(chart::load(&bad).unwrap_err().to_string().contains("newer"));
+    assert!(run::load(&bad).unwrap_err().to_string().contains("newer"));
     // An empty log is a run with nothing in it, and still charts.
     let empty = tmp.path().join("empty.log");
     std::fs::write(&empty, "").unwrap();
-    let run = chart::load(&empty).unwrap();
+    let run = run::load(&empty).unwrap();
     let html = chart::render_html(std::slice::from_ref(&run));
     assert!(html.contains("No initcalls or module loads"));
     let out = chart::command(std::slice::from_ref(&empty), &chart::Outputs::default()).unwrap_err().to_string();
@@ -642,6 +643,6 @@ fn load_reports_bad_inputs() {
         "[    0.1] calling  <x>+0x0/0x1 @ 1\n[    0.2] initcall <x>+0x0/0x1 returned 0 after 7 usecs\n",
     )
     .unwrap();
-    let html = chart::render_html(&[chart::load(&evil).unwrap()]);
+    let html = chart::render_html(&[run::load(&evil).unwrap()]);
     assert!(!html.contains("<x>") && !html.contains("<b>&") && html.contains("&lt;x&gt;"));
 }

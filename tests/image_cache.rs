@@ -18,7 +18,9 @@ fn cached_image_reads_the_same_and_damaged_entries_are_rebuilt() {
     let second = KernelImage::open(&k.vmlinuz, None).unwrap();
     assert!(matches!(second.source, Source::BzImage { .. }), "{:?}", second.source);
     assert_eq!(first.exports.len(), second.exports.len());
-    assert!(first.exports.iter().zip(&second.exports).all(|(a, b)| (a.addr, &a.name, a.crc) == (b.addr, &b.name, b.crc)));
+    assert!(
+        first.exports.iter().zip(&second.exports).all(|(a, b)| (a.addr, &a.name, a.crc) == (b.addr, &b.name, b.crc))
+    );
     // Damage the entry: it is not ELF any more, so it is decompressed anew.
     let elf = entries.iter().find(|p| p.extension().unwrap() == "elf").unwrap();
     std::fs::write(elf, b"garbage").unwrap();

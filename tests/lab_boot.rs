@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bootlink::fetch::{self, Fetched};
 use bootlink::kernel::{Export, KernelImage};
-use bootlink::lab::{busybox, initramfs, qemu, Initramfs, QemuOptions, TempDir};
+use bootlink::lab::{Initramfs, QemuOptions, TempDir, busybox, initramfs, qemu};
 
 const TAG: &str = "kallsyms";
 const CMDLINE: &str = "console=ttyS0 nokaslr panic=-1 oops=panic quiet";
@@ -127,7 +127,10 @@ fn booted_kallsyms_match_vmlinuz_exports() {
     let b = booted();
     let syms = &b.syms;
     assert!(syms.len() > 50_000, "only {} kallsyms lines", syms.len());
-    assert!(syms.iter().any(|s| s.name == "_stext" && s.addr == 0xffff_ffff_8100_0000), "kernel not at its link address");
+    assert!(
+        syms.iter().any(|s| s.name == "_stext" && s.addr == 0xffff_ffff_8100_0000),
+        "kernel not at its link address"
+    );
     if b.fetched.reference {
         assert_eq!(b.image.exports.len(), REFERENCE_EXPORTS);
     }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-use bootlink::lab::modset::{self, ModTree};
-use bootlink::lab::results::{Repetition, Run};
+use bootlink::kmod::{self as modset, ModTree};
+use bootlink::run::results::{Repetition, Run};
 
 const SET: &str = "fs-nls-crypto-net-194";
 const REPS: usize = 2;
@@ -34,7 +34,8 @@ fn lab() -> &'static Lab {
         let k = common::kernel();
         let dir = common::tmpdir("lab194").join("run");
         let t0 = std::time::Instant::now();
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--set", &SET, &"-n", &"2", &"--measure-overhead"];
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"lab", &"--set", &SET, &"-n", &"2", &"--measure-overhead"];
         for v in VARIANTS {
             args.push(&"--variant");
             args.push(v);
@@ -154,7 +155,9 @@ fn lookups_counted_in_the_guest_match_the_module_files() {
     let pre = variant(&l.run, "preresolved");
     let got: u64 = pre[0].modules.iter().map(|m| m.lookups.unwrap()).sum();
     let folded: u64 = variant(&l.run, "folded")[0].modules.iter().map(|m| m.lookups.unwrap()).sum();
-    println!("symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}, folded {folded}");
+    println!(
+        "symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}, folded {folded}"
+    );
     assert!(got < want_stock as u64 / 10, "preresolving removes most lookups");
     assert_eq!(folded, got, "both modes leave the same symbols to the loader");
     let sym = |v: &str| phase_sum(&variant(&l.run, v)[0], "symbols");
@@ -173,7 +176,7 @@ fn initcalls_from_the_lab_log_equal_the_printed_ones() {
     let printed = common::printed_durations(dmesg);
     assert_eq!(r.initcalls.len(), printed.len());
     for (i, (func, us)) in r.initcalls.iter().zip(&printed) {
-        let (name, module) = bootlink::chart::dmesg::split_function(func);
+        let (name, module) = bootlink::run::dmesg::split_function(func);
         assert_eq!((&i.name, &i.module, i.duration_us), (&name, &module, *us as f64), "{func}");
     }
     let modules = r.initcalls.iter().filter(|i| !i.module.is_empty()).count();
@@ -192,7 +195,11 @@ fn folded_modules_load_faster_than_unsigned_ones() {
     let f = |v: &str| phase_sum(&variant(&l.run, v)[0], "finalize");
     let pct = |a: f64, b: f64| (b - a) / a * 100.0;
     let (u, p, fo) = (t("unsigned"), t("preresolved"), t("folded"));
-    println!("total: unsigned {u:.0} us, preresolved {p:.0} us ({:+.2} %), folded {fo:.0} us ({:+.2} %)", pct(u, p), pct(u, fo));
+    println!(
+        "total: unsigned {u:.0} us, preresolved {p:.0} us ({:+.2} %), folded {fo:.0} us ({:+.2} %)",
+        pct(u, p),
+        pct(u, fo)
+    );
     println!(
         "finalize: unsigned {:.0} us, preresolved {:.0} us ({:+.2} %), folded {:.0} us ({:+.2} %)",
         f("unsigned"),
@@ -245,7 +252,10 @@ fn bad_requests_are_refused() {
     lab_fails(&[&"lab", &"no_such_module_xyz", &"-o", &d.join("c")], "no_such_module_xyz");
     lab_fails(&[&"lab", &"--kernel", &d, &"crc16"], "--modules");
     lab_fails(&[&"lab", &"crc16", &"-n", &"0", &"-o", &d.join("e")], "at least 1");
-    lab_fails(&[&"lab", &"crc16", &"--variant", &"stock", &"--variant", &"stock", &"-o", &d.join("g")], "variant stock given twice");
+    lab_fails(
+        &[&"lab", &"crc16", &"--variant", &"stock", &"--variant", &"stock", &"-o", &d.join("g")],
+        "variant stock given twice",
+    );
     lab_fails(&[&"lab", &"crc16", &"--set", &SET, &"-o", &d.join("h")], "either --set or module names");
     std::fs::create_dir_all(d.join("f")).unwrap();
     std::fs::write(d.join("f/run.json"), "{}").unwrap();
@@ -277,8 +287,19 @@ fn a_bzimage_boots_in_realtime_without_tracing() {
     let k = common::kernel();
     let d = common::tmpdir("lab-bzimage").join("run");
     let o = common::run(&[
-        &"lab", &"vfat", &"--kernel", &k.vmlinuz, &"--modules", &k.modules, &"--variant", &"stock",
-        &"--realtime", &"--no-trace", &"-o", &d, &"--json",
+        &"lab",
+        &"vfat",
+        &"--kernel",
+        &k.vmlinuz,
+        &"--modules",
+        &k.modules,
+        &"--variant",
+        &"stock",
+        &"--realtime",
+        &"--no-trace",
+        &"-o",
+        &d,
+        &"--json",
     ]);
     assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("lab --json");
@@ -296,7 +317,10 @@ fn a_bzimage_boots_in_realtime_without_tracing() {
         assert_eq!(m.status, 0);
         assert!(m.phases.is_empty() && m.total_us > 0.0, "{}: untraced loads have a time, no phases", m.name);
     }
-    println!("bzImage, realtime, untraced: {:?}", rep.modules.iter().map(|m| (&m.name, m.total_us)).collect::<Vec<_>>());
+    println!(
+        "bzImage, realtime, untraced: {:?}",
+        rep.modules.iter().map(|m| (&m.name, m.total_us)).collect::<Vec<_>>()
+    );
 }
 
 /// Debian's 6.12 ships `.ko.xz` modules and reads them with
@@ -304,14 +328,25 @@ fn a_bzimage_boots_in_realtime_without_tracing() {
 /// still finds the read phase, and folded preresolving works there too.
 #[test]
 fn a_newer_kernel_with_compressed_modules() {
-    let k = bootlink::fetch::fetch(&bootlink::fetch::Request::Series("6.12".into())).expect("fetch Debian's newest 6.12");
+    let k =
+        bootlink::fetch::fetch(&bootlink::fetch::Request::Series("6.12".into())).expect("fetch Debian's newest 6.12");
     println!("kernel: {} {}", k.package, k.version);
     let fat = k.modules.join("kernel/fs/fat");
     assert!(fat.join("vfat.ko.xz").is_file(), "6.12 modules are xz-compressed");
     let d = common::tmpdir("lab-612").join("run");
     let o = common::run(&[
-        &"lab", &"vfat", &"--kernel", &k.vmlinux, &"--modules", &k.modules, &"--variant", &"stock", &"--variant",
-        &"folded", &"-o", &d,
+        &"lab",
+        &"vfat",
+        &"--kernel",
+        &k.vmlinux,
+        &"--modules",
+        &k.modules,
+        &"--variant",
+        &"stock",
+        &"--variant",
+        &"folded",
+        &"-o",
+        &d,
     ]);
     assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
     print!("{}", common::stdout(&o));

@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bootlink::kernel::KernelImage;
-use bootlink::lab::modset::{LoadPlan, ModTree};
+use bootlink::kmod::{LoadPlan, ModTree};
 use bootlink::lab::{Boot, Initramfs, QemuOptions, TempDir, busybox, initramfs, qemu};
 use bootlink::preresolve::{self, ModuleResult, Options, Output, SigAction, Status};
 use bootlink::table::Table;

@@ -4,10 +4,10 @@
 
 use std::fmt::Write;
 
-use crate::lab::results::Run;
+use crate::run::results::Run;
 
-use super::model::{self, ModuleMean, Row, Stat, Summary};
 use super::svg::{self, BUILTIN, esc, ms, phase_color, phase_title};
+use crate::run::model::{self, ModuleMean, Row, Stat, Summary};
 
 const CSS: &str = "
 :root{color-scheme:light}
@@ -137,7 +137,7 @@ fn links_section(
     o: &mut String,
     label: &str,
     means: &[ModuleMean],
-    rep: Option<&crate::lab::results::Repetition>,
+    rep: Option<&crate::run::results::Repetition>,
     multi: bool,
 ) {
     let title = if multi { format!("Longest links: {label}") } else { "Longest links".into() };

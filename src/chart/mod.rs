@@ -12,12 +12,11 @@
 //! - Perfetto: Chrome trace-event JSON for ui.perfetto.dev;
 //! - JSON: the before/after [`Summary`] for machines.
 //!
-//! The pieces: [`dmesg`] (log parser), [`model`] (what is shown, computed
-//! from the runs), `svg`, `html`, `perfetto` (the renderers).
+//! The runs, their parsing and what is computed from them (the summary,
+//! the longest links) live in [`crate::run`]; here are the renderers only:
+//! `svg`, `html`, `perfetto`.
 
-pub mod dmesg;
 mod html;
-pub mod model;
 mod perfetto;
 mod svg;
 
@@ -25,39 +24,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::lab::results::{FORMAT_VERSION, Run};
-use crate::table::Table;
-
-pub use model::{Stat, Summary};
-
-/// A run from `path`: a run directory (its `run.json`), a `run.json` file,
-/// or a plain kernel log (dmesg or console capture).
-pub fn load(path: &Path) -> Result<Run> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if meta.is_dir() {
-        let file = path.join("run.json");
-        if !file.is_file() {
-            return Err(Error::file(path, "a directory without run.json (expected a lab run directory)"));
-        }
-        return load(&file);
-    }
-    let data = fsutil::map_file(path)?;
-    let first = data.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') { parse_run_json(&data, path) } else { Ok(dmesg::run_from_log(&data, path)) }
-}
-
-/// A `run.json`'s contents.
-pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
-    let run: Run =
-        serde_json::from_slice(data).map_err(|e| Error::file(path, format!("not a bootlink run.json: {e}")))?;
-    if run.format > FORMAT_VERSION {
-        return Err(Error::file(
-            path,
-            format!("run.json format {} is newer than this bootlink reads ({FORMAT_VERSION})", run.format),
-        ));
-    }
-    Ok(run)
-}
+use crate::run::model;
+use crate::run::results::Run;
+use crate::run::{Summary, load, summary};
 
 /// The HTML report.
 pub fn render_html(runs: &[Run]) -> String {
@@ -74,37 +43,6 @@ pub fn render_svg(runs: &[Run]) -> String {
 /// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
 pub fn render_perfetto(runs: &[Run]) -> String {
     perfetto::render(runs)
-}
-
-/// The before/after comparison (the first series is the baseline).
-pub fn summary(runs: &[Run]) -> Summary {
-    model::summary(runs)
-}
-
-/// The before/after comparison as a terminal table.
-pub fn render_summary_text(s: &Summary) -> String {
-    let mut header =
-        vec!["".to_string(), format!("{} (old)", s.series.first().map(|x| x.label.as_str()).unwrap_or(""))];
-    for x in s.series.iter().skip(1) {
-        header.push(x.label.clone());
-        header.push("gain".into());
-    }
-    let cell = |v: Option<Stat>, unit: &str| match v {
-        None => "-".to_string(),
-        Some(v) if unit == "count" => crate::table::thousands(v.mean.round().max(0.0) as usize),
-        Some(v) if v.n > 1 => format!("{} ms ({}-{})", svg::ms(v.mean), svg::ms(v.min), svg::ms(v.max)),
-        Some(v) => format!("{} ms", svg::ms(v.mean)),
-    };
-    let mut t = Table::new(&header);
-    for r in &s.rows {
-        let mut row = vec![r.name.clone(), cell(r.values[0], r.unit)];
-        for i in 1..s.series.len() {
-            row.push(cell(r.values[i], r.unit));
-            row.push(r.gain_pct[i].map(|g| format!("{g:+.2} %")).unwrap_or_else(|| "-".into()));
-        }
-        t.row(row);
-    }
-    t.render()
 }
 
 /// What [`render`] makes.
@@ -170,7 +108,7 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
         text.push_str(&summary_json(&sum));
     } else if sum.series.len() >= 2 {
         text.push('\n');
-        text.push_str(&render_summary_text(&sum));
+        text.push_str(&crate::run::render_summary_text(&sum));
     }
     Ok(text)
 }

@@ -7,10 +7,10 @@
 
 use std::fmt::Write;
 
-use crate::lab::results::{Initcall, Repetition, Run};
+use crate::run::results::{Initcall, Repetition, Run};
 
-use super::model;
 use super::svg::segments;
+use crate::run::model;
 
 /// Threads per kind per repetition: overlapping slices go to further lanes.
 const LANES: u64 = 8;

@@ -5,9 +5,9 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::lab::results::{Initcall, ModuleLoad, Repetition};
+use crate::run::results::{Initcall, ModuleLoad, Repetition};
 
-use super::model::{self, ModuleMean, OTHER};
+use crate::run::model::{self, ModuleMean, OTHER};
 
 /// Width of every chart, in CSS pixels.
 pub const WIDTH: f64 = 1200.0;
@@ -65,20 +65,7 @@ pub fn esc(s: &str) -> Cow<'_, str> {
     Cow::Owned(o)
 }
 
-/// Microseconds as milliseconds with a sensible number of digits.
-pub fn ms(us: f64) -> String {
-    let v = us / 1000.0;
-    let a = v.abs();
-    if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
+pub use crate::table::ms;
 
 /// Rough width of text in the charts' font (DejaVu Sans is wide).
 pub fn text_width(s: &str, size: f64) -> f64 {
@@ -535,8 +522,8 @@ fn panel(
 
 /// The timeline of a series' median repetition (None without repetitions),
 /// noting which repetition it is when there are several.
-pub fn series_timeline(s: &super::model::Series, phases: &[String]) -> Option<String> {
-    let (i, rep) = super::model::median_repetition(s.variant)?;
+pub fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Option<String> {
+    let (i, rep) = crate::run::model::median_repetition(s.variant)?;
     let n = s.variant.repetitions.len();
     let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };
     Some(timeline(&s.label, &note, rep, phases))

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::elf::{self, Elf, Shdr, LE};
+use crate::elf::{self, Elf, LE, Shdr};
 use object::read::elf::SectionHeader;
 
 #[derive(Debug, Clone, Serialize)]
@@ -79,34 +79,32 @@ fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u64> {
 /// Pick the layout under which every sampled entry's name points into the
 /// string section.
 fn detect(tables: &[&Table], strings: &Strings) -> Option<EntryFormat> {
-    [EntryFormat::Prel32, EntryFormat::Abs64, EntryFormat::Abs64NoNamespace]
-        .into_iter()
-        .find(|&fmt| {
-            let mut sampled = 0;
-            for t in tables {
-                if t.data.len() % fmt.size() != 0 {
-                    return false;
+    [EntryFormat::Prel32, EntryFormat::Abs64, EntryFormat::Abs64NoNamespace].into_iter().find(|&fmt| {
+        let mut sampled = 0;
+        for t in tables {
+            if t.data.len() % fmt.size() != 0 {
+                return false;
+            }
+            let n = t.data.len() / fmt.size();
+            for i in (0..n).step_by((n / 16).max(1)) {
+                sampled += 1;
+                match field(t, fmt, i, 1) {
+                    Some(a) if strings.contains(a) => {}
+                    _ => return false,
                 }
-                let n = t.data.len() / fmt.size();
-                for i in (0..n).step_by((n / 16).max(1)) {
-                    sampled += 1;
-                    match field(t, fmt, i, 1) {
+                if fmt == EntryFormat::Abs64 {
+                    // the namespace is NULL or a string; with no namespaces,
+                    // this field is the next entry's value, rarely a string.
+                    match field(t, fmt, i, 2) {
+                        Some(0) => {}
                         Some(a) if strings.contains(a) => {}
                         _ => return false,
                     }
-                    if fmt == EntryFormat::Abs64 {
-                        // the namespace is NULL or a string; with no namespaces,
-                        // this field is the next entry's value, rarely a string.
-                        match field(t, fmt, i, 2) {
-                            Some(0) => {}
-                            Some(a) if strings.contains(a) => {}
-                            _ => return false,
-                        }
-                    }
                 }
             }
-            sampled > 0
-        })
+        }
+        sampled > 0
+    })
 }
 
 fn table<'d>(elf: &Elf<'d>, name: &str) -> Result<Option<Table<'d>>, String> {
@@ -130,8 +128,8 @@ pub fn read_exports(elf: &Elf) -> Result<(Vec<Export>, EntryFormat), String> {
     if present.is_empty() {
         return Err("no __ksymtab or __ksymtab_gpl section".into());
     }
-    let fmt = detect(&present, &strings)
-        .ok_or("__ksymtab entries are in no known layout (PREL32 or absolute pointers)")?;
+    let fmt =
+        detect(&present, &strings).ok_or("__ksymtab entries are in no known layout (PREL32 or absolute pointers)")?;
 
     let mut out = Vec::new();
     for (tab, crc_name, is_gpl) in [(plain, "__kcrctab", false), (gpl, "__kcrctab_gpl", true)] {
@@ -140,7 +138,8 @@ pub fn read_exports(elf: &Elf) -> Result<(Vec<Export>, EntryFormat), String> {
         let crcs = elf.named_section_data(crc_name)?.filter(|c| c.len() == 4 * n);
         out.reserve(n);
         for i in 0..n {
-            let bad = || format!("corrupt export table entry {i} in {}", if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" });
+            let bad =
+                || format!("corrupt export table entry {i} in {}", if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" });
             let addr = field(&tab, fmt, i, 0).ok_or_else(bad)?;
             let name = strings.at(field(&tab, fmt, i, 1).ok_or_else(bad)?).ok_or_else(bad)?;
             let namespace = match fmt {

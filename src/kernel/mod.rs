@@ -25,10 +25,17 @@ pub use ksymtab::{EntryFormat, Export};
 pub enum Source {
     Vmlinux,
     /// An x86 boot image whose payload is the compressed vmlinux.
-    BzImage { compression: Compression },
+    BzImage {
+        compression: Compression,
+    },
     /// A compressed vmlinux, or an image with one embedded.
-    Compressed { compression: Compression, offset: usize },
-    SystemMap { symvers: PathBuf },
+    Compressed {
+        compression: Compression,
+        offset: usize,
+    },
+    SystemMap {
+        symvers: PathBuf,
+    },
 }
 
 impl Source {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{beside_config, load_config_file, Kaslr, KernelImage, Source};
+use super::{Kaslr, KernelImage, Source, beside_config, load_config_file};
 use crate::error::{Error, Result};
 use crate::kernel::ksymtab::Export;
 
@@ -83,7 +83,10 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
     if !symvers.is_file() {
         return Err(Error::file(
             map_path,
-            format!("a System.map needs Module.symvers beside it to tell exports apart ({} not found)", symvers.display()),
+            format!(
+                "a System.map needs Module.symvers beside it to tell exports apart ({} not found)",
+                symvers.display()
+            ),
         ));
     }
     let sv_text = std::fs::read_to_string(symvers).map_err(|e| Error::io(symvers, e))?;
@@ -106,8 +109,12 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
     if !missing.is_empty() {
         return Err(Error::file(
             map_path,
-            format!("{} vmlinux exports of {} have no address here (first: {}); is it the same kernel build?",
-                missing.len(), symvers.display(), missing[0]),
+            format!(
+                "{} vmlinux exports of {} have no address here (first: {}); is it the same kernel build?",
+                missing.len(),
+                symvers.display(),
+                missing[0]
+            ),
         ));
     }
     let (cfg, cfg_source) = match config {
@@ -144,7 +151,9 @@ mod tests {
 
     #[test]
     fn a_global_wins_over_a_static_of_the_same_name() {
-        let m = parse_system_map("ffffffff84083288 b acpi_gpe_count\nffffffff84083408 B acpi_gpe_count\nffffffff81000000 t only_static\n");
+        let m = parse_system_map(
+            "ffffffff84083288 b acpi_gpe_count\nffffffff84083408 B acpi_gpe_count\nffffffff81000000 t only_static\n",
+        );
         assert_eq!(m["acpi_gpe_count"], 0xffffffff84083408);
         assert_eq!(m["only_static"], 0xffffffff81000000);
         let m = parse_system_map("ffffffff84083408 B x\nffffffff84083288 b x\n");

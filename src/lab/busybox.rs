@@ -24,10 +24,7 @@ fn candidate() -> Result<Option<String>> {
 
 /// A version as a directory name: "1:1.35.0-4+deb12u1+b1" -> "1_1.35.0-4+deb12u1+b1".
 pub fn version_dir(version: &str) -> String {
-    version
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || ".+~-".contains(c) { c } else { '_' })
-        .collect()
+    version.chars().map(|c| if c.is_ascii_alphanumeric() || ".+~-".contains(c) { c } else { '_' }).collect()
 }
 
 /// `<cache>/busybox`.

@@ -103,8 +103,9 @@ impl CpioWriter {
     }
 
     fn entry(&mut self, name: &str, mode: u32, nlink: u32, rdev: (u32, u32), data: &[u8]) -> Result<()> {
-        let size = u32::try_from(data.len())
-            .map_err(|_| Error::new(format!("cpio entry {name:?}: {} bytes is over the format's 4 GiB limit", data.len())))?;
+        let size = u32::try_from(data.len()).map_err(|_| {
+            Error::new(format!("cpio entry {name:?}: {} bytes is over the format's 4 GiB limit", data.len()))
+        })?;
         let ino = self.next_ino;
         self.next_ino += 1;
         self.entries += 1;
@@ -230,15 +231,20 @@ fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, String> {
     let mut out = Vec::new();
     let mut pos = 0;
     loop {
-        let magic = data.get(pos..pos + 6).ok_or_else(|| format!("truncated archive: no trailer (ends at offset {pos})"))?;
+        let magic =
+            data.get(pos..pos + 6).ok_or_else(|| format!("truncated archive: no trailer (ends at offset {pos})"))?;
         if magic != MAGIC {
-            return Err(format!("bad magic {:?} at offset {pos} (want \"070701\", newc)", String::from_utf8_lossy(magic)));
+            return Err(format!(
+                "bad magic {:?} at offset {pos} (want \"070701\", newc)",
+                String::from_utf8_lossy(magic)
+            ));
         }
         let mut f = [0u32; 13];
         for (i, v) in f.iter_mut().enumerate() {
             *v = hex_field(data, pos + 6 + 8 * i)?;
         }
-        let [ino, mode, uid, gid, nlink, mtime, size, dev_major, dev_minor, rdev_major, rdev_minor, namesize, check] = f;
+        let [ino, mode, uid, gid, nlink, mtime, size, dev_major, dev_minor, rdev_major, rdev_minor, namesize, check] =
+            f;
         if check != 0 {
             return Err(format!("check field {check:#x} at offset {pos} is not 0 (newc has no checksum)"));
         }
@@ -260,7 +266,10 @@ fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, String> {
         check_padding(data, name_start + namesize, data_start)?;
         let data_end = data_start + size as usize;
         let body = data.get(data_start..data_end).ok_or_else(|| {
-            format!("truncated archive: {name:?} claims {size} bytes at offset {data_start}, archive has {}", data.len())
+            format!(
+                "truncated archive: {name:?} claims {size} bytes at offset {data_start}, archive has {}",
+                data.len()
+            )
         })?;
         let next = align4(data_end);
         if name == TRAILER {

@@ -19,15 +19,67 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::lab::cpio::{normalize_name, CpioWriter};
+use crate::lab::cpio::{CpioWriter, normalize_name};
 
 /// Applets linked into /bin: what a boot test script needs.
 pub const DEFAULT_APPLETS: &[&str] = &[
-    "[", "awk", "basename", "cat", "chmod", "cp", "cut", "date", "dd", "dirname", "dmesg", "echo", "env", "expr",
-    "false", "find", "grep", "halt", "head", "hexdump", "insmod", "kill", "ln", "ls", "lsmod", "mkdir", "mknod",
-    "modprobe", "mount", "mv", "od", "poweroff", "printf", "ps", "readlink", "reboot", "rm", "rmdir", "rmmod", "sed",
-    "seq", "sh", "sha256sum", "sleep", "sort", "stat", "sync", "tail", "tee", "test", "tr", "true", "umount", "uname",
-    "uniq", "wc", "xargs",
+    "[",
+    "awk",
+    "basename",
+    "cat",
+    "chmod",
+    "cp",
+    "cut",
+    "date",
+    "dd",
+    "dirname",
+    "dmesg",
+    "echo",
+    "env",
+    "expr",
+    "false",
+    "find",
+    "grep",
+    "halt",
+    "head",
+    "hexdump",
+    "insmod",
+    "kill",
+    "ln",
+    "ls",
+    "lsmod",
+    "mkdir",
+    "mknod",
+    "modprobe",
+    "mount",
+    "mv",
+    "od",
+    "poweroff",
+    "printf",
+    "ps",
+    "readlink",
+    "reboot",
+    "rm",
+    "rmdir",
+    "rmmod",
+    "sed",
+    "seq",
+    "sh",
+    "sha256sum",
+    "sleep",
+    "sort",
+    "stat",
+    "sync",
+    "tail",
+    "tee",
+    "test",
+    "tr",
+    "true",
+    "umount",
+    "uname",
+    "uniq",
+    "wc",
+    "xargs",
 ];
 
 /// The marker tag used when the caller sets none.
@@ -51,9 +103,7 @@ fn status_prefix(tag: &str) -> String {
 /// Tags go into marker lines and shell code: letters, digits, '.', '_', '-'.
 pub fn check_tag(tag: &str) -> Result<()> {
     if tag.is_empty() || tag.len() > 64 || !tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
-        return Err(Error::new(format!(
-            "marker tag {tag:?}: use 1 to 64 letters, digits, '.', '_' or '-'"
-        )));
+        return Err(Error::new(format!("marker tag {tag:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
     }
     Ok(())
 }
@@ -89,9 +139,16 @@ pub fn body_status(log: &str, tag: &str) -> Option<i32> {
 #[derive(Debug, Clone)]
 enum Node {
     Dir(u32),
-    File { mode: u32, data: Data },
+    File {
+        mode: u32,
+        data: Data,
+    },
     Symlink(String),
-    CharDevice { mode: u32, major: u32, minor: u32 },
+    CharDevice {
+        mode: u32,
+        major: u32,
+        minor: u32,
+    },
     /// A host directory copied recursively (expanded when the archive is built).
     Tree(PathBuf),
 }
@@ -262,7 +319,9 @@ impl Initramfs {
                     }
                     Some(Node::Dir(_)) => {}
                     Some(_) => {
-                        return Err(Error::new(format!("initramfs entry /{name}: its parent /{parent} is not a directory")))
+                        return Err(Error::new(format!(
+                            "initramfs entry /{name}: its parent /{parent} is not a directory"
+                        )));
                     }
                 }
                 p = parent;
@@ -333,8 +392,8 @@ fn add_tree(nodes: &mut BTreeMap<String, Node>, dest: &str, src: &Path) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::cpio::{self, Kind};
     use crate::lab::TempDir;
+    use crate::lab::cpio::{self, Kind};
 
     fn fake_busybox(dir: &Path) -> PathBuf {
         let p = dir.join("busybox");

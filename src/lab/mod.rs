@@ -12,12 +12,9 @@
 pub mod busybox;
 pub mod cpio;
 pub mod initramfs;
-pub mod modset;
 pub mod qemu;
-pub mod results;
 pub mod scenario;
 pub mod setup;
-pub mod trace;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
-pub use initramfs::{framed, Initramfs};
+pub use initramfs::{Initramfs, framed};
 pub use qemu::{Boot, BootStatus, QemuOptions};
 
 /// A directory under `std::env::temp_dir()` with a unique name, removed

@@ -345,7 +345,10 @@ mod tests {
         o.extra_args = vec!["-s".into()];
         let a: Vec<String> = o.args(Path::new("/t/log")).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         let text = a.join(" ");
-        assert!(text.starts_with("-accel tcg -cpu max -m 1024M -smp 1 -nodefaults -display none -monitor none -no-reboot"), "{text}");
+        assert!(
+            text.starts_with("-accel tcg -cpu max -m 1024M -smp 1 -nodefaults -display none -monitor none -no-reboot"),
+            "{text}"
+        );
         assert!(text.contains("-serial file:/t/log -kernel /k/vmlinux -initrd /k/initrd"), "{text}");
         assert!(a.windows(2).any(|w| w[0] == "-append" && w[1] == "console=ttyS0 quiet"));
         assert!(!text.contains("-icount"));
@@ -369,7 +372,11 @@ mod tests {
     #[test]
     fn clean_power_off() {
         let tmp = TempDir::new("qemu-test").unwrap();
-        let q = fake_qemu(tmp.path(), "Linux version 6.1\r\n=== BOOTLINK BEGIN t ===\r\nhello\r\n=== BOOTLINK END t ===\r\nreboot: Power down\r\n", "exit 0");
+        let q = fake_qemu(
+            tmp.path(),
+            "Linux version 6.1\r\n=== BOOTLINK BEGIN t ===\r\nhello\r\n=== BOOTLINK END t ===\r\nreboot: Power down\r\n",
+            "exit 0",
+        );
         let mut o = opts(tmp.path(), q);
         let keep = tmp.path().join("kept.log");
         o.log = Some(keep.clone());

@@ -6,17 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::chart::dmesg;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kernel::KernelImage;
+use crate::lab::busybox;
 use crate::lab::initramfs::Initramfs;
 use crate::lab::qemu::{self, BootStatus, QemuOptions};
-use crate::lab::results::{ModuleLoad, Repetition, Run, Variant, FORMAT_VERSION};
-use crate::lab::{busybox, trace};
 use crate::module;
 use crate::preresolve;
 use crate::progress;
+use crate::run::dmesg;
+use crate::run::ftrace as trace;
+use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
 
 /// How the modules of a variant are made from the stock ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,16 +142,17 @@ fn build_variants(sc: &Scenario, k: &KernelImage, work: &Path) -> Result<Vec<(Va
                 let dir = work.join(v.name());
                 let inputs: Vec<PathBuf> = sc.modules.iter().map(|(_, p)| p.clone()).collect();
                 // The lab boots through PVH with `nokaslr`: the base is not randomized.
-                let opts =
-                    preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None, fold };
+                let opts = preresolve::Options {
+                    output: preresolve::Output::Dir(dir.clone()),
+                    assume_nokaslr: true,
+                    sign: None,
+                    fold,
+                };
                 let report = preresolve::run(k, &inputs, &opts)?;
                 if let Some(e) = report.errors.first() {
                     return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
                 }
-                sc.modules
-                    .iter()
-                    .map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default())))
-                    .collect()
+                sc.modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
             }
         };
         out.push((v, plain(files, &work.join(format!("{}-plain", v.name())))?));
@@ -292,7 +294,10 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     for (v, files) in &variants {
         let img = work.path().join(format!("{}.cpio", v.name()));
         initramfs(files, sc.trace, &img)?;
-        let sizes = files.iter().map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))).collect::<Vec<_>>();
+        let sizes = files
+            .iter()
+            .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
+            .collect::<Vec<_>>();
         images.push((img, sizes));
     }
     let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
@@ -336,10 +341,10 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             run.variants[vi].repetitions.push(r);
             if stop {
                 run.partial = true;
-                save(&run, &sc.out)?;
+                crate::run::save(&run, &sc.out)?;
                 return Ok(run);
             }
-            save(&run, &sc.out)?;
+            crate::run::save(&run, &sc.out)?;
         }
     }
     if sc.measure_overhead && sc.trace {
@@ -358,13 +363,8 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             run.tracing_overhead_pct = Some((traced - untraced) / untraced * 100.0);
         }
     }
-    save(&run, &sc.out)?;
+    crate::run::save(&run, &sc.out)?;
     Ok(run)
-}
-
-pub fn save(run: &Run, out: &Path) -> Result<()> {
-    let json = serde_json::to_vec_pretty(run).expect("serializable");
-    fsutil::write_atomic(&out.join("run.json"), &json)
 }
 
 #[cfg(test)]

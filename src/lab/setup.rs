@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::chart;
 use crate::error::{Error, Result};
 use crate::fetch;
-use crate::lab::modset::{self, ModTree};
-use crate::lab::results::Run;
+use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Scenario, VariantKind};
+use crate::run::results::Run;
 
 /// The set `bootlink lab` loads when none is named.
 pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
@@ -45,7 +44,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     let (kernel, tree_dir) = match (&req.kernel, &req.modules_dir) {
         (Some(k), Some(m)) => (k.clone(), m.clone()),
         (Some(k), None) => {
-            return Err(Error::file(k, "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)"))
+            return Err(Error::file(k, "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)"));
         }
         (None, m) => {
             let f = fetch::fetch(&fetch::Request::Reference)?;
@@ -104,10 +103,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     let out = match &req.out {
         Some(o) => o.clone(),
         None => {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
+            let secs =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             PathBuf::from(format!("lab-{secs}"))
         }
     };
@@ -150,7 +147,12 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
         for r in &v.repetitions {
             let mut ok = r.modules.len() == expected && !r.partial;
             if r.modules.len() != expected {
-                c.problems.push(format!("{} #{}: {} of {expected} modules measured", v.name, r.index + 1, r.modules.len()));
+                c.problems.push(format!(
+                    "{} #{}: {} of {expected} modules measured",
+                    v.name,
+                    r.index + 1,
+                    r.modules.len()
+                ));
             }
             for m in &r.modules {
                 if m.status != 0 {
@@ -186,7 +188,7 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
 pub struct Report<'a> {
     pub run_dir: &'a Path,
     pub checks: &'a Checks,
-    pub summary: chart::Summary,
+    pub summary: crate::run::Summary,
     pub tracing_overhead_pct: Option<f64>,
     pub partial: bool,
 }
@@ -208,7 +210,7 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
         o.push_str(&format!("  {:<12} host wall per boot: {}\n", v.name, walls.join(", ")));
     }
     o.push('\n');
-    o.push_str(&chart::render_summary_text(&chart::summary(std::slice::from_ref(run))));
+    o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
     match run.tracing_overhead_pct {
         Some(p) => o.push_str(&format!(

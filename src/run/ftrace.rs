@@ -21,7 +21,7 @@
 //! (a leaf call is printed at its ring-buffer entry time, a few µs late
 //! under TCG, so do_init_module's end is clamped to load_module's return).
 
-use super::results::{ModuleLoad, Phase};
+use crate::run::results::{ModuleLoad, Phase};
 
 /// The functions to put in set_ftrace_filter.
 pub const TRACED: &[&str] = &[

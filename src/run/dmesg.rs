@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::lab::results::{FORMAT_VERSION, Initcall, Repetition, Run, Variant};
+use crate::run::results::{FORMAT_VERSION, Initcall, Repetition, Run, Variant};
 
 /// What one log holds.
 #[derive(Debug, Clone, Default, PartialEq)]

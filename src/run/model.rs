@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::lab::results::{Initcall, ModuleLoad, PHASES, Repetition, Run, Variant};
+use crate::run::results::{Initcall, ModuleLoad, PHASES, Repetition, Run, Variant};
 
 /// Time in a module's load that no phase accounts for.
 pub const OTHER: &str = "other";
@@ -397,7 +397,7 @@ pub fn longest_initcalls(rep: &Repetition, n: usize) -> Vec<Link> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::results::{FORMAT_VERSION, Phase};
+    use crate::run::results::{FORMAT_VERSION, Phase};
 
     fn load(name: &str, total: f64, phases: &[(&str, f64)]) -> ModuleLoad {
         let mut t = 0.0;

@@ -10,14 +10,14 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// The phases of loading one module, in the order the kernel runs them.
 pub const PHASES: &[&str] = &[
-    "read",        // copying the file into the kernel (finit_module: kernel_read_file)
-    "decompress",  // in-kernel decompression (CONFIG_MODULE_DECOMPRESS)
-    "signature",   // module_sig_check
-    "layout",      // layout_and_allocate: section layout, vmalloc
-    "symbols",     // simplify_symbols: symbol resolution (resolve_symbol for each SHN_UNDEF)
-    "relocation",  // apply_relocations
-    "finalize",    // post_relocation + module_finalize (alternatives, ftrace, ORC)
-    "init",        // do_init_module: the module's init function and freeing init memory
+    "read",       // copying the file into the kernel (finit_module: kernel_read_file)
+    "decompress", // in-kernel decompression (CONFIG_MODULE_DECOMPRESS)
+    "signature",  // module_sig_check
+    "layout",     // layout_and_allocate: section layout, vmalloc
+    "symbols",    // simplify_symbols: symbol resolution (resolve_symbol for each SHN_UNDEF)
+    "relocation", // apply_relocations
+    "finalize",   // post_relocation + module_finalize (alternatives, ftrace, ORC)
+    "init",       // do_init_module: the module's init function and freeing init memory
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
