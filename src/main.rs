@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{chart, fetch, fsutil, inspect, kernel, lab, preresolve, sign, Error};
+use bootlink::{Error, chart, fetch, fsutil, inspect, kbuild, kernel, lab, preresolve, sign};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -150,6 +150,11 @@ enum Cmd {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
+    Kernel {
+        #[command(subcommand)]
+        cmd: KernelCmd,
+    },
     /// Download a real Debian kernel package into the cache and print its paths
     FetchKernel {
         /// Kernel series (newest package of it), e.g. 6.1 or 6.12
@@ -158,6 +163,25 @@ enum Cmd {
         /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
         #[arg(long)]
         package: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KernelCmd {
+    /// Unpack linux-source-6.1, apply the series, build vmlinux, bzImage and
+    /// signed modules; print the paths (cached by source, config, series, key)
+    Build {
+        /// Directory with a quilt-style `series` file and its patches (default: kernel/patches)
+        #[arg(long)]
+        series: Option<PathBuf>,
+        /// Config fragment merged onto tinyconfig (default: kernel/configs/lab.config)
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// make -j (default: the number of CPUs)
+        #[arg(long)]
+        jobs: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -316,6 +340,32 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             let v = kernel::extract_vmlinux(&image)?;
             fsutil::write_atomic(&output, &v.data)?;
             eprintln!("{}: {} ({} bytes)", output.display(), v.source.describe(), v.data.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Kernel { cmd: KernelCmd::Build { series, config, jobs, json } } => {
+            let mut opts = kbuild::Options::defaults();
+            opts.series = series.unwrap_or(opts.series);
+            opts.config = config.unwrap_or(opts.config);
+            opts.jobs = jobs.unwrap_or(opts.jobs);
+            let b = kbuild::build(&opts)?;
+            if json {
+                print_json(&b);
+            } else {
+                let how = if b.cached { "cached" } else { "built" };
+                println!(
+                    "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es))",
+                    b.release,
+                    b.seconds,
+                    b.source_package,
+                    b.source_version,
+                    b.patches.len()
+                );
+                println!("vmlinux   {}", b.vmlinux.display());
+                println!("bzImage   {}", b.bzimage.display());
+                println!("config    {}", b.config.display());
+                println!("modules   {}", b.modules.display());
+                println!("key       {} (certificate {})", b.signing_key.display(), b.signing_cert.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::FetchKernel { version, package, json } => {

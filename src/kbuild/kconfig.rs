@@ -1,0 +1,104 @@
+//! Config fragments (`CONFIG_X=y`, `# CONFIG_X is not set`) and checking
+//! that a generated `.config` honours every line of one: Kconfig silently
+//! drops a value whose dependencies are not met.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fragment {
+    /// Symbol (with its CONFIG_ prefix) and value ("n" for "is not set"), in order.
+    pub values: Vec<(String, String)>,
+}
+
+fn parse_line(line: &str) -> Option<Option<(String, String)>> {
+    let line = line.trim();
+    if let Some(sym) = line.strip_prefix("# ").and_then(|l| l.strip_suffix(" is not set")) {
+        return sym.starts_with("CONFIG_").then(|| Some((sym.to_string(), "n".to_string())));
+    }
+    if line.is_empty() || line.starts_with('#') {
+        return Some(None);
+    }
+    let (k, v) = line.split_once('=')?;
+    (k.starts_with("CONFIG_") && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && !v.is_empty())
+        .then(|| Some((k.to_string(), v.to_string())))
+}
+
+impl Fragment {
+    pub fn parse(text: &str, path: &Path) -> Result<Fragment> {
+        let mut values: Vec<(String, String)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            match parse_line(line) {
+                Some(None) => {}
+                Some(Some((k, v))) => {
+                    if let Some(prev) = values.iter().find(|(pk, _)| *pk == k) {
+                        if prev.1 != v {
+                            return Err(Error::file(
+                                path,
+                                format!("line {}: {k} set twice ({} and {v})", i + 1, prev.1),
+                            ));
+                        }
+                        continue;
+                    }
+                    values.push((k, v));
+                }
+                None => return Err(Error::file(path, format!("line {}: not a config line: {:?}", i + 1, line.trim()))),
+            }
+        }
+        Ok(Fragment { values })
+    }
+
+    pub fn read(path: &Path) -> Result<Fragment> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Fragment::parse(&text, path)
+    }
+
+    /// The lines of the fragment that `dotconfig` (a full `.config`) does
+    /// not honour, as "CONFIG_X: wanted m, got n".
+    pub fn unmet(&self, dotconfig: &str) -> Vec<String> {
+        let have: HashMap<&str, &str> = dotconfig
+            .lines()
+            .filter_map(|l| l.trim().split_once('='))
+            .filter(|(k, _)| k.starts_with("CONFIG_"))
+            .collect();
+        self.values
+            .iter()
+            .filter_map(|(k, want)| {
+                let got = have.get(k.as_str()).copied().unwrap_or("n");
+                (got != want).then(|| format!("{k}: wanted {want}, got {got}"))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_values_and_not_set_lines() {
+        let f = Fragment::parse("# comment\nCONFIG_A=y\n# CONFIG_B is not set\n\nCONFIG_C=\"x y\"\n", Path::new("f"))
+            .unwrap();
+        assert_eq!(
+            f.values,
+            [("CONFIG_A".into(), "y".into()), ("CONFIG_B".into(), "n".into()), ("CONFIG_C".into(), "\"x y\"".into())]
+        );
+    }
+
+    #[test]
+    fn refuses_junk_and_contradictions() {
+        let e = Fragment::parse("CONFIG_A=y\nA=y\n", Path::new("lab.config")).unwrap_err().to_string();
+        assert!(e.starts_with("lab.config: line 2: not a config line"), "{e}");
+        let e = Fragment::parse("CONFIG_A=y\nCONFIG_A=m\n", Path::new("f")).unwrap_err().to_string();
+        assert!(e.contains("set twice (y and m)"), "{e}");
+    }
+
+    #[test]
+    fn unmet_lines_are_named() {
+        let f = Fragment::parse("CONFIG_A=m\n# CONFIG_B is not set\nCONFIG_C=y\n", Path::new("f")).unwrap();
+        let got = f.unmet("CONFIG_A=m\nCONFIG_B=y\n# CONFIG_C is not set\n");
+        assert_eq!(got, ["CONFIG_B: wanted n, got y", "CONFIG_C: wanted y, got n"]);
+    }
+}

@@ -1,0 +1,74 @@
+//! The module signing key of bootlink's kernel builds: generated once with
+//! openssl (RSA-4096, SHA-256, like Debian's), kept in the cache. The build
+//! embeds its certificate in the kernel's built-in keyring and signs the
+//! modules with it; `bootlink preresolve --sign-key/--sign-cert` re-signs
+//! rewritten modules with the same key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+use crate::{fsutil, hosttool};
+
+const GENKEY: &str = "[ req ]
+default_bits = 4096
+distinguished_name = req_distinguished_name
+prompt = no
+string_mask = utf8only
+x509_extensions = myexts
+
+[ req_distinguished_name ]
+O = bootlink
+CN = bootlink lab kernel module signing key
+
+[ myexts ]
+basicConstraints=critical,CA:FALSE
+keyUsage=digitalSignature
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid
+";
+
+#[derive(Debug, Clone)]
+pub struct SigningKey {
+    /// Private key and certificate, PEM (what CONFIG_MODULE_SIG_KEY takes).
+    pub pem: PathBuf,
+    /// The certificate alone, PEM.
+    pub cert: PathBuf,
+}
+
+/// The key in `dir` (`module-signing.pem`, `module-signing.crt`), made if
+/// absent. Written atomically: a killed run leaves no half key.
+pub fn ensure(dir: &Path) -> Result<SigningKey> {
+    let key = SigningKey { pem: dir.join("module-signing.pem"), cert: dir.join("module-signing.crt") };
+    if key.pem.is_file() && key.cert.is_file() {
+        return Ok(key);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let tmp = tempfile::Builder::new().prefix(".key-").tempdir_in(dir).map_err(|e| Error::io(dir, e))?;
+    let cnf = tmp.path().join("x509.genkey");
+    std::fs::write(&cnf, GENKEY).map_err(|e| Error::io(&cnf, e))?;
+    let pem = tmp.path().join("key.pem");
+    hosttool::run(
+        Command::new("openssl")
+            .args(["req", "-new", "-nodes", "-utf8", "-sha256", "-days", "36500", "-batch", "-x509", "-outform", "PEM"])
+            .arg("-config")
+            .arg(&cnf)
+            .arg("-out")
+            .arg(&pem)
+            .arg("-keyout")
+            .arg(&pem),
+        "generating the module signing key",
+        "openssl",
+    )?;
+    let cert = hosttool::run(
+        Command::new("openssl").args(["x509", "-outform", "PEM", "-in"]).arg(&pem),
+        "extracting the signing certificate",
+        "openssl",
+    )?;
+    let data = std::fs::read(&pem).map_err(|e| Error::io(&pem, e))?;
+    fsutil::write_atomic(&key.cert, cert.as_bytes())?;
+    fsutil::write_atomic(&key.pem, &data)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key.pem, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(&key.pem, e))?;
+    Ok(key)
+}

@@ -1,0 +1,102 @@
+//! Running kbuild: `make O=OBJ` in the source tree with ccache when there
+//! is one, the output in a log file, the current step on a terminal.
+
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::hosttool;
+
+/// What every make call gets: reproducible build stamps, ccache's
+/// directory and base (so a tree at another path still hits the cache).
+pub struct Env<'a> {
+    pub tree: &'a Path,
+    pub obj: &'a Path,
+    pub ccache_dir: &'a Path,
+    /// The common parent of tree and obj: ccache rewrites paths below it as relative.
+    pub base: &'a Path,
+    pub jobs: usize,
+}
+
+impl Env<'_> {
+    pub fn ccache(&self) -> bool {
+        hosttool::exists("ccache")
+    }
+
+    fn command(&self, targets: &[&str]) -> Command {
+        let mut c = Command::new("make");
+        c.current_dir(self.tree).arg(format!("O={}", self.obj.display())).arg(format!("-j{}", self.jobs.max(1)));
+        if self.ccache() {
+            c.arg("CC=ccache gcc").env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
+        }
+        c.args(targets)
+            .env("KBUILD_BUILD_TIMESTAMP", "2026-01-01 00:00:00 UTC")
+            .env("KBUILD_BUILD_USER", "bootlink")
+            .env("KBUILD_BUILD_HOST", "bootlink")
+            .env("LC_ALL", "C");
+        c
+    }
+
+    /// Run make for `targets` (plus `extra` variables), appending its
+    /// output to `log`. On a terminal the latest step shows on one line.
+    pub fn run(&self, targets: &[&str], extra: &[String], log: &Path, what: &str) -> Result<()> {
+        let mut cmd = self.command(targets);
+        cmd.args(extra);
+        let mut logf =
+            std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| Error::io(log, e))?;
+        let _ = writeln!(logf, "$ make {}", targets.join(" "));
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| hosttool::spawn_error("make", what, "make", e))?;
+        let stderr = child.stderr.take().expect("piped");
+        let err_log = logf.try_clone().map_err(|e| Error::io(log, e))?;
+        let err_thread = std::thread::spawn(move || copy_lines(stderr, err_log, None));
+        let show = std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none();
+        copy_lines(child.stdout.take().expect("piped"), logf, show.then_some(what));
+        let tail = err_thread.join().unwrap_or_default();
+        let status = child.wait().map_err(|e| Error::new(format!("make: {e}")))?;
+        if show {
+            eprint!("\r\x1b[K");
+        }
+        if !status.success() {
+            let last: Vec<&str> = tail.iter().map(String::as_str).filter(|l| l.contains("rror")).take(3).collect();
+            let last = if last.is_empty() {
+                tail.iter().rev().take(3).rev().cloned().collect()
+            } else {
+                last.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+            };
+            return Err(Error::file(
+                log,
+                format!("{what} failed (make {} exited {status}): {}", targets.join(" "), last.join(" | ")),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Copy lines to the log; with `status`, show the latest on the terminal
+/// (at most ten times a second). Returns the last lines seen.
+fn copy_lines(from: impl std::io::Read, mut log: std::fs::File, status: Option<&str>) -> Vec<String> {
+    let mut tail = std::collections::VecDeque::new();
+    let mut shown = Instant::now() - Duration::from_secs(1);
+    for line in BufReader::new(from).lines().map_while(|l| l.ok()) {
+        let _ = writeln!(log, "{line}");
+        if let Some(what) = status
+            && shown.elapsed() >= Duration::from_millis(100)
+        {
+            let cut: String = line.trim().chars().take(70).collect();
+            eprint!("\r\x1b[K{what}: {cut}");
+            let _ = std::io::stderr().flush();
+            shown = Instant::now();
+        }
+        tail.push_back(line);
+        if tail.len() > 40 {
+            tail.pop_front();
+        }
+    }
+    tail.into()
+}

@@ -1,0 +1,284 @@
+//! `bootlink kernel build`: Debian's kernel source with bootlink's patch
+//! series and the lab config, built once per (source version, config,
+//! series, signing key) and kept in the cache.
+//!
+//! The pieces: [`series`] (the quilt-style patch list), [`source`] (the
+//! Debian source package, unpacked once, the series applied and switched),
+//! [`kconfig`] (the config fragment merged onto `tinyconfig`, and checked),
+//! [`key`] (the module signing key), [`make`] (running kbuild with ccache).
+//!
+//! A build's output is a directory under `<cache>/kernels/build-<key>/`:
+//! `vmlinux` (boots through PVH), `bzImage`, `System.map`, `Module.symvers`,
+//! `config-<release>`, the installed and signed modules under
+//! `lib/modules/<release>/`, the signing key and certificate, and
+//! `build.json` (what went in). It is renamed into place when complete, so
+//! it is either whole or absent. The kernel's object directory is kept
+//! (one per config) so a changed patch rebuilds only what it touches.
+
+pub mod kconfig;
+pub mod key;
+pub mod make;
+pub mod series;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::{fsutil, hosttool, progress};
+
+pub use kconfig::Fragment;
+pub use series::Series;
+
+/// Bumped when the recipe changes in a way that changes the output.
+const RECIPE: &str = "bootlink kernel build 1";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The directory with the `series` file and its patches.
+    pub series: PathBuf,
+    /// The config fragment merged onto tinyconfig.
+    pub config: PathBuf,
+    /// make -j.
+    pub jobs: usize,
+}
+
+impl Options {
+    /// The repository's `kernel/patches` and `kernel/configs/lab.config`
+    /// (when run from a checkout), `jobs` = the number of CPUs.
+    pub fn defaults() -> Options {
+        let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
+        Options {
+            series: kernel.join("patches"),
+            config: kernel.join("configs").join("lab.config"),
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        }
+    }
+}
+
+/// A finished build: every path in its output directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Built {
+    pub dir: PathBuf,
+    pub release: String,
+    pub vmlinux: PathBuf,
+    pub bzimage: PathBuf,
+    pub system_map: PathBuf,
+    pub module_symvers: PathBuf,
+    pub config: PathBuf,
+    /// `lib/modules/<release>`.
+    pub modules: PathBuf,
+    pub signing_key: PathBuf,
+    pub signing_cert: PathBuf,
+    /// The cache key (hex).
+    pub key: String,
+    pub source_package: String,
+    pub source_version: String,
+    /// The patches applied, in order.
+    pub patches: Vec<String>,
+    pub config_fragment: PathBuf,
+    /// Seconds this call took.
+    #[serde(default)]
+    pub seconds: f64,
+    /// Found in the cache (nothing was built).
+    #[serde(default)]
+    pub cached: bool,
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cache key: recipe, source version, config fragment, patches (names
+/// and text, in order) and the signing certificate.
+pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
+    let mut h = Sha256::new();
+    let mut field = |name: &str, data: &[u8]| {
+        h.update(name.as_bytes());
+        h.update((data.len() as u64).to_le_bytes());
+        h.update(data);
+    };
+    field("recipe", RECIPE.as_bytes());
+    field("source", version.as_bytes());
+    field("config", fragment);
+    for p in &series.patches {
+        field("patch", p.name.as_bytes());
+        field("text", &p.text);
+    }
+    field("cert", cert);
+    hex(&h.finalize())[..20].to_string()
+}
+
+/// Build (or find in the cache) the kernel.
+pub fn build(opts: &Options) -> Result<Built> {
+    let t0 = Instant::now();
+    let series = Series::read(&opts.series)?;
+    let fragment_text = std::fs::read(&opts.config).map_err(|e| Error::io(&opts.config, e))?;
+    let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
+    let cache = fsutil::cache_dir();
+    let signing = key::ensure(&cache.join("keys"))?;
+    let cert = std::fs::read(&signing.cert).map_err(|e| Error::io(&signing.cert, e))?;
+    let version = source::package_version()?;
+    let key = cache_key(&version, &fragment_text, &series, &cert);
+    let kernels = cache.join("kernels");
+    let out = kernels.join(format!("build-{key}"));
+    if let Some(mut b) = cached(&out) {
+        b.seconds = t0.elapsed().as_secs_f64();
+        b.cached = true;
+        return Ok(b);
+    }
+    let kbuild = cache.join("kbuild");
+    std::fs::create_dir_all(&kbuild).map_err(|e| Error::io(&kbuild, e))?;
+    let lock_path = kbuild.join(".lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    if lock.try_lock().is_err() {
+        progress::status("waiting for another kernel build to finish");
+        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    }
+    // Another process may have built it while we waited.
+    if let Some(mut b) = cached(&out) {
+        b.seconds = t0.elapsed().as_secs_f64();
+        b.cached = true;
+        return Ok(b);
+    }
+    for tool in ["make", "gcc", "flex", "bison", "bc", "patch", "openssl", "depmod"] {
+        if !hosttool::exists(tool) && !Path::new("/sbin").join(tool).is_file() {
+            return Err(Error::new(format!(
+                "{tool}: missing tool, needed for building the kernel (run scripts/install-deps or install build-essential flex bison bc libelf-dev libssl-dev kmod)"
+            )));
+        }
+    }
+    let tree = source::unpacked(&kbuild, &version)?;
+    let (reverted, applied) = source::apply_series(&tree, &series, &version)?;
+    if reverted + applied > 0 {
+        progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
+    }
+    let obj = kbuild.join(format!("obj-{}", &hex(&Sha256::digest(&fragment_text))[..12]));
+    std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
+    let log = obj.join("bootlink-build.log");
+    let _ = std::fs::remove_file(&log);
+    let env = make::Env { tree: &tree, obj: &obj, ccache_dir: &cache.join("ccache"), base: &kbuild, jobs: opts.jobs };
+    configure(&env, &fragment, &opts.config, &signing.pem, &log)?;
+    env.run(&["all"], &[], &log, "kernel build")?;
+    let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))
+        .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
+        .trim()
+        .to_string();
+    // Install into a temporary directory beside the final one, then rename.
+    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    let stage = tempfile::Builder::new().prefix(".build-").tempdir_in(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    env.run(
+        &["modules_install"],
+        &[format!("INSTALL_MOD_PATH={}", stage.path().display()), "INSTALL_MOD_STRIP=1".into()],
+        &log,
+        "installing modules",
+    )?;
+    let modules = stage.path().join("lib/modules").join(&release);
+    for link in ["build", "source"] {
+        let _ = std::fs::remove_file(modules.join(link));
+    }
+    let copy = |from: &Path, name: &str| -> Result<()> {
+        let to = stage.path().join(name);
+        std::fs::copy(from, &to).map_err(|e| Error::io(from, e))?;
+        Ok(())
+    };
+    copy(&obj.join("vmlinux"), "vmlinux")?;
+    copy(&obj.join("arch/x86/boot/bzImage"), "bzImage")?;
+    copy(&obj.join("System.map"), "System.map")?;
+    copy(&obj.join("Module.symvers"), "Module.symvers")?;
+    copy(&obj.join(".config"), &format!("config-{release}"))?;
+    copy(&signing.pem, "module-signing.pem")?;
+    copy(&signing.cert, "module-signing.crt")?;
+    let mut built = Built {
+        dir: out.clone(),
+        release: release.clone(),
+        vmlinux: out.join("vmlinux"),
+        bzimage: out.join("bzImage"),
+        system_map: out.join("System.map"),
+        module_symvers: out.join("Module.symvers"),
+        config: out.join(format!("config-{release}")),
+        modules: out.join("lib/modules").join(&release),
+        signing_key: out.join("module-signing.pem"),
+        signing_cert: out.join("module-signing.crt"),
+        key,
+        source_package: source::PACKAGE.into(),
+        source_version: version,
+        patches: series.patches.iter().map(|p| p.name.clone()).collect(),
+        config_fragment: opts.config.clone(),
+        seconds: 0.0,
+        cached: false,
+    };
+    let json = serde_json::to_vec_pretty(&built).expect("serializable");
+    fsutil::write_atomic(&stage.path().join("build.json"), &json)?;
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+    }
+    std::fs::rename(stage.path(), &out).map_err(|e| Error::io(&out, e))?;
+    let _ = stage.keep();
+    built.seconds = t0.elapsed().as_secs_f64();
+    Ok(built)
+}
+
+/// A complete earlier build in `out`, if there is one.
+fn cached(out: &Path) -> Option<Built> {
+    let text = std::fs::read(out.join("build.json")).ok()?;
+    let b: Built = serde_json::from_slice(&text).ok()?;
+    (b.vmlinux.is_file() && b.modules.is_dir()).then_some(b)
+}
+
+/// `.config` in `obj`: tinyconfig, the fragment merged on top, the signing
+/// key, olddefconfig; every fragment line must hold in the result. Done
+/// again only when the fragment differs from the one it was made from.
+fn configure(env: &make::Env, fragment: &Fragment, path: &Path, key_pem: &Path, log: &Path) -> Result<()> {
+    let dotconfig = env.obj.join(".config");
+    let made_from = env.obj.join("bootlink-fragment");
+    let wanted = format!("{fragment:?}\nkey {}", key_pem.display());
+    if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == wanted) {
+        return Ok(());
+    }
+    env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?;
+    let mut text = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
+    let mut set: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    for (k, v) in &fragment.values {
+        set.insert(k.as_str(), if v == "n" { format!("# {k} is not set") } else { format!("{k}={v}") });
+    }
+    set.insert("CONFIG_MODULE_SIG_KEY", format!("CONFIG_MODULE_SIG_KEY=\"{}\"", key_pem.display()));
+    // Replace the lines tinyconfig wrote for these symbols, append the rest.
+    let mut out = String::new();
+    for line in text.lines() {
+        let sym = line
+            .strip_prefix("# ")
+            .and_then(|l| l.strip_suffix(" is not set"))
+            .or_else(|| line.split_once('=').map(|(k, _)| k));
+        if sym.is_some_and(|s| set.contains_key(s)) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    for (k, _) in &fragment.values {
+        out.push_str(&set[k.as_str()]);
+        out.push('\n');
+    }
+    out.push_str(&set["CONFIG_MODULE_SIG_KEY"]);
+    out.push('\n');
+    text = out;
+    fsutil::write_atomic(&dotconfig, text.as_bytes())?;
+    env.run(&["olddefconfig"], &[], log, "kernel config (olddefconfig)")?;
+    let result = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
+    let unmet = fragment.unmet(&result);
+    if !unmet.is_empty() {
+        return Err(Error::file(
+            path,
+            format!(
+                "{} line(s) do not hold after olddefconfig (unmet dependencies?): {}",
+                unmet.len(),
+                unmet.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        ));
+    }
+    fsutil::write_atomic(&made_from, wanted.as_bytes())
+}

@@ -1,0 +1,228 @@
+//! Debian's kernel source (`linux-source-6.1`, installed with apt), unpacked
+//! once into the cache, with bootlink's patch series applied on top.
+//!
+//! The unpacked tree is kept between builds so that a changed series
+//! rebuilds only what it touches: the patches applied last time are
+//! recorded (with their text) in the tree, and a new series reverts the
+//! ones it does not share with the old one (newest first) before applying
+//! its own. A patch that does not apply is refused with `patch`'s reasons,
+//! and the tree is left with the record matching what is applied.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use super::series::{Patch, Series};
+use crate::error::{Error, Result};
+use crate::{fsutil, hosttool};
+
+/// The source package bootlink builds.
+pub const PACKAGE: &str = "linux-source-6.1";
+/// Where Debian's package puts the tarball.
+pub const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+
+const UNPACKED_MARK: &str = ".bootlink-unpacked";
+const APPLIED_DIR: &str = ".bootlink-applied";
+
+/// The installed source package's version; installs the package with apt
+/// when it is missing (as root) or says how to.
+pub fn package_version() -> Result<String> {
+    let query = || {
+        Command::new("dpkg-query")
+            .args(["-W", "-f=${Status}\t${Version}", PACKAGE])
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.strip_prefix("install ok installed\t").map(str::to_string))
+    };
+    if let Some(v) = query().filter(|_| Path::new(TARBALL).is_file()) {
+        return Ok(v);
+    }
+    if !is_root() {
+        return Err(Error::new(format!(
+            "{PACKAGE} is not installed: run `apt-get install {PACKAGE}` as root (bootlink builds Debian's kernel source)"
+        )));
+    }
+    crate::progress::status(&format!("installing {PACKAGE} with apt-get"));
+    hosttool::run(
+        Command::new("apt-get").args(["install", "-y", "-qq", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive"),
+        &format!("installing {PACKAGE}"),
+        "apt",
+    )?;
+    query()
+        .filter(|_| Path::new(TARBALL).is_file())
+        .ok_or_else(|| Error::file(Path::new(TARBALL), format!("still missing after installing {PACKAGE}")))
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+/// The unpacked tree of `version` under `kbuild`, unpacking it if needed
+/// (into a temporary directory renamed into place, so a killed unpack
+/// leaves nothing that looks complete).
+pub fn unpacked(kbuild: &Path, version: &str) -> Result<PathBuf> {
+    let top = kbuild.join(format!("{PACKAGE}_{version}"));
+    let tree = top.join(PACKAGE);
+    if std::fs::read_to_string(tree.join(UNPACKED_MARK)).is_ok_and(|v| v.trim() == version) {
+        return Ok(tree);
+    }
+    crate::progress::status(&format!("unpacking {TARBALL} ({PACKAGE} {version})"));
+    std::fs::create_dir_all(kbuild).map_err(|e| Error::io(kbuild, e))?;
+    let tmp = tempfile::Builder::new().prefix(".unpack-").tempdir_in(kbuild).map_err(|e| Error::io(kbuild, e))?;
+    hosttool::run(
+        Command::new("tar").arg("-xf").arg(TARBALL).arg("-C").arg(tmp.path()),
+        &format!("unpacking {TARBALL}"),
+        "tar",
+    )?;
+    let got = tmp.path().join(PACKAGE);
+    if !got.join("Makefile").is_file() {
+        return Err(Error::file(
+            Path::new(TARBALL),
+            format!("holds no {PACKAGE}/Makefile: not a kernel source tarball"),
+        ));
+    }
+    fsutil::write_atomic(&got.join(UNPACKED_MARK), version.as_bytes())?;
+    if top.exists() {
+        std::fs::remove_dir_all(&top).map_err(|e| Error::io(&top, e))?;
+    }
+    std::fs::rename(tmp.path(), &top).map_err(|e| Error::io(&top, e))?;
+    let _ = tmp.keep();
+    Ok(tree)
+}
+
+fn hash_hex(data: &[u8]) -> String {
+    let d = Sha256::digest(data);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The file name a patch is recorded under: its position, its hash, its name.
+fn record_name(i: usize, p: &Patch) -> String {
+    let safe: String =
+        p.name.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
+    format!("{i:04}-{}-{safe}", &hash_hex(&p.text)[..16])
+}
+
+fn applied(tree: &Path) -> Result<Vec<PathBuf>> {
+    let dir = tree.join(APPLIED_DIR);
+    let mut files = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect::<Vec<_>>(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    files.retain(|p| p.file_name().is_some_and(|n| !n.to_string_lossy().starts_with('.')));
+    files.sort();
+    Ok(files)
+}
+
+fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> std::result::Result<(), String> {
+    let mut c = Command::new("patch");
+    c.current_dir(tree).args(["-p1", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
+    if reverse {
+        c.arg("-R");
+    } else {
+        c.arg("-N");
+    }
+    if dry_run {
+        c.arg("--dry-run");
+    }
+    let out = c
+        .output()
+        .map_err(|e| hosttool::spawn_error("patch", "applying the kernel patch series", "patch", e).to_string())?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).take(4).collect();
+    Err(lines.join("; "))
+}
+
+/// Make the tree hold exactly `series` on top of the pristine source.
+/// Returns how many patches were reverted and applied.
+pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usize, usize)> {
+    let record = tree.join(APPLIED_DIR);
+    std::fs::create_dir_all(&record).map_err(|e| Error::io(&record, e))?;
+    let have = applied(tree)?;
+    let want: Vec<String> = series.patches.iter().enumerate().map(|(i, p)| record_name(i, p)).collect();
+    let keep =
+        have.iter().zip(&want).take_while(|(h, w)| h.file_name().is_some_and(|n| n.to_string_lossy() == **w)).count();
+    let mut reverted = 0;
+    for file in have[keep..].iter().rev() {
+        patch(tree, file, true, false).map_err(|why| {
+            Error::file(
+                tree,
+                format!(
+                    "cannot revert {} (applied by an earlier build): {why}; remove this tree to start over",
+                    file.display()
+                ),
+            )
+        })?;
+        std::fs::remove_file(file).map_err(|e| Error::io(file, e))?;
+        reverted += 1;
+    }
+    let mut done = 0;
+    for (i, p) in series.patches.iter().enumerate().skip(keep) {
+        let rec = record.join(&want[i]);
+        fsutil::write_atomic(&rec, &p.text)?;
+        if let Err(why) = patch(tree, &rec, false, true) {
+            let _ = std::fs::remove_file(&rec);
+            return Err(Error::file(&p.path, format!("does not apply to {PACKAGE} {version}: {why}")));
+        }
+        patch(tree, &rec, false, false).map_err(|why| Error::file(&p.path, format!("failed to apply: {why}")))?;
+        done += 1;
+    }
+    Ok((reverted, done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series_of(dir: &Path, patches: &[(&str, &str)]) -> Series {
+        let mut list = String::new();
+        for (n, t) in patches {
+            std::fs::write(dir.join(n), t).unwrap();
+            list.push_str(n);
+            list.push('\n');
+        }
+        std::fs::write(dir.join("series"), list).unwrap();
+        Series::read(dir).unwrap()
+    }
+
+    const P1: &str = "--- a/f.c\n+++ b/f.c\n@@ -1,2 +1,3 @@\n one\n+one and a half\n two\n";
+    const P2: &str = "--- a/f.c\n+++ b/f.c\n@@ -2,2 +2,3 @@\n one and a half\n two\n+three\n";
+    const BAD: &str = "--- a/f.c\n+++ b/f.c\n@@ -1,1 +1,1 @@\n-nothing like this\n+x\n";
+
+    #[test]
+    fn series_switch_reverts_what_differs_and_refuses_a_bad_patch() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        let pdir = t.path().join("p");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&pdir).unwrap();
+        std::fs::write(tree.join("f.c"), "one\ntwo\n").unwrap();
+        let read = || std::fs::read_to_string(tree.join("f.c")).unwrap();
+
+        let s12 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
+        assert_eq!(apply_series(&tree, &s12, "v").unwrap(), (0, 2));
+        assert_eq!(read(), "one\none and a half\ntwo\nthree\n");
+        // The same series again: nothing to do.
+        assert_eq!(apply_series(&tree, &s12, "v").unwrap(), (0, 0));
+        // Only the first: the second is reverted.
+        let s1 = series_of(&pdir, &[("1.patch", P1)]);
+        assert_eq!(apply_series(&tree, &s1, "v").unwrap(), (1, 0));
+        assert_eq!(read(), "one\none and a half\ntwo\n");
+        // Empty series: pristine again.
+        let s0 = series_of(&pdir, &[]);
+        assert_eq!(apply_series(&tree, &s0, "v").unwrap(), (1, 0));
+        assert_eq!(read(), "one\ntwo\n");
+        // A patch that does not apply: named, nothing changed, record consistent.
+        let sb = series_of(&pdir, &[("1.patch", P1), ("bad.patch", BAD)]);
+        let e = apply_series(&tree, &sb, "6.1.1-1").unwrap_err().to_string();
+        assert!(e.contains("bad.patch: does not apply to linux-source-6.1 6.1.1-1"), "{e}");
+        assert_eq!(read(), "one\none and a half\ntwo\n");
+        assert_eq!(apply_series(&tree, &s0, "v").unwrap(), (1, 0));
+        assert_eq!(read(), "one\ntwo\n");
+    }
+}
