@@ -86,7 +86,8 @@ enum Cmd {
         /// lib/modules/<release> of that kernel
         #[arg(long)]
         modules: Option<PathBuf>,
-        /// stock, unsigned, preresolved or folded; repeat to compare (default: stock and preresolved)
+        /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|build|DIR,modules:TRANSFORM,cmdline:ARGS;
+        /// repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved

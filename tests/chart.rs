@@ -262,6 +262,7 @@ fn fixture() -> Run {
                     }
                 })
                 .collect(),
+            ..Variant::named(v)
         })
         .collect();
     Run {

@@ -35,6 +35,8 @@ pub use series::Series;
 
 /// Bumped when the recipe changes in a way that changes the output.
 const RECIPE: &str = "bootlink kernel build 1";
+/// Where the signing key sits in the object tree (CONFIG_MODULE_SIG_KEY).
+const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -161,7 +163,16 @@ pub fn build(opts: &Options) -> Result<Built> {
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
     let env = make::Env { tree: &tree, obj: &obj, ccache_dir: &cache.join("ccache"), base: &kbuild, jobs: opts.jobs };
-    configure(&env, &fragment, &opts.config, &signing.pem, &log)?;
+    // The key goes into the object tree under a fixed name, so the config
+    // (and every object's preprocessed input through autoconf.h) does not
+    // depend on where the cache is: ccache hits across caches and keys.
+    let key_in_obj = obj.join(KEY_IN_OBJ);
+    let key_data = std::fs::read(&signing.pem).map_err(|e| Error::io(&signing.pem, e))?;
+    if std::fs::read(&key_in_obj).ok().as_deref() != Some(key_data.as_slice()) {
+        std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
+        fsutil::write_atomic(&key_in_obj, &key_data)?;
+    }
+    configure(&env, &fragment, &opts.config, &log)?;
     env.run(&["all"], &[], &log, "kernel build")?;
     let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))
         .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
@@ -232,10 +243,10 @@ fn cached(out: &Path) -> Option<Built> {
 /// `.config` in `obj`: tinyconfig, the fragment merged on top, the signing
 /// key, olddefconfig; every fragment line must hold in the result. Done
 /// again only when the fragment differs from the one it was made from.
-fn configure(env: &make::Env, fragment: &Fragment, path: &Path, key_pem: &Path, log: &Path) -> Result<()> {
+fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> Result<()> {
     let dotconfig = env.obj.join(".config");
     let made_from = env.obj.join("bootlink-fragment");
-    let wanted = format!("{fragment:?}\nkey {}", key_pem.display());
+    let wanted = format!("{fragment:?}\nkey {KEY_IN_OBJ}");
     if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == wanted) {
         return Ok(());
     }
@@ -245,7 +256,7 @@ fn configure(env: &make::Env, fragment: &Fragment, path: &Path, key_pem: &Path, 
     for (k, v) in &fragment.values {
         set.insert(k.as_str(), if v == "n" { format!("# {k} is not set") } else { format!("{k}={v}") });
     }
-    set.insert("CONFIG_MODULE_SIG_KEY", format!("CONFIG_MODULE_SIG_KEY=\"{}\"", key_pem.display()));
+    set.insert("CONFIG_MODULE_SIG_KEY", format!("CONFIG_MODULE_SIG_KEY=\"{KEY_IN_OBJ}\""));
     // Replace the lines tinyconfig wrote for these symbols, append the rest.
     let mut out = String::new();
     for line in text.lines() {

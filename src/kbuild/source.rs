@@ -61,9 +61,11 @@ fn is_root() -> bool {
 
 /// The unpacked tree of `version` under `kbuild`, unpacking it if needed
 /// (into a temporary directory renamed into place, so a killed unpack
-/// leaves nothing that looks complete).
+/// leaves nothing that looks complete). The tree's path does not depend on
+/// the version, so ccache (which sees paths relative to `kbuild`) still
+/// hits for the files a new version leaves unchanged.
 pub fn unpacked(kbuild: &Path, version: &str) -> Result<PathBuf> {
-    let top = kbuild.join(format!("{PACKAGE}_{version}"));
+    let top = kbuild.join("src");
     let tree = top.join(PACKAGE);
     if std::fs::read_to_string(tree.join(UNPACKED_MARK)).is_ok_and(|v| v.trim() == version) {
         return Ok(tree);

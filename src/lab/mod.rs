@@ -15,6 +15,7 @@ pub mod initramfs;
 pub mod qemu;
 pub mod scenario;
 pub mod setup;
+pub mod variant;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

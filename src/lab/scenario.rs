@@ -19,52 +19,27 @@ use crate::run::dmesg;
 use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
 
-/// How the modules of a variant are made from the stock ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VariantKind {
-    /// The modules as shipped (signed, for a distribution kernel).
-    Stock,
-    /// The same bytes without the appended signature.
-    Unsigned,
-    /// `bootlink preresolve` against the booted kernel (signature removed).
-    Preresolved,
-    /// Preresolved with `--fold-symbols`: the addresses in the relocations,
-    /// the symbols removed from .symtab.
-    Folded,
-}
+pub use crate::lab::variant::{Transform, VariantSpec};
 
-impl VariantKind {
-    pub fn parse(s: &str) -> Result<VariantKind> {
-        match s {
-            "stock" => Ok(VariantKind::Stock),
-            "unsigned" => Ok(VariantKind::Unsigned),
-            "preresolved" => Ok(VariantKind::Preresolved),
-            "folded" => Ok(VariantKind::Folded),
-            _ => Err(Error::new(format!(
-                "unknown variant {s:?}: use stock, unsigned, preresolved or folded (preresolved with --fold-symbols)"
-            ))),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            VariantKind::Stock => "stock",
-            VariantKind::Unsigned => "unsigned",
-            VariantKind::Preresolved => "preresolved",
-            VariantKind::Folded => "folded",
-        }
-    }
+/// A variant ready to boot: its kernel image and its module files (the
+/// set's modules, found by name in that kernel's tree, in the set's order).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub spec: VariantSpec,
+    /// The image QEMU boots (an uncompressed vmlinux boots through PVH).
+    pub kernel: PathBuf,
+    /// Module name and file, in load order.
+    pub modules: Vec<(String, PathBuf)>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
-    /// The image QEMU boots (an uncompressed vmlinux boots through PVH).
+    /// The run's kernel (variants may boot others).
     pub kernel: PathBuf,
-    /// The image whose exports the preresolver uses (default: `kernel`).
-    pub kernel_exports: Option<PathBuf>,
-    /// Module name and file, in load order.
+    /// The run's module set on the run's kernel: name and file, in load order.
     pub modules: Vec<(String, PathBuf)>,
     pub module_set: String,
-    pub variants: Vec<VariantKind>,
+    pub variants: Vec<Prepared>,
     pub repetitions: usize,
     /// -icount shift=0,sleep=off: guest time follows executed instructions.
     pub deterministic: bool,
@@ -117,47 +92,39 @@ echo "TAINTED $(cat /proc/sys/kernel/tainted)"
     s
 }
 
-/// Make the module files of each variant; returns (variant, name -> file).
-/// `k` is the image the preresolver resolves against (`kernel_exports`).
-fn build_variants(sc: &Scenario, k: &KernelImage, work: &Path) -> Result<Vec<(VariantKind, Vec<(String, PathBuf)>)>> {
-    let mut out = Vec::new();
-    for &v in &sc.variants {
-        let files = match v {
-            VariantKind::Stock => sc.modules.clone(),
-            VariantKind::Unsigned => {
-                let dir = work.join("unsigned");
-                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-                let mut files = Vec::new();
-                for (name, path) in &sc.modules {
-                    let (data, _) = module::load_bytes(path)?;
-                    let (len, _) = module::split_signature(&data).map_err(|e| Error::file(path, e))?;
-                    let dest = dir.join(format!("{name}.ko"));
-                    fsutil::write_atomic_nosync(&dest, &data[..len])?;
-                    files.push((name.clone(), dest));
-                }
-                files
+/// Make the module files of a variant; `k` is the image it boots (the
+/// preresolver resolves against its exports).
+fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let files = match v.spec.transform {
+        Transform::Stock => v.modules.clone(),
+        Transform::Unsigned => {
+            let dir = work.join("unsigned");
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let mut files = Vec::new();
+            for (name, path) in &v.modules {
+                let (data, _) = module::load_bytes(path)?;
+                let (len, _) = module::split_signature(&data).map_err(|e| Error::file(path, e))?;
+                let dest = dir.join(format!("{name}.ko"));
+                fsutil::write_atomic_nosync(&dest, &data[..len])?;
+                files.push((name.clone(), dest));
             }
-            VariantKind::Preresolved | VariantKind::Folded => {
-                let fold = v == VariantKind::Folded;
-                let dir = work.join(v.name());
-                let inputs: Vec<PathBuf> = sc.modules.iter().map(|(_, p)| p.clone()).collect();
-                // The lab boots through PVH with `nokaslr`: the base is not randomized.
-                let opts = preresolve::Options {
-                    output: preresolve::Output::Dir(dir.clone()),
-                    assume_nokaslr: true,
-                    sign: None,
-                    fold,
-                };
-                let report = preresolve::run(k, &inputs, &opts)?;
-                if let Some(e) = report.errors.first() {
-                    return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
-                }
-                sc.modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
+            files
+        }
+        Transform::Preresolved | Transform::Folded => {
+            let fold = v.spec.transform == Transform::Folded;
+            let dir = work.join(v.spec.transform.name());
+            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            // The lab boots through PVH with `nokaslr`: the base is not randomized.
+            let opts =
+                preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None, fold };
+            let report = preresolve::run(k, &inputs, &opts)?;
+            if let Some(e) = report.errors.first() {
+                return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
             }
-        };
-        out.push((v, plain(files, &work.join(format!("{}-plain", v.name())))?));
-    }
-    Ok(out)
+            v.modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
+        }
+    };
+    plain(files, &work.join("plain"))
 }
 
 /// Compressed modules (`.ko.xz` & co.) decompressed on the host, the rest as
@@ -272,27 +239,43 @@ fn qemu_version() -> String {
 pub fn run(sc: &Scenario) -> Result<Run> {
     std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
     let work = crate::lab::TempDir::new("lab")?;
-    let k = KernelImage::open(sc.kernel_exports.as_deref().unwrap_or(&sc.kernel), None)?;
-    let variants = build_variants(sc, &k, work.path())?;
-    let cmdline = format!("{BASE_CMDLINE} {}", sc.extra_cmdline).trim().to_string();
+    let base_cmdline = format!("{BASE_CMDLINE} {}", sc.extra_cmdline).trim().to_string();
+    // Each kernel image is opened once, however many variants boot it.
+    let mut images_open: Vec<(PathBuf, KernelImage)> = Vec::new();
+    let mut variants: Vec<(Variant, Vec<(String, PathBuf)>)> = Vec::new();
+    for (i, v) in sc.variants.iter().enumerate() {
+        if !images_open.iter().any(|(p, _)| *p == v.kernel) {
+            images_open.push((v.kernel.clone(), KernelImage::open(&v.kernel, None)?));
+        }
+        let k = &images_open.iter().find(|(p, _)| *p == v.kernel).expect("opened").1;
+        let dir = work.path().join(format!("v{i}"));
+        let files = variant_files(v, k, &dir)?;
+        let mut meta = Variant::named(&v.spec.name);
+        meta.kernel = v.kernel.clone();
+        meta.kernel_release = k.release.clone().unwrap_or_default();
+        meta.transform = v.spec.transform.name().into();
+        meta.cmdline = format!("{base_cmdline} {}", v.spec.cmdline).trim().to_string();
+        variants.push((meta, files));
+    }
+    let first = &variants[0].0;
     let mut run = Run {
         format: FORMAT_VERSION,
         source: "lab".into(),
-        kernel_release: k.release.clone().unwrap_or_default(),
-        kernel: sc.kernel.clone(),
-        cmdline: cmdline.clone(),
+        kernel_release: first.kernel_release.clone(),
+        kernel: first.kernel.clone(),
+        cmdline: first.cmdline.clone(),
         qemu_version: qemu_version(),
         qemu_command: Vec::new(),
         timing: if sc.deterministic { "deterministic" } else { "realtime" }.into(),
         module_set: sc.module_set.clone(),
-        variants: variants.iter().map(|(v, _)| Variant { name: v.name().into(), repetitions: Vec::new() }).collect(),
+        variants: variants.iter().map(|(v, _)| v.clone()).collect(),
         partial: false,
         tracing_overhead_pct: None,
     };
     // One initramfs per variant (and one untraced, for the overhead).
     let mut images = Vec::new();
-    for (v, files) in &variants {
-        let img = work.path().join(format!("{}.cpio", v.name()));
+    for (i, (_, files)) in variants.iter().enumerate() {
+        let img = work.path().join(format!("v{i}.cpio"));
         initramfs(files, sc.trace, &img)?;
         let sizes = files
             .iter()
@@ -302,10 +285,10 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     }
     let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
     let mut n = 0;
-    let boot = |img: &Path, log: &Path| -> Result<qemu::Boot> {
-        let mut o = QemuOptions::new(&sc.kernel);
+    let boot = |v: &Variant, img: &Path, log: &Path| -> Result<qemu::Boot> {
+        let mut o = QemuOptions::new(&v.kernel);
         o.initrd = Some(img.to_path_buf());
-        o.cmdline = cmdline.clone();
+        o.cmdline = v.cmdline.clone();
         o.timeout = sc.timeout;
         o.memory_mib = sc.memory_mib;
         o.deterministic = sc.deterministic;
@@ -313,11 +296,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         qemu::run(&o)
     };
     for rep in 0..sc.repetitions {
-        for (vi, (v, _)) in variants.iter().enumerate() {
+        for (vi, (v, files)) in variants.iter().enumerate() {
             n += 1;
-            progress::status(&format!("boot {n}/{total}: {} repetition {}", v.name(), rep + 1));
-            let rel = PathBuf::from(format!("logs/{}-{}.log", v.name(), rep));
-            let b = boot(&images[vi].0, &sc.out.join(&rel))?;
+            progress::status(&format!("boot {n}/{total}: {} repetition {}", v.name, rep + 1));
+            let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
+            let b = boot(v, &images[vi].0, &sc.out.join(&rel))?;
             run.qemu_command = b.command.split_whitespace().map(str::to_string).collect();
             let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
             let mut r = parse_boot(&framed, sc.trace, &images[vi].1);
@@ -326,12 +309,12 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             r.log = rel;
             let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
             let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
-            if failed || r.modules.len() != sc.modules.len() {
+            if failed || r.modules.len() != files.len() {
                 r.partial = true;
                 let why = if failed {
                     format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
                 } else {
-                    format!("{} of {} modules measured", r.modules.len(), sc.modules.len())
+                    format!("{} of {} modules measured", r.modules.len(), files.len())
                 };
                 r.failure = Some(format!("{why}\n{}", b.excerpt(40)));
             } else if !not_loaded.is_empty() {
@@ -350,11 +333,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     if sc.measure_overhead && sc.trace {
         // The first variant again, untraced: what does the tracing cost?
         n += 1;
-        progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name()));
+        progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
         let img = work.path().join("untraced.cpio");
         initramfs(&variants[0].1, false, &img)?;
-        let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name()));
-        let b = boot(&img, &rel)?;
+        let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
+        let b = boot(&variants[0].0, &img, &rel)?;
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
         let untraced = parse_boot(&framed, false, &images[0].1).modules_total_us;
         let traced: Vec<f64> = run.variants[0].repetitions.iter().map(|r| r.modules_total_us).collect();

@@ -11,7 +11,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::fetch;
 use crate::kmod::{self as modset, ModTree};
-use crate::lab::scenario::{Scenario, VariantKind};
+use crate::kbuild;
+use crate::lab::scenario::{Prepared, Scenario};
+use crate::lab::variant::{self, KernelChoice, Transform, VariantSpec};
 use crate::run::results::Run;
 
 /// The set `bootlink lab` loads when none is named.
@@ -84,19 +86,53 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     if entries.is_empty() {
         return Err(Error::new("the module set is empty (every requested module is built in?)"));
     }
-    let variants = if req.variants.is_empty() {
-        vec![VariantKind::Stock, VariantKind::Preresolved]
+    let specs = if req.variants.is_empty() {
+        vec![VariantSpec::of(Transform::Stock), VariantSpec::of(Transform::Preresolved)]
     } else {
-        let mut v = Vec::new();
+        let mut v: Vec<VariantSpec> = Vec::new();
         for s in &req.variants {
-            let k = VariantKind::parse(s)?;
-            if v.contains(&k) {
-                return Err(Error::new(format!("variant {s} given twice")));
+            let spec = VariantSpec::parse(s)?;
+            if v.iter().any(|o| o.name == spec.name) {
+                return Err(Error::new(format!("variant {} given twice", spec.name)));
             }
-            v.push(k);
+            v.push(spec);
         }
         v
     };
+    let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
+    let mut variants = Vec::new();
+    for spec in specs {
+        let (image, dir) = match &spec.kernel {
+            KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
+            KernelChoice::Debian => {
+                let f = fetch::fetch(&fetch::Request::Reference)?;
+                (f.vmlinux, f.modules)
+            }
+            KernelChoice::Build => {
+                let b = kbuild::build(&kbuild::Options::defaults())?;
+                (b.vmlinux, b.modules)
+            }
+            KernelChoice::Dir(d) => variant::kernel_dir(d)?,
+        };
+        let modules = if dir == tree_dir {
+            base.clone()
+        } else {
+            // The same set on another kernel: the same modules, by name.
+            if !trees.iter().any(|(d, _)| *d == dir) {
+                trees.push((dir.clone(), ModTree::read(&dir)?));
+            }
+            let other = &trees.iter().find(|(d, _)| *d == dir).expect("read").1;
+            base.iter()
+                .map(|(name, _)| {
+                    other.module(name).map(|e| (name.clone(), e.path.clone())).ok_or_else(|| {
+                        Error::file(&dir, format!("variant {}: module {name} of the set is not in this tree", spec.name))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        variants.push(Prepared { spec, kernel: image, modules });
+    }
     if req.repetitions == 0 {
         return Err(Error::new("--repetitions must be at least 1"));
     }
@@ -113,7 +149,6 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     }
     Ok(Scenario {
         kernel,
-        kernel_exports: None,
         modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
         module_set: set_name,
         variants,
@@ -207,7 +242,14 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     ));
     for v in &run.variants {
         let walls: Vec<String> = v.repetitions.iter().map(|r| format!("{:.1} s", r.boot_wall_s)).collect();
-        o.push_str(&format!("  {:<12} host wall per boot: {}\n", v.name, walls.join(", ")));
+        o.push_str(&format!(
+            "  {:<12} {} modules on {} ({}); host wall per boot: {}\n",
+            v.name,
+            v.transform,
+            v.kernel_release,
+            v.kernel.display(),
+            walls.join(", ")
+        ));
     }
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));

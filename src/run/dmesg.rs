@@ -277,7 +277,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         qemu_command: Vec::new(),
         timing: "realtime".into(),
         module_set: String::new(),
-        variants: vec![Variant { name, repetitions: vec![rep] }],
+        variants: vec![Variant { repetitions: vec![rep], ..Variant::named(&name) }],
         partial: false,
         tracing_overhead_pct: None,
     }

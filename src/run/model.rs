@@ -438,6 +438,7 @@ mod tests {
                         .enumerate()
                         .map(|(i, modules)| Repetition { index: i, modules, ..Default::default() })
                         .collect(),
+                    ..Variant::named(n)
                 })
                 .collect(),
             partial: false,

@@ -84,9 +84,40 @@ pub struct Repetition {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Variant {
-    /// "stock", "unsigned", "preresolved", ...
+    /// "stock", "unsigned", "preresolved", ... or the name a composed
+    /// variant was given (`--variant NAME=kernel:...,modules:...`).
     pub name: String,
     pub repetitions: Vec<Repetition>,
+    /// The image this variant booted (empty in runs older than variants
+    /// with their own kernels: then it is the run's `kernel`).
+    #[serde(default, skip_serializing_if = "is_empty_path")]
+    pub kernel: PathBuf,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_release: String,
+    /// How the modules were made: stock, unsigned, preresolved, folded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub transform: String,
+    /// The whole kernel command line this variant booted with.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cmdline: String,
+}
+
+fn is_empty_path(p: &std::path::Path) -> bool {
+    p.as_os_str().is_empty()
+}
+
+impl Variant {
+    /// A variant with this name and no repetitions yet.
+    pub fn named(name: &str) -> Variant {
+        Variant {
+            name: name.to_string(),
+            repetitions: Vec::new(),
+            kernel: PathBuf::new(),
+            kernel_release: String::new(),
+            transform: String::new(),
+            cmdline: String::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -1,0 +1,223 @@
+//! Lab variants: what one column of a comparison boots. A variant is a
+//! kernel (the run's default, Debian's reference package, the self-built
+//! `bootlink kernel build`, or any build directory), a module transform
+//! (stock, unsigned, preresolved, folded), a loader and extra kernel
+//! command line.
+//!
+//! On the command line (`bootlink lab --variant ...`):
+//!
+//! ```text
+//! stock | unsigned | preresolved | folded          the transform, on the run's kernel
+//! NAME=key:value,key:value...                        a composed variant
+//!     kernel:default | debian | build | DIR          DIR holds vmlinux (or bzImage) and lib/modules/<release>/
+//!     modules:stock | unsigned | preresolved | folded   (default stock)
+//!     loader:insmod                                  busybox insmod, one module after the other (default)
+//!     cmdline:ARGS                                   appended to the kernel command line (no commas)
+//! ```
+//!
+//! e.g. `--variant debian=kernel:debian,modules:unsigned --variant
+//! ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=0`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// How the modules of a variant are made from the kernel's own files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transform {
+    /// The modules as shipped (signed, for a distribution kernel).
+    #[default]
+    Stock,
+    /// The same bytes without the appended signature.
+    Unsigned,
+    /// `bootlink preresolve` against the booted kernel (signature removed).
+    Preresolved,
+    /// Preresolved with `--fold-symbols`: the addresses in the relocations,
+    /// the symbols removed from .symtab.
+    Folded,
+}
+
+impl Transform {
+    pub const ALL: [Transform; 4] = [Transform::Stock, Transform::Unsigned, Transform::Preresolved, Transform::Folded];
+
+    pub fn parse(s: &str) -> Option<Transform> {
+        Transform::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transform::Stock => "stock",
+            Transform::Unsigned => "unsigned",
+            Transform::Preresolved => "preresolved",
+            Transform::Folded => "folded",
+        }
+    }
+}
+
+/// Which kernel a variant boots.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum KernelChoice {
+    /// The run's kernel (`--kernel`, else Debian's reference package).
+    #[default]
+    Default,
+    /// Debian's reference package, fetched.
+    Debian,
+    /// `bootlink kernel build` with the repository's series and config.
+    Build,
+    /// A directory with `vmlinux` (or `bzImage`) and `lib/modules/<release>/`.
+    Dir(PathBuf),
+}
+
+/// How the modules are loaded in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Loader {
+    /// busybox insmod, one module after the other, in dependency order.
+    #[default]
+    Insmod,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantSpec {
+    pub name: String,
+    pub kernel: KernelChoice,
+    pub transform: Transform,
+    pub loader: Loader,
+    /// Appended to the kernel command line.
+    pub cmdline: String,
+}
+
+impl VariantSpec {
+    pub fn of(t: Transform) -> VariantSpec {
+        VariantSpec {
+            name: t.name().into(),
+            kernel: KernelChoice::Default,
+            transform: t,
+            loader: Loader::Insmod,
+            cmdline: String::new(),
+        }
+    }
+
+    /// One `--variant` argument: a transform's name, or `NAME=key:value,...`.
+    pub fn parse(arg: &str) -> Result<VariantSpec> {
+        let transforms = || Transform::ALL.map(|t| t.name()).join(", ");
+        let Some((name, spec)) = arg.split_once('=') else {
+            return Transform::parse(arg).map(VariantSpec::of).ok_or_else(|| {
+                Error::new(format!(
+                    "unknown variant {arg:?}: use {} (preresolved with --fold-symbols), or NAME=kernel:...,modules:...",
+                    transforms()
+                ))
+            });
+        };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
+            return Err(Error::new(format!("variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='")));
+        }
+        let mut v = VariantSpec::of(Transform::Stock);
+        v.name = name.to_string();
+        let mut seen = Vec::new();
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let Some((key, value)) = part.split_once(':') else {
+                return Err(Error::new(format!("variant {name}: {part:?} is not key:value")));
+            };
+            if seen.contains(&key) {
+                return Err(Error::new(format!("variant {name}: {key} given twice")));
+            }
+            seen.push(key);
+            match key {
+                "kernel" => {
+                    v.kernel = match value {
+                        "default" => KernelChoice::Default,
+                        "debian" => KernelChoice::Debian,
+                        "build" => KernelChoice::Build,
+                        "" => return Err(Error::new(format!("variant {name}: kernel: needs a value"))),
+                        dir => KernelChoice::Dir(PathBuf::from(dir)),
+                    }
+                }
+                "modules" => {
+                    v.transform = Transform::parse(value).ok_or_else(|| {
+                        Error::new(format!("variant {name}: modules:{value}: use {}", transforms()))
+                    })?
+                }
+                "loader" => {
+                    v.loader = match value {
+                        "insmod" => Loader::Insmod,
+                        _ => return Err(Error::new(format!("variant {name}: loader:{value}: the lab has insmod"))),
+                    }
+                }
+                "cmdline" => v.cmdline = value.to_string(),
+                _ => {
+                    return Err(Error::new(format!(
+                        "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline)"
+                    )));
+                }
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// A kernel directory: its bootable image and its module tree.
+pub fn kernel_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let image = ["vmlinux", "bzImage"].iter().map(|n| dir.join(n)).find(|p| p.is_file()).ok_or_else(|| {
+        Error::file(dir, "no vmlinux or bzImage in this kernel directory (give a `bootlink kernel build` output)")
+    })?;
+    let lm = dir.join("lib/modules");
+    let mut trees: Vec<PathBuf> = std::fs::read_dir(&lm)
+        .map_err(|e| Error::io(&lm, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    trees.sort();
+    match trees.len() {
+        1 => Ok((image, trees.remove(0))),
+        0 => Err(Error::file(&lm, "no module tree (lib/modules/<release>/) in it")),
+        n => Err(Error::file(&lm, format!("{n} module trees: keep one release per kernel directory"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorthands_and_composed_variants() {
+        assert_eq!(VariantSpec::parse("folded").unwrap(), VariantSpec::of(Transform::Folded));
+        let v = VariantSpec::parse("ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=1 quiet").unwrap();
+        assert_eq!(v.name, "ours");
+        assert_eq!(v.kernel, KernelChoice::Build);
+        assert_eq!(v.transform, Transform::Unsigned);
+        assert_eq!(v.cmdline, "module.sig_enforce=1 quiet");
+        let v = VariantSpec::parse("x=kernel:/k/dir").unwrap();
+        assert_eq!((v.kernel, v.transform), (KernelChoice::Dir("/k/dir".into()), Transform::Stock));
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        for (arg, want) in [
+            ("fast", "unknown variant \"fast\""),
+            ("=kernel:build", "name it"),
+            ("a=kernel", "is not key:value"),
+            ("a=modules:fast", "modules:fast: use stock, unsigned, preresolved, folded"),
+            ("a=kernel:build,kernel:debian", "kernel given twice"),
+            ("a=colour:red", "unknown key \"colour\""),
+            ("a=loader:modprobe", "loader:modprobe"),
+            ("a=kernel:", "needs a value"),
+        ] {
+            let e = VariantSpec::parse(arg).unwrap_err().to_string();
+            assert!(e.contains(want), "{arg}: {e}");
+        }
+    }
+
+    #[test]
+    fn kernel_dirs_need_an_image_and_one_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let e = kernel_dir(t.path()).unwrap_err().to_string();
+        assert!(e.contains("no vmlinux or bzImage"), "{e}");
+        std::fs::write(t.path().join("vmlinux"), b"x").unwrap();
+        assert!(kernel_dir(t.path()).unwrap_err().to_string().contains("lib/modules"));
+        std::fs::create_dir_all(t.path().join("lib/modules/6.1.0-x")).unwrap();
+        let (img, tree) = kernel_dir(t.path()).unwrap();
+        assert_eq!((img, tree), (t.path().join("vmlinux"), t.path().join("lib/modules/6.1.0-x")));
+        std::fs::create_dir_all(t.path().join("lib/modules/6.1.0-y")).unwrap();
+        assert!(kernel_dir(t.path()).unwrap_err().to_string().contains("2 module trees"));
+    }
+}
