@@ -244,6 +244,7 @@ fn fixture() -> Run {
                                 lookups: None,
                                 size: b.sizes[&(v.to_string(), m.to_string())],
                                 status,
+                                finalize_steps: Vec::new(),
                             }
                         })
                         .collect();

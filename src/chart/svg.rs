@@ -28,6 +28,13 @@ pub fn phase_color(phase: &str) -> &'static str {
         "finalize" => "#6a5acd",
         "init" => "#e3c02c",
         OTHER => "#c5cbd3",
+        // finalize's links: shades of finalize's colour
+        p if p.starts_with("finalize: ") => {
+            const SHADES: [&str; 8] = ["#3f3096", "#5a4bb8", "#6a5acd", "#7d6fd6", "#9083de", "#a398e6", "#b6adee", "#c9c2f5"];
+            let step = &p["finalize: ".len()..];
+            let i = crate::run::results::FINALIZE_STEPS.iter().position(|s| *s == step).unwrap_or(0);
+            SHADES[i % SHADES.len()]
+        }
         _ => {
             const EXTRA: [&str; 5] = ["#8c564b", "#17becf", "#bcbd22", "#7f7f7f", "#393b79"];
             let h = phase.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));

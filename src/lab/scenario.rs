@@ -194,6 +194,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
                         lookups: None,
                         size: 0,
                         status: rc.parse().unwrap_or(-1),
+                        finalize_steps: Vec::new(),
                     });
                 }
             }

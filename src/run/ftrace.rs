@@ -32,7 +32,128 @@ pub const TRACED: &[&str] = &[
     "resolve_symbol",
     "apply_relocate_add",
     "do_init_module",
+    // finalize's landmarks
+    "add_kallsyms",
+    "module_finalize",
+    "unwind_module_init",
+    "module_enable_ro",
+    "module_enable_x",
+    "klp_module_coming",
+    "blocking_notifier_call_chain_robust",
+    "jump_label_module_notify",
+    "tracepoint_module_notify",
+    "srcu_module_notify",
+    "static_call_module_notify",
+    "kprobes_module_callback",
+    "btf_module_notify",
+    "parse_args",
+    "mod_sysfs_setup",
 ];
+
+/// The functions around finalize that Debian's 6.1 kernel lets ftrace see
+/// (ftrace_module_init/enable, the trace notifiers, bpf_event_notify and
+/// ddebug_add_module are notrace): the links between them are timed as gaps.
+const FINALIZE_LANDMARKS: &[&str] = &[
+    "add_kallsyms",
+    "module_finalize",
+    "unwind_module_init",
+    "module_enable_ro",
+    "module_enable_x",
+    "klp_module_coming",
+    "blocking_notifier_call_chain_robust",
+    "jump_label_module_notify",
+    "tracepoint_module_notify",
+    "srcu_module_notify",
+    "static_call_module_notify",
+    "kprobes_module_callback",
+    "btf_module_notify",
+    "parse_args",
+    "mod_sysfs_setup",
+];
+
+/// Cut finalize [start, end) into [`FINALIZE_STEPS`] from its landmarks:
+/// - kallsyms: add_kallsyms; ORC sort: unwind_module_init; alternatives:
+///   the rest of module_finalize;
+/// - memory protection: module_enable_ro's entry to module_enable_x's exit;
+/// - ftrace weak-fn check: from module_enable_x's exit to the next landmark
+///   (klp_module_coming or the COMING notifier chain): ftrace_module_enable
+///   runs there and nothing else does;
+/// - in the notifier chain (blocking_notifier_call_chain_robust), the
+///   notifiers run by priority: trace_events' (priority 1, after
+///   jump_label's) adds the event files, trace.c's (priority 0, registered
+///   after btf's and before tracepoint's) updates the eval maps. Both are
+///   notrace, so "trace event files" is the gap after jump_label_module_notify
+///   and "trace eval maps" the gap before tracepoint_module_notify;
+/// - rest: what is left, so the steps add up to finalize exactly.
+fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Phase> {
+    if marks.is_empty() || end <= start {
+        return Vec::new();
+    }
+    let inside: Vec<&(String, f64, f64)> = marks.iter().filter(|m| m.1 >= start && m.1 <= end).collect();
+    let find = |n: &str| inside.iter().find(|m| m.0 == n).map(|m| (m.1, m.2.min(end)));
+    let mut steps: Vec<(&str, f64, f64)> = Vec::new();
+    if let Some((a, b)) = find("add_kallsyms") {
+        steps.push(("kallsyms", a, b));
+    }
+    let orc = find("unwind_module_init");
+    if let Some((a, b)) = find("module_finalize") {
+        let orc_us = orc.map(|(x, y)| y - x).unwrap_or(0.0);
+        // Start at module_finalize, as long as it minus the sort.
+        steps.push(("alternatives", a, (b - orc_us).max(a)));
+    }
+    if let Some((a, b)) = orc {
+        steps.push(("ORC sort", a, b));
+    }
+    let x_end = find("module_enable_x").map(|(_, b)| b);
+    if let (Some((a, _)), Some(b)) = (find("module_enable_ro"), x_end) {
+        steps.push(("memory protection", a, b));
+    }
+    let chain = find("blocking_notifier_call_chain_robust");
+    if let Some(a) = x_end {
+        let next = inside.iter().filter(|m| m.1 >= a && m.0 != "module_enable_x").map(|m| m.1).fold(f64::INFINITY, f64::min);
+        if next.is_finite() {
+            steps.push(("ftrace weak-fn check", a, next));
+        }
+    }
+    if let Some((c0, c1)) = chain {
+        // The traced notifiers inside the chain, in order.
+        let notifier = |n: &str| n.ends_with("_notify") || n == "kprobes_module_callback";
+        let mut calls: Vec<&&(String, f64, f64)> =
+            inside.iter().filter(|m| m.1 >= c0 && m.1 <= c1 && notifier(&m.0)).collect();
+        calls.sort_by(|x, y| x.1.total_cmp(&y.1));
+        let next_after = |t: f64| calls.iter().map(|m| m.1).find(|&s| s >= t).unwrap_or(c1);
+        if let Some(j) = calls.iter().find(|m| m.0 == "jump_label_module_notify") {
+            let a = j.2;
+            steps.push(("trace event files", a, next_after(a)));
+        }
+        if let Some(i) = calls.iter().position(|m| m.0 == "tracepoint_module_notify") {
+            let b = calls[i].1;
+            let a = if i > 0 { calls[i - 1].2 } else { c0 };
+            // Not the same gap as the event files (a chain without the
+            // notifiers in between).
+            if !steps.iter().any(|s| s.0 == "trace event files" && s.1 == a) {
+                steps.push(("trace eval maps", a, b));
+            }
+        }
+    }
+    let total = end - start;
+    let mut out: Vec<Phase> = Vec::new();
+    for name in crate::run::results::FINALIZE_STEPS {
+        if let Some(&(_, a, b)) = steps.iter().find(|s| s.0 == *name) {
+            out.push(Phase { name: name.to_string(), start_us: a, duration_us: (b - a).max(0.0) });
+        }
+    }
+    let used: f64 = out.iter().map(|p| p.duration_us).sum();
+    if used > total {
+        // Rounding of printed times: scale down so the steps never exceed finalize.
+        for p in &mut out {
+            p.duration_us *= total / used;
+        }
+    }
+    let used: f64 = out.iter().map(|p| p.duration_us).sum();
+    out.push(Phase { name: "rest".into(), start_us: start, duration_us: (total - used).max(0.0) });
+    out
+}
 
 /// The marker the init script writes to trace_marker before each insmod.
 pub const MARKER: &str = "bootlink begin ";
@@ -95,6 +216,8 @@ struct Acc {
     rel_first: Option<f64>,
     rel_last: Option<f64>,
     init: Option<(f64, f64)>,
+    /// Finalize's landmark calls inside load_module: name, entry, exit.
+    marks: Vec<(String, f64, f64)>,
 }
 
 impl Acc {
@@ -129,6 +252,7 @@ impl Acc {
             None => sym.map(|(_, b)| b).unwrap_or(layout_end),
         };
         push("finalize", fin_start, init_start);
+        let finalize_steps = finalize_steps(&self.marks, fin_start, init_start);
         if let Some((a, b)) = self.init {
             // A leaf's printed time is its ring-buffer entry event, a few µs
             // after the call itself, so entry + duration can land past
@@ -143,6 +267,7 @@ impl Acc {
             lookups: Some(self.lookups),
             size: 0,
             status: 0,
+            finalize_steps,
         })
     }
 }
@@ -207,6 +332,11 @@ fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
             a.rel_last = Some(t1);
         }
         "do_init_module" => a.init = Some((t0, t1)),
+        // Finalize's landmarks count only inside load_module, before init
+        // (do_init_module runs the same notifiers again for MODULE_STATE_LIVE).
+        f if FINALIZE_LANDMARKS.contains(&f) && a.init.is_none() && a.load.is_none() => {
+            a.marks.push((f.to_string(), t0, t1))
+        }
         _ => {}
     }
 }
@@ -299,6 +429,70 @@ mod tests {
         let read = m.phases.iter().find(|p| p.name == "read").unwrap();
         assert!((read.duration_us - 300.0).abs() < 1e-3, "{}", read.duration_us);
         assert!((m.total_us - 1000.0).abs() < 1e-3, "{}", m.total_us);
+    }
+
+    // Real lines: xfs on Debian 6.1 under TCG (-icount), the finalize
+    // landmarks traced (resolve_symbol and apply_relocate_add lines cut).
+    const XFS: &str = "    3.592947 |   0)               |  /* bootlink begin xfs */
+    3.593348 |   0)               |  kernel_read_file_from_fd() {
+    3.593349 |   0) * 10059.83 us |    kernel_read_file();
+    3.603409 |   0) * 10061.23 us |  }
+    3.603410 |   0)               |  load_module() {
+    3.603411 |   0)   0.735 us    |    module_sig_check();
+    3.611725 |   0)   1.952 us    |    resolve_symbol();
+    3.618000 |   0)   7.000 us    |    apply_relocate_add();
+    3.618707 |   0) # 1393.705 us |    add_kallsyms();
+    3.620101 |   0)               |    module_finalize() {
+    3.622317 |   0) * 37760.38 us |      unwind_module_init();
+    3.660078 |   0) * 39976.58 us |    }
+    3.662566 |   0) ! 302.014 us  |    module_enable_ro();
+    3.663006 |   0) + 71.321 us   |    module_enable_x();
+    4.198822 |   0)   0.769 us    |    klp_module_coming();
+    4.198824 |   0)               |    blocking_notifier_call_chain_robust() {
+    4.198824 |   0) ! 502.055 us  |      jump_label_module_notify();
+    4.225060 |   0) # 5992.977 us |      static_call_module_notify();
+    4.231053 |   0)   0.718 us    |      kprobes_module_callback();
+    4.231055 |   0) # 4749.759 us |      btf_module_notify();
+    4.432367 |   0)   0.996 us    |      tracepoint_module_notify();
+    4.432369 |   0)   0.687 us    |      srcu_module_notify();
+    4.432370 |   0) @ 233546.9 us |    }
+    4.432371 |   0)   0.713 us    |    parse_args();
+    4.432372 |   0) ! 108.296 us  |    mod_sysfs_setup();
+    4.432811 |   0)               |    do_init_module() {
+    4.434698 |   0)   0.962 us    |      jump_label_module_notify();
+    4.434703 |   0)   0.729 us    |      btf_module_notify();
+    4.434704 |   0)   0.681 us    |      tracepoint_module_notify();
+    4.438144 |   0) ! 254.125 us  |      module_enable_ro();
+    4.438401 |   0) # 5589.860 us |    }
+    4.438401 |   0) @ 834991.2 us |  }
+";
+
+    #[test]
+    fn finalize_splits_into_its_links_and_adds_up() {
+        let m = &parse(XFS)[0];
+        let fin = m.phases.iter().find(|p| p.name == "finalize").unwrap().duration_us;
+        let sum: f64 = m.finalize_steps.iter().map(|p| p.duration_us).sum();
+        assert!((sum - fin).abs() < 1e-6, "{sum} != {fin}");
+        let step = |n: &str| m.finalize_steps.iter().find(|p| p.name == n).map(|p| p.duration_us).unwrap();
+        let close = |n: &str, want: f64| assert!((step(n) - want).abs() < 1.0, "{n}: {} vs {want}", step(n));
+        close("kallsyms", 1393.705);
+        close("ORC sort", 37760.38);
+        close("alternatives", 39976.58 - 37760.38);
+        close("memory protection", (3.663006 - 3.662566) * 1e6 + 302.014 + 71.321 - 302.014);
+        // module_enable_x's exit to klp_module_coming: ftrace_module_enable.
+        close("ftrace weak-fn check", (4.198822 - 3.663006) * 1e6 - 71.321);
+        // jump_label's exit to static_call's entry.
+        close("trace event files", (4.225060 - 4.198824) * 1e6 - 502.055);
+        // btf's exit to tracepoint's entry.
+        close("trace eval maps", (4.432367 - 4.231055) * 1e6 - 4749.759);
+        // The rest: ftrace_module_init and the bug table (2.2 ms between
+        // module_finalize and module_enable_ro), static_call 6.0 ms, btf
+        // 4.7 ms, sysfs, parameters and the small gaps: 14.9 ms.
+        assert!((step("rest") - 14_881.1).abs() < 1.0, "{}", step("rest"));
+        let names: Vec<&str> = m.finalize_steps.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, crate::run::results::FINALIZE_STEPS);
+        // The same notifiers in do_init_module (MODULE_STATE_LIVE) are not finalize's.
+        assert!(m.finalize_steps.iter().all(|p| p.start_us < 4.432811e6));
     }
 
     #[test]

@@ -107,6 +107,27 @@ pub fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
     m.phases.iter().filter(|p| p.name == phase).map(|p| p.duration_us).sum()
 }
 
+/// The time of one of finalize's links ([`crate::run::results::FINALIZE_STEPS`]) in one load.
+pub fn step_time(m: &ModuleLoad, step: &str) -> f64 {
+    m.finalize_steps.iter().filter(|p| p.name == step).map(|p| p.duration_us).sum()
+}
+
+/// The finalize links any load of `variants` has, in kernel order.
+pub fn step_order<'a>(variants: impl IntoIterator<Item = &'a Variant>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    for v in variants {
+        for m in v.repetitions.iter().flat_map(|r| &r.modules) {
+            seen.extend(m.finalize_steps.iter().map(|p| p.name.as_str()));
+        }
+    }
+    crate::run::results::FINALIZE_STEPS.iter().filter(|s| seen.contains(*s)).map(|s| s.to_string()).collect()
+}
+
+/// A link's name: "finalize: ORC sort" for a finalize step.
+pub fn step_link(step: &str) -> String {
+    format!("finalize: {step}")
+}
+
 pub fn loaded(rep: &Repetition) -> impl Iterator<Item = &ModuleLoad> {
     rep.modules.iter().filter(|m| m.status == 0)
 }
@@ -118,6 +139,10 @@ pub struct ModuleMean {
     pub total: Stat,
     /// Mean per phase, in the order of [`phase_order`].
     pub phases: Vec<(String, f64)>,
+    /// The same with finalize cut into its links where they were traced
+    /// (the longest links rank these), in the same order for every module
+    /// of a series.
+    pub links: Vec<(String, f64)>,
     pub lookups: Option<f64>,
     pub size: u64,
     /// Mean start (for ordering).
@@ -137,9 +162,19 @@ pub fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
             by[i].1.push(m);
         }
     }
+    let steps = step_order([s.variant]);
     let mut out: Vec<ModuleMean> = by
         .into_iter()
         .map(|(name, loads)| {
+            let mean = |f: &dyn Fn(&ModuleLoad) -> f64| loads.iter().map(|m| f(m)).sum::<f64>() / loads.len() as f64;
+            let mut links = Vec::new();
+            for p in phases {
+                if p == "finalize" && !steps.is_empty() {
+                    links.extend(steps.iter().map(|st| (step_link(st), mean(&|m| step_time(m, st)))));
+                } else {
+                    links.push((p.clone(), mean(&|m| phase_time(m, p))));
+                }
+            }
             let n = loads.len() as f64;
             let totals: Vec<f64> = loads.iter().map(|m| m.total_us).collect();
             let lookups: Vec<f64> = loads.iter().filter_map(|m| m.lookups).map(|l| l as f64).collect();
@@ -150,6 +185,7 @@ pub fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
                     .iter()
                     .map(|p| (p.clone(), loads.iter().map(|m| phase_time(m, p)).sum::<f64>() / n))
                     .collect(),
+                links,
                 lookups: (!lookups.is_empty()).then(|| lookups.iter().sum::<f64>() / lookups.len() as f64),
                 size: loads[0].size,
                 start_us: loads.iter().map(|m| m.start_us).sum::<f64>() / n,
@@ -256,8 +292,16 @@ pub fn summary(runs: &[Run]) -> Summary {
     let phases = phase_order(runs);
     let has_modules = |r: &Repetition| r.modules.iter().any(|m| m.status == 0);
     let mut rows = Vec::new();
+    let steps = step_order(series.iter().map(|s| s.variant));
     for p in &phases {
         rows.push(row(p, "us", &series, |r| has_modules(r).then(|| loaded(r).map(|m| phase_time(m, p)).sum())));
+        if p == "finalize" {
+            for st in &steps {
+                rows.push(row(&format!("  {st}"), "us", &series, |r| {
+                    has_modules(r).then(|| loaded(r).map(|m| step_time(m, st)).sum())
+                }));
+            }
+        }
     }
     let any_modules = series.iter().any(|s| s.variant.repetitions.iter().any(has_modules));
     if any_modules {
@@ -337,18 +381,18 @@ pub struct Link {
     pub share_pct: f64,
 }
 
-/// The module set's time per phase (mean per repetition), largest first,
-/// with the module that spends most in each.
+/// The module set's time per phase (mean per repetition; finalize by its
+/// links where traced), largest first, with the module that spends most in each.
 pub fn links_by_phase(means: &[ModuleMean]) -> Vec<Link> {
     let total: f64 = means.iter().map(|m| m.total.mean).sum();
     let Some(first) = means.first() else { return Vec::new() };
-    let mut out: Vec<Link> = (0..first.phases.len())
+    let mut out: Vec<Link> = (0..first.links.len())
         .map(|k| {
-            let us: f64 = means.iter().map(|m| m.phases[k].1).sum();
-            let top = means.iter().max_by(|a, b| a.phases[k].1.total_cmp(&b.phases[k].1)).expect("non-empty");
+            let us: f64 = means.iter().map(|m| m.links[k].1).sum();
+            let top = means.iter().max_by(|a, b| a.links[k].1.total_cmp(&b.links[k].1)).expect("non-empty");
             Link {
-                what: first.phases[k].0.clone(),
-                detail: if top.phases[k].1 > 0.0 { top.name.clone() } else { String::new() },
+                what: first.links[k].0.clone(),
+                detail: if top.links[k].1 > 0.0 { top.name.clone() } else { String::new() },
                 us,
                 share_pct: if total > 0.0 { us / total * 100.0 } else { 0.0 },
             }
@@ -365,7 +409,7 @@ pub fn links_by_module_phase(means: &[ModuleMean], n: usize) -> Vec<Link> {
     let mut out: Vec<Link> = means
         .iter()
         .flat_map(|m| {
-            m.phases.iter().filter(|p| p.1 > 0.0).map(move |(p, us)| Link {
+            m.links.iter().filter(|p| p.1 > 0.0).map(move |(p, us)| Link {
                 what: m.name.clone(),
                 detail: p.clone(),
                 us: *us,
@@ -402,6 +446,7 @@ mod tests {
     fn load(name: &str, total: f64, phases: &[(&str, f64)]) -> ModuleLoad {
         let mut t = 0.0;
         ModuleLoad {
+            finalize_steps: Vec::new(),
             name: name.into(),
             start_us: 0.0,
             total_us: total,
