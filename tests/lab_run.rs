@@ -212,6 +212,59 @@ fn folded_modules_load_faster_than_unsigned_ones() {
     assert!(f("folded") < f("preresolved"), "folding removes the SHN_ABS scan cost in finalize");
 }
 
+/// Finalize cut into its links: on every module they add up to its
+/// finalize phase, and over the set they show what ../shared/MEASURED.md
+/// found (the ftrace weak-function check the largest, xfs's eval maps and
+/// ORC sort next).
+#[test]
+fn finalize_splits_into_links_that_add_up() {
+    let l = lab();
+    let reps = variant(&l.run, "unsigned");
+    let r = &reps[0];
+    let mut by_step: Vec<(String, f64)> = Vec::new();
+    for m in &r.modules {
+        let fin = m.phases.iter().find(|p| p.name == "finalize").map(|p| p.duration_us).unwrap_or(0.0);
+        assert!(!m.finalize_steps.is_empty(), "{}: no finalize steps", m.name);
+        let sum: f64 = m.finalize_steps.iter().map(|p| p.duration_us).sum();
+        assert!((sum - fin).abs() < 0.01, "{}: steps add up to {sum} us, finalize is {fin} us", m.name);
+        for p in &m.finalize_steps {
+            match by_step.iter_mut().find(|(n, _)| *n == p.name) {
+                Some(e) => e.1 += p.duration_us,
+                None => by_step.push((p.name.clone(), p.duration_us)),
+            }
+        }
+    }
+    let fin = phase_sum(r, "finalize");
+    for (n, us) in &by_step {
+        println!("{n:<22} {:>9.1} ms  {:5.1} % of finalize", us / 1e3, us / fin * 100.0);
+    }
+    let step = |m: &str, st: &str| {
+        r.modules.iter().find(|x| x.name == m).unwrap().finalize_steps.iter().find(|p| p.name == st).map(|p| p.duration_us).unwrap_or(0.0)
+    };
+    for m in ["xfs", "btrfs", "ext4", "sunrpc"] {
+        let f = r.modules.iter().find(|x| x.name == m).map(|x| phase_sum(&Repetition { modules: vec![x.clone()], ..Default::default() }, "finalize"));
+        if let Some(f) = f {
+            println!(
+                "{m:<8} finalize {:7.1} ms: weak-fn {:6.1}, eval maps {:6.1}, ORC {:5.1}, event files {:5.1} ms",
+                f / 1e3,
+                step(m, "ftrace weak-fn check") / 1e3,
+                step(m, "trace eval maps") / 1e3,
+                step(m, "ORC sort") / 1e3,
+                step(m, "trace event files") / 1e3
+            );
+        }
+    }
+    let largest = by_step.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(largest.0, "ftrace weak-fn check", "{by_step:?}");
+    let xfs_fin = step("xfs", "ftrace weak-fn check") + step("xfs", "trace eval maps") + step("xfs", "ORC sort");
+    assert!(step("xfs", "ftrace weak-fn check") > 0.5 * xfs_fin, "xfs: the weak-fn check is most of its finalize");
+    // The chart's longest links name them.
+    let o = common::run(&[&"chart", &l.dir, &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("chart --json");
+    let rows: Vec<&str> = v["rows"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert!(rows.contains(&"  ftrace weak-fn check") && rows.contains(&"  trace eval maps"), "{rows:?}");
+}
+
 #[test]
 fn tracing_overhead_is_measured_and_small() {
     let l = lab();
@@ -257,6 +310,12 @@ fn bad_requests_are_refused() {
         "variant stock given twice",
     );
     lab_fails(&[&"lab", &"crc16", &"--set", &SET, &"-o", &d.join("h")], "either --set or module names");
+    lab_fails(&[&"lab", &"crc16", &"--variant", &"x=modules:fast", &"-o", &d.join("i")], "modules:fast: use stock");
+    lab_fails(&[&"lab", &"crc16", &"--variant", &"x=colour:red", &"-o", &d.join("j")], "unknown key \"colour\"");
+    lab_fails(
+        &[&"lab", &"crc16", &"--variant", &"x=kernel:/nonexistent-kernel-dir", &"-o", &d.join("k")],
+        "/nonexistent-kernel-dir: no vmlinux or bzImage",
+    );
     std::fs::create_dir_all(d.join("f")).unwrap();
     std::fs::write(d.join("f/run.json"), "{}").unwrap();
     lab_fails(&[&"lab", &"crc16", &"-o", &d.join("f")], "already holds a run");
