@@ -7,10 +7,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::kernel::{Kaslr, KernelImage};
+use crate::kernel::KernelImage;
 use crate::module::Module;
 use crate::table::{percent, thousands, Table};
 use crate::tree;
+
+pub use crate::kernel::KernelSummary;
+pub use crate::tree::FileError;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ModuleRow {
@@ -33,18 +36,6 @@ pub struct ModuleRow {
     pub unresolved_names: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct KernelSummary {
-    pub path: PathBuf,
-    pub source: String,
-    pub release: Option<String>,
-    pub vermagic: Option<String>,
-    pub machine: &'static str,
-    pub exports: usize,
-    pub gpl_exports: usize,
-    pub kaslr: Kaslr,
-}
-
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     pub modules: usize,
@@ -60,32 +51,11 @@ pub struct Totals {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct FileError {
-    pub path: PathBuf,
-    pub error: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub kernel: KernelSummary,
     pub totals: Totals,
     pub modules: Vec<ModuleRow>,
     pub errors: Vec<FileError>,
-}
-
-impl KernelSummary {
-    pub fn of(k: &KernelImage) -> KernelSummary {
-        KernelSummary {
-            path: k.path.clone(),
-            source: k.source.describe(),
-            release: k.release.clone(),
-            vermagic: k.vermagic.clone(),
-            machine: k.machine,
-            exports: k.exports.len(),
-            gpl_exports: k.gpl_exports(),
-            kaslr: k.kaslr.clone(),
-        }
-    }
 }
 
 /// Read the kernel and the modules (in parallel with each other) and analyse.

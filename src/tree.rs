@@ -58,3 +58,11 @@ pub fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
         })
         .collect()
 }
+
+/// One file of a batch that could not be processed, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileError {
+    pub path: PathBuf,
+    pub error: String,
+}
+

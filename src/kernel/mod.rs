@@ -279,3 +279,32 @@ pub fn find_vermagic(rodata: &[u8], release: &str) -> Option<String> {
     }
     None
 }
+
+/// What a report says of the kernel it read.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelSummary {
+    pub path: PathBuf,
+    pub source: String,
+    pub release: Option<String>,
+    pub vermagic: Option<String>,
+    pub machine: &'static str,
+    pub exports: usize,
+    pub gpl_exports: usize,
+    pub kaslr: Kaslr,
+}
+
+impl KernelSummary {
+    pub fn of(k: &KernelImage) -> KernelSummary {
+        KernelSummary {
+            path: k.path.clone(),
+            source: k.source.describe(),
+            release: k.release.clone(),
+            vermagic: k.vermagic.clone(),
+            machine: k.machine,
+            exports: k.exports.len(),
+            gpl_exports: k.gpl_exports(),
+            kaslr: k.kaslr.clone(),
+        }
+    }
+}
+

@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn unreadable_modules_are_errors_only_when_needed() {
         let f = crate::fetch::fetch(&crate::fetch::Request::Reference).expect("fetch the reference kernel");
-        let tmp = crate::lab::TempDir::new("modset-test").unwrap();
+        let tmp = tempfile::tempdir().unwrap();
         let fat = tmp.path().join("kernel/fs/fat");
         std::fs::create_dir_all(&fat).unwrap();
         for m in ["fat.ko", "vfat.ko"] {
