@@ -290,7 +290,7 @@ fn count(hay: &str, needle: &str) -> usize {
 fn chromium(args: &[&str], url: &Path, profile: &Path) -> Option<(String, String)> {
     let bin = Path::new("/usr/bin/chromium");
     if !bin.exists() {
-        println!("SKIP: /usr/bin/chromium is absent (Debian package chromium)");
+        common::skip("chart in chromium", "/usr/bin/chromium is absent (Debian package chromium)");
         return None;
     }
     let mut c = Command::new("timeout");

@@ -48,7 +48,7 @@ fn crcs_gpl_flags_and_namespaces_equal_debians_module_symvers() {
     let k = kernel();
     let symvers = std::path::PathBuf::from(format!("/usr/src/linux-headers-{}/Module.symvers", k.release));
     if !symvers.is_file() {
-        println!("SKIP: {} absent (make test installs linux-headers-{})", symvers.display(), k.release);
+        common::skip("Module.symvers", &format!("{} absent (make test installs linux-headers-{})", symvers.display(), k.release));
         return;
     }
     let text = std::fs::read_to_string(&symvers).unwrap();

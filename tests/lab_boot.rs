@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+mod common;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -159,7 +161,7 @@ fn system_map_fallback_matches_vmlinuz_exports() {
     let release = &booted().fetched.release;
     let symvers = Path::new("/usr/src").join(format!("linux-headers-{release}")).join("Module.symvers");
     if !symvers.is_file() {
-        println!("note: {} is absent (package linux-headers-{release}): System.map check skipped", symvers.display());
+        common::skip("System.map check", &format!("{} is absent (package linux-headers-{release})", symvers.display()));
         return;
     }
     let b = booted();

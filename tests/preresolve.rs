@@ -69,7 +69,7 @@ fn absolute(path: &Path) -> HashMap<String, u64> {
 #[test]
 fn each_build_time_check_keeps_the_symbol_undefined() {
     if !kernel().reference {
-        println!("SKIP: tests/modules are built against {REFERENCE_RELEASE} headers, the reference kernel is not available");
+        common::skip("test modules", &format!("tests/modules are built against {REFERENCE_RELEASE} headers, the reference kernel is not available"));
         return;
     }
     let built = test_modules();
@@ -107,7 +107,7 @@ fn each_build_time_check_keeps_the_symbol_undefined() {
 #[test]
 fn a_forged_versions_crc_keeps_the_symbol_undefined() {
     if !kernel().reference {
-        println!("SKIP: needs the reference kernel's headers");
+        common::skip("test modules", "needs the reference kernel's headers");
         return;
     }
     let built = test_modules();
@@ -135,7 +135,7 @@ fn a_forged_versions_crc_keeps_the_symbol_undefined() {
 #[test]
 fn a_module_of_another_release_is_refused() {
     let Some((kdir, rel)) = other_headers() else {
-        println!("SKIP: no kernel headers of another release in /usr/src (make test installs them)");
+        common::skip("other release", "no kernel headers of another release in /usr/src (make test installs them)");
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
@@ -326,7 +326,7 @@ fn unwritable_output_and_a_full_disk_leave_nothing_half_written() {
     std::fs::create_dir_all(&mnt).unwrap();
     let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8M", "tmpfs"]).arg(&mnt).status().map(|s| s.success()).unwrap_or(false);
     if !mounted {
-        println!("SKIP: cannot mount a tmpfs here (not root?): disk-full case not run");
+        common::skip("disk full", "cannot mount a tmpfs here (not root?)");
         std::fs::remove_dir_all(&dir).unwrap();
         return;
     }

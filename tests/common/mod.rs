@@ -87,3 +87,101 @@ pub fn printed_durations(log: &str) -> Vec<(String, u64)> {
     }
     out
 }
+
+/// A test that cannot run here says why and is counted: the line goes to
+/// stdout and to the file `$BOOTLINK_SKIP_LOG` (scripts/run-tests counts
+/// those lines per tier). When `CI` is set a skip is a failure: CI installs
+/// everything the tests need, so a missing prerequisite there is a bug.
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("SKIP: {test}: {reason}");
+    println!("{line}");
+    if let Some(log) = std::env::var_os("BOOTLINK_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{line} (a skip fails under CI)");
+    }
+}
+
+/// A bootlink command whose failure report holds everything needed to see
+/// why: the command line, its working directory, exit status, stdout,
+/// stderr and the files of the directories it was pointed at.
+pub struct TestCommand {
+    cmd: Command,
+    cwd: PathBuf,
+    dirs: Vec<PathBuf>,
+}
+
+impl TestCommand {
+    pub fn new(args: &[&dyn AsRef<std::ffi::OsStr>]) -> TestCommand {
+        let mut cmd = Command::new(bin());
+        for a in args {
+            cmd.arg(a);
+        }
+        cmd.env("BOOTLINK_QUIET", "1");
+        TestCommand { cmd, cwd: std::env::current_dir().unwrap(), dirs: Vec::new() }
+    }
+
+    /// Run in `dir`.
+    pub fn current_dir(mut self, dir: &Path) -> TestCommand {
+        self.cmd.current_dir(dir);
+        self.cwd = dir.to_path_buf();
+        self
+    }
+
+    /// List this directory's files in a failure report.
+    pub fn show_dir(mut self, dir: &Path) -> TestCommand {
+        self.dirs.push(dir.to_path_buf());
+        self
+    }
+
+    fn report(&self, o: &Output, what: &str) -> String {
+        let mut s = format!(
+            "{what}\ncommand: {:?}\ncwd: {}\nstatus: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.cmd,
+            self.cwd.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for d in &self.dirs {
+            s.push_str(&format!("--- files under {}\n", d.display()));
+            let mut stack = vec![d.clone()];
+            while let Some(p) = stack.pop() {
+                let Ok(rd) = std::fs::read_dir(&p) else { continue };
+                for e in rd.flatten() {
+                    let path = e.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else {
+                        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                        s.push_str(&format!("{} ({len} bytes)\n", path.display()));
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// Run; panic with the full report unless it exits 0.
+    pub fn ok(mut self) -> Output {
+        let o = self.cmd.output().expect("run bootlink");
+        if !o.status.success() {
+            panic!("{}", self.report(&o, "bootlink failed"));
+        }
+        o
+    }
+
+    /// Run; panic with the full report unless it fails with `want` in stderr.
+    pub fn fails_with(mut self, want: &str) -> String {
+        let o = self.cmd.output().expect("run bootlink");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        if o.status.success() || !err.contains(want) {
+            panic!("{}", self.report(&o, &format!("expected a failure saying {want:?}")));
+        }
+        err
+    }
+}

@@ -1,0 +1,157 @@
+//! Tier 1: the whole tool end to end on small checked-in fixtures
+//! (tests/fixtures, made by tests/fixtures/make.py): five tiny real modules
+//! built with kbuild against Debian's 6.1 headers, a small vmlinux whose
+//! export tables have the 6.1 layout, a real boot log. No network, no
+//! kernel package, no QEMU; well under a minute.
+//!
+//! The figures below follow from the fixtures (see tests/modules/README.md
+//! for what each module imports): 27 undefined symbol references in 5
+//! modules, 26 of them vmlinux exports (11 distinct names), 1
+//! (`bl_plain_hello`, used by bl_user) exported only by a module.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::TestCommand;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).expect("--json output")
+}
+
+#[test]
+fn kernel_info_reads_the_fixture_vmlinux() {
+    let f = fixtures();
+    let v = json(&TestCommand::new(&[&"kernel-info", &f.join("vmlinux"), &"--json"]).ok());
+    assert_eq!(v["release"], "6.1.0-56-amd64");
+    assert_eq!(v["vermagic"], "6.1.0-56-amd64 SMP preempt mod_unload modversions ");
+    assert_eq!((v["exports"].as_u64(), v["gpl_exports"].as_u64()), (Some(12), Some(3)));
+    assert_eq!(v["machine"], "x86_64");
+    // --exports: address, CRC (from Debian's Module.symvers), type, namespace, name.
+    let o = TestCommand::new(&[&"kernel-info", &f.join("vmlinux"), &"--exports"]).ok();
+    let text = common::stdout(&o);
+    assert!(text.lines().any(|l| l.ends_with("\t0x92997ed8\tEXPORT_SYMBOL\t\t_printk")), "{text}");
+    assert!(text.lines().any(|l| l.ends_with("\tEXPORT_SYMBOL_GPL\tDMA_BUF\tdma_buf_put")), "{text}");
+    assert!(text.lines().any(|l| l.ends_with("\tEXPORT_SYMBOL\tBL_FIXTURE_NS\tbl_fixture_unused_ns")), "{text}");
+    assert!(text.lines().all(|l| l.starts_with("ffffffff81")), "{text}");
+}
+
+#[test]
+fn inspect_counts_the_fixture_modules() {
+    let f = fixtures();
+    let v = json(&TestCommand::new(&[&"inspect", &f.join("vmlinux"), &f.join("modules"), &"--json"]).ok());
+    let t = &v["totals"];
+    assert_eq!(t["modules"], 5);
+    assert_eq!(t["undefined"], 27);
+    assert_eq!(t["vmlinux"], 26);
+    assert_eq!(t["modules_only"], 1);
+    assert_eq!(t["unresolved"], 0);
+    assert_eq!(t["distinct_names"], 11);
+    let user = v["modules"].as_array().unwrap().iter().find(|m| m["name"] == "bl_user.ko").expect("bl_user (from .ko.xz)");
+    assert_eq!((user["undefined"].as_u64(), user["modules"].as_u64()), (Some(6), Some(1)));
+}
+
+#[test]
+fn preresolve_applies_every_rule_and_a_rerun_changes_nothing() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &f.join("modules"), &"-o", &out])
+        .show_dir(tmp.path())
+        .ok();
+    let text = common::stdout(&o);
+    for line in [
+        "PRERESV bl_plain.ko (9/9 *fully* preresolved)",
+        "PRERESV bl_ns_import.ko (4/4 *fully* preresolved)",
+        "PRERESV bl_ns_missing.ko (3/4 preresolved; kept: 1 namespace not imported)",
+        "PRERESV bl_proprietary.ko (3/4 preresolved; kept: 1 GPL-only)",
+        "PRERESV bl_user.ko.xz (5/6 preresolved)",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+    // The compressed module stays compressed, in xz.
+    let xz = std::fs::read(out.join("bl_user.ko.xz")).unwrap();
+    assert_eq!(&xz[..6], b"\xfd7zXZ\0");
+    // Inputs untouched.
+    let a = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
+    let b = std::fs::read(out.join("bl_plain.ko")).unwrap();
+    assert_ne!(a, b);
+    // The output inspects as preresolved: only the module-only symbol is left.
+    let v = json(&TestCommand::new(&[&"inspect", &f.join("vmlinux"), &out, &"--json"]).ok());
+    let rows = v["modules"].as_array().unwrap();
+    assert!(rows.iter().all(|m| m["preresolved"] == true), "{rows:?}");
+    // A rerun on the output skips every module and writes the same bytes.
+    let again = tmp.path().join("again");
+    let o = TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &out, &"-o", &again]).ok();
+    let text = common::stdout(&o);
+    assert_eq!(text.matches("(already preresolved, skipped)").count(), 5, "{text}");
+}
+
+#[test]
+fn fold_symbols_keeps_the_rules_and_readelf_reads_the_result() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = TestCommand::new(&[
+        &"preresolve",
+        &"--fold-symbols",
+        &"--kernel",
+        &f.join("vmlinux"),
+        &f.join("modules/bl_plain.ko"),
+        &f.join("modules/bl_proprietary.ko"),
+        &"-o",
+        &tmp.path(),
+    ])
+    .ok();
+    let text = common::stdout(&o);
+    assert!(text.contains("PRERESV bl_plain.ko (9/9 *fully* preresolved, folded)"), "{text}");
+    assert!(text.contains("PRERESV bl_proprietary.ko (3/4 preresolved, folded; kept: 1 GPL-only)"), "{text}");
+    let r = std::process::Command::new("readelf").args(["-W", "-r", "-s"]).arg(tmp.path().join("bl_plain.ko")).output().unwrap();
+    assert!(r.status.success() && r.stderr.is_empty(), "readelf: {}", String::from_utf8_lossy(&r.stderr));
+    let syms = String::from_utf8_lossy(&r.stdout);
+    assert!(!syms.contains(" UND _printk"), "folded symbols leave .symtab:\n{syms}");
+}
+
+#[test]
+fn a_kernel_without_these_exports_is_another_kernel() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    // Truncated vmlinux: a one-line error naming it, nothing written.
+    let data = std::fs::read(f.join("vmlinux")).unwrap();
+    let cut = tmp.path().join("vmlinux");
+    std::fs::write(&cut, &data[..data.len() / 3]).unwrap();
+    let out = tmp.path().join("out");
+    let err = TestCommand::new(&[&"preresolve", &"--kernel", &cut, &f.join("modules"), &"-o", &out])
+        .fails_with(&cut.display().to_string());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!out.exists());
+    // A module cut short is that module's error; the others are done.
+    let mods = tmp.path().join("mods");
+    std::fs::create_dir(&mods).unwrap();
+    let plain = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
+    std::fs::write(mods.join("bl_plain.ko"), &plain[..1000]).unwrap();
+    std::fs::copy(f.join("modules/bl_ns_import.ko"), mods.join("bl_ns_import.ko")).unwrap();
+    let err = TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &mods, &"-o", &out]).fails_with("bl_plain.ko");
+    assert!(err.contains("bl_plain.ko"), "{err}");
+    assert!(out.join("bl_ns_import.ko").is_file());
+    assert!(!out.join("bl_plain.ko").exists());
+}
+
+#[test]
+fn chart_reads_a_real_boot_log() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let html = tmp.path().join("boot.html");
+    let log = f.join("dmesg-6.1-vfat.log");
+    TestCommand::new(&[&"chart", &log, &"-o", &html, &"--svg", &tmp.path().join("t.svg"), &"--perfetto", &tmp.path().join("p.json")]).ok();
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.starts_with("<!DOCTYPE html>") && text.contains("<svg"), "{}", &text[..200.min(text.len())]);
+    let v = json(&TestCommand::new(&[&"chart", &log, &"--json"]).ok());
+    // 672 initcalls in the log, every "initcall ... returned" line.
+    assert_eq!(v["series"][0]["initcalls"], 672);
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("p.json")).unwrap()).unwrap();
+    assert!(p["traceEvents"].as_array().is_some_and(|e| e.len() > 600));
+}
