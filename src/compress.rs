@@ -66,9 +66,8 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
             return xz_first_stream(data, out);
         }
         Compression::Zstd => {
-            let mut dec = zstd::stream::read::Decoder::with_buffer(data)
-                .map_err(|e| format!("zstd: {e}"))?
-                .single_frame();
+            let mut dec =
+                zstd::stream::read::Decoder::with_buffer(data).map_err(|e| format!("zstd: {e}"))?.single_frame();
             dec.read_to_end(&mut out)
         }
         Compression::Gzip => flate2::bufread::GzDecoder::new(data).read_to_end(&mut out),
@@ -98,7 +97,7 @@ fn xz_first_stream(data: &[u8], mut out: Vec<u8>) -> Result<Vec<u8>, String> {
         match stream.process_vec(input, &mut out, action) {
             Ok(Status::StreamEnd) => return Ok(out),
             Ok(_) if input.is_empty() && before == (stream.total_in(), stream.total_out()) => {
-                return Err("corrupt xz data: truncated stream".into())
+                return Err("corrupt xz data: truncated stream".into());
             }
             Ok(_) => {}
             Err(e) => return Err(format!("corrupt xz data: {e}")),
@@ -113,8 +112,8 @@ pub fn compress(data: &[u8], kind: Compression) -> Result<Vec<u8>, String> {
     match kind {
         Compression::None => Ok(data.to_vec()),
         Compression::Xz => {
-            let stream = xz2::stream::Stream::new_easy_encoder(6, xz2::stream::Check::Crc32)
-                .map_err(|e| format!("xz: {e}"))?;
+            let stream =
+                xz2::stream::Stream::new_easy_encoder(6, xz2::stream::Check::Crc32).map_err(|e| format!("xz: {e}"))?;
             let mut enc = xz2::write::XzEncoder::new_stream(Vec::new(), stream);
             enc.write_all(data).map_err(|e| e.to_string())?;
             enc.finish().map_err(|e| e.to_string())

@@ -2,9 +2,9 @@
 //! `object` crate's zero-copy types. The checks here turn foreign input into
 //! one-line errors before any parser sees it.
 
+use object::LittleEndian;
 use object::elf::{self, FileHeader64, SectionHeader64, Sym64};
 use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
-use object::LittleEndian;
 
 pub type Endian = LittleEndian;
 pub const LE: LittleEndian = LittleEndian;
@@ -32,14 +32,19 @@ pub fn check_ident(data: &[u8], want: Want) -> Result<(), String> {
     match elf::FileClass(data[4]) {
         elf::ELFCLASS64 => {}
         elf::ELFCLASS32 => {
-            return Err("32-bit ELF (ELFCLASS32) is not supported: bootlink reads 64-bit little-endian kernels and modules".into())
+            return Err(
+                "32-bit ELF (ELFCLASS32) is not supported: bootlink reads 64-bit little-endian kernels and modules"
+                    .into(),
+            );
         }
         c => return Err(format!("invalid ELF class {}", c.0)),
     }
     match elf::DataEncoding(data[5]) {
         elf::ELFDATA2LSB => {}
         elf::ELFDATA2MSB => {
-            return Err("big-endian ELF is not supported: bootlink reads 64-bit little-endian kernels and modules".into())
+            return Err(
+                "big-endian ELF is not supported: bootlink reads 64-bit little-endian kernels and modules".into()
+            );
         }
         d => return Err(format!("invalid ELF data encoding {}", d.0)),
     }
@@ -51,10 +56,9 @@ pub fn check_ident(data: &[u8], want: Want) -> Result<(), String> {
             "not a kernel module: ELF type is {} (a module is a relocatable object, ET_REL)",
             type_name(ty)
         )),
-        (Want::Executable, _) => Err(format!(
-            "not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)",
-            type_name(ty)
-        )),
+        (Want::Executable, _) => {
+            Err(format!("not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)", type_name(ty)))
+        }
     }
 }
 
@@ -80,9 +84,8 @@ impl<'d> Elf<'d> {
     pub fn parse(data: &'d [u8], want: Want) -> Result<Elf<'d>, String> {
         check_ident(data, want)?;
         let header = Header::parse(data).map_err(|e| format!("bad ELF header: {e}"))?;
-        let sections = header
-            .sections(LE, data)
-            .map_err(|e| format!("truncated or corrupt ELF section headers: {e}"))?;
+        let sections =
+            header.sections(LE, data).map_err(|e| format!("truncated or corrupt ELF section headers: {e}"))?;
         Ok(Elf { data, header, sections })
     }
 
@@ -91,9 +94,7 @@ impl<'d> Elf<'d> {
     }
 
     pub fn section(&self, name: &str) -> Option<(usize, &'d Shdr)> {
-        self.sections
-            .section_by_name(LE, name.as_bytes())
-            .map(|(i, s)| (i.0, s))
+        self.sections.section_by_name(LE, name.as_bytes()).map(|(i, s)| (i.0, s))
     }
 
     pub fn section_name(&self, shdr: &Shdr) -> &'d [u8] {

@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 
 use object::elf::{
-    EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB,
-    SHT_SYMTAB_SHNDX,
+    EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
 };
 use object::read::elf::{FileHeader, SectionHeader};
 
-use crate::elf::{Elf, Header, Shdr, Want, LE};
+use crate::elf::{Elf, Header, LE, Shdr, Want};
 
 const SYM_SIZE: usize = 24;
 const SHDR_SIZE: usize = 64;
@@ -66,7 +65,8 @@ impl ElfEdit {
                 .ok_or("module has no symbol table (.symtab)")?;
             let (off, size) = sh.file_range(LE).ok_or("symbol table has no file data")?;
             let entsize = sh.sh_entsize(LE);
-            if entsize != SYM_SIZE as u64 || size % SYM_SIZE as u64 != 0 || off.saturating_add(size) > data.len() as u64 {
+            if entsize != SYM_SIZE as u64 || size % SYM_SIZE as u64 != 0 || off.saturating_add(size) > data.len() as u64
+            {
                 return Err("corrupt symbol table header".into());
             }
             (off as usize, (size / SYM_SIZE as u64) as usize)
@@ -175,7 +175,8 @@ impl ElfEdit {
             .find(|(_, sh)| sh.sh_type(LE) == SHT_SYMTAB && sh.sh_offset(LE) as usize == self.symtab_off)
             .map(|(k, _)| k.0)
             .ok_or("the symbol table is not where it was read")?;
-        let first_global = elf.sections.section(object::read::SectionIndex(symtab)).map_err(|e| e.to_string())?.sh_info(LE) as usize;
+        let first_global =
+            elf.sections.section(object::read::SectionIndex(symtab)).map_err(|e| e.to_string())?.sh_info(LE) as usize;
         let mut seen = vec![false; self.symtab_count];
         for &(i, _) in values {
             if i == 0 || i >= self.symtab_count {
@@ -234,7 +235,9 @@ impl ElfEdit {
                     }
                     rela.push((off, size));
                 }
-                _ if link == symtab && k != symtab => return refuse(&format!("(type {}) is linked to the symbol table", ty.0)),
+                _ if link == symtab && k != symtab => {
+                    return refuse(&format!("(type {}) is linked to the symbol table", ty.0));
+                }
                 _ => {}
             }
         }
@@ -281,12 +284,12 @@ impl ElfEdit {
         let new_str_off = if shstr_off + shstr_size == shoff { shstr_off } else { shoff };
         out.truncate(new_str_off);
         out.extend_from_slice(&strtab);
-        while out.len() % 8 != 0 {
+        while !out.len().is_multiple_of(8) {
             out.push(0);
         }
         let contents_off = out.len();
         out.extend_from_slice(contents);
-        while out.len() % 8 != 0 {
+        while !out.len().is_multiple_of(8) {
             out.push(0);
         }
         let new_shoff = out.len();
@@ -314,7 +317,7 @@ impl ElfEdit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::{sym_name, Elf, Want, LE};
+    use crate::elf::{Elf, LE, Want, sym_name};
     use object::read::elf::{Rela, SectionHeader};
 
     const R_X86_64_64: u32 = object::elf::R_X86_64_64.0;
@@ -333,7 +336,8 @@ mod tests {
         let strtab = b"\0f\0a\0b\0c\0";
         let shstrtab = b"\0.text\0.rela.text\0.symtab\0.strtab\0.shstrtab\0";
         // name, info (bind << 4 | type), shndx, value
-        let syms: [(u32, u8, u16, u64); 6] = [(0, 0, 0, 0), (0, 3, 1, 0), (1, 0x12, 1, 4), (3, 0x10, 0, 0), (5, 0x10, 0, 0), (7, 0x10, 0, 0)];
+        let syms: [(u32, u8, u16, u64); 6] =
+            [(0, 0, 0, 0), (0, 3, 1, 0), (1, 0x12, 1, 4), (3, 0x10, 0, 0), (5, 0x10, 0, 0), (7, 0x10, 0, 0)];
         let mut d = vec![0u8; 64];
         let text_off = d.len();
         d.extend_from_slice(&[0x90; 48]);
@@ -356,12 +360,13 @@ mod tests {
         d.extend_from_slice(strtab);
         let shstr_off = d.len();
         d.extend_from_slice(shstrtab);
-        while d.len() % 8 != 0 {
+        while !d.len().is_multiple_of(8) {
             d.push(0);
         }
         let shoff = d.len();
         // name, type, flags, offset, size, link, info, align, entsize
-        let headers: [(u32, u32, u64, usize, usize, u32, u32, u64, u64); 6] = [
+        type Header = (u32, u32, u64, usize, usize, u32, u32, u64, u64);
+        let headers: [Header; 6] = [
             (0, 0, 0, 0, 0, 0, 0, 0, 0),
             (1, 1, 6, text_off, 48, 0, 0, 16, 0),
             (7, rela_type, 0x40, rela_off, relocs.len() * 24, 3, 1, 8, 24),
@@ -414,13 +419,13 @@ mod tests {
     }
 
     const RELOCS: &[R] = &[
-        (0, R_X86_64_PC32, 3, -4),  // a
-        (8, R_X86_64_64, 4, 0),     // b
+        (0, R_X86_64_PC32, 3, -4),   // a
+        (8, R_X86_64_64, 4, 0),      // b
         (16, R_X86_64_PLT32, 5, -4), // c
-        (24, R_X86_64_64, 1, 8),    // .text section symbol
-        (32, R_X86_64_32S, 2, 0),   // f
-        (40, R_X86_64_64, 5, 16),   // c again
-        (44, R_X86_64_PC32, 4, -4), // b again
+        (24, R_X86_64_64, 1, 8),     // .text section symbol
+        (32, R_X86_64_32S, 2, 0),    // f
+        (40, R_X86_64_64, 5, 16),    // c again
+        (44, R_X86_64_PC32, 4, -4),  // b again
     ];
 
     #[test]

@@ -54,7 +54,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<String> {
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().filter(|l| !l.starts_with("W:")).last().unwrap_or("").trim();
+        let last = err.lines().rfind(|l| !l.starts_with("W:")).unwrap_or("").trim();
         return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -143,13 +143,13 @@ pub fn fetch(req: &Request) -> Result<Fetched> {
     let cache = fsutil::cache_dir();
     let dir = cache.join("kernels").join(&release);
     let marker = dir.join("bootlink-fetched.json");
-    if let Ok(text) = std::fs::read_to_string(&marker) {
-        if let Ok(mut f) = serde_json::from_str::<Fetched>(&text) {
-            if want_version.as_ref().is_none_or(|v| *v == f.version) && f.vmlinux.is_file() {
-                f.fallback = fallback;
-                return Ok(f);
-            }
-        }
+    if let Ok(text) = std::fs::read_to_string(&marker)
+        && let Ok(mut f) = serde_json::from_str::<Fetched>(&text)
+        && want_version.as_ref().is_none_or(|v| *v == f.version)
+        && f.vmlinux.is_file()
+    {
+        f.fallback = fallback;
+        return Ok(f);
     }
 
     if candidate(&package).is_none() {
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn abi_numbers_order_packages() {
-        let mut v = vec!["linux-image-6.1.0-100-amd64", "linux-image-6.1.0-56-amd64", "linux-image-6.1.0-9-amd64"];
+        let mut v = ["linux-image-6.1.0-100-amd64", "linux-image-6.1.0-56-amd64", "linux-image-6.1.0-9-amd64"];
         v.sort_by_key(|n| version_key(n));
         assert_eq!(v.last().unwrap(), &"linux-image-6.1.0-100-amd64");
         assert_eq!(release_of("linux-image-6.12.117+deb12-amd64-unsigned"), "6.12.117+deb12-amd64");

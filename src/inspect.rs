@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::kernel::KernelImage;
 use crate::module::Module;
-use crate::table::{percent, thousands, Table};
+use crate::table::{Table, percent, thousands};
 use crate::tree;
 
 pub use crate::kernel::KernelSummary;
@@ -172,9 +172,21 @@ impl Report {
         s.push_str(&tab.render());
         s.push('\n');
         s.push_str(&format!("Modules                      {}\n", thousands(t.modules)));
-        s.push_str(&format!("Undefined symbol references  {} ({} distinct names)\n", thousands(t.undefined), thousands(t.distinct_names)));
-        s.push_str(&format!("  exported by vmlinux        {} ({})\n", thousands(t.vmlinux), percent(t.vmlinux, t.undefined)));
-        s.push_str(&format!("  exported only by modules   {} ({})\n", thousands(t.modules_only), percent(t.modules_only, t.undefined)));
+        s.push_str(&format!(
+            "Undefined symbol references  {} ({} distinct names)\n",
+            thousands(t.undefined),
+            thousands(t.distinct_names)
+        ));
+        s.push_str(&format!(
+            "  exported by vmlinux        {} ({})\n",
+            thousands(t.vmlinux),
+            percent(t.vmlinux, t.undefined)
+        ));
+        s.push_str(&format!(
+            "  exported only by modules   {} ({})\n",
+            thousands(t.modules_only),
+            percent(t.modules_only, t.undefined)
+        ));
         s.push_str(&format!("  exported by nobody         {}\n", thousands(t.unresolved)));
         s.push_str(&format!("Fully preresolvable modules  {}\n", thousands(t.fully_preresolvable)));
         if t.no_undefined > 0 {

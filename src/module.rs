@@ -10,7 +10,7 @@ use object::read::elf::Sym;
 use serde::Serialize;
 
 use crate::compress::{self, Compression};
-use crate::elf::{self, Elf, Want, LE};
+use crate::elf::{self, Elf, LE, Want};
 use crate::error::{Error, Result};
 use crate::fsutil::{self, Bytes};
 
@@ -45,7 +45,8 @@ pub fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            let bad = || format!("corrupt {PRERESOLVED_SECTION} section, line {}: {line:?} is not \"address name\"", i + 1);
+            let bad =
+                || format!("corrupt {PRERESOLVED_SECTION} section, line {}: {line:?} is not \"address name\"", i + 1);
             let (addr, name) = line.split_once(' ').ok_or_else(bad)?;
             if addr.len() != 16 || name.is_empty() || name.contains(' ') {
                 return Err(bad());
@@ -155,10 +156,7 @@ pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signat
         return Ok((data.len(), None));
     }
     let info_end = data.len() - SIG_MAGIC.len();
-    let info = info_end
-        .checked_sub(SIG_INFO_LEN)
-        .map(|s| &data[s..info_end])
-        .ok_or("truncated module signature")?;
+    let info = info_end.checked_sub(SIG_INFO_LEN).map(|s| &data[s..info_end]).ok_or("truncated module signature")?;
     let sig_len = u32::from_be_bytes(info[8..12].try_into().unwrap()) as usize;
     let extra = info[3] as usize + info[4] as usize;
     let offset = (info_end - SIG_INFO_LEN)
@@ -175,9 +173,7 @@ pub fn read(path: &Path) -> Result<Module> {
 pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
     let (elf_len, signature) = split_signature(data)?;
     let elf = Elf::parse(&data[..elf_len], Want::Relocatable)?;
-    let modinfo_raw = elf
-        .named_section_data(".modinfo")?
-        .ok_or("not a kernel module: no .modinfo section")?;
+    let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or("not a kernel module: no .modinfo section")?;
     if elf.section(".gnu.linkonce.this_module").is_none() {
         return Err("not a kernel module: no .gnu.linkonce.this_module section".into());
     }
@@ -238,7 +234,12 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
             let d = elf.section_data(elf.section_by_index(idx)?).ok()?;
             elf::cstr(d, off as usize).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned())
         });
-        exports.push(ModuleExport { name: String::from_utf8_lossy(name).into_owned(), gpl: sec == b"__ksymtab_gpl", namespace, crc });
+        exports.push(ModuleExport {
+            name: String::from_utf8_lossy(name).into_owned(),
+            gpl: sec == b"__ksymtab_gpl",
+            namespace,
+            crc,
+        });
     }
 
     let mut versions = Vec::new();
@@ -258,11 +259,8 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         None => (false, Vec::new()),
     };
 
-    let name = modinfo
-        .iter()
-        .find(|(k, _)| k == "name")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| name_from_path(path));
+    let name =
+        modinfo.iter().find(|(k, _)| k == "name").map(|(_, v)| v.clone()).unwrap_or_else(|| name_from_path(path));
     Ok(Module {
         path: path.to_path_buf(),
         name,

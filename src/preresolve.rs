@@ -24,11 +24,11 @@ use crate::elfedit::ElfEdit;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kernel::{Export, Kaslr, KernelImage, KernelSummary};
-use crate::tree::FileError;
 use crate::module::{self, Module, PRERESOLVED_SECTION};
 use crate::progress::Progress;
 use crate::sign::{self, SignKey};
-use crate::table::{thousands, Table};
+use crate::table::{Table, thousands};
+use crate::tree::FileError;
 
 /// Licenses the kernel treats as GPL-compatible (include/linux/license.h).
 pub const GPL_COMPATIBLE: &[&str] =
@@ -147,23 +147,32 @@ impl ModuleResult {
 
     /// SHN_ABS is the default and not named in the line; folding is.
     fn mode_note(&self) -> &'static str {
-        if self.mode == Some(Mode::Folded) {
-            ", folded"
-        } else {
-            ""
-        }
+        if self.mode == Some(Mode::Folded) { ", folded" } else { "" }
     }
 
     /// The seed's line: `PRERESV fs/ext4/ext4.ko (551/616 preresolved)`.
     pub fn line(&self) -> String {
         match self.status {
-            Status::AlreadyPreresolved => format!("PRERESV {} (already preresolved{}, skipped)", self.display, self.mode_note()),
+            Status::AlreadyPreresolved => {
+                format!("PRERESV {} (already preresolved{}, skipped)", self.display, self.mode_note())
+            }
             _ if self.fully() => {
-                format!("PRERESV {} ({}/{} *fully* preresolved{})", self.display, self.preresolved, self.undefined, self.mode_note())
+                format!(
+                    "PRERESV {} ({}/{} *fully* preresolved{})",
+                    self.display,
+                    self.preresolved,
+                    self.undefined,
+                    self.mode_note()
+                )
             }
             _ => {
-                let mut s =
-                    format!("PRERESV {} ({}/{} preresolved{}", self.display, self.preresolved, self.undefined, self.mode_note());
+                let mut s = format!(
+                    "PRERESV {} ({}/{} preresolved{}",
+                    self.display,
+                    self.preresolved,
+                    self.undefined,
+                    self.mode_note()
+                );
                 if !self.kept.is_empty() {
                     let kept: Vec<String> = self.kept.iter().map(|(r, n)| format!("{n} {}", r.label())).collect();
                     s.push_str(&format!("; kept: {}", kept.join(", ")));
@@ -335,13 +344,24 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
 
 fn probe_writable(dir: &Path) -> Result<()> {
     let probe = dir.join(format!(".bootlink-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| Error::file(dir, format!("output directory is not writable: {}", Error::io(dir, e).msg)))?;
+    std::fs::write(&probe, b"")
+        .map_err(|e| Error::file(dir, format!("output directory is not writable: {}", Error::io(dir, e).msg)))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
+/// What [`decide`] found for one module.
+struct Decision {
+    /// (symbol index, address) to preresolve.
+    edits: Vec<(usize, u64)>,
+    /// vmlinux exports left for the loader, and why.
+    kept: Vec<(String, Reason)>,
+    /// Undefined symbols that only modules export.
+    from_modules: usize,
+}
+
 /// Decide, for each undefined symbol, whether to preresolve it.
-fn decide(k: &KernelImage, exports: &HashMap<&str, &Export>, m: &Module) -> (Vec<(usize, u64)>, Vec<(String, Reason)>, usize) {
+fn decide(k: &KernelImage, exports: &HashMap<&str, &Export>, m: &Module) -> Decision {
     let gpl_ok = m.license().is_some_and(license_is_gpl_compatible);
     let imports = m.import_ns();
     let kernel_has_crcs = k.exports.iter().any(|e| e.crc.is_some());
@@ -371,7 +391,7 @@ fn decide(k: &KernelImage, exports: &HashMap<&str, &Export>, m: &Module) -> (Vec
             None => edits.push((idx, e.addr)),
         }
     }
-    (edits, kept, from_modules)
+    Decision { edits, kept, from_modules }
 }
 
 fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Options) -> Result<ModuleResult> {
@@ -382,7 +402,10 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
     match m.vermagic() {
         Some(v) if v == kv => {}
         Some(v) => {
-            return Err(Error::file(path, format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim())))
+            return Err(Error::file(
+                path,
+                format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
+            ));
         }
         None => return Err(Error::file(path, "module has no vermagic: cannot tell which kernel it was built for")),
     }
@@ -406,13 +429,17 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         // must hold this kernel's addresses.
         let resolved_before = || m.absolute.iter().chain(&m.folded);
         for (name, value) in resolved_before() {
-            if let Some(e) = exports.get(name.as_str()) {
-                if e.addr != *value {
-                    return Err(Error::file(
-                        path,
-                        format!("already preresolved for a different kernel build: {name} is {value:#x} here but {:#x} in {}", e.addr, k.path.display()),
-                    ));
-                }
+            if let Some(e) = exports.get(name.as_str())
+                && e.addr != *value
+            {
+                return Err(Error::file(
+                    path,
+                    format!(
+                        "already preresolved for a different kernel build: {name} is {value:#x} here but {:#x} in {}",
+                        e.addr,
+                        k.path.display()
+                    ),
+                ));
             }
         }
         let resolved = resolved_before().filter(|(n, _)| exports.contains_key(n.as_str())).count();
@@ -423,7 +450,7 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         copy_unchanged(path, &job.output, &opts.output)?;
         return Ok(result);
     }
-    let (edits, kept, from_modules) = decide(k, exports, &m);
+    let Decision { edits, kept, from_modules } = decide(k, exports, &m);
     result.module_symbols = from_modules;
     result.preresolved = edits.len();
     for (_, r) in &kept {
@@ -438,7 +465,8 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(path, e))?;
     if opts.fold {
         ed.fold_symbols(&edits).map_err(|e| Error::file(path, e))?;
-        let name_of: HashMap<usize, &str> = m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
+        let name_of: HashMap<usize, &str> =
+            m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
         let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
         ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs)).map_err(|e| Error::file(path, e))?;
         result.mode = Some(Mode::Folded);
@@ -460,7 +488,8 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         (None, false) => SigAction::None,
     };
     // Check what we wrote reads back as the module we meant.
-    let check = module::parse(path, &bytes, Compression::None).map_err(|e| Error::file(path, format!("internal error: rewritten module does not parse: {e}")))?;
+    let check = module::parse(path, &bytes, Compression::None)
+        .map_err(|e| Error::file(path, format!("internal error: rewritten module does not parse: {e}")))?;
     let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
     if !check.preresolved
         || check.undefined.len() != m.undefined.len() - edits.len()

@@ -59,7 +59,9 @@ pub fn sign(elf: &[u8], key: &SignKey, scratch: &Path, tag: &str) -> Result<Vec<
         .output();
     let _ = std::fs::remove_file(&input);
     let out = res.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new("openssl: missing tool, needed to sign modules (apt-get install openssl)"),
+        std::io::ErrorKind::NotFound => {
+            Error::new("openssl: missing tool, needed to sign modules (apt-get install openssl)")
+        }
         _ => Error::new(format!("openssl: {e}")),
     })?;
     let sig = std::fs::read(&output);

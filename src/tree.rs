@@ -65,4 +65,3 @@ pub struct FileError {
     pub path: PathBuf,
     pub error: String,
 }
-

@@ -81,10 +81,11 @@ fn mutated_modules_never_panic() {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
     });
     println!("fuzz seed {seed} (BOOTLINK_FUZZ_SEED={seed} replays), {secs} s");
-    let bases: Vec<Vec<u8>> = ["fs/fat/fat.ko", "lib/libcrc32c.ko", "drivers/usb/storage/uas.ko", "fs/nls/nls_cp437.ko"]
-        .iter()
-        .map(|m| std::fs::read(module(m)).unwrap())
-        .collect();
+    let bases: Vec<Vec<u8>> =
+        ["fs/fat/fat.ko", "lib/libcrc32c.ko", "drivers/usb/storage/uas.ko", "fs/nls/nls_cp437.ko"]
+            .iter()
+            .map(|m| std::fs::read(module(m)).unwrap())
+            .collect();
     let mut rng = Rng(seed);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let (mut runs, mut rejected) = (0u64, 0u64);

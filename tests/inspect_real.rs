@@ -16,7 +16,14 @@ fn exports_release_and_kaslr_from_vmlinuz() {
     let k = kernel();
     let img = KernelImage::open(&k.vmlinuz, None).unwrap();
     let gpl = img.gpl_exports();
-    println!("{}: {} exports ({} + {} GPL-only), release {:?}", k.package, img.exports.len(), img.exports.len() - gpl, gpl, img.release);
+    println!(
+        "{}: {} exports ({} + {} GPL-only), release {:?}",
+        k.package,
+        img.exports.len(),
+        img.exports.len() - gpl,
+        gpl,
+        img.release
+    );
     assert_eq!(img.release.as_deref(), Some(k.release.as_str()));
     assert_eq!(img.vermagic.as_deref(), Some(format!("{} SMP preempt mod_unload modversions ", k.release).as_str()));
     assert!(matches!(img.kaslr, Kaslr::Possible { .. }), "{:?}", img.kaslr);
@@ -48,7 +55,10 @@ fn crcs_gpl_flags_and_namespaces_equal_debians_module_symvers() {
     let k = kernel();
     let symvers = std::path::PathBuf::from(format!("/usr/src/linux-headers-{}/Module.symvers", k.release));
     if !symvers.is_file() {
-        common::skip("Module.symvers", &format!("{} absent (make test installs linux-headers-{})", symvers.display(), k.release));
+        common::skip(
+            "Module.symvers",
+            &format!("{} absent (make test installs linux-headers-{})", symvers.display(), k.release),
+        );
         return;
     }
     let text = std::fs::read_to_string(&symvers).unwrap();
@@ -92,8 +102,15 @@ fn inspect_all_modules_of_the_package() {
         assert_eq!(n(&t["modules_only"]), 41_045);
         assert_eq!(n(&t["distinct_names"]), 18_111);
         assert_eq!(n(&t["fully_preresolvable"]), 1_076);
-        let by_name: HashMap<&str, &serde_json::Value> = mods.iter().map(|m| (m["name"].as_str().unwrap(), m)).collect();
-        for (name, undef, vml) in [("i915", 1160, 705), ("amdgpu", 957, 591), ("ext4", 616, 551), ("mlx5_core", 605, 600), ("btrfs", 569, 558)] {
+        let by_name: HashMap<&str, &serde_json::Value> =
+            mods.iter().map(|m| (m["name"].as_str().unwrap(), m)).collect();
+        for (name, undef, vml) in [
+            ("i915", 1160, 705),
+            ("amdgpu", 957, 591),
+            ("ext4", 616, 551),
+            ("mlx5_core", 605, 600),
+            ("btrfs", 569, 558),
+        ] {
             let m = by_name[name];
             assert_eq!((n(&m["undefined"]), n(&m["vmlinux"])), (undef, vml), "{name}");
         }
@@ -101,7 +118,13 @@ fn inspect_all_modules_of_the_package() {
     // The human form carries the same totals.
     let o = run(&[&"inspect", &"--top", &"5", &k.vmlinuz, &k.modules]);
     let text = stdout(&o);
-    assert!(text.contains(&format!("Undefined symbol references  {}", bootlink::table::thousands(n(&t["undefined"]) as usize))), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Undefined symbol references  {}",
+            bootlink::table::thousands(n(&t["undefined"]) as usize)
+        )),
+        "{text}"
+    );
     assert_eq!(text.lines().filter(|l| l.contains(".ko ")).count(), 5, "{text}");
 }
 
@@ -142,7 +165,10 @@ fn compressed_modules_read_like_plain_ones() {
         sh(tool, &a);
         let c = module::read(&dir.join(format!("fat.ko.{suffix}"))).unwrap();
         assert_eq!(c.compression, kind);
-        assert_eq!((&c.undefined, &c.versions, c.exports.len(), &c.modinfo), (&plain.undefined, &plain.versions, plain.exports.len(), &plain.modinfo));
+        assert_eq!(
+            (&c.undefined, &c.versions, c.exports.len(), &c.modinfo),
+            (&plain.undefined, &plain.versions, plain.exports.len(), &plain.modinfo)
+        );
         assert_eq!(c.signature, plain.signature);
         std::fs::remove_file(&p).unwrap();
     }
@@ -160,7 +186,9 @@ fn zstd_and_gzip_compressed_vmlinux() {
     let k = kernel();
     let dir = tmpdir("vmlinux-z");
     let reference = KernelImage::open(&k.vmlinuz, None).unwrap();
-    for (tool, args, name) in [("zstd", vec!["-q", "-1", "-o"], "vmlinux.zst"), ("gzip", vec!["-1", "-c"], "vmlinux.gz")] {
+    for (tool, args, name) in
+        [("zstd", vec!["-q", "-1", "-o"], "vmlinux.zst"), ("gzip", vec!["-1", "-c"], "vmlinux.gz")]
+    {
         let out = dir.join(name);
         if tool == "zstd" {
             let mut a = args.clone();

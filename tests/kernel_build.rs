@@ -46,7 +46,10 @@ fn the_build_is_complete_and_cached_by_content() {
         assert!(p.is_file(), "{} missing", p.display());
     }
     assert!(b.release.starts_with("6.1."), "{}", b.release);
-    assert_eq!(b.patches.first().map(String::as_str), Some("0001-module-say-at-boot-that-bootlink-s-lab-series-is-applied.patch"));
+    assert_eq!(
+        b.patches.first().map(String::as_str),
+        Some("0001-module-say-at-boot-that-bootlink-s-lab-series-is-applied.patch")
+    );
     // A second call finds it: same directory, nothing built.
     let again = build_json();
     assert!(again.cached, "second build was not cached");
@@ -54,7 +57,13 @@ fn the_build_is_complete_and_cached_by_content() {
     assert_eq!(again.key, b.key);
     // The kernel's own view: signing on, not forced, no KASLR.
     let cfg = std::fs::read_to_string(&b.config).unwrap();
-    for line in ["CONFIG_MODULE_SIG=y", "CONFIG_MODVERSIONS=y", "CONFIG_UNWINDER_ORC=y", "CONFIG_FUNCTION_GRAPH_TRACER=y", "CONFIG_PVH=y"] {
+    for line in [
+        "CONFIG_MODULE_SIG=y",
+        "CONFIG_MODVERSIONS=y",
+        "CONFIG_UNWINDER_ORC=y",
+        "CONFIG_FUNCTION_GRAPH_TRACER=y",
+        "CONFIG_PVH=y",
+    ] {
         assert!(cfg.lines().any(|l| l == line), "{line} not in {}", b.config.display());
     }
     assert!(cfg.lines().any(|l| l == "# CONFIG_MODULE_SIG_FORCE is not set"));
@@ -124,7 +133,19 @@ fn signature_enforcement_on_the_self_built_kernel() {
     // A key the kernel does not trust.
     let foreign = tmp.path().join("foreign.pem");
     let o = Command::new("openssl")
-        .args(["req", "-new", "-nodes", "-x509", "-batch", "-newkey", "rsa:2048", "-days", "2", "-subj", "/CN=not trusted"])
+        .args([
+            "req",
+            "-new",
+            "-nodes",
+            "-x509",
+            "-batch",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=not trusted",
+        ])
         .arg("-keyout")
         .arg(&foreign)
         .arg("-out")
@@ -145,7 +166,7 @@ fn signature_enforcement_on_the_self_built_kernel() {
     for (tag, dir) in &sets {
         for (name, e) in names.iter().zip(plan.entries()) {
             let f = format!("/m/{tag}/{name}.ko");
-            init.copy_file(&f, &dir.join(e.path.file_name().unwrap()));
+            init.copy_file(&f, dir.join(e.path.file_name().unwrap()));
             body.push_str(&format!("insmod {f} 2>/dev/null; echo \"LOAD {tag} {name} $?\"\n"));
         }
     }
@@ -183,7 +204,10 @@ fn signature_enforcement_on_the_self_built_kernel() {
     // fat is refused for what it is; vfat's refusals may stop at fat's absence.
     assert!(text.contains("Loading of unsigned module is rejected"), "{text}");
     assert!(text.contains("Loading of module with unavailable key is rejected"), "{text}");
-    assert!(text.contains("module: bootlink lab patch series applied"), "the patched kernel is not the one booted\n{text}");
+    assert!(
+        text.contains("module: bootlink lab patch series applied"),
+        "the patched kernel is not the one booted\n{text}"
+    );
     // Nothing unsigned got in: no E taint.
     let taint: u64 = text.lines().find_map(|l| l.strip_prefix("TAINT ")).and_then(|t| t.trim().parse().ok()).unwrap();
     assert_eq!(taint & 8192, 0, "tainted {taint}");

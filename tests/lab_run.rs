@@ -239,10 +239,22 @@ fn finalize_splits_into_links_that_add_up() {
         println!("{n:<22} {:>9.1} ms  {:5.1} % of finalize", us / 1e3, us / fin * 100.0);
     }
     let step = |m: &str, st: &str| {
-        r.modules.iter().find(|x| x.name == m).unwrap().finalize_steps.iter().find(|p| p.name == st).map(|p| p.duration_us).unwrap_or(0.0)
+        r.modules
+            .iter()
+            .find(|x| x.name == m)
+            .unwrap()
+            .finalize_steps
+            .iter()
+            .find(|p| p.name == st)
+            .map(|p| p.duration_us)
+            .unwrap_or(0.0)
     };
     for m in ["xfs", "btrfs", "ext4", "sunrpc"] {
-        let f = r.modules.iter().find(|x| x.name == m).map(|x| phase_sum(&Repetition { modules: vec![x.clone()], ..Default::default() }, "finalize"));
+        let f = r
+            .modules
+            .iter()
+            .find(|x| x.name == m)
+            .map(|x| phase_sum(&Repetition { modules: vec![x.clone()], ..Default::default() }, "finalize"));
         if let Some(f) = f {
             println!(
                 "{m:<8} finalize {:7.1} ms: weak-fn {:6.1}, eval maps {:6.1}, ORC {:5.1}, event files {:5.1} ms",

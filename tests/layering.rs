@@ -18,8 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// Imports allowed within one layer (from, to). Ground and model modules
 /// may use each other freely.
-const SAME_LAYER: &[(&str, &str)] =
-    &[("preresolve", "elfedit"), ("preresolve", "sign"), ("kbuild", "sign")];
+const SAME_LAYER: &[(&str, &str)] = &[("preresolve", "elfedit"), ("preresolve", "sign"), ("kbuild", "sign")];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|(_, mods)| mods.contains(&module))

@@ -109,7 +109,11 @@ fn fold_symbols_keeps_the_rules_and_readelf_reads_the_result() {
     let text = common::stdout(&o);
     assert!(text.contains("PRERESV bl_plain.ko (9/9 *fully* preresolved, folded)"), "{text}");
     assert!(text.contains("PRERESV bl_proprietary.ko (3/4 preresolved, folded; kept: 1 GPL-only)"), "{text}");
-    let r = std::process::Command::new("readelf").args(["-W", "-r", "-s"]).arg(tmp.path().join("bl_plain.ko")).output().unwrap();
+    let r = std::process::Command::new("readelf")
+        .args(["-W", "-r", "-s"])
+        .arg(tmp.path().join("bl_plain.ko"))
+        .output()
+        .unwrap();
     assert!(r.status.success() && r.stderr.is_empty(), "readelf: {}", String::from_utf8_lossy(&r.stderr));
     let syms = String::from_utf8_lossy(&r.stdout);
     assert!(!syms.contains(" UND _printk"), "folded symbols leave .symtab:\n{syms}");
@@ -134,7 +138,8 @@ fn a_kernel_without_these_exports_is_another_kernel() {
     let plain = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
     std::fs::write(mods.join("bl_plain.ko"), &plain[..1000]).unwrap();
     std::fs::copy(f.join("modules/bl_ns_import.ko"), mods.join("bl_ns_import.ko")).unwrap();
-    let err = TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &mods, &"-o", &out]).fails_with("bl_plain.ko");
+    let err = TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &mods, &"-o", &out])
+        .fails_with("bl_plain.ko");
     assert!(err.contains("bl_plain.ko"), "{err}");
     assert!(out.join("bl_ns_import.ko").is_file());
     assert!(!out.join("bl_plain.ko").exists());
@@ -146,7 +151,17 @@ fn chart_reads_a_real_boot_log() {
     let tmp = tempfile::tempdir().unwrap();
     let html = tmp.path().join("boot.html");
     let log = f.join("dmesg-6.1-vfat.log");
-    TestCommand::new(&[&"chart", &log, &"-o", &html, &"--svg", &tmp.path().join("t.svg"), &"--perfetto", &tmp.path().join("p.json")]).ok();
+    TestCommand::new(&[
+        &"chart",
+        &log,
+        &"-o",
+        &html,
+        &"--svg",
+        &tmp.path().join("t.svg"),
+        &"--perfetto",
+        &tmp.path().join("p.json"),
+    ])
+    .ok();
     let text = std::fs::read_to_string(&html).unwrap();
     assert!(text.starts_with("<!DOCTYPE html>") && text.contains("<svg"), "{}", &text[..200.min(text.len())]);
     let v = json(&TestCommand::new(&[&"chart", &log, &"--json"]).ok());

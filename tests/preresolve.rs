@@ -37,7 +37,10 @@ fn other_headers() -> Option<(PathBuf, String)> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy();
-            n.starts_with("linux-headers-") && n.ends_with("-amd64") && !n.contains(REFERENCE_RELEASE) && p.join("Makefile").is_file()
+            n.starts_with("linux-headers-")
+                && n.ends_with("-amd64")
+                && !n.contains(REFERENCE_RELEASE)
+                && p.join("Makefile").is_file()
         })
         .collect();
     found.sort();
@@ -69,19 +72,36 @@ fn absolute(path: &Path) -> HashMap<String, u64> {
 #[test]
 fn each_build_time_check_keeps_the_symbol_undefined() {
     if !kernel().reference {
-        common::skip("test modules", &format!("tests/modules are built against {REFERENCE_RELEASE} headers, the reference kernel is not available"));
+        common::skip(
+            "test modules",
+            &format!(
+                "tests/modules are built against {REFERENCE_RELEASE} headers, the reference kernel is not available"
+            ),
+        );
         return;
     }
     let built = test_modules();
     let out = tmpdir("pr-rules");
-    let o = preresolve(&[&"--assume-nokaslr", &"-o", &out, &built.join("bl_plain.ko"), &built.join("bl_user.ko"),
-        &built.join("bl_proprietary.ko"), &built.join("bl_ns_missing.ko"), &built.join("bl_ns_import.ko")]);
+    let o = preresolve(&[
+        &"--assume-nokaslr",
+        &"-o",
+        &out,
+        &built.join("bl_plain.ko"),
+        &built.join("bl_user.ko"),
+        &built.join("bl_proprietary.ko"),
+        &built.join("bl_ns_missing.ko"),
+        &built.join("bl_ns_import.ko"),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = report(&o);
     let m = by_name(&r);
     let kept = |name: &str| m[name]["kept_symbols"].as_array().cloned().unwrap_or_default();
     let exports: HashMap<String, u64> = bootlink::kernel::KernelImage::open(&kernel().vmlinuz, None)
-        .unwrap().exports.into_iter().map(|e| (e.name, e.addr)).collect();
+        .unwrap()
+        .exports
+        .into_iter()
+        .map(|e| (e.name, e.addr))
+        .collect();
 
     // GPL module using a GPL-only export: preresolved, at the kernel's address.
     assert_eq!(m["bl_plain"]["preresolved"], m["bl_plain"]["undefined"]);
@@ -120,7 +140,8 @@ fn a_forged_versions_crc_keeps_the_symbol_undefined() {
         let start = elf.section_data(sh).unwrap().as_ptr() as usize - data.as_ptr() as usize;
         (start, elf.section_data(sh).unwrap().len())
     };
-    let entry = data[off..off + len].chunks(64).position(|e| e[8..].starts_with(b"kstrdup\0")).expect("kstrdup in __versions");
+    let entry =
+        data[off..off + len].chunks(64).position(|e| e[8..].starts_with(b"kstrdup\0")).expect("kstrdup in __versions");
     data[off + entry * 64] ^= 0xff;
     std::fs::write(&forged, &data).unwrap();
     let out = dir.join("out");
@@ -139,15 +160,25 @@ fn a_module_of_another_release_is_refused() {
         return;
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
-    let o = Command::new("make").arg("-s").arg("-C").arg(&dir).arg("other-release")
-        .arg(format!("KDIR_OTHER={}", kdir.display())).arg(format!("RELEASE_OTHER={rel}")).output().unwrap();
+    let o = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&dir)
+        .arg("other-release")
+        .arg(format!("KDIR_OTHER={}", kdir.display()))
+        .arg(format!("RELEASE_OTHER={rel}"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let other = dir.join("build/other-release/bl_plain.ko");
     let out = tmpdir("pr-other");
     let o = preresolve(&[&"--assume-nokaslr", &"-o", &out, &other]);
     let err = stderr(&o);
     assert!(!o.status.success());
-    assert!(err.contains("built for another kernel") && err.contains(&rel) && err.contains(&other.display().to_string()), "{err}");
+    assert!(
+        err.contains("built for another kernel") && err.contains(&rel) && err.contains(&other.display().to_string()),
+        "{err}"
+    );
     assert!(!out.join("bl_plain.ko").exists(), "nothing written for a refused module");
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -160,7 +191,12 @@ fn kaslr_kernels_are_refused_and_nothing_is_written() {
     let o = run(&[&"preresolve", &"--kernel", &k.vmlinuz, &"-o", &out, &module("fs/fat")]);
     let err = stderr(&o);
     assert!(!o.status.success());
-    assert!(err.contains("refusing to preresolve") && err.contains("CONFIG_RANDOMIZE_BASE=y") && err.contains("--assume-nokaslr"), "{err}");
+    assert!(
+        err.contains("refusing to preresolve")
+            && err.contains("CONFIG_RANDOMIZE_BASE=y")
+            && err.contains("--assume-nokaslr"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1);
     assert!(!out.exists(), "no output directory for a refused run");
     // A vmlinux with no config anywhere: KASLR unknown, refused too.
@@ -184,8 +220,14 @@ fn twice_is_a_no_op_inputs_are_untouched_and_compression_is_kept() {
     sh("xz", &["--check=crc32", "--lzma2=dict=1MiB", msdos.to_str().unwrap()]);
     let nls = copy_to(&module("fs/nls/nls_cp437.ko"), &input, "nls_cp437.ko");
     sh("zstd", &["-q", "--rm", nls.to_str().unwrap()]);
-    let before: Vec<(PathBuf, Vec<u8>)> = bootlink::tree::find_modules(std::slice::from_ref(&input)).unwrap()
-        .into_iter().map(|p| { let d = std::fs::read(&p).unwrap(); (p, d) }).collect();
+    let before: Vec<(PathBuf, Vec<u8>)> = bootlink::tree::find_modules(std::slice::from_ref(&input))
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let d = std::fs::read(&p).unwrap();
+            (p, d)
+        })
+        .collect();
     let out = dir.join("out");
     let o = preresolve(&[&"--assume-nokaslr", &"-o", &out, &input]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -198,12 +240,20 @@ fn twice_is_a_no_op_inputs_are_untouched_and_compression_is_kept() {
     let x = module::read(&out.join("msdos.ko.xz")).unwrap();
     assert!(x.preresolved && x.signature.is_none() && x.compression == bootlink::compress::Compression::Xz);
     // Second run over the output, in place: every module reported as already done, bytes unchanged.
-    let snapshot: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out)).unwrap().iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let snapshot: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out))
+        .unwrap()
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
     let o = preresolve(&[&"--assume-nokaslr", &"--in-place", &out]);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = report(&o);
     assert_eq!(r["totals"]["already"], 4, "{}", r["totals"]);
-    let again: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out)).unwrap().iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let again: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out))
+        .unwrap()
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
     assert!(snapshot == again, "a second run changed bytes");
     let text = stdout(&run(&[&"preresolve", &"--assume-nokaslr", &"--kernel", &kernel().vmlinuz, &"--in-place", &out]));
     assert!(text.contains("PRERESV fat.ko (already preresolved, skipped)"), "{text}");
@@ -265,7 +315,8 @@ fn depmod_gives_the_same_modules_dep_for_the_preresolved_tree() {
     println!("preresolved the whole tree in {:.2} s", t.elapsed().as_secs_f64());
     sh("depmod", &["-b", a.to_str().unwrap(), &k.release]);
     sh("depmod", &["-b", b.to_str().unwrap(), &k.release]);
-    let read = |base: &Path| std::fs::read_to_string(base.join("lib/modules").join(&k.release).join("modules.dep")).unwrap();
+    let read =
+        |base: &Path| std::fs::read_to_string(base.join("lib/modules").join(&k.release).join("modules.dep")).unwrap();
     let (da, db) = (read(&a), read(&b));
     assert_eq!(da.lines().count(), bootlink::tree::find_modules(std::slice::from_ref(&k.modules)).unwrap().len());
     assert!(da == db, "modules.dep differs");
@@ -277,11 +328,44 @@ fn resigned_modules_verify_with_openssl_and_equal_sign_file() {
     let dir = tmpdir("pr-sign");
     let key = dir.join("key.pem");
     let cert = dir.join("cert.pem");
-    sh("openssl", &["req", "-new", "-nodes", "-utf8", "-sha256", "-days", "36500", "-batch", "-x509", "-outform", "PEM",
-        "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap(), "-newkey", "rsa:2048", "-subj", "/CN=bootlink test key"]);
+    sh(
+        "openssl",
+        &[
+            "req",
+            "-new",
+            "-nodes",
+            "-utf8",
+            "-sha256",
+            "-days",
+            "36500",
+            "-batch",
+            "-x509",
+            "-outform",
+            "PEM",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+            "-newkey",
+            "rsa:2048",
+            "-subj",
+            "/CN=bootlink test key",
+        ],
+    );
     for hash in ["sha256", "sha512"] {
         let out = dir.join(hash);
-        let o = preresolve(&[&"--assume-nokaslr", &"-o", &out, &"--sign-key", &key, &"--sign-cert", &cert, &"--sign-hash", &hash, &module("fs/fat/fat.ko")]);
+        let o = preresolve(&[
+            &"--assume-nokaslr",
+            &"-o",
+            &out,
+            &"--sign-key",
+            &key,
+            &"--sign-cert",
+            &cert,
+            &"--sign-hash",
+            &hash,
+            &module("fs/fat/fat.ko"),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(report(&o)["modules"][0]["signature"], "resigned");
         let signed = std::fs::read(out.join("fat.ko")).unwrap();
@@ -293,13 +377,42 @@ fn resigned_modules_verify_with_openssl_and_equal_sign_file() {
         std::fs::write(&elf, &signed[..elf_len]).unwrap();
         std::fs::write(&p7, &signed[elf_len..elf_len + sig.sig_len]).unwrap();
         // An independent verifier: openssl checks the PKCS#7 over the module bytes.
-        sh("openssl", &["cms", "-verify", "-binary", "-inform", "DER", "-in", p7.to_str().unwrap(), "-content", elf.to_str().unwrap(),
-            "-certfile", cert.to_str().unwrap(), "-CAfile", cert.to_str().unwrap(), "-purpose", "any", "-out", "/dev/null"]);
+        sh(
+            "openssl",
+            &[
+                "cms",
+                "-verify",
+                "-binary",
+                "-inform",
+                "DER",
+                "-in",
+                p7.to_str().unwrap(),
+                "-content",
+                elf.to_str().unwrap(),
+                "-certfile",
+                cert.to_str().unwrap(),
+                "-CAfile",
+                cert.to_str().unwrap(),
+                "-purpose",
+                "any",
+                "-out",
+                "/dev/null",
+            ],
+        );
         // The kernel's own signer gives the same bytes for the same module and key.
         let sign_file = Path::new("/usr/lib/linux-kbuild-6.1/scripts/sign-file");
         if sign_file.is_file() {
             let reference = out.join("fat.sign-file.ko");
-            sh(sign_file.to_str().unwrap(), &[hash, key.to_str().unwrap(), cert.to_str().unwrap(), elf.to_str().unwrap(), reference.to_str().unwrap()]);
+            sh(
+                sign_file.to_str().unwrap(),
+                &[
+                    hash,
+                    key.to_str().unwrap(),
+                    cert.to_str().unwrap(),
+                    elf.to_str().unwrap(),
+                    reference.to_str().unwrap(),
+                ],
+            );
             assert!(std::fs::read(&reference).unwrap() == signed, "differs from scripts/sign-file ({hash})");
             println!("{hash}: identical to scripts/sign-file");
         } else {
@@ -324,7 +437,12 @@ fn unwritable_output_and_a_full_disk_leave_nothing_half_written() {
     // A full disk: an 8 MiB tmpfs for ~30 MB of modules.
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8M", "tmpfs"]).arg(&mnt).status().map(|s| s.success()).unwrap_or(false);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8M", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
     if !mounted {
         common::skip("disk full", "cannot mount a tmpfs here (not root?)");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -361,7 +479,11 @@ fn walk(d: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(d).unwrap().flatten() {
         let p = e.path();
-        if p.is_dir() { out.extend(walk(&p)); } else { out.push(p); }
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
     }
     out
 }
@@ -392,7 +514,8 @@ fn relocs_and_symbols(path: &Path) -> (Vec<Reloc>, Vec<SymEntry>) {
     let elf = Elf::parse(data, Want::Relocatable).unwrap();
     let le = bootlink::elf::LE;
     let syms = elf.symbols().unwrap();
-    let name = |s: &bootlink::elf::Symbol| String::from_utf8(bootlink::elf::sym_name(&syms, s).unwrap().to_vec()).unwrap();
+    let name =
+        |s: &bootlink::elf::Symbol| String::from_utf8(bootlink::elf::sym_name(&syms, s).unwrap().to_vec()).unwrap();
     let symbols: Vec<SymEntry> = syms
         .iter()
         .map(|s| (name(s), s.st_info().0, s.st_other().0, s.st_shndx(le).0, s.st_value(le), s.st_size(le)))
@@ -455,7 +578,11 @@ fn compare_folded(abs: &Path, folded: &Path) -> Result<usize, String> {
     let kept: Vec<&SymEntry> =
         sa.iter().filter(|s| !(s.3 == object::elf::SHN_ABS.0 && names.contains(s.0.as_str()))).collect();
     if kept.len() != sf.len() || kept.iter().zip(&sf).any(|(x, y)| *x != y) {
-        return Err(format!("symbol table: {} entries kept from the SHN_ABS output, {} in the folded one", kept.len(), sf.len()));
+        return Err(format!(
+            "symbol table: {} entries kept from the SHN_ABS output, {} in the folded one",
+            kept.len(),
+            sf.len()
+        ));
     }
     Ok(ra.len())
 }
@@ -515,12 +642,17 @@ fn folding_the_whole_tree_keeps_every_relocation_and_depmod_agrees() {
     assert!(checked.len() > 4000 && relocs > 1_000_000, "{} modules, {relocs} relocations", checked.len());
 
     // binutils: readelf -a and -r read every file without a warning.
-    let files: Vec<String> = walk(&folded).into_iter().filter(|p| module::is_module_file(p)).map(|p| p.display().to_string()).collect();
+    let files: Vec<String> =
+        walk(&folded).into_iter().filter(|p| module::is_module_file(p)).map(|p| p.display().to_string()).collect();
     assert_eq!(files.len(), total);
     files.par_chunks(200).for_each(|chunk| {
         for flags in ["-aW", "-rW"] {
             let o = Command::new("readelf").arg(flags).args(chunk).output().expect("readelf (binutils)");
-            assert!(o.status.success() && o.stderr.is_empty(), "readelf {flags}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success() && o.stderr.is_empty(),
+                "readelf {flags}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
     });
 
@@ -529,7 +661,8 @@ fn folding_the_whole_tree_keeps_every_relocation_and_depmod_agrees() {
     sh("cp", &["-al", k.modules.to_str().unwrap(), a.join("lib/modules").to_str().unwrap()]);
     sh("depmod", &["-b", a.to_str().unwrap(), &k.release]);
     sh("depmod", &["-b", b.to_str().unwrap(), &k.release]);
-    let read = |base: &Path| std::fs::read_to_string(base.join("lib/modules").join(&k.release).join("modules.dep")).unwrap();
+    let read =
+        |base: &Path| std::fs::read_to_string(base.join("lib/modules").join(&k.release).join("modules.dep")).unwrap();
     let (da, db) = (read(&a), read(&b));
     assert_eq!(da.lines().count(), total);
     assert!(da == db, "modules.dep differs");
@@ -537,8 +670,14 @@ fn folding_the_whole_tree_keeps_every_relocation_and_depmod_agrees() {
     // Twice is a no-op: every folded module is recognised and left as it is,
     // with or without --fold-symbols.
     let fs = folded.join("kernel/fs");
-    let snapshot: Vec<(PathBuf, Vec<u8>)> = bootlink::tree::find_modules(std::slice::from_ref(&fs)).unwrap()
-        .into_iter().map(|p| { let d = std::fs::read(&p).unwrap(); (p, d) }).collect();
+    let snapshot: Vec<(PathBuf, Vec<u8>)> = bootlink::tree::find_modules(std::slice::from_ref(&fs))
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let d = std::fs::read(&p).unwrap();
+            (p, d)
+        })
+        .collect();
     for fold in [true, false] {
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"--assume-nokaslr", &"--in-place", &fs];
         if fold {
@@ -553,7 +692,15 @@ fn folding_the_whole_tree_keeps_every_relocation_and_depmod_agrees() {
             assert!(&std::fs::read(p).unwrap() == d, "a second run changed {}", p.display());
         }
     }
-    let text = stdout(&run(&[&"preresolve", &"--assume-nokaslr", &"--fold-symbols", &"--kernel", &k.vmlinuz, &"--in-place", &fs.join("fat")]));
+    let text = stdout(&run(&[
+        &"preresolve",
+        &"--assume-nokaslr",
+        &"--fold-symbols",
+        &"--kernel",
+        &k.vmlinuz,
+        &"--in-place",
+        &fs.join("fat"),
+    ]));
     assert!(text.contains("PRERESV fat.ko (already preresolved, folded, skipped)"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -567,7 +714,8 @@ fn shift_listed_address(path: &Path, name: &str) -> Vec<u8> {
         let d = elf.named_section_data(module::PRERESOLVED_SECTION).unwrap().unwrap();
         (d.as_ptr() as usize - data.as_ptr() as usize, String::from_utf8(d.to_vec()).unwrap())
     };
-    let line = text.lines().position(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} not listed"));
+    let line =
+        text.lines().position(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} not listed"));
     let at = off + text.lines().take(line).map(|l| l.len() + 1).sum::<usize>();
     let addr = u64::from_str_radix(std::str::from_utf8(&data[at..at + 16]).unwrap(), 16).unwrap() + 0x20_0000;
     data[at..at + 16].copy_from_slice(format!("{addr:016x}").as_bytes());
@@ -614,7 +762,10 @@ fn folding_refuses_a_module_it_cannot_remap_and_names_it() {
     let err = stderr(&o);
     assert!(!o.status.success());
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(&bad.display().to_string()) && err.contains("cannot fold symbols: section .rela.text is SHT_REL"), "{err}");
+    assert!(
+        err.contains(&bad.display().to_string()) && err.contains("cannot fold symbols: section .rela.text is SHT_REL"),
+        "{err}"
+    );
     assert!(!out.join("fat.ko").exists(), "nothing written for a refused module");
     let vfat = module::read(&out.join("vfat.ko")).unwrap();
     assert!(vfat.preresolved && !vfat.folded.is_empty());

@@ -30,7 +30,8 @@ pub fn phase_color(phase: &str) -> &'static str {
         OTHER => "#c5cbd3",
         // finalize's links: shades of finalize's colour
         p if p.starts_with("finalize: ") => {
-            const SHADES: [&str; 8] = ["#3f3096", "#5a4bb8", "#6a5acd", "#7d6fd6", "#9083de", "#a398e6", "#b6adee", "#c9c2f5"];
+            const SHADES: [&str; 8] =
+                ["#3f3096", "#5a4bb8", "#6a5acd", "#7d6fd6", "#9083de", "#a398e6", "#b6adee", "#c9c2f5"];
             let step = &p["finalize: ".len()..];
             let i = crate::run::results::FINALIZE_STEPS.iter().position(|s| *s == step).unwrap_or(0);
             SHADES[i % SHADES.len()]

@@ -22,10 +22,10 @@ impl KernelConfig {
                 if let Some(name) = rest.strip_suffix(" is not set") {
                     values.insert(name.to_string(), "n".to_string());
                 }
-            } else if let Some((k, v)) = line.split_once('=') {
-                if k.starts_with("CONFIG_") {
-                    values.insert(k.to_string(), v.trim_matches('"').to_string());
-                }
+            } else if let Some((k, v)) = line.split_once('=')
+                && k.starts_with("CONFIG_")
+            {
+                values.insert(k.to_string(), v.trim_matches('"').to_string());
             }
         }
         KernelConfig { values }

@@ -10,7 +10,7 @@
 use std::hash::Hasher;
 use std::path::PathBuf;
 
-use super::{find_vmlinux, Source, Vmlinux};
+use super::{Source, Vmlinux, find_vmlinux};
 use crate::fsutil;
 
 const KEEP: usize = 4;
@@ -37,12 +37,11 @@ pub fn vmlinux(image: &[u8]) -> Result<Vmlinux, String> {
     let k = key(image);
     let elf = dir().join(format!("{k}.elf"));
     let meta = dir().join(format!("{k}.json"));
-    if let (Ok(m), true) = (std::fs::read(&meta), elf.is_file()) {
-        if let (Ok(source), Ok(data)) = (serde_json::from_slice::<Source>(&m), fsutil::map_file(&elf)) {
-            if data.starts_with(&object::elf::ELFMAG) {
-                return Ok(Vmlinux { data, source });
-            }
-        }
+    if let (Ok(m), true) = (std::fs::read(&meta), elf.is_file())
+        && let (Ok(source), Ok(data)) = (serde_json::from_slice::<Source>(&m), fsutil::map_file(&elf))
+        && data.starts_with(&object::elf::ELFMAG)
+    {
+        return Ok(Vmlinux { data, source });
     }
     let v = find_vmlinux(image.to_vec().into())?;
     if !matches!(v.source, Source::Vmlinux) && std::fs::create_dir_all(dir()).is_ok() {

@@ -99,10 +99,10 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, String>
         (compress::GZIP_MAGIC, Compression::Gzip),
     ] {
         for offset in memchr::memmem::find_iter(&data, magic) {
-            if let Ok(out) = compress::decompress(&data[offset..], kind, 0) {
-                if out.starts_with(&object::elf::ELFMAG) {
-                    return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
-                }
+            if let Ok(out) = compress::decompress(&data[offset..], kind, 0)
+                && out.starts_with(&object::elf::ELFMAG)
+            {
+                return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
             }
         }
     }
@@ -307,4 +307,3 @@ impl KernelSummary {
         }
     }
 }
-

@@ -29,15 +29,15 @@ pub fn parse_system_map(text: &str) -> HashMap<&str, u64> {
     let mut map: HashMap<&str, (u64, bool)> = HashMap::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();
-        if let (Some(a), Some(t), Some(name), None) = (f.next(), f.next(), f.next(), f.next()) {
-            if let Ok(addr) = u64::from_str_radix(a, 16) {
-                let global = t.starts_with(|c: char| c.is_ascii_uppercase());
-                match map.get(name) {
-                    Some(&(_, true)) => {}
-                    Some(&(_, false)) if !global => {}
-                    _ => {
-                        map.insert(name, (addr, global));
-                    }
+        if let (Some(a), Some(t), Some(name), None) = (f.next(), f.next(), f.next(), f.next())
+            && let Ok(addr) = u64::from_str_radix(a, 16)
+        {
+            let global = t.starts_with(|c: char| c.is_ascii_uppercase());
+            match map.get(name) {
+                Some(&(_, true)) => {}
+                Some(&(_, false)) if !global => {}
+                _ => {
+                    map.insert(name, (addr, global));
                 }
             }
         }

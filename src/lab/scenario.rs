@@ -115,8 +115,12 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             let dir = work.join(v.spec.transform.name());
             let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
             // The lab boots through PVH with `nokaslr`: the base is not randomized.
-            let opts =
-                preresolve::Options { output: preresolve::Output::Dir(dir.clone()), assume_nokaslr: true, sign: None, fold };
+            let opts = preresolve::Options {
+                output: preresolve::Output::Dir(dir.clone()),
+                assume_nokaslr: true,
+                sign: None,
+                fold,
+            };
             let report = preresolve::run(k, &inputs, &opts)?;
             if let Some(e) = report.errors.first() {
                 return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));

@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::fetch;
-use crate::kmod::{self as modset, ModTree};
 use crate::kbuild;
+use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
 use crate::lab::variant::{self, KernelChoice, Transform, VariantSpec};
 use crate::run::results::Run;
@@ -126,7 +126,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             base.iter()
                 .map(|(name, _)| {
                     other.module(name).map(|e| (name.clone(), e.path.clone())).ok_or_else(|| {
-                        Error::file(&dir, format!("variant {}: module {name} of the set is not in this tree", spec.name))
+                        Error::file(
+                            &dir,
+                            format!("variant {}: module {name} of the set is not in this tree", spec.name),
+                        )
                     })
                 })
                 .collect::<Result<Vec<_>>>()?

@@ -109,7 +109,9 @@ impl VariantSpec {
             });
         };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
-            return Err(Error::new(format!("variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='")));
+            return Err(Error::new(format!(
+                "variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='"
+            )));
         }
         let mut v = VariantSpec::of(Transform::Stock);
         v.name = name.to_string();
@@ -133,9 +135,8 @@ impl VariantSpec {
                     }
                 }
                 "modules" => {
-                    v.transform = Transform::parse(value).ok_or_else(|| {
-                        Error::new(format!("variant {name}: modules:{value}: use {}", transforms()))
-                    })?
+                    v.transform = Transform::parse(value)
+                        .ok_or_else(|| Error::new(format!("variant {name}: modules:{value}: use {}", transforms())))?
                 }
                 "loader" => {
                     v.loader = match value {

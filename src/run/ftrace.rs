@@ -110,7 +110,8 @@ fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Pha
     }
     let chain = find("blocking_notifier_call_chain_robust");
     if let Some(a) = x_end {
-        let next = inside.iter().filter(|m| m.1 >= a && m.0 != "module_enable_x").map(|m| m.1).fold(f64::INFINITY, f64::min);
+        let next =
+            inside.iter().filter(|m| m.1 >= a && m.0 != "module_enable_x").map(|m| m.1).fold(f64::INFINITY, f64::min);
         if next.is_finite() {
             steps.push(("ftrace weak-fn check", a, next));
         }

@@ -55,14 +55,14 @@ pub struct ModuleLoad {
 
 /// The links of the finalize phase, in the order load_module runs them.
 pub const FINALIZE_STEPS: &[&str] = &[
-    "kallsyms",          // add_kallsyms: the module's load-time symbol table
-    "alternatives",      // module_finalize minus the ORC sort: alternatives, retpolines, returns, paravirt
-    "ORC sort",          // unwind_module_init: heapsort of .orc_unwind_ip
-    "memory protection", // module_enable_ro .. module_enable_x
+    "kallsyms",             // add_kallsyms: the module's load-time symbol table
+    "alternatives",         // module_finalize minus the ORC sort: alternatives, retpolines, returns, paravirt
+    "ORC sort",             // unwind_module_init: heapsort of .orc_unwind_ip
+    "memory protection",    // module_enable_ro .. module_enable_x
     "ftrace weak-fn check", // ftrace_module_enable: a kallsyms scan per __mcount_loc entry (notrace: a gap)
-    "trace event files", // trace_events' module notifier: event directories and files (a gap)
-    "trace eval maps",   // trace.c's module notifier: print_fmt rescans per TRACE_DEFINE_ENUM (a gap; bpf_event_notify too)
-    "rest",              // ftrace records, bug table, other notifiers, sysfs, parameters
+    "trace event files",    // trace_events' module notifier: event directories and files (a gap)
+    "trace eval maps", // trace.c's module notifier: print_fmt rescans per TRACE_DEFINE_ENUM (a gap; bpf_event_notify too)
+    "rest",            // ftrace records, bug table, other notifiers, sysfs, parameters
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
