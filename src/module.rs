@@ -170,6 +170,63 @@ pub fn read(path: &Path) -> Result<Module> {
     parse(path, &data, compression).map_err(|e| Error::file(path, e))
 }
 
+/// A symbol's section index must name a section of the file, or be one of
+/// the reserved indexes the kernel's loader handles (SHN_UNDEF, SHN_ABS,
+/// SHN_LIVEPATCH): anything else would make simplify_symbols read a section
+/// header past the table.
+fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::result::Result<(), String> {
+    const SHN_LIVEPATCH: u16 = 0xff20;
+    let ok = match shndx {
+        s if s == SHN_UNDEF.0 || s == SHN_ABS.0 || s == SHN_LIVEPATCH => true,
+        s if s >= object::elf::SHN_LORESERVE => false,
+        s => (s as usize) < sections,
+    };
+    if ok {
+        return Ok(());
+    }
+    let name = String::from_utf8_lossy(name);
+    Err(if shndx >= object::elf::SHN_LORESERVE {
+        format!("corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load")
+    } else {
+        format!("corrupt symbol table: symbol {name} (#{i}) has section index {shndx}, past the {sections} sections")
+    })
+}
+
+/// Every relocation section must lie inside the file, hold whole entries,
+/// and name only symbols of the symbol table it links to.
+fn check_relocations(elf: &Elf, nsyms: usize) -> std::result::Result<(), String> {
+    use object::elf::{SHT_REL, SHT_RELA};
+    use object::read::elf::SectionHeader as _;
+    for (idx, sh) in elf.sections.iter().enumerate() {
+        let ty = sh.sh_type(LE);
+        if ty != SHT_RELA && ty != SHT_REL {
+            continue;
+        }
+        let name = String::from_utf8_lossy(elf.section_name(sh)).into_owned();
+        let entsize = if ty == SHT_RELA { 24 } else { 16 };
+        let data = elf.section_data(sh).map_err(|_| {
+            format!("corrupt relocation section {name} (#{idx}): its offset and size lie outside the file")
+        })?;
+        if sh.sh_entsize(LE) != entsize as u64 || data.len() % entsize != 0 {
+            return Err(format!(
+                "corrupt relocation section {name} (#{idx}): entry size {} and size {} (want whole {entsize}-byte entries)",
+                sh.sh_entsize(LE),
+                data.len()
+            ));
+        }
+        for (j, e) in data.chunks_exact(entsize).enumerate() {
+            let info = u64::from_le_bytes(e[8..16].try_into().expect("8 bytes"));
+            let sym = (info >> 32) as usize;
+            if sym >= nsyms {
+                return Err(format!(
+                    "corrupt relocation section {name} (#{idx}): entry {j} names symbol {sym}, past the {nsyms} symbols of .symtab"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
     let (elf_len, signature) = split_signature(data)?;
     let elf = Elf::parse(&data[..elf_len], Want::Relocatable)?;
@@ -205,6 +262,7 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
             continue;
         }
         let shndx = sym.st_shndx(LE);
+        check_shndx(shndx.0, i, name, elf.sections.len())?;
         if shndx == SHN_UNDEF {
             undefined.push(String::from_utf8_lossy(name).into_owned());
             undefined_index.push(i);
@@ -218,6 +276,8 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
             ns_syms.insert(n, (shndx.0 as usize, sym.st_value(LE)));
         }
     }
+
+    check_relocations(&elf, symtab.len())?;
 
     let mut exports = Vec::with_capacity(export_syms.len());
     for (name, shndx) in export_syms {

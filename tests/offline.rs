@@ -170,3 +170,103 @@ fn chart_reads_a_real_boot_log() {
     let p: serde_json::Value = serde_json::from_slice(&std::fs::read(tmp.path().join("p.json")).unwrap()).unwrap();
     assert!(p["traceEvents"].as_array().is_some_and(|e| e.len() > 600));
 }
+
+/// Byte offsets in a fixture module, found with the object crate.
+struct Layout {
+    /// (file offset of the symbol, its name) for each .symtab entry.
+    symbols: Vec<(usize, String)>,
+    /// File offset of the first SHT_RELA section's header, and of its data.
+    rela_header: usize,
+    rela_data: usize,
+}
+
+fn layout(data: &[u8]) -> Layout {
+    use object::LittleEndian as LE;
+    use object::read::elf::{FileHeader, SectionHeader};
+    let h = object::elf::FileHeader64::<LE>::parse(data).unwrap();
+    let sections = h.sections(LE, data).unwrap();
+    let shoff = h.e_shoff(LE) as usize;
+    let (mut symbols, mut rela) = (Vec::new(), None);
+    for (i, s) in sections.iter().enumerate() {
+        if s.sh_type(LE) == object::elf::SHT_SYMTAB {
+            let strtab = sections.section(object::SectionIndex(s.sh_link(LE) as usize)).unwrap();
+            let strings = strtab.data(LE, data).unwrap();
+            let off = s.sh_offset(LE) as usize;
+            for k in 0..(s.sh_size(LE) as usize / 24) {
+                let name_off = u32::from_le_bytes(data[off + 24 * k..off + 24 * k + 4].try_into().unwrap()) as usize;
+                let end = strings[name_off..].iter().position(|&b| b == 0).unwrap();
+                symbols.push((off + 24 * k, String::from_utf8_lossy(&strings[name_off..name_off + end]).into_owned()));
+            }
+        }
+        if s.sh_type(LE) == object::elf::SHT_RELA && rela.is_none() && s.sh_size(LE) > 0 {
+            rela = Some((shoff + 64 * i, s.sh_offset(LE) as usize));
+        }
+    }
+    let (rela_header, rela_data) = rela.unwrap();
+    Layout { symbols, rela_header, rela_data }
+}
+
+/// Corrupt symbol and relocation tables are per-file errors in inspect and
+/// in preresolve (both modes): one line naming the file and the problem,
+/// exit status 1, nothing written for that module.
+#[test]
+fn corrupt_symbol_and_relocation_tables_are_refused() {
+    let f = fixtures();
+    let orig = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
+    let l = layout(&orig);
+    let sym = |name: &str| l.symbols.iter().find(|(_, n)| n == name).unwrap_or_else(|| panic!("no symbol {name}")).0;
+    let shndx_at = sym("bl_plain_hello") + 6;
+    type Patch = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Patch, String)> = vec![
+        (
+            "reserved",
+            Box::new(move |d| d[shndx_at..shndx_at + 2].copy_from_slice(&0xff05u16.to_le_bytes())),
+            "symbol bl_plain_hello".to_string() + " (#",
+        ),
+        ("past", Box::new(move |d| d[shndx_at..shndx_at + 2].copy_from_slice(&200u16.to_le_bytes())), "has section index 200, past the".into()),
+        (
+            "rela-offset",
+            Box::new({
+                let at = l.rela_header + 24;
+                move |d| {
+                    let len = d.len() as u64;
+                    d[at..at + 8].copy_from_slice(&(len + 4096).to_le_bytes())
+                }
+            }),
+            "its offset and size lie outside the file".into(),
+        ),
+        (
+            "rela-symbol",
+            Box::new({
+                let at = l.rela_data + 12;
+                move |d| d[at..at + 4].copy_from_slice(&0xffffu32.to_le_bytes())
+            }),
+            "names symbol 65535, past the".into(),
+        ),
+    ];
+    for (what, patch, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let bad = tmp.path().join("bl_plain.ko");
+        let mut d = orig.clone();
+        patch(&mut d);
+        std::fs::write(&bad, &d).unwrap();
+        let err = TestCommand::new(&[&"inspect", &f.join("vmlinux"), &bad]).fails_with(&want);
+        assert!(err.starts_with(&format!("bootlink: {}: ", bad.display())), "{what}: {err}");
+        if what == "reserved" {
+            assert!(err.contains("reserved section index 0xff05"), "{err}");
+        }
+        for fold in [false, true] {
+            let out = tmp.path().join(format!("out-{fold}"));
+            let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"preresolve", &"--kernel"];
+            let vmlinux = f.join("vmlinux");
+            args.push(&vmlinux);
+            if fold {
+                args.push(&"--fold-symbols");
+            }
+            args.extend([&bad as &dyn AsRef<std::ffi::OsStr>, &"-o", &out]);
+            TestCommand::new(&args).fails_with(&want);
+            assert!(!out.join("bl_plain.ko").exists(), "{what} (fold {fold}): a module was written");
+        }
+        assert_eq!(std::fs::read(&bad).unwrap(), d, "{what}: the input was modified");
+    }
+}
