@@ -61,7 +61,7 @@ pub fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
 fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| Error::file(path, "not a file path"))?;
-    let tmp = dir.join(format!(".{}.bootlink-tmp.{}", name.to_string_lossy(), std::process::id()));
+    let tmp = dir.join(format!(".{}{TMP_MARK}{}", name.to_string_lossy(), std::process::id()));
     let res = (|| -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
@@ -78,6 +78,34 @@ fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io(path, e)
     })
+}
+
+/// The marker in the names of [`write_atomic`]'s temporary files:
+/// `.<name>.bootlink-tmp.<pid>`.
+const TMP_MARK: &str = ".bootlink-tmp.";
+
+/// Remove the temporary files a killed bootlink left in `dir`: those named
+/// `.<name>.bootlink-tmp.<pid>` whose process is gone (no /proc/<pid>).
+/// A live run's files are left alone. Returns how many were removed.
+pub fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let Some(pid) = name.strip_prefix('.').and_then(|n| n.rsplit_once(TMP_MARK)).map(|(_, pid)| pid) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if pid != std::process::id()
+            && !Path::new("/proc").join(pid.to_string()).exists()
+            && e.file_type().is_ok_and(|t| t.is_file())
+            && std::fs::remove_file(e.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// bootlink's cache: $BOOTLINK_CACHE, else $XDG_CACHE_HOME/bootlink, else

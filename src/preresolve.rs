@@ -292,6 +292,12 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         probe_writable(d)?;
     }
+    // A killed earlier run (kill -9 of --in-place) may have left its
+    // temporary files where it wrote: remove those of dead processes.
+    let dirs: std::collections::BTreeSet<&Path> = jobs.iter().filter_map(|j| j.output.parent()).collect();
+    for d in dirs {
+        fsutil::remove_stale_temps(d);
+    }
     let exports = kernel.export_map();
     let progress = Progress::new("preresolving", jobs.len());
     let results: Vec<Result<ModuleResult>> = jobs

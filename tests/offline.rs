@@ -270,3 +270,24 @@ fn corrupt_symbol_and_relocation_tables_are_refused() {
         assert_eq!(std::fs::read(&bad).unwrap(), d, "{what}: the input was modified");
     }
 }
+
+/// What a `kill -9` of `preresolve --in-place` leaves (a hidden temporary
+/// beside the module) is removed by the next run; a live process's is not.
+#[test]
+fn a_later_run_removes_a_killed_runs_temporaries() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("bl_plain.ko");
+    std::fs::copy(f.join("modules/bl_plain.ko"), &m).unwrap();
+    // No process has pid 4194304 (above Linux's pid_max limit).
+    let dead = tmp.path().join(".bl_plain.ko.bootlink-tmp.4194304");
+    std::fs::write(&dead, b"half a module").unwrap();
+    let live = tmp.path().join(format!(".bl_plain.ko.bootlink-tmp.{}", std::process::id()));
+    std::fs::write(&live, b"being written").unwrap();
+    TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &m, &"--in-place"]).show_dir(tmp.path()).ok();
+    assert!(!dead.exists(), "the dead run's temporary is still there");
+    assert!(live.exists(), "a live process's temporary was removed");
+    let names: Vec<String> =
+        std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
