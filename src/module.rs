@@ -186,7 +186,9 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
     }
     let name = String::from_utf8_lossy(name);
     Err(if shndx >= object::elf::SHN_LORESERVE {
-        format!("corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load")
+        format!(
+            "corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load"
+        )
     } else {
         format!("corrupt symbol table: symbol {name} (#{i}) has section index {shndx}, past the {sections} sections")
     })

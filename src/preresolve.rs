@@ -194,7 +194,11 @@ pub struct Totals {
     pub unchanged: usize,
     pub already: usize,
     pub undefined: usize,
+    /// Symbols preresolved by this run.
     pub preresolved: usize,
+    /// Symbols of the modules skipped as already preresolved, resolved by
+    /// an earlier run.
+    pub already_symbols: usize,
     pub module_symbols: usize,
     pub kept: BTreeMap<Reason, usize>,
     pub errors: usize,
@@ -329,7 +333,11 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     for m in &report.modules {
         t.modules += 1;
         t.undefined += m.undefined;
-        t.preresolved += m.preresolved;
+        if m.status == Status::AlreadyPreresolved {
+            t.already_symbols += m.preresolved;
+        } else {
+            t.preresolved += m.preresolved;
+        }
         t.module_symbols += m.module_symbols;
         match m.status {
             Status::Preresolved => {
@@ -453,6 +461,14 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         result.mode = Some(if m.folded.is_empty() { Mode::Abs } else { Mode::Folded });
         result.preresolved = resolved;
         result.undefined += resolved;
+        // What is still undefined is counted as on the first run: left to
+        // modules' exports, or kept for a reason.
+        let Decision { kept, from_modules, .. } = decide(k, exports, &m);
+        result.module_symbols = from_modules;
+        for (_, r) in &kept {
+            *result.kept.entry(*r).or_default() += 1;
+        }
+        result.kept_symbols = kept;
         copy_unchanged(path, &job.output, &opts.output)?;
         return Ok(result);
     }
@@ -541,7 +557,10 @@ impl Report {
         let mut tab = Table::new(&["", "modules", "undefined symbols"]);
         tab.row(vec!["read".into(), thousands(t.modules), thousands(t.undefined)]);
         tab.row(vec!["preresolved".into(), thousands(t.preresolved_modules), thousands(t.preresolved)]);
-        tab.row(vec!["  fully".into(), thousands(t.fully_preresolved), "".into()]);
+        if t.already > 0 {
+            tab.row(vec!["already preresolved (skipped)".into(), thousands(t.already), thousands(t.already_symbols)]);
+        }
+        tab.row(vec!["  fully (now or before)".into(), thousands(t.fully_preresolved), "".into()]);
         if t.folded_modules > 0 {
             tab.row(vec!["  folded into relocations".into(), thousands(t.folded_modules), "".into()]);
         }
@@ -550,9 +569,6 @@ impl Report {
             tab.row(vec![format!("kept: {}", r.label()), "".into(), thousands(*n)]);
         }
         tab.row(vec!["unchanged".into(), thousands(t.unchanged), "".into()]);
-        if t.already > 0 {
-            tab.row(vec!["already preresolved (skipped)".into(), thousands(t.already), "".into()]);
-        }
         if t.errors > 0 {
             tab.row(vec!["refused or unreadable".into(), thousands(t.errors), "".into()]);
         }

@@ -223,7 +223,11 @@ fn corrupt_symbol_and_relocation_tables_are_refused() {
             Box::new(move |d| d[shndx_at..shndx_at + 2].copy_from_slice(&0xff05u16.to_le_bytes())),
             "symbol bl_plain_hello".to_string() + " (#",
         ),
-        ("past", Box::new(move |d| d[shndx_at..shndx_at + 2].copy_from_slice(&200u16.to_le_bytes())), "has section index 200, past the".into()),
+        (
+            "past",
+            Box::new(move |d| d[shndx_at..shndx_at + 2].copy_from_slice(&200u16.to_le_bytes())),
+            "has section index 200, past the".into(),
+        ),
         (
             "rela-offset",
             Box::new({
@@ -290,4 +294,28 @@ fn a_later_run_removes_a_killed_runs_temporaries() {
     let names: Vec<String> =
         std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
+}
+
+/// A rerun reports the same module set consistently: nothing preresolved
+/// now, the earlier run's symbols as already preresolved, and the same
+/// symbols left to modules' exports and kept by reason.
+#[test]
+fn a_rerun_counts_like_the_first_run() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let first = json(
+        &TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &f.join("modules"), &"-o", &a, &"--json"])
+            .ok(),
+    );
+    let again =
+        json(&TestCommand::new(&[&"preresolve", &"--kernel", &f.join("vmlinux"), &a, &"-o", &b, &"--json"]).ok());
+    let (t1, t2) = (&first["totals"], &again["totals"]);
+    assert_eq!((t1["preresolved"].as_u64(), t1["already_symbols"].as_u64()), (Some(24), Some(0)), "{t1}");
+    assert_eq!((t2["preresolved"].as_u64(), t2["already_symbols"].as_u64()), (Some(0), Some(24)), "{t2}");
+    assert_eq!((t2["already"].as_u64(), t2["preresolved_modules"].as_u64()), (Some(5), Some(0)), "{t2}");
+    for key in ["modules", "undefined", "module_symbols", "kept", "fully_preresolved"] {
+        assert_eq!(t1[key], t2[key], "{key}: first {t1}, rerun {t2}");
+    }
+    assert_eq!(t2["module_symbols"], 1);
 }
