@@ -105,22 +105,155 @@ fn xz_first_stream(data: &[u8], mut out: Vec<u8>) -> Result<Vec<u8>, String> {
     }
 }
 
+/// How a file was compressed, as far as its headers tell: what a rewrite
+/// keeps, so that the kernel needs no more memory to decompress it than
+/// before (the dictionary or window) and checks it the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Params {
+    None,
+    /// The stream's check (0 none, 1 CRC32, 4 CRC64, 10 SHA-256) and the
+    /// LZMA2 dictionary size of its first block.
+    Xz {
+        check: u8,
+        dict: u32,
+    },
+    /// The frame's content checksum flag and window log (None: single
+    /// segment, the window is the content).
+    Zstd {
+        checksum: bool,
+        window_log: Option<u32>,
+    },
+    /// The deflate level the header's XFL hints at (9 best, 1 fastest, else 6).
+    Gzip {
+        level: u32,
+    },
+}
+
+impl Params {
+    /// What the kernel's own build writes: `xz --check=crc32
+    /// --lzma2=dict=1MiB`, `zstd` with a checksum, `gzip -9`.
+    pub fn kernel_default(kind: Compression) -> Params {
+        match kind {
+            Compression::None => Params::None,
+            Compression::Xz => Params::Xz { check: 1, dict: 1 << 20 },
+            Compression::Zstd => Params::Zstd { checksum: true, window_log: None },
+            Compression::Gzip => Params::Gzip { level: 9 },
+        }
+    }
+
+    /// Read the parameters from the start of a compressed file (its first
+    /// few dozen bytes); what the headers do not say is the kernel's default.
+    pub fn detect(head: &[u8], kind: Compression) -> Params {
+        let default = Params::kernel_default(kind);
+        match kind {
+            Compression::Xz => {
+                // Stream header: magic (6), flags (2: 0, check), CRC32 (4); then
+                // the first block header: size, flags, [sizes], filter flags.
+                let Some(&check) = head.get(7) else { return default };
+                let dict = xz_first_block_dict(head.get(12..).unwrap_or_default()).unwrap_or(1 << 20);
+                Params::Xz { check: check & 0x0f, dict }
+            }
+            Compression::Zstd => {
+                let Some(&fhd) = head.get(4) else { return default };
+                let single_segment = fhd & 0x20 != 0;
+                let window_log = match (single_segment, head.get(5)) {
+                    (false, Some(&wd)) => Some(10 + (wd >> 3) as u32 + ((wd & 7) != 0) as u32),
+                    _ => None,
+                };
+                Params::Zstd { checksum: fhd & 0x04 != 0, window_log }
+            }
+            Compression::Gzip => match head.get(8) {
+                Some(2) => Params::Gzip { level: 9 },
+                Some(4) => Params::Gzip { level: 1 },
+                Some(_) => Params::Gzip { level: 6 },
+                None => default,
+            },
+            Compression::None => Params::None,
+        }
+    }
+}
+
+/// Read a multibyte integer of the xz format.
+fn xz_varint(b: &[u8], i: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for k in 0..9 {
+        let byte = *b.get(*i)?;
+        *i += 1;
+        v |= ((byte & 0x7f) as u64) << (7 * k);
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The LZMA2 dictionary size in an xz block header.
+fn xz_first_block_dict(b: &[u8]) -> Option<u32> {
+    let size = (*b.first()? as usize + 1) * 4;
+    let flags = *b.get(1)?;
+    let filters = (flags & 3) as usize + 1;
+    let mut i = 2;
+    if flags & 0x40 != 0 {
+        xz_varint(b, &mut i)?;
+    }
+    if flags & 0x80 != 0 {
+        xz_varint(b, &mut i)?;
+    }
+    for _ in 0..filters {
+        let id = xz_varint(b, &mut i)?;
+        let props = xz_varint(b, &mut i)? as usize;
+        if i + props > size {
+            return None;
+        }
+        if id == 0x21 && props == 1 {
+            let bits = b[i] & 0x3f;
+            return Some(if bits >= 40 { u32::MAX } else { (2 | (bits as u32 & 1)) << (bits / 2 + 11) });
+        }
+        i += props;
+    }
+    None
+}
+
 /// Compress `data` the way the kernel's `make modules_install` does for
-/// modules (XZ with CRC32 check, zstd, gzip -9).
+/// modules (XZ with a CRC32 check and a 1 MiB dictionary, zstd, gzip -9).
 pub fn compress(data: &[u8], kind: Compression) -> Result<Vec<u8>, String> {
+    compress_with(data, Params::kernel_default(kind))
+}
+
+/// Compress `data` with these parameters.
+pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, String> {
     use std::io::Write;
-    match kind {
-        Compression::None => Ok(data.to_vec()),
-        Compression::Xz => {
-            let stream =
-                xz2::stream::Stream::new_easy_encoder(6, xz2::stream::Check::Crc32).map_err(|e| format!("xz: {e}"))?;
+    match params {
+        Params::None => Ok(data.to_vec()),
+        Params::Xz { check, dict } => {
+            use xz2::stream::{Check, Filters, LzmaOptions, Stream};
+            let check = match check {
+                0 => Check::None,
+                1 => Check::Crc32,
+                4 => Check::Crc64,
+                10 => Check::Sha256,
+                c => return Err(format!("xz: unsupported check type {c}")),
+            };
+            let mut opts = LzmaOptions::new_preset(6).map_err(|e| format!("xz: {e}"))?;
+            opts.dict_size(dict.clamp(4096, 1 << 30));
+            let mut filters = Filters::new();
+            filters.lzma2(&opts);
+            let stream = Stream::new_stream_encoder(&filters, check).map_err(|e| format!("xz: {e}"))?;
             let mut enc = xz2::write::XzEncoder::new_stream(Vec::new(), stream);
             enc.write_all(data).map_err(|e| e.to_string())?;
             enc.finish().map_err(|e| e.to_string())
         }
-        Compression::Zstd => zstd::stream::encode_all(data, 19).map_err(|e| e.to_string()),
-        Compression::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        Params::Zstd { checksum, window_log } => {
+            let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).map_err(|e| e.to_string())?;
+            enc.include_checksum(checksum).map_err(|e| e.to_string())?;
+            if let Some(w) = window_log {
+                enc.window_log(w).map_err(|e| e.to_string())?;
+            }
+            enc.write_all(data).map_err(|e| e.to_string())?;
+            enc.finish().map_err(|e| e.to_string())
+        }
+        Params::Gzip { level } => {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
             enc.write_all(data).map_err(|e| e.to_string())?;
             enc.finish().map_err(|e| e.to_string())
         }
@@ -130,6 +263,59 @@ pub fn compress(data: &[u8], kind: Compression) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the xz tool writes is read back: check and dictionary, and a
+    /// rewrite with them reads as the same parameters.
+    #[test]
+    fn xz_parameters_are_detected_and_kept() {
+        let text: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        for (args, check, dict) in [
+            (&["--check=crc32", "--lzma2=dict=1MiB"][..], 1u8, 1u32 << 20),
+            (&["--check=crc64", "-6"][..], 4, 8 << 20),
+            (&["--check=sha256", "--lzma2=dict=3MiB"][..], 10, 3 << 20),
+        ] {
+            let mut child = std::process::Command::new("xz")
+                .args(args)
+                .arg("-c")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("xz (Debian package xz-utils)");
+            {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(&text).unwrap();
+            }
+            let packed = child.wait_with_output().unwrap().stdout;
+            let p = Params::detect(&packed[..64], Compression::Xz);
+            assert_eq!(p, Params::Xz { check, dict }, "{args:?}");
+            let again = compress_with(&text, p).unwrap();
+            assert_eq!(Params::detect(&again[..64], Compression::Xz), p);
+            assert_eq!(decompress(&again, Compression::Xz, 0).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn zstd_and_gzip_parameters_survive_a_rewrite() {
+        let text = b"bootlink ".repeat(10_000);
+        for p in [
+            Params::Zstd { checksum: true, window_log: Some(20) },
+            Params::Zstd { checksum: false, window_log: Some(17) },
+            Params::Gzip { level: 9 },
+            Params::Gzip { level: 1 },
+        ] {
+            let packed = compress_with(&text, p).unwrap();
+            let kind = Compression::detect(&packed);
+            let got = Params::detect(&packed, kind);
+            match (p, got) {
+                (Params::Zstd { checksum: a, .. }, Params::Zstd { checksum: b, window_log }) => {
+                    assert_eq!(a, b);
+                    assert!(window_log.is_none() || window_log <= Some(20), "{window_log:?}");
+                }
+                _ => assert_eq!(p, got),
+            }
+            assert_eq!(decompress(&packed, kind, 0).unwrap(), text);
+        }
+    }
 
     #[test]
     fn round_trip_every_format_and_ignore_trailing_bytes() {

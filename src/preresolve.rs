@@ -520,7 +520,18 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
     {
         return Err(Error::file(path, "internal error: rewritten module does not read back as preresolved"));
     }
-    let out = compress::compress(&bytes, compression).map_err(|e| Error::file(path, e))?;
+    // Recompress as the input was compressed (check, dictionary or window,
+    // level where the header tells), so the kernel needs no more memory.
+    let params = if compression == Compression::None {
+        compress::Params::None
+    } else {
+        let mut head = [0u8; 64];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .map_err(|e| Error::io(path, e))?;
+        compress::Params::detect(&head[..n], compression)
+    };
+    let out = compress::compress_with(&bytes, params).map_err(|e| Error::file(path, e))?;
     write_output(&job.output, &out, &opts.output)?;
     result.status = Status::Preresolved;
     Ok(result)

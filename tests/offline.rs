@@ -76,6 +76,18 @@ fn preresolve_applies_every_rule_and_a_rerun_changes_nothing() {
     // The compressed module stays compressed, in xz.
     let xz = std::fs::read(out.join("bl_user.ko.xz")).unwrap();
     assert_eq!(&xz[..6], b"\xfd7zXZ\0");
+    // ... with the input's check and dictionary (the kernel build's
+    // --check=crc32 --lzma2=dict=1MiB), as xz itself reports them.
+    use bootlink::compress::{Compression, Params};
+    assert_eq!(Params::detect(&xz, Compression::Xz), Params::Xz { check: 1, dict: 1 << 20 });
+    let list = std::process::Command::new("xz")
+        .args(["--robot", "--list", "-vv"])
+        .arg(out.join("bl_user.ko.xz"))
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.lines().any(|l| l.starts_with("stream\t") && l.contains("\tCRC32\t")), "{list}");
+    assert!(list.lines().any(|l| l.starts_with("block\t") && l.contains("dict=1MiB")), "{list}");
     // Inputs untouched.
     let a = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
     let b = std::fs::read(out.join("bl_plain.ko")).unwrap();
