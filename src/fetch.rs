@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::kernel;
 use crate::progress;
@@ -47,15 +47,16 @@ pub struct Fetched {
 fn run(cmd: &mut Command, what: &str) -> Result<String> {
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd.output().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::new(format!("{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"))
-        }
-        _ => Error::new(format!("{prog}: {e}")),
+        std::io::ErrorKind::NotFound => Error::new(
+            Kind::Tool,
+            format!("{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"),
+        ),
+        _ => Error::new(Kind::Tool, format!("{prog}: {e}")),
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().rfind(|l| !l.starts_with("W:")).unwrap_or("").trim();
-        return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
+        return Err(Error::new(Kind::Tool, format!("{what} failed ({prog} exited {}): {last}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -108,7 +109,10 @@ pub fn newest_in_series(series: &str) -> Result<String> {
         .collect();
     found.sort_by_key(|n| version_key(n));
     found.last().map(|s| s.to_string()).ok_or_else(|| {
-        Error::new(format!("no linux-image-{series}*-amd64 package is known to apt (try another --version)"))
+        Error::new(
+            Kind::Usage,
+            format!("no linux-image-{series}*-amd64 package is known to apt (try another --version)"),
+        )
     })
 }
 
@@ -157,7 +161,9 @@ pub fn fetch(req: &Request) -> Result<Fetched> {
     }
     let version = match &want_version {
         Some(v) => v.clone(),
-        None => candidate(&package).ok_or_else(|| Error::new(format!("apt knows no package {package}")))?,
+        None => {
+            candidate(&package).ok_or_else(|| Error::new(Kind::Usage, format!("apt knows no package {package}")))?
+        }
     };
     let debs = cache.join("debs");
     std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
@@ -171,7 +177,7 @@ pub fn fetch(req: &Request) -> Result<Fetched> {
                 &format!("downloading {package}={version}"),
             )?;
             find_deb(&debs, &package, &version)
-                .ok_or_else(|| Error::file(&debs, format!("apt-get download left no .deb for {package}")))?
+                .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {package}")))?
         }
     };
 
@@ -207,13 +213,13 @@ fn unpack(deb: &Path, tmp: &Path, package: &str, version: &str, release: &str, d
     std::fs::create_dir_all(tmp).map_err(|e| Error::io(tmp, e))?;
     run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tmp), &format!("unpacking {}", deb.display()))?;
     let rel_dirs: Vec<String> = std::fs::read_dir(tmp.join("lib/modules"))
-        .map_err(|e| Error::file(deb, format!("package has no lib/modules: {e}")))?
+        .map_err(|e| Error::file(Kind::Format, deb, format!("package has no lib/modules: {e}")))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
     let release = if rel_dirs.iter().any(|r| r == release) {
         release.to_string()
     } else {
-        rel_dirs.first().cloned().ok_or_else(|| Error::file(deb, "package has an empty lib/modules"))?
+        rel_dirs.first().cloned().ok_or_else(|| Error::file(Kind::Format, deb, "package has an empty lib/modules"))?
     };
     let vmlinuz = tmp.join(format!("boot/vmlinuz-{release}"));
     let v = kernel::extract_vmlinux(&vmlinuz)?;

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// File contents, either mapped read-only or decompressed into memory.
 pub enum Bytes {
@@ -34,7 +34,7 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
-        return Err(Error::file(path, "is a directory, expected a file"));
+        return Err(Error::file(Kind::Io, path, "is a directory, expected a file"));
     }
     if meta.len() < 64 * 1024 {
         return std::fs::read(path).map(Bytes::Owned).map_err(|e| Error::io(path, e));
@@ -60,7 +60,7 @@ pub fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
 
 fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| Error::file(path, "not a file path"))?;
+    let name = path.file_name().ok_or_else(|| Error::file(Kind::Io, path, "not a file path"))?;
     let tmp = dir.join(format!(".{}{TMP_MARK}{}", name.to_string_lossy(), std::process::id()));
     let res = (|| -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;

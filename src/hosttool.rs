@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// Run a host tool to completion and return its stdout.
 pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
@@ -13,7 +13,7 @@ pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("W:")).unwrap_or("");
-        return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
+        return Err(Error::new(Kind::Tool, format!("{what} failed ({prog} exited {}): {last}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -21,10 +21,11 @@ pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
 /// The error for a tool that could not be started.
 pub fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> Error {
     match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::new(format!("{prog}: missing tool, needed for {what} (install the Debian package {package})"))
-        }
-        _ => Error::new(format!("{prog}: cannot run it for {what}: {e}")),
+        std::io::ErrorKind::NotFound => Error::new(
+            Kind::Tool,
+            format!("{prog}: missing tool, needed for {what} (install the Debian package {package})"),
+        ),
+        _ => Error::new(Kind::Tool, format!("{prog}: cannot run it for {what}: {e}")),
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::kernel::KernelImage;
 use crate::module::Module;
 use crate::table::{Table, percent, thousands};
@@ -62,7 +62,7 @@ pub struct Report {
 pub fn run(kernel: &Path, config: Option<&Path>, inputs: &[PathBuf]) -> Result<Report> {
     let paths = tree::find_modules(inputs)?;
     if paths.is_empty() {
-        return Err(Error::new("no modules given"));
+        return Err(Error::new(Kind::Usage, "no modules given"));
     }
     let (k, mods) = rayon::join(|| KernelImage::open(kernel, config), || tree::read_all(&paths));
     let k = k?;
@@ -76,7 +76,7 @@ pub fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
     for m in mods {
         match m {
             Ok(m) => ok.push(m),
-            Err(e) => errors.push(FileError { path: e.path.clone().unwrap_or_default(), error: e.msg }),
+            Err(e) => errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg }),
         }
     }
     let mut mod_exports: HashMap<&str, usize> = HashMap::new();

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::compress::{self, Compression};
 use crate::elf::{self, Elf, LE, Want};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil::{self, Bytes};
 
 pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
@@ -146,7 +146,7 @@ pub fn load_bytes(path: &Path) -> Result<(Bytes, Compression)> {
     if kind == Compression::None {
         return Ok((data, kind));
     }
-    let raw = compress::decompress(&data, kind, data.len() * 4).map_err(|e| Error::file(path, e))?;
+    let raw = compress::decompress(&data, kind, data.len() * 4).map_err(|e| Error::file(Kind::Format, path, e))?;
     Ok((raw.into(), kind))
 }
 
@@ -167,7 +167,7 @@ pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signat
 
 pub fn read(path: &Path) -> Result<Module> {
     let (data, compression) = load_bytes(path)?;
-    parse(path, &data, compression).map_err(|e| Error::file(path, e))
+    parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))
 }
 
 /// A symbol's section index must name a section of the file, or be one of

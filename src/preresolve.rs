@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::compress::{self, Compression};
 use crate::elfedit::ElfEdit;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::kernel::{Export, Kaslr, KernelImage, KernelSummary};
 use crate::module::{self, Module, PRERESOLVED_SECTION};
@@ -223,6 +223,7 @@ pub fn check_kernel(k: &KernelImage, opts: &Options) -> Result<()> {
         };
         if let Some(why) = why {
             return Err(Error::file(
+                Kind::WrongKernel,
                 &k.path,
                 format!(
                     "refusing to preresolve: the kernel may randomize its base address at boot (KASLR: {why}). \
@@ -235,6 +236,7 @@ pub fn check_kernel(k: &KernelImage, opts: &Options) -> Result<()> {
     }
     if k.vermagic.is_none() {
         return Err(Error::file(
+            Kind::WrongKernel,
             &k.path,
             "the kernel's vermagic is unknown, so modules cannot be checked against it: give a vmlinux or vmlinuz",
         ));
@@ -307,7 +309,7 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     let results: Vec<Result<ModuleResult>> = jobs
         .par_iter()
         .map(|j| {
-            let r = one(kernel, &exports, j, opts);
+            let r = crate::tree::isolated(&j.input, || one(kernel, &exports, j, opts));
             progress.inc();
             r
         })
@@ -326,7 +328,9 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     for r in results {
         match r {
             Ok(m) => report.modules.push(m),
-            Err(e) => report.errors.push(FileError { path: e.path.clone().unwrap_or_default(), error: e.msg }),
+            Err(e) => {
+                report.errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg })
+            }
         }
     }
     let t = &mut report.totals;
@@ -358,8 +362,9 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
 
 fn probe_writable(dir: &Path) -> Result<()> {
     let probe = dir.join(format!(".bootlink-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .map_err(|e| Error::file(dir, format!("output directory is not writable: {}", Error::io(dir, e).msg)))?;
+    std::fs::write(&probe, b"").map_err(|e| {
+        Error::file(Kind::Io, dir, format!("output directory is not writable: {}", Error::io(dir, e).msg))
+    })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -411,17 +416,24 @@ fn decide(k: &KernelImage, exports: &HashMap<&str, &Export>, m: &Module) -> Deci
 fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Options) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| Error::file(path, e))?;
+    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
     let kv = k.vermagic.as_deref().unwrap_or_default();
     match m.vermagic() {
         Some(v) if v == kv => {}
         Some(v) => {
             return Err(Error::file(
+                Kind::WrongKernel,
                 path,
                 format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
             ));
         }
-        None => return Err(Error::file(path, "module has no vermagic: cannot tell which kernel it was built for")),
+        None => {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                path,
+                "module has no vermagic: cannot tell which kernel it was built for",
+            ));
+        }
     }
     let mut result = ModuleResult {
         name: m.name.clone(),
@@ -447,6 +459,7 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
                 && e.addr != *value
             {
                 return Err(Error::file(
+                    Kind::WrongKernel,
                     path,
                     format!(
                         "already preresolved for a different kernel build: {name} is {value:#x} here but {:#x} in {}",
@@ -484,19 +497,20 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         return Ok(result);
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
-    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(path, e))?;
+    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     if opts.fold {
-        ed.fold_symbols(&edits).map_err(|e| Error::file(path, e))?;
+        ed.fold_symbols(&edits).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
         let name_of: HashMap<usize, &str> =
             m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
         let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
-        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs)).map_err(|e| Error::file(path, e))?;
+        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs))
+            .map_err(|e| Error::file(Kind::Format, path, e))?;
         result.mode = Some(Mode::Folded);
     } else {
         for (idx, addr) in &edits {
             ed.make_absolute(*idx, *addr);
         }
-        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(path, e))?;
+        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?;
         result.mode = Some(Mode::Abs);
     }
     let mut bytes = ed.data;
@@ -510,15 +524,20 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
         (None, false) => SigAction::None,
     };
     // Check what we wrote reads back as the module we meant.
-    let check = module::parse(path, &bytes, Compression::None)
-        .map_err(|e| Error::file(path, format!("internal error: rewritten module does not parse: {e}")))?;
+    let check = module::parse(path, &bytes, Compression::None).map_err(|e| {
+        Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}"))
+    })?;
     let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
     if !check.preresolved
         || check.undefined.len() != m.undefined.len() - edits.len()
         || check.absolute.len() != m.absolute.len() + abs_now
         || check.folded.len() != folded_now
     {
-        return Err(Error::file(path, "internal error: rewritten module does not read back as preresolved"));
+        return Err(Error::file(
+            Kind::Internal,
+            path,
+            "internal error: rewritten module does not read back as preresolved",
+        ));
     }
     // Recompress as the input was compressed (check, dictionary or window,
     // level where the header tells), so the kernel needs no more memory.
@@ -531,7 +550,7 @@ fn one(k: &KernelImage, exports: &HashMap<&str, &Export>, job: &Job, opts: &Opti
             .map_err(|e| Error::io(path, e))?;
         compress::Params::detect(&head[..n], compression)
     };
-    let out = compress::compress_with(&bytes, params).map_err(|e| Error::file(path, e))?;
+    let out = compress::compress_with(&bytes, params).map_err(|e| Error::file(Kind::Format, path, e))?;
     write_output(&job.output, &out, &opts.output)?;
     result.status = Status::Preresolved;
     Ok(result)

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::module::SIG_MAGIC;
 
 pub const PKEY_ID_PKCS7: u8 = 2;
@@ -26,7 +26,7 @@ impl SignKey {
             std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
         }
         if !["sha256", "sha384", "sha512"].contains(&self.hash.as_str()) {
-            return Err(Error::new(format!("--sign-hash {}: use sha256, sha384 or sha512", self.hash)));
+            return Err(Error::new(Kind::Usage, format!("--sign-hash {}: use sha256, sha384 or sha512", self.hash)));
         }
         Ok(())
     }
@@ -60,16 +60,16 @@ pub fn sign(elf: &[u8], key: &SignKey, scratch: &Path, tag: &str) -> Result<Vec<
     let _ = std::fs::remove_file(&input);
     let out = res.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
-            Error::new("openssl: missing tool, needed to sign modules (apt-get install openssl)")
+            Error::new(Kind::Tool, "openssl: missing tool, needed to sign modules (apt-get install openssl)")
         }
-        _ => Error::new(format!("openssl: {e}")),
+        _ => Error::new(Kind::Tool, format!("openssl: {e}")),
     })?;
     let sig = std::fs::read(&output);
     let _ = std::fs::remove_file(&output);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let first = err.lines().next().unwrap_or("").trim();
-        return Err(Error::file(&key.key, format!("signing failed (openssl cms): {first}")));
+        return Err(Error::file(Kind::Tool, &key.key, format!("signing failed (openssl cms): {first}")));
     }
     let sig = sig.map_err(|e| Error::io(&output, e))?;
     let mut m = Vec::with_capacity(elf.len() + sig.len() + 40);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::module::{self, Module};
 use crate::progress::Progress;
 
@@ -19,7 +19,11 @@ pub fn find_modules(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             let before = out.len();
             walk(input, &mut out)?;
             if out.len() == before {
-                return Err(Error::file(input, "no kernel modules (.ko, .ko.xz, .ko.zst, .ko.gz) in this directory"));
+                return Err(Error::file(
+                    Kind::Usage,
+                    input,
+                    "no kernel modules (.ko, .ko.xz, .ko.zst, .ko.gz) in this directory",
+                ));
             }
         } else {
             out.push(input.clone());
@@ -52,16 +56,60 @@ pub fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
     paths
         .par_iter()
         .map(|p| {
-            let r = module::read(p);
+            let r = isolated(p, || module::read(p));
             progress.inc();
             r
         })
         .collect()
 }
 
+/// Run one file's job so that a panic in it (a bug bootlink has not found
+/// yet) becomes that file's error, and the rest of a batch goes on.
+pub fn isolated<T>(path: &Path, job: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::file(
+            Kind::Internal,
+            path,
+            format!("internal error (a bug in bootlink) while processing this file: {what}"),
+        ))
+    })
+}
+
 /// One file of a batch that could not be processed, and why.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileError {
+    pub kind: Kind,
     pub path: PathBuf,
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_job_is_its_files_error() {
+        let r: Result<()> = isolated(Path::new("/m/bad.ko"), || panic!("index out of bounds"));
+        let e = r.unwrap_err();
+        assert_eq!(e.kind, Kind::Internal);
+        assert_eq!(e.path.as_deref(), Some(Path::new("/m/bad.ko")));
+        assert!(e.msg.contains("index out of bounds"), "{e}");
+        assert_eq!(isolated(Path::new("x"), || Ok(7)).unwrap(), 7);
+    }
+
+    #[test]
+    fn unreadable_and_truncated_modules_have_kinds() {
+        let t = tempfile::tempdir().unwrap();
+        let r = read_all(&[t.path().join("missing.ko")]);
+        assert_eq!(r[0].as_ref().unwrap_err().kind, Kind::Io);
+        let short = t.path().join("short.ko");
+        std::fs::write(&short, b"\x7fELF\x02\x01\x01").unwrap();
+        let r = read_all(&[short]);
+        assert_eq!(r[0].as_ref().unwrap_err().kind, Kind::Format, "{:?}", r[0]);
+    }
 }

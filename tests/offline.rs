@@ -331,3 +331,42 @@ fn a_rerun_counts_like_the_first_run() {
     }
     assert_eq!(t2["module_symbols"], 1);
 }
+
+/// Errors in a report carry their kind, so callers (and these tests) match
+/// on what went wrong rather than on message text.
+#[test]
+fn report_errors_are_typed() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let orig = std::fs::read(f.join("modules/bl_plain.ko")).unwrap();
+    // Another kernel: the module's vermagic names 6.1.0-57.
+    let mut other = orig.clone();
+    let at = other.windows(22).position(|w| w == b"vermagic=6.1.0-56-amd6").unwrap();
+    other[at + 16] = b'7';
+    std::fs::write(tmp.path().join("other.ko"), &other).unwrap();
+    // Truncated.
+    std::fs::write(tmp.path().join("short.ko"), &orig[..600]).unwrap();
+    let o = TestCommand::new(&[
+        &"preresolve",
+        &"--kernel",
+        &f.join("vmlinux"),
+        &tmp.path(),
+        &"-o",
+        &tmp.path().join("out"),
+        &"--json",
+    ])
+    .cmd_output();
+    assert!(!o.status.success());
+    let v = json(&o);
+    let kinds: std::collections::BTreeMap<String, String> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let p = e["path"].as_str().unwrap();
+            (Path::new(p).file_name().unwrap().to_string_lossy().into_owned(), e["kind"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(kinds.get("other.ko").map(String::as_str), Some("wrong_kernel"), "{v}");
+    assert_eq!(kinds.get("short.ko").map(String::as_str), Some("format"), "{v}");
+}

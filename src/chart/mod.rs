@@ -22,7 +22,7 @@ mod svg;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::run::model;
 use crate::run::results::Run;
@@ -88,10 +88,13 @@ pub struct Outputs {
 /// written).
 pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
     if inputs.is_empty() {
-        return Err(Error::new("chart: give at least one run directory, run.json or kernel log"));
+        return Err(Error::new(Kind::Usage, "chart: give at least one run directory, run.json or kernel log"));
     }
     if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !out.json {
-        return Err(Error::new("chart: say what to write: -o FILE.html, --svg FILE, --perfetto FILE or --json"));
+        return Err(Error::new(
+            Kind::Usage,
+            "chart: say what to write: -o FILE.html, --svg FILE, --perfetto FILE or --json",
+        ));
     }
     let runs = inputs.iter().map(|p| load(p)).collect::<Result<Vec<Run>>>()?;
     let mut text = String::new();

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fragment {
@@ -36,6 +36,7 @@ impl Fragment {
                     if let Some(prev) = values.iter().find(|(pk, _)| *pk == k) {
                         if prev.1 != v {
                             return Err(Error::file(
+                                Kind::Format,
                                 path,
                                 format!("line {}: {k} set twice ({} and {v})", i + 1, prev.1),
                             ));
@@ -44,7 +45,13 @@ impl Fragment {
                     }
                     values.push((k, v));
                 }
-                None => return Err(Error::file(path, format!("line {}: not a config line: {:?}", i + 1, line.trim()))),
+                None => {
+                    return Err(Error::file(
+                        Kind::Format,
+                        path,
+                        format!("line {}: not a config line: {:?}", i + 1, line.trim()),
+                    ));
+                }
             }
         }
         Ok(Fragment { values })

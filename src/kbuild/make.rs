@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::hosttool;
 
 /// What every make call gets: reproducible build stamps, ccache's
@@ -58,7 +58,7 @@ impl Env<'_> {
         let show = std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none();
         copy_lines(child.stdout.take().expect("piped"), logf, show.then_some(what));
         let tail = err_thread.join().unwrap_or_default();
-        let status = child.wait().map_err(|e| Error::new(format!("make: {e}")))?;
+        let status = child.wait().map_err(|e| Error::new(Kind::Build, format!("make: {e}")))?;
         if show {
             eprint!("\r\x1b[K");
         }
@@ -70,6 +70,7 @@ impl Env<'_> {
                 last.iter().map(|s| s.to_string()).collect::<Vec<_>>()
             };
             return Err(Error::file(
+                Kind::Build,
                 log,
                 format!("{what} failed (make {} exited {status}): {}", targets.join(" "), last.join(" | ")),
             ));

@@ -27,7 +27,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool, progress};
 
 pub use kconfig::Fragment;
@@ -148,9 +148,12 @@ pub fn build(opts: &Options) -> Result<Built> {
     }
     for tool in ["make", "gcc", "flex", "bison", "bc", "patch", "openssl", "depmod"] {
         if !hosttool::exists(tool) && !Path::new("/sbin").join(tool).is_file() {
-            return Err(Error::new(format!(
-                "{tool}: missing tool, needed for building the kernel (run scripts/install-deps or install build-essential flex bison bc libelf-dev libssl-dev kmod)"
-            )));
+            return Err(Error::new(
+                Kind::Tool,
+                format!(
+                    "{tool}: missing tool, needed for building the kernel (run scripts/install-deps or install build-essential flex bison bc libelf-dev libssl-dev kmod)"
+                ),
+            ));
         }
     }
     let tree = source::unpacked(&kbuild, &version)?;
@@ -283,6 +286,7 @@ fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> R
     let unmet = fragment.unmet(&result);
     if !unmet.is_empty() {
         return Err(Error::file(
+            Kind::Format,
             path,
             format!(
                 "{} line(s) do not hold after olddefconfig (unmet dependencies?): {}",

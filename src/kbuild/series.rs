@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Patch {
@@ -36,6 +36,7 @@ impl Series {
             for opt in words {
                 if opt != "-p1" {
                     return Err(Error::file(
+                        Kind::Format,
                         &file,
                         format!("line {}: option {opt:?}: only -p1 patches are supported", i + 1),
                     ));
@@ -43,17 +44,18 @@ impl Series {
             }
             if name.contains("..") || name.starts_with('/') {
                 return Err(Error::file(
+                    Kind::Format,
                     &file,
                     format!("line {}: {name:?}: name a patch inside this directory", i + 1),
                 ));
             }
             if patches.iter().any(|p| p.name == name) {
-                return Err(Error::file(&file, format!("line {}: {name} is listed twice", i + 1)));
+                return Err(Error::file(Kind::Format, &file, format!("line {}: {name} is listed twice", i + 1)));
             }
             let path = dir.join(&name);
             let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             if !text.windows(4).any(|w| w == b"\n+++" || w == b"\n---") {
-                return Err(Error::file(&path, "not a patch (no unified diff in it)"));
+                return Err(Error::file(Kind::Format, &path, "not a patch (no unified diff in it)"));
             }
             patches.push(Patch { name, path, text });
         }

@@ -14,7 +14,7 @@ use std::process::Command;
 use sha2::{Digest, Sha256};
 
 use super::series::{Patch, Series};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool};
 
 /// The source package bootlink builds.
@@ -40,9 +40,12 @@ pub fn package_version() -> Result<String> {
         return Ok(v);
     }
     if !is_root() {
-        return Err(Error::new(format!(
-            "{PACKAGE} is not installed: run `apt-get install {PACKAGE}` as root (bootlink builds Debian's kernel source)"
-        )));
+        return Err(Error::new(
+            Kind::Build,
+            format!(
+                "{PACKAGE} is not installed: run `apt-get install {PACKAGE}` as root (bootlink builds Debian's kernel source)"
+            ),
+        ));
     }
     crate::progress::status(&format!("installing {PACKAGE} with apt-get"));
     hosttool::run(
@@ -50,9 +53,9 @@ pub fn package_version() -> Result<String> {
         &format!("installing {PACKAGE}"),
         "apt",
     )?;
-    query()
-        .filter(|_| Path::new(TARBALL).is_file())
-        .ok_or_else(|| Error::file(Path::new(TARBALL), format!("still missing after installing {PACKAGE}")))
+    query().filter(|_| Path::new(TARBALL).is_file()).ok_or_else(|| {
+        Error::file(Kind::Build, Path::new(TARBALL), format!("still missing after installing {PACKAGE}"))
+    })
 }
 
 fn is_root() -> bool {
@@ -81,6 +84,7 @@ pub fn unpacked(kbuild: &Path, version: &str) -> Result<PathBuf> {
     let got = tmp.path().join(PACKAGE);
     if !got.join("Makefile").is_file() {
         return Err(Error::file(
+            Kind::Build,
             Path::new(TARBALL),
             format!("holds no {PACKAGE}/Makefile: not a kernel source tarball"),
         ));
@@ -153,6 +157,7 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
     for file in have[keep..].iter().rev() {
         patch(tree, file, true, false).map_err(|why| {
             Error::file(
+                Kind::Build,
                 tree,
                 format!(
                     "cannot revert {} (applied by an earlier build): {why}; remove this tree to start over",
@@ -169,9 +174,10 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
         fsutil::write_atomic(&rec, &p.text)?;
         if let Err(why) = patch(tree, &rec, false, true) {
             let _ = std::fs::remove_file(&rec);
-            return Err(Error::file(&p.path, format!("does not apply to {PACKAGE} {version}: {why}")));
+            return Err(Error::file(Kind::Build, &p.path, format!("does not apply to {PACKAGE} {version}: {why}")));
         }
-        patch(tree, &rec, false, false).map_err(|why| Error::file(&p.path, format!("failed to apply: {why}")))?;
+        patch(tree, &rec, false, false)
+            .map_err(|why| Error::file(Kind::Build, &p.path, format!("failed to apply: {why}")))?;
         done += 1;
     }
     Ok((reverted, done))

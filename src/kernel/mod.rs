@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compress::{self, Compression};
 use crate::elf::{self, Elf, Want};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 pub use config::{Kaslr, KernelConfig};
 pub use ksymtab::{EntryFormat, Export};
@@ -145,8 +145,8 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> 
 /// Extract the uncompressed vmlinux from any supported image.
 pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     let data = fsutil::map_file(path)?;
-    let v = find_vmlinux(data).map_err(|e| Error::file(path, e))?;
-    elf::check_ident(&v.data, Want::Executable).map_err(|e| Error::file(path, e))?;
+    let v = find_vmlinux(data).map_err(|e| Error::file(Kind::Format, path, e))?;
+    elf::check_ident(&v.data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
     Ok(v)
 }
 
@@ -167,7 +167,7 @@ impl KernelImage {
         let v = if data.starts_with(&object::elf::ELFMAG) {
             Vmlinux { data, source: Source::Vmlinux }
         } else {
-            imagecache::vmlinux(&data).map_err(|e| Error::file(path, e))?
+            imagecache::vmlinux(&data).map_err(|e| Error::file(Kind::Format, path, e))?
         };
         Self::from_vmlinux(path, &v.data, v.source, config)
     }
@@ -181,11 +181,11 @@ impl KernelImage {
         if map.is_file() {
             return sysmap::open(&map, &dir.join("Module.symvers"), config);
         }
-        Err(Error::file(dir, "directory holds neither vmlinux nor System.map + Module.symvers"))
+        Err(Error::file(Kind::Usage, dir, "directory holds neither vmlinux nor System.map + Module.symvers"))
     }
 
     pub fn from_vmlinux(path: &Path, data: &[u8], source: Source, config: Option<&Path>) -> Result<KernelImage> {
-        let e = |m: String| Error::file(path, m);
+        let e = |m: String| Error::file(Kind::Format, path, m);
         let elf = Elf::parse(data, Want::Executable).map_err(e)?;
         let (exports, fmt) = ksymtab::read_exports(&elf).map_err(e)?;
         let rodata = match elf.section(".rodata") {
@@ -229,7 +229,7 @@ pub(crate) fn load_config_file(path: &Path) -> Result<KernelConfig> {
     let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let text = String::from_utf8_lossy(&raw);
     if raw.contains(&0) || !KernelConfig::looks_like_config(&text) {
-        return Err(Error::file(path, "not a kernel config (no CONFIG_ lines)"));
+        return Err(Error::file(Kind::Format, path, "not a kernel config (no CONFIG_ lines)"));
     }
     Ok(KernelConfig::parse(&text))
 }

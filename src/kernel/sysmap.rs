@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::{Kaslr, KernelImage, Source, beside_config, load_config_file};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::kernel::ksymtab::Export;
 
 /// "ffffffff81000000 T _stext": a hex address, a type letter, a name.
@@ -82,6 +82,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
     let map_text = std::fs::read_to_string(map_path).map_err(|e| Error::io(map_path, e))?;
     if !symvers.is_file() {
         return Err(Error::file(
+            Kind::Format,
             map_path,
             format!(
                 "a System.map needs Module.symvers beside it to tell exports apart ({} not found)",
@@ -90,7 +91,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         ));
     }
     let sv_text = std::fs::read_to_string(symvers).map_err(|e| Error::io(symvers, e))?;
-    let entries = parse_symvers(&sv_text).map_err(|e| Error::file(symvers, e))?;
+    let entries = parse_symvers(&sv_text).map_err(|e| Error::file(Kind::Format, symvers, e))?;
     let addrs = parse_system_map(&map_text);
     let mut exports = Vec::new();
     let mut missing = Vec::new();
@@ -108,6 +109,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
     }
     if !missing.is_empty() {
         return Err(Error::file(
+            Kind::Format,
             map_path,
             format!(
                 "{} vmlinux exports of {} have no address here (first: {}); is it the same kernel build?",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::entry::{Entry, Provider};
 use super::{has_wildcard, normalize, rel_key};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::module;
 use crate::tree;
 
@@ -148,6 +148,7 @@ impl ModTree {
 
     fn unreadable_error(&self, n: &str) -> Option<Error> {
         self.unreadable.iter().find(|(u, _)| u == n).map(|(_, e)| Error {
+            kind: e.kind,
             path: e.path.clone(),
             msg: format!("module {n} is needed but could not be read: {}", e.msg),
         })
@@ -220,11 +221,12 @@ impl ModTree {
                     e.path.as_deref().is_some_and(|p| rel_key(p.strip_prefix(&self.root).unwrap_or(p)) == key)
                 }) {
                     return Err(Error {
+                        kind: e.kind,
                         path: e.path.clone(),
                         msg: format!("listed module could not be read: {}", e.msg),
                     });
                 }
-                Err(Error::file(&self.root.join(rel), "listed in the module set but not in the tree"))
+                Err(Error::file(Kind::Usage, &self.root.join(rel), "listed in the module set but not in the tree"))
             })
             .collect()
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::rel_key;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::module;
 
 /// The module sets bootlink ships, by name: list files in `data/`.
@@ -23,9 +23,9 @@ pub fn named_set(name: &str) -> Option<&'static str> {
 pub fn named_set_paths(name: &str) -> Result<Vec<PathBuf>> {
     let text = named_set(name).ok_or_else(|| {
         let known: Vec<&str> = NAMED_SETS.iter().map(|(n, _)| *n).collect();
-        Error::new(format!("no module set named {name:?} (known: {})", known.join(", ")))
+        Error::new(Kind::Usage, format!("no module set named {name:?} (known: {})", known.join(", ")))
     })?;
-    parse_list(text).map_err(|e| Error::new(format!("module set {name}: {}", e.msg)))
+    parse_list(text).map_err(|e| Error::new(Kind::Usage, format!("module set {name}: {}", e.msg)))
 }
 
 /// Parse a list file's text: one module path per line, relative to
@@ -43,15 +43,19 @@ pub fn parse_list(text: &str) -> Result<Vec<PathBuf>> {
         let n = i + 1;
         let p = PathBuf::from(line);
         if !p.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(Error::new(format!(
-                "line {n}: {line:?}: give a path relative to lib/modules/<release>/, without '..'"
-            )));
+            return Err(Error::new(
+                Kind::Usage,
+                format!("line {n}: {line:?}: give a path relative to lib/modules/<release>/, without '..'"),
+            ));
         }
         if !module::is_module_file(&p) {
-            return Err(Error::new(format!("line {n}: {line:?} is not a module file (.ko, .ko.xz, .ko.zst, .ko.gz)")));
+            return Err(Error::new(
+                Kind::Usage,
+                format!("line {n}: {line:?} is not a module file (.ko, .ko.xz, .ko.zst, .ko.gz)"),
+            ));
         }
         if let Some(first) = seen.insert(rel_key(&p), n) {
-            return Err(Error::new(format!("line {n}: {line} is listed twice (first on line {first})")));
+            return Err(Error::new(Kind::Usage, format!("line {n}: {line} is listed twice (first on line {first})")));
         }
         out.push(p);
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::entry::{Entry, Provider};
 use super::index::ModTree;
 use super::normalize;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// Why a module is in a load plan (the first reason found).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl<'t> Walk<'t> {
                 let at = self.stack.iter().position(|&i| i == idx).unwrap_or(0);
                 let mut cycle: Vec<&str> = self.stack[at..].iter().map(|&i| tree.entries[i].name.as_str()).collect();
                 cycle.push(&tree.entries[idx].name);
-                return Err(Error::file(&tree.root, format!("dependency cycle: {}", cycle.join(" -> "))));
+                return Err(Error::file(Kind::Usage, &tree.root, format!("dependency cycle: {}", cycle.join(" -> "))));
             }
             None => {}
         }
@@ -116,6 +116,7 @@ impl<'t> Walk<'t> {
                 Some(Provider::Builtin(b)) => self.plan.builtin.push((d.clone(), b.to_string())),
                 None => {
                     return Err(Error::file(
+                        Kind::Usage,
                         &tree.root,
                         format!("module {} ({}) depends on {d}, which is not in this tree", e.name, e.rel.display()),
                     ));
@@ -174,6 +175,7 @@ impl ModTree {
                 Some(Provider::Builtin(b)) => walk.plan.builtin.push((name.to_string(), b.to_string())),
                 None => {
                     return Err(Error::file(
+                        Kind::Usage,
                         &self.root,
                         format!(
                             "module {name:?} not found: no module of that name or alias among the {} modules of this tree, and not built in",

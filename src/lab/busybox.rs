@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::lab::run_tool;
 use crate::progress;
@@ -57,7 +57,7 @@ pub fn busybox() -> Result<PathBuf> {
             }
             progress::status("apt-get update (package lists are missing)");
             run_tool(Command::new("apt-get").args(["update", "-qq"]), "apt-get update", "apt")?;
-            candidate()?.ok_or_else(|| Error::new(format!("apt knows no package {PACKAGE}")))?
+            candidate()?.ok_or_else(|| Error::new(Kind::Tool, format!("apt knows no package {PACKAGE}")))?
         }
     };
     let root = cache_root();
@@ -98,7 +98,8 @@ fn download(version: &str) -> Result<PathBuf> {
         &format!("downloading {PACKAGE}={version}"),
         "apt",
     )?;
-    find_deb(&debs, version).ok_or_else(|| Error::file(&debs, format!("apt-get download left no .deb for {PACKAGE}")))
+    find_deb(&debs, version)
+        .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {PACKAGE}")))
 }
 
 /// Unpack the .deb into `tmp/x` and leave `tmp/out/busybox`.
@@ -106,9 +107,9 @@ fn unpack(deb: &Path, tmp: &Path) -> Result<()> {
     let x = tmp.join("x");
     run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&x), &format!("unpacking {}", deb.display()), "dpkg")?;
     let bin = x.join("bin/busybox");
-    let head = std::fs::read(&bin).map_err(|_| Error::file(deb, "package holds no bin/busybox"))?;
+    let head = std::fs::read(&bin).map_err(|_| Error::file(Kind::Tool, deb, "package holds no bin/busybox"))?;
     if !head.starts_with(b"\x7fELF") {
-        return Err(Error::file(deb, "bin/busybox in the package is not an ELF executable"));
+        return Err(Error::file(Kind::Tool, deb, "bin/busybox in the package is not an ELF executable"));
     }
     let out = tmp.join("out");
     std::fs::create_dir(&out).map_err(|e| Error::io(&out, e))?;

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::fsutil;
 
 pub const MAGIC: &[u8; 6] = b"070701";
@@ -38,7 +38,7 @@ pub struct CpioWriter {
 pub fn normalize_name(name: &str) -> Result<String> {
     let trimmed = name.trim_start_matches('/');
     let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
-    let bad = |why: &str| Error::new(format!("cpio entry {name:?}: {why}"));
+    let bad = |why: &str| Error::new(error::Kind::Format, format!("cpio entry {name:?}: {why}"));
     if trimmed.is_empty() {
         return Err(bad("empty name"));
     }
@@ -90,7 +90,7 @@ impl CpioWriter {
     pub fn symlink(&mut self, name: &str, target: &str) -> Result<()> {
         let name = normalize_name(name)?;
         if target.is_empty() || target.contains('\0') {
-            return Err(Error::new(format!("cpio entry {name:?}: bad symlink target {target:?}")));
+            return Err(Error::new(error::Kind::Format, format!("cpio entry {name:?}: bad symlink target {target:?}")));
         }
         self.entry(&name, S_IFLNK | 0o777, 1, (0, 0), target.as_bytes())
     }
@@ -104,7 +104,10 @@ impl CpioWriter {
 
     fn entry(&mut self, name: &str, mode: u32, nlink: u32, rdev: (u32, u32), data: &[u8]) -> Result<()> {
         let size = u32::try_from(data.len()).map_err(|_| {
-            Error::new(format!("cpio entry {name:?}: {} bytes is over the format's 4 GiB limit", data.len()))
+            Error::new(
+                error::Kind::Format,
+                format!("cpio entry {name:?}: {} bytes is over the format's 4 GiB limit", data.len()),
+            )
         })?;
         let ino = self.next_ino;
         self.next_ino += 1;
@@ -218,13 +221,13 @@ fn align4(n: usize) -> usize {
 /// Read every entry of a newc archive (the trailer is checked, not
 /// returned). Anything after the trailer must be zero padding.
 pub fn read(data: &[u8]) -> Result<Vec<CpioEntry>> {
-    read_inner(data).map_err(|e| Error::new(format!("cpio archive: {e}")))
+    read_inner(data).map_err(|e| Error::new(error::Kind::Format, format!("cpio archive: {e}")))
 }
 
 /// [`read`] a file.
 pub fn read_file(path: &Path) -> Result<Vec<CpioEntry>> {
     let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    read_inner(&data).map_err(|e| Error::file(path, format!("cpio archive: {e}")))
+    read_inner(&data).map_err(|e| Error::file(error::Kind::Format, path, format!("cpio archive: {e}")))
 }
 
 fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, String> {

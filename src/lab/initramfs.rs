@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::lab::cpio::{CpioWriter, normalize_name};
 
@@ -103,7 +103,10 @@ fn status_prefix(tag: &str) -> String {
 /// Tags go into marker lines and shell code: letters, digits, '.', '_', '-'.
 pub fn check_tag(tag: &str) -> Result<()> {
     if tag.is_empty() || tag.len() > 64 || !tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
-        return Err(Error::new(format!("marker tag {tag:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
+        return Err(Error::new(
+            Kind::Usage,
+            format!("marker tag {tag:?}: use 1 to 64 letters, digits, '.', '_' or '-'"),
+        ));
     }
     Ok(())
 }
@@ -293,7 +296,7 @@ impl Initramfs {
         nodes.insert("bin/busybox".into(), Node::File { mode: 0o755, data: Data::Host(self.busybox.clone()) });
         for a in &self.applets {
             if a.is_empty() || a.contains('/') || a == "busybox" {
-                return Err(Error::new(format!("busybox applet name {a:?} is not a plain name")));
+                return Err(Error::new(Kind::Usage, format!("busybox applet name {a:?} is not a plain name")));
             }
             nodes.insert(format!("bin/{a}"), Node::Symlink("busybox".into()));
         }
@@ -319,9 +322,10 @@ impl Initramfs {
                     }
                     Some(Node::Dir(_)) => {}
                     Some(_) => {
-                        return Err(Error::new(format!(
-                            "initramfs entry /{name}: its parent /{parent} is not a directory"
-                        )));
+                        return Err(Error::new(
+                            Kind::Usage,
+                            format!("initramfs entry /{name}: its parent /{parent} is not a directory"),
+                        ));
                     }
                 }
                 p = parent;
@@ -370,7 +374,8 @@ fn add_tree(nodes: &mut BTreeMap<String, Node>, dest: &str, src: &Path) -> Resul
     let ft = meta.file_type();
     if ft.is_symlink() {
         let target = std::fs::read_link(src).map_err(|e| Error::io(src, e))?;
-        let target = target.to_str().ok_or_else(|| Error::file(src, "symlink target is not UTF-8"))?;
+        let target =
+            target.to_str().ok_or_else(|| Error::file(Kind::Unsupported, src, "symlink target is not UTF-8"))?;
         nodes.insert(dest.to_string(), Node::Symlink(target.to_string()));
     } else if ft.is_dir() {
         use std::os::unix::fs::PermissionsExt;
@@ -378,13 +383,18 @@ fn add_tree(nodes: &mut BTreeMap<String, Node>, dest: &str, src: &Path) -> Resul
         for entry in std::fs::read_dir(src).map_err(|e| Error::io(src, e))? {
             let entry = entry.map_err(|e| Error::io(src, e))?;
             let name = entry.file_name();
-            let name = name.to_str().ok_or_else(|| Error::file(&entry.path(), "file name is not UTF-8"))?;
+            let name =
+                name.to_str().ok_or_else(|| Error::file(Kind::Unsupported, &entry.path(), "file name is not UTF-8"))?;
             add_tree(nodes, &format!("{dest}/{name}"), &entry.path())?;
         }
     } else if ft.is_file() {
         nodes.insert(dest.to_string(), Node::File { mode: u32::MAX, data: Data::Host(src.to_path_buf()) });
     } else {
-        return Err(Error::file(src, "neither a file, a directory nor a symlink: not copied into the initramfs"));
+        return Err(Error::file(
+            Kind::Unsupported,
+            src,
+            "neither a file, a directory nor a symlink: not copied into the initramfs",
+        ));
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 pub use initramfs::{Initramfs, framed};
 pub use qemu::{Boot, BootStatus, QemuOptions};
@@ -80,15 +80,16 @@ impl Drop for TempDir {
 pub(crate) fn run_tool(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd.output().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::new(format!("{prog}: missing tool, needed for {what} (install the Debian package {package})"))
-        }
-        _ => Error::new(format!("{prog}: cannot run it for {what}: {e}")),
+        std::io::ErrorKind::NotFound => Error::new(
+            Kind::Tool,
+            format!("{prog}: missing tool, needed for {what} (install the Debian package {package})"),
+        ),
+        _ => Error::new(Kind::Tool, format!("{prog}: cannot run it for {what}: {e}")),
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("W:")).unwrap_or("");
-        return Err(Error::new(format!("{what} failed ({prog} exited {}): {last}", out.status)));
+        return Err(Error::new(Kind::Tool, format!("{what} failed ({prog} exited {}): {last}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

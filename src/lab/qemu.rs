@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::lab::TempDir;
 
@@ -195,6 +195,7 @@ impl Boot {
         };
         let at = self.log_path.as_deref().unwrap_or(&self.kernel);
         Err(Error::file(
+            Kind::Boot,
             at,
             format!("{why}\n--- last {EXCERPT_LINES} console lines ---\n{}", self.excerpt(EXCERPT_LINES)),
         ))
@@ -228,7 +229,7 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
     for p in std::iter::once(&opts.kernel).chain(opts.initrd.as_ref()) {
         let meta = std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
         if !meta.is_file() {
-            return Err(Error::file(p, "not a regular file"));
+            return Err(Error::file(Kind::Usage, p, "not a regular file"));
         }
     }
     let work = TempDir::new("qemu")?;
@@ -251,10 +252,11 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         .stderr(stderr)
         .spawn()
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::new(format!(
-                "{prog}: missing tool, needed to boot kernels (install the Debian package {QEMU_PACKAGE})"
-            )),
-            _ => Error::new(format!("{prog}: cannot start it: {e}")),
+            std::io::ErrorKind::NotFound => Error::new(
+                Kind::Tool,
+                format!("{prog}: missing tool, needed to boot kernels (install the Debian package {QEMU_PACKAGE})"),
+            ),
+            _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
         })?;
     let exit = loop {
         match child.try_wait() {
@@ -268,7 +270,7 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(Error::new(format!("{prog}: waiting for it failed: {e}")));
+                return Err(Error::new(Kind::Boot, format!("{prog}: waiting for it failed: {e}")));
             }
         }
     };

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::kernel::KernelImage;
 use crate::lab::busybox;
@@ -103,7 +103,7 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             let mut files = Vec::new();
             for (name, path) in &v.modules {
                 let (data, _) = module::load_bytes(path)?;
-                let (len, _) = module::split_signature(&data).map_err(|e| Error::file(path, e))?;
+                let (len, _) = module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
                 let dest = dir.join(format!("{name}.ko"));
                 fsutil::write_atomic_nosync(&dest, &data[..len])?;
                 files.push((name.clone(), dest));
@@ -123,7 +123,7 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             };
             let report = preresolve::run(k, &inputs, &opts)?;
             if let Some(e) = report.errors.first() {
-                return Err(Error::file(&e.path, format!("preresolve: {}", e.error)));
+                return Err(Error::file(Kind::Format, &e.path, format!("preresolve: {}", e.error)));
             }
             v.modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fetch;
 use crate::kbuild;
 use crate::kmod::{self as modset, ModTree};
@@ -46,7 +46,11 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     let (kernel, tree_dir) = match (&req.kernel, &req.modules_dir) {
         (Some(k), Some(m)) => (k.clone(), m.clone()),
         (Some(k), None) => {
-            return Err(Error::file(k, "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)"));
+            return Err(Error::file(
+                Kind::Usage,
+                k,
+                "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)",
+            ));
         }
         (None, m) => {
             let f = fetch::fetch(&fetch::Request::Reference)?;
@@ -59,7 +63,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     let tree = ModTree::read(&tree_dir)?;
     let (set_name, entries) = if !req.names.is_empty() {
         if req.set.is_some() {
-            return Err(Error::new("give either --set or module names, not both"));
+            return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
         }
         let plan = tree.resolve(&req.names)?;
         (req.names.join(","), plan.entries())
@@ -71,20 +75,20 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             modset::read_list(Path::new(&set))?
         } else {
             let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
-            return Err(Error::new(format!(
-                "--set {set:?}: neither a named set ({}) nor a list file",
-                known.join(", ")
-            )));
+            return Err(Error::new(
+                Kind::Usage,
+                format!("--set {set:?}: neither a named set ({}) nor a list file", known.join(", ")),
+            ));
         };
         let entries = tree.from_list(&rels)?;
         let problems = tree.check_order(&entries);
         if let Some(p) = problems.iter().find(|p| !p.soft) {
-            return Err(Error::new(format!("--set {set}: the list's order breaks a dependency: {p}")));
+            return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));
         }
         (set, entries)
     };
     if entries.is_empty() {
-        return Err(Error::new("the module set is empty (every requested module is built in?)"));
+        return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
     }
     let specs = if req.variants.is_empty() {
         vec![VariantSpec::of(Transform::Stock), VariantSpec::of(Transform::Preresolved)]
@@ -93,7 +97,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         for s in &req.variants {
             let spec = VariantSpec::parse(s)?;
             if v.iter().any(|o| o.name == spec.name) {
-                return Err(Error::new(format!("variant {} given twice", spec.name)));
+                return Err(Error::new(Kind::Usage, format!("variant {} given twice", spec.name)));
             }
             v.push(spec);
         }
@@ -127,6 +131,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 .map(|(name, _)| {
                     other.module(name).map(|e| (name.clone(), e.path.clone())).ok_or_else(|| {
                         Error::file(
+                            Kind::Usage,
                             &dir,
                             format!("variant {}: module {name} of the set is not in this tree", spec.name),
                         )
@@ -137,7 +142,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         variants.push(Prepared { spec, kernel: image, modules });
     }
     if req.repetitions == 0 {
-        return Err(Error::new("--repetitions must be at least 1"));
+        return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
     }
     let out = match &req.out {
         Some(o) => o.clone(),
@@ -148,7 +153,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         }
     };
     if out.join("run.json").exists() {
-        return Err(Error::file(&out, "already holds a run (run.json): choose another -o"));
+        return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
     }
     Ok(Scenario {
         kernel,

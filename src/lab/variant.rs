@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 /// How the modules of a variant are made from the kernel's own files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,26 +102,27 @@ impl VariantSpec {
         let transforms = || Transform::ALL.map(|t| t.name()).join(", ");
         let Some((name, spec)) = arg.split_once('=') else {
             return Transform::parse(arg).map(VariantSpec::of).ok_or_else(|| {
-                Error::new(format!(
+                Error::new(Kind::Usage, format!(
                     "unknown variant {arg:?}: use {} (preresolved with --fold-symbols), or NAME=kernel:...,modules:...",
                     transforms()
                 ))
             });
         };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
-            return Err(Error::new(format!(
-                "variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='"
-            )));
+            return Err(Error::new(
+                Kind::Usage,
+                format!("variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='"),
+            ));
         }
         let mut v = VariantSpec::of(Transform::Stock);
         v.name = name.to_string();
         let mut seen = Vec::new();
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let Some((key, value)) = part.split_once(':') else {
-                return Err(Error::new(format!("variant {name}: {part:?} is not key:value")));
+                return Err(Error::new(Kind::Usage, format!("variant {name}: {part:?} is not key:value")));
             };
             if seen.contains(&key) {
-                return Err(Error::new(format!("variant {name}: {key} given twice")));
+                return Err(Error::new(Kind::Usage, format!("variant {name}: {key} given twice")));
             }
             seen.push(key);
             match key {
@@ -130,25 +131,32 @@ impl VariantSpec {
                         "default" => KernelChoice::Default,
                         "debian" => KernelChoice::Debian,
                         "build" => KernelChoice::Build,
-                        "" => return Err(Error::new(format!("variant {name}: kernel: needs a value"))),
+                        "" => return Err(Error::new(Kind::Usage, format!("variant {name}: kernel: needs a value"))),
                         dir => KernelChoice::Dir(PathBuf::from(dir)),
                     }
                 }
                 "modules" => {
-                    v.transform = Transform::parse(value)
-                        .ok_or_else(|| Error::new(format!("variant {name}: modules:{value}: use {}", transforms())))?
+                    v.transform = Transform::parse(value).ok_or_else(|| {
+                        Error::new(Kind::Usage, format!("variant {name}: modules:{value}: use {}", transforms()))
+                    })?
                 }
                 "loader" => {
                     v.loader = match value {
                         "insmod" => Loader::Insmod,
-                        _ => return Err(Error::new(format!("variant {name}: loader:{value}: the lab has insmod"))),
+                        _ => {
+                            return Err(Error::new(
+                                Kind::Usage,
+                                format!("variant {name}: loader:{value}: the lab has insmod"),
+                            ));
+                        }
                     }
                 }
                 "cmdline" => v.cmdline = value.to_string(),
                 _ => {
-                    return Err(Error::new(format!(
-                        "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline)"
-                    )));
+                    return Err(Error::new(
+                        Kind::Usage,
+                        format!("variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline)"),
+                    ));
                 }
             }
         }
@@ -159,7 +167,11 @@ impl VariantSpec {
 /// A kernel directory: its bootable image and its module tree.
 pub fn kernel_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let image = ["vmlinux", "bzImage"].iter().map(|n| dir.join(n)).find(|p| p.is_file()).ok_or_else(|| {
-        Error::file(dir, "no vmlinux or bzImage in this kernel directory (give a `bootlink kernel build` output)")
+        Error::file(
+            Kind::Usage,
+            dir,
+            "no vmlinux or bzImage in this kernel directory (give a `bootlink kernel build` output)",
+        )
     })?;
     let lm = dir.join("lib/modules");
     let mut trees: Vec<PathBuf> = std::fs::read_dir(&lm)
@@ -170,8 +182,8 @@ pub fn kernel_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     trees.sort();
     match trees.len() {
         1 => Ok((image, trees.remove(0))),
-        0 => Err(Error::file(&lm, "no module tree (lib/modules/<release>/) in it")),
-        n => Err(Error::file(&lm, format!("{n} module trees: keep one release per kernel directory"))),
+        0 => Err(Error::file(Kind::Usage, &lm, "no module tree (lib/modules/<release>/) in it")),
+        n => Err(Error::file(Kind::Usage, &lm, format!("{n} module trees: keep one release per kernel directory"))),
     }
 }
 

@@ -16,7 +16,7 @@ pub mod results;
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::table::Table;
 
@@ -30,7 +30,7 @@ pub fn load(path: &Path) -> Result<Run> {
     if meta.is_dir() {
         let file = path.join("run.json");
         if !file.is_file() {
-            return Err(Error::file(path, "a directory without run.json (expected a lab run directory)"));
+            return Err(Error::file(Kind::Format, path, "a directory without run.json (expected a lab run directory)"));
         }
         return load(&file);
     }
@@ -41,10 +41,11 @@ pub fn load(path: &Path) -> Result<Run> {
 
 /// A `run.json`'s contents.
 pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
-    let run: Run =
-        serde_json::from_slice(data).map_err(|e| Error::file(path, format!("not a bootlink run.json: {e}")))?;
+    let run: Run = serde_json::from_slice(data)
+        .map_err(|e| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}")))?;
     if run.format > FORMAT_VERSION {
         return Err(Error::file(
+            Kind::Format,
             path,
             format!("run.json format {} is newer than this bootlink reads ({FORMAT_VERSION})", run.format),
         ));

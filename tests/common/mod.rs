@@ -166,6 +166,11 @@ impl TestCommand {
         s
     }
 
+    /// Run and return the output, whatever the exit status.
+    pub fn cmd_output(mut self) -> Output {
+        self.cmd.output().expect("run bootlink")
+    }
+
     /// Run; panic with the full report unless it exits 0.
     pub fn ok(mut self) -> Output {
         let o = self.cmd.output().expect("run bootlink");
