@@ -233,7 +233,32 @@ pub fn build(opts: &Options) -> Result<Built> {
     std::fs::rename(stage.path(), &out).map_err(|e| Error::io(&out, e))?;
     let _ = stage.keep();
     built.seconds = t0.elapsed().as_secs_f64();
+    prune_objects(&kbuild, &obj, KEEP_OBJECT_DIRS);
     Ok(built)
+}
+
+/// Object directories kept in the cache (each about 500 MB): this build's
+/// and the most recent others, so switching between two configs stays
+/// incremental.
+const KEEP_OBJECT_DIRS: usize = 2;
+
+/// Remove all but the `keep` most recently used object directories
+/// (`current` always stays).
+fn prune_objects(kbuild: &Path, current: &Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(kbuild) else { return };
+    let mut others: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != current && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("obj-")))
+        .filter_map(|p| {
+            let t = std::fs::metadata(p.join("bootlink-build.log")).and_then(|m| m.modified()).ok()?;
+            Some((t, p))
+        })
+        .collect();
+    others.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, p) in others.into_iter().skip(keep.saturating_sub(1)) {
+        let _ = std::fs::remove_dir_all(p);
+    }
 }
 
 /// A complete earlier build in `out`, if there is one.
