@@ -255,7 +255,7 @@ fn prune_objects(kbuild: &Path, current: &Path, keep: usize) {
             Some((t, p))
         })
         .collect();
-    others.sort_by(|a, b| b.0.cmp(&a.0));
+    others.sort_by_key(|x| std::cmp::Reverse(x.0));
     for (_, p) in others.into_iter().skip(keep.saturating_sub(1)) {
         let _ = std::fs::remove_dir_all(p);
     }
