@@ -213,35 +213,57 @@ fn signature_enforcement_on_the_self_built_kernel() {
     assert_eq!(taint & 8192, 0, "tainted {taint}");
 }
 
-/// The 194-module set loads on the self-built kernel in the lab, as built
-/// (signed with the build's key) and folded, every module with its phases.
+/// A two-kernel lab run: Debian's 6.1 and the self-built kernel load the
+/// same 194-module set (found by name in each tree), each module with its
+/// phases; the self-built one as installed (signed with the build's key)
+/// and folded; the chart labels the columns by variant.
 #[test]
-fn lab_194_set_on_the_self_built_kernel() {
+fn two_kernels_in_one_lab_run() {
     let b = built();
     let out = tempfile::tempdir().unwrap();
     let run_dir = out.path().join("run");
     let o = Command::new(common::bin())
-        .args(["lab", "--kernel"])
-        .arg(&b.vmlinux)
-        .arg("--modules")
-        .arg(&b.modules)
-        .args(["--variant", "stock", "--variant", "folded", "-o"])
+        .args(["lab", "--set", "fs-nls-crypto-net-194"])
+        .args(["--variant", "debian=kernel:debian,modules:unsigned"])
+        .args(["--variant", "ours=kernel:build,modules:unsigned"])
+        .args(["--variant", "ours-folded=kernel:build,modules:folded"])
+        .arg("-o")
         .arg(&run_dir)
-        .args(["--json"])
         .env("BOOTLINK_QUIET", "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
+    println!("{stdout}");
     assert!(o.status.success(), "lab failed: {}\n{stdout}", String::from_utf8_lossy(&o.stderr));
     let run = bootlink::run::load(&run_dir).unwrap();
-    assert_eq!(run.kernel_release, b.release);
+    let names: Vec<&str> = run.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["debian", "ours", "ours-folded"]);
+    assert_eq!(run.variants[0].kernel_release, "6.1.0-56-amd64");
+    for v in &run.variants[1..] {
+        assert_eq!(v.kernel_release, b.release, "{}", v.name);
+        assert_eq!(v.kernel, b.vmlinux, "{}", v.name);
+    }
     for v in &run.variants {
         let r = &v.repetitions[0];
         assert_eq!(r.modules.len(), 194, "{}", v.name);
         assert!(r.modules.iter().all(|m| m.status == 0 && !m.phases.is_empty()), "{}", v.name);
         let log = std::fs::read_to_string(run_dir.join(&r.log)).unwrap();
-        assert!(log.contains("module: bootlink lab patch series applied"), "{}: not the patched kernel", v.name);
+        let patched = log.contains("module: bootlink lab patch series applied");
+        assert_eq!(patched, v.name != "debian", "{}: which kernel booted", v.name);
     }
-    let total = |i: usize| run.variants[i].repetitions[0].modules.iter().map(|m| m.total_us).sum::<f64>();
-    println!("194-set on {}: stock {:.0} ms, folded {:.0} ms", b.release, total(0) / 1e3, total(1) / 1e3);
+    // Same modules by name in every column.
+    let set = |i: usize| {
+        let mut n: Vec<&str> = run.variants[i].repetitions[0].modules.iter().map(|m| m.name.as_str()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(set(0), set(1));
+    let html = out.path().join("chart.html");
+    let o = common::run(&[&"chart", &run_dir, &"-o", &html, &"--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let labels: Vec<&str> = v["series"].as_array().unwrap().iter().filter_map(|s| s["label"].as_str()).collect();
+    assert_eq!(labels, ["debian", "ours", "ours-folded"]);
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("ours-folded") && text.contains("<svg"));
 }
