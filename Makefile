@@ -3,7 +3,7 @@
 BIN := target/release/bootlink
 CARGO ?= cargo
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test test-offline demo bench clean
 
 all: build
 
@@ -19,10 +19,16 @@ demo: build
 test: build
 	@scripts/run-tests
 
+# Tier 1 only: offline, under a minute.
+test-offline: build
+	@scripts/run-tests --tier 1
+
 bench: build
 	bench/inspect
 	bench/preresolve
 	bench/chart
+	bench/preresolve-xz
+	bench/kernel-build
 
 clean:
 	$(CARGO) clean
