@@ -25,6 +25,7 @@ th{background:#f4f5f7;color:#3e4c59;font-weight:600}
 th:first-child,td:first-child,td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 tr.total td{font-weight:700;border-top:2px solid #cbd2d9}
+tr.step td{font-size:12px;color:#3e4c59}
 td .spread{display:block;font-size:11px;color:#7b8794}
 .gain-down{color:#1e7b34;font-weight:600}
 .gain-up{color:#b42318;font-weight:600}
@@ -73,6 +74,7 @@ fn row_name(r: &Row) -> String {
     match r.name.as_str() {
         "total" => "Total (module loads)".into(),
         "symbol lookups" => "symbol lookups (count)".into(),
+        n if n.starts_with("  ") => n.trim_start().to_string(),
         n => phase_title(n),
     }
 }
@@ -94,8 +96,20 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
     };
     header(o, "Phase");
     for r in &sum.rows {
-        let class = if r.name == "total" { r#" class="total""# } else { "" };
-        let swatch = if phases.contains(&r.name) {
+        // Finalize's links ("  ORC sort") sit under finalize, indented, with
+        // their shade of its colour.
+        let step = r.name.strip_prefix("  ");
+        let class = match (r.name.as_str(), step) {
+            ("total", _) => r#" class="total""#,
+            (_, Some(_)) => r#" class="step""#,
+            _ => "",
+        };
+        let swatch = if let Some(st) = step {
+            format!(
+                r#"<i style="display:inline-block;width:8px;height:8px;border-radius:2px;margin:0 6px 0 14px;background:{}"></i>"#,
+                phase_color(&crate::run::model::step_link(st))
+            )
+        } else if phases.contains(&r.name) {
             format!(
                 r#"<i style="display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:{}"></i>"#,
                 phase_color(&r.name)
