@@ -64,8 +64,9 @@ enum Cmd {
         /// ...and this X.509 certificate (PEM)
         #[arg(long, requires = "sign_key")]
         sign_cert: Option<PathBuf>,
-        #[arg(long, default_value = "sha256")]
-        sign_hash: String,
+        /// The signature's digest
+        #[arg(long, value_enum, default_value_t = SignHash::Sha256)]
+        sign_hash: SignHash,
         /// Fold the resolved addresses into the relocations and remove the
         /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
         #[arg(long)]
@@ -169,6 +170,24 @@ enum Cmd {
     },
 }
 
+/// Digests the kernel's module signatures can use.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SignHash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+impl SignHash {
+    fn name(self) -> &'static str {
+        match self {
+            SignHash::Sha256 => "sha256",
+            SignHash::Sha384 => "sha384",
+            SignHash::Sha512 => "sha512",
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum KernelCmd {
     /// Unpack linux-source-6.1, apply the series, build vmlinux, bzImage and
@@ -239,7 +258,11 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     (None, _) => preresolve::Output::InPlace,
                 },
                 assume_nokaslr,
-                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey {
+                    key,
+                    cert,
+                    hash: sign_hash.name().to_string(),
+                }),
                 fold: fold_symbols,
             };
             let report = preresolve::run(&k, &modules, &opts)?;

@@ -370,3 +370,28 @@ fn report_errors_are_typed() {
     assert_eq!(kinds.get("other.ko").map(String::as_str), Some("wrong_kernel"), "{v}");
     assert_eq!(kinds.get("short.ko").map(String::as_str), Some("format"), "{v}");
 }
+
+/// Enumerated flags are checked by the command line itself, naming the choices.
+#[test]
+fn an_unknown_signature_digest_is_refused_with_the_choices() {
+    let f = fixtures();
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("k.pem");
+    let err = TestCommand::new(&[
+        &"preresolve",
+        &"--kernel",
+        &f.join("vmlinux"),
+        &f.join("modules"),
+        &"-o",
+        &tmp.path().join("out"),
+        &"--sign-key",
+        &key,
+        &"--sign-cert",
+        &key,
+        &"--sign-hash",
+        &"md5",
+    ])
+    .fails_with("invalid value 'md5' for '--sign-hash <SIGN_HASH>'");
+    assert!(err.contains("[possible values: sha256, sha384, sha512]"), "{err}");
+    assert!(!tmp.path().join("out").exists());
+}

@@ -7,7 +7,6 @@
 //! bytes (so a changed image is never served stale), with the most recent
 //! few kept. `BOOTLINK_NO_IMAGE_CACHE=1` turns it off.
 
-use std::hash::Hasher;
 use std::path::PathBuf;
 
 use super::{Source, Vmlinux, find_vmlinux};
@@ -15,14 +14,13 @@ use crate::fsutil;
 
 const KEEP: usize = 4;
 
+/// SHA-256 of the image (first 128 bits, hex) and its length: stable
+/// across Rust releases and machines, unlike the standard library's hasher.
 fn key(data: &[u8]) -> String {
-    // SipHash over the whole image, twice with different keys: 128 bits.
-    let mut a = std::hash::DefaultHasher::new();
-    let mut b = std::hash::DefaultHasher::new();
-    b.write_u64(0x626f_6f74_6c69_6e6b);
-    a.write(data);
-    b.write(data);
-    format!("{:016x}{:016x}-{}", a.finish(), b.finish(), data.len())
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(data);
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{hex}-{}", data.len())
 }
 
 fn dir() -> PathBuf {
