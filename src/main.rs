@@ -97,6 +97,9 @@ enum Cmd {
         /// Host time instead of the deterministic -icount clock
         #[arg(long)]
         realtime: bool,
+        /// Virtual CPUs (more than 1 needs --realtime: QEMU's -icount runs one)
+        #[arg(long, default_value_t = 1)]
+        smp: u32,
         /// Do not ftrace the load phases (per-insmod times only)
         #[arg(long)]
         no_trace: bool,
@@ -284,6 +287,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             variants,
             repetitions,
             realtime,
+            smp,
             no_trace,
             measure_overhead,
             timeout,
@@ -300,6 +304,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 variants,
                 repetitions,
                 realtime,
+                smp,
                 no_trace,
                 measure_overhead,
                 timeout: std::time::Duration::from_secs(timeout),

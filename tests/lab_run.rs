@@ -323,6 +323,7 @@ fn bad_requests_are_refused() {
     );
     lab_fails(&[&"lab", &"crc16", &"--set", &SET, &"-o", &d.join("h")], "either --set or module names");
     lab_fails(&[&"lab", &"crc16", &"--variant", &"x=modules:fast", &"-o", &d.join("i")], "modules:fast: use stock");
+    lab_fails(&[&"lab", &"crc16", &"--smp", &"2", &"-o", &d.join("l")], "--smp 2 needs --realtime");
     lab_fails(&[&"lab", &"crc16", &"--variant", &"x=colour:red", &"-o", &d.join("j")], "unknown key \"colour\"");
     lab_fails(
         &[&"lab", &"crc16", &"--variant", &"x=kernel:/nonexistent-kernel-dir", &"-o", &d.join("k")],
@@ -367,6 +368,8 @@ fn a_bzimage_boots_in_realtime_without_tracing() {
         &"--variant",
         &"stock",
         &"--realtime",
+        &"--smp",
+        &"2",
         &"--no-trace",
         &"-o",
         &d,
@@ -377,7 +380,9 @@ fn a_bzimage_boots_in_realtime_without_tracing() {
     assert_eq!(report["partial"], false);
     assert!(report["checks"]["problems"].as_array().unwrap().is_empty(), "{report}");
     let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
-    assert_eq!(run.timing, "realtime");
+    assert_eq!(run.timing, "realtime, 2 CPUs");
+    let log = std::fs::read_to_string(d.join(&run.variants[0].repetitions[0].log)).unwrap();
+    assert!(log.contains("smp: Brought up 1 node, 2 CPUs"), "the guest has 2 CPUs");
     assert_eq!(run.kernel, k.vmlinuz);
     assert_eq!(run.kernel_release, k.release);
     let rep = &run.variants[0].repetitions[0];

@@ -43,6 +43,8 @@ pub struct Scenario {
     pub repetitions: usize,
     /// -icount shift=0,sleep=off: guest time follows executed instructions.
     pub deterministic: bool,
+    /// Virtual CPUs (1 when deterministic).
+    pub cpus: u32,
     /// ftrace the load phases (off: only the whole-set and per-insmod times).
     pub trace: bool,
     /// Also boot once without tracing to measure what tracing costs.
@@ -271,7 +273,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         cmdline: first.cmdline.clone(),
         qemu_version: qemu_version(),
         qemu_command: Vec::new(),
-        timing: if sc.deterministic { "deterministic" } else { "realtime" }.into(),
+        timing: match (sc.deterministic, sc.cpus) {
+            (true, _) => "deterministic".into(),
+            (false, 1) => "realtime".into(),
+            (false, n) => format!("realtime, {n} CPUs"),
+        },
         module_set: sc.module_set.clone(),
         variants: variants.iter().map(|(v, _)| v.clone()).collect(),
         partial: false,
@@ -297,6 +303,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         o.timeout = sc.timeout;
         o.memory_mib = sc.memory_mib;
         o.deterministic = sc.deterministic;
+        o.cpus = sc.cpus;
         o.log = Some(log.to_path_buf());
         qemu::run(&o)
     };

@@ -32,6 +32,8 @@ pub struct Request {
     pub variants: Vec<String>,
     pub repetitions: usize,
     pub realtime: bool,
+    /// Virtual CPUs (realtime only).
+    pub smp: u32,
     pub no_trace: bool,
     pub measure_overhead: bool,
     pub timeout: Duration,
@@ -141,6 +143,18 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         };
         variants.push(Prepared { spec, kernel: image, modules });
     }
+    if req.smp == 0 || req.smp > 64 {
+        return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
+    }
+    if req.smp > 1 && !req.realtime {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "--smp {} needs --realtime: QEMU 7.2's deterministic clock (-icount) runs one CPU (more hang at boot)",
+                req.smp
+            ),
+        ));
+    }
     if req.repetitions == 0 {
         return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
     }
@@ -162,6 +176,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         variants,
         repetitions: req.repetitions,
         deterministic: !req.realtime,
+        cpus: req.smp,
         trace: !req.no_trace,
         measure_overhead: req.measure_overhead && !req.no_trace,
         timeout: req.timeout,
