@@ -260,6 +260,7 @@ fn fixture() -> Run {
                         log: "chart-dmesg.log".into(),
                         partial: false,
                         failure: None,
+                        run_output: None,
                     }
                 })
                 .collect(),

@@ -440,3 +440,32 @@ fn a_newer_kernel_with_compressed_modules() {
     let lookups = |v: &str| variant(&run, v)[0].modules.iter().map(|m| m.lookups.unwrap()).sum::<u64>();
     assert!(lookups("folded") < lookups("stock"));
 }
+
+/// A variant can run a dynamically linked Debian program in the guest after
+/// the modules load: bootlink copies it with its ld.so and libraries (as
+/// the host's loader resolves them) into the initramfs.
+#[test]
+fn a_variant_runs_a_dynamic_program_in_the_guest() {
+    common::kernel();
+    let d = common::tmpdir("lab-run-program").join("run");
+    let o = common::run(&[
+        &"lab",
+        &"crc16",
+        &"--no-trace",
+        &"--variant",
+        &"ls=modules:unsigned,run:/usr/bin/ls -1 /lib/x86_64-linux-gnu /lib64",
+        &"-o",
+        &d,
+    ]);
+    assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
+    let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
+    let out = run.variants[0].repetitions[0].run_output.clone().expect("the program's output");
+    println!("{out}");
+    for want in ["libc.so.6", "libselinux.so.1", "ld-linux-x86-64.so.2", "RUN-EXIT 0"] {
+        assert!(out.lines().any(|l| l.trim() == want), "{want} missing from:\n{out}");
+    }
+    lab_fails(
+        &[&"lab", &"crc16", &"--variant", &"x=run:ls", &"-o", &d.join("bad")],
+        "run:ls: give a program's absolute path",
+    );
+}

@@ -15,6 +15,7 @@ pub mod initramfs;
 pub mod qemu;
 pub mod scenario;
 pub mod setup;
+pub mod userspace;
 pub mod variant;
 
 use std::path::{Path, PathBuf};

@@ -59,11 +59,13 @@ pub const BASE_CMDLINE: &str = "console=ttyS0 nokaslr panic=-1 oops=panic quiet 
 
 const TRACE_SECTION: &str = "@@@ bootlink trace @@@";
 const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
+const RUN_SECTION: &str = "@@@ bootlink run @@@";
+const RUN_END: &str = "@@@ bootlink run end @@@";
 
 /// The init body: set up ftrace on the landmark functions, insmod each
 /// module with markers in the trace and the kernel log, then print the
 /// trace and the kernel log.
-fn body(trace: bool) -> String {
+fn body(trace: bool, run: Option<&str>) -> String {
     let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
     if trace {
         s.push_str("echo 32768 > $T/buffer_size_kb\n");
@@ -87,6 +89,9 @@ echo "TAINTED $(cat /proc/sys/kernel/tainted)"
 "#,
         marker = if trace { format!("echo \"{}$name\" > $T/trace_marker", trace::MARKER) } else { String::new() }
     ));
+    if let Some(cmd) = run {
+        s.push_str(&format!("echo '{RUN_SECTION}'\n{cmd} 2>&1\necho \"RUN-EXIT $?\"\necho '{RUN_END}'\n"));
+    }
     if trace {
         s.push_str(&format!("echo '{TRACE_SECTION}'\ncat $T/trace\n"));
     }
@@ -154,7 +159,7 @@ fn plain(files: Vec<(String, PathBuf)>, dir: &Path) -> Result<Vec<(String, PathB
         .collect()
 }
 
-fn initramfs(files: &[(String, PathBuf)], trace: bool, dest: &Path) -> Result<()> {
+fn initramfs(files: &[(String, PathBuf)], trace: bool, run: Option<&str>, dest: &Path) -> Result<()> {
     let mut ir = Initramfs::new(busybox::busybox()?);
     let mut list = String::new();
     for (name, path) in files {
@@ -163,7 +168,11 @@ fn initramfs(files: &[(String, PathBuf)], trace: bool, dest: &Path) -> Result<()
         list.push_str(&format!("{name} {f}\n"));
     }
     ir.file("/etc/bootlink/modules", 0o644, list.into_bytes());
-    ir.body(&body(trace));
+    if let Some(cmd) = run {
+        let program = cmd.split_whitespace().next().unwrap_or_default();
+        crate::lab::userspace::add(&mut ir, Path::new(program))?;
+    }
+    ir.body(&body(trace, run));
     ir.write(dest)
 }
 
@@ -175,6 +184,11 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
         None => ("", main.split_once(DMESG_SECTION).map(|(_, d)| d).unwrap_or("")),
     };
     let mut rep = Repetition::default();
+    if let Some((_, r)) = main.split_once(RUN_SECTION)
+        && let Some((text, _)) = r.split_once(RUN_END)
+    {
+        rep.run_output = Some(text.trim_matches(['\r', '\n']).replace("\r\n", "\n"));
+    }
     let (mut begin, mut end) = (None, None);
     let mut starts = std::collections::HashMap::new();
     let mut kmsg_loads = Vec::new();
@@ -287,7 +301,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     let mut images = Vec::new();
     for (i, (_, files)) in variants.iter().enumerate() {
         let img = work.path().join(format!("v{i}.cpio"));
-        initramfs(files, sc.trace, &img)?;
+        initramfs(files, sc.trace, sc.variants[i].spec.run.as_deref(), &img)?;
         let sizes = files
             .iter()
             .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
@@ -347,7 +361,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         n += 1;
         progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
         let img = work.path().join("untraced.cpio");
-        initramfs(&variants[0].1, false, &img)?;
+        initramfs(&variants[0].1, false, sc.variants[0].spec.run.as_deref(), &img)?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();

@@ -13,6 +13,8 @@
 //!     modules:stock | unsigned | preresolved | folded   (default stock)
 //!     loader:insmod                                  busybox insmod, one module after the other (default)
 //!     cmdline:ARGS                                   appended to the kernel command line (no commas)
+//!     run:/PATH ARGS                                 a host program run after the modules load, with
+//!                                                    its ld.so and libraries copied in (no commas)
 //! ```
 //!
 //! e.g. `--variant debian=kernel:debian,modules:unsigned --variant
@@ -84,6 +86,9 @@ pub struct VariantSpec {
     pub loader: Loader,
     /// Appended to the kernel command line.
     pub cmdline: String,
+    /// A host program (absolute path, then its arguments) run in the guest
+    /// after the modules are loaded, with its ld.so and libraries copied in.
+    pub run: Option<String>,
 }
 
 impl VariantSpec {
@@ -94,6 +99,7 @@ impl VariantSpec {
             transform: t,
             loader: Loader::Insmod,
             cmdline: String::new(),
+            run: None,
         }
     }
 
@@ -152,10 +158,17 @@ impl VariantSpec {
                     }
                 }
                 "cmdline" => v.cmdline = value.to_string(),
+                "run" if value.starts_with('/') => v.run = Some(value.to_string()),
+                "run" => {
+                    return Err(Error::new(
+                        Kind::Usage,
+                        format!("variant {name}: run:{value}: give a program's absolute path"),
+                    ));
+                }
                 _ => {
                     return Err(Error::new(
                         Kind::Usage,
-                        format!("variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline)"),
+                        format!("variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run)"),
                     ));
                 }
             }

@@ -266,6 +266,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         log: path.to_path_buf(),
         partial: false,
         failure: None,
+        run_output: None,
     };
     Run {
         format: FORMAT_VERSION,

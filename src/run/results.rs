@@ -95,6 +95,10 @@ pub struct Repetition {
     /// The boot failed or timed out: what is here is what was parsed.
     #[serde(default)]
     pub partial: bool,
+    /// What the variant's user-space program printed (its output, then
+    /// `RUN-EXIT <status>`), when the variant runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_output: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
 }
