@@ -176,7 +176,19 @@ pub fn build(opts: &Options) -> Result<Built> {
         fsutil::write_atomic(&key_in_obj, &key_data)?;
     }
     configure(&env, &fragment, &opts.config, &log)?;
+    // A build killed in the middle (SIGKILL, a session's end) can leave a
+    // half-written object that make then takes as up to date: objects made
+    // since an unfinished build began are removed and made again (ccache
+    // makes that cheap).
+    let building = obj.join("bootlink-building");
+    if building.exists() {
+        let n = remove_newer_objects(&obj, &building);
+        progress::status(&format!("an earlier build was interrupted: {n} objects it made are rebuilt"));
+    } else {
+        std::fs::write(&building, b"").map_err(|e| Error::io(&building, e))?;
+    }
     env.run(&["all"], &[], &log, "kernel build")?;
+    let _ = std::fs::remove_file(&building);
     let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))
         .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
         .trim()
@@ -235,6 +247,30 @@ pub fn build(opts: &Options) -> Result<Built> {
     built.seconds = t0.elapsed().as_secs_f64();
     prune_objects(&kbuild, &obj, KEEP_OBJECT_DIRS);
     Ok(built)
+}
+
+/// Remove build products (`.o`, `.ko`, `.a`) under `dir` modified after `mark`.
+fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
+    let Ok(since) = std::fs::metadata(mark).and_then(|m| m.modified()) else { return 0 };
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file()
+                && p.extension().is_some_and(|x| x == "o" || x == "ko" || x == "a")
+                && e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t > since)
+                && std::fs::remove_file(&p).is_ok()
+            {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Object directories kept in the cache (each about 500 MB): this build's
