@@ -69,7 +69,7 @@ fn body(trace: bool, run: Option<&str>) -> String {
     let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
     if trace {
         s.push_str("echo 32768 > $T/buffer_size_kb\n");
-        for f in trace::TRACED {
+        for f in trace::traced() {
             s.push_str(&format!("echo {f} >> $T/set_ftrace_filter || echo 'bootlink: cannot trace {f}'\n"));
         }
         s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho 1 > $T/tracing_on\n");

@@ -23,8 +23,8 @@
 
 use crate::run::results::{ModuleLoad, Phase};
 
-/// The functions to put in set_ftrace_filter.
-pub const TRACED: &[&str] = &[
+/// The functions that cut a load into its phases.
+pub const PHASE_FUNCTIONS: &[&str] = &[
     "kernel_read_file_from_fd",
     "kernel_read_file",
     "load_module",
@@ -32,23 +32,12 @@ pub const TRACED: &[&str] = &[
     "resolve_symbol",
     "apply_relocate_add",
     "do_init_module",
-    // finalize's landmarks
-    "add_kallsyms",
-    "module_finalize",
-    "unwind_module_init",
-    "module_enable_ro",
-    "module_enable_x",
-    "klp_module_coming",
-    "blocking_notifier_call_chain_robust",
-    "jump_label_module_notify",
-    "tracepoint_module_notify",
-    "srcu_module_notify",
-    "static_call_module_notify",
-    "kprobes_module_callback",
-    "btf_module_notify",
-    "parse_args",
-    "mod_sysfs_setup",
 ];
+
+/// Every function to put in set_ftrace_filter: the phases' and finalize's landmarks.
+pub fn traced() -> impl Iterator<Item = &'static str> {
+    PHASE_FUNCTIONS.iter().chain(FINALIZE_LANDMARKS).copied()
+}
 
 /// The functions around finalize that Debian's 6.1 kernel lets ftrace see
 /// (ftrace_module_init/enable, the trace notifiers, bpf_event_notify and
