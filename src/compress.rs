@@ -84,7 +84,7 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
 /// liblzma's stream API, stopped at the end of the first stream so that
 /// trailing bytes are never fed to a finished decoder.
 fn xz_first_stream(data: &[u8], mut out: Vec<u8>) -> Result<Vec<u8>, String> {
-    use xz2::stream::{Action, Status, Stream};
+    use liblzma::stream::{Action, Status, Stream};
     let mut stream = Stream::new_stream_decoder(u64::MAX, 0).map_err(|e| format!("xz: {e}"))?;
     loop {
         if out.capacity() - out.len() < 64 * 1024 {
@@ -226,7 +226,7 @@ pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, String> {
     match params {
         Params::None => Ok(data.to_vec()),
         Params::Xz { check, dict } => {
-            use xz2::stream::{Check, Filters, LzmaOptions, Stream};
+            use liblzma::stream::{Check, Filters, LzmaOptions, Stream};
             let check = match check {
                 0 => Check::None,
                 1 => Check::Crc32,
@@ -239,7 +239,7 @@ pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, String> {
             let mut filters = Filters::new();
             filters.lzma2(&opts);
             let stream = Stream::new_stream_encoder(&filters, check).map_err(|e| format!("xz: {e}"))?;
-            let mut enc = xz2::write::XzEncoder::new_stream(Vec::new(), stream);
+            let mut enc = liblzma::write::XzEncoder::new_stream(Vec::new(), stream);
             enc.write_all(data).map_err(|e| e.to_string())?;
             enc.finish().map_err(|e| e.to_string())
         }

@@ -64,8 +64,9 @@ enum Cmd {
         /// ...and this X.509 certificate (PEM)
         #[arg(long, requires = "sign_key")]
         sign_cert: Option<PathBuf>,
-        #[arg(long, default_value = "sha256")]
-        sign_hash: String,
+        /// The signature's digest
+        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+        sign_hash: sign::Hash,
         /// Fold the resolved addresses into the relocations and remove the
         /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
         #[arg(long)]

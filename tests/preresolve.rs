@@ -419,6 +419,22 @@ fn resigned_modules_verify_with_openssl_and_equal_sign_file() {
             println!("NOTE: {} absent: compared with openssl only", sign_file.display());
         }
     }
+    // A digest the kernel does not take for modules is a usage error naming the choices; nothing is written.
+    let o = preresolve(&[
+        &"--assume-nokaslr",
+        &"-o",
+        &dir.join("md5"),
+        &"--sign-key",
+        &key,
+        &"--sign-cert",
+        &cert,
+        &"--sign-hash",
+        &"md5",
+        &module("fs/fat/fat.ko"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sha256, sha384, sha512"), "{}", stderr(&o));
+    assert!(!dir.join("md5").exists());
     // Without a key the stale signature is removed.
     let o = preresolve(&[&"--assume-nokaslr", &"-o", &dir.join("plain"), &module("fs/fat/fat.ko")]);
     assert_eq!(report(&o)["modules"][0]["signature"], "removed");

@@ -7,7 +7,7 @@
 //! bytes (so a changed image is never served stale), with the most recent
 //! few kept. `BOOTLINK_NO_IMAGE_CACHE=1` turns it off.
 
-use std::hash::Hasher;
+use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 use super::{Source, Vmlinux, find_vmlinux};
@@ -16,13 +16,11 @@ use crate::fsutil;
 const KEEP: usize = 4;
 
 fn key(data: &[u8]) -> String {
-    // SipHash over the whole image, twice with different keys: 128 bits.
-    let mut a = std::hash::DefaultHasher::new();
-    let mut b = std::hash::DefaultHasher::new();
-    b.write_u64(0x626f_6f74_6c69_6e6b);
-    a.write(data);
-    b.write(data);
-    format!("{:016x}{:016x}-{}", a.finish(), b.finish(), data.len())
+    // SHA-256 of the whole image: stable across Rust releases and builds
+    // (std's DefaultHasher is not), so a cache entry outlives a toolchain update.
+    let digest = Sha256::digest(data);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{hex}-{}", data.len())
 }
 
 fn dir() -> PathBuf {
@@ -68,5 +66,15 @@ fn prune() {
     for (_, p) in elfs.into_iter().take(excess) {
         let _ = std::fs::remove_file(p.with_extension("json"));
         let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cache_key_is_stable_across_builds() {
+        // SHA-256("abc"), first 128 bits, and the length: a fixed value, so
+        // a key written by one build of bootlink is found by the next.
+        assert_eq!(super::key(b"abc"), "ba7816bf8f01cfea414140de5dae2223-3");
     }
 }
