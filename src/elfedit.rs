@@ -10,11 +10,15 @@ use object::elf::{
 };
 use object::read::elf::{FileHeader, SectionHeader};
 
-use crate::elf::{Elf, Header, LE, Shdr, Want};
+use object::elf::Rela64;
+use object::pod;
 
-const SYM_SIZE: usize = 24;
-const SHDR_SIZE: usize = 64;
-const RELA_SIZE: usize = 24;
+use crate::elf::{Elf, Endian, Header, LE, Shdr, Symbol, Want};
+
+type Rela = Rela64<Endian>;
+const SYM_SIZE: usize = size_of::<Symbol>();
+const SHDR_SIZE: usize = size_of::<Shdr>();
+const RELA_SIZE: usize = size_of::<Rela>();
 /// Linux's flag for livepatch relocation sections (include/uapi/linux/elf.h).
 const SHF_RELA_LIVEPATCH: u64 = 0x0010_0000;
 
@@ -23,8 +27,16 @@ const SHF_RELA_LIVEPATCH: u64 = 0x0010_0000;
 /// apply_relocate_add handles (NONE, 64, PC32, PLT32, 32, 32S, PC64).
 const FOLDABLE_X86_64: &[u32] = &[0, 1, 2, 4, 10, 11, 24];
 
-fn rd64(d: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(d[at..at + 8].try_into().unwrap())
+/// `count` records of type `T` at `off` in `data`, as typed views (the
+/// object crate's ELF records are byte arrays: any offset is aligned).
+fn records<T: pod::Pod>(data: &[u8], off: usize, count: usize) -> &[T] {
+    pod::slice_from_bytes(data.get(off..).expect("offset checked by the caller"), count).expect("range checked").0
+}
+
+fn records_mut<T: pod::Pod>(data: &mut [u8], off: usize, count: usize) -> &mut [T] {
+    pod::slice_from_bytes_mut(data.get_mut(off..).expect("offset checked by the caller"), count)
+        .expect("range checked")
+        .0
 }
 
 /// What `ElfEdit::fold_symbols` did.
@@ -77,9 +89,9 @@ impl ElfEdit {
     /// Make symbol `index` absolute with value `value` (SHN_UNDEF -> SHN_ABS).
     pub fn make_absolute(&mut self, index: usize, value: u64) {
         assert!(index < self.symtab_count, "symbol index out of range");
-        let at = self.symtab_off + index * SYM_SIZE;
-        self.data[at + 6..at + 8].copy_from_slice(&SHN_ABS.0.to_le_bytes());
-        self.data[at + 8..at + 16].copy_from_slice(&value.to_le_bytes());
+        let sym = &mut records_mut::<Symbol>(&mut self.data, self.symtab_off, self.symtab_count)[index];
+        sym.st_shndx.set(LE, SHN_ABS);
+        sym.st_value.set(LE, value);
     }
 
     /// Fold symbols into the relocations that use them, then drop them.
@@ -112,8 +124,8 @@ impl ElfEdit {
         }
         let mut stats = FoldStats { symbols: values.len(), ..FoldStats::default() };
         for &(off, size) in &plan.rela {
-            for e in (off..off + size).step_by(RELA_SIZE) {
-                let info = rd64(&self.data, e + 8);
+            for r in records_mut::<Rela>(&mut self.data, off, size / RELA_SIZE) {
+                let info = r.r_info.get(LE);
                 let (sym, ty) = ((info >> 32) as usize, info & 0xffff_ffff);
                 let (new_sym, add) = match folded.get(&sym) {
                     Some(&v) => {
@@ -127,9 +139,8 @@ impl ElfEdit {
                         (renumber[sym] as u64, 0)
                     }
                 };
-                let addend = rd64(&self.data, e + 16).wrapping_add(add);
-                self.data[e + 8..e + 16].copy_from_slice(&((new_sym << 32) | ty).to_le_bytes());
-                self.data[e + 16..e + 24].copy_from_slice(&addend.to_le_bytes());
+                r.r_info.set(LE, (new_sym << 32) | ty);
+                r.r_addend.set(LE, r.r_addend.get(LE).wrapping_add(add as i64));
             }
         }
         // Compact .symtab in place; the freed tail is zeroed.
@@ -146,8 +157,7 @@ impl ElfEdit {
         }
         let end = self.symtab_off + self.symtab_count * SYM_SIZE;
         self.data[self.symtab_off + w * SYM_SIZE..end].fill(0);
-        let h = plan.symtab_header;
-        self.data[h + 32..h + 40].copy_from_slice(&((w * SYM_SIZE) as u64).to_le_bytes());
+        records_mut::<Shdr>(&mut self.data, plan.symtab_header, 1)[0].sh_size.set(LE, (w * SYM_SIZE) as u64);
         // sh_info (one past the last local) stays right: only globals went.
         assert!(
             renumber[..plan.first_global].iter().enumerate().all(|(i, &n)| n as usize == i),
@@ -188,8 +198,7 @@ impl ElfEdit {
             if std::mem::replace(&mut seen[i], true) {
                 return Err(format!("symbol {i} given twice"));
             }
-            let at = self.symtab_off + i * SYM_SIZE;
-            if u16::from_le_bytes([d[at + 6], d[at + 7]]) != SHN_UNDEF.0 {
+            if records::<Symbol>(d, self.symtab_off, self.symtab_count)[i].st_shndx.get(LE) != SHN_UNDEF {
                 return Err(format!("symbol {i} is not undefined"));
             }
         }
@@ -221,8 +230,8 @@ impl ElfEdit {
                     {
                         return refuse("has a corrupt header");
                     }
-                    for e in (off..off + size).step_by(RELA_SIZE) {
-                        let info = rd64(d, e + 8);
+                    for r in records::<Rela>(d, off, size / RELA_SIZE) {
+                        let info = r.r_info.get(LE);
                         let (sym, rtype) = ((info >> 32) as usize, (info & 0xffff_ffff) as u32);
                         if sym >= self.symtab_count {
                             return refuse(&format!("refers to symbol {sym}, past the symbol table"));
@@ -294,21 +303,21 @@ impl ElfEdit {
         }
         let new_shoff = out.len();
         // Update the name table's header.
-        let s = shstrndx * SHDR_SIZE;
-        headers[s + 24..s + 32].copy_from_slice(&(new_str_off as u64).to_le_bytes());
-        headers[s + 32..s + 40].copy_from_slice(&(strtab.len() as u64).to_le_bytes());
+        let strsh = &mut records_mut::<Shdr>(&mut headers, 0, shnum)[shstrndx];
+        strsh.sh_offset.set(LE, new_str_off as u64);
+        strsh.sh_size.set(LE, strtab.len() as u64);
         // The new header: name, PROGBITS, no flags, no address.
-        let mut sh = [0u8; SHDR_SIZE];
-        sh[0..4].copy_from_slice(&name_off.to_le_bytes());
-        sh[4..8].copy_from_slice(&SHT_PROGBITS.0.to_le_bytes());
-        sh[24..32].copy_from_slice(&(contents_off as u64).to_le_bytes());
-        sh[32..40].copy_from_slice(&(contents.len() as u64).to_le_bytes());
-        sh[48..56].copy_from_slice(&1u64.to_le_bytes()); // sh_addralign
-        headers.extend_from_slice(&sh);
+        headers.resize(headers.len() + SHDR_SIZE, 0);
+        let sh = &mut records_mut::<Shdr>(&mut headers, 0, shnum + 1)[shnum];
+        sh.sh_name.set(LE, name_off);
+        sh.sh_type.set(LE, SHT_PROGBITS);
+        sh.sh_offset.set(LE, contents_off as u64);
+        sh.sh_size.set(LE, contents.len() as u64);
+        sh.sh_addralign.set(LE, 1);
         out.extend_from_slice(&headers);
-        // e_shoff (0x28) and e_shnum (0x3c).
-        out[0x28..0x30].copy_from_slice(&(new_shoff as u64).to_le_bytes());
-        out[0x3c..0x3e].copy_from_slice(&((shnum + 1) as u16).to_le_bytes());
+        let h = &mut records_mut::<Header>(&mut out, 0, 1)[0];
+        h.e_shoff.set(LE, new_shoff as u64);
+        h.e_shnum.set(LE, (shnum + 1) as u16);
         self.data = out;
         Ok(())
     }
@@ -484,17 +493,17 @@ mod tests {
         refused(tiny_elf(&past, SHT_RELA.0), &[(4, 1)], "refers to symbol 9");
         // A group section whose signature is a symbol index.
         let mut grouped = tiny_elf(RELOCS, SHT_RELA.0);
-        let shoff = rd64(&grouped, 0x28) as usize;
-        grouped[shoff + 64 + 4..shoff + 64 + 8].copy_from_slice(&SHT_GROUP.0.to_le_bytes());
+        let shoff = records::<Header>(&grouped, 0, 1)[0].e_shoff.get(LE) as usize;
+        records_mut::<Shdr>(&mut grouped, shoff, 2)[1].sh_type.set(LE, SHT_GROUP);
         refused(grouped, &[(3, 1)], "section .text is SHT_GROUP");
         // Another machine (EM_AARCH64 = 183).
         let mut arm = tiny_elf(RELOCS, SHT_RELA.0);
-        arm[0x12..0x14].copy_from_slice(&183u16.to_le_bytes());
+        records_mut::<Header>(&mut arm, 0, 1)[0].e_machine.set(LE, object::elf::Machine(183));
         refused(arm, &[(3, 1)], "supports x86-64 modules only (e_machine 183)");
         // Livepatch relocations (.rela.text is section 2).
         let mut klp = tiny_elf(RELOCS, SHT_RELA.0);
-        let at = rd64(&klp, 0x28) as usize + 2 * 64 + 8;
-        klp[at..at + 8].copy_from_slice(&SHF_RELA_LIVEPATCH.to_le_bytes());
+        let shoff = records::<Header>(&klp, 0, 1)[0].e_shoff.get(LE) as usize;
+        records_mut::<Shdr>(&mut klp, shoff, 3)[2].sh_flags.set(LE, object::elf::SectionFlags(SHF_RELA_LIVEPATCH));
         refused(klp, &[(3, 1)], "section .rela.text holds livepatch relocations");
     }
 }
