@@ -61,31 +61,28 @@ pub fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
 fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| Error::file(Kind::Io, path, "not a file path"))?;
-    let tmp = dir.join(format!(".{}{TMP_MARK}{}", name.to_string_lossy(), std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        if sync {
-            f.sync_all()?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
+    // `.<name>.bootlink-tmp.<pid>.<random>`: the pid lets a later run tell a
+    // killed run's leftovers from a live one's; the temporary is removed
+    // when dropped on any error below.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}{TMP_MARK}{}.", name.to_string_lossy(), std::process::id()))
+        .rand_bytes(6)
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(path, e))?;
+    tmp.write_all(data).map_err(|e| Error::io(path, e))?;
+    if sync {
+        tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
 }
 
 /// The marker in the names of [`write_atomic`]'s temporary files:
-/// `.<name>.bootlink-tmp.<pid>`.
+/// `.<name>.bootlink-tmp.<pid>.<random>`.
 const TMP_MARK: &str = ".bootlink-tmp.";
 
 /// Remove the temporary files a killed bootlink left in `dir`: those named
-/// `.<name>.bootlink-tmp.<pid>` whose process is gone (no /proc/<pid>).
+/// `.<name>.bootlink-tmp.<pid>[.<random>]` whose process is gone (no /proc/<pid>).
 /// A live run's files are left alone. Returns how many were removed.
 pub fn remove_stale_temps(dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
@@ -93,7 +90,11 @@ pub fn remove_stale_temps(dir: &Path) -> usize {
     for e in rd.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        let Some(pid) = name.strip_prefix('.').and_then(|n| n.rsplit_once(TMP_MARK)).map(|(_, pid)| pid) else {
+        let Some(pid) = name
+            .strip_prefix('.')
+            .and_then(|n| n.rsplit_once(TMP_MARK))
+            .map(|(_, rest)| rest.split_once('.').map_or(rest, |(pid, _)| pid))
+        else {
             continue;
         };
         let Ok(pid) = pid.parse::<u32>() else { continue };
@@ -138,5 +139,25 @@ mod tests {
         let err = write_atomic(&dir.join("missing/sub/x"), b"x").unwrap_err();
         assert!(err.to_string().contains("missing/sub/x"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_removed() {
+        let t = tempfile::tempdir().unwrap();
+        // No process has pid 4194304 (above Linux's pid_max limit).
+        let dead = [".m.ko.bootlink-tmp.4194304", ".m.ko.bootlink-tmp.4194304.Ab3xYz"];
+        let live = format!(".m.ko.bootlink-tmp.{}.Qw7rTy", std::process::id());
+        for n in dead.iter().copied().chain([live.as_str(), "m.ko", ".m.ko.bootlink-tmp.notapid"]) {
+            std::fs::write(t.path().join(n), b"x").unwrap();
+        }
+        assert_eq!(remove_stale_temps(t.path()), 2);
+        let mut left: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut want = vec![".m.ko.bootlink-tmp.notapid".to_string(), live, "m.ko".into()];
+        left.sort();
+        want.sort();
+        assert_eq!(left, want);
     }
 }

@@ -65,8 +65,8 @@ enum Cmd {
         #[arg(long, requires = "sign_key")]
         sign_cert: Option<PathBuf>,
         /// The signature's digest
-        #[arg(long, value_enum, default_value_t = SignHash::Sha256)]
-        sign_hash: SignHash,
+        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+        sign_hash: sign::Hash,
         /// Fold the resolved addresses into the relocations and remove the
         /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
         #[arg(long)]
@@ -173,24 +173,6 @@ enum Cmd {
     },
 }
 
-/// Digests the kernel's module signatures can use.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum SignHash {
-    Sha256,
-    Sha384,
-    Sha512,
-}
-
-impl SignHash {
-    fn name(self) -> &'static str {
-        match self {
-            SignHash::Sha256 => "sha256",
-            SignHash::Sha384 => "sha384",
-            SignHash::Sha512 => "sha512",
-        }
-    }
-}
-
 #[derive(Subcommand)]
 enum KernelCmd {
     /// Unpack linux-source-6.1, apply the series, build vmlinux, bzImage and
@@ -261,11 +243,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     (None, _) => preresolve::Output::InPlace,
                 },
                 assume_nokaslr,
-                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey {
-                    key,
-                    cert,
-                    hash: sign_hash.name().to_string(),
-                }),
+                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
                 fold: fold_symbols,
             };
             let report = preresolve::run(&k, &modules, &opts)?;

@@ -16,17 +16,32 @@ pub const PKEY_ID_PKCS7: u8 = 2;
 pub struct SignKey {
     pub key: PathBuf,
     pub cert: PathBuf,
-    /// "sha256", "sha384" or "sha512".
-    pub hash: String,
+    pub hash: Hash,
+}
+
+/// The digest of a module signature (the kernel accepts these for modules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Hash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+impl Hash {
+    /// The name openssl's `-md` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hash::Sha256 => "sha256",
+            Hash::Sha384 => "sha384",
+            Hash::Sha512 => "sha512",
+        }
+    }
 }
 
 impl SignKey {
     pub fn check(&self) -> Result<()> {
         for p in [&self.key, &self.cert] {
             std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
-        }
-        if !["sha256", "sha384", "sha512"].contains(&self.hash.as_str()) {
-            return Err(Error::new(Kind::Usage, format!("--sign-hash {}: use sha256, sha384 or sha512", self.hash)));
         }
         Ok(())
     }
@@ -43,35 +58,51 @@ pub fn trailer(sig_len: usize) -> Vec<u8> {
 /// Sign `elf` (a module without signature) and return module + signature.
 /// `scratch` is a directory for the temporary files openssl needs.
 pub fn sign(elf: &[u8], key: &SignKey, scratch: &Path, tag: &str) -> Result<Vec<u8>> {
-    let input = scratch.join(format!(".bootlink-sign-{tag}-{}.in", std::process::id()));
-    let output = input.with_extension("p7s");
-    std::fs::write(&input, elf).map_err(|e| Error::io(&input, e))?;
+    let temp = |suffix: &str| {
+        tempfile::Builder::new()
+            .prefix(&format!(".bootlink-sign-{tag}-"))
+            .suffix(suffix)
+            .tempfile_in(scratch)
+            .map_err(|e| Error::io(scratch, e))
+    };
+    // Both are removed when dropped, whatever happens below.
+    let (input, output) = (temp(".in")?, temp(".p7s")?);
+    std::fs::write(input.path(), elf).map_err(|e| Error::io(input.path(), e))?;
     let res = Command::new("openssl")
-        .args(["cms", "-sign", "-binary", "-noattr", "-nocerts", "-nosmimecap", "-outform", "DER", "-md", &key.hash])
+        .args([
+            "cms",
+            "-sign",
+            "-binary",
+            "-noattr",
+            "-nocerts",
+            "-nosmimecap",
+            "-outform",
+            "DER",
+            "-md",
+            key.hash.name(),
+        ])
         .arg("-signer")
         .arg(&key.cert)
         .arg("-inkey")
         .arg(&key.key)
         .arg("-in")
-        .arg(&input)
+        .arg(input.path())
         .arg("-out")
-        .arg(&output)
+        .arg(output.path())
         .output();
-    let _ = std::fs::remove_file(&input);
     let out = res.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
             Error::new(Kind::Tool, "openssl: missing tool, needed to sign modules (apt-get install openssl)")
         }
         _ => Error::new(Kind::Tool, format!("openssl: {e}")),
     })?;
-    let sig = std::fs::read(&output);
-    let _ = std::fs::remove_file(&output);
+    let sig = std::fs::read(output.path());
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let first = err.lines().next().unwrap_or("").trim();
         return Err(Error::file(Kind::Tool, &key.key, format!("signing failed (openssl cms): {first}")));
     }
-    let sig = sig.map_err(|e| Error::io(&output, e))?;
+    let sig = sig.map_err(|e| Error::io(output.path(), e))?;
     let mut m = Vec::with_capacity(elf.len() + sig.len() + 40);
     m.extend_from_slice(elf);
     m.extend_from_slice(&sig);

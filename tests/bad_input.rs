@@ -139,3 +139,100 @@ fn one_bad_module_in_a_tree_does_not_stop_the_rest() {
     assert_eq!(r["totals"]["unresolved"], 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A real module (Debian's fat.ko) with one field of its symbol or
+/// relocation tables corrupted, each located through object's typed ELF
+/// views: inspect and both preresolve modes refuse it with one line naming
+/// the file and the problem, exit 1, write nothing, and leave the input as it was.
+#[test]
+fn corrupt_symbol_and_relocation_tables_of_a_real_module() {
+    use object::LittleEndian as LE;
+    use object::elf::{FileHeader64, SHT_RELA, SHT_SYMTAB, SectionHeader64, Sym64};
+    use object::read::elf::{FileHeader, SectionHeader};
+    let orig = std::fs::read(fat()).unwrap();
+    let h = FileHeader64::<LE>::parse(&*orig).unwrap();
+    let sections = h.sections(LE, &*orig).unwrap();
+    let shoff = h.e_shoff(LE) as usize;
+    let shdr_at = |i: usize| shoff + i * size_of::<SectionHeader64<LE>>();
+    let (symtab_i, symtab) = sections.iter().enumerate().find(|(_, s)| s.sh_type(LE) == SHT_SYMTAB).unwrap();
+    let syms = symtab.data_as_array::<Sym64<LE>, _>(LE, &*orig).unwrap();
+    let strings = sections.strings(LE, &*orig, object::SectionIndex(symtab.sh_link(LE) as usize)).unwrap();
+    // The first defined global symbol with a name, and where its st_shndx is.
+    let (k, sym) = syms
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.st_shndx.get(LE).0 != 0 && s.st_bind() == object::elf::STB_GLOBAL && s.st_name.get(LE) != 0)
+        .unwrap();
+    let name = String::from_utf8_lossy(strings.get(sym.st_name.get(LE)).unwrap()).into_owned();
+    let sym_at = symtab.sh_offset(LE) as usize + k * size_of::<Sym64<LE>>();
+    let shndx_at = sym_at + std::mem::offset_of!(Sym64<LE>, st_shndx);
+    let (rela_i, rela) = sections
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.sh_type(LE) == SHT_RELA && s.sh_link(LE) as usize == symtab_i && s.sh_size(LE) > 0)
+        .unwrap();
+    let rela_name = String::from_utf8_lossy(sections.section_name(LE, rela).unwrap()).into_owned();
+    let rela_off_at = shdr_at(rela_i) + std::mem::offset_of!(SectionHeader64<LE>, sh_offset);
+    let rela_entsize_at = shdr_at(rela_i) + std::mem::offset_of!(SectionHeader64<LE>, sh_entsize);
+    let rela_info_at =
+        rela.sh_offset(LE) as usize + std::mem::offset_of!(object::elf::Rela64<LE>, r_info) + 4 /* r_sym half */;
+    type Patch = Box<dyn Fn(&mut [u8])>;
+    let put = |at: usize, bytes: Vec<u8>| -> Patch {
+        Box::new(move |d: &mut [u8]| d[at..at + bytes.len()].copy_from_slice(&bytes))
+    };
+    let cases: Vec<(&str, Patch, String)> = vec![
+        (
+            "reserved st_shndx",
+            put(shndx_at, 0xff05u16.to_le_bytes().to_vec()),
+            format!("symbol {name} (#{k}) has the reserved section index 0xff05"),
+        ),
+        (
+            "st_shndx past e_shnum",
+            put(shndx_at, 5000u16.to_le_bytes().to_vec()),
+            format!("symbol {name} (#{k}) has section index 5000, past the"),
+        ),
+        (
+            "relocations past the file",
+            put(rela_off_at, (orig.len() as u64 + 4096).to_le_bytes().to_vec()),
+            format!("corrupt relocation section {rela_name} (#{rela_i}): its offset and size lie outside the file"),
+        ),
+        (
+            "relocation entry size",
+            put(rela_entsize_at, 16u64.to_le_bytes().to_vec()),
+            format!("corrupt relocation section {rela_name} (#{rela_i}): entry size 16"),
+        ),
+        (
+            "relocation symbol past .symtab",
+            put(rela_info_at, 0x00ff_ffffu32.to_le_bytes().to_vec()),
+            format!("corrupt relocation section {rela_name} (#{rela_i}): entry 0 names symbol 16777215, past the"),
+        ),
+    ];
+    let k = &kernel().vmlinuz;
+    let tmp = tmpdir("bad-tables");
+    for (what, patch, want) in cases {
+        let bad = tmp.join("fat.ko");
+        let mut d = orig.clone();
+        patch(&mut d);
+        std::fs::write(&bad, &d).unwrap();
+        let err = one_error(k, &bad, &bad);
+        assert!(err.contains(&want), "{what}: {err}");
+        for fold in [false, true] {
+            let out = tmp.join(format!("out-{fold}"));
+            let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"preresolve", &"--assume-nokaslr", &"--kernel", k];
+            if fold {
+                args.push(&"--fold-symbols");
+            }
+            args.extend([&bad as &dyn AsRef<std::ffi::OsStr>, &"-o", &out]);
+            let o = run(&args);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(1), "{what} (fold {fold}): {e}");
+            assert!(
+                !e.contains("panicked") && e.contains(&want) && e.contains(&bad.display().to_string()),
+                "{what} (fold {fold}): {e}"
+            );
+            assert!(!out.join("fat.ko").exists(), "{what} (fold {fold}): a module was written");
+        }
+        assert_eq!(std::fs::read(&bad).unwrap(), d, "{what}: the input was modified");
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

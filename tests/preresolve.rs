@@ -231,6 +231,7 @@ fn twice_is_a_no_op_inputs_are_untouched_and_compression_is_kept() {
     let out = dir.join("out");
     let o = preresolve(&[&"--assume-nokaslr", &"-o", &out, &input]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let first = report(&o)["totals"].clone();
     for (p, d) in &before {
         assert_eq!(&std::fs::read(p).unwrap(), d, "input {} changed", p.display());
     }
@@ -239,6 +240,12 @@ fn twice_is_a_no_op_inputs_are_untouched_and_compression_is_kept() {
     sh("zstd", &["-q", "-t", out.join("nls_cp437.ko.zst").to_str().unwrap()]);
     let x = module::read(&out.join("msdos.ko.xz")).unwrap();
     assert!(x.preresolved && x.signature.is_none() && x.compression == bootlink::compress::Compression::Xz);
+    // ...with the input's xz parameters (the kernel build's crc32 and 1 MiB dictionary).
+    let head = std::fs::read(out.join("msdos.ko.xz")).unwrap();
+    assert_eq!(
+        bootlink::compress::Params::detect(&head[..64], bootlink::compress::Compression::Xz),
+        bootlink::compress::Params::Xz { check: 1, dict: 1 << 20 }
+    );
     // Second run over the output, in place: every module reported as already done, bytes unchanged.
     let snapshot: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out))
         .unwrap()
@@ -249,6 +256,25 @@ fn twice_is_a_no_op_inputs_are_untouched_and_compression_is_kept() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r = report(&o);
     assert_eq!(r["totals"]["already"], 4, "{}", r["totals"]);
+    // The rerun counts like the first run: nothing preresolved now, the
+    // first run's symbols as already preresolved, the same symbols left to
+    // modules' exports and kept by reason.
+    let t = &r["totals"];
+    assert!(first["preresolved"].as_u64().unwrap() > 0, "{first}");
+    for (now, before) in [
+        ("preresolved_modules", 0.into()),
+        ("preresolved", 0.into()),
+        ("unchanged", 0.into()),
+        ("errors", 0.into()),
+        ("modules", first["modules"].clone()),
+        ("already_symbols", first["preresolved"].clone()),
+        ("undefined", first["undefined"].clone()),
+        ("module_symbols", first["module_symbols"].clone()),
+        ("kept", first["kept"].clone()),
+        ("fully_preresolved", first["fully_preresolved"].clone()),
+    ] {
+        assert_eq!(t[now], before, "{now}: rerun {t}, first run {first}");
+    }
     let again: Vec<Vec<u8>> = bootlink::tree::find_modules(std::slice::from_ref(&out))
         .unwrap()
         .iter()
@@ -419,6 +445,22 @@ fn resigned_modules_verify_with_openssl_and_equal_sign_file() {
             println!("NOTE: {} absent: compared with openssl only", sign_file.display());
         }
     }
+    // A digest the kernel does not take for modules is a usage error naming the choices; nothing is written.
+    let o = preresolve(&[
+        &"--assume-nokaslr",
+        &"-o",
+        &dir.join("md5"),
+        &"--sign-key",
+        &key,
+        &"--sign-cert",
+        &cert,
+        &"--sign-hash",
+        &"md5",
+        &module("fs/fat/fat.ko"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sha256, sha384, sha512"), "{}", stderr(&o));
+    assert!(!dir.join("md5").exists());
     // Without a key the stale signature is removed.
     let o = preresolve(&[&"--assume-nokaslr", &"-o", &dir.join("plain"), &module("fs/fat/fat.ko")]);
     assert_eq!(report(&o)["modules"][0]["signature"], "removed");

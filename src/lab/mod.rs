@@ -20,7 +20,6 @@ pub mod variant;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Kind, Result};
 
@@ -29,50 +28,33 @@ pub use qemu::{Boot, BootStatus, QemuOptions};
 
 /// A directory under `std::env::temp_dir()` with a unique name, removed
 /// (with its contents) when dropped unless [`TempDir::keep`] is called.
+/// The `tempfile` crate does the work; this keeps the lab's labels in the names.
 #[derive(Debug)]
-pub struct TempDir {
-    path: PathBuf,
-    keep: bool,
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// Create `<temp>/bootlink-<label>-<pid>-<n>`.
+    /// Create `<temp>/bootlink-<label>-<random>`.
     pub fn new(label: &str) -> Result<TempDir> {
         Self::new_in(&std::env::temp_dir(), &format!("bootlink-{label}"))
     }
 
-    /// Create `<dir>/<label>-<pid>-<n>` (same file system as `dir`, so its
+    /// Create `<dir>/<label>-<random>` (same file system as `dir`, so its
     /// contents can be renamed into place there).
     pub fn new_in(dir: &Path, label: &str) -> Result<TempDir> {
-        loop {
-            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!("{label}-{}-{n}", std::process::id()));
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(TempDir { path, keep: false }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&path, e)),
-            }
-        }
+        tempfile::Builder::new()
+            .prefix(&format!("{label}-"))
+            .tempdir_in(dir)
+            .map(TempDir)
+            .map_err(|e| Error::io(dir, e))
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.0.path()
     }
 
     /// Keep the directory after all; returns its path.
-    pub fn keep(mut self) -> PathBuf {
-        self.keep = true;
-        self.path.clone()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
+    pub fn keep(self) -> PathBuf {
+        self.0.keep()
     }
 }
 

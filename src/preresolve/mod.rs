@@ -1,0 +1,165 @@
+//! `bootlink preresolve`: resolve module symbols against vmlinux at build
+//! time (the LKM Preresolver, ELC-E 2010), with the checks the kernel skips
+//! for SHN_ABS symbols done here instead.
+//!
+//! Every SHN_UNDEF symbol that vmlinux exports becomes SHN_ABS with the
+//! export's address, unless a check fails: then it stays SHN_UNDEF and the
+//! kernel decides at load time exactly as it would have. Symbols exported by
+//! other modules stay SHN_UNDEF. A module with at least one preresolved
+//! symbol gets an empty `.preresolved` section.
+//!
+//! With `fold` (`--fold-symbols`) the same symbols are instead folded into
+//! the relocations that use them (symbol 0, the address added to the addend)
+//! and removed from .symtab, so the kernel's per-load kallsyms scans do not
+//! walk them; `.preresolved` then lists them with their addresses.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Kind, Result};
+use crate::fsutil;
+use crate::kernel::{KernelImage, KernelSummary};
+use crate::progress::Progress;
+use crate::sign::SignKey;
+use crate::tree::FileError;
+
+mod checks;
+mod report;
+mod rewrite;
+
+pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible};
+pub use report::{ModuleResult, Report, SigAction, Status, Totals};
+
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// Write into this directory, mirroring paths under each input directory.
+    Dir(PathBuf),
+    /// Replace the inputs (atomically).
+    InPlace,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub output: Output,
+    /// The target boots with `nokaslr` (or an entry that does not randomize).
+    pub assume_nokaslr: bool,
+    pub sign: Option<SignKey>,
+    /// Fold the preresolved symbols into the relocations and remove them
+    /// from .symtab instead of making them SHN_ABS.
+    pub fold: bool,
+}
+
+/// How a preresolved module is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The symbols stay in .symtab as SHN_ABS with the export's address.
+    Abs,
+    /// The addresses are in the relocations' addends; the symbols are gone.
+    Folded,
+}
+
+/// One module to preresolve: where it is read and where it is written.
+struct Job {
+    input: PathBuf,
+    display: String,
+    output: PathBuf,
+}
+
+fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input).map_err(|e| Error::io(input, e))?;
+        let files = crate::tree::find_modules(std::slice::from_ref(input))?;
+        for f in files {
+            let rel = if meta.is_dir() {
+                f.strip_prefix(input).unwrap_or(&f).to_path_buf()
+            } else {
+                PathBuf::from(f.file_name().unwrap_or_default())
+            };
+            let output = match out {
+                Output::Dir(d) => d.join(&rel),
+                Output::InPlace => f.clone(),
+            };
+            jobs.push(Job { display: rel.display().to_string(), input: f, output });
+        }
+    }
+    jobs.sort_by(|a, b| a.display.cmp(&b.display));
+    Ok(jobs)
+}
+
+/// Files beside the modules that depmod reads (modules.order, modules.builtin...).
+fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
+    for input in inputs.iter().filter(|p| p.is_dir()) {
+        let rd = std::fs::read_dir(input).map_err(|e| Error::io(input, e))?;
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_file() && (name == "modules.order" || name.starts_with("modules.builtin")) {
+                let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+                fsutil::write_atomic(&out.join(&name), &data)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
+    check_kernel(kernel, opts)?;
+    if let Some(k) = &opts.sign {
+        k.check()?;
+    }
+    let jobs = plan_jobs(inputs, &opts.output)?;
+    if let Output::Dir(d) = &opts.output {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        probe_writable(d)?;
+    }
+    // A killed earlier run (kill -9 of --in-place) may have left its
+    // temporary files where it wrote: remove those of dead processes.
+    let dirs: std::collections::BTreeSet<&Path> = jobs.iter().filter_map(|j| j.output.parent()).collect();
+    for d in dirs {
+        fsutil::remove_stale_temps(d);
+    }
+    let exports = kernel.export_map();
+    let progress = Progress::new("preresolving", jobs.len());
+    let results: Vec<Result<ModuleResult>> = jobs
+        .par_iter()
+        .map(|j| {
+            let r = crate::tree::isolated(&j.input, || rewrite::one(kernel, &exports, j, opts));
+            progress.inc();
+            r
+        })
+        .collect();
+    drop(progress);
+    if let Output::Dir(d) = &opts.output {
+        copy_tree_extras(inputs, d)?;
+    }
+    let mut report = Report {
+        kernel: KernelSummary::of(kernel),
+        assume_nokaslr: opts.assume_nokaslr,
+        totals: Totals::default(),
+        modules: Vec::new(),
+        errors: Vec::new(),
+    };
+    for r in results {
+        match r {
+            Ok(m) => report.modules.push(m),
+            Err(e) => {
+                report.errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg })
+            }
+        }
+    }
+    report.totals = Totals::of(&report.modules, report.errors.len());
+    Ok(report)
+}
+
+fn probe_writable(dir: &Path) -> Result<()> {
+    let probe = dir.join(format!(".bootlink-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| {
+        Error::file(Kind::Io, dir, format!("output directory is not writable: {}", Error::io(dir, e).msg))
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}

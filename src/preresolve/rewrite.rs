@@ -1,0 +1,183 @@
+//! Rewriting one module: read it, check it was built for this kernel, make
+//! the symbols SHN_ABS or fold them into the relocations, re-sign, check the
+//! result reads back as meant, recompress as the input was, write atomically.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use super::checks::{Decision, decide};
+use super::{Job, Mode, ModuleResult, Options, Output, SigAction, Status};
+use crate::compress::{self, Compression};
+use crate::elfedit::ElfEdit;
+use crate::error::{Error, Kind, Result};
+use crate::fsutil;
+use crate::kernel::{Export, KernelImage};
+use crate::module::{self, PRERESOLVED_SECTION};
+use crate::sign;
+
+pub(super) fn one(
+    k: &KernelImage,
+    exports: &HashMap<&str, &Export>,
+    job: &Job,
+    opts: &Options,
+) -> Result<ModuleResult> {
+    let path = &job.input;
+    let (data, compression) = module::load_bytes(path)?;
+    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let kv = k.vermagic.as_deref().unwrap_or_default();
+    match m.vermagic() {
+        Some(v) if v == kv => {}
+        Some(v) => {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                path,
+                format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
+            ));
+        }
+        None => {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                path,
+                "module has no vermagic: cannot tell which kernel it was built for",
+            ));
+        }
+    }
+    let mut result = ModuleResult {
+        name: m.name.clone(),
+        display: job.display.clone(),
+        input: path.clone(),
+        output: job.output.clone(),
+        status: Status::Unchanged,
+        mode: None,
+        undefined: m.undefined.len(),
+        preresolved: 0,
+        kept: BTreeMap::new(),
+        module_symbols: 0,
+        signature: if m.signature.is_some() { SigAction::Kept } else { SigAction::None },
+        compression,
+        kept_symbols: Vec::new(),
+    };
+    if m.preresolved {
+        // Its SHN_ABS symbols, or the folded ones listed in .preresolved,
+        // must hold this kernel's addresses.
+        let resolved_before = || m.absolute.iter().chain(&m.folded);
+        for (name, value) in resolved_before() {
+            if let Some(e) = exports.get(name.as_str())
+                && e.addr != *value
+            {
+                return Err(Error::file(
+                    Kind::WrongKernel,
+                    path,
+                    format!(
+                        "already preresolved for a different kernel build: {name} is {value:#x} here but {:#x} in {}",
+                        e.addr,
+                        k.path.display()
+                    ),
+                ));
+            }
+        }
+        let resolved = resolved_before().filter(|(n, _)| exports.contains_key(n.as_str())).count();
+        result.status = Status::AlreadyPreresolved;
+        result.mode = Some(if m.folded.is_empty() { Mode::Abs } else { Mode::Folded });
+        result.preresolved = resolved;
+        result.undefined += resolved;
+        // What is still undefined is counted as on the first run: left to
+        // modules' exports, or kept for a reason.
+        let Decision { kept, from_modules, .. } = decide(k, exports, &m);
+        result.module_symbols = from_modules;
+        for (_, r) in &kept {
+            *result.kept.entry(*r).or_default() += 1;
+        }
+        result.kept_symbols = kept;
+        copy_unchanged(path, &job.output, &opts.output)?;
+        return Ok(result);
+    }
+    let Decision { edits, kept, from_modules } = decide(k, exports, &m);
+    result.module_symbols = from_modules;
+    result.preresolved = edits.len();
+    for (_, r) in &kept {
+        *result.kept.entry(*r).or_default() += 1;
+    }
+    result.kept_symbols = kept;
+    if edits.is_empty() {
+        copy_unchanged(path, &job.output, &opts.output)?;
+        return Ok(result);
+    }
+    let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
+    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    if opts.fold {
+        ed.fold_symbols(&edits).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+        let name_of: HashMap<usize, &str> =
+            m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
+        let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
+        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs))
+            .map_err(|e| Error::file(Kind::Format, path, e))?;
+        result.mode = Some(Mode::Folded);
+    } else {
+        for (idx, addr) in &edits {
+            ed.make_absolute(*idx, *addr);
+        }
+        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?;
+        result.mode = Some(Mode::Abs);
+    }
+    let mut bytes = ed.data;
+    result.signature = match (&opts.sign, m.signature.is_some()) {
+        (Some(key), _) => {
+            let scratch = job.output.parent().unwrap_or(Path::new("."));
+            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
+            SigAction::Resigned
+        }
+        (None, true) => SigAction::Removed,
+        (None, false) => SigAction::None,
+    };
+    // Check what we wrote reads back as the module we meant.
+    let check = module::parse(path, &bytes, Compression::None).map_err(|e| {
+        Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}"))
+    })?;
+    let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
+    if !check.preresolved
+        || check.undefined.len() != m.undefined.len() - edits.len()
+        || check.absolute.len() != m.absolute.len() + abs_now
+        || check.folded.len() != folded_now
+    {
+        return Err(Error::file(
+            Kind::Internal,
+            path,
+            "internal error: rewritten module does not read back as preresolved",
+        ));
+    }
+    // Recompress as the input was compressed (check, dictionary or window,
+    // level where the header tells), so the kernel needs no more memory.
+    let params = if compression == Compression::None {
+        compress::Params::None
+    } else {
+        let mut head = [0u8; 64];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .map_err(|e| Error::io(path, e))?;
+        compress::Params::detect(&head[..n], compression)
+    };
+    let out = compress::compress_with(&bytes, params).map_err(|e| Error::file(Kind::Format, path, e))?;
+    write_output(&job.output, &out, &opts.output)?;
+    result.status = Status::Preresolved;
+    Ok(result)
+}
+
+fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    match mode {
+        // Replacing an input: durable before the rename.
+        Output::InPlace => fsutil::write_atomic(path, data),
+        Output::Dir(_) => fsutil::write_atomic_nosync(path, data),
+    }
+}
+
+fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> {
+    if let Output::Dir(_) = mode {
+        let data = std::fs::read(input).map_err(|e| Error::io(input, e))?;
+        write_output(output, &data, mode)?;
+    }
+    Ok(())
+}
