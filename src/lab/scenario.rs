@@ -72,14 +72,13 @@ fn body(trace: bool, run: Option<&str>) -> String {
         for f in trace::traced() {
             s.push_str(&format!("echo {f} >> $T/set_ftrace_filter || echo 'bootlink: cannot trace {f}'\n"));
         }
-        s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho 1 > $T/tracing_on\n");
+        s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho funcgraph-proc > $T/trace_options\necho 1 > $T/tracing_on\n");
     }
     s.push_str(&format!(
         r#"echo "bootlink: modules begin" > /dev/kmsg
 while read name file; do
-  {marker}
   echo "bootlink: insmod $name" > /dev/kmsg
-  insmod "$file"; rc=$?
+  {load}; rc=$?
   echo "bootlink: insmod-done $name $rc" > /dev/kmsg
   echo "INSMOD $name $rc"
 done < /etc/bootlink/modules
@@ -87,7 +86,13 @@ echo "bootlink: modules end" > /dev/kmsg
 echo 0 > $T/tracing_on 2>/dev/null
 echo "TAINTED $(cat /proc/sys/kernel/tainted)"
 "#,
-        marker = if trace { format!("echo \"{}$name\" > $T/trace_marker", trace::MARKER) } else { String::new() }
+        // The marker is written by the process that then becomes insmod, so
+        // the trace parser attributes the load to the marker by PID.
+        load = if trace {
+            format!("(echo \"{}$name\" > $T/trace_marker; exec insmod \"$file\")", trace::MARKER)
+        } else {
+            "insmod \"$file\"".to_string()
+        }
     ));
     if let Some(cmd) = run {
         s.push_str(&format!("echo '{RUN_SECTION}'\n{cmd} 2>&1\necho \"RUN-EXIT $?\"\necho '{RUN_END}'\n"));

@@ -152,6 +152,10 @@ pub const MARKER: &str = "bootlink begin ";
 struct Event {
     /// Seconds (as printed).
     t: f64,
+    /// The CPU column.
+    cpu: u32,
+    /// The PID of the funcgraph-proc column ("insmod-88"), when printed.
+    pid: Option<u32>,
     /// For leaf calls: duration in µs; for closing braces: duration; None for an opening brace.
     dur: Option<f64>,
     kind: Kind,
@@ -167,15 +171,24 @@ enum Kind {
 
 fn parse_line(line: &str) -> Option<Event> {
     // "    3.156786 |   0)               |  load_module() {"
+    // With funcgraph-proc, the task follows the CPU in its own column:
+    // "    3.156786 |   0)   insmod-88    |               |  load_module() {"
     let (t, rest) = line.split_once('|')?;
     let t: f64 = t.trim().parse().ok()?;
-    let mut cols = rest.splitn(3, '|');
-    let cpu_dur = cols.next()?;
-    let func = cols.next()?.trim();
-    let dur = cpu_dur
-        .split_once(')')
-        .map(|(_, d)| d)
-        .and_then(|d| d.trim().trim_start_matches(['+', '!', '#', '*', '@', '$']).trim().strip_suffix("us"))
+    let (cpu, after) = rest.split_once(')')?;
+    let cpu: u32 = cpu.trim().parse().ok()?;
+    let (first, rest) = after.split_once('|')?;
+    let pid = first.trim().rsplit_once('-').and_then(|(_, p)| p.parse::<u32>().ok());
+    let (dur_col, func) = match pid {
+        Some(_) => rest.split_once('|')?,
+        None => (first, rest),
+    };
+    let func = func.trim();
+    let dur = dur_col
+        .trim()
+        .trim_start_matches(['+', '!', '#', '*', '@', '$'])
+        .trim()
+        .strip_suffix("us")
         .and_then(|d| d.trim().parse::<f64>().ok());
     let kind = if let Some(c) = func.strip_prefix("/*").and_then(|c| c.strip_suffix("*/")) {
         Kind::Marker(c.trim().to_string())
@@ -188,7 +201,7 @@ fn parse_line(line: &str) -> Option<Event> {
     } else {
         return None;
     };
-    Some(Event { t, dur, kind })
+    Some(Event { t, cpu, pid, dur, kind })
 }
 
 #[derive(Default)]
@@ -264,45 +277,57 @@ impl Acc {
 
 /// Parse the trace; one ModuleLoad per marker that was followed by a
 /// load_module. Times become microseconds.
+///
+/// With funcgraph-proc, lines are attributed by PID: each marker starts the
+/// accumulator of the task that wrote it (the init script writes it from
+/// the subshell that then execs insmod), so loads running at once on
+/// several CPUs, their lines interleaved, each get their own. Open braces
+/// are matched per task (the kernel keeps the return stack per task, and a
+/// task may move to another CPU inside load_module); without the proc
+/// column, per CPU, and every line belongs to the last marker.
 pub fn parse(trace: &str) -> Vec<ModuleLoad> {
+    use std::collections::HashMap;
     let us = |s: f64| s * 1e6;
-    let mut out = Vec::new();
-    let mut cur: Option<Acc> = None;
-    // Open braces not yet closed: function name and entry time.
-    let mut stack: Vec<(String, f64)> = Vec::new();
+    // Loads in marker order; `open` maps a PID (None: no proc column) to its
+    // load still being read.
+    let mut loads: Vec<Acc> = Vec::new();
+    let mut open: HashMap<Option<u32>, usize> = HashMap::new();
+    // Open braces not yet closed, per task (or per CPU): function name and entry time.
+    type Stack = Vec<(String, f64)>;
+    let mut stacks: HashMap<(Option<u32>, u32), Stack> = HashMap::new();
     for line in trace.lines() {
         let Some(ev) = parse_line(line) else { continue };
+        let stack_key = match ev.pid {
+            Some(p) => (Some(p), 0),
+            None => (None, ev.cpu),
+        };
         match ev.kind {
             Kind::Marker(m) => {
                 if let Some(name) = m.strip_prefix(MARKER.trim_end()) {
-                    if let Some(a) = cur.take().and_then(Acc::finish) {
-                        out.push(a);
+                    stacks.remove(&stack_key);
+                    if ev.pid.is_none() {
+                        stacks.clear();
                     }
-                    stack.clear();
-                    cur = Some(Acc { name: name.trim().to_string(), ..Default::default() });
+                    open.insert(ev.pid, loads.len());
+                    loads.push(Acc { name: name.trim().to_string(), ..Default::default() });
                 }
             }
-            Kind::Open(f) => stack.push((f, us(ev.t))),
+            Kind::Open(f) => stacks.entry(stack_key).or_default().push((f, us(ev.t))),
             Kind::Close => {
-                let Some((f, t0)) = stack.pop() else { continue };
-                let t1 = us(ev.t);
-                if let Some(a) = cur.as_mut() {
-                    record(a, &f, t0, t1);
+                let Some((f, t0)) = stacks.get_mut(&stack_key).and_then(Vec::pop) else { continue };
+                if let Some(&i) = open.get(&ev.pid) {
+                    record(&mut loads[i], &f, t0, us(ev.t));
                 }
             }
             Kind::Leaf(f) => {
                 let t0 = us(ev.t);
-                let t1 = t0 + ev.dur.unwrap_or(0.0);
-                if let Some(a) = cur.as_mut() {
-                    record(a, &f, t0, t1);
+                if let Some(&i) = open.get(&ev.pid) {
+                    record(&mut loads[i], &f, t0, t0 + ev.dur.unwrap_or(0.0));
                 }
             }
         }
     }
-    if let Some(a) = cur.and_then(Acc::finish) {
-        out.push(a);
-    }
-    out
+    loads.into_iter().filter_map(Acc::finish).collect()
 }
 
 fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
@@ -483,6 +508,52 @@ mod tests {
         assert_eq!(names, crate::run::results::FINALIZE_STEPS);
         // The same notifiers in do_init_module (MODULE_STATE_LIVE) are not finalize's.
         assert!(m.finalize_steps.iter().all(|p| p.start_us < 4.432811e6));
+    }
+
+    // Two loads at once on two CPUs, with funcgraph-proc (the task column
+    // as 6.1 prints it: comm-pid centred in 14 characters). Each marker is
+    // written by the shell that then execs insmod, so the PID carries over;
+    // the lines interleave, and crc16's task moves from CPU 0 to CPU 1
+    // inside load_module.
+    const TWO_CPUS: &str = "# tracer: function_graph
+    3.151471 |   0)   insmod-88    |               |  /* bootlink begin crc16 */
+    3.151480 |   1)   insmod-89    |               |  /* bootlink begin mbcache */
+    3.152000 |   1)   insmod-89    | ! 326.630 us  |  kernel_read_file_from_fd();
+    3.155684 |   0)   insmod-88    | # 1087.279 us |  kernel_read_file_from_fd();
+    3.156786 |   0)   insmod-88    |               |  load_module() {
+    3.156790 |   1)   insmod-89    |               |  load_module() {
+    3.156815 |   0)   insmod-88    | # 3888.597 us |    module_sig_check();
+    3.156820 |   1)   insmod-89    | # 2900.115 us |    module_sig_check();
+    3.163000 |   0)   insmod-88    |   1.500 us    |    resolve_symbol();
+    3.163050 |   1)   insmod-89    | + 11.908 us   |    apply_relocate_add();
+    3.163907 |   1)   insmod-88    | + 89.454 us   |    apply_relocate_add();
+    3.164000 |   1)   insmod-89    ! 824.786 us  |    do_init_module();
+    3.165000 |   1)   insmod-89    | # 8210.000 us |  }
+    3.166879 |   1)   insmod-88    | ! 416.564 us  |    do_init_module();
+    3.167305 |   1)   insmod-88    | * 10519.00 us |  } /* load_module */
+";
+
+    #[test]
+    fn concurrent_loads_are_told_apart_by_pid() {
+        let m = parse(TWO_CPUS);
+        let names: Vec<&str> = m.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["crc16", "mbcache"]);
+        let get = |l: &ModuleLoad, n: &str| l.phases.iter().find(|p| p.name == n).map(|p| p.duration_us);
+        let (c, mb) = (&m[0], &m[1]);
+        // crc16: its own read, signature and lookups, load_module closed on CPU 1.
+        assert!((get(c, "read").unwrap() - 1087.279).abs() < 1e-3);
+        assert!((get(c, "signature").unwrap() - 3888.597).abs() < 1e-3);
+        assert_eq!(c.lookups, Some(1));
+        assert!((get(c, "init").unwrap() - 416.564).abs() < 1e-3);
+        assert!((c.total_us - (1087.279 + (3.167305 - 3.156786) * 1e6)).abs() < 1e-3);
+        // mbcache: no resolve_symbol of crc16's, its own load_module bounds.
+        assert_eq!(mb.lookups, Some(0));
+        assert!((get(mb, "read").unwrap() - 326.630).abs() < 1e-3);
+        assert!((mb.total_us - (326.630 + (3.165 - 3.15679) * 1e6)).abs() < 1e-3);
+        // mbcache's do_init_module line is malformed (a '|' lost): skipped, so
+        // init runs to load_module's return; nothing of crc16's leaks in.
+        assert!(get(mb, "init").is_none());
+        assert!((get(mb, "relocation").unwrap() - 11.908).abs() < 1e-3);
     }
 
     #[test]
