@@ -1,6 +1,6 @@
 //! Small, exact edits of a relocatable ELF64 (a kernel module) in memory:
 //! rewrite symbol table entries, fold symbols into relocations and drop
-//! them, and append a non-allocated marker section. Every other byte of the
+//! them, sort fixed-size records of a section, and append a section. Every other byte of the
 //! file stays where it was.
 
 use std::collections::HashMap;
@@ -253,6 +253,43 @@ impl ElfEdit {
         Ok(FoldPlan { rela, symtab_header: shoff + symtab * SHDR_SIZE, first_global })
     }
 
+    /// Sort the `record`-byte records of section `name` by `key` (stable).
+    /// Refused when a relocation section applies to it (a record's meaning
+    /// would move away from its relocation). Returns the record count, or
+    /// None when there is no such section.
+    pub fn sort_records(
+        &mut self,
+        name: &str,
+        record: usize,
+        key: impl Fn(&[u8]) -> Vec<u8>,
+    ) -> Result<Option<usize>, String> {
+        let (off, size) = {
+            let elf = Elf::parse(&self.data, Want::Relocatable)?;
+            let Some((index, sh)) = elf.section(name) else { return Ok(None) };
+            for s in elf.sections.iter() {
+                let t = s.sh_type(LE);
+                if (t == SHT_RELA || t == SHT_REL) && s.sh_info(LE) as usize == index {
+                    return Err(format!("section {name} has relocations; its records cannot be reordered"));
+                }
+            }
+            if sh.sh_type(LE) != SHT_PROGBITS {
+                return Err(format!("section {name} holds no data"));
+            }
+            let (off, size) = sh.file_range(LE).ok_or_else(|| format!("section {name} has no data"))?;
+            (off as usize, size as usize)
+        };
+        if size % record != 0 || off + size > self.data.len() {
+            return Err(format!("section {name} is not a whole number of {record}-byte records"));
+        }
+        let bytes = &mut self.data[off..off + size];
+        let mut recs: Vec<Vec<u8>> = bytes.chunks(record).map(<[u8]>::to_vec).collect();
+        recs.sort_by_cached_key(|r| key(r));
+        for (dst, src) in bytes.chunks_mut(record).zip(&recs) {
+            dst.copy_from_slice(src);
+        }
+        Ok(Some(recs.len()))
+    }
+
     /// Append an empty section named `name`; see `add_section`.
     pub fn add_empty_section(&mut self, name: &str) -> Result<(), String> {
         self.add_section(name, &[])
@@ -265,6 +302,22 @@ impl ElfEdit {
     /// header table with one more entry; the existing section indices do not
     /// change.
     pub fn add_section(&mut self, name: &str, contents: &[u8]) -> Result<(), String> {
+        self.add_section_with(name, contents, object::elf::SectionFlags::default(), 1)
+    }
+
+    /// Append a PROGBITS section as `add_section` does, with these flags
+    /// (e.g. SHF_ALLOC: the kernel copies it into the module's memory) and
+    /// alignment (at most 8).
+    pub fn add_section_with(
+        &mut self,
+        name: &str,
+        contents: &[u8],
+        flags: object::elf::SectionFlags,
+        align: u64,
+    ) -> Result<(), String> {
+        if !(1..=8).contains(&align) || !align.is_power_of_two() {
+            return Err(format!("unsupported section alignment {align}"));
+        }
         let (shoff, shnum, shstrndx, shstr_off, shstr_size) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
             let h: &Header = elf.header;
@@ -314,7 +367,8 @@ impl ElfEdit {
         sh.sh_type.set(LE, SHT_PROGBITS);
         sh.sh_offset.set(LE, contents_off as u64);
         sh.sh_size.set(LE, contents.len() as u64);
-        sh.sh_addralign.set(LE, 1);
+        sh.sh_flags.set(LE, flags);
+        sh.sh_addralign.set(LE, align);
         out.extend_from_slice(&headers);
         let h: &mut Header = view_mut(&mut out, 0);
         h.e_shoff.set(LE, new_shoff as u64);

@@ -17,10 +17,12 @@ pub mod kernel;
 pub mod kmod;
 pub mod lab;
 pub mod module;
+pub mod modwrite;
 pub mod preresolve;
 pub mod progress;
 pub mod run;
 pub mod sign;
+pub mod symhash;
 pub mod table;
 pub mod tree;
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{Error, chart, fetch, fsutil, inspect, kbuild, kernel, lab, preresolve, sign};
+use bootlink::{Error, chart, fetch, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -33,6 +33,40 @@ enum Cmd {
         /// List every module
         #[arg(long)]
         all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Precomputed symbol hash tables for the module loader (SysV, GNU + Bloom, perfect),
+    /// for modules (added as .ksymhash/.undef.hash, re-signed) or vmlinux (--vmlinux, in place)
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["vmlinux", "kernel"])))]
+    Symhash {
+        /// Fill this vmlinux's reserved __ksymhash section in place (the kernel
+        /// build's KSYMHASH hook)
+        #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions"])]
+        vmlinux: Option<PathBuf>,
+        /// vmlinux, vmlinuz or build directory the modules will run with
+        #[arg(long, requires = "modules")]
+        kernel: Option<PathBuf>,
+        /// Module files or directories
+        modules: Vec<PathBuf>,
+        /// Write the modules here, mirroring the input tree
+        #[arg(short, long, conflicts_with = "in_place")]
+        output: Option<PathBuf>,
+        /// Replace the input modules (atomically)
+        #[arg(long)]
+        in_place: bool,
+        /// Also sort __versions by name, so the kernel binary-searches it
+        #[arg(long)]
+        sort_versions: bool,
+        /// Re-sign the modules with this private key (PEM)
+        #[arg(long, requires = "sign_cert")]
+        sign_key: Option<PathBuf>,
+        /// ...and this X.509 certificate (PEM)
+        #[arg(long, requires = "sign_key")]
+        sign_cert: Option<PathBuf>,
+        /// The signature's digest
+        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+        sign_hash: sign::Hash,
         #[arg(long)]
         json: bool,
     },
@@ -247,6 +281,58 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 fold: fold_symbols,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
+            for e in &report.errors {
+                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+            }
+            if json {
+                print_json(&report);
+            } else if !report.modules.is_empty() {
+                print!("{}", report.render());
+            }
+            Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Cmd::Symhash {
+            vmlinux,
+            kernel,
+            modules,
+            output,
+            in_place,
+            sort_versions,
+            sign_key,
+            sign_cert,
+            sign_hash,
+            json,
+        } => {
+            if let Some(v) = vmlinux {
+                let r = symhash::fill_vmlinux(&v)?;
+                if json {
+                    print_json(&r);
+                } else {
+                    println!(
+                        "{}: {} + {} GPL exports, tables {} of {} reserved bytes",
+                        v.display(),
+                        r.exports,
+                        r.gpl_exports,
+                        r.table_bytes,
+                        r.reserved_bytes
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let kernel = kernel.expect("clap requires --kernel or --vmlinux");
+            if output.is_none() && !in_place {
+                return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR or --in-place"));
+            }
+            let k = kernel::KernelImage::open(&kernel, None)?;
+            let opts = symhash::Options {
+                output: match output {
+                    Some(d) => preresolve::Output::Dir(d),
+                    None => preresolve::Output::InPlace,
+                },
+                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                sort_versions,
+            };
+            let report = symhash::run(&k, &modules, &opts)?;
             for e in &report.errors {
                 eprintln!("bootlink: {}: {}", e.path.display(), e.error);
             }

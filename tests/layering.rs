@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
-    ("transforms", &["preresolve", "elfedit", "sign", "inspect", "kbuild"]),
+    ("transforms", &["preresolve", "symhash", "modwrite", "elfedit", "sign", "inspect", "kbuild"]),
     ("run results", &["run"]),
     ("lab", &["lab"]),
     ("chart", &["chart"]),
@@ -18,7 +18,15 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// Imports allowed within one layer (from, to). Ground and model modules
 /// may use each other freely.
-const SAME_LAYER: &[(&str, &str)] = &[("preresolve", "elfedit"), ("preresolve", "sign"), ("kbuild", "sign")];
+const SAME_LAYER: &[(&str, &str)] = &[
+    ("preresolve", "elfedit"),
+    ("preresolve", "sign"),
+    ("preresolve", "modwrite"),
+    ("symhash", "elfedit"),
+    ("symhash", "sign"),
+    ("symhash", "modwrite"),
+    ("kbuild", "sign"),
+];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|(_, mods)| mods.contains(&module))

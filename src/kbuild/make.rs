@@ -18,6 +18,36 @@ pub struct Env<'a> {
     /// The common parent of tree and obj: ccache rewrites paths below it as relative.
     pub base: &'a Path,
     pub jobs: usize,
+    /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
+    /// tables (KSYMHASH, kernel/patches 0002).
+    pub symhash_hook: Option<String>,
+}
+
+/// `bootlink symhash --vmlinux`, as a command line for KSYMHASH: this
+/// binary, or the `bootlink` beside a test binary's directory.
+pub fn symhash_hook() -> Result<String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(Kind::Internal, format!("cannot find bootlink's own binary: {e}")))?;
+    let bin = if exe.file_stem().is_some_and(|s| s == "bootlink") {
+        exe
+    } else {
+        let beside = exe.parent().and_then(Path::parent).map(|d| d.join("bootlink")).filter(|p| p.is_file());
+        beside.ok_or_else(|| {
+            Error::new(
+                Kind::Tool,
+                format!("{}: no bootlink binary beside it to fill vmlinux's symbol hash tables", exe.display()),
+            )
+        })?
+    };
+    let s = bin.display().to_string();
+    if s.contains(char::is_whitespace) {
+        return Err(Error::file(
+            Kind::Unsupported,
+            &bin,
+            "the kernel build runs bootlink by a path without spaces; this one has one",
+        ));
+    }
+    Ok(format!("{s} symhash --vmlinux"))
 }
 
 impl Env<'_> {
@@ -30,6 +60,9 @@ impl Env<'_> {
         c.current_dir(self.tree).arg(format!("O={}", self.obj.display())).arg(format!("-j{}", self.jobs.max(1)));
         if self.ccache() {
             c.arg("CC=ccache gcc").env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
+        }
+        if let Some(hook) = &self.symhash_hook {
+            c.env("KSYMHASH", hook);
         }
         c.args(targets)
             .env("KBUILD_BUILD_TIMESTAMP", "2026-01-01 00:00:00 UTC")

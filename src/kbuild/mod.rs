@@ -34,7 +34,9 @@ pub use kconfig::Fragment;
 pub use series::Series;
 
 /// Bumped when the recipe changes in a way that changes the output.
-const RECIPE: &str = "bootlink kernel build 1";
+/// Changes when what the build does changes (e.g. the symbol hash tables'
+/// format, written into vmlinux by the KSYMHASH hook).
+const RECIPE: &str = "bootlink kernel build 2, symhash tables v1";
 /// Where the signing key sits in the object tree (CONFIG_MODULE_SIG_KEY).
 const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 
@@ -165,7 +167,14 @@ pub fn build(opts: &Options) -> Result<Built> {
     std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
-    let env = make::Env { tree: &tree, obj: &obj, ccache_dir: &cache.join("ccache"), base: &kbuild, jobs: opts.jobs };
+    let env = make::Env {
+        tree: &tree,
+        obj: &obj,
+        ccache_dir: &cache.join("ccache"),
+        base: &kbuild,
+        jobs: opts.jobs,
+        symhash_hook: Some(make::symhash_hook()?),
+    };
     // The key goes into the object tree under a fixed name, so the config
     // (and every object's preprocessed input through autoconf.h) does not
     // depend on where the cache is: ccache hits across caches and keys.
@@ -187,6 +196,10 @@ pub fn build(opts: &Options) -> Result<Built> {
     } else {
         std::fs::write(&building, b"").map_err(|e| Error::io(&building, e))?;
     }
+    // vmlinux is linked again for every new build key, so link-vmlinux.sh
+    // runs this bootlink's KSYMHASH hook (make would not relink for a new
+    // hook or a new tables format alone).
+    let _ = std::fs::remove_file(obj.join("vmlinux"));
     env.run(&["all"], &[], &log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
     let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))

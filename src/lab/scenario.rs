@@ -18,6 +18,7 @@ use crate::progress;
 use crate::run::dmesg;
 use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
+use crate::symhash;
 
 pub use crate::lab::variant::{Transform, VariantSpec};
 
@@ -123,24 +124,57 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             files
         }
         Transform::Preresolved | Transform::Folded => {
-            let fold = v.spec.transform == Transform::Folded;
-            let dir = work.join(v.spec.transform.name());
             let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
-            // The lab boots through PVH with `nokaslr`: the base is not randomized.
-            let opts = preresolve::Options {
-                output: preresolve::Output::Dir(dir.clone()),
-                assume_nokaslr: true,
-                sign: None,
-                fold,
-            };
-            let report = preresolve::run(k, &inputs, &opts)?;
-            if let Some(e) = report.errors.first() {
-                return Err(Error::file(Kind::Format, &e.path, format!("preresolve: {}", e.error)));
-            }
-            v.modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
+            let dir = work.join(v.spec.transform.name());
+            preresolved(k, &inputs, &dir, v.spec.transform == Transform::Folded)?;
+            in_dir(&v.modules, &dir)
+        }
+        Transform::Symhash | Transform::SymhashSorted => {
+            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            let dir = work.join(v.spec.transform.name());
+            hashed(k, &inputs, &dir, v.spec.transform == Transform::SymhashSorted)?;
+            in_dir(&v.modules, &dir)
+        }
+        Transform::PreresolvedSymhash => {
+            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            let first = work.join("preresolved-for-symhash");
+            preresolved(k, &inputs, &first, false)?;
+            let dir = work.join(v.spec.transform.name());
+            let files: Vec<PathBuf> = in_dir(&v.modules, &first).into_iter().map(|(_, p)| p).collect();
+            hashed(k, &files, &dir, true)?;
+            in_dir(&v.modules, &dir)
         }
     };
     plain(files, &work.join("plain"))
+}
+
+/// The variant's modules by the file names a transform wrote into `dir`.
+fn in_dir(modules: &[(String, PathBuf)], dir: &Path) -> Vec<(String, PathBuf)> {
+    modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
+}
+
+fn preresolved(k: &KernelImage, inputs: &[PathBuf], dir: &Path, fold: bool) -> Result<()> {
+    // The lab boots through PVH with `nokaslr`: the base is not randomized.
+    let opts = preresolve::Options {
+        output: preresolve::Output::Dir(dir.to_path_buf()),
+        assume_nokaslr: true,
+        sign: None,
+        fold,
+    };
+    let report = preresolve::run(k, inputs, &opts)?;
+    match report.errors.first() {
+        Some(e) => Err(Error::file(Kind::Format, &e.path, format!("preresolve: {}", e.error))),
+        None => Ok(()),
+    }
+}
+
+fn hashed(k: &KernelImage, inputs: &[PathBuf], dir: &Path, sort_versions: bool) -> Result<()> {
+    let opts = symhash::Options { output: preresolve::Output::Dir(dir.to_path_buf()), sign: None, sort_versions };
+    let report = symhash::run(k, inputs, &opts)?;
+    match report.errors.first() {
+        Some(e) => Err(Error::file(Kind::Format, &e.path, format!("symhash: {}", e.error))),
+        None => Ok(()),
+    }
 }
 
 /// Compressed modules (`.ko.xz` & co.) decompressed on the host, the rest as

@@ -8,9 +8,10 @@
 //!
 //! ```text
 //! stock | unsigned | preresolved | folded          the transform, on the run's kernel
+//!   | symhash | symhash-sorted | preresolved-symhash  (hash tables; the kernel needs kernel/patches)
 //! NAME=key:value,key:value...                        a composed variant
 //!     kernel:default | debian | build | DIR          DIR holds vmlinux (or bzImage) and lib/modules/<release>/
-//!     modules:stock | unsigned | preresolved | folded   (default stock)
+//!     modules:TRANSFORM                              one of the above (default stock)
 //!     loader:insmod                                  busybox insmod, one module after the other (default)
 //!     cmdline:ARGS                                   appended to the kernel command line (no commas)
 //!     run:/PATH ARGS                                 a host program run after the modules load, with
@@ -37,10 +38,25 @@ pub enum Transform {
     /// Preresolved with `--fold-symbols`: the addresses in the relocations,
     /// the symbols removed from .symtab.
     Folded,
+    /// `bootlink symhash`: export and undefined-symbol hash tables added
+    /// (signature removed); the kernel's `module.symlookup=` picks the method.
+    Symhash,
+    /// `bootlink symhash --sort-versions`: tables and `__versions` sorted.
+    SymhashSorted,
+    /// Preresolved, then `symhash --sort-versions` for what is left.
+    PreresolvedSymhash,
 }
 
 impl Transform {
-    pub const ALL: [Transform; 4] = [Transform::Stock, Transform::Unsigned, Transform::Preresolved, Transform::Folded];
+    pub const ALL: [Transform; 7] = [
+        Transform::Stock,
+        Transform::Unsigned,
+        Transform::Preresolved,
+        Transform::Folded,
+        Transform::Symhash,
+        Transform::SymhashSorted,
+        Transform::PreresolvedSymhash,
+    ];
 
     pub fn parse(s: &str) -> Option<Transform> {
         Transform::ALL.into_iter().find(|t| t.name() == s)
@@ -52,6 +68,9 @@ impl Transform {
             Transform::Unsigned => "unsigned",
             Transform::Preresolved => "preresolved",
             Transform::Folded => "folded",
+            Transform::Symhash => "symhash",
+            Transform::SymhashSorted => "symhash-sorted",
+            Transform::PreresolvedSymhash => "preresolved-symhash",
         }
     }
 }

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kernel::{KernelImage, KernelSummary};
+use crate::modwrite;
 use crate::progress::Progress;
 use crate::sign::SignKey;
 use crate::tree::FileError;
@@ -29,16 +30,9 @@ mod checks;
 mod report;
 mod rewrite;
 
+pub use crate::modwrite::Output;
 pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible};
 pub use report::{ModuleResult, Report, SigAction, Status, Totals};
-
-#[derive(Debug, Clone)]
-pub enum Output {
-    /// Write into this directory, mirroring paths under each input directory.
-    Dir(PathBuf),
-    /// Replace the inputs (atomically).
-    InPlace,
-}
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -61,60 +55,15 @@ pub enum Mode {
     Folded,
 }
 
-/// One module to preresolve: where it is read and where it is written.
-struct Job {
-    input: PathBuf,
-    display: String,
-    output: PathBuf,
-}
-
-fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
-    let mut jobs = Vec::new();
-    for input in inputs {
-        let meta = std::fs::metadata(input).map_err(|e| Error::io(input, e))?;
-        let files = crate::tree::find_modules(std::slice::from_ref(input))?;
-        for f in files {
-            let rel = if meta.is_dir() {
-                f.strip_prefix(input).unwrap_or(&f).to_path_buf()
-            } else {
-                PathBuf::from(f.file_name().unwrap_or_default())
-            };
-            let output = match out {
-                Output::Dir(d) => d.join(&rel),
-                Output::InPlace => f.clone(),
-            };
-            jobs.push(Job { display: rel.display().to_string(), input: f, output });
-        }
-    }
-    jobs.sort_by(|a, b| a.display.cmp(&b.display));
-    Ok(jobs)
-}
-
-/// Files beside the modules that depmod reads (modules.order, modules.builtin...).
-fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
-    for input in inputs.iter().filter(|p| p.is_dir()) {
-        let rd = std::fs::read_dir(input).map_err(|e| Error::io(input, e))?;
-        for e in rd.flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_file() && (name == "modules.order" || name.starts_with("modules.builtin")) {
-                let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-                fsutil::write_atomic(&out.join(&name), &data)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
     check_kernel(kernel, opts)?;
     if let Some(k) = &opts.sign {
         k.check()?;
     }
-    let jobs = plan_jobs(inputs, &opts.output)?;
+    let jobs = modwrite::plan_jobs(inputs, &opts.output)?;
     if let Output::Dir(d) = &opts.output {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        probe_writable(d)?;
+        modwrite::probe_writable(d)?;
     }
     // A killed earlier run (kill -9 of --in-place) may have left its
     // temporary files where it wrote: remove those of dead processes.
@@ -134,7 +83,7 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         .collect();
     drop(progress);
     if let Output::Dir(d) = &opts.output {
-        copy_tree_extras(inputs, d)?;
+        modwrite::copy_tree_extras(inputs, d)?;
     }
     let mut report = Report {
         kernel: KernelSummary::of(kernel),
@@ -153,13 +102,4 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     }
     report.totals = Totals::of(&report.modules, report.errors.len());
     Ok(report)
-}
-
-fn probe_writable(dir: &Path) -> Result<()> {
-    let probe = dir.join(format!(".bootlink-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| {
-        Error::file(Kind::Io, dir, format!("output directory is not writable: {}", Error::io(dir, e).msg))
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
 }

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::checks::{Decision, decide};
-use super::{Job, Mode, ModuleResult, Options, Output, SigAction, Status};
-use crate::compress::{self, Compression};
+use super::{Mode, ModuleResult, Options, SigAction, Status};
+use crate::compress::Compression;
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
-use crate::fsutil;
 use crate::kernel::{Export, KernelImage};
 use crate::module::{self, PRERESOLVED_SECTION};
+use crate::modwrite::{Job, copy_unchanged, recompress_like, write_output};
 use crate::sign;
 
 pub(super) fn one(
@@ -146,38 +146,8 @@ pub(super) fn one(
             "internal error: rewritten module does not read back as preresolved",
         ));
     }
-    // Recompress as the input was compressed (check, dictionary or window,
-    // level where the header tells), so the kernel needs no more memory.
-    let params = if compression == Compression::None {
-        compress::Params::None
-    } else {
-        let mut head = [0u8; 64];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-            .map_err(|e| Error::io(path, e))?;
-        compress::Params::detect(&head[..n], compression)
-    };
-    let out = compress::compress_with(&bytes, params).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let out = recompress_like(path, compression, &bytes)?;
     write_output(&job.output, &out, &opts.output)?;
     result.status = Status::Preresolved;
     Ok(result)
-}
-
-fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    match mode {
-        // Replacing an input: durable before the rename.
-        Output::InPlace => fsutil::write_atomic(path, data),
-        Output::Dir(_) => fsutil::write_atomic_nosync(path, data),
-    }
-}
-
-fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> {
-    if let Output::Dir(_) = mode {
-        let data = std::fs::read(input).map_err(|e| Error::io(input, e))?;
-        write_output(output, &data, mode)?;
-    }
-    Ok(())
 }

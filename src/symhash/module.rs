@@ -1,0 +1,186 @@
+//! Adding tables to one module: read it, check it was built for this
+//! kernel, collect its export tables and undefined symbols exactly as the
+//! loader counts them, optionally sort `__versions`, append `.ksymhash` and
+//! `.undef.hash`, re-sign, check the result, write atomically.
+
+use object::elf::{SHF_ALLOC, SHN_UNDEF};
+use object::read::elf::Sym;
+
+use super::tables::{self, Tables, VERSIONS_SORTED};
+use super::{EXPORTS_SECTION, ModuleResult, Options, UNDEF_SECTION};
+use crate::compress::Compression;
+use crate::elf::{self, Elf, LE, Want};
+use crate::elfedit::ElfEdit;
+use crate::error::{Error, Kind, Result};
+use crate::kernel::KernelImage;
+use crate::module;
+use crate::modwrite::{Job, recompress_like, write_output};
+use crate::sign;
+
+/// `struct modversion_info` on 64-bit: an unsigned long CRC, then the name.
+const MODVERSION_SIZE: usize = 64;
+
+/// What the tables are built from, read from a module's ELF part.
+pub(super) struct Names {
+    /// Export names of `__ksymtab` and `__ksymtab_gpl`, in table order.
+    pub exports: [Vec<String>; 2],
+    /// Every SHN_UNDEF symbol after index 0, in .symtab order (the kernel's
+    /// count, empty names included).
+    pub undefined: Vec<String>,
+}
+
+/// Each export has a symbol `__ksymtab_NAME` at its entry: its value over
+/// the entry size is the index.
+pub(super) fn names(elf: &Elf) -> std::result::Result<Names, String> {
+    let symtab = elf.symbols()?;
+    let mut slots: [Vec<Option<String>>; 2] = [Vec::new(), Vec::new()];
+    let mut sizes = [0usize; 2];
+    let mut indices = [0usize; 2];
+    for (t, sec) in ["__ksymtab", "__ksymtab_gpl"].iter().enumerate() {
+        if let Some((i, sh)) = elf.section(sec) {
+            indices[t] = i;
+            sizes[t] = object::read::elf::SectionHeader::sh_size(sh, LE) as usize;
+        }
+    }
+    let mut entries = Vec::new();
+    let mut undefined = Vec::new();
+    for (i, sym) in symtab.iter().enumerate().skip(1) {
+        let name = elf::sym_name(&symtab, sym)?;
+        let shndx = sym.st_shndx(LE);
+        if shndx == SHN_UNDEF {
+            undefined.push(String::from_utf8_lossy(name).into_owned());
+            continue;
+        }
+        if let Some(n) = name.strip_prefix(b"__ksymtab_") {
+            for t in 0..2 {
+                if indices[t] != 0 && shndx.0 as usize == indices[t] {
+                    entries.push((t, sym.st_value(LE) as usize, String::from_utf8_lossy(n).into_owned(), i));
+                }
+            }
+        }
+    }
+    for t in 0..2 {
+        let count = entries.iter().filter(|e| e.0 == t).count();
+        if count == 0 {
+            if sizes[t] != 0 {
+                return Err(format!("export table {t} has {} bytes but no __ksymtab_ symbols", sizes[t]));
+            }
+            continue;
+        }
+        if sizes[t] % count != 0 {
+            return Err(format!("export table {t}: {} bytes do not hold {count} equal entries", sizes[t]));
+        }
+        slots[t] = vec![None; count];
+    }
+    for (t, value, name, _) in entries {
+        let size = sizes[t] / slots[t].len();
+        let slot = slots[t]
+            .get_mut(value / size)
+            .filter(|_| value % size == 0)
+            .ok_or_else(|| format!("__ksymtab_{name} does not point at an entry of its export table"))?;
+        if slot.replace(name.clone()).is_some() {
+            return Err(format!("two symbols name export table entry {}", value / size));
+        }
+    }
+    let mut exports: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    for t in 0..2 {
+        for (i, s) in std::mem::take(&mut slots[t]).into_iter().enumerate() {
+            exports[t].push(s.ok_or_else(|| format!("export table entry {i} has no __ksymtab_ symbol"))?);
+        }
+    }
+    Ok(Names { exports, undefined })
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The name of a `__versions` record: the bytes up to the first NUL.
+fn version_name(rec: &[u8]) -> Vec<u8> {
+    let name = &rec[8..];
+    name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())].to_vec()
+}
+
+pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleResult> {
+    let path = &job.input;
+    let (data, compression) = module::load_bytes(path)?;
+    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let kv = k.vermagic.as_deref().unwrap_or_default();
+    match m.vermagic() {
+        Some(v) if v == kv => {}
+        Some(v) => {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                path,
+                format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
+            ));
+        }
+        None => return Err(Error::file(Kind::WrongKernel, path, "module has no vermagic")),
+    }
+    let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
+    let elf_part = &data[..elf_len];
+    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| Error::file(Kind::Format, path, e))?;
+    for s in [EXPORTS_SECTION, UNDEF_SECTION] {
+        if elf.section(s).is_some() {
+            return Err(Error::file(Kind::Usage, path, format!("already has symbol hash tables ({s})")));
+        }
+    }
+    let n = names(&elf).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let exports = [strs(&n.exports[0]), strs(&n.exports[1])];
+    let blob = tables::build([&exports[0], &exports[1]]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+
+    let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    let mut versions_sorted = 0;
+    let mut flags = 0;
+    if opts.sort_versions
+        && let Some(count) = ed
+            .sort_records("__versions", MODVERSION_SIZE, version_name)
+            .map_err(|e| Error::file(Kind::Unsupported, path, e))?
+    {
+        versions_sorted = count;
+        flags |= VERSIONS_SORTED;
+    }
+    let undef = tables::undef(&strs(&n.undefined), flags);
+    ed.add_section_with(EXPORTS_SECTION, &blob, SHF_ALLOC, 8).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    ed.add_section_with(UNDEF_SECTION, &undef, Default::default(), 4)
+        .map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    let mut bytes = ed.data;
+
+    // Check what we wrote reads back: same names, tables that find them.
+    {
+        let check = Elf::parse(&bytes, Want::Relocatable)
+            .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written module: {e}")))?;
+        let again = names(&check).map_err(|e| Error::file(Kind::Internal, path, e))?;
+        let data = check
+            .named_section_data(EXPORTS_SECTION)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Error::file(Kind::Internal, path, "internal error: tables missing after writing"))?;
+        let t = Tables::parse(data).map_err(|e| Error::file(Kind::Internal, path, e))?;
+        if again.exports != n.exports || again.undefined != n.undefined {
+            return Err(Error::file(Kind::Internal, path, "internal error: names changed while writing tables"));
+        }
+        t.verify([&exports[0], &exports[1]]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+    }
+    let resigned = match &opts.sign {
+        Some(key) => {
+            let scratch = job.output.parent().unwrap_or(std::path::Path::new("."));
+            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
+            true
+        }
+        None => false,
+    };
+    let out = if compression == Compression::None { bytes } else { recompress_like(path, compression, &bytes)? };
+    write_output(&job.output, &out, &opts.output)?;
+    Ok(ModuleResult {
+        name: m.name.clone(),
+        display: job.display.clone(),
+        output: job.output.clone(),
+        exports: n.exports[0].len(),
+        gpl_exports: n.exports[1].len(),
+        undefined: n.undefined.len(),
+        table_bytes: blob.len() + undef.len(),
+        versions_sorted,
+        resigned,
+    })
+}

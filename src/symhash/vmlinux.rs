@@ -1,0 +1,72 @@
+//! vmlinux's tables: written after link into the `__ksymhash` section the
+//! kernel reserved (CONFIG_MODULE_SYMHASH_VMLINUX_SIZE bytes), so no
+//! address moves. The kernel build runs this as its KSYMHASH hook, before
+//! the bzImage is made from vmlinux.
+
+use std::path::Path;
+
+use object::elf::SHT_PROGBITS;
+use object::read::elf::SectionHeader;
+use serde::Serialize;
+
+use super::VMLINUX_SECTION;
+use super::tables::{self, Tables};
+use crate::elf::{Elf, LE, Want};
+use crate::error::{Error, Kind, Result};
+use crate::fsutil;
+use crate::kernel::ksymtab;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VmlinuxResult {
+    pub exports: usize,
+    pub gpl_exports: usize,
+    pub table_bytes: usize,
+    pub reserved_bytes: usize,
+}
+
+/// Fill `path`'s reserved section with tables for its export tables
+/// (in place, atomically).
+pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
+    let mut data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let (off, size, exports) = {
+        let elf = Elf::parse(&data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let (_, sh) = elf.section(VMLINUX_SECTION).ok_or_else(|| {
+            Error::file(
+                Kind::WrongKernel,
+                path,
+                format!("no {VMLINUX_SECTION} section: the kernel was built without CONFIG_MODULE_SYMHASH (kernel/patches 0002)"),
+            )
+        })?;
+        if sh.sh_type(LE) != SHT_PROGBITS {
+            return Err(Error::file(Kind::Format, path, format!("{VMLINUX_SECTION} holds no file data")));
+        }
+        let (off, size) = sh
+            .file_range(LE)
+            .ok_or_else(|| Error::file(Kind::Format, path, format!("{VMLINUX_SECTION} has no file data")))?;
+        let (exports, _) = ksymtab::read_exports(&elf).map_err(|e| Error::file(Kind::Format, path, e))?;
+        (off as usize, size as usize, exports)
+    };
+    let plain: Vec<&str> = exports.iter().filter(|e| !e.gpl).map(|e| e.name.as_str()).collect();
+    let gpl: Vec<&str> = exports.iter().filter(|e| e.gpl).map(|e| e.name.as_str()).collect();
+    let blob = tables::build([&plain, &gpl]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+    if blob.len() > size {
+        return Err(Error::file(
+            Kind::Unsupported,
+            path,
+            format!(
+                "the tables need {} bytes but {VMLINUX_SECTION} reserves {size}: raise CONFIG_MODULE_SYMHASH_VMLINUX_SIZE",
+                blob.len()
+            ),
+        ));
+    }
+    let region = data.get_mut(off..off + size).ok_or_else(|| {
+        Error::file(Kind::Format, path, format!("truncated ELF: {VMLINUX_SECTION} lies outside the file"))
+    })?;
+    region.fill(0);
+    region[..blob.len()].copy_from_slice(&blob);
+    Tables::parse(&data[off..off + size])
+        .and_then(|t| t.verify([&plain, &gpl]))
+        .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written tables: {e}")))?;
+    fsutil::write_atomic(path, &data)?;
+    Ok(VmlinuxResult { exports: plain.len(), gpl_exports: gpl.len(), table_bytes: blob.len(), reserved_bytes: size })
+}

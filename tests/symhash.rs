@@ -1,0 +1,144 @@
+//! `bootlink symhash` on Debian's real 6.1 modules: the tables it adds find
+//! every export (checked here against the names read independently, sorted
+//! as the kernel's linker script sorts them), `.undef.hash` holds each
+//! undefined symbol's hash in .symtab order, `__versions` is the same set of
+//! records sorted, inputs stay untouched, and bad input fails clearly.
+
+mod common;
+
+use std::path::Path;
+
+use bootlink::elf::{Elf, LE, Want};
+use bootlink::module;
+use bootlink::symhash::{self, Method, Tables};
+use common::*;
+use object::read::elf::{SectionHeader, Sym};
+
+fn section<'d>(data: &'d [u8], name: &str) -> &'d [u8] {
+    let elf = Elf::parse(data, Want::Relocatable).unwrap();
+    elf.named_section_data(name).unwrap().unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// Exports of each table, read through bootlink's module reader and sorted
+/// by name (the order `SORT(___ksymtab+*)` gives the tables).
+fn exports(m: &module::Module) -> [Vec<String>; 2] {
+    let mut t: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    for e in &m.exports {
+        t[e.gpl as usize].push(e.name.clone());
+    }
+    t.iter_mut().for_each(|v| v.sort());
+    t
+}
+
+fn sha(p: &Path) -> Vec<u8> {
+    sh("sha256sum", &[p.to_str().unwrap()])
+}
+
+#[test]
+fn tables_find_every_export_of_debian_modules() {
+    let k = kernel();
+    let out = tmpdir("symhash-all");
+    let tree = k.modules.join("kernel");
+    let sunrpc_in = module("net/sunrpc/sunrpc.ko");
+    let before = sha(&sunrpc_in);
+    let o = TestCommand::new(&[&"symhash", &"--json", &"--sort-versions", &"--kernel", &k.vmlinuz, &tree, &"-o", &out])
+        .show_dir(&out)
+        .ok();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = report["modules"].as_array().unwrap().len();
+    assert!(n > 4000, "{n} modules hashed, Debian 6.1 has 4,023");
+    assert_eq!(report["errors"].as_array().unwrap().len(), 0);
+    assert_eq!(sha(&sunrpc_in), before, "the input was changed");
+
+    for rel in ["net/sunrpc/sunrpc.ko", "drivers/usb/core/usbcore.ko", "fs/jbd2/jbd2.ko", "drivers/mtd/mtd.ko"] {
+        let input = module::read(&module(rel)).unwrap();
+        let outp = out.join(rel);
+        let written = module::read(&outp).unwrap();
+        let data = std::fs::read(&outp).unwrap();
+        let names = exports(&input);
+        let (a, b): (Vec<&str>, Vec<&str>) =
+            (names[0].iter().map(String::as_str).collect(), names[1].iter().map(String::as_str).collect());
+        assert!(a.len() + b.len() > 10, "{rel}: too few exports to test ({})", a.len() + b.len());
+        let t = Tables::parse(section(&data, ".ksymhash")).unwrap();
+        t.verify([&a, &b]).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        for m in Method::ALL {
+            for u in input.undefined.iter().take(50) {
+                assert_eq!(t.lookup(m, 0, &a, u), None, "{rel}: {} finds its import {u}", m.name());
+                assert_eq!(t.lookup(m, 1, &b, u), None, "{rel}: {} finds its import {u}", m.name());
+            }
+        }
+        // .undef.hash: magic, version, count, flags, then one hash per import
+        let u = section(&data, ".undef.hash");
+        let word = |i: usize| u32::from_le_bytes(u[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(word(0), symhash::tables::UNDEF_MAGIC);
+        assert_eq!(word(2) as usize, input.undefined.len(), "{rel}");
+        assert_eq!(word(3), symhash::tables::VERSIONS_SORTED);
+        for (i, name) in input.undefined.iter().enumerate() {
+            assert_eq!(word(4 + i), symhash::djb(name.as_bytes()), "{rel}: hash of {name}");
+        }
+        // the loader keeps .ksymhash (SHF_ALLOC), not .undef.hash
+        let elf = Elf::parse(&data, Want::Relocatable).unwrap();
+        let flags = |name| elf.section(name).unwrap().1.sh_flags(LE);
+        assert_eq!(flags(".ksymhash"), object::elf::SHF_ALLOC);
+        assert_eq!(flags(".undef.hash"), Default::default());
+        // __versions: the same records, sorted by name
+        let mut want = input.versions.clone();
+        want.sort();
+        assert_eq!(written.versions, want, "{rel}: __versions not the same records sorted");
+        assert!(written.signature.is_none(), "{rel}: the old signature no longer matches and must go");
+        assert_eq!(written.undefined, input.undefined);
+        // every symbol keeps its name, value and section
+        let (ei, eo) = (std::fs::read(module(rel)).unwrap(), data.clone());
+        let (si, so) = (Elf::parse(&ei, Want::Relocatable).unwrap(), Elf::parse(&eo, Want::Relocatable).unwrap());
+        let (ti, to) = (si.symbols().unwrap(), so.symbols().unwrap());
+        assert_eq!(ti.len(), to.len());
+        for (x, y) in ti.iter().zip(to.iter()) {
+            assert_eq!(
+                (x.st_value(LE), x.st_shndx(LE), x.st_name(LE)),
+                (y.st_value(LE), y.st_shndx(LE), y.st_name(LE))
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_input_fails_clearly_and_writes_nothing() {
+    let k = kernel();
+    let dir = tmpdir("symhash-bad");
+    let out = dir.join("out");
+    // a module of another build: the same module with another vermagic
+    let mut data = std::fs::read(module("fs/fat/fat.ko")).unwrap();
+    let release = k.release.as_bytes();
+    let at = data.windows(release.len() + 9).position(|w| w.starts_with(b"vermagic=")).unwrap() + 9;
+    data[at] = if data[at] == b'9' { b'8' } else { b'9' };
+    let other = dir.join("other.ko");
+    std::fs::write(&other, &data).unwrap();
+    let err =
+        TestCommand::new(&[&"symhash", &"--kernel", &k.vmlinuz, &other, &"-o", &out]).fails_with("another kernel");
+    assert!(err.contains("other.ko"), "{err}");
+    assert!(!out.join("other.ko").exists());
+
+    // truncated
+    let whole = std::fs::read(module("fs/fat/fat.ko")).unwrap();
+    let cut = dir.join("cut.ko");
+    std::fs::write(&cut, &whole[..whole.len() / 3]).unwrap();
+    let err = TestCommand::new(&[&"symhash", &"--kernel", &k.vmlinuz, &cut, &"-o", &out]).fails_with("cut.ko");
+    assert!(err.contains("truncated") || err.contains("outside the file"), "{err}");
+    assert!(!out.join("cut.ko").exists());
+
+    // tables twice
+    let once = dir.join("once");
+    TestCommand::new(&[&"symhash", &"--kernel", &k.vmlinuz, &module("fs/fat/fat.ko"), &"-o", &once]).ok();
+    TestCommand::new(&[&"symhash", &"--kernel", &k.vmlinuz, &once.join("fat.ko"), &"-o", &out])
+        .fails_with("already has symbol hash tables");
+
+    // a vmlinux without the reserved section (Debian's, unpatched)
+    let vml = dir.join("vmlinux");
+    let img = bootlink::kernel::KernelImage::open(&k.vmlinuz, None).unwrap();
+    drop(img);
+    let data = bootlink::kernel::find_vmlinux(bootlink::fsutil::map_file(&k.vmlinuz).unwrap()).unwrap().data;
+    std::fs::write(&vml, &data[..]).unwrap();
+    let before = sha(&vml);
+    TestCommand::new(&[&"symhash", &"--vmlinux", &vml]).fails_with("no __ksymhash section");
+    assert_eq!(sha(&vml), before, "a refused vmlinux was changed");
+}
