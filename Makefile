@@ -29,6 +29,7 @@ bench: build
 	bench/chart
 	bench/preresolve-xz
 	bench/kernel-build
+	bench/symhash
 
 clean:
 	$(CARGO) clean

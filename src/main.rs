@@ -42,7 +42,7 @@ enum Cmd {
     Symhash {
         /// Fill this vmlinux's reserved __ksymhash section in place (the kernel
         /// build's KSYMHASH hook)
-        #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions"])]
+        #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions", "dry_run"])]
         vmlinux: Option<PathBuf>,
         /// vmlinux, vmlinuz or build directory the modules will run with
         #[arg(long, requires = "modules")]
@@ -58,6 +58,9 @@ enum Cmd {
         /// Also sort __versions by name, so the kernel binary-searches it
         #[arg(long)]
         sort_versions: bool,
+        /// Build and check everything in memory, write nothing
+        #[arg(long)]
+        dry_run: bool,
         /// Re-sign the modules with this private key (PEM)
         #[arg(long, requires = "sign_cert")]
         sign_key: Option<PathBuf>,
@@ -298,6 +301,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             output,
             in_place,
             sort_versions,
+            dry_run,
             sign_key,
             sign_cert,
             sign_hash,
@@ -320,8 +324,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 return Ok(ExitCode::SUCCESS);
             }
             let kernel = kernel.expect("clap requires --kernel or --vmlinux");
-            if output.is_none() && !in_place {
-                return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR or --in-place"));
+            if output.is_none() && !in_place && !dry_run {
+                return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR, --in-place or --dry-run"));
             }
             let k = kernel::KernelImage::open(&kernel, None)?;
             let opts = symhash::Options {
@@ -331,6 +335,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 },
                 sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
                 sort_versions,
+                dry_run,
             };
             let report = symhash::run(&k, &modules, &opts)?;
             for e in &report.errors {

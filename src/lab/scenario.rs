@@ -169,7 +169,12 @@ fn preresolved(k: &KernelImage, inputs: &[PathBuf], dir: &Path, fold: bool) -> R
 }
 
 fn hashed(k: &KernelImage, inputs: &[PathBuf], dir: &Path, sort_versions: bool) -> Result<()> {
-    let opts = symhash::Options { output: preresolve::Output::Dir(dir.to_path_buf()), sign: None, sort_versions };
+    let opts = symhash::Options {
+        output: preresolve::Output::Dir(dir.to_path_buf()),
+        sign: None,
+        sort_versions,
+        dry_run: false,
+    };
     let report = symhash::run(k, inputs, &opts)?;
     match report.errors.first() {
         Some(e) => Err(Error::file(Kind::Format, &e.path, format!("symhash: {}", e.error))),

@@ -48,6 +48,8 @@ pub struct Options {
     pub sign: Option<SignKey>,
     /// Sort `__versions` by name (and say so in `.undef.hash`).
     pub sort_versions: bool,
+    /// Build, write into memory and check everything, but write no file.
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -109,7 +111,7 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         k.check()?;
     }
     let jobs = modwrite::plan_jobs(inputs, &opts.output)?;
-    if let Output::Dir(d) = &opts.output {
+    if let (Output::Dir(d), false) = (&opts.output, opts.dry_run) {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         modwrite::probe_writable(d)?;
     }
@@ -127,7 +129,7 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         })
         .collect();
     drop(progress);
-    if let Output::Dir(d) = &opts.output {
+    if let (Output::Dir(d), false) = (&opts.output, opts.dry_run) {
         modwrite::copy_tree_extras(inputs, d)?;
     }
     let mut report = Report {

@@ -170,8 +170,10 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
         }
         None => false,
     };
-    let out = if compression == Compression::None { bytes } else { recompress_like(path, compression, &bytes)? };
-    write_output(&job.output, &out, &opts.output)?;
+    if !opts.dry_run {
+        let out = if compression == Compression::None { bytes } else { recompress_like(path, compression, &bytes)? };
+        write_output(&job.output, &out, &opts.output)?;
+    }
     Ok(ModuleResult {
         name: m.name.clone(),
         display: job.display.clone(),
