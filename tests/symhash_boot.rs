@@ -89,11 +89,8 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         println!("{}: {} modules, {stats}", v.name, r.modules.len());
         assert!(stats.contains("vmlinux_tables=1"), "{}: {stats}", v.name);
         assert!(stats.contains(" disagreements=0"), "{}: {stats}", v.name);
-        let checked: u64 = stats
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("checked="))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
+        let checked: u64 =
+            stats.split_whitespace().find_map(|w| w.strip_prefix("checked=")).and_then(|n| n.parse().ok()).unwrap_or(0);
         // the direct variant's preresolved modules look up far fewer names
         let floor = if v.name == "direct" { 300 } else { 10_000 };
         assert!(checked > floor, "{}: only {checked} lookups checked", v.name);

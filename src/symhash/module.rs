@@ -52,8 +52,8 @@ pub(super) fn names(elf: &Elf) -> std::result::Result<Names, String> {
             continue;
         }
         if let Some(n) = name.strip_prefix(b"__ksymtab_") {
-            for t in 0..2 {
-                if indices[t] != 0 && shndx.0 as usize == indices[t] {
+            for (t, &index) in indices.iter().enumerate() {
+                if index != 0 && shndx.0 as usize == index {
                     entries.push((t, sym.st_value(LE) as usize, String::from_utf8_lossy(n).into_owned(), i));
                 }
             }
