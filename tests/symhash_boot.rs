@@ -94,7 +94,7 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         // the direct variant's preresolved modules look up far fewer names
         let floor = if v.name == "direct" { 300 } else { 10_000 };
         assert!(checked > floor, "{}: only {checked} lookups checked", v.name);
-        let log = std::fs::read_to_string(&r.log).unwrap();
+        let log = std::fs::read_to_string(out.join(&r.log)).unwrap();
         assert!(!log.contains("disagrees"), "{}: a disagreement in dmesg", v.name);
         assert!(!log.contains("not used"), "{}: tables refused:\n{log}", v.name);
     }
@@ -170,7 +170,7 @@ fn broken_or_missing_tables_fall_back_and_say_so() {
     for m in ["ext4", "btrfs", "xfs", "jbd2", "mbcache", "libcrc32c"] {
         assert!(r.modules.iter().any(|l| l.name == m), "{m} not loaded");
     }
-    let log = std::fs::read_to_string(&r.log).unwrap();
+    let log = std::fs::read_to_string(dir.join("run").join(&r.log)).unwrap();
     for want in [
         "libcrc32c: symbol hash tables not used: checksum mismatch",
         "jbd2: symbol hash tables not used: export count differs",
