@@ -240,6 +240,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// A batch transform's report: each failed module on stderr, then the
+/// report (JSON, or the table when any module succeeded); exit 1 when any failed.
+fn print_batch<R: serde::Serialize>(
+    report: &R,
+    errors: &[bootlink::tree::FileError],
+    empty: bool,
+    json: bool,
+    render: impl FnOnce() -> String,
+) -> ExitCode {
+    for e in errors {
+        eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+    }
+    if json {
+        print_json(report);
+    } else if !empty {
+        print!("{}", render());
+    }
+    if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     println!("{}", serde_json::to_string_pretty(v).expect("serializable"));
 }
@@ -284,15 +304,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 fold: fold_symbols,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
-            for e in &report.errors {
-                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
-            }
-            if json {
-                print_json(&report);
-            } else if !report.modules.is_empty() {
-                print!("{}", report.render());
-            }
-            Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
         }
         Cmd::Symhash {
             vmlinux,
@@ -338,15 +350,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 dry_run,
             };
             let report = symhash::run(&k, &modules, &opts)?;
-            for e in &report.errors {
-                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
-            }
-            if json {
-                print_json(&report);
-            } else if !report.modules.is_empty() {
-                print!("{}", report.render());
-            }
-            Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
         }
         Cmd::Lab {
             names,

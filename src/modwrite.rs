@@ -4,9 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::compress::{self, Compression};
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
+use crate::kernel::KernelImage;
+use crate::module::Module;
+use crate::progress::Progress;
+use crate::tree::FileError;
 
 #[derive(Debug, Clone)]
 pub enum Output {
@@ -102,4 +108,68 @@ pub fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> R
         compress::Params::detect(&head[..n], compression)
     };
     compress::compress_with(bytes, params).map_err(|e| Error::file(Kind::Format, path, e))
+}
+
+/// Refuse a module built for another kernel than `k` (by vermagic).
+pub fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
+    let kv = k.vermagic.as_deref().unwrap_or_default();
+    match m.vermagic() {
+        Some(v) if v == kv => Ok(()),
+        Some(v) => Err(Error::file(
+            Kind::WrongKernel,
+            path,
+            format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
+        )),
+        None => Err(Error::file(
+            Kind::WrongKernel,
+            path,
+            "module has no vermagic: cannot tell which kernel it was built for",
+        )),
+    }
+}
+
+/// Rewrite every module under `inputs` with `one`, in parallel, showing
+/// `what` as progress: the output directory is made and probed first
+/// (unless `write` is false), a killed earlier run's temporaries are
+/// removed, and the files beside the modules are copied after. Returns
+/// each module's result and each failed module's error.
+pub fn run_batch<T: Send>(
+    inputs: &[PathBuf],
+    output: &Output,
+    write: bool,
+    what: &str,
+    one: impl Fn(&Job) -> Result<T> + Sync,
+) -> Result<(Vec<T>, Vec<FileError>)> {
+    let jobs = plan_jobs(inputs, output)?;
+    if let (Output::Dir(d), true) = (output, write) {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        probe_writable(d)?;
+    }
+    // A killed earlier run (kill -9 of --in-place) may have left its
+    // temporary files where it wrote: remove those of dead processes.
+    let dirs: std::collections::BTreeSet<&Path> = jobs.iter().filter_map(|j| j.output.parent()).collect();
+    for d in dirs {
+        fsutil::remove_stale_temps(d);
+    }
+    let progress = Progress::new(what, jobs.len());
+    let results: Vec<Result<T>> = jobs
+        .par_iter()
+        .map(|j| {
+            let r = crate::tree::isolated(&j.input, || one(j));
+            progress.inc();
+            r
+        })
+        .collect();
+    drop(progress);
+    if let (Output::Dir(d), true) = (output, write) {
+        copy_tree_extras(inputs, d)?;
+    }
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    for r in results {
+        match r {
+            Ok(m) => done.push(m),
+            Err(e) => errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg }),
+        }
+    }
+    Ok((done, errors))
 }

@@ -13,18 +13,14 @@
 //! and removed from .symtab, so the kernel's per-load kallsyms scans do not
 //! walk them; `.preresolved` then lists them with their addresses.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::fsutil;
+use crate::error::Result;
 use crate::kernel::{KernelImage, KernelSummary};
 use crate::modwrite;
-use crate::progress::Progress;
 use crate::sign::SignKey;
-use crate::tree::FileError;
 
 mod checks;
 mod report;
@@ -60,46 +56,9 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     if let Some(k) = &opts.sign {
         k.check()?;
     }
-    let jobs = modwrite::plan_jobs(inputs, &opts.output)?;
-    if let Output::Dir(d) = &opts.output {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        modwrite::probe_writable(d)?;
-    }
-    // A killed earlier run (kill -9 of --in-place) may have left its
-    // temporary files where it wrote: remove those of dead processes.
-    let dirs: std::collections::BTreeSet<&Path> = jobs.iter().filter_map(|j| j.output.parent()).collect();
-    for d in dirs {
-        fsutil::remove_stale_temps(d);
-    }
     let exports = kernel.export_map();
-    let progress = Progress::new("preresolving", jobs.len());
-    let results: Vec<Result<ModuleResult>> = jobs
-        .par_iter()
-        .map(|j| {
-            let r = crate::tree::isolated(&j.input, || rewrite::one(kernel, &exports, j, opts));
-            progress.inc();
-            r
-        })
-        .collect();
-    drop(progress);
-    if let Output::Dir(d) = &opts.output {
-        modwrite::copy_tree_extras(inputs, d)?;
-    }
-    let mut report = Report {
-        kernel: KernelSummary::of(kernel),
-        assume_nokaslr: opts.assume_nokaslr,
-        totals: Totals::default(),
-        modules: Vec::new(),
-        errors: Vec::new(),
-    };
-    for r in results {
-        match r {
-            Ok(m) => report.modules.push(m),
-            Err(e) => {
-                report.errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg })
-            }
-        }
-    }
-    report.totals = Totals::of(&report.modules, report.errors.len());
-    Ok(report)
+    let (modules, errors) =
+        modwrite::run_batch(inputs, &opts.output, true, "preresolving", |j| rewrite::one(kernel, &exports, j, opts))?;
+    let totals = Totals::of(&modules, errors.len());
+    Ok(Report { kernel: KernelSummary::of(kernel), assume_nokaslr: opts.assume_nokaslr, totals, modules, errors })
 }

@@ -24,24 +24,7 @@ pub(super) fn one(
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
     let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
-    let kv = k.vermagic.as_deref().unwrap_or_default();
-    match m.vermagic() {
-        Some(v) if v == kv => {}
-        Some(v) => {
-            return Err(Error::file(
-                Kind::WrongKernel,
-                path,
-                format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
-            ));
-        }
-        None => {
-            return Err(Error::file(
-                Kind::WrongKernel,
-                path,
-                "module has no vermagic: cannot tell which kernel it was built for",
-            ));
-        }
-    }
+    crate::modwrite::check_vermagic(path, &m, k)?;
     let mut result = ModuleResult {
         name: m.name.clone(),
         display: job.display.clone(),

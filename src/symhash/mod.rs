@@ -15,15 +15,13 @@
 //! sections: `.ksymhash` (allocated: the loader keeps it for later lookups)
 //! and `.undef.hash` (load time only); then it is re-signed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernel::{KernelImage, KernelSummary};
 use crate::modwrite::{self, Output};
-use crate::progress::Progress;
 use crate::sign::SignKey;
 use crate::table::{Table, thousands};
 use crate::tree::FileError;
@@ -110,41 +108,7 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     if let Some(k) = &opts.sign {
         k.check()?;
     }
-    let jobs = modwrite::plan_jobs(inputs, &opts.output)?;
-    if let (Output::Dir(d), false) = (&opts.output, opts.dry_run) {
-        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        modwrite::probe_writable(d)?;
-    }
-    let dirs: std::collections::BTreeSet<&Path> = jobs.iter().filter_map(|j| j.output.parent()).collect();
-    for d in dirs {
-        crate::fsutil::remove_stale_temps(d);
-    }
-    let progress = Progress::new("hashing", jobs.len());
-    let results: Vec<Result<ModuleResult>> = jobs
-        .par_iter()
-        .map(|j| {
-            let r = crate::tree::isolated(&j.input, || module::one(kernel, j, opts));
-            progress.inc();
-            r
-        })
-        .collect();
-    drop(progress);
-    if let (Output::Dir(d), false) = (&opts.output, opts.dry_run) {
-        modwrite::copy_tree_extras(inputs, d)?;
-    }
-    let mut report = Report {
-        kernel: KernelSummary::of(kernel),
-        sort_versions: opts.sort_versions,
-        modules: vec![],
-        errors: vec![],
-    };
-    for r in results {
-        match r {
-            Ok(m) => report.modules.push(m),
-            Err(e) => {
-                report.errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg })
-            }
-        }
-    }
-    Ok(report)
+    let (modules, errors) =
+        modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "hashing", |j| module::one(kernel, j, opts))?;
+    Ok(Report { kernel: KernelSummary::of(kernel), sort_versions: opts.sort_versions, modules, errors })
 }

@@ -105,18 +105,7 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
     let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
-    let kv = k.vermagic.as_deref().unwrap_or_default();
-    match m.vermagic() {
-        Some(v) if v == kv => {}
-        Some(v) => {
-            return Err(Error::file(
-                Kind::WrongKernel,
-                path,
-                format!("built for another kernel: vermagic \"{}\", the kernel's is \"{}\"", v.trim(), kv.trim()),
-            ));
-        }
-        None => return Err(Error::file(Kind::WrongKernel, path, "module has no vermagic")),
-    }
+    crate::modwrite::check_vermagic(path, &m, k)?;
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let elf_part = &data[..elf_len];
     let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| Error::file(Kind::Format, path, e))?;
