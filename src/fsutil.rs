@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::ops::Deref;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Kind, Result};
@@ -70,6 +71,11 @@ fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| Error::io(path, e))?;
     tmp.write_all(data).map_err(|e| Error::io(path, e))?;
+    // The temporary is created 0600; give the result the mode of the file it
+    // replaces (an in-place rewrite must not change who can read a module or
+    // run a vmlinux), or 0644 for a new file.
+    let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
     if sync {
         tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     }
@@ -139,6 +145,19 @@ mod tests {
         let err = write_atomic(&dir.join("missing/sub/x"), b"x").unwrap_err();
         assert!(err.to_string().contains("missing/sub/x"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn atomic_write_keeps_the_replaced_files_mode() {
+        let t = tempfile::tempdir().unwrap();
+        let new = t.path().join("new");
+        write_atomic(&new, b"x").unwrap();
+        assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o7777, 0o644);
+        let exe = t.path().join("vmlinux");
+        std::fs::write(&exe, b"old").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_atomic(&exe, b"new").unwrap();
+        assert_eq!(std::fs::metadata(&exe).unwrap().permissions().mode() & 0o7777, 0o755);
     }
 
     #[test]

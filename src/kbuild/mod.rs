@@ -97,7 +97,8 @@ fn hex(d: &[u8]) -> String {
 }
 
 /// The cache key: recipe, source version, config fragment, patches (names
-/// and text, in order) and the signing certificate.
+/// and diffs, in order: a reworded message makes no new build) and the
+/// signing certificate.
 pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
     let mut h = Sha256::new();
     let mut field = |name: &str, data: &[u8]| {
@@ -110,7 +111,7 @@ pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -
     field("config", fragment);
     for p in &series.patches {
         field("patch", p.name.as_bytes());
-        field("text", &p.text);
+        field("diff", p.diff());
     }
     field("cert", cert);
     hex(&h.finalize())[..20].to_string()

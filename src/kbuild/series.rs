@@ -13,6 +13,31 @@ pub struct Patch {
     pub text: Vec<u8>,
 }
 
+impl Patch {
+    /// The part of the patch that changes the tree: from its first
+    /// `diff ` line (or, for a plain diff, its first `--- ` line followed
+    /// by `+++ `) up to a mail signature (`-- `). A patch whose message
+    /// alone changed has the same diff, so it is neither re-applied nor
+    /// rebuilt.
+    pub fn diff(&self) -> &[u8] {
+        let t = &self.text[..];
+        let mut starts = Vec::new();
+        let mut at = 0;
+        while at < t.len() {
+            starts.push(at);
+            at = t[at..].iter().position(|&b| b == b'\n').map_or(t.len(), |n| at + n + 1);
+        }
+        let line = |i: usize| &t[starts[i]..starts.get(i + 1).copied().unwrap_or(t.len())];
+        let first = (0..starts.len()).find(|&i| line(i).starts_with(b"diff ")).or_else(|| {
+            (0..starts.len())
+                .find(|&i| line(i).starts_with(b"--- ") && i + 1 < starts.len() && line(i + 1).starts_with(b"+++ "))
+        });
+        let Some(first) = first else { return t };
+        let end = (first..starts.len()).find(|&i| line(i) == b"-- \n").map_or(t.len(), |i| starts[i]);
+        &t[starts[first]..end]
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Series {
     pub dir: PathBuf,
@@ -84,6 +109,20 @@ mod tests {
         let s = Series::read(d.path()).unwrap();
         let names: Vec<&str> = s.patches.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["b.patch", "a.patch"]);
+    }
+
+    #[test]
+    fn the_diff_leaves_out_message_and_signature() {
+        let mail = "From 1 Mon\nSubject: [PATCH] x\n\nwhy, measured: 3 ms\n---\n f | 2 +-\n\n\
+                    diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n\n";
+        let p = |text: &str| Patch { name: "p".into(), path: "p".into(), text: text.as_bytes().to_vec() };
+        let want = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(p(mail).diff(), want.as_bytes());
+        let reworded = mail.replace("3 ms", "2.5 ms, remeasured");
+        assert_eq!(p(&reworded).diff(), p(mail).diff());
+        // A plain diff after a message whose text has a "---" line.
+        assert_eq!(p(DIFF).diff(), "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n".as_bytes());
+        assert_eq!(p("no diff\n").diff(), b"no diff\n");
     }
 
     #[test]

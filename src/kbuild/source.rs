@@ -103,11 +103,12 @@ fn hash_hex(data: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The file name a patch is recorded under: its position, its hash, its name.
+/// The file name a patch is recorded under: its position, the hash of its
+/// diff (not its message), its name.
 fn record_name(i: usize, p: &Patch) -> String {
     let safe: String =
         p.name.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect();
-    format!("{i:04}-{}-{safe}", &hash_hex(&p.text)[..16])
+    format!("{i:04}-{}-{safe}", &hash_hex(p.diff())[..16])
 }
 
 fn applied(tree: &Path) -> Result<Vec<PathBuf>> {
