@@ -290,6 +290,96 @@ impl ElfEdit {
         Ok(Some(recs.len()))
     }
 
+    /// Rearrange the `record`-byte records of section `name`: new record k
+    /// is old record `order[k]`; records not in `order` are dropped (the
+    /// section shrinks; its file bytes after the new end are zeroed). The
+    /// SHT_RELA entries that apply to a kept record move with it (their
+    /// r_offset follows the record; they are written in r_offset order),
+    /// those of dropped records are removed. Refused for SHT_REL, for more
+    /// than one relocation section, or an `order` naming a record twice or
+    /// out of range. Returns the number of relocations kept.
+    pub fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, String> {
+        let (off, size, header, rela) = {
+            let elf = Elf::parse(&self.data, Want::Relocatable)?;
+            let (index, sh) = elf.section(name).ok_or_else(|| format!("no section {name}"))?;
+            let shoff = elf.header.e_shoff(LE) as usize;
+            let mut rela = None;
+            for (k, s) in elf.sections.enumerate() {
+                let t = s.sh_type(LE);
+                if t == SHT_REL && s.sh_info(LE) as usize == index {
+                    return Err(format!("section {name} has SHT_REL relocations"));
+                }
+                if t == SHT_RELA && s.sh_info(LE) as usize == index {
+                    if rela.is_some() {
+                        return Err(format!("section {name} has two relocation sections"));
+                    }
+                    let (o, z) = (s.sh_offset(LE) as usize, s.sh_size(LE) as usize);
+                    if s.sh_entsize(LE) != RELA_SIZE as u64
+                        || z % RELA_SIZE != 0
+                        || o.checked_add(z).is_none_or(|e| e > self.data.len())
+                    {
+                        return Err(format!("the relocations of {name} have a corrupt header"));
+                    }
+                    rela = Some((o, z, shoff + k.0 * SHDR_SIZE));
+                }
+            }
+            if sh.sh_type(LE) != SHT_PROGBITS {
+                return Err(format!("section {name} holds no data"));
+            }
+            let (o, z) = sh.file_range(LE).ok_or_else(|| format!("section {name} has no data"))?;
+            (o as usize, z as usize, shoff + index * SHDR_SIZE, rela)
+        };
+        if record == 0 || size % record != 0 || off + size > self.data.len() {
+            return Err(format!("section {name} is not a whole number of {record}-byte records"));
+        }
+        let count = size / record;
+        let mut new_index = vec![usize::MAX; count];
+        for (k, &old) in order.iter().enumerate() {
+            if old >= count || new_index[old] != usize::MAX {
+                return Err(format!("record {old} of {name} is out of range or placed twice"));
+            }
+            new_index[old] = k;
+        }
+        if let Some((roff, rsize, _)) = rela {
+            for e in (roff..roff + rsize).step_by(RELA_SIZE) {
+                let at = view::<Rela>(&self.data, e).r_offset.get(LE);
+                if at >= size as u64 {
+                    return Err(format!("a relocation of {name} lies outside it (offset {at})"));
+                }
+            }
+        }
+        let old_bytes = self.data[off..off + size].to_vec();
+        for (k, &old) in order.iter().enumerate() {
+            self.data[off + k * record..off + (k + 1) * record]
+                .copy_from_slice(&old_bytes[old * record..(old + 1) * record]);
+        }
+        self.data[off + order.len() * record..off + size].fill(0);
+        let sh: &mut Shdr = view_mut(&mut self.data, header);
+        sh.sh_size.set(LE, (order.len() * record) as u64);
+        let Some((roff, rsize, rheader)) = rela else { return Ok(0) };
+        let mut kept: Vec<(u64, Vec<u8>)> = Vec::new();
+        for e in (roff..roff + rsize).step_by(RELA_SIZE) {
+            let r: &Rela = view(&self.data, e);
+            let at = r.r_offset.get(LE);
+            let old = (at / record as u64) as usize;
+            if new_index[old] == usize::MAX {
+                continue;
+            }
+            let moved = (new_index[old] * record) as u64 + at % record as u64;
+            let mut bytes = self.data[e..e + RELA_SIZE].to_vec();
+            view_mut::<Rela>(&mut bytes, 0).r_offset.set(LE, moved);
+            kept.push((moved, bytes));
+        }
+        kept.sort_by_key(|(at, _)| *at);
+        for (i, (_, bytes)) in kept.iter().enumerate() {
+            self.data[roff + i * RELA_SIZE..roff + (i + 1) * RELA_SIZE].copy_from_slice(bytes);
+        }
+        self.data[roff + kept.len() * RELA_SIZE..roff + rsize].fill(0);
+        let rh: &mut Shdr = view_mut(&mut self.data, rheader);
+        rh.sh_size.set(LE, (kept.len() * RELA_SIZE) as u64);
+        Ok(kept.len())
+    }
+
     /// Append an empty section named `name`; see `add_section`.
     pub fn add_empty_section(&mut self, name: &str) -> Result<(), String> {
         self.add_section(name, &[])
@@ -520,6 +610,38 @@ mod tests {
         let elf = Elf::parse(&ed.data, Want::Relocatable).unwrap();
         assert_eq!(elf.named_section_data(".preresolved").unwrap().unwrap(), b"0000000000003000 c\n");
         assert_eq!(read_back(&ed.data).2, relocs, "adding the section moved nothing");
+    }
+
+    #[test]
+    fn rearranged_records_take_their_relocations_along() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let text = |d: &[u8]| {
+            let elf = Elf::parse(d, Want::Relocatable).unwrap();
+            elf.named_section_data(".text").unwrap().unwrap().to_vec()
+        };
+        // Mark each 8-byte record of .text with its number to follow it.
+        let (_, sh) = Elf::parse(&ed.data, Want::Relocatable).unwrap().section(".text").unwrap();
+        let off = sh.sh_offset(LE) as usize;
+        for r in 0..6 {
+            ed.data[off + r * 8] = r as u8;
+        }
+        // Record 5 first, then 1 and 4; 0, 2 and 3 are dropped.
+        assert_eq!(ed.rearrange_records(".text", 8, &[5, 1, 4]).unwrap(), 4);
+        let t = text(&ed.data);
+        assert_eq!((t.len(), t[0], t[8], t[16]), (24, 5, 1, 4));
+        assert!(ed.data[off + 24..off + 48].iter().all(|&b| b == 0), "the dropped tail is zeroed");
+        assert_eq!(
+            read_back(&ed.data).2,
+            [(0, R_X86_64_64, 5, 16), (4, R_X86_64_PC32, 4, -4), (8, R_X86_64_64, 4, 0), (16, R_X86_64_32S, 2, 0)]
+        );
+        let before = ed.data.clone();
+        for (order, why) in [(&[0, 0][..], "placed twice"), (&[3][..], "out of range")] {
+            assert!(ed.rearrange_records(".text", 8, order).unwrap_err().contains(why));
+            assert!(ed.data == before, "refused but changed");
+        }
+        assert!(ed.rearrange_records(".text", 7, &[]).unwrap_err().contains("whole number"));
+        let mut rel = ElfEdit::new(tiny_elf(RELOCS, SHT_REL.0)).unwrap();
+        assert!(rel.rearrange_records(".text", 8, &[0]).unwrap_err().contains("SHT_REL"));
     }
 
     #[test]

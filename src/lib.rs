@@ -9,6 +9,7 @@ pub mod elf;
 pub mod elfedit;
 pub mod error;
 pub mod fetch;
+pub mod finalize;
 pub mod fsutil;
 pub mod hosttool;
 pub mod inspect;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{Error, chart, fetch, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash};
+use bootlink::{Error, chart, fetch, finalize, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -33,6 +33,42 @@ enum Cmd {
         /// List every module
         #[arg(long)]
         all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Do the loader's finalize work at build time: sort each module's ORC table and check its
+    /// ftrace records (dropping those the kernel would disable), marked for a patched kernel
+    Finalize {
+        /// vmlinux, vmlinuz or build directory the modules will run with (refuses others)
+        #[arg(long)]
+        kernel: Option<PathBuf>,
+        /// Module files or directories
+        #[arg(required = true)]
+        modules: Vec<PathBuf>,
+        /// Write the modules here, mirroring the input tree
+        #[arg(short, long, conflicts_with = "in_place")]
+        output: Option<PathBuf>,
+        /// Replace the input modules (atomically)
+        #[arg(long)]
+        in_place: bool,
+        /// Leave the ORC unwind tables as they are
+        #[arg(long)]
+        no_orc: bool,
+        /// Leave the ftrace records (__mcount_loc) as they are
+        #[arg(long)]
+        no_mcount: bool,
+        /// Plan and check everything in memory, write nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Re-sign the modules with this private key (PEM)
+        #[arg(long, requires = "sign_cert")]
+        sign_key: Option<PathBuf>,
+        /// ...and this X.509 certificate (PEM)
+        #[arg(long, requires = "sign_key")]
+        sign_cert: Option<PathBuf>,
+        /// The signature's digest
+        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+        sign_hash: sign::Hash,
         #[arg(long)]
         json: bool,
     },
@@ -224,6 +260,10 @@ enum KernelCmd {
         /// make -j (default: the number of CPUs)
         #[arg(long)]
         jobs: Option<usize>,
+        /// Also make sure the object tree holds this build (rebuilding it if another
+        /// build used it since), to build external modules against it (printed as `tree`)
+        #[arg(long)]
+        tree: bool,
         #[arg(long)]
         json: bool,
     },
@@ -352,6 +392,36 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             let report = symhash::run(&k, &modules, &opts)?;
             Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
         }
+        Cmd::Finalize {
+            kernel,
+            modules,
+            output,
+            in_place,
+            no_orc,
+            no_mcount,
+            dry_run,
+            sign_key,
+            sign_cert,
+            sign_hash,
+            json,
+        } => {
+            if output.is_none() && !in_place && !dry_run {
+                return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR, --in-place or --dry-run"));
+            }
+            let k = kernel.map(|k| kernel::KernelImage::open(&k, None)).transpose()?;
+            let opts = finalize::Options {
+                output: match output {
+                    Some(d) => preresolve::Output::Dir(d),
+                    None => preresolve::Output::InPlace,
+                },
+                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                dry_run,
+                orc: !no_orc,
+                mcount: !no_mcount,
+            };
+            let report = finalize::run(k.as_ref(), &modules, &opts)?;
+            Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
+        }
         Cmd::Lab {
             names,
             set,
@@ -444,8 +514,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             eprintln!("{}: {} ({} bytes)", output.display(), v.source.describe(), v.data.len());
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Kernel { cmd: KernelCmd::Build { series, config, jobs, json } } => {
+        Cmd::Kernel { cmd: KernelCmd::Build { series, config, jobs, tree, json } } => {
             let mut opts = kbuild::Options::defaults();
+            opts.tree = tree;
             opts.series = series.unwrap_or(opts.series);
             opts.config = config.unwrap_or(opts.config);
             opts.jobs = jobs.unwrap_or(opts.jobs);

@@ -48,6 +48,9 @@ pub struct Options {
     pub config: PathBuf,
     /// make -j.
     pub jobs: usize,
+    /// The object tree must hold this build (for external modules): a
+    /// cached build whose tree another build has used since is made again.
+    pub tree: bool,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             series: kernel.join("patches"),
             config: kernel.join("configs").join("lab.config"),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            tree: false,
         }
     }
 }
@@ -90,7 +94,15 @@ pub struct Built {
     /// Found in the cache (nothing was built).
     #[serde(default)]
     pub cached: bool,
+    /// The object tree it was built in (shared by builds of one config):
+    /// `make -C <tree> M=<dir> modules` builds external modules for it
+    /// while `<tree>/bootlink-key` names this build.
+    #[serde(default)]
+    pub tree: PathBuf,
 }
+
+/// The file in the object tree naming the build it holds.
+const TREE_KEY: &str = "bootlink-key";
 
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
@@ -130,7 +142,8 @@ pub fn build(opts: &Options) -> Result<Built> {
     let key = cache_key(&version, &fragment_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
-    if let Some(mut b) = cached(&out) {
+    let tree_holds = |b: &Built| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
         return Ok(b);
@@ -144,7 +157,8 @@ pub fn build(opts: &Options) -> Result<Built> {
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // Another process may have built it while we waited.
-    if let Some(mut b) = cached(&out) {
+    let tree_holds = |b: &Built| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
         return Ok(b);
@@ -201,8 +215,10 @@ pub fn build(opts: &Options) -> Result<Built> {
     // runs this bootlink's KSYMHASH hook (make would not relink for a new
     // hook or a new tables format alone).
     let _ = std::fs::remove_file(obj.join("vmlinux"));
+    let _ = std::fs::remove_file(obj.join(TREE_KEY));
     env.run(&["all"], &[], &log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
+    fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
     let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))
         .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
         .trim()
@@ -250,6 +266,7 @@ pub fn build(opts: &Options) -> Result<Built> {
         config_fragment: opts.config.clone(),
         seconds: 0.0,
         cached: false,
+        tree: obj.clone(),
     };
     let json = serde_json::to_vec_pretty(&built).expect("serializable");
     fsutil::write_atomic(&stage.path().join("build.json"), &json)?;

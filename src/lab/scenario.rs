@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Kind, Result};
+use crate::finalize;
 use crate::fsutil;
 use crate::kernel::KernelImage;
 use crate::lab::busybox;
@@ -144,6 +145,22 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             hashed(k, &files, &dir, true)?;
             in_dir(&v.modules, &dir)
         }
+        Transform::Finalized | Transform::FinalizedOrc | Transform::FinalizedMcount => {
+            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            let dir = work.join(v.spec.transform.name());
+            let t = v.spec.transform;
+            finalized(k, &inputs, &dir, t != Transform::FinalizedMcount, t != Transform::FinalizedOrc)?;
+            in_dir(&v.modules, &dir)
+        }
+        Transform::FoldedFinalized => {
+            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            let first = work.join("folded-for-finalize");
+            preresolved(k, &inputs, &first, true)?;
+            let dir = work.join(v.spec.transform.name());
+            let files: Vec<PathBuf> = in_dir(&v.modules, &first).into_iter().map(|(_, p)| p).collect();
+            finalized(k, &files, &dir, true, true)?;
+            in_dir(&v.modules, &dir)
+        }
     };
     plain(files, &work.join("plain"))
 }
@@ -178,6 +195,21 @@ fn hashed(k: &KernelImage, inputs: &[PathBuf], dir: &Path, sort_versions: bool) 
     let report = symhash::run(k, inputs, &opts)?;
     match report.errors.first() {
         Some(e) => Err(Error::file(Kind::Format, &e.path, format!("symhash: {}", e.error))),
+        None => Ok(()),
+    }
+}
+
+fn finalized(k: &KernelImage, inputs: &[PathBuf], dir: &Path, orc: bool, mcount: bool) -> Result<()> {
+    let opts = finalize::Options {
+        output: preresolve::Output::Dir(dir.to_path_buf()),
+        sign: None,
+        dry_run: false,
+        orc,
+        mcount,
+    };
+    let report = finalize::run(Some(k), inputs, &opts)?;
+    match report.errors.first() {
+        Some(e) => Err(Error::file(Kind::Format, &e.path, format!("finalize: {}", e.error))),
         None => Ok(()),
     }
 }

@@ -9,6 +9,7 @@
 //! ```text
 //! stock | unsigned | preresolved | folded          the transform, on the run's kernel
 //!   | symhash | symhash-sorted | preresolved-symhash  (hash tables; the kernel needs kernel/patches)
+//!   | finalized | finalized-orc | finalized-mcount | folded-finalized  (build-time finalize work)
 //! NAME=key:value,key:value...                        a composed variant
 //!     kernel:default | debian | build | DIR          DIR holds vmlinux (or bzImage) and lib/modules/<release>/
 //!     modules:TRANSFORM                              one of the above (default stock)
@@ -45,10 +46,19 @@ pub enum Transform {
     SymhashSorted,
     /// Preresolved, then `symhash --sort-versions` for what is left.
     PreresolvedSymhash,
+    /// `bootlink finalize`: ORC tables sorted and ftrace records checked
+    /// at build time (the kernel needs kernel/patches to skip the work).
+    Finalized,
+    /// `bootlink finalize --no-mcount`: only the ORC tables sorted.
+    FinalizedOrc,
+    /// `bootlink finalize --no-orc`: only the ftrace records checked.
+    FinalizedMcount,
+    /// Preresolved with `--fold-symbols`, then finalized.
+    FoldedFinalized,
 }
 
 impl Transform {
-    pub const ALL: [Transform; 7] = [
+    pub const ALL: [Transform; 11] = [
         Transform::Stock,
         Transform::Unsigned,
         Transform::Preresolved,
@@ -56,6 +66,10 @@ impl Transform {
         Transform::Symhash,
         Transform::SymhashSorted,
         Transform::PreresolvedSymhash,
+        Transform::Finalized,
+        Transform::FinalizedOrc,
+        Transform::FinalizedMcount,
+        Transform::FoldedFinalized,
     ];
 
     pub fn parse(s: &str) -> Option<Transform> {
@@ -71,6 +85,10 @@ impl Transform {
             Transform::Symhash => "symhash",
             Transform::SymhashSorted => "symhash-sorted",
             Transform::PreresolvedSymhash => "preresolved-symhash",
+            Transform::Finalized => "finalized",
+            Transform::FinalizedOrc => "finalized-orc",
+            Transform::FinalizedMcount => "finalized-mcount",
+            Transform::FoldedFinalized => "folded-finalized",
         }
     }
 }

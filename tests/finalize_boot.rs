@@ -1,0 +1,281 @@
+//! `bootlink finalize` and the finalize patches (kernel/patches 0006-0009)
+//! on the self-built kernel under QEMU: the same ftrace records, the same
+//! event formats and the same stack traces as the stock paths, for the
+//! 194-module set plus nfsv4, and test modules built against the kernel
+//! (bl_unwind: stack traces from nested functions; bl_weak: an overridden
+//! weak function whose record the kernel disables). Modules with a wrong
+//! ORC mark, a wrong or malformed `.ftrace_checked`, or a record moved
+//! into the middle of a function load as before and say so once.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bootlink::elf::{Elf, LE, Want};
+use bootlink::run::results::Run;
+use common::*;
+use object::read::elf::SectionHeader;
+
+struct Build {
+    dir: PathBuf,
+    release: String,
+    tree: PathBuf,
+}
+
+fn build() -> Build {
+    let o = TestCommand::new(&[&"kernel", &"build", &"--tree", &"--json"]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    Build {
+        dir: v["dir"].as_str().unwrap().into(),
+        release: v["release"].as_str().unwrap().into(),
+        tree: v["tree"].as_str().unwrap().into(),
+    }
+}
+
+/// A kernel directory for the lab: the build's files, its modules copied,
+/// and the test modules built against its tree in `extra/`.
+fn kernel_with_test_modules(b: &Build, dir: &Path) -> (PathBuf, PathBuf) {
+    let kdir = dir.join("kernel");
+    let mods = kdir.join("lib/modules").join(&b.release);
+    std::fs::create_dir_all(kdir.join("lib/modules")).unwrap();
+    for e in std::fs::read_dir(&b.dir).unwrap().flatten() {
+        if e.file_name() != "lib" {
+            std::os::unix::fs::symlink(e.path(), kdir.join(e.file_name())).unwrap();
+        }
+    }
+    sh("cp", &["-a", b.dir.join("lib/modules").join(&b.release).to_str().unwrap(), mods.to_str().unwrap()]);
+    let out = dir.join("test-modules");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
+    sh(
+        "make",
+        &[
+            "-s",
+            "-C",
+            src.to_str().unwrap(),
+            "finalize",
+            &format!("KDIR={}", b.tree.display()),
+            &format!("O={}", out.display()),
+        ],
+    );
+    std::fs::create_dir_all(mods.join("extra")).unwrap();
+    for m in ["bl_unwind.ko", "bl_weak.ko"] {
+        std::fs::copy(out.join(m), mods.join("extra").join(m)).unwrap();
+    }
+    sh("depmod", &["-b", kdir.to_str().unwrap(), &b.release]);
+    (kdir, mods)
+}
+
+fn lab(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> Run {
+    // Correctness only: host time is faster than -icount here.
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
+    all.extend_from_slice(args);
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&all).show_dir(out).ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
+}
+
+/// What the guest prints after loading: per module, the count of its
+/// available_filter_functions lines and a digest of the valid ones; a
+/// digest of every event format; the functions enabled for xfs and
+/// bl_weak under the function tracer. No commas: the variant syntax.
+const PROBE: &str = "run:/bin/cat /proc/sys/kernel/tainted; cd /sys/kernel/tracing; \
+    for m in $(cut -d' ' -f1 /proc/modules); do \
+      echo \"AFF $m $(grep -c \"\\[$m\\]$\" available_filter_functions) $(grep \"\\[$m\\]$\" available_filter_functions | grep -v __ftrace_invalid_address | md5sum)\"; \
+    done; \
+    for f in events/*/*/format; do echo \"FMT $f $(md5sum < $f)\"; done; \
+    grep '\\[bl_weak\\]$' available_filter_functions | sed 's/^/BLWEAK /'; \
+    echo ':mod:xfs' > set_ftrace_filter; echo ':mod:bl_weak' >> set_ftrace_filter; \
+    echo function > current_tracer; \
+    echo \"ENA $(wc -l < enabled_functions) $(sed 's/^[0-9a-f]* //' enabled_functions | md5sum)\"; \
+    echo nop > current_tracer";
+
+/// The probe's lines by kind and key: AFF module, FMT file, ENA.
+fn probe(r: &bootlink::run::results::Repetition) -> BTreeMap<String, String> {
+    let out = r.run_output.as_deref().unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for l in out.lines() {
+        let mut w = l.splitn(3, ' ');
+        match (w.next(), w.next(), w.next()) {
+            (Some(k @ ("AFF" | "FMT")), Some(key), Some(v)) => {
+                m.insert(format!("{k} {key}"), v.to_string());
+            }
+            (Some("ENA"), Some(a), Some(b)) => {
+                m.insert("ENA".into(), format!("{a} {b}"));
+            }
+            (Some("BLWEAK"), Some(f), _) => {
+                m.insert(format!("BLWEAK {f}"), String::new());
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+/// The frames of the first stack trace after "bl_unwind: leaf" in a log.
+fn unwind_frames(log: &str) -> Vec<String> {
+    let Some(at) = log.find("bl_unwind: leaf") else { return Vec::new() };
+    log[at..]
+        .lines()
+        .skip_while(|l| !l.contains("Call Trace:"))
+        .skip(1)
+        .take_while(|l| !l.contains("</TASK>"))
+        .filter_map(|l| l.split_once("] ").map(|(_, f)| f.trim().to_string()))
+        .collect()
+}
+
+/// The module names of the 194-module set, and `more`.
+fn set_names(more: &[&str]) -> Vec<String> {
+    let paths = bootlink::kmod::named_set_paths("fs-nls-crypto-net-194").unwrap();
+    let mut names: Vec<String> = paths
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().split(".ko").next().unwrap().to_string())
+        .collect();
+    names.extend(more.iter().map(|s| s.to_string()));
+    names
+}
+
+#[test]
+fn finalized_loading_is_exact() {
+    let b = build();
+    let dir = tmpdir("finalize-exact");
+    let (kdir, _) = kernel_with_test_modules(&b, &dir);
+    let k = kdir.display();
+    let specs = [
+        format!("stock=kernel:{k},modules:unsigned,{PROBE}"),
+        format!(
+            "sorted=kernel:{k},modules:unsigned,cmdline:ftrace.module_check=sorted trace_events.eval_one_pass=1,{PROBE}"
+        ),
+        format!(
+            "finalized=kernel:{k},modules:finalized,cmdline:ftrace.module_check=sorted trace_events.eval_one_pass=1,{PROBE}"
+        ),
+    ];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = Vec::new();
+    for s in &specs {
+        args.push(&"--variant");
+        args.push(s);
+    }
+    // The 194-module set, nfsv4 and the test modules, with their dependencies.
+    let names = set_names(&["nfsv4", "bl_unwind", "bl_weak"]);
+    names.iter().for_each(|n| args.push(n));
+    let run = lab(&args, &dir.join("run"));
+    let mut probes = Vec::new();
+    let mut frames = Vec::new();
+    for v in &run.variants {
+        let r = &v.repetitions[0];
+        assert!(r.failure.is_none(), "{}: {:?}", v.name, r.failure);
+        let failed: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
+        assert!(failed.is_empty(), "{}: modules failed to load: {failed:?}", v.name);
+        let p = probe(r);
+        assert!(p.keys().filter(|k| k.starts_with("AFF")).count() >= 190, "{}: {p:?}", v.name);
+        assert!(p.keys().filter(|k| k.starts_with("FMT")).count() > 1000, "{}: few event formats", v.name);
+        let log = std::fs::read_to_string(dir.join("run").join(&r.log)).unwrap();
+        assert!(!log.contains("checking at load") && !log.contains("is not; sorting"), "{}: {log}", v.name);
+        probes.push((v.name.clone(), p));
+        frames.push(unwind_frames(&log));
+    }
+    let (stock, rest) = probes.split_first().unwrap();
+    for (name, p) in rest {
+        for (key, want) in &stock.1 {
+            let got = p.get(key);
+            if key.starts_with("AFF") {
+                // the digest of the valid records is the same; the count
+                // differs by the invalid records finalize dropped
+                let digest = |s: &str| s.split_once(' ').map(|x| x.1.to_string());
+                assert_eq!(got.and_then(|g| digest(g)), digest(want), "{name}: {key}");
+            } else if !key.starts_with("BLWEAK") {
+                assert_eq!(got, Some(want), "{name}: {key}");
+            }
+        }
+    }
+    // bl_weak's overridden weak function: listed as invalid by stock only
+    let invalid = |p: &BTreeMap<String, String>| p.keys().filter(|k| k.contains("__ftrace_invalid_address")).count();
+    assert_eq!(invalid(&stock.1), 1, "stock lists bl_weak's invalid record");
+    assert_eq!(invalid(&probes[2].1), 0, "finalize dropped it");
+    // The stack traces from bl_unwind: the same frames everywhere.
+    assert!(frames[0].iter().any(|f| f.starts_with("bl_unwind_middle+")), "{:?}", frames[0]);
+    assert!(frames[0].iter().any(|f| f.starts_with("bl_unwind_init_helper+")), "{:?}", frames[0]);
+    for (i, f) in frames.iter().enumerate().skip(1) {
+        assert_eq!(f, &frames[0], "{}: other frames than stock", probes[i].0);
+    }
+    println!("bl_unwind's stack trace: {} frames, identical: {:?}", frames[0].len(), frames[0]);
+    println!(
+        "{} modules' ftrace records, {} event formats, enabled functions: identical",
+        stock.1.keys().filter(|k| k.starts_with("AFF")).count(),
+        stock.1.keys().filter(|k| k.starts_with("FMT")).count()
+    );
+}
+
+/// Add or rewrite things in the module at `path` (unsigned afterwards: the
+/// signature would no longer match).
+fn edit(path: &Path, f: impl FnOnce(&mut bootlink::elfedit::ElfEdit)) {
+    let data = std::fs::read(path).unwrap();
+    let (len, _) = bootlink::module::split_signature(&data).unwrap();
+    let mut ed = bootlink::elfedit::ElfEdit::new(data[..len].to_vec()).unwrap();
+    f(&mut ed);
+    std::fs::write(path, ed.data).unwrap();
+}
+
+/// The file range of section `name`.
+fn section(data: &[u8], name: &str) -> (usize, usize) {
+    let elf = Elf::parse(data, Want::Relocatable).unwrap();
+    let (_, sh) = elf.section(name).unwrap_or_else(|| panic!("no {name}"));
+    let (o, s) = sh.file_range(LE).unwrap();
+    (o as usize, s as usize)
+}
+
+#[test]
+fn wrong_marks_fall_back_and_say_so() {
+    let b = build();
+    let dir = tmpdir("finalize-broken");
+    let (kdir, mods) = kernel_with_test_modules(&b, &dir);
+    let xfs = mods.join("kernel/fs/xfs/xfs.ko");
+    let jbd2 = mods.join("kernel/fs/jbd2/jbd2.ko");
+    let weak = mods.join("extra/bl_weak.ko");
+    let unwind = mods.join("extra/bl_unwind.ko");
+    // xfs claims a sorted ORC table but keeps the compiler's order
+    edit(&xfs, |ed| ed.add_empty_section(".orc_unwind_sorted").unwrap());
+    // bl_weak: a .ftrace_checked of the right size naming no symbols
+    let n = {
+        let d = std::fs::read(&weak).unwrap();
+        section(&d, "__mcount_loc").1 / 8
+    };
+    let mut bogus = Vec::new();
+    for w in [0x4b43_5446u32, 1, n as u32].into_iter().chain(std::iter::repeat_n(0, n)) {
+        bogus.extend_from_slice(&w.to_le_bytes());
+    }
+    edit(&weak, |ed| ed.add_section(".ftrace_checked", &bogus).unwrap());
+    // bl_unwind: a malformed one
+    edit(&unwind, |ed| ed.add_section(".ftrace_checked", b"FTCK\x01\0\0\0").unwrap());
+    // jbd2 finalized, then its first record moved 8 bytes into its function
+    let fin = dir.join("jbd2-finalized");
+    TestCommand::new(&[&"finalize", &"--kernel", &b.dir, &"-o", &fin, &jbd2]).ok();
+    let mut d = std::fs::read(fin.join("jbd2.ko")).unwrap();
+    let (off, _) = section(&d, ".rela__mcount_loc");
+    let addend = i64::from_le_bytes(d[off + 16..off + 24].try_into().unwrap());
+    d[off + 16..off + 24].copy_from_slice(&(addend + 8).to_le_bytes());
+    std::fs::write(&jbd2, d).unwrap();
+
+    let probe = "run:/bin/grep -c invalid_address /sys/kernel/tracing/available_filter_functions";
+    let spec = format!("broken=kernel:{},modules:stock,cmdline:ftrace.module_check=sorted,{probe}", kdir.display());
+    let out = dir.join("run");
+    let run = lab(&[&"--variant", &spec, &"xfs", &"jbd2", &"bl_weak", &"bl_unwind"], &out);
+    let r = &run.variants[0].repetitions[0];
+    let failed: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
+    assert!(failed.is_empty(), "modules failed to load: {failed:?}");
+    let log = std::fs::read_to_string(out.join(&r.log)).unwrap();
+    for want in [
+        "xfs: ORC table marked sorted is not; sorting it",
+        "bl_weak: .ftrace_checked does not hold for record 0",
+        "bl_unwind: .ftrace_checked malformed or of another build; checking at load",
+        "jbd2: .ftrace_checked does not hold for record 0",
+    ] {
+        assert_eq!(log.matches(want).count(), 1, "want once in dmesg: {want}\n{log}");
+    }
+    assert!(!log.contains("Oops") && !log.contains("BUG:"), "{log}");
+    // Checked at load as before: bl_weak's weak function and jbd2's moved
+    // record are disabled, as the stock check decides.
+    let invalid: usize = r.run_output.as_deref().unwrap_or_default().trim().parse().unwrap_or(0);
+    assert_eq!(invalid, 2, "invalid records listed: {:?}", r.run_output);
+}
