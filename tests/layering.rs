@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
-    ("transforms", &["preresolve", "symhash", "modwrite", "elfedit", "sign", "inspect", "kbuild"]),
+    ("transforms", &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild"]),
     ("run results", &["run"]),
     ("lab", &["lab"]),
     ("chart", &["chart"]),
@@ -25,6 +25,11 @@ const SAME_LAYER: &[(&str, &str)] = &[
     ("symhash", "elfedit"),
     ("symhash", "sign"),
     ("symhash", "modwrite"),
+    ("finalize", "elfedit"),
+    ("finalize", "sign"),
+    ("finalize", "modwrite"),
+    // folding refuses modules whose .ftrace_checked it would invalidate
+    ("preresolve", "finalize"),
     ("kbuild", "sign"),
 ];
 

@@ -89,6 +89,15 @@ pub(super) fn one(
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     if opts.fold {
+        let finalized = crate::elf::Elf::parse(&data[..elf_len], crate::elf::Want::Relocatable)
+            .is_ok_and(|e| e.section(crate::finalize::mcount::CHECKED_SECTION).is_some());
+        if finalized {
+            return Err(Error::file(
+                Kind::Usage,
+                path,
+                "finalized already: folding would move the symbols .ftrace_checked names (preresolve, then finalize)",
+            ));
+        }
         ed.fold_symbols(&edits).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
         let name_of: HashMap<usize, &str> =
             m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
