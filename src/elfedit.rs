@@ -107,7 +107,7 @@ impl ElfEdit {
     /// depends on more than the symbol's value, or a machine other than
     /// x86-64 are refused with the reason.
     pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, String> {
-        let plan = self.plan_fold(values)?;
+        let plan = self.plan_fold(values, "--fold-symbols", "fold symbols")?;
         let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
         folded.extend(values.iter().copied());
         // The new index of every kept symbol.
@@ -166,15 +166,75 @@ impl ElfEdit {
         Ok(stats)
     }
 
+    /// Remove the local symbols `drop` selects (by index; never symbol 0
+    /// nor a global) that no relocation refers to; the symbols after them
+    /// move down, every relocation is renumbered and .symtab's sh_info (one
+    /// past the last local) shrinks to match. Refused, changing nothing,
+    /// where `fold_symbols` is. Returns how many were removed.
+    pub fn trim_local_symbols(&mut self, drop: impl Fn(usize, &Sym) -> bool) -> Result<usize, String> {
+        let plan = self.plan_fold(&[], "--trim-symtab", "trim symbols")?;
+        let mut used = vec![false; self.symtab_count];
+        for &(off, size) in &plan.rela {
+            for e in (off..off + size).step_by(RELA_SIZE) {
+                used[view::<Rela>(&self.data, e).r_sym(LE, false) as usize] = true;
+            }
+        }
+        let gone: Vec<bool> = (0..self.symtab_count)
+            .map(|i| {
+                i != 0
+                    && i < plan.first_global
+                    && !used[i]
+                    && drop(i, view::<Sym>(&self.data, self.symtab_off + i * SYM_SIZE))
+            })
+            .collect();
+        let removed = gone.iter().filter(|&&g| g).count();
+        if removed == 0 {
+            return Ok(0);
+        }
+        let mut renumber = vec![u32::MAX; self.symtab_count];
+        let mut next = 0u32;
+        for (i, slot) in renumber.iter_mut().enumerate() {
+            if !gone[i] {
+                *slot = next;
+                next += 1;
+            }
+        }
+        for &(off, size) in &plan.rela {
+            for e in (off..off + size).step_by(RELA_SIZE) {
+                let rela: &mut Rela = view_mut(&mut self.data, e);
+                let (sym, ty) = (rela.r_sym(LE, false) as usize, rela.r_type(LE, false));
+                rela.set_r_info(LE, false, renumber[sym], ty);
+            }
+        }
+        let mut w = 0;
+        for i in 0..self.symtab_count {
+            if gone[i] {
+                continue;
+            }
+            if w != i {
+                let src = self.symtab_off + i * SYM_SIZE;
+                self.data.copy_within(src..src + SYM_SIZE, self.symtab_off + w * SYM_SIZE);
+            }
+            w += 1;
+        }
+        let end = self.symtab_off + self.symtab_count * SYM_SIZE;
+        self.data[self.symtab_off + w * SYM_SIZE..end].fill(0);
+        let symtab: &mut Shdr = view_mut(&mut self.data, plan.symtab_header);
+        symtab.sh_size.set(LE, (w * SYM_SIZE) as u64);
+        symtab.sh_info.set(LE, (plan.first_global - removed) as u32);
+        self.symtab_count = w;
+        Ok(removed)
+    }
+
     /// Check everything `fold_symbols` relies on; returns where the
     /// relocation tables and the symbol table's header are.
-    fn plan_fold(&self, values: &[(usize, u64)]) -> Result<FoldPlan, String> {
+    fn plan_fold(&self, values: &[(usize, u64)], option: &str, verb: &str) -> Result<FoldPlan, String> {
         let d = &self.data;
         let elf = Elf::parse(d, Want::Relocatable)?;
         let machine = elf.header.e_machine(LE);
         if machine != EM_X86_64 {
             return Err(format!(
-                "--fold-symbols supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
+                "{option} supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
             ));
         }
         let shoff = elf.header.e_shoff(LE) as usize;
@@ -208,7 +268,7 @@ impl ElfEdit {
             let (ty, flags, link) = (sh.sh_type(LE), sh.sh_flags(LE), sh.sh_link(LE) as usize);
             let refuse = |why: &str| {
                 let name = elf.sections.section_name(LE, sh).map(|n| String::from_utf8_lossy(n).into_owned());
-                Err(format!("cannot fold symbols: section {} {why}", name.unwrap_or_else(|_| format!("#{k}"))))
+                Err(format!("cannot {verb}: section {} {why}", name.unwrap_or_else(|_| format!("#{k}"))))
             };
             match ty {
                 SHT_REL => return refuse("is SHT_REL (relocations without addends cannot take the address)"),

@@ -144,6 +144,10 @@ enum Cmd {
         /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
         #[arg(long)]
         fold_symbols: bool,
+        /// Also remove local data symbols that no relocation uses, shortening the kernel's
+        /// symbol-table scans (their names leave /proc/kallsyms)
+        #[arg(long)]
+        trim_symtab: bool,
         #[arg(long)]
         json: bool,
     },
@@ -331,6 +335,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             sign_cert,
             sign_hash,
             fold_symbols,
+            trim_symtab,
             json,
         } => {
             let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
@@ -342,6 +347,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 assume_nokaslr,
                 sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
                 fold: fold_symbols,
+                trim: trim_symtab,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
             Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))

@@ -820,3 +820,76 @@ fn folding_refuses_a_module_it_cannot_remap_and_names_it() {
     assert_eq!(std::fs::read(&bad).unwrap(), data, "refused module untouched");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every relocation of a module by (section, offset): its type, addend and
+/// the name and section of its symbol; and the symbols in code.
+#[allow(clippy::type_complexity)]
+fn relocation_targets(data: &[u8]) -> (Vec<(String, u64, u32, i64, String, u16)>, Vec<(String, u16, u64)>) {
+    use object::read::elf::{Rela, SectionHeader, Sym};
+    let le = bootlink::elf::LE;
+    let elf = Elf::parse(data, Want::Relocatable).unwrap();
+    let symtab = elf.symbols().unwrap();
+    let mut out = Vec::new();
+    for sh in elf.sections.iter() {
+        if sh.sh_type(le) != object::elf::SHT_RELA {
+            continue;
+        }
+        let name = String::from_utf8_lossy(elf.section_name(sh)).into_owned();
+        for r in sh.data_as_array::<object::elf::Rela64<object::LittleEndian>, _>(le, data).unwrap() {
+            let s = symtab.symbol(object::read::SymbolIndex(r.r_sym(le, false) as usize)).unwrap();
+            let sname = String::from_utf8_lossy(bootlink::elf::sym_name(&symtab, s).unwrap()).into_owned();
+            out.push((name.clone(), r.r_offset(le), r.r_type(le, false).0, r.r_addend(le), sname, s.st_shndx(le).0));
+        }
+    }
+    let mut code = Vec::new();
+    for s in symtab.iter() {
+        let shndx = s.st_shndx(le).0;
+        let exec = elf
+            .section_by_index(shndx as usize)
+            .is_some_and(|h| shndx != 0 && h.sh_flags(le).0 & u64::from(object::elf::SHF_EXECINSTR.0) != 0);
+        if exec {
+            code.push((
+                String::from_utf8_lossy(bootlink::elf::sym_name(&symtab, s).unwrap()).into_owned(),
+                shndx,
+                s.st_value(le),
+            ));
+        }
+    }
+    (out, code)
+}
+
+#[test]
+fn trim_symtab_removes_unused_data_symbols_and_nothing_else() {
+    let k = kernel();
+    let out = tmpdir("preresolve-trim");
+    let inputs = [module("fs/xfs/xfs.ko"), module("fs/nfs/nfsv4.ko"), module("net/sunrpc/sunrpc.ko")];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"preresolve", &"--kernel", &k.vmlinux, &"--assume-nokaslr", &"--trim-symtab", &"--json", &"-o", &out];
+    inputs.iter().for_each(|p| args.push(p));
+    let o = TestCommand::new(&args).ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for input in &inputs {
+        let file = input.file_name().unwrap().to_str().unwrap();
+        let m = v["modules"].as_array().unwrap().iter().find(|m| m["display"] == file).unwrap();
+        let trimmed = m["symbols_trimmed"].as_u64().unwrap();
+        let before = std::fs::read(input).unwrap();
+        let (len, _) = module::split_signature(&before).unwrap();
+        let after = std::fs::read(out.join(input.file_name().unwrap())).unwrap();
+        let (mut r0, c0) = relocation_targets(&before[..len]);
+        let (r1, c1) = relocation_targets(&after);
+        // The same relocations against the same symbols, except that
+        // preresolving made the vmlinux ones absolute (same names).
+        assert_eq!(r0.len(), r1.len());
+        for (a, b) in r0.iter_mut().zip(&r1) {
+            if a.5 == 0 && b.5 == object::elf::SHN_ABS.0 {
+                a.5 = b.5;
+            }
+        }
+        assert_eq!(r0, r1, "{}: relocations changed", input.display());
+        assert_eq!(c0, c1, "{}: symbols in code changed", input.display());
+        let count = |d: &[u8]| Elf::parse(d, Want::Relocatable).unwrap().symbols().unwrap().len() as u64;
+        assert_eq!(count(&before[..len]) - count(&after), trimmed);
+        assert!(trimmed > 500, "{}: only {trimmed} trimmed", input.display());
+        println!("{}: {} -> {} symbols", m["name"], count(&before[..len]), count(&after));
+    }
+}

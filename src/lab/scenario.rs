@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
 use crate::finalize;
 use crate::fsutil;
@@ -152,6 +153,21 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             finalized(k, &inputs, &dir, t != Transform::FinalizedMcount, t != Transform::FinalizedOrc)?;
             in_dir(&v.modules, &dir)
         }
+        Transform::Trimmed => {
+            let dir = work.join("trimmed");
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let mut files = Vec::new();
+            for (name, path) in &v.modules {
+                let (data, _) = module::load_bytes(path)?;
+                let (len, _) = module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
+                let mut ed = ElfEdit::new(data[..len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+                preresolve::trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+                let dest = dir.join(format!("{name}.ko"));
+                fsutil::write_atomic_nosync(&dest, &ed.data)?;
+                files.push((name.clone(), dest));
+            }
+            files
+        }
         Transform::FoldedFinalized => {
             let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
             let first = work.join("folded-for-finalize");
@@ -177,6 +193,7 @@ fn preresolved(k: &KernelImage, inputs: &[PathBuf], dir: &Path, fold: bool) -> R
         assume_nokaslr: true,
         sign: None,
         fold,
+        trim: false,
     };
     let report = preresolve::run(k, inputs, &opts)?;
     match report.errors.first() {

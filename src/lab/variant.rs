@@ -10,6 +10,7 @@
 //! stock | unsigned | preresolved | folded          the transform, on the run's kernel
 //!   | symhash | symhash-sorted | preresolved-symhash  (hash tables; the kernel needs kernel/patches)
 //!   | finalized | finalized-orc | finalized-mcount | folded-finalized  (build-time finalize work)
+//!   | trimmed  (local data symbols removed; any kernel)
 //! NAME=key:value,key:value...                        a composed variant
 //!     kernel:default | debian | build | DIR          DIR holds vmlinux (or bzImage) and lib/modules/<release>/
 //!     modules:TRANSFORM                              one of the above (default stock)
@@ -55,10 +56,14 @@ pub enum Transform {
     FinalizedMcount,
     /// Preresolved with `--fold-symbols`, then finalized.
     FoldedFinalized,
+    /// Unsigned, local data symbols no relocation uses removed (what
+    /// `preresolve --trim-symtab` does, without preresolving): shorter
+    /// kallsyms scans on a stock kernel.
+    Trimmed,
 }
 
 impl Transform {
-    pub const ALL: [Transform; 11] = [
+    pub const ALL: [Transform; 12] = [
         Transform::Stock,
         Transform::Unsigned,
         Transform::Preresolved,
@@ -70,6 +75,7 @@ impl Transform {
         Transform::FinalizedOrc,
         Transform::FinalizedMcount,
         Transform::FoldedFinalized,
+        Transform::Trimmed,
     ];
 
     pub fn parse(s: &str) -> Option<Transform> {
@@ -89,6 +95,7 @@ impl Transform {
             Transform::FinalizedOrc => "finalized-orc",
             Transform::FinalizedMcount => "finalized-mcount",
             Transform::FoldedFinalized => "folded-finalized",
+            Transform::Trimmed => "trimmed",
         }
     }
 }

@@ -29,6 +29,7 @@ mod rewrite;
 pub use crate::modwrite::Output;
 pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible};
 pub use report::{ModuleResult, Report, SigAction, Status, Totals};
+pub use rewrite::trim;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -39,6 +40,8 @@ pub struct Options {
     /// Fold the preresolved symbols into the relocations and remove them
     /// from .symtab instead of making them SHN_ABS.
     pub fold: bool,
+    /// Also remove local data symbols no relocation uses (`--trim-symtab`).
+    pub trim: bool,
 }
 
 /// How a preresolved module is written.

@@ -55,6 +55,8 @@ pub struct ModuleResult {
     pub compression: Compression,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kept_symbols: Vec<(String, Reason)>,
+    /// Local data symbols removed by `--trim-symtab`.
+    pub symbols_trimmed: usize,
 }
 
 impl ModuleResult {

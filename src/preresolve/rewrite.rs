@@ -39,6 +39,7 @@ pub(super) fn one(
         signature: if m.signature.is_some() { SigAction::Kept } else { SigAction::None },
         compression,
         kept_symbols: Vec::new(),
+        symbols_trimmed: 0,
     };
     if m.preresolved {
         // Its SHN_ABS symbols, or the folded ones listed in .preresolved,
@@ -72,7 +73,7 @@ pub(super) fn one(
             *result.kept.entry(*r).or_default() += 1;
         }
         result.kept_symbols = kept;
-        copy_unchanged(path, &job.output, &opts.output)?;
+        finish_unchanged(&data, &m, compression, job, opts, &mut result)?;
         return Ok(result);
     }
     let Decision { edits, kept, from_modules } = decide(k, exports, &m);
@@ -83,7 +84,7 @@ pub(super) fn one(
     }
     result.kept_symbols = kept;
     if edits.is_empty() {
-        copy_unchanged(path, &job.output, &opts.output)?;
+        finish_unchanged(&data, &m, compression, job, opts, &mut result)?;
         return Ok(result);
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
@@ -111,6 +112,9 @@ pub(super) fn one(
         }
         ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?;
         result.mode = Some(Mode::Abs);
+    }
+    if opts.trim {
+        result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     }
     let mut bytes = ed.data;
     result.signature = match (&opts.sign, m.signature.is_some()) {
@@ -142,4 +146,70 @@ pub(super) fn one(
     write_output(&job.output, &out, &opts.output)?;
     result.status = Status::Preresolved;
     Ok(result)
+}
+
+/// A module with nothing to preresolve: copied as it is, or with
+/// `--trim-symtab` trimmed (and then re-signed or unsigned) when that
+/// removes anything.
+fn finish_unchanged(
+    data: &[u8],
+    m: &module::Module,
+    compression: Compression,
+    job: &Job,
+    opts: &Options,
+    result: &mut ModuleResult,
+) -> Result<()> {
+    let path = &job.input;
+    if !opts.trim {
+        return copy_unchanged(path, &job.output, &opts.output);
+    }
+    let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
+    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    if result.symbols_trimmed == 0 {
+        return copy_unchanged(path, &job.output, &opts.output);
+    }
+    let mut bytes = ed.data;
+    result.signature = match (&opts.sign, m.signature.is_some()) {
+        (Some(key), _) => {
+            let scratch = job.output.parent().unwrap_or(Path::new("."));
+            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
+            SigAction::Resigned
+        }
+        (None, true) => SigAction::Removed,
+        (None, false) => SigAction::None,
+    };
+    let out = recompress_like(path, compression, &bytes)?;
+    write_output(&job.output, &out, &opts.output)
+}
+
+/// Names the tools read exports and CRCs by (depmod, bootlink): kept.
+const KEEP_PREFIXES: &[&[u8]] = &[b"__ksymtab_", b"__kstrtab", b"__crc_"];
+
+/// `--trim-symtab`: remove the local symbols of data (any section that is
+/// not code) that no relocation refers to. Every symbol in code stays, so
+/// what kallsyms finds for a code address (stack traces, ftrace's check of
+/// its records) does not change; the kernel's scans of the symbol table
+/// get shorter. Lost: those names in /proc/kallsyms, and lookups of them
+/// by name (a livepatch naming such data).
+pub fn trim(ed: &mut ElfEdit) -> std::result::Result<usize, String> {
+    use object::elf::{SHF_EXECINSTR, SHN_LORESERVE, STT_FUNC};
+    use object::read::elf::{SectionHeader, Sym};
+    let droppable: Vec<bool> = {
+        let elf = crate::elf::Elf::parse(&ed.data, crate::elf::Want::Relocatable)?;
+        let symtab = elf.symbols()?;
+        let mut v = Vec::with_capacity(symtab.len());
+        for sym in symtab.iter() {
+            let name = crate::elf::sym_name(&symtab, sym)?;
+            let shndx = sym.st_shndx(crate::elf::LE).0;
+            let data_section = shndx != 0
+                && shndx < SHN_LORESERVE
+                && elf
+                    .section_by_index(shndx as usize)
+                    .is_some_and(|s| s.sh_flags(crate::elf::LE).0 & u64::from(SHF_EXECINSTR.0) == 0);
+            v.push(data_section && sym.st_type() != STT_FUNC && !KEEP_PREFIXES.iter().any(|p| name.starts_with(p)));
+        }
+        v
+    };
+    ed.trim_local_symbols(|i, _| droppable[i])
 }
