@@ -207,8 +207,8 @@ impl ElfEdit {
             }
         }
         let mut w = 0;
-        for i in 0..self.symtab_count {
-            if gone[i] {
+        for (i, &g) in gone.iter().enumerate() {
+            if g {
                 continue;
             }
             if w != i {

@@ -206,7 +206,7 @@ pub fn trim(ed: &mut ElfEdit) -> std::result::Result<usize, String> {
                 && shndx < SHN_LORESERVE
                 && elf
                     .section_by_index(shndx as usize)
-                    .is_some_and(|s| s.sh_flags(crate::elf::LE).0 & u64::from(SHF_EXECINSTR.0) == 0);
+                    .is_some_and(|s| s.sh_flags(crate::elf::LE).0 & SHF_EXECINSTR.0 == 0);
             v.push(data_section && sym.st_type() != STT_FUNC && !KEEP_PREFIXES.iter().any(|p| name.starts_with(p)));
         }
         v
