@@ -846,7 +846,7 @@ fn relocation_targets(data: &[u8]) -> (Vec<(String, u64, u32, i64, String, u16)>
         let shndx = s.st_shndx(le).0;
         let exec = elf
             .section_by_index(shndx as usize)
-            .is_some_and(|h| shndx != 0 && h.sh_flags(le).0 & u64::from(object::elf::SHF_EXECINSTR.0) != 0);
+            .is_some_and(|h| shndx != 0 && h.sh_flags(le).0 & object::elf::SHF_EXECINSTR.0 != 0);
         if exec {
             code.push((
                 String::from_utf8_lossy(bootlink::elf::sym_name(&symtab, s).unwrap()).into_owned(),
