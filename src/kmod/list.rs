@@ -12,6 +12,8 @@ use crate::module;
 pub const NAMED_SETS: &[(&str, &str)] = &[
     // 194 modules (fs, nls, crypto, net) of Debian 6.1.0-56-amd64, the set of ../shared/MEASURED.md.
     ("fs-nls-crypto-net-194", include_str!("../../data/modset-194.txt")),
+    // The same and nfsv4 (the longest trace eval-map update) with its dependencies.
+    ("fs-nls-crypto-net-194-nfsv4", include_str!("../../data/modset-194-nfsv4.txt")),
 ];
 
 /// The text of a named set.
