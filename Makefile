@@ -30,6 +30,7 @@ bench: build
 	bench/preresolve-xz
 	bench/kernel-build
 	bench/symhash
+	bench/finalize
 
 clean:
 	$(CARGO) clean
