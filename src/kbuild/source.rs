@@ -154,6 +154,26 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
     let want: Vec<String> = series.patches.iter().enumerate().map(|(i, p)| record_name(i, p)).collect();
     let keep =
         have.iter().zip(&want).take_while(|(h, w)| h.file_name().is_some_and(|n| n.to_string_lossy() == **w)).count();
+    // Files the switch touches keep their modification time where their
+    // content ends up the same (a patch reverted and applied again, or a
+    // later patch of the series changed): make rebuilds only what changed.
+    let mut touched: Vec<PathBuf> = Vec::new();
+    for file in &have[keep..] {
+        touched.extend(patched_files(&std::fs::read(file).unwrap_or_default()));
+    }
+    for p in &series.patches[keep.min(series.patches.len())..] {
+        touched.extend(patched_files(&p.text));
+    }
+    touched.sort();
+    touched.dedup();
+    let before: Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> = touched
+        .into_iter()
+        .filter_map(|rel| {
+            let path = tree.join(&rel);
+            let meta = std::fs::metadata(&path).ok()?;
+            Some((path.clone(), hash_hex(&std::fs::read(&path).ok()?).into_bytes(), meta.modified().ok()?))
+        })
+        .collect();
     let mut reverted = 0;
     for file in have[keep..].iter().rev() {
         patch(tree, file, true, false).map_err(|why| {
@@ -181,7 +201,25 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
             .map_err(|why| Error::file(Kind::Build, &p.path, format!("failed to apply: {why}")))?;
         done += 1;
     }
+    for (path, hash, mtime) in before {
+        if std::fs::read(&path).is_ok_and(|d| hash_hex(&d).into_bytes() == hash)
+            && let Ok(f) = std::fs::File::options().write(true).open(&path)
+        {
+            let _ = f.set_modified(mtime);
+        }
+    }
     Ok((reverted, done))
+}
+
+/// The files a patch changes, relative to the tree: its `+++ b/...` and
+/// `--- a/...` names (not /dev/null).
+fn patched_files(text: &[u8]) -> Vec<PathBuf> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .filter_map(|l| l.strip_prefix("+++ b/").or_else(|| l.strip_prefix("--- a/")))
+        .map(|p| PathBuf::from(p.split('\t').next().unwrap_or(p).trim_end()))
+        .filter(|p| p.components().all(|c| matches!(c, std::path::Component::Normal(_))))
+        .collect()
 }
 
 #[cfg(test)]
@@ -222,6 +260,15 @@ mod tests {
         let s1 = series_of(&pdir, &[("1.patch", P1)]);
         assert_eq!(apply_series(&tree, &s1, "v").unwrap(), (1, 0));
         assert_eq!(read(), "one\none and a half\ntwo\n");
+        // Switching away from and back to a patch whose content ends up the
+        // same keeps the file's modification time (nothing to rebuild).
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options().write(true).open(tree.join("f.c")).unwrap().set_modified(old).unwrap();
+        let reworded = series_of(&pdir, &[("1.patch", &format!("Reworded.\n\n{P1}"))]);
+        assert_eq!(apply_series(&tree, &reworded, "v").unwrap(), (0, 0), "same diff: nothing to do");
+        let other = series_of(&pdir, &[("1b.patch", P1)]);
+        assert_eq!(apply_series(&tree, &other, "v").unwrap(), (1, 1));
+        assert_eq!(std::fs::metadata(tree.join("f.c")).unwrap().modified().unwrap(), old);
         // Empty series: pristine again.
         let s0 = series_of(&pdir, &[]);
         assert_eq!(apply_series(&tree, &s0, "v").unwrap(), (1, 0));
