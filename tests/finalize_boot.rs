@@ -322,3 +322,70 @@ fn wrong_marks_fall_back_and_say_so() {
     let invalid: usize = out.lines().next().unwrap_or_default().trim().parse().unwrap_or(0);
     assert_eq!(invalid, 1, "invalid records listed: {:?}", r.run_output);
 }
+
+/// The finalize steps of module `m` (ms) in a repetition.
+fn steps(r: &bootlink::run::results::Repetition, m: &str) -> BTreeMap<String, f64> {
+    let module = r.modules.iter().find(|x| x.name == m).unwrap_or_else(|| panic!("{m} not loaded"));
+    module.finalize_steps.iter().map(|s| (s.name.clone(), s.duration_us / 1000.0)).collect()
+}
+
+fn finalize_ms(r: &bootlink::run::results::Repetition, m: &str) -> f64 {
+    let module = r.modules.iter().find(|x| x.name == m).unwrap();
+    module.phases.iter().filter(|p| p.name == "finalize").map(|p| p.duration_us).sum::<f64>() / 1000.0
+}
+
+/// Every fix alone and all together, traced and deterministic (one
+/// repetition, xfs and nfsv4 with their dependencies): each fix removes the
+/// link it targets, and all of them beat every one alone.
+#[test]
+fn each_fix_removes_its_link() {
+    let b = build();
+    let out = tmpdir("finalize-variants").join("run");
+    let vmlinux = b.dir.join("vmlinux");
+    let mods = b.dir.join("lib/modules").join(&b.release);
+    const ALL: &str = "cmdline:ftrace.module_check=sorted trace_events.eval_one_pass=1";
+    let specs = [
+        "unsigned=modules:unsigned".to_string(),
+        "orc=modules:finalized-orc".into(),
+        "ftrace-sorted=modules:unsigned,cmdline:ftrace.module_check=sorted".into(),
+        "ftrace-checked=modules:finalized-mcount".into(),
+        "eval=modules:unsigned,cmdline:trace_events.eval_one_pass=1".into(),
+        "trimmed=modules:trimmed".into(),
+        format!("all=modules:finalized,{ALL}"),
+        format!("all+folded=modules:folded-finalized,{ALL}"),
+    ];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"lab", &"-o", &out, &"--kernel", &vmlinux, &"--modules", &mods];
+    for s in &specs {
+        args.push(&"--variant");
+        args.push(s);
+    }
+    args.push(&"xfs");
+    args.push(&"nfsv4");
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&args).show_dir(&out).ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    let run: Run = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let v: BTreeMap<&str, &bootlink::run::results::Repetition> =
+        run.variants.iter().map(|v| (v.name.as_str(), &v.repetitions[0])).collect();
+    for (name, r) in &v {
+        assert!(r.failure.is_none(), "{name}: {:?}", r.failure);
+        assert!(r.modules.iter().all(|m| m.status == 0), "{name}: a module failed");
+        println!("{name:15} finalize xfs {:7.1} ms  nfsv4 {:7.1} ms", finalize_ms(r, "xfs"), finalize_ms(r, "nfsv4"));
+    }
+    let step = |var: &str, m: &str, s: &str| steps(v[var], m).get(s).copied().unwrap_or(0.0);
+    let base = |m: &str, s: &str| step("unsigned", m, s);
+    // each fix removes (most of) its own link
+    assert!(step("orc", "xfs", "ORC sort") < base("xfs", "ORC sort") / 4.0);
+    for fix in ["ftrace-sorted", "ftrace-checked"] {
+        assert!(step(fix, "xfs", "ftrace weak-fn check") < base("xfs", "ftrace weak-fn check") / 10.0, "{fix}");
+    }
+    assert!(step("eval", "nfsv4", "trace eval maps") < base("nfsv4", "trace eval maps") / 4.0);
+    assert!(step("trimmed", "xfs", "ftrace weak-fn check") < base("xfs", "ftrace weak-fn check") * 0.9);
+    // and all together beat every one alone
+    for m in ["xfs", "nfsv4"] {
+        for fix in ["orc", "ftrace-sorted", "ftrace-checked", "eval", "trimmed"] {
+            assert!(finalize_ms(v["all"], m) < finalize_ms(v[fix], m), "{m}: all vs {fix}");
+        }
+    }
+}
