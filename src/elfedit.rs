@@ -26,6 +26,21 @@ const FOLDABLE_X86_64: &[u32] = &[0, 1, 2, 4, 10, 11, 24];
 type Sym = object::elf::Sym64<object::LittleEndian>;
 type Rela = object::elf::Rela64<object::LittleEndian>;
 
+/// The new index of every symbol kept when those `gone` marks are removed
+/// (u32::MAX for the removed ones).
+fn renumbering(gone: &[bool]) -> Vec<u32> {
+    let mut next = 0u32;
+    gone.iter()
+        .map(|&g| {
+            if g {
+                return u32::MAX;
+            }
+            next += 1;
+            next - 1
+        })
+        .collect()
+}
+
 /// A typed, mutable view of a plain-old-data ELF record at `at`.
 fn view_mut<T: object::pod::Pod>(d: &mut [u8], at: usize) -> &mut T {
     object::pod::from_bytes_mut::<T>(&mut d[at..]).expect("a whole record inside the file").0
@@ -110,15 +125,8 @@ impl ElfEdit {
         let plan = self.plan_fold(values, "--fold-symbols", "fold symbols")?;
         let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
         folded.extend(values.iter().copied());
-        // The new index of every kept symbol.
-        let mut renumber = vec![u32::MAX; self.symtab_count];
-        let mut next = 0u32;
-        for (i, slot) in renumber.iter_mut().enumerate() {
-            if !folded.contains_key(&i) {
-                *slot = next;
-                next += 1;
-            }
-        }
+        let gone: Vec<bool> = (0..self.symtab_count).map(|i| folded.contains_key(&i)).collect();
+        let renumber = renumbering(&gone);
         let mut stats = FoldStats { symbols: values.len(), ..FoldStats::default() };
         for &(off, size) in &plan.rela {
             for e in (off..off + size).step_by(RELA_SIZE) {
@@ -141,28 +149,12 @@ impl ElfEdit {
                 rela.r_addend.set(LE, addend);
             }
         }
-        // Compact .symtab in place; the freed tail is zeroed.
-        let mut w = 0;
-        for i in 0..self.symtab_count {
-            if folded.contains_key(&i) {
-                continue;
-            }
-            if w != i {
-                let src = self.symtab_off + i * SYM_SIZE;
-                self.data.copy_within(src..src + SYM_SIZE, self.symtab_off + w * SYM_SIZE);
-            }
-            w += 1;
-        }
-        let end = self.symtab_off + self.symtab_count * SYM_SIZE;
-        self.data[self.symtab_off + w * SYM_SIZE..end].fill(0);
-        let symtab: &mut Shdr = view_mut(&mut self.data, plan.symtab_header);
-        symtab.sh_size.set(LE, (w * SYM_SIZE) as u64);
+        self.compact_symtab(&plan, &gone);
         // sh_info (one past the last local) stays right: only globals went.
         assert!(
             renumber[..plan.first_global].iter().enumerate().all(|(i, &n)| n as usize == i),
             "a local symbol was removed or moved"
         );
-        self.symtab_count = w;
         Ok(stats)
     }
 
@@ -191,14 +183,7 @@ impl ElfEdit {
         if removed == 0 {
             return Ok(0);
         }
-        let mut renumber = vec![u32::MAX; self.symtab_count];
-        let mut next = 0u32;
-        for (i, slot) in renumber.iter_mut().enumerate() {
-            if !gone[i] {
-                *slot = next;
-                next += 1;
-            }
-        }
+        let renumber = renumbering(&gone);
         for &(off, size) in &plan.rela {
             for e in (off..off + size).step_by(RELA_SIZE) {
                 let rela: &mut Rela = view_mut(&mut self.data, e);
@@ -206,6 +191,15 @@ impl ElfEdit {
                 rela.set_r_info(LE, false, renumber[sym], ty);
             }
         }
+        self.compact_symtab(&plan, &gone);
+        let symtab: &mut Shdr = view_mut(&mut self.data, plan.symtab_header);
+        symtab.sh_info.set(LE, (plan.first_global - removed) as u32);
+        Ok(removed)
+    }
+
+    /// Remove the symbols `gone` marks from .symtab in place: the others
+    /// move down in order, the freed tail is zeroed, sh_size shrinks.
+    fn compact_symtab(&mut self, plan: &FoldPlan, gone: &[bool]) {
         let mut w = 0;
         for (i, &g) in gone.iter().enumerate() {
             if g {
@@ -221,9 +215,7 @@ impl ElfEdit {
         self.data[self.symtab_off + w * SYM_SIZE..end].fill(0);
         let symtab: &mut Shdr = view_mut(&mut self.data, plan.symtab_header);
         symtab.sh_size.set(LE, (w * SYM_SIZE) as u64);
-        symtab.sh_info.set(LE, (plan.first_global - removed) as u32);
         self.symtab_count = w;
-        Ok(removed)
     }
 
     /// Check everything `fold_symbols` relies on; returns where the

@@ -45,12 +45,8 @@ enum Cmd {
         /// Module files or directories
         #[arg(required = true)]
         modules: Vec<PathBuf>,
-        /// Write the modules here, mirroring the input tree
-        #[arg(short, long, conflicts_with = "in_place")]
-        output: Option<PathBuf>,
-        /// Replace the input modules (atomically)
-        #[arg(long)]
-        in_place: bool,
+        #[command(flatten)]
+        rewrite: Rewrite,
         /// Leave the ORC unwind tables as they are
         #[arg(long)]
         no_orc: bool,
@@ -60,15 +56,8 @@ enum Cmd {
         /// Plan and check everything in memory, write nothing
         #[arg(long)]
         dry_run: bool,
-        /// Re-sign the modules with this private key (PEM)
-        #[arg(long, requires = "sign_cert")]
-        sign_key: Option<PathBuf>,
-        /// ...and this X.509 certificate (PEM)
-        #[arg(long, requires = "sign_key")]
-        sign_cert: Option<PathBuf>,
-        /// The signature's digest
-        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
-        sign_hash: sign::Hash,
+        #[command(flatten)]
+        signing: Signing,
         #[arg(long)]
         json: bool,
     },
@@ -85,27 +74,16 @@ enum Cmd {
         kernel: Option<PathBuf>,
         /// Module files or directories
         modules: Vec<PathBuf>,
-        /// Write the modules here, mirroring the input tree
-        #[arg(short, long, conflicts_with = "in_place")]
-        output: Option<PathBuf>,
-        /// Replace the input modules (atomically)
-        #[arg(long)]
-        in_place: bool,
+        #[command(flatten)]
+        rewrite: Rewrite,
         /// Also sort __versions by name, so the kernel binary-searches it
         #[arg(long)]
         sort_versions: bool,
         /// Build and check everything in memory, write nothing
         #[arg(long)]
         dry_run: bool,
-        /// Re-sign the modules with this private key (PEM)
-        #[arg(long, requires = "sign_cert")]
-        sign_key: Option<PathBuf>,
-        /// ...and this X.509 certificate (PEM)
-        #[arg(long, requires = "sign_key")]
-        sign_cert: Option<PathBuf>,
-        /// The signature's digest
-        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
-        sign_hash: sign::Hash,
+        #[command(flatten)]
+        signing: Signing,
         #[arg(long)]
         json: bool,
     },
@@ -121,25 +99,15 @@ enum Cmd {
         /// Module files or directories
         #[arg(required = true)]
         modules: Vec<PathBuf>,
-        /// Write preresolved modules here, mirroring the input tree
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// Replace the input modules (atomically)
-        #[arg(long)]
-        in_place: bool,
+        #[command(flatten)]
+        rewrite: Rewrite,
         /// The target boots with `nokaslr` (or an entry that does not randomize):
         /// required when the kernel has CONFIG_RANDOMIZE_BASE=y or its config is unknown
         #[arg(long)]
         assume_nokaslr: bool,
-        /// Re-sign changed modules with this private key (PEM)
-        #[arg(long, requires = "sign_cert")]
-        sign_key: Option<PathBuf>,
-        /// ...and this X.509 certificate (PEM)
-        #[arg(long, requires = "sign_key")]
-        sign_cert: Option<PathBuf>,
-        /// The signature's digest
-        #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
-        sign_hash: sign::Hash,
+        /// Re-signing of changed modules
+        #[command(flatten)]
+        signing: Signing,
         /// Fold the resolved addresses into the relocations and remove the
         /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
         #[arg(long)]
@@ -273,6 +241,51 @@ enum KernelCmd {
     },
 }
 
+/// Where rewritten modules go, shared by the commands that rewrite them.
+#[derive(clap::Args, Debug)]
+struct Rewrite {
+    /// Write the modules here, mirroring the input tree
+    #[arg(short, long, conflicts_with = "in_place")]
+    output: Option<PathBuf>,
+    /// Replace the input modules (atomically)
+    #[arg(long)]
+    in_place: bool,
+}
+
+impl Rewrite {
+    fn chosen(&self) -> bool {
+        self.output.is_some() || self.in_place
+    }
+
+    fn output(self) -> preresolve::Output {
+        match self.output {
+            Some(d) => preresolve::Output::Dir(d),
+            None => preresolve::Output::InPlace,
+        }
+    }
+}
+
+/// Re-signing, shared by the commands that rewrite modules.
+#[derive(clap::Args, Debug)]
+struct Signing {
+    /// Re-sign the modules with this private key (PEM)
+    #[arg(long, requires = "sign_cert")]
+    sign_key: Option<PathBuf>,
+    /// ...and this X.509 certificate (PEM)
+    #[arg(long, requires = "sign_key")]
+    sign_cert: Option<PathBuf>,
+    /// The signature's digest
+    #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+    sign_hash: sign::Hash,
+}
+
+impl Signing {
+    fn key(self) -> Option<sign::SignKey> {
+        let hash = self.sign_hash;
+        self.sign_key.zip(self.sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash })
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.cmd) {
@@ -328,43 +341,25 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             kernel,
             config,
             modules,
-            output,
-            in_place,
+            rewrite,
             assume_nokaslr,
-            sign_key,
-            sign_cert,
-            sign_hash,
+            signing,
             fold_symbols,
             trim_symtab,
             json,
         } => {
             let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
             let opts = preresolve::Options {
-                output: match (output, in_place) {
-                    (Some(d), _) => preresolve::Output::Dir(d),
-                    (None, _) => preresolve::Output::InPlace,
-                },
+                output: rewrite.output(),
                 assume_nokaslr,
-                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                sign: signing.key(),
                 fold: fold_symbols,
                 trim: trim_symtab,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
             Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
         }
-        Cmd::Symhash {
-            vmlinux,
-            kernel,
-            modules,
-            output,
-            in_place,
-            sort_versions,
-            dry_run,
-            sign_key,
-            sign_cert,
-            sign_hash,
-            json,
-        } => {
+        Cmd::Symhash { vmlinux, kernel, modules, rewrite, sort_versions, dry_run, signing, json } => {
             if let Some(v) = vmlinux {
                 let r = symhash::fill_vmlinux(&v)?;
                 if json {
@@ -382,45 +377,22 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 return Ok(ExitCode::SUCCESS);
             }
             let kernel = kernel.expect("clap requires --kernel or --vmlinux");
-            if output.is_none() && !in_place && !dry_run {
+            if !rewrite.chosen() && !dry_run {
                 return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR, --in-place or --dry-run"));
             }
             let k = kernel::KernelImage::open(&kernel, None)?;
-            let opts = symhash::Options {
-                output: match output {
-                    Some(d) => preresolve::Output::Dir(d),
-                    None => preresolve::Output::InPlace,
-                },
-                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
-                sort_versions,
-                dry_run,
-            };
+            let opts = symhash::Options { output: rewrite.output(), sign: signing.key(), sort_versions, dry_run };
             let report = symhash::run(&k, &modules, &opts)?;
             Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))
         }
-        Cmd::Finalize {
-            kernel,
-            modules,
-            output,
-            in_place,
-            no_orc,
-            no_mcount,
-            dry_run,
-            sign_key,
-            sign_cert,
-            sign_hash,
-            json,
-        } => {
-            if output.is_none() && !in_place && !dry_run {
+        Cmd::Finalize { kernel, modules, rewrite, no_orc, no_mcount, dry_run, signing, json } => {
+            if !rewrite.chosen() && !dry_run {
                 return Err(Error::new(bootlink::error::Kind::Usage, "give --output DIR, --in-place or --dry-run"));
             }
             let k = kernel.map(|k| kernel::KernelImage::open(&k, None)).transpose()?;
             let opts = finalize::Options {
-                output: match output {
-                    Some(d) => preresolve::Output::Dir(d),
-                    None => preresolve::Output::InPlace,
-                },
-                sign: sign_key.zip(sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash: sign_hash }),
+                output: rewrite.output(),
+                sign: signing.key(),
                 dry_run,
                 orc: !no_orc,
                 mcount: !no_mcount,

@@ -73,8 +73,7 @@ fn written_modules_read_back_in_order_and_refuse_a_second_pass() {
 #[test]
 fn test_modules_weak_function_record_is_dropped() {
     let dir = tmpdir("finalize-test-modules");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
-    sh("make", &["-s", "-C", src.to_str().unwrap(), "finalize", &format!("O={}", dir.display())]);
+    finalize_test_modules(None, &dir);
     let o =
         TestCommand::new(&[&"finalize", &"--dry-run", &"--json", &dir.join("bl_weak.ko"), &dir.join("bl_unwind.ko")])
             .ok();
@@ -102,19 +101,8 @@ fn bad_input_fails_naming_the_file_and_writes_nothing() {
     std::fs::write(&other, b"not an ELF file at all, just text").unwrap();
     TestCommand::new(&[&"finalize", &"-o", &out, &other]).fails_with("notelf.ko");
     // a module built for another kernel (Debian 12's 6.12 headers)
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
     let o612 = dir.join("6.12");
-    sh(
-        "make",
-        &[
-            "-s",
-            "-C",
-            src.to_str().unwrap(),
-            "finalize",
-            "KDIR=/usr/src/linux-headers-6.12.117+deb12-amd64",
-            &format!("O={}", o612.display()),
-        ],
-    );
+    finalize_test_modules(Some(Path::new("/usr/src/linux-headers-6.12.117+deb12-amd64")), &o612);
     let e = TestCommand::new(&[&"finalize", &"--kernel", &kernel().vmlinux, &"-o", &out, &o612.join("bl_weak.ko")])
         .fails_with("bl_weak.ko");
     assert!(e.contains("built for another kernel"), "{e}");

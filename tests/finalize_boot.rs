@@ -36,28 +36,9 @@ fn build() -> Build {
 /// A kernel directory for the lab: the build's files, its modules copied,
 /// and the test modules built against its tree in `extra/`.
 fn kernel_with_test_modules(b: &Build, dir: &Path) -> (PathBuf, PathBuf) {
-    let kdir = dir.join("kernel");
-    let mods = kdir.join("lib/modules").join(&b.release);
-    std::fs::create_dir_all(kdir.join("lib/modules")).unwrap();
-    for e in std::fs::read_dir(&b.dir).unwrap().flatten() {
-        if e.file_name() != "lib" {
-            std::os::unix::fs::symlink(e.path(), kdir.join(e.file_name())).unwrap();
-        }
-    }
-    sh("cp", &["-a", b.dir.join("lib/modules").join(&b.release).to_str().unwrap(), mods.to_str().unwrap()]);
+    let (kdir, mods) = kernel_copy(&b.dir, &b.release, dir);
     let out = dir.join("test-modules");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
-    sh(
-        "make",
-        &[
-            "-s",
-            "-C",
-            src.to_str().unwrap(),
-            "finalize",
-            &format!("KDIR={}", b.tree.display()),
-            &format!("O={}", out.display()),
-        ],
-    );
+    finalize_test_modules(Some(&b.tree), &out);
     std::fs::create_dir_all(mods.join("extra")).unwrap();
     for m in ["bl_unwind.ko", "bl_weak.ko"] {
         std::fs::copy(out.join(m), mods.join("extra").join(m)).unwrap();
@@ -308,15 +289,15 @@ fn wrong_marks_fall_back_and_say_so() {
     let failed: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
     assert!(failed.is_empty(), "modules failed to load: {failed:?}");
     let log = std::fs::read_to_string(out.join(&r.log)).unwrap();
-    for want in [
-        "xfs: ORC table marked sorted is not; sorting it",
-        "bl_unwind: .ftrace_checked does not hold for record 0",
-        "jbd2: .ftrace_checked malformed or of another build; checking at load",
-        "bl_weak: .ftrace_checked does not hold for record",
-    ] {
-        assert_eq!(log.matches(want).count(), 1, "want once in dmesg: {want}\n{log}");
-    }
-    assert!(!log.contains("Oops") && !log.contains("BUG:"), "{log}");
+    said_once(
+        &log,
+        &[
+            "xfs: ORC table marked sorted is not; sorting it",
+            "bl_unwind: .ftrace_checked does not hold for record 0",
+            "jbd2: .ftrace_checked malformed or of another build; checking at load",
+            "bl_weak: .ftrace_checked does not hold for record",
+        ],
+    );
     // Checked at load as before: bl_weak's weak function is disabled.
     let out = r.run_output.as_deref().unwrap_or_default();
     let invalid: usize = out.lines().next().unwrap_or_default().trim().parse().unwrap_or(0);

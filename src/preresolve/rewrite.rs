@@ -116,16 +116,8 @@ pub(super) fn one(
     if opts.trim {
         result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     }
-    let mut bytes = ed.data;
-    result.signature = match (&opts.sign, m.signature.is_some()) {
-        (Some(key), _) => {
-            let scratch = job.output.parent().unwrap_or(Path::new("."));
-            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
-            SigAction::Resigned
-        }
-        (None, true) => SigAction::Removed,
-        (None, false) => SigAction::None,
-    };
+    let bytes;
+    (bytes, result.signature) = signed(ed.data, &m, job, opts)?;
     // Check what we wrote reads back as the module we meant.
     let check = module::parse(path, &bytes, Compression::None).map_err(|e| {
         Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}"))
@@ -169,18 +161,23 @@ fn finish_unchanged(
     if result.symbols_trimmed == 0 {
         return copy_unchanged(path, &job.output, &opts.output);
     }
-    let mut bytes = ed.data;
-    result.signature = match (&opts.sign, m.signature.is_some()) {
-        (Some(key), _) => {
-            let scratch = job.output.parent().unwrap_or(Path::new("."));
-            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
-            SigAction::Resigned
-        }
-        (None, true) => SigAction::Removed,
-        (None, false) => SigAction::None,
-    };
+    let bytes;
+    (bytes, result.signature) = signed(ed.data, m, job, opts)?;
     let out = recompress_like(path, compression, &bytes)?;
     write_output(&job.output, &out, &opts.output)
+}
+
+/// A rewritten module's bytes re-signed with `--sign-key`, or left
+/// unsigned (its old signature no longer matches), and what was done.
+fn signed(bytes: Vec<u8>, m: &module::Module, job: &Job, opts: &Options) -> Result<(Vec<u8>, SigAction)> {
+    Ok(match (&opts.sign, m.signature.is_some()) {
+        (Some(key), _) => {
+            let scratch = job.output.parent().unwrap_or(Path::new("."));
+            (sign::sign(&bytes, key, scratch, &m.name)?, SigAction::Resigned)
+        }
+        (None, true) => (bytes, SigAction::Removed),
+        (None, false) => (bytes, SigAction::None),
+    })
 }
 
 /// Names the tools read exports and CRCs by (depmod, bootlink): kept.

@@ -190,3 +190,39 @@ impl TestCommand {
         err
     }
 }
+
+/// A kernel directory for the lab beside `dest`: every file of the build
+/// directory `build` linked, its `lib/modules/<release>` copied (so tests
+/// can change modules). Returns the directory and the modules tree.
+pub fn kernel_copy(build: &Path, release: &str, dest: &Path) -> (PathBuf, PathBuf) {
+    let kdir = dest.join("kernel");
+    let mods = kdir.join("lib/modules").join(release);
+    std::fs::create_dir_all(kdir.join("lib/modules")).unwrap();
+    for e in std::fs::read_dir(build).unwrap().flatten() {
+        if e.file_name() != "lib" {
+            std::os::unix::fs::symlink(e.path(), kdir.join(e.file_name())).unwrap();
+        }
+    }
+    sh("cp", &["-a", build.join("lib/modules").join(release).to_str().unwrap(), mods.to_str().unwrap()]);
+    (kdir, mods)
+}
+
+/// `make -C tests/modules finalize` (bl_unwind, bl_weak) against the
+/// kernel tree `kdir` (Debian's 6.1 headers when None), into `out`.
+pub fn finalize_test_modules(kdir: Option<&Path>, out: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modules");
+    let mut args = vec!["-s".to_string(), "-C".into(), src.display().to_string(), "finalize".into()];
+    if let Some(k) = kdir {
+        args.push(format!("KDIR={}", k.display()));
+    }
+    args.push(format!("O={}", out.display()));
+    sh("make", &args.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// Each of `wants` is said exactly once in the kernel log, and nothing oopsed.
+pub fn said_once(log: &str, wants: &[&str]) {
+    for want in wants {
+        assert_eq!(log.matches(want).count(), 1, "want once in dmesg: {want}\n{log}");
+    }
+    assert!(!log.contains("Oops") && !log.contains("BUG:"), "{log}");
+}
