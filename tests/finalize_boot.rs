@@ -17,25 +17,9 @@ use bootlink::run::results::Run;
 use common::*;
 use object::read::elf::SectionHeader;
 
-struct Build {
-    dir: PathBuf,
-    release: String,
-    tree: PathBuf,
-}
-
-fn build() -> Build {
-    let o = TestCommand::new(&[&"kernel", &"build", &"--tree", &"--json"]).ok();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    Build {
-        dir: v["dir"].as_str().unwrap().into(),
-        release: v["release"].as_str().unwrap().into(),
-        tree: v["tree"].as_str().unwrap().into(),
-    }
-}
-
 /// A kernel directory for the lab: the build's files, its modules copied,
 /// and the test modules built against its tree in `extra/`.
-fn kernel_with_test_modules(b: &Build, dir: &Path) -> (PathBuf, PathBuf) {
+fn kernel_with_test_modules(b: &SelfBuilt, dir: &Path) -> (PathBuf, PathBuf) {
     let (kdir, mods) = kernel_copy(&b.dir, &b.release, dir);
     let out = dir.join("test-modules");
     finalize_test_modules(Some(&b.tree), &out);
@@ -45,16 +29,6 @@ fn kernel_with_test_modules(b: &Build, dir: &Path) -> (PathBuf, PathBuf) {
     }
     sh("depmod", &["-b", kdir.to_str().unwrap(), &b.release]);
     (kdir, mods)
-}
-
-fn lab(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> Run {
-    // Correctness only: host time is faster than -icount here.
-    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
-    all.extend_from_slice(args);
-    let t0 = std::time::Instant::now();
-    TestCommand::new(&all).show_dir(out).ok();
-    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
 }
 
 /// What the guest prints after loading: per module, the count of its
@@ -122,7 +96,7 @@ fn set_names(more: &[&str]) -> Vec<String> {
 
 #[test]
 fn finalized_loading_is_exact() {
-    let b = build();
+    let b = self_built(true);
     let dir = tmpdir("finalize-exact");
     let (kdir, mods) = kernel_with_test_modules(&b, &dir);
     let vmlinux = kdir.join("vmlinux");
@@ -141,7 +115,7 @@ fn finalized_loading_is_exact() {
     // The 194-module set, nfsv4 and the test modules, with their dependencies.
     let names = set_names(&["nfsv4", "bl_unwind", "bl_weak"]);
     names.iter().for_each(|n| args.push(n));
-    let run = lab(&args, &dir.join("run"));
+    let run = lab_realtime(&args, &dir.join("run"));
     let mut probes = Vec::new();
     let mut frames = Vec::new();
     for v in &run.variants {
@@ -243,7 +217,7 @@ fn symbol_before_each_record(data: &[u8]) -> Vec<u32> {
 
 #[test]
 fn wrong_marks_fall_back_and_say_so() {
-    let b = build();
+    let b = self_built(true);
     let dir = tmpdir("finalize-broken");
     let (kdir, mods) = kernel_with_test_modules(&b, &dir);
     let xfs = mods.join("kernel/fs/xfs/xfs.ko");
@@ -281,7 +255,7 @@ fn wrong_marks_fall_back_and_say_so() {
     let spec = format!("broken=modules:stock,cmdline:ftrace.module_check=sorted,{probe}");
     let out = dir.join("run");
     let vmlinux = kdir.join("vmlinux");
-    let run = lab(
+    let run = lab_realtime(
         &[&"--kernel", &vmlinux, &"--modules", &mods, &"--variant", &spec, &"xfs", &"jbd2", &"bl_weak", &"bl_unwind"],
         &out,
     );
@@ -320,7 +294,7 @@ fn finalize_ms(r: &bootlink::run::results::Repetition, m: &str) -> f64 {
 /// link it targets, and all of them beat every one alone.
 #[test]
 fn each_fix_removes_its_link() {
-    let b = build();
+    let b = self_built(false);
     let out = tmpdir("finalize-variants").join("run");
     let vmlinux = b.dir.join("vmlinux");
     let mods = b.dir.join("lib/modules").join(&b.release);

@@ -11,37 +11,15 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use bootlink::elf::{Elf, LE, Want};
-use bootlink::run::results::Run;
 use bootlink::symhash::{self, Tables};
 use common::*;
 use object::read::elf::SectionHeader;
-
-struct Build {
-    dir: PathBuf,
-    release: String,
-}
-
-fn build() -> Build {
-    let o = TestCommand::new(&[&"kernel", &"build", &"--json"]).ok();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    Build { dir: v["dir"].as_str().unwrap().into(), release: v["release"].as_str().unwrap().into() }
-}
-
-fn lab(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> Run {
-    // Correctness only: host time is faster than -icount here.
-    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
-    all.extend_from_slice(args);
-    let t0 = std::time::Instant::now();
-    TestCommand::new(&all).show_dir(out).ok();
-    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
-}
 
 const STATS: &str = "run:/bin/cat /sys/module/module/parameters/symlookup_stats";
 
 #[test]
 fn vmlinux_tables_are_filled_at_build_time() {
-    let b = build();
+    let b = self_built(false);
     let data = std::fs::read(b.dir.join("vmlinux")).unwrap();
     let elf = Elf::parse(&data, Want::Executable).unwrap();
     let (_, sh) = elf.section(symhash::VMLINUX_SECTION).expect("the patched kernel reserves __ksymhash");
@@ -62,7 +40,7 @@ fn vmlinux_tables_are_filled_at_build_time() {
 
 #[test]
 fn every_method_loads_the_set_with_zero_disagreements() {
-    let _ = build();
+    let _ = self_built(false);
     let out = tmpdir("symhash-check").join("run");
     let specs: Vec<String> = ["simple", "sysv", "gnu", "perfect"]
         .iter()
@@ -78,7 +56,7 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         args.push(&"--variant");
         args.push(s);
     }
-    let run = lab(&args, &out);
+    let run = lab_realtime(&args, &out);
     for v in &run.variants {
         let r = &v.repetitions[0];
         assert!(r.failure.is_none(), "{}: {:?}", v.name, r.failure);
@@ -119,7 +97,7 @@ fn word(d: &mut [u8], i: usize, v: u32) {
 
 #[test]
 fn broken_or_missing_tables_fall_back_and_say_so() {
-    let b = build();
+    let b = self_built(false);
     let dir = tmpdir("symhash-broken");
     let (kdir, mods) = kernel_copy(&b.dir, &b.release, &dir);
     let hashed = dir.join("hashed");
@@ -155,7 +133,7 @@ fn broken_or_missing_tables_fall_back_and_say_so() {
     });
     let spec = format!("broken=kernel:{},modules:stock,cmdline:module.symlookup=gnu,{STATS}", kdir.display());
     // btrfs and xfs have no tables at all (stock, signed) and use libcrc32c
-    let run = lab(&[&"--variant", &spec, &"ext4", &"btrfs", &"xfs"], &dir.join("run"));
+    let run = lab_realtime(&[&"--variant", &spec, &"ext4", &"btrfs", &"xfs"], &dir.join("run"));
     let r = &run.variants[0].repetitions[0];
     let failed: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
     assert!(failed.is_empty(), "modules failed to load: {failed:?}");

@@ -226,3 +226,36 @@ pub fn said_once(log: &str, wants: &[&str]) {
     }
     assert!(!log.contains("Oops") && !log.contains("BUG:"), "{log}");
 }
+
+/// The self-built lab kernel (`bootlink kernel build`), with its object
+/// tree made current when `tree` (to build external modules against it).
+pub struct SelfBuilt {
+    pub dir: PathBuf,
+    pub release: String,
+    pub tree: PathBuf,
+}
+
+pub fn self_built(tree: bool) -> SelfBuilt {
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--json"];
+    if tree {
+        args.push(&"--tree");
+    }
+    let o = TestCommand::new(&args).ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    SelfBuilt {
+        dir: v["dir"].as_str().unwrap().into(),
+        release: v["release"].as_str().unwrap().into(),
+        tree: v["tree"].as_str().unwrap_or_default().into(),
+    }
+}
+
+/// `bootlink lab --no-trace --realtime -o out ARGS`: for correctness only
+/// (host time is faster than -icount); its run.json.
+pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlink::run::results::Run {
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
+    all.extend_from_slice(args);
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&all).show_dir(out).ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
+}
