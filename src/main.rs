@@ -88,7 +88,7 @@ enum Cmd {
         json: bool,
     },
     /// Resolve module symbols against vmlinux at build time (SHN_UNDEF -> SHN_ABS)
-    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place"])))]
+    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place", "dry_run"])))]
     Preresolve {
         /// vmlinux or vmlinuz the modules will run with
         #[arg(long)]
@@ -116,6 +116,9 @@ enum Cmd {
         /// symbol-table scans (their names leave /proc/kallsyms)
         #[arg(long)]
         trim_symtab: bool,
+        /// Do and check everything in memory, write nothing
+        #[arg(long)]
+        dry_run: bool,
         #[arg(long)]
         json: bool,
     },
@@ -346,6 +349,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             signing,
             fold_symbols,
             trim_symtab,
+            dry_run,
             json,
         } => {
             let k = kernel::KernelImage::open(&kernel, config.as_deref())?;
@@ -355,6 +359,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 sign: signing.key(),
                 fold: fold_symbols,
                 trim: trim_symtab,
+                dry_run,
             };
             let report = preresolve::run(&k, &modules, &opts)?;
             Ok(print_batch(&report, &report.errors, report.modules.is_empty(), json, || report.render()))

@@ -892,4 +892,24 @@ fn trim_symtab_removes_unused_data_symbols_and_nothing_else() {
         assert!(trimmed > 500, "{}: only {trimmed} trimmed", input.display());
         println!("{}: {} -> {} symbols", m["name"], count(&before[..len]), count(&after));
     }
+    // --dry-run: the same work and report, nothing written
+    let dry = tmpdir("preresolve-trim-dry");
+    let input = copy_to(&inputs[0], &dry, "xfs.ko");
+    let before = std::fs::read(&input).unwrap();
+    let o = TestCommand::new(&[
+        &"preresolve",
+        &"--kernel",
+        &k.vmlinux,
+        &"--assume-nokaslr",
+        &"--trim-symtab",
+        &"--dry-run",
+        &"--json",
+        &input,
+    ])
+    .ok();
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let xfs = v["modules"].as_array().unwrap().iter().find(|m| m["display"] == "xfs.ko").unwrap();
+    assert_eq!(d["modules"][0]["symbols_trimmed"], xfs["symbols_trimmed"]);
+    assert!(std::fs::read(&input).unwrap() == before, "--dry-run changed its input");
+    assert_eq!(std::fs::read_dir(&dry).unwrap().count(), 1, "--dry-run wrote a file");
 }

@@ -351,7 +351,14 @@ fn preresolved_modules_mount_four_file_systems() {
     let inputs: Vec<PathBuf> = plan.steps.iter().map(|s| s.entry.path.clone()).collect();
     let rewrite = |fold: bool| -> (Vec<(PathBuf, PathBuf)>, Vec<String>) {
         let out_dir = tmp.path().join(if fold { "folded" } else { "preresolved" });
-        let opts = Options { output: Output::Dir(out_dir), assume_nokaslr: true, sign: None, fold, trim: false };
+        let opts = Options {
+            output: Output::Dir(out_dir),
+            assume_nokaslr: true,
+            sign: None,
+            fold,
+            trim: false,
+            dry_run: false,
+        };
         let report = preresolve::run(&image, &inputs, &opts).expect("preresolve");
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         for m in &report.modules {

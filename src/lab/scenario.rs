@@ -194,6 +194,7 @@ fn preresolved(k: &KernelImage, inputs: &[PathBuf], dir: &Path, fold: bool) -> R
         sign: None,
         fold,
         trim: false,
+        dry_run: false,
     };
     let report = preresolve::run(k, inputs, &opts)?;
     match report.errors.first() {

@@ -42,6 +42,8 @@ pub struct Options {
     pub fold: bool,
     /// Also remove local data symbols no relocation uses (`--trim-symtab`).
     pub trim: bool,
+    /// Do and check everything in memory, write nothing.
+    pub dry_run: bool,
 }
 
 /// How a preresolved module is written.
@@ -60,8 +62,9 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         k.check()?;
     }
     let exports = kernel.export_map();
-    let (modules, errors) =
-        modwrite::run_batch(inputs, &opts.output, true, "preresolving", |j| rewrite::one(kernel, &exports, j, opts))?;
+    let (modules, errors) = modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "preresolving", |j| {
+        rewrite::one(kernel, &exports, j, opts)
+    })?;
     let totals = Totals::of(&modules, errors.len());
     Ok(Report { kernel: KernelSummary::of(kernel), assume_nokaslr: opts.assume_nokaslr, totals, modules, errors })
 }

@@ -134,8 +134,10 @@ pub(super) fn one(
             "internal error: rewritten module does not read back as preresolved",
         ));
     }
-    let out = recompress_like(path, compression, &bytes)?;
-    write_output(&job.output, &out, &opts.output)?;
+    if !opts.dry_run {
+        let out = recompress_like(path, compression, &bytes)?;
+        write_output(&job.output, &out, &opts.output)?;
+    }
     result.status = Status::Preresolved;
     Ok(result)
 }
@@ -153,16 +155,19 @@ fn finish_unchanged(
 ) -> Result<()> {
     let path = &job.input;
     if !opts.trim {
-        return copy_unchanged(path, &job.output, &opts.output);
+        return if opts.dry_run { Ok(()) } else { copy_unchanged(path, &job.output, &opts.output) };
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
     if result.symbols_trimmed == 0 {
-        return copy_unchanged(path, &job.output, &opts.output);
+        return if opts.dry_run { Ok(()) } else { copy_unchanged(path, &job.output, &opts.output) };
     }
     let bytes;
     (bytes, result.signature) = signed(ed.data, m, job, opts)?;
+    if opts.dry_run {
+        return Ok(());
+    }
     let out = recompress_like(path, compression, &bytes)?;
     write_output(&job.output, &out, &opts.output)
 }
