@@ -71,6 +71,21 @@ fn written_modules_read_back_in_order_and_refuse_a_second_pass() {
 }
 
 #[test]
+fn a_module_with_nothing_to_do_is_copied_as_it_is() {
+    // cast_common: no ORC table, no ftrace records; signed by Debian
+    let input = module("crypto/cast_common.ko");
+    let out = tmpdir("finalize-nothing");
+    let o = TestCommand::new(&[&"finalize", &"--json", &"-o", &out, &input]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v["modules"][0];
+    assert!(!m["orc_sorted"].as_bool().unwrap() && !m["mcount_checked"].as_bool().unwrap(), "{m}");
+    assert!(
+        std::fs::read(out.join("cast_common.ko")).unwrap() == std::fs::read(&input).unwrap(),
+        "not copied as it is"
+    );
+}
+
+#[test]
 fn test_modules_weak_function_record_is_dropped() {
     let dir = tmpdir("finalize-test-modules");
     finalize_test_modules(None, &dir);

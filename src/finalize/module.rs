@@ -55,6 +55,13 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
         None => None,
     };
 
+    if orc_order.is_none() && mcount_plan.is_none() {
+        // Nothing to do: the module as it is, signature and all.
+        if !opts.dry_run {
+            crate::modwrite::copy_unchanged(path, &job.output, &opts.output)?;
+        }
+        return Ok(r);
+    }
     let unsupported = |e: String| Error::file(Kind::Unsupported, path, e);
     let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(unsupported)?;
     if let Some(order) = &orc_order {

@@ -112,19 +112,7 @@ echo "TAINTED $(cat /proc/sys/kernel/tainted)"
 fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(String, PathBuf)>> {
     let files = match v.spec.transform {
         Transform::Stock => v.modules.clone(),
-        Transform::Unsigned => {
-            let dir = work.join("unsigned");
-            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            let mut files = Vec::new();
-            for (name, path) in &v.modules {
-                let (data, _) = module::load_bytes(path)?;
-                let (len, _) = module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
-                let dest = dir.join(format!("{name}.ko"));
-                fsutil::write_atomic_nosync(&dest, &data[..len])?;
-                files.push((name.clone(), dest));
-            }
-            files
-        }
+        Transform::Unsigned => unsigned(&v.modules, &work.join("unsigned"))?,
         Transform::Preresolved | Transform::Folded => {
             let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
             let dir = work.join(v.spec.transform.name());
@@ -147,11 +135,13 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             in_dir(&v.modules, &dir)
         }
         Transform::Finalized | Transform::FinalizedOrc | Transform::FinalizedMcount => {
-            let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
+            // Unsigned first: a module finalize leaves alone keeps its signature.
+            let first = unsigned(&v.modules, &work.join("unsigned-for-finalize"))?;
+            let inputs: Vec<PathBuf> = first.iter().map(|(_, p)| p.clone()).collect();
             let dir = work.join(v.spec.transform.name());
             let t = v.spec.transform;
             finalized(k, &inputs, &dir, t != Transform::FinalizedMcount, t != Transform::FinalizedOrc)?;
-            in_dir(&v.modules, &dir)
+            in_dir(&first, &dir)
         }
         Transform::Trimmed => {
             let dir = work.join("trimmed");
@@ -172,13 +162,29 @@ fn variant_files(v: &Prepared, k: &KernelImage, work: &Path) -> Result<Vec<(Stri
             let inputs: Vec<PathBuf> = v.modules.iter().map(|(_, p)| p.clone()).collect();
             let first = work.join("folded-for-finalize");
             preresolved(k, &inputs, &first, true)?;
+            // Unsigned: preresolve copies a module it leaves alone as it is.
+            let folded = unsigned(&in_dir(&v.modules, &first), &work.join("folded-unsigned"))?;
             let dir = work.join(v.spec.transform.name());
-            let files: Vec<PathBuf> = in_dir(&v.modules, &first).into_iter().map(|(_, p)| p).collect();
+            let files: Vec<PathBuf> = folded.iter().map(|(_, p)| p.clone()).collect();
             finalized(k, &files, &dir, true, true)?;
-            in_dir(&v.modules, &dir)
+            in_dir(&folded, &dir)
         }
     };
     plain(files, &work.join("plain"))
+}
+
+/// The modules without their signatures, as `dir/<name>.ko`.
+fn unsigned(modules: &[(String, PathBuf)], dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut files = Vec::new();
+    for (name, path) in modules {
+        let (data, _) = module::load_bytes(path)?;
+        let (len, _) = module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let dest = dir.join(format!("{name}.ko"));
+        fsutil::write_atomic_nosync(&dest, &data[..len])?;
+        files.push((name.clone(), dest));
+    }
+    Ok(files)
 }
 
 /// The variant's modules by the file names a transform wrote into `dir`.
