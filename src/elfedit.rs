@@ -158,12 +158,12 @@ impl ElfEdit {
         Ok(stats)
     }
 
-    /// Remove the local symbols `drop` selects (by index; never symbol 0
+    /// Remove the local symbols `droppable` marks (by index; never symbol 0
     /// nor a global) that no relocation refers to; the symbols after them
     /// move down, every relocation is renumbered and .symtab's sh_info (one
     /// past the last local) shrinks to match. Refused, changing nothing,
     /// where `fold_symbols` is. Returns how many were removed.
-    pub fn trim_local_symbols(&mut self, drop: impl Fn(usize, &Sym) -> bool) -> Result<usize, String> {
+    pub fn trim_local_symbols(&mut self, droppable: &[bool]) -> Result<usize, String> {
         let plan = self.plan_fold(&[], "--trim-symtab", "trim symbols")?;
         let mut used = vec![false; self.symtab_count];
         for &(off, size) in &plan.rela {
@@ -172,12 +172,7 @@ impl ElfEdit {
             }
         }
         let gone: Vec<bool> = (0..self.symtab_count)
-            .map(|i| {
-                i != 0
-                    && i < plan.first_global
-                    && !used[i]
-                    && drop(i, view::<Sym>(&self.data, self.symtab_off + i * SYM_SIZE))
-            })
+            .map(|i| i != 0 && i < plan.first_global && !used[i] && droppable.get(i).copied().unwrap_or(false))
             .collect();
         let removed = gone.iter().filter(|&&g| g).count();
         if removed == 0 {

@@ -12,6 +12,7 @@ use crate::fsutil;
 use crate::kernel::KernelImage;
 use crate::module::Module;
 use crate::progress::Progress;
+use crate::sign::SignKey;
 use crate::tree::FileError;
 
 #[derive(Debug, Clone)]
@@ -93,6 +94,20 @@ pub fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> 
         write_output(output, &data, mode)?;
     }
     Ok(())
+}
+
+/// A rewritten module's bytes signed with `key` (the signer's scratch files
+/// go beside the job's output).
+pub fn sign_for(job: &Job, key: &SignKey, name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+    let scratch = job.output.parent().unwrap_or(Path::new("."));
+    crate::sign::sign(bytes, key, scratch, name)
+}
+
+/// Write a rewritten module to the job's output, compressed as its input
+/// was (see [`recompress_like`]).
+pub fn write_module(job: &Job, compression: Compression, bytes: Vec<u8>, mode: &Output) -> Result<()> {
+    let out = if compression == Compression::None { bytes } else { recompress_like(&job.input, compression, &bytes)? };
+    write_output(&job.output, &out, mode)
 }
 
 /// Compress `bytes` as the module at `path` was (check, dictionary or

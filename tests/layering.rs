@@ -31,6 +31,7 @@ const SAME_LAYER: &[(&str, &str)] = &[
     // folding refuses modules whose .ftrace_checked it would invalidate
     ("preresolve", "finalize"),
     ("kbuild", "sign"),
+    ("modwrite", "sign"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -2,14 +2,12 @@
 //! file, edit, check the result plans to nothing more, re-sign, write.
 
 use super::{ModuleResult, Options, mcount, orc, symbols::SectionSymbols};
-use crate::compress::Compression;
 use crate::elf::{Elf, Want};
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
 use crate::kernel::KernelImage;
 use crate::module;
-use crate::modwrite::{Job, recompress_like, write_output};
-use crate::sign;
+use crate::modwrite::{Job, sign_for, write_module};
 
 pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<ModuleResult> {
     let path = &job.input;
@@ -85,13 +83,11 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
     })?;
 
     if let Some(key) = &opts.sign {
-        let scratch = job.output.parent().unwrap_or(std::path::Path::new("."));
-        bytes = sign::sign(&bytes, key, scratch, &m.name)?;
+        bytes = sign_for(job, key, &m.name, &bytes)?;
         r.resigned = true;
     }
     if !opts.dry_run {
-        let out = if compression == Compression::None { bytes } else { recompress_like(path, compression, &bytes)? };
-        write_output(&job.output, &out, &opts.output)?;
+        write_module(job, compression, bytes, &opts.output)?;
     }
     Ok(r)
 }

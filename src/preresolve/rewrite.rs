@@ -3,7 +3,6 @@
 //! result reads back as meant, recompress as the input was, write atomically.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use super::checks::{Decision, decide};
 use super::{Mode, ModuleResult, Options, SigAction, Status};
@@ -12,8 +11,7 @@ use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
 use crate::kernel::{Export, KernelImage};
 use crate::module::{self, PRERESOLVED_SECTION};
-use crate::modwrite::{Job, copy_unchanged, recompress_like, write_output};
-use crate::sign;
+use crate::modwrite::{Job, copy_unchanged, sign_for, write_module};
 
 pub(super) fn one(
     k: &KernelImage,
@@ -135,8 +133,7 @@ pub(super) fn one(
         ));
     }
     if !opts.dry_run {
-        let out = recompress_like(path, compression, &bytes)?;
-        write_output(&job.output, &out, &opts.output)?;
+        write_module(job, compression, bytes, &opts.output)?;
     }
     result.status = Status::Preresolved;
     Ok(result)
@@ -168,18 +165,14 @@ fn finish_unchanged(
     if opts.dry_run {
         return Ok(());
     }
-    let out = recompress_like(path, compression, &bytes)?;
-    write_output(&job.output, &out, &opts.output)
+    write_module(job, compression, bytes, &opts.output)
 }
 
 /// A rewritten module's bytes re-signed with `--sign-key`, or left
 /// unsigned (its old signature no longer matches), and what was done.
 fn signed(bytes: Vec<u8>, m: &module::Module, job: &Job, opts: &Options) -> Result<(Vec<u8>, SigAction)> {
     Ok(match (&opts.sign, m.signature.is_some()) {
-        (Some(key), _) => {
-            let scratch = job.output.parent().unwrap_or(Path::new("."));
-            (sign::sign(&bytes, key, scratch, &m.name)?, SigAction::Resigned)
-        }
+        (Some(key), _) => (sign_for(job, key, &m.name, &bytes)?, SigAction::Resigned),
         (None, true) => (bytes, SigAction::Removed),
         (None, false) => (bytes, SigAction::None),
     })
@@ -213,5 +206,5 @@ pub fn trim(ed: &mut ElfEdit) -> std::result::Result<usize, String> {
         }
         v
     };
-    ed.trim_local_symbols(|i, _| droppable[i])
+    ed.trim_local_symbols(&droppable)
 }

@@ -8,14 +8,12 @@ use object::read::elf::Sym;
 
 use super::tables::{self, Tables, VERSIONS_SORTED};
 use super::{EXPORTS_SECTION, ModuleResult, Options, UNDEF_SECTION};
-use crate::compress::Compression;
 use crate::elf::{self, Elf, LE, Want};
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
 use crate::kernel::KernelImage;
 use crate::module;
-use crate::modwrite::{Job, recompress_like, write_output};
-use crate::sign;
+use crate::modwrite::{Job, sign_for, write_module};
 
 /// `struct modversion_info` on 64-bit: an unsigned long CRC, then the name.
 const MODVERSION_SIZE: usize = 64;
@@ -151,17 +149,12 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
         }
         t.verify([&exports[0], &exports[1]]).map_err(|e| Error::file(Kind::Internal, path, e))?;
     }
-    let resigned = match &opts.sign {
-        Some(key) => {
-            let scratch = job.output.parent().unwrap_or(std::path::Path::new("."));
-            bytes = sign::sign(&bytes, key, scratch, &m.name)?;
-            true
-        }
-        None => false,
-    };
+    if let Some(key) = &opts.sign {
+        bytes = sign_for(job, key, &m.name, &bytes)?;
+    }
+    let resigned = opts.sign.is_some();
     if !opts.dry_run {
-        let out = if compression == Compression::None { bytes } else { recompress_like(path, compression, &bytes)? };
-        write_output(&job.output, &out, &opts.output)?;
+        write_module(job, compression, bytes, &opts.output)?;
     }
     Ok(ModuleResult {
         name: m.name.clone(),
