@@ -122,6 +122,29 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write the batch loader's plan (loader/, bl-modload): modules in dependency order, each with
+    /// the modules that must be live before it starts
+    Plan {
+        /// Module names or aliases to load, with their dependencies
+        names: Vec<String>,
+        /// A named module set or a list file instead of names
+        #[arg(long)]
+        set: Option<String>,
+        /// lib/modules/<release> of the kernel (default: Debian's 6.1, fetched)
+        #[arg(long)]
+        modules: Option<PathBuf>,
+        /// Directory the paths in the plan start with (default: /lib/modules/<release>)
+        #[arg(long)]
+        prefix: Option<String>,
+        /// modprobe.d-style file whose `options NAME ARGS` lines give module parameters
+        #[arg(long)]
+        options: Option<PathBuf>,
+        /// Write the plan here (atomically) instead of to standard output
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
     Lab {
         /// Module names or aliases to load, with their dependencies (default: --set)
@@ -135,7 +158,8 @@ enum Cmd {
         /// lib/modules/<release> of that kernel
         #[arg(long)]
         modules: Option<PathBuf>,
-        /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|build|DIR,modules:TRANSFORM,cmdline:ARGS;
+        /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|debian-SERIES|build|DIR,modules:TRANSFORM,
+        /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS;
         /// repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
@@ -453,6 +477,34 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 print!("{}", lab::setup::render(&sc, &run, &checks));
             }
             Ok(if run.partial || !checks.problems.is_empty() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        Cmd::Plan { names, set, modules, prefix, options, output, json } => {
+            let dir = match modules {
+                Some(d) => d,
+                None => fetch::fetch(&fetch::Request::Reference)?.modules,
+            };
+            let tree = bootlink::kmod::ModTree::read(&dir)?;
+            let opts = match &options {
+                Some(f) => bootlink::kmod::parse_options(&std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?),
+                None => Default::default(),
+            };
+            let w = bootlink::kmod::write_plan(&tree, &names, set.as_deref(), prefix.as_deref(), &opts)?;
+            if let Some(o) = &output {
+                fsutil::write_atomic(o, w.text.as_bytes())?;
+            }
+            if json {
+                print_json(&w);
+            } else if output.is_none() {
+                print!("{}", w.text);
+            } else {
+                eprintln!(
+                    "bootlink plan: {} modules from {} -> {}",
+                    w.modules,
+                    w.tree.display(),
+                    output.as_ref().map(|o| o.display().to_string()).unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Chart { runs, output, svg, perfetto, json } => {
             let out = chart::Outputs { html: output, svg, perfetto, json };
