@@ -7,11 +7,16 @@
 //! - [`initramfs`]: busybox, applet links, a generated `/init` that frames
 //!   the caller's output with marker lines, and any extra files;
 //! - [`qemu`]: boot a kernel under `qemu-system-x86_64 -accel tcg`, capture
-//!   the serial console, time it, and tell a clean power-off from a panic.
+//!   the serial console, time it, and tell a clean power-off from a panic;
+//! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
+//!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
+//!   batch loader from `loader/` and reads its report.
 
+pub mod batchloader;
 pub mod busybox;
 pub mod cpio;
 pub mod initramfs;
+pub mod loaders;
 pub mod qemu;
 pub mod scenario;
 pub mod setup;

@@ -22,7 +22,8 @@ use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
 use crate::symhash;
 
-pub use crate::lab::variant::{Transform, VariantSpec};
+use crate::lab::loaders;
+pub use crate::lab::variant::{Loader, Transform, VariantSpec};
 
 /// A variant ready to boot: its kernel image and its module files (the
 /// set's modules, found by name in that kernel's tree, in the set's order).
@@ -33,6 +34,12 @@ pub struct Prepared {
     pub kernel: PathBuf,
     /// Module name and file, in load order.
     pub modules: Vec<(String, PathBuf)>,
+    /// The module tree they come from (`lib/modules/<release>`) and each
+    /// one's path in it, in the same order (for kmod's loaders).
+    pub tree: PathBuf,
+    pub rels: Vec<String>,
+    /// The batch loader's plan for the set, with the paths /init uses.
+    pub plan: String,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +65,10 @@ pub struct Scenario {
     pub extra_cmdline: String,
 }
 
+/// Added for realtime runs with more than one vCPU: no soft-lockup or RCU
+/// stall reports for vCPUs the overcommitted host did not schedule.
+pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppress=1";
+
 pub const BASE_CMDLINE: &str = "console=ttyS0 nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
 
 const TRACE_SECTION: &str = "@@@ bootlink trace @@@";
@@ -65,10 +76,10 @@ const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
 const RUN_SECTION: &str = "@@@ bootlink run @@@";
 const RUN_END: &str = "@@@ bootlink run end @@@";
 
-/// The init body: set up ftrace on the landmark functions, insmod each
-/// module with markers in the trace and the kernel log, then print the
-/// trace and the kernel log.
-fn body(trace: bool, run: Option<&str>) -> String {
+/// The init body: set up ftrace on the landmark functions, load the
+/// modules with the variant's loader (markers in the trace and the kernel
+/// log), then print the trace and the kernel log.
+fn body(trace: bool, run: Option<&str>, loader: Loader) -> String {
     let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
     if trace {
         s.push_str("echo 32768 > $T/buffer_size_kb\n");
@@ -77,26 +88,8 @@ fn body(trace: bool, run: Option<&str>) -> String {
         }
         s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho funcgraph-proc > $T/trace_options\necho 1 > $T/tracing_on\n");
     }
-    s.push_str(&format!(
-        r#"echo "bootlink: modules begin" > /dev/kmsg
-while read name file; do
-  echo "bootlink: insmod $name" > /dev/kmsg
-  {load}; rc=$?
-  echo "bootlink: insmod-done $name $rc" > /dev/kmsg
-  echo "INSMOD $name $rc"
-done < /etc/bootlink/modules
-echo "bootlink: modules end" > /dev/kmsg
-echo 0 > $T/tracing_on 2>/dev/null
-echo "TAINTED $(cat /proc/sys/kernel/tainted)"
-"#,
-        // The marker is written by the process that then becomes insmod, so
-        // the trace parser attributes the load to the marker by PID.
-        load = if trace {
-            format!("(echo \"{}$name\" > $T/trace_marker; exec insmod \"$file\")", trace::MARKER)
-        } else {
-            "insmod \"$file\"".to_string()
-        }
-    ));
+    s.push_str(&loaders::script(loader, trace, trace::MARKER));
+    s.push_str("echo 0 > $T/tracing_on 2>/dev/null\necho \"TAINTED $(cat /proc/sys/kernel/tainted)\"\n");
     if let Some(cmd) = run {
         s.push_str(&format!("echo '{RUN_SECTION}'\n{cmd} 2>&1\necho \"RUN-EXIT $?\"\necho '{RUN_END}'\n"));
     }
@@ -259,7 +252,7 @@ fn plain(files: Vec<(String, PathBuf)>, dir: &Path) -> Result<Vec<(String, PathB
         .collect()
 }
 
-fn initramfs(files: &[(String, PathBuf)], trace: bool, run: Option<&str>, dest: &Path) -> Result<()> {
+fn initramfs(v: &Prepared, files: &[(String, PathBuf)], trace: bool, dest: &Path, work: &Path) -> Result<()> {
     let mut ir = Initramfs::new(busybox::busybox()?);
     let mut list = String::new();
     for (name, path) in files {
@@ -267,12 +260,17 @@ fn initramfs(files: &[(String, PathBuf)], trace: bool, run: Option<&str>, dest: 
         ir.copy_file(&f, path);
         list.push_str(&format!("{name} {f}\n"));
     }
-    ir.file("/etc/bootlink/modules", 0o644, list.into_bytes());
+    ir.file(loaders::LIST, 0o644, list.into_bytes());
+    let release = v.tree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
+    let extras = loaders::Extras { plan: &v.plan, release: &release, tree: &v.tree, rels: &rels };
+    loaders::add_to(&mut ir, v.spec.loader, &extras, work)?;
+    let run = v.spec.run.as_deref();
     if let Some(cmd) = run {
         let program = cmd.split_whitespace().next().unwrap_or_default();
         crate::lab::userspace::add(&mut ir, Path::new(program))?;
     }
-    ir.body(&body(trace, run));
+    ir.body(&body(trace && loaders::traceable(v.spec.loader), run, v.spec.loader));
     ir.write(dest)
 }
 
@@ -284,6 +282,12 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
         None => ("", main.split_once(DMESG_SECTION).map(|(_, d)| d).unwrap_or("")),
     };
     let mut rep = Repetition::default();
+    if let Some(text) = section(main, loaders::LOADER_SECTION, loaders::LOADER_END) {
+        rep.loader = Some(loader_result(text));
+    }
+    if let Some(text) = section(main, loaders::STORM_SECTION, loaders::STORM_END) {
+        rep.storm = Some(loaders::parse_storm(text, sizes));
+    }
     if let Some((_, r)) = main.split_once(RUN_SECTION)
         && let Some((text, _)) = r.split_once(RUN_END)
     {
@@ -305,6 +309,10 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
             } else if let Some(done) = m.strip_prefix("insmod-done ") {
                 let mut f = done.split_whitespace();
                 if let (Some(name), Some(rc)) = (f.next(), f.next()) {
+                    let worker = match (f.next(), f.next()) {
+                        (Some("worker"), Some(w)) => w.parse().ok(),
+                        _ => None,
+                    };
                     let t0 = starts.get(name).copied().unwrap_or(t);
                     kmsg_loads.push(ModuleLoad {
                         name: name.to_string(),
@@ -315,6 +323,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
                         size: 0,
                         status: rc.parse().unwrap_or(-1),
                         finalize_steps: Vec::new(),
+                        worker,
                     });
                 }
             }
@@ -326,11 +335,15 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     if let (Some(b), Some(e)) = (begin, end) {
         rep.modules_total_us = e - b;
     }
+    if let Some(s) = &mut rep.storm {
+        s.quiescence_us = rep.modules_total_us;
+    }
     rep.modules = if traced {
         let mut traced = trace::parse(trace_text);
         for m in &mut traced {
             if let Some(k) = kmsg_loads.iter().find(|k| k.name == m.name) {
                 m.status = k.status;
+                m.worker = k.worker;
             }
         }
         traced
@@ -343,6 +356,43 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
         }
     }
     rep
+}
+
+fn section<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
+    let (_, r) = text.split_once(begin)?;
+    Some(r.split_once(end).map(|(a, _)| a).unwrap_or(r))
+}
+
+/// The batch loader's report as the run records it.
+fn loader_result(text: &str) -> crate::run::results::LoaderResult {
+    let report = crate::lab::batchloader::parse(text);
+    let exit = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("LOADER-EXIT "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1);
+    let mut seen: Vec<&str> = Vec::new();
+    let mut duplicates = Vec::new();
+    for o in report.outcomes.iter().filter(|o| o.worker >= 0) {
+        if seen.contains(&o.name.as_str()) {
+            duplicates.push(o.name.clone());
+        }
+        seen.push(&o.name);
+    }
+    crate::run::results::LoaderResult {
+        kind: "batch".into(),
+        workers: report.summary("workers").unwrap_or(0) as u32,
+        exit,
+        wall_us: report.summary("wall_us").unwrap_or(0) as f64,
+        load_calls: report.outcomes.iter().filter(|o| o.worker >= 0).count() as u64,
+        duplicates,
+        not_loaded: report
+            .outcomes
+            .iter()
+            .filter(|o| o.result != "loaded")
+            .map(|o| (o.name.clone(), o.result.clone()))
+            .collect(),
+    }
 }
 
 fn qemu_version() -> String {
@@ -360,7 +410,11 @@ fn qemu_version() -> String {
 pub fn run(sc: &Scenario) -> Result<Run> {
     std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
     let work = crate::lab::TempDir::new("lab")?;
-    let base_cmdline = format!("{BASE_CMDLINE} {}", sc.extra_cmdline).trim().to_string();
+    // Realtime guests with several vCPUs share the host's cores: a vCPU the
+    // host does not run for a while looks like a lockup to the guest.
+    let smp_quiet = if !sc.deterministic && sc.cpus > 1 { REALTIME_SMP_CMDLINE } else { "" };
+    let base_cmdline =
+        format!("{BASE_CMDLINE} {smp_quiet} {}", sc.extra_cmdline).split_whitespace().collect::<Vec<_>>().join(" ");
     // Each kernel image is opened once, however many variants boot it.
     let mut images_open: Vec<(PathBuf, KernelImage)> = Vec::new();
     let mut variants: Vec<(Variant, Vec<(String, PathBuf)>)> = Vec::new();
@@ -401,7 +455,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     let mut images = Vec::new();
     for (i, (_, files)) in variants.iter().enumerate() {
         let img = work.path().join(format!("v{i}.cpio"));
-        initramfs(files, sc.trace, sc.variants[i].spec.run.as_deref(), &img)?;
+        initramfs(&sc.variants[i], files, sc.trace, &img, &work.path().join(format!("v{i}-root")))?;
         let sizes = files
             .iter()
             .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
@@ -429,13 +483,16 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             let b = boot(v, &images[vi].0, &sc.out.join(&rel))?;
             run.qemu_command = b.command.split_whitespace().map(str::to_string).collect();
             let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
-            let mut r = parse_boot(&framed, sc.trace, &images[vi].1);
+            let traced = sc.trace && loaders::traceable(sc.variants[vi].spec.loader);
+            let mut r = parse_boot(&framed, traced, &images[vi].1);
             r.index = rep;
             r.boot_wall_s = b.wall.as_secs_f64();
             r.log = rel;
             let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
             let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
-            if failed || r.modules.len() != files.len() {
+            // A storm's requests are counted, not its modules' loads.
+            let measured = if r.storm.is_some() { files.len() } else { r.modules.len() };
+            if failed || measured != files.len() {
                 r.partial = true;
                 let why = if failed {
                     format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
@@ -461,7 +518,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         n += 1;
         progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
         let img = work.path().join("untraced.cpio");
-        initramfs(&variants[0].1, false, sc.variants[0].spec.run.as_deref(), &img)?;
+        initramfs(&sc.variants[0], &variants[0].1, false, &img, &work.path().join("untraced-root"))?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();

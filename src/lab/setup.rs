@@ -115,33 +115,38 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 let f = fetch::fetch(&fetch::Request::Reference)?;
                 (f.vmlinux, f.modules)
             }
+            KernelChoice::DebianSeries(series) => {
+                let f = fetch::fetch(&fetch::Request::Series(series.clone()))?;
+                (f.vmlinux, f.modules)
+            }
             KernelChoice::Build => {
                 let b = kbuild::build(&kbuild::Options::defaults())?;
                 (b.vmlinux, b.modules)
             }
             KernelChoice::Dir(d) => variant::kernel_dir(d)?,
         };
-        let modules = if dir == tree_dir {
-            base.clone()
-        } else {
-            // The same set on another kernel: the same modules, by name.
-            if !trees.iter().any(|(d, _)| *d == dir) {
-                trees.push((dir.clone(), ModTree::read(&dir)?));
-            }
-            let other = &trees.iter().find(|(d, _)| *d == dir).expect("read").1;
-            base.iter()
-                .map(|(name, _)| {
-                    other.module(name).map(|e| (name.clone(), e.path.clone())).ok_or_else(|| {
-                        Error::file(
-                            Kind::Usage,
-                            &dir,
-                            format!("variant {}: module {name} of the set is not in this tree", spec.name),
-                        )
-                    })
+        if dir != tree_dir && !trees.iter().any(|(d, _)| *d == dir) {
+            trees.push((dir.clone(), ModTree::read(&dir)?));
+        }
+        // The same set on every kernel: the same modules, by name.
+        let t = if dir == tree_dir { &tree } else { &trees.iter().find(|(d, _)| *d == dir).expect("read").1 };
+        let entries = base
+            .iter()
+            .map(|(name, _)| {
+                t.module(name).ok_or_else(|| {
+                    Error::file(
+                        Kind::Usage,
+                        &dir,
+                        format!("variant {}: module {name} of the set is not in this tree", spec.name),
+                    )
                 })
-                .collect::<Result<Vec<_>>>()?
-        };
-        variants.push(Prepared { spec, kernel: image, modules });
+            })
+            .collect::<Result<Vec<_>>>()?;
+        crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
+        let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &Default::default())?;
+        let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+        let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
+        variants.push(Prepared { spec, kernel: image, modules, tree: dir.clone(), rels, plan });
     }
     if req.smp == 0 || req.smp > 64 {
         return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
@@ -203,6 +208,11 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
     for v in &run.variants {
         let mut complete = 0;
         for r in &v.repetitions {
+            // A storm counts requests, not per-module loads.
+            if r.storm.is_some() {
+                complete += !r.partial as usize;
+                continue;
+            }
             let mut ok = r.modules.len() == expected && !r.partial;
             if r.modules.len() != expected {
                 c.problems.push(format!(

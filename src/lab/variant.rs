@@ -12,9 +12,15 @@
 //!   | finalized | finalized-orc | finalized-mcount | folded-finalized  (build-time finalize work)
 //!   | trimmed  (local data symbols removed; any kernel)
 //! NAME=key:value,key:value...                        a composed variant
-//!     kernel:default | debian | build | DIR          DIR holds vmlinux (or bzImage) and lib/modules/<release>/
+//!     kernel:default | debian | debian-SERIES | build | DIR
+//!                                                    debian-6.12: Debian's newest kernel of that series;
+//!                                                    DIR holds vmlinux (or bzImage) and lib/modules/<release>/
 //!     modules:TRANSFORM                              one of the above (default stock)
 //!     loader:insmod                                  busybox insmod, one module after the other (default)
+//!       | batch | batch-N                            bootlink's batch loader, one worker per CPU or N
+//!       | modprobe | modprobe-parallel               Debian's kmod, one module after the other or all at once
+//!       | storm                                      one kmod insmod worker per CPU over the whole set at once
+//!                                                    (modprobe-parallel and storm need --realtime --smp N)
 //!     cmdline:ARGS                                   appended to the kernel command line (no commas)
 //!     run:/PATH ARGS                                 a host program run after the modules load, with
 //!                                                    its ld.so and libraries copied in (no commas)
@@ -108,18 +114,28 @@ pub enum KernelChoice {
     Default,
     /// Debian's reference package, fetched.
     Debian,
+    /// The newest Debian kernel of a series ("6.12"), fetched.
+    DebianSeries(String),
     /// `bootlink kernel build` with the repository's series and config.
     Build,
     /// A directory with `vmlinux` (or `bzImage`) and `lib/modules/<release>/`.
     Dir(PathBuf),
 }
 
-/// How the modules are loaded in the guest.
+/// How the modules are loaded in the guest (see [`crate::lab::loaders`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Loader {
     /// busybox insmod, one module after the other, in dependency order.
     #[default]
     Insmod,
+    /// bootlink's batch loader with this many workers (None: one per CPU).
+    Batch(Option<u32>),
+    /// Debian's kmod modprobe, one module after the other.
+    Modprobe,
+    /// kmod modprobe for every module at once (udev-style).
+    ModprobeParallel,
+    /// One insmod worker per CPU over the whole set at once.
+    Storm,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +196,16 @@ impl VariantSpec {
                     v.kernel = match value {
                         "default" => KernelChoice::Default,
                         "debian" => KernelChoice::Debian,
+                        s if s.starts_with("debian-") => {
+                            let series = &s["debian-".len()..];
+                            if series.is_empty() || !series.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                                return Err(Error::new(
+                                    Kind::Usage,
+                                    format!("variant {name}: kernel:{s}: give a series, e.g. kernel:debian-6.12"),
+                                ));
+                            }
+                            KernelChoice::DebianSeries(series.to_string())
+                        }
                         "build" => KernelChoice::Build,
                         "" => return Err(Error::new(Kind::Usage, format!("variant {name}: kernel: needs a value"))),
                         dir => KernelChoice::Dir(PathBuf::from(dir)),
@@ -191,15 +217,14 @@ impl VariantSpec {
                     })?
                 }
                 "loader" => {
-                    v.loader = match value {
-                        "insmod" => Loader::Insmod,
-                        _ => {
-                            return Err(Error::new(
-                                Kind::Usage,
-                                format!("variant {name}: loader:{value}: the lab has insmod"),
-                            ));
-                        }
-                    }
+                    v.loader = crate::lab::loaders::parse_name(value).ok_or_else(|| {
+                        Error::new(
+                            Kind::Usage,
+                            format!(
+                                "variant {name}: loader:{value}: use insmod, batch, batch-N (1..64 workers), modprobe, modprobe-parallel or storm"
+                            ),
+                        )
+                    })?
                 }
                 "cmdline" => v.cmdline = value.to_string(),
                 "run" if value.starts_with('/') => v.run = Some(value.to_string()),
@@ -269,7 +294,7 @@ mod tests {
             ("a=modules:fast", "modules:fast: use stock, unsigned, preresolved, folded"),
             ("a=kernel:build,kernel:debian", "kernel given twice"),
             ("a=colour:red", "unknown key \"colour\""),
-            ("a=loader:modprobe", "loader:modprobe"),
+            ("a=loader:modprobe2", "loader:modprobe2: use insmod, batch"),
             ("a=kernel:", "needs a value"),
         ] {
             let e = VariantSpec::parse(arg).unwrap_err().to_string();

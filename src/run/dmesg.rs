@@ -267,6 +267,8 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         partial: false,
         failure: None,
         run_output: None,
+        loader: None,
+        storm: None,
     };
     Run {
         format: FORMAT_VERSION,

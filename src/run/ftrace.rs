@@ -271,6 +271,7 @@ impl Acc {
             size: 0,
             status: 0,
             finalize_steps,
+            worker: None,
         })
     }
 }

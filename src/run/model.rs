@@ -447,6 +447,7 @@ mod tests {
         let mut t = 0.0;
         ModuleLoad {
             finalize_steps: Vec::new(),
+            worker: None,
             name: name.into(),
             start_us: 0.0,
             total_us: total,

@@ -51,6 +51,10 @@ pub struct ModuleLoad {
     /// explains). Empty when not traced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalize_steps: Vec<Phase>,
+    /// The batch loader's worker that loaded it (its lane in a parallel
+    /// timeline); None for sequential loaders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
 }
 
 /// The links of the finalize phase, in the order load_module runs them.
@@ -101,6 +105,63 @@ pub struct Repetition {
     pub run_output: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// How the modules were loaded, when not one insmod after the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<LoaderResult>,
+    /// A duplicate-request storm's figures (`loader:storm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storm: Option<Storm>,
+}
+
+/// What a loader other than sequential insmod reported for one boot.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LoaderResult {
+    /// "batch", "modprobe", "modprobe-parallel".
+    pub kind: String,
+    /// Parallel workers (1 for sequential loaders).
+    pub workers: u32,
+    /// The loader's exit status.
+    pub exit: i32,
+    /// Guest microseconds from the loader's start to its exit.
+    pub wall_us: f64,
+    /// finit_module calls the loader made (the batch loader's own count).
+    #[serde(default)]
+    pub load_calls: u64,
+    /// Modules it loaded more than once (must be empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<String>,
+    /// The loader's own per-module results (name, result), for modules
+    /// that did not end `loaded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_loaded: Vec<(String, String)>,
+}
+
+/// A storm: `workers` processes ask for every module of the set at once,
+/// as per-CPU udev workers do; what the kernel did with the requests.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Storm {
+    pub workers: u32,
+    /// finit_module requests made (workers x modules).
+    pub requests: u64,
+    /// Their results: exit status of each insmod (0, or the errno name
+    /// busybox prints) and how many.
+    pub results: Vec<(String, u64)>,
+    /// kernel_read_file() calls and bytes (a kretprobe): module files read.
+    pub kernel_reads: u64,
+    pub bytes_read: u64,
+    /// Bytes read beyond one read of each module of the set.
+    pub duplicate_read_bytes: u64,
+    /// load_module() entries (a kprobe), where the kernel lets it be probed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_module_calls: Option<u64>,
+    /// /proc/meminfo VmallocUsed before the storm and its peak during it (KiB).
+    pub vmalloc_before_kb: u64,
+    pub vmalloc_peak_kb: u64,
+    /// Guest microseconds from the first request to the last answer.
+    pub quiescence_us: f64,
+    /// /sys/kernel/debug/modules/stats, where the kernel has it (name, value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_stats: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

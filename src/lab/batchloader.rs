@@ -1,0 +1,157 @@
+//! The guest-side batch loader (`loader/` in the repository, small C):
+//! built static with its own Makefile for the lab's initramfs, cached under
+//! `<cache>/loader/<sha256 of its sources>/bl-modload`, and its output read
+//! back.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Kind, Result};
+use crate::fsutil;
+use crate::lab::run_tool;
+
+/// The loader's source directory in this repository.
+pub fn source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("loader")
+}
+
+/// What the build depends on: the Makefile and every C source and header.
+fn sources(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n == "Makefile" || n.ends_with(".c") || n.ends_with(".h")
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::file(Kind::Usage, dir, "no loader sources (Makefile, *.c) here"));
+    }
+    Ok(files)
+}
+
+/// The static `bl-modload`, built on first use for each version of its sources.
+pub fn binary() -> Result<PathBuf> {
+    let src = source_dir();
+    let mut h = Sha256::new();
+    for f in sources(&src)? {
+        h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
+        h.update([0]);
+        h.update(std::fs::read(&f).map_err(|e| Error::io(&f, e))?);
+    }
+    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let dir = fsutil::cache_dir().join("loader").join(&key);
+    let bin = dir.join("bl-modload");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    // Build in a scratch copy, so the source tree stays clean and a build
+    // that fails leaves nothing in the cache.
+    let parent = fsutil::cache_dir().join("loader");
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+    let work = crate::lab::TempDir::new_in(&parent, ".build")?;
+    for f in sources(&src)? {
+        let dest = work.path().join(f.file_name().unwrap_or_default());
+        std::fs::copy(&f, &dest).map_err(|e| Error::io(&f, e))?;
+    }
+    run_tool(
+        Command::new("make").arg("-s").arg("-C").arg(work.path()).arg("bl-modload"),
+        "building the batch loader (loader/)",
+        "build-essential",
+    )?;
+    let built = work.path().join("bl-modload");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let data = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
+    fsutil::write_atomic(&bin, &data)?;
+    set_executable(&bin)?;
+    Ok(bin)
+}
+
+fn set_executable(p: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io(p, e))
+}
+
+/// One `LOAD` line of the loader's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub name: String,
+    pub worker: i32,
+    pub start_us: f64,
+    pub end_us: f64,
+    pub result: String,
+    pub errno: i32,
+}
+
+/// The loader's report: its `LOAD` lines and the `SUMMARY` fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    pub outcomes: Vec<Outcome>,
+    pub summary: Vec<(String, i64)>,
+}
+
+impl Report {
+    pub fn summary(&self, key: &str) -> Option<i64> {
+        self.summary.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+fn fields(line: &str) -> impl Iterator<Item = (&str, &str)> {
+    line.split_whitespace().filter_map(|w| w.split_once('='))
+}
+
+/// Read the loader's stdout (other lines are skipped).
+pub fn parse(out: &str) -> Report {
+    let mut r = Report::default();
+    for line in out.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("LOAD ") {
+            let mut o = Outcome {
+                name: String::new(),
+                worker: -1,
+                start_us: 0.0,
+                end_us: 0.0,
+                result: String::new(),
+                errno: 0,
+            };
+            for (k, v) in fields(rest) {
+                match k {
+                    "name" => o.name = v.to_string(),
+                    "worker" => o.worker = v.parse().unwrap_or(-1),
+                    "start_us" => o.start_us = v.parse().unwrap_or(0.0),
+                    "end_us" => o.end_us = v.parse().unwrap_or(0.0),
+                    "result" => o.result = v.to_string(),
+                    "errno" => o.errno = v.parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            if !o.name.is_empty() {
+                r.outcomes.push(o);
+            }
+        } else if let Some(rest) = line.strip_prefix("SUMMARY ") {
+            r.summary = fields(rest).filter_map(|(k, v)| v.parse().ok().map(|v| (k.to_string(), v))).collect();
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loader_report_parses() {
+        let r = parse(
+            "noise\nLOAD name=crc16 worker=1 start_us=10 end_us=25 result=loaded errno=0 decompress=none\n\
+             LOAD name=ext4 worker=-1 start_us=0 end_us=0 result=dep-failed errno=0 decompress=none cause=jbd2\n\
+             SUMMARY modules=2 loaded=1 dep-failed=1 workers=4 wall_us=99\n",
+        );
+        assert_eq!(r.outcomes.len(), 2);
+        assert_eq!((r.outcomes[0].worker, r.outcomes[0].end_us, r.outcomes[0].result.as_str()), (1, 25.0, "loaded"));
+        assert_eq!(r.outcomes[1].result, "dep-failed");
+        assert_eq!((r.summary("workers"), r.summary("wall_us"), r.summary("x")), (Some(4), Some(99), None));
+    }
+}
