@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use bootlink::chart;
 use bootlink::lab::{Initramfs, QemuOptions, TempDir, busybox, initramfs, qemu};
-use bootlink::run::results::{FORMAT_VERSION, Initcall, ModuleLoad, Phase, Repetition, Run, Variant};
+use bootlink::run::results::{
+    FORMAT_VERSION, Initcall, LoaderResult, ModuleLoad, Phase, Repetition, Run, Storm, Variant,
+};
 use bootlink::run::{self, dmesg};
 
 const TAG: &str = "chart";
@@ -245,6 +247,7 @@ fn fixture() -> Run {
                                 size: b.sizes[&(v.to_string(), m.to_string())],
                                 status,
                                 finalize_steps: Vec::new(),
+                                worker: None,
                             }
                         })
                         .collect();
@@ -261,6 +264,8 @@ fn fixture() -> Run {
                         partial: false,
                         failure: None,
                         run_output: None,
+                        loader: None,
+                        storm: None,
                     }
                 })
                 .collect(),
@@ -648,4 +653,398 @@ fn load_reports_bad_inputs() {
     .unwrap();
     let html = chart::render_html(&[run::load(&evil).unwrap()]);
     assert!(!html.contains("<x>") && !html.contains("<b>&") && html.contains("&lt;x&gt;"));
+}
+
+// ---- Synthetic runs (no QEMU): parallel loaders and duplicate-request storms.
+
+/// A module load with phases laid end to end from `start`.
+fn synth_load(name: &str, start: f64, phases: &[(&str, f64)], worker: Option<u32>) -> ModuleLoad {
+    let mut t = start;
+    let phases: Vec<Phase> = phases
+        .iter()
+        .map(|(n, d)| {
+            t += d;
+            Phase { name: n.to_string(), start_us: t - d, duration_us: *d }
+        })
+        .collect();
+    ModuleLoad {
+        name: name.into(),
+        start_us: start,
+        total_us: t - start,
+        phases,
+        lookups: Some(12),
+        size: 40_000,
+        status: 0,
+        finalize_steps: Vec::new(),
+        worker,
+    }
+}
+
+fn synth_builtin() -> Vec<Initcall> {
+    (0..5)
+        .map(|i| Initcall {
+            name: format!("init_{i}"),
+            start_us: 1_000.0 + i as f64 * 3_000.0,
+            duration_us: 1_500.0 + i as f64 * 100.0,
+            ret: 0,
+            module: String::new(),
+        })
+        .collect()
+}
+
+fn synth_run(variants: Vec<(&str, Vec<Repetition>)>) -> Run {
+    Run {
+        format: FORMAT_VERSION,
+        source: "lab".into(),
+        kernel_release: "6.1.0-synthetic".into(),
+        kernel: PathBuf::new(),
+        cmdline: String::new(),
+        qemu_version: String::new(),
+        qemu_command: Vec::new(),
+        timing: "deterministic".into(),
+        module_set: "synthetic".into(),
+        variants: variants.into_iter().map(|(n, reps)| Variant { repetitions: reps, ..Variant::named(n) }).collect(),
+        partial: false,
+        tracing_overhead_pct: None,
+    }
+}
+
+fn synth_rep(index: usize, modules: Vec<ModuleLoad>) -> Repetition {
+    Repetition {
+        index,
+        init_start_us: 20_000.0,
+        modules_total_us: modules.iter().map(|m| m.total_us).sum(),
+        initcalls: synth_builtin(),
+        modules,
+        log: "console.log".into(),
+        ..Default::default()
+    }
+}
+
+/// One variant loaded one module after the other (no worker lanes).
+fn synth_sequential() -> Run {
+    let mut t = 30_000.0;
+    let mods: Vec<ModuleLoad> = ["fat", "vfat", "crc16", "mbcache", "jbd2", "ext4"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let m = synth_load(
+                n,
+                t,
+                &[("read", 200.0 + i as f64 * 10.0), ("symbols", 800.0 * (i + 1) as f64), ("init", 300.0)],
+                None,
+            );
+            t += m.total_us + 50.0;
+            m
+        })
+        .collect();
+    synth_run(vec![("stock", vec![synth_rep(0, mods)])])
+}
+
+/// A batch loader's boot: 3 workers, their loads overlapping in time.
+/// (name, worker, start µs).
+const BATCH: &[(&str, u32, f64)] = &[
+    ("alpha", 0, 30_000.0),
+    ("bravo", 1, 30_200.0),
+    ("charlie", 2, 30_300.0),
+    ("delta", 0, 35_100.0),
+    ("echo", 1, 34_500.0),
+    ("foxtrot", 2, 37_400.0),
+];
+
+fn synth_batch_rep(index: usize, wall_us: f64) -> Repetition {
+    let mods = BATCH
+        .iter()
+        .enumerate()
+        .map(|(i, (n, w, t))| {
+            synth_load(n, *t, &[("read", 300.0), ("symbols", 1_500.0 + i as f64 * 400.0), ("init", 2_000.0)], Some(*w))
+        })
+        .collect();
+    Repetition {
+        loader: Some(LoaderResult {
+            kind: "batch".into(),
+            workers: 3,
+            exit: 0,
+            wall_us,
+            load_calls: BATCH.len() as u64,
+            duplicates: Vec::new(),
+            not_loaded: Vec::new(),
+        }),
+        ..synth_rep(index, mods)
+    }
+}
+
+/// The y of the first rect after `needle` in `svg`.
+fn rect_y_after(svg: &str, needle: &str) -> f64 {
+    let i = svg.find(needle).unwrap_or_else(|| panic!("{needle} not in the SVG"));
+    let rest = &svg[i..];
+    let r = &rest[rest.find("<rect ").unwrap()..];
+    let y = &r[r.find(" y=\"").unwrap() + 4..];
+    y[..y.find('"').unwrap()].parse().unwrap()
+}
+
+/// The text of the element that starts at `needle`.
+fn text_after<'a>(hay: &'a str, needle: &str) -> &'a str {
+    let i = hay.find(needle).unwrap_or_else(|| panic!("{needle} not found"));
+    let rest = &hay[i..];
+    let a = rest.find('>').unwrap() + 1;
+    &rest[a..a + rest[a..].find('<').unwrap()]
+}
+
+#[test]
+fn parallel_timeline_has_a_lane_per_worker() {
+    let run = synth_run(vec![("batch-3", vec![synth_batch_rep(0, 12_000.0)])]);
+    let svg = chart::render_svg(std::slice::from_ref(&run));
+    // One labelled row per worker, in order, and no sequential overview.
+    let mut label_y = Vec::new();
+    for w in 0..3 {
+        let needle = format!(r#"data-lane-label="{w}""#);
+        assert_eq!(text_after(&svg, &needle), format!("worker {w}"));
+        let i = svg.find(&needle).unwrap();
+        let y = &svg[i..][svg[i..].find(" y=\"").unwrap() + 4..];
+        label_y.push(y[..y.find('"').unwrap()].parse::<f64>().unwrap());
+    }
+    assert!(!svg.contains("worker 3") && !svg.contains("no worker"), "only 3 workers");
+    assert!(label_y[0] < label_y[1] && label_y[1] < label_y[2], "{label_y:?}");
+    assert!(svg.contains("Module loads by worker") && svg.contains("6 modules on 3 workers"));
+    assert!(!svg.contains("all 6 modules") && !svg.contains(r#"<g class="tl-detail""#), "the sequential panel");
+    // Each module's bar in its worker's row: the same y for one worker, just below its label's row top.
+    for (name, w, start) in BATCH {
+        let needle = format!(r#"data-module="{name}" data-lane="{w}">"#);
+        assert_eq!(count(&svg, &needle), 1, "{name}");
+        let y = rect_y_after(&svg, &needle);
+        let row_top = label_y[*w as usize] - 14.0;
+        assert!((y - (row_top + 2.5)).abs() < 0.05, "{name}: bar y {y}, worker {w} row from {row_top}");
+        // The tooltip names module, start, duration and worker.
+        let i = svg.find(&needle).unwrap();
+        let tip = &svg[i..][svg[i..].find("<title>").unwrap() + 7..];
+        let tip = &tip[..tip.find("</title>").unwrap()];
+        let m = &run.variants[0].repetitions[0].modules.iter().find(|m| m.name == *name).unwrap();
+        let want = format!("{name}: {} ms (from {} ms)\nworker {w}", chart_ms(m.total_us), chart_ms(*start));
+        assert!(tip.starts_with(&want), "{tip:?} vs {want:?}");
+        // Phase segments inside the bar, and the name where it fits.
+        let group = &svg[i..i + svg[i..].find("</g>").unwrap()];
+        assert_eq!(count(group, "data-phase="), 3, "{group}");
+        assert!(group.contains(&format!(">{name}</text>")), "no label in {group}");
+    }
+    // Bars of one worker never overlap; bars of different workers do.
+    let rep = &run.variants[0].repetitions[0];
+    let (a, b) = (&rep.modules[0], &rep.modules[1]);
+    assert!(b.start_us < a.start_us + a.total_us && a.worker != b.worker);
+    // The HTML page embeds the same timeline.
+    let html = chart::render_html(std::slice::from_ref(&run));
+    for w in 0..3 {
+        assert!(html.contains(&format!(r#"data-lane-label="{w}" "#)) && html.contains(&format!(">worker {w}<")));
+    }
+    assert_eq!(count(&html, r#"class="tl-bar tl-lane""#), BATCH.len());
+    assert!(!html.contains("NaN"));
+}
+
+/// The charts' millisecond format (as `bootlink::table::ms`).
+fn chart_ms(us: f64) -> String {
+    bootlink::table::ms(us)
+}
+
+#[test]
+fn parallel_perfetto_puts_each_worker_on_a_track() {
+    let run = synth_run(vec![("batch-3", vec![synth_batch_rep(0, 12_000.0), synth_batch_rep(1, 11_000.0)])]);
+    let v: serde_json::Value = serde_json::from_str(&chart::render_perfetto(std::slice::from_ref(&run))).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    for e in ev.iter().filter(|e| e["name"] == "thread_name") {
+        let prev = names.insert(e["tid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap().to_string());
+        assert!(prev.is_none(), "thread id named twice: {e}");
+    }
+    let mut seen = 0;
+    for e in ev.iter().filter(|e| e["cat"] == "module") {
+        let name = e["name"].as_str().unwrap();
+        let (_, w, _) = BATCH.iter().find(|b| b.0 == name).unwrap();
+        let track = &names[&e["tid"].as_u64().unwrap()];
+        assert!(track.ends_with(&format!("worker {w}")), "{name} on {track}");
+        assert_eq!(e["args"]["worker"].as_u64(), Some(*w as u64));
+        seen += 1;
+    }
+    assert_eq!(seen, 2 * BATCH.len());
+    let tracks: Vec<&String> = names.values().filter(|n| n.contains("worker")).collect();
+    assert_eq!(tracks.len(), 6, "3 workers x 2 repetitions: {tracks:?}");
+    assert!(names.values().any(|n| n == "rep 2 worker 2"), "{names:?}");
+    assert!(!names.values().any(|n| n.contains("module loads")), "no sequential lanes");
+}
+
+fn storm(requests: u64, eexist: u64, quiescence_us: f64, stats: &[(&str, i64)]) -> Storm {
+    Storm {
+        workers: 4,
+        requests,
+        results: vec![("loaded".into(), requests - eexist), ("File exists".into(), eexist)],
+        kernel_reads: requests,
+        bytes_read: requests * 512 * 1024,
+        duplicate_read_bytes: eexist * 512 * 1024,
+        load_module_calls: if stats.is_empty() { None } else { Some(requests) },
+        vmalloc_before_kb: 10_000,
+        vmalloc_peak_kb: 10_000 + eexist * 256,
+        quiescence_us,
+        kernel_stats: stats.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+    }
+}
+
+fn storm_rep(index: usize, s: Storm) -> Repetition {
+    Repetition { index, storm: Some(s), log: "console.log".into(), ..Default::default() }
+}
+
+fn synth_storms() -> Run {
+    synth_run(vec![
+        (
+            "storm-stock",
+            vec![
+                storm_rep(0, storm(160, 120, 80_000.0, &[])),
+                storm_rep(1, storm(160, 120, 90_000.0, &[])),
+                storm_rep(2, storm(160, 120, 85_000.0, &[])),
+            ],
+        ),
+        (
+            "storm-patched",
+            vec![storm_rep(
+                0,
+                storm(
+                    160,
+                    8,
+                    20_000.0,
+                    &[("Load requests", 160), ("Virtual mem wasted bytes", 1_572_864), ("bl_fail 3", -22)],
+                ),
+            )],
+        ),
+    ])
+}
+
+/// The cells of the row of `class` table for `variant`, tags stripped
+/// (a spread's text follows its median after a space).
+fn row_cells(html: &str, class: &str, variant: &str) -> Vec<String> {
+    let t = &html[html.find(&format!(r#"<table class="{class}">"#)).unwrap()..];
+    let t = &t[..t.find("</table>").unwrap()];
+    let r = &t[t.find(&format!(r#"<tr data-variant="{variant}">"#)).unwrap()..];
+    let r = &r[..r.find("</tr>").unwrap()];
+    r.split("<td")
+        .skip(1)
+        .map(|c| {
+            let mut out = String::new();
+            let mut tag = false;
+            for ch in c[c.find('>').unwrap() + 1..].chars() {
+                match ch {
+                    '<' => {
+                        tag = true;
+                        out.push(' ');
+                    }
+                    '>' => tag = false,
+                    c if !tag => out.push(c),
+                    _ => {}
+                }
+            }
+            out.trim().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn storm_table_shows_the_duplicate_requests() {
+    let run = synth_storms();
+    let html = chart::render_html(std::slice::from_ref(&run));
+    assert!(html.contains(r#"<section id="storm">"#));
+    let stock = row_cells(&html, "storm", "storm-stock");
+    assert_eq!(
+        stock,
+        [
+            "storm-stock",
+            "4 n=3",
+            "160 n=3",
+            "40 loaded, 120 EEXIST",
+            "160 n=3",
+            "80.00 n=3",
+            "60.00 n=3",
+            "—",
+            "30.00 n=3",
+            "85.0 ms 80.0 ms–90.0 ms · n=3",
+            "—",
+        ]
+    );
+    let patched = row_cells(&html, "storm", "storm-patched");
+    assert_eq!(
+        patched,
+        ["storm-patched", "4", "160", "152 loaded, 8 EEXIST", "160", "80.00", "4.00", "160", "2.00", "20.0 ms", "1.50"]
+    );
+    assert!(
+        html.contains("Debian&#39;s kernels have no such counter")
+            || html.contains("Debian's kernels have no such counter")
+    );
+    // The kernel's statistics: counters only (not the failed-module lines).
+    assert!(html.contains("<td>Load requests</td><td>—</td><td>160</td>"), "kernel stats table");
+    assert!(!html.contains("bl_fail"));
+    // Storm variants have no module loads: no empty charts, no NaN.
+    assert!(!html.contains(r#"id="before-after""#), "nothing to compare");
+    assert!(!html.contains(r#"id="modules""#) && !html.contains(r#"class="longest""#));
+    assert_eq!(count(&html, "A duplicate-request storm: no per-module loads"), 2);
+    for bad in ["NaN", "inf", "<table><tr><th>Phase</th>"] {
+        assert!(!html.contains(bad), "{bad} in the HTML");
+    }
+    assert!(!html.contains(r#"id="loaders""#), "no loader figures");
+    // The same as text.
+    let text = chart::render_loaders_text(std::slice::from_ref(&run));
+    let line = text.lines().find(|l| l.starts_with("storm-stock")).expect("a stock line");
+    for want in ["40 loaded, 120 EEXIST", "85.0 ms (80.0 ms-90.0 ms)", "60.00", "30.00"] {
+        assert!(line.contains(want), "{want} not in {line:?}");
+    }
+    let line = text.lines().find(|l| l.starts_with("storm-patched")).unwrap();
+    assert!(line.contains("152 loaded, 8 EEXIST") && line.trim_end().ends_with("1.50"), "{line}");
+    assert!(!text.contains("Loaders"));
+}
+
+#[test]
+fn loader_table_and_mixed_variants() {
+    let mut batch: Vec<Repetition> =
+        [12_000.0, 10_000.0, 11_000.0].iter().enumerate().map(|(i, w)| synth_batch_rep(i, *w)).collect();
+    if let Some(l) = batch[2].loader.as_mut() {
+        l.load_calls = 7;
+        l.duplicates = vec!["alpha".into()];
+        l.not_loaded = vec![("bl_fail".into(), "Invalid argument".into())];
+    }
+    let run = synth_run(vec![
+        ("stock", synth_sequential().variants.remove(0).repetitions),
+        ("batch-3", batch),
+        ("storm", vec![storm_rep(0, storm(24, 18, 5_000.0, &[]))]),
+    ]);
+    let html = chart::render_html(std::slice::from_ref(&run));
+    let row = row_cells(&html, "loaders", "batch-3");
+    assert_eq!(row, ["batch-3", "batch", "3 n=3", "11.0 ms 10.0 ms–12.0 ms · n=3", "6 6–7 · n=3", "1", "1"]);
+    assert!(html.contains("batch-3: loaded more than once: alpha"));
+    assert!(html.contains("batch-3: not loaded: bl_fail (Invalid argument)"));
+    assert!(!html.contains(r#"<tr data-variant="stock">"#), "the sequential variant has no loader row");
+    // One timeline with worker lanes (the batch), one without (stock), one storm note.
+    assert_eq!(count(&html, "Module loads by worker"), 1);
+    assert_eq!(count(&html, r#"<g class="tl-detail""#), 6);
+    assert_eq!(count(&html, "A duplicate-request storm: no per-module loads"), 1);
+    // The before/after compares what was measured: no all-dash storm column.
+    assert!(html.contains(r#"id="before-after""#) && !html.contains("NaN"));
+    let ba = &html[html.find(r#"id="before-after""#).unwrap()..];
+    let ba = &ba[..ba.find("</section>").unwrap()];
+    assert!(ba.contains("<th>stock (old)</th><th>batch-3</th><th>gain</th></tr>"), "{ba}");
+    assert!(ba.contains("Not in these tables (no module loads or initcalls measured): storm."));
+    let text = chart::render_loaders_text(std::slice::from_ref(&run));
+    assert!(text.contains("Loaders") && text.contains("Duplicate requests"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("batch-3")).unwrap();
+    assert!(line.contains("11.0 ms (10.0 ms-12.0 ms)") && line.contains("6 (6-7)"), "{line}");
+}
+
+#[test]
+fn sequential_runs_render_as_before() {
+    let run = synth_sequential();
+    let svg = chart::render_svg(std::slice::from_ref(&run));
+    assert!(!svg.contains("worker") && !svg.contains("data-lane"), "lanes in a sequential run");
+    // The overview lane of all loads and one detail row per module.
+    assert!(svg.contains(">all 6 modules<") && svg.contains(">each<"));
+    assert_eq!(count(&svg, r#"<g class="tl-detail""#), 6);
+    assert_eq!(count(&svg, r#"<g class="tl-bar""#), 6, "every load in the overview lane");
+    let html = chart::render_html(std::slice::from_ref(&run));
+    assert!(!html.contains("worker") && !html.contains(r#"id="storm""#) && !html.contains(r#"id="loaders""#));
+    let p = chart::render_perfetto(std::slice::from_ref(&run));
+    assert!(p.contains(r#""name":"module loads""#) && !p.contains("worker"));
+    assert_eq!(chart::render_loaders_text(std::slice::from_ref(&run)), "");
 }

@@ -80,13 +80,26 @@ fn row_name(r: &Row) -> String {
 }
 
 fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
-    let labels: Vec<&str> = sum.series.iter().map(|s| s.label.as_str()).collect();
+    // Series other than the baseline with nothing measured in any row (a
+    // duplicate-request storm loads no modules one by one) get no columns.
+    let measured = |i: usize| sum.rows.iter().any(|r| r.values[i].is_some());
+    let shown: Vec<usize> = (0..sum.series.len()).filter(|&i| i == 0 || measured(i)).collect();
+    let labels: Vec<&str> = shown.iter().map(|&i| sum.series[i].label.as_str()).collect();
+    let left_out: Vec<&str> =
+        (0..sum.series.len()).filter(|i| !shown.contains(i)).map(|i| sum.series[i].label.as_str()).collect();
     o.push_str(r#"<section id="before-after"><h2>Before / after</h2>"#);
     let _ = write!(
         o,
         r#"<p class="note">Baseline (old): <b>{}</b>. Gain = (new − old) / old × 100 on the means; negative is faster. Spread: min–max and standard deviation over repetitions.</p>"#,
         esc(labels[0])
     );
+    if !left_out.is_empty() {
+        let _ = write!(
+            o,
+            r#"<p class="note">Not in these tables (no module loads or initcalls measured): {}.</p>"#,
+            esc(&left_out.join(", "))
+        );
+    }
     let header = |o: &mut String, first: &str| {
         let _ = write!(o, "<table><tr><th>{first}</th><th>{} (old)</th>", esc(labels[0]));
         for l in &labels[1..] {
@@ -118,7 +131,7 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
             String::new()
         };
         let _ = write!(o, "<tr{class}><td>{swatch}{}</td>{}", esc(&row_name(r)), stat_cell(r.values[0], r.unit));
-        for i in 1..labels.len() {
+        for &i in &shown[1..] {
             o.push_str(&stat_cell(r.values[i], r.unit));
             o.push_str(&gain_cell(r.gain_pct[i]));
         }
@@ -136,7 +149,7 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
         header(o, "Module");
         for m in sum.modules.iter().take(MAX) {
             let _ = write!(o, "<tr><td>{}</td>{}", esc(&m.module), stat_cell(m.values[0], "us"));
-            for i in 1..labels.len() {
+            for &i in &shown[1..] {
                 o.push_str(&stat_cell(m.values[i], "us"));
                 o.push_str(&gain_cell(m.gain_pct[i]));
             }
@@ -319,8 +332,13 @@ pub fn render(runs: &[Run]) -> String {
     o.push_str("</div>");
 
     if series.len() >= 2 {
-        before_after(&mut o, &model::summary(runs), &phases);
+        // Nothing to compare (storms only, no initcalls): no empty table.
+        let sum = model::summary(runs);
+        if !sum.rows.is_empty() {
+            before_after(&mut o, &sum, &phases);
+        }
     }
+    super::loaders::html(&mut o, &series);
 
     o.push_str(r#"<section id="timeline"><h2>Timeline</h2><p class="note">Like bootgraph: every initcall and module load on a time axis. Each lane at the top holds all of them (hover for names); the rows below are the longest, in time order. Module bars are split by phase.</p>"#);
     if series.is_empty() {

@@ -7,7 +7,9 @@
 //!   fetched): a bootgraph-like timeline of initcalls and module loads with
 //!   each module's phases inside its bar, per-module stacked phase bars, the
 //!   longest links, and with two or more variants the before/after tables
-//!   (gain = (new − old) / old × 100, spread over repetitions);
+//!   (gain = (new − old) / old × 100, spread over repetitions); parallel
+//!   loaders' modules in one timeline row per worker, and the loaders' and
+//!   duplicate-request storms' tables where a variant has them;
 //! - SVG: the timelines alone, as one standalone SVG;
 //! - Perfetto: Chrome trace-event JSON for ui.perfetto.dev;
 //! - JSON: the before/after [`Summary`] for machines.
@@ -17,6 +19,7 @@
 //! `svg`, `html`, `perfetto`.
 
 mod html;
+mod loaders;
 mod perfetto;
 mod svg;
 
@@ -43,6 +46,13 @@ pub fn render_svg(runs: &[Run]) -> String {
 /// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
 pub fn render_perfetto(runs: &[Run]) -> String {
     perfetto::render(runs)
+}
+
+/// The loaders' and the duplicate-request storms' tables as plain text
+/// (empty when no variant has such figures): what `bootlink chart` prints
+/// after the before/after table.
+pub fn render_loaders_text(runs: &[Run]) -> String {
+    loaders::render_text(&model::series(runs))
 }
 
 /// What [`render`] makes.
@@ -109,9 +119,16 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
     let sum = summary(&runs);
     if out.json {
         text.push_str(&summary_json(&sum));
-    } else if sum.series.len() >= 2 {
-        text.push('\n');
-        text.push_str(&crate::run::render_summary_text(&sum));
+    } else {
+        if sum.series.len() >= 2 {
+            text.push('\n');
+            text.push_str(&crate::run::render_summary_text(&sum));
+        }
+        let tables = render_loaders_text(&runs);
+        if !tables.is_empty() {
+            text.push('\n');
+            text.push_str(&tables);
+        }
     }
     Ok(text)
 }

@@ -1,13 +1,14 @@
 //! Chrome trace-event JSON, which ui.perfetto.dev and chrome://tracing open:
 //! one process per series (variant of a run), threads per repetition for
 //! built-in initcalls, module loads (their phases nested inside) and module
-//! init functions, "X" complete events with ts/dur in µs, "M" metadata
+//! init functions (a parallel loader's module loads: a thread per worker),
+//! "X" complete events with ts/dur in µs, "M" metadata
 //! events naming processes and threads. Written directly (tens of thousands
 //! of initcalls in a few milliseconds).
 
 use std::fmt::Write;
 
-use crate::run::results::{Initcall, Repetition, Run};
+use crate::run::results::{Initcall, ModuleLoad, Repetition, Run};
 
 use super::svg::segments;
 use crate::run::model;
@@ -116,7 +117,58 @@ fn initcalls(t: &mut Trace, pid: u64, base: u64, label: &str, calls: &[&Initcall
     t.name_lanes(pid, base, &used, label);
 }
 
-fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition) {
+/// A parallel loader's modules: a track per worker (thread name "worker
+/// W"), its loads one after the other on it; loads that overlap on one
+/// worker (which a worker cannot do) go to further tracks of that worker
+/// ("worker W (2)"). Thread ids are taken from `next`, which counts up
+/// from past the fixed ones of the process. Returns false when no module
+/// has a worker.
+fn worker_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, rep: &Repetition, next: &mut u64) -> bool {
+    let Some(max) = rep.modules.iter().filter_map(|m| m.worker).max() else { return false };
+    // Loads without a worker get a track of their own after the workers.
+    for w in 0..=max as u64 + 1 {
+        let mods: Vec<&ModuleLoad> =
+            rep.modules.iter().filter(|m| m.worker.map(u64::from).unwrap_or(max as u64 + 1) == w).collect();
+        if mods.is_empty() {
+            continue;
+        }
+        let spans: Vec<(f64, f64)> = mods.iter().map(|m| (m.start_us, m.total_us)).collect();
+        let lanes = lanes(&spans);
+        let used = lanes.iter().max().map(|l| l + 1).unwrap_or(0);
+        let base = *next;
+        *next += used;
+        for (i, m) in mods.iter().enumerate() {
+            module_slices(t, pid, base + lanes[i], m);
+        }
+        for l in 0..used {
+            let mut name = if w > max as u64 { format!("{tag}no worker") } else { format!("{tag}worker {w}") };
+            if l > 0 {
+                name.push_str(&format!(" ({})", l + 1));
+            }
+            t.meta("thread_name", pid, base + l, &name);
+            t.sort("thread_sort_index", pid, base + l, sort);
+        }
+    }
+    true
+}
+
+/// A module's slice and its phases nested inside, on thread `tid`.
+fn module_slices(t: &mut Trace, pid: u64, tid: u64, m: &ModuleLoad) {
+    let mut args = format!(r#""size":{},"status":{}"#, m.size, m.status);
+    if let Some(l) = m.lookups {
+        let _ = write!(args, r#","symbol_lookups":{l}"#);
+    }
+    if let Some(w) = m.worker {
+        let _ = write!(args, r#","worker":{w}"#);
+    }
+    t.slice(&m.name, "module", m.start_us, m.total_us, pid, tid, &args);
+    let margs = format!(r#""module":{}"#, js(&m.name));
+    for (p, s, d) in segments(m) {
+        t.slice(p, "phase", s, d, pid, tid, &margs);
+    }
+}
+
+fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition, next: &mut u64) {
     // Thread ids are unique across processes too.
     let base = pid * 100_000 + 1 + k as u64 * TIDS_PER_REP;
     let tag = if n > 1 { format!("rep {} ", k + 1) } else { String::new() };
@@ -125,22 +177,17 @@ fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition) {
     let inits: Vec<&Initcall> = model::module_inits(rep).collect();
     initcalls(t, pid, base + 2 * LANES, &format!("{tag}module init"), &inits);
 
+    let mbase = base + LANES;
+    // Sorted where the module loads' lanes would be.
+    if worker_tracks(t, pid, mbase, &tag, rep, next) {
+        return;
+    }
     let spans: Vec<(f64, f64)> = rep.modules.iter().map(|m| (m.start_us, m.total_us)).collect();
     let lanes = lanes(&spans);
-    let mbase = base + LANES;
     let mut used = vec![false; LANES as usize];
     for (i, m) in rep.modules.iter().enumerate() {
         used[lanes[i] as usize] = true;
-        let tid = mbase + lanes[i];
-        let mut args = format!(r#""size":{},"status":{}"#, m.size, m.status);
-        if let Some(l) = m.lookups {
-            let _ = write!(args, r#","symbol_lookups":{l}"#);
-        }
-        t.slice(&m.name, "module", m.start_us, m.total_us, pid, tid, &args);
-        let margs = format!(r#""module":{}"#, js(&m.name));
-        for (p, s, d) in segments(m) {
-            t.slice(p, "phase", s, d, pid, tid, &margs);
-        }
+        module_slices(t, pid, mbase + lanes[i], m);
     }
     t.name_lanes(pid, mbase, &used, &format!("{tag}module loads"));
 }
@@ -160,8 +207,10 @@ pub fn render(runs: &[Run]) -> String {
         t.meta("process_name", pid, 0, &pname);
         t.sort("process_sort_index", pid, 0, pid);
         let n = s.variant.repetitions.len();
+        // Worker tracks take thread ids after the fixed ones of every repetition.
+        let mut next = pid * 100_000 + 1 + n as u64 * TIDS_PER_REP;
         for (k, rep) in s.variant.repetitions.iter().enumerate() {
-            repetition(&mut t, pid, k, n, rep);
+            repetition(&mut t, pid, k, n, rep, &mut next);
         }
     }
     t.out.push_str("\n]}\n");

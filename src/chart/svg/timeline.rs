@@ -28,6 +28,9 @@ pub fn segments(m: &ModuleLoad) -> Vec<(&str, f64, f64)> {
 fn module_tooltip(m: &ModuleLoad) -> String {
     let mut t = format!("{}: {} ms", m.name, ms(m.total_us));
     let _ = write!(t, " (from {} ms)", ms(m.start_us));
+    if let Some(w) = m.worker {
+        let _ = write!(t, "\nworker {w}");
+    }
     for p in &m.phases {
         let _ = write!(t, "\n  {}: {} ms", p.name, ms(p.duration_us));
     }
@@ -125,7 +128,11 @@ fn draw_bar(o: &mut String, s: &Scale, bar: &Bar, y: f64, h: f64, class: &str) {
     let tip = esc(&bar.tooltip()).into_owned();
     match bar {
         Bar::Module(m) => {
-            let _ = write!(o, r#"<g class="{class}" data-module="{}"><title>{tip}</title>"#, esc(&m.name));
+            let _ = write!(o, r#"<g class="{class}" data-module="{}""#, esc(&m.name));
+            if let Some(l) = m.worker.filter(|_| class == LANE_CLASS) {
+                let _ = write!(o, r#" data-lane="{l}""#);
+            }
+            let _ = write!(o, r#"><title>{tip}</title>"#);
             let _ = write!(o, r#"<rect x="{x:.2}" y="{y:.1}" width="{w:.2}" height="{h:.1}" fill="{}"/>"#, bar.color());
             for (p, ps, pd) in segments(m) {
                 let sw = pd * s.px_per_us();
@@ -139,6 +146,20 @@ fn draw_bar(o: &mut String, s: &Scale, bar: &Bar, y: f64, h: f64, class: &str) {
                     s.x(ps),
                     phase_color(p)
                 );
+            }
+            // In a worker lane the name goes inside the bar, where it fits
+            // (inside the group, so hovering it still shows the tooltip).
+            if class == LANE_CLASS {
+                let t = fit(&m.name, w - 6.0, 10.0);
+                if t.chars().count() >= 3 {
+                    let _ = write!(
+                        o,
+                        r##"<text class="lane-bar-label" x="{:.1}" y="{:.1}" font-size="10" stroke="#fff" stroke-width="2.5" paint-order="stroke">{}</text>"##,
+                        x + 3.0,
+                        y + h - 3.5,
+                        esc(&t)
+                    );
+                }
             }
             o.push_str("</g>");
         }
@@ -336,6 +357,95 @@ fn panel(
     body1 + 48.0
 }
 
+/// The class of a module's bar in a worker lane.
+const LANE_CLASS: &str = "tl-bar tl-lane";
+
+/// The lane of each module of a repetition loaded by parallel workers, and
+/// the lane labels: one per worker 0..=max, then "no worker" for loads
+/// without one (if any). None when no module carries a worker.
+pub fn worker_lanes(modules: &[ModuleLoad]) -> Option<(Vec<usize>, Vec<String>)> {
+    let max = modules.iter().filter_map(|m| m.worker).max()?;
+    let n = max as usize + 1;
+    let mut labels: Vec<String> = (0..n).map(|w| format!("worker {w}")).collect();
+    if modules.iter().any(|m| m.worker.is_none()) {
+        labels.push("no worker".into());
+    }
+    let lanes = modules.iter().map(|m| m.worker.map(|w| w as usize).unwrap_or(n)).collect();
+    Some((lanes, labels))
+}
+
+/// The module loads of a parallel loader: one row per worker, each module
+/// a bar (split by phase) in its worker's row at its start. Returns the new y.
+fn worker_panel(
+    o: &mut String,
+    y: f64,
+    s: &Scale,
+    modules: &[ModuleLoad],
+    lanes: &[usize],
+    labels: &[String],
+    marker: Option<(f64, &str)>,
+) -> f64 {
+    let mut y = y + 18.0;
+    let title = "Module loads by worker";
+    let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{title}</text>"#);
+    let a = modules.iter().map(|m| m.start_us).fold(f64::INFINITY, f64::min);
+    let b = modules.iter().map(|m| m.start_us + m.total_us).fold(0.0, f64::max);
+    let sum: f64 = modules.iter().map(|m| m.total_us).sum();
+    let workers = labels.iter().filter(|l| l.starts_with("worker ")).count();
+    let note = format!(
+        "{} modules on {workers} workers, {} ms of loads in {} ms ({}–{} ms after boot)",
+        modules.len(),
+        ms(sum),
+        ms(b - a),
+        ms(a),
+        ms(b)
+    );
+    let _ = write!(
+        o,
+        r#"<text class="note" x="{:.1}" y="{y:.1}">{}</text>"#,
+        16.0 + text_width(title, 13.0) + 8.0,
+        esc(&note)
+    );
+    y += 30.0;
+    let axis_top = y;
+    let body0 = y + 6.0;
+    let row_h = 20.0;
+    let (mut inner, mut under) = (String::new(), String::new());
+    for (k, label) in labels.iter().enumerate() {
+        let ry = body0 + 4.0 + k as f64 * row_h;
+        if k % 2 == 1 {
+            let _ = write!(
+                under,
+                r##"<rect x="{:.1}" y="{ry:.1}" width="{:.1}" height="{row_h:.1}" fill="#f7f8fa"/>"##,
+                s.x0,
+                s.x1 - s.x0
+            );
+        }
+        let _ = write!(
+            o,
+            r#"<text class="lane-label" data-lane-label="{k}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            s.x0 - 8.0,
+            ry + 14.0,
+            esc(label)
+        );
+        let mut idx: Vec<usize> = (0..modules.len()).filter(|&i| lanes[i] == k).collect();
+        idx.sort_by(|&i, &j| modules[i].start_us.total_cmp(&modules[j].start_us));
+        for i in idx {
+            draw_bar(&mut inner, s, &Bar::Module(&modules[i]), ry + 2.5, row_h - 5.0, LANE_CLASS);
+        }
+    }
+    let body1 = body0 + 4.0 + labels.len() as f64 * row_h + 4.0;
+    o.push_str(&under);
+    axis(o, s, axis_top, true, Some((body0, body1)));
+    if let Some((t, l)) = marker {
+        vmarker(o, s, t, body0, body1, l);
+    }
+    o.push_str(&inner);
+    axis(o, s, body1, false, None);
+    axis_title(o, (s.x0 + s.x1) / 2.0, body1 + 36.0, "time since boot (ms)");
+    body1 + 48.0
+}
+
 /// The timeline of a series' median repetition (None without repetitions),
 /// noting which repetition it is when there are several.
 pub fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Option<String> {
@@ -362,6 +472,14 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         );
     }
     y += 32.0;
+    if rep.storm.is_some() && rep.modules.is_empty() && rep.initcalls.is_empty() {
+        y += 20.0;
+        let _ = write!(
+            o,
+            r#"<text class="note" x="12" y="{y:.1}">A duplicate-request storm: no per-module loads to draw; its figures are in the duplicate-request table.</text>"#
+        );
+        return wrap(&o, y + 24.0, "timeline", &heading);
+    }
     let mut entries: Vec<(String, &str)> = vec![("built-in initcall".into(), BUILTIN)];
     let has_modules = !rep.modules.is_empty();
     if has_modules {
@@ -397,8 +515,12 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         let t1 = ((b + pad) / step).ceil() * step;
         let s = Scale { t0, t1, x0: GUTTER, x1: WIDTH - RIGHT };
         let sum: f64 = mods.iter().map(|b| b.span().1).sum();
-        let note = format!("{} {what}, {} ms in all, {}–{} ms after boot", mods.len(), ms(sum), ms(a), ms(b));
-        y = panel(&mut o, y, title, &note, &s, &mods, DETAIL_MODULES, what, init);
+        if let Some((lanes, labels)) = worker_lanes(&rep.modules) {
+            y = worker_panel(&mut o, y, &s, &rep.modules, &lanes, &labels, init);
+        } else {
+            let note = format!("{} {what}, {} ms in all, {}–{} ms after boot", mods.len(), ms(sum), ms(a), ms(b));
+            y = panel(&mut o, y, title, &note, &s, &mods, DETAIL_MODULES, what, init);
+        }
     }
     if builtin.is_empty() && mods.is_empty() {
         y += 20.0;
