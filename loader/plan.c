@@ -1,6 +1,7 @@
 /* plan.c - parse and validate a bootlink module plan. */
 #define _GNU_SOURCE
 #include "plan.h"
+#include "readall.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -538,46 +539,22 @@ int plan_load(const char *fname, bl_live_fn live, void *ctx,
 {
 	int fd = open(fname, O_RDONLY | O_CLOEXEC);
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int rc;
+	size_t len = 0;
+	int rc, e;
 
 	out->n = 0;
 	out->mods = NULL;
 	if (fd < 0)
 		return plan_err(err, errlen, fname, 0, "cannot open plan: %s",
 				strerror(errno));
-	for (;;) {
-		ssize_t r;
-		if (len == cap) {
-			char *nb;
-			if (cap >= PLAN_MAX_BYTES) {
-				close(fd);
-				free(buf);
-				return plan_err(err, errlen, fname, 0,
-						"plan larger than %u bytes", PLAN_MAX_BYTES);
-			}
-			cap = cap ? cap * 2 : 65536;
-			nb = realloc(buf, cap);
-			if (!nb) {
-				close(fd);
-				free(buf);
-				return plan_err(err, errlen, fname, 0, "out of memory");
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + len, cap - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			close(fd);
-			free(buf);
-			return plan_err(err, errlen, fname, 0, "cannot read plan: %s",
-					strerror(e));
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
+	e = bl_read_all(fd, PLAN_MAX_BYTES, &buf, &len);
+	if (e) {
+		close(fd);
+		if (e == EFBIG)
+			return plan_err(err, errlen, fname, 0,
+					"plan larger than %u bytes", PLAN_MAX_BYTES);
+		return plan_err(err, errlen, fname, 0, "cannot read plan: %s",
+				strerror(e));
 	}
 	close(fd);
 	rc = plan_parse(fname, buf ? buf : "", len, live, ctx, out, err, errlen);

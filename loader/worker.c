@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "worker.h"
+#include "readall.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,42 +107,9 @@ static void kmsg_marker(const char *path, const char *fmt, const char *name,
  * missing). Returns 0 or an errno. */
 static int read_whole(int fd, char **out, size_t *outlen)
 {
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return errno;
-	for (;;) {
-		ssize_t r;
-		if (len == cap) {
-			char *nb;
-			if (cap >= DECOMP_MAX_BYTES) {
-				free(buf);
-				return EFBIG;
-			}
-			cap = cap ? cap * 2 : (1u << 20);
-			nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				return ENOMEM;
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + len, cap - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			return e;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	*out = buf;
-	*outlen = len;
-	return 0;
+	return bl_read_all(fd, DECOMP_MAX_BYTES, out, outlen);
 }
 
 int worker_decompress(int fd, const char *tool, char **out, size_t *outlen)
@@ -149,7 +117,7 @@ int worker_decompress(int fd, const char *tool, char **out, size_t *outlen)
 	int p[2], status, e = 0;
 	pid_t pid;
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	size_t len = 0;
 
 	status = 0;
 	*out = NULL;
@@ -176,36 +144,9 @@ int worker_decompress(int fd, const char *tool, char **out, size_t *outlen)
 		_exit(127);
 	}
 	close(p[1]);
-	for (;;) {
-		ssize_t r;
-		if (len == cap) {
-			char *nb;
-			if (cap >= DECOMP_MAX_BYTES) {
-				e = EFBIG;
-				kill(pid, SIGKILL);
-				break;
-			}
-			cap = cap ? cap * 2 : (1u << 20);
-			nb = realloc(buf, cap);
-			if (!nb) {
-				e = ENOMEM;
-				kill(pid, SIGKILL);
-				break;
-			}
-			buf = nb;
-		}
-		r = read(p[0], buf + len, cap - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			e = errno;
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
+	e = bl_read_all(p[0], DECOMP_MAX_BYTES, &buf, &len);
+	if (e)
+		kill(pid, SIGKILL);
 	close(p[0]);
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
