@@ -138,6 +138,38 @@ pub fn parse(out: &str) -> Report {
     r
 }
 
+/// The batch loader's report as the run records it.
+pub fn result(text: &str) -> crate::run::results::LoaderResult {
+    let report = parse(text);
+    let exit = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("LOADER-EXIT "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1);
+    let mut seen: Vec<&str> = Vec::new();
+    let mut duplicates = Vec::new();
+    for o in report.outcomes.iter().filter(|o| o.worker >= 0) {
+        if seen.contains(&o.name.as_str()) {
+            duplicates.push(o.name.clone());
+        }
+        seen.push(&o.name);
+    }
+    crate::run::results::LoaderResult {
+        kind: "batch".into(),
+        workers: report.summary("workers").unwrap_or(0) as u32,
+        exit,
+        wall_us: report.summary("wall_us").unwrap_or(0) as f64,
+        load_calls: report.outcomes.iter().filter(|o| o.worker >= 0).count() as u64,
+        duplicates,
+        not_loaded: report
+            .outcomes
+            .iter()
+            .filter(|o| o.result != "loaded")
+            .map(|o| (o.name.clone(), o.result.clone()))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

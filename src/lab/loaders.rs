@@ -200,12 +200,7 @@ pub fn parse_storm(section: &str, sizes: &[(String, u64)]) -> Storm {
             _ => {
                 if line.contains(" kread: ") {
                     s.kernel_reads += 1;
-                    let ret = line.rsplit("ret=").next().unwrap_or("");
-                    let v = u64::from_str_radix(ret.trim_start_matches("0x"), 16).unwrap_or(0);
-                    // A negative return (an error) reads nothing.
-                    if v < 1 << 63 {
-                        s.bytes_read += v;
-                    }
+                    s.bytes_read += read_bytes(line.rsplit("ret=").next().unwrap_or(""));
                 } else if line.contains(" loadmod: ") {
                     probed_load = true;
                     loadmod += 1;
@@ -229,6 +224,18 @@ pub fn parse_storm(section: &str, sizes: &[(String, u64)]) -> Storm {
         .filter(|(n, _): &(String, i64)| !n.is_empty())
         .collect();
     s
+}
+
+/// The bytes a kretprobe's `ret=` says were read: 6.1 prints it in hex
+/// (`0x1f40`, an error as a huge value), 6.12 in decimal (`8000`, `-17`);
+/// an error reads nothing.
+fn read_bytes(ret: &str) -> u64 {
+    let ret = ret.trim();
+    let v = match ret.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => ret.parse::<i64>().ok().map(|v| v as u64),
+    };
+    v.filter(|&v| v < 1 << 63).unwrap_or(0)
 }
 
 /// One loader's name on the command line.
@@ -309,6 +316,7 @@ mod tests {
         assert_eq!(s.results, vec![("loaded".to_string(), 1), ("File exists".to_string(), 2)]);
         assert_eq!((s.kernel_reads, s.bytes_read, s.duplicate_read_bytes), (2, 0x1000, 0x800));
         assert_eq!(s.load_module_calls, Some(1));
+        assert_eq!((read_bytes("0x1000"), read_bytes("4096"), read_bytes("-17"), read_bytes("0xffffffffffffffef")), (4096, 4096, 0, 0));
         assert_eq!(s.kernel_stats, vec![("Load requests".to_string(), 3), ("Virtual mem wasted bytes".to_string(), 0)]);
     }
 }

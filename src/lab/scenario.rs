@@ -283,7 +283,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     };
     let mut rep = Repetition::default();
     if let Some(text) = section(main, loaders::LOADER_SECTION, loaders::LOADER_END) {
-        rep.loader = Some(loader_result(text));
+        rep.loader = Some(crate::lab::batchloader::result(text));
     }
     if let Some(text) = section(main, loaders::STORM_SECTION, loaders::STORM_END) {
         rep.storm = Some(loaders::parse_storm(text, sizes));
@@ -361,38 +361,6 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
 fn section<'a>(text: &'a str, begin: &str, end: &str) -> Option<&'a str> {
     let (_, r) = text.split_once(begin)?;
     Some(r.split_once(end).map(|(a, _)| a).unwrap_or(r))
-}
-
-/// The batch loader's report as the run records it.
-fn loader_result(text: &str) -> crate::run::results::LoaderResult {
-    let report = crate::lab::batchloader::parse(text);
-    let exit = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("LOADER-EXIT "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(-1);
-    let mut seen: Vec<&str> = Vec::new();
-    let mut duplicates = Vec::new();
-    for o in report.outcomes.iter().filter(|o| o.worker >= 0) {
-        if seen.contains(&o.name.as_str()) {
-            duplicates.push(o.name.clone());
-        }
-        seen.push(&o.name);
-    }
-    crate::run::results::LoaderResult {
-        kind: "batch".into(),
-        workers: report.summary("workers").unwrap_or(0) as u32,
-        exit,
-        wall_us: report.summary("wall_us").unwrap_or(0) as f64,
-        load_calls: report.outcomes.iter().filter(|o| o.worker >= 0).count() as u64,
-        duplicates,
-        not_loaded: report
-            .outcomes
-            .iter()
-            .filter(|o| o.result != "loaded")
-            .map(|o| (o.name.clone(), o.result.clone()))
-            .collect(),
-    }
 }
 
 fn qemu_version() -> String {

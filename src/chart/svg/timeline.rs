@@ -344,14 +344,29 @@ fn panel(
         );
         yy += detail_rows(&mut inner, &mut under, s, &chosen, yy, 16.0, "tl-detail");
     }
-    let body1 = yy + 4.0;
-    o.push_str(&under);
+    finish_panel(o, s, &under, &inner, axis_top, body0, yy + 4.0, marker)
+}
+
+/// A panel's axes around its body (rows from `body0` to `body1`), the
+/// marker under the bars, the bars; returns the y below the panel.
+#[allow(clippy::too_many_arguments)]
+fn finish_panel(
+    o: &mut String,
+    s: &Scale,
+    under: &str,
+    inner: &str,
+    axis_top: f64,
+    body0: f64,
+    body1: f64,
+    marker: Option<(f64, &str)>,
+) -> f64 {
+    o.push_str(under);
     axis(o, s, axis_top, true, Some((body0, body1)));
     // Under the bars and their labels.
     if let Some((t, l)) = marker {
         vmarker(o, s, t, body0, body1, l);
     }
-    o.push_str(&inner);
+    o.push_str(inner);
     axis(o, s, body1, false, None);
     axis_title(o, (s.x0 + s.x1) / 2.0, body1 + 36.0, "time since boot (ms)");
     body1 + 48.0
@@ -435,15 +450,7 @@ fn worker_panel(
         }
     }
     let body1 = body0 + 4.0 + labels.len() as f64 * row_h + 4.0;
-    o.push_str(&under);
-    axis(o, s, axis_top, true, Some((body0, body1)));
-    if let Some((t, l)) = marker {
-        vmarker(o, s, t, body0, body1, l);
-    }
-    o.push_str(&inner);
-    axis(o, s, body1, false, None);
-    axis_title(o, (s.x0 + s.x1) / 2.0, body1 + 36.0, "time since boot (ms)");
-    body1 + 48.0
+    finish_panel(o, s, &under, &inner, axis_top, body0, body1, marker)
 }
 
 /// The timeline of a series' median repetition (None without repetitions),
