@@ -136,7 +136,8 @@ enum Cmd {
         /// Directory the paths in the plan start with (default: /lib/modules/<release>)
         #[arg(long)]
         prefix: Option<String>,
-        /// modprobe.d-style file whose `options NAME ARGS` lines give module parameters
+        /// modprobe.d-style file: `options NAME ARGS` (parameters) and `softdep NAME pre: ...` (extra
+        /// dependencies), added to bootlink's known runtime dependencies (data/runtime-deps.conf)
         #[arg(long)]
         options: Option<PathBuf>,
         /// Write the plan here (atomically) instead of to standard output
@@ -484,11 +485,13 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 None => fetch::fetch(&fetch::Request::Reference)?.modules,
             };
             let tree = bootlink::kmod::ModTree::read(&dir)?;
-            let opts = match &options {
-                Some(f) => bootlink::kmod::parse_options(&std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?),
-                None => Default::default(),
-            };
-            let w = bootlink::kmod::write_plan(&tree, &names, set.as_deref(), prefix.as_deref(), &opts)?;
+            // The runtime dependencies bootlink knows, then the user's file.
+            let mut conf = bootlink::kmod::ModprobeConf::runtime_deps();
+            if let Some(f) = &options {
+                let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+                conf = conf.merged(bootlink::kmod::ModprobeConf::parse(&text));
+            }
+            let w = bootlink::kmod::write_plan(&tree, &names, set.as_deref(), prefix.as_deref(), &conf)?;
             if let Some(o) = &output {
                 fsutil::write_atomic(o, w.text.as_bytes())?;
             }

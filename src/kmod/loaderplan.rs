@@ -21,28 +21,66 @@ use crate::error::{Error, Kind, Result};
 
 pub const HEADER: &str = "bootlink-plan 1";
 
-/// Module options in modprobe.d's form: `options NAME ARGS...` lines
-/// (comments and other commands are skipped). Returns name -> arguments.
-pub fn parse_options(text: &str) -> HashMap<String, String> {
-    let mut opts: HashMap<String, String> = HashMap::new();
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let mut words = line.split_whitespace();
-        if words.next() != Some("options") {
-            continue;
+/// What bootlink reads of modprobe.d's form: `options NAME ARGS...` (the
+/// module's parameters) and `softdep NAME pre: A B post: C` (modules to load
+/// first); comments and other commands are skipped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModprobeConf {
+    pub options: HashMap<String, String>,
+    pub soft_pre: HashMap<String, Vec<String>>,
+}
+
+/// Runtime dependencies the modules' .modinfo does not declare
+/// (`data/runtime-deps.conf`): every plan honours them.
+pub const RUNTIME_DEPS: &str = include_str!("../../data/runtime-deps.conf");
+
+impl ModprobeConf {
+    pub fn parse(text: &str) -> ModprobeConf {
+        let mut c = ModprobeConf::default();
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            let mut words = line.split_whitespace();
+            let (cmd, name) = (words.next(), words.next());
+            let Some(name) = name else { continue };
+            let rest: Vec<&str> = words.collect();
+            match cmd {
+                Some("options") if !rest.is_empty() => {
+                    let slot = c.options.entry(normalize(name)).or_default();
+                    if !slot.is_empty() {
+                        slot.push(' ');
+                    }
+                    slot.push_str(&rest.join(" "));
+                }
+                Some("softdep") => {
+                    let (mut pre, mut post) = (Vec::new(), Vec::new());
+                    super::parse_softdep(&rest.join(" "), &mut pre, &mut post);
+                    c.soft_pre.entry(normalize(name)).or_default().extend(pre);
+                }
+                _ => {}
+            }
         }
-        let Some(name) = words.next() else { continue };
-        let args: Vec<&str> = words.collect();
-        if args.is_empty() {
-            continue;
-        }
-        let slot = opts.entry(normalize(name)).or_default();
-        if !slot.is_empty() {
-            slot.push(' ');
-        }
-        slot.push_str(&args.join(" "));
+        c
     }
-    opts
+
+    /// Both, `other`'s entries after this one's.
+    pub fn merged(mut self, other: ModprobeConf) -> ModprobeConf {
+        for (k, v) in other.options {
+            let slot = self.options.entry(k).or_default();
+            if !slot.is_empty() {
+                slot.push(' ');
+            }
+            slot.push_str(&v);
+        }
+        for (k, v) in other.soft_pre {
+            self.soft_pre.entry(k).or_default().extend(v);
+        }
+        self
+    }
+
+    /// The built-in runtime dependencies ([`RUNTIME_DEPS`]).
+    pub fn runtime_deps() -> ModprobeConf {
+        ModprobeConf::parse(RUNTIME_DEPS)
+    }
 }
 
 impl ModTree {
@@ -53,7 +91,7 @@ impl ModTree {
         &self,
         order: &[&Entry],
         path_of: impl Fn(&Entry) -> String,
-        options: &HashMap<String, String>,
+        conf: &ModprobeConf,
     ) -> Result<String> {
         let in_plan: HashMap<&str, usize> = order.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
         let mut out = format!("# written by bootlink: {} modules, dependencies first\n{HEADER}\n", order.len());
@@ -73,7 +111,8 @@ impl ModTree {
                     }
                 }
             }
-            for s in &e.soft_pre {
+            let extra = conf.soft_pre.get(&e.name).map(Vec::as_slice).unwrap_or_default();
+            for s in e.soft_pre.iter().chain(extra) {
                 // A soft pre-dependency orders the plan only where the
                 // plan provides it (modprobe skips ones nobody provides).
                 let provider = match self.lookup(s) {
@@ -106,7 +145,7 @@ impl ModTree {
             out.push_str(&path);
             out.push(' ');
             out.push_str(&if deps.is_empty() { "-".to_string() } else { deps.join(",") });
-            if let Some(p) = options.get(&e.name) {
+            if let Some(p) = conf.options.get(&e.name) {
                 out.push(' ');
                 out.push_str(p);
             }
@@ -134,7 +173,7 @@ pub fn write_plan(
     names: &[String],
     set: Option<&str>,
     prefix: Option<&str>,
-    options: &HashMap<String, String>,
+    conf: &ModprobeConf,
 ) -> Result<Written> {
     let (entries, builtin): (Vec<&Entry>, Vec<String>) = match (set, names.is_empty()) {
         (Some(_), false) => return Err(Error::new(Kind::Usage, "give either --set or module names, not both")),
@@ -155,7 +194,7 @@ pub fn write_plan(
     let release = tree.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let prefix = prefix.map(str::to_string).unwrap_or_else(|| format!("/lib/modules/{release}"));
     let text =
-        tree.loader_plan(&entries, |e| format!("{}/{}", prefix.trim_end_matches('/'), e.rel.display()), options)?;
+        tree.loader_plan(&entries, |e| format!("{}/{}", prefix.trim_end_matches('/'), e.rel.display()), conf)?;
     Ok(Written { tree: tree.root.clone(), modules: entries.len(), builtin, text })
 }
 
@@ -164,11 +203,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_lines_are_read_as_modprobe_does() {
-        let o = parse_options(
-            "# comment\noptions null_blk nr_devices=2 irqmode=2\nblacklist foo\noptions null-blk gb=1 # tail\noptions x\n",
+    fn options_and_softdeps_are_read_as_modprobe_does() {
+        let c = ModprobeConf::parse(
+            "# comment\noptions null_blk nr_devices=2 irqmode=2\nblacklist foo\noptions null-blk gb=1 # tail\noptions x\n\
+             softdep nls-koi8-ru pre: nls_koi8_u post: z\n",
         );
+        let o = &c.options;
         assert_eq!(o.get("null_blk").map(String::as_str), Some("nr_devices=2 irqmode=2 gb=1"));
         assert!(!o.contains_key("x") && !o.contains_key("foo"));
+        assert_eq!(c.soft_pre.get("nls_koi8_ru"), Some(&vec!["nls_koi8_u".to_string()]));
+        assert_eq!(ModprobeConf::runtime_deps().soft_pre.get("nls_koi8_ru"), Some(&vec!["nls_koi8_u".to_string()]));
+        let m = c.clone().merged(ModprobeConf::parse("options null_blk x=1\n"));
+        assert_eq!(m.options.get("null_blk").map(String::as_str), Some("nr_devices=2 irqmode=2 gb=1 x=1"));
     }
 }

@@ -38,7 +38,7 @@ mod plan;
 pub use entry::{Entry, Provider, parse_softdep};
 pub use index::ModTree;
 pub use list::{NAMED_SETS, named_set, named_set_paths, parse_list, read_list};
-pub use loaderplan::{HEADER as LOADER_PLAN_HEADER, Written as WrittenPlan, parse_options, write_plan};
+pub use loaderplan::{HEADER as LOADER_PLAN_HEADER, ModprobeConf, RUNTIME_DEPS, Written as WrittenPlan, write_plan};
 pub use plan::{LoadPlan, OrderProblem, Step, Why};
 
 use std::path::Path;

@@ -65,6 +65,8 @@ pub fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path) -> Re
         Loader::Modprobe | Loader::ModprobeParallel => {
             crate::lab::userspace::add(ir, Path::new(KMOD))?;
             ir.symlink(KMOD_MODPROBE, KMOD);
+            // kmod honours the runtime dependencies as softdeps.
+            ir.file("/etc/modprobe.d/bootlink.conf", 0o644, crate::kmod::RUNTIME_DEPS.as_bytes().to_vec());
             let staged = module_tree(x, work)?;
             ir.copy_tree(&format!("/lib/modules/{}", x.release), staged);
             Ok(())

@@ -143,7 +143,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             })
             .collect::<Result<Vec<_>>>()?;
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
-        let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &Default::default())?;
+        let conf = crate::kmod::ModprobeConf::runtime_deps();
+        let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
         let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
         variants.push(Prepared { spec, kernel: image, modules, tree: dir.clone(), rels, plan });
