@@ -193,8 +193,7 @@ pub fn write_plan(
     };
     let release = tree.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let prefix = prefix.map(str::to_string).unwrap_or_else(|| format!("/lib/modules/{release}"));
-    let text =
-        tree.loader_plan(&entries, |e| format!("{}/{}", prefix.trim_end_matches('/'), e.rel.display()), conf)?;
+    let text = tree.loader_plan(&entries, |e| format!("{}/{}", prefix.trim_end_matches('/'), e.rel.display()), conf)?;
     Ok(Written { tree: tree.root.clone(), modules: entries.len(), builtin, text })
 }
 

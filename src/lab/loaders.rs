@@ -318,7 +318,10 @@ mod tests {
         assert_eq!(s.results, vec![("loaded".to_string(), 1), ("File exists".to_string(), 2)]);
         assert_eq!((s.kernel_reads, s.bytes_read, s.duplicate_read_bytes), (2, 0x1000, 0x800));
         assert_eq!(s.load_module_calls, Some(1));
-        assert_eq!((read_bytes("0x1000"), read_bytes("4096"), read_bytes("-17"), read_bytes("0xffffffffffffffef")), (4096, 4096, 0, 0));
+        assert_eq!(
+            (read_bytes("0x1000"), read_bytes("4096"), read_bytes("-17"), read_bytes("0xffffffffffffffef")),
+            (4096, 4096, 0, 0)
+        );
         assert_eq!(s.kernel_stats, vec![("Load requests".to_string(), 3), ("Virtual mem wasted bytes".to_string(), 0)]);
     }
 }
