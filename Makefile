@@ -31,7 +31,9 @@ bench: build
 	bench/kernel-build
 	bench/symhash
 	bench/finalize
+	bench/batchloader
 
 clean:
 	$(CARGO) clean
 	$(MAKE) -C tests/modules clean
+	$(MAKE) -C loader clean
