@@ -395,3 +395,47 @@ fn an_unknown_signature_digest_is_refused_with_the_choices() {
     assert!(err.contains("[possible values: sha256, sha384, sha512]"), "{err}");
     assert!(!tmp.path().join("out").exists());
 }
+
+#[test]
+fn plan_writes_dependencies_and_refuses_what_it_cannot_order() {
+    let f = fixtures().join("modules");
+    let tmp = tempfile::tempdir().unwrap();
+    // bl_user uses bl_plain's export: bl_plain first, and named as its dependency.
+    let o = TestCommand::new(&[&"plan", &"--modules", &f, &"--prefix", &"/m", &"bl_user"]).ok();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines, ["bootlink-plan 1", "bl_plain /m/bl_plain.ko -", "bl_user /m/bl_user.ko.xz bl_plain"], "{text}");
+    // Parameters and extra ordering from a modprobe.d-style file, written atomically.
+    let conf = tmp.path().join("x.conf");
+    std::fs::write(&conf, "options bl_plain answer=42\nsoftdep bl_user pre: bl_proprietary\n").unwrap();
+    let list = tmp.path().join("set.txt");
+    std::fs::write(&list, "bl_proprietary.ko\nbl_plain.ko\nbl_user.ko.xz\n").unwrap();
+    let out = tmp.path().join("plan");
+    TestCommand::new(&[
+        &"plan",
+        &"--modules",
+        &f,
+        &"--prefix",
+        &"/m",
+        &"--set",
+        &list,
+        &"--options",
+        &conf,
+        &"-o",
+        &out,
+    ])
+    .ok();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("bl_plain /m/bl_plain.ko - answer=42\n"), "{text}");
+    assert!(text.contains("bl_user /m/bl_user.ko.xz bl_plain,bl_proprietary\n"), "{text}");
+    // A dependency neither in the plan nor built in: refused, nothing written.
+    std::fs::write(&list, "bl_user.ko.xz\n").unwrap();
+    let bad = tmp.path().join("bad-plan");
+    let e = TestCommand::new(&[&"plan", &"--modules", &f, &"--set", &list, &"-o", &bad])
+        .fails_with("depends on bl_plain, which is neither in the plan nor built in");
+    assert!(e.contains("bl_user"), "{e}");
+    assert!(!bad.exists());
+    TestCommand::new(&[&"plan", &"--modules", &f, &"--set", &list, &"bl_user"])
+        .fails_with("either --set or module names");
+    TestCommand::new(&[&"plan", &"--modules", &f]).fails_with("name the modules to load");
+}
