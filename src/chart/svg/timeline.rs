@@ -232,6 +232,16 @@ fn overview(o: &mut String, s: &Scale, bars: &[Bar], y: f64, lane_h: f64, what: 
     n as f64 * (lane_h + 2.0)
 }
 
+/// The background stripe of an odd row (into `under`).
+fn stripe(under: &mut String, s: &Scale, ry: f64, row_h: f64) {
+    let _ = write!(
+        under,
+        r##"<rect x="{:.1}" y="{ry:.1}" width="{:.1}" height="{row_h:.1}" fill="#f7f8fa"/>"##,
+        s.x0,
+        s.x1 - s.x0
+    );
+}
+
 /// Rows of single bars, each labelled beside its bar (right of it, or left
 /// when it would run off the chart).
 /// Row stripes go to `under`, drawn before gridlines and markers.
@@ -239,12 +249,7 @@ fn detail_rows(o: &mut String, under: &mut String, s: &Scale, bars: &[&Bar], y: 
     for (k, bar) in bars.iter().enumerate() {
         let ry = y + k as f64 * row_h;
         if k % 2 == 1 {
-            let _ = write!(
-                under,
-                r##"<rect x="{:.1}" y="{ry:.1}" width="{:.1}" height="{row_h:.1}" fill="#f7f8fa"/>"##,
-                s.x0,
-                s.x1 - s.x0
-            );
+            stripe(under, s, ry, row_h);
         }
         let bh = row_h - 5.0;
         draw_bar(o, s, bar, ry + 2.5, bh, class);
@@ -429,12 +434,7 @@ fn worker_panel(
     for (k, label) in labels.iter().enumerate() {
         let ry = body0 + 4.0 + k as f64 * row_h;
         if k % 2 == 1 {
-            let _ = write!(
-                under,
-                r##"<rect x="{:.1}" y="{ry:.1}" width="{:.1}" height="{row_h:.1}" fill="#f7f8fa"/>"##,
-                s.x0,
-                s.x1 - s.x0
-            );
+            stripe(&mut under, s, ry, row_h);
         }
         let _ = write!(
             o,
