@@ -19,6 +19,8 @@ pub enum Want {
     Relocatable,
     /// A linked executable (vmlinux).
     Executable,
+    /// A user-space program or shared library (ET_DYN, or a non-PIE ET_EXEC).
+    Dynamic,
 }
 
 /// Check the ELF identification and file type, with messages a person can act on.
@@ -51,13 +53,18 @@ pub fn check_ident(data: &[u8], want: Want) -> Result<(), String> {
     let hdr = Header::parse(data).map_err(|e| format!("bad ELF header: {e}"))?;
     let ty = hdr.e_type(LE);
     match (want, ty) {
-        (Want::Relocatable, elf::ET_REL) | (Want::Executable, elf::ET_EXEC) => Ok(()),
+        (Want::Relocatable, elf::ET_REL)
+        | (Want::Executable, elf::ET_EXEC)
+        | (Want::Dynamic, elf::ET_DYN | elf::ET_EXEC) => Ok(()),
         (Want::Relocatable, _) => Err(format!(
             "not a kernel module: ELF type is {} (a module is a relocatable object, ET_REL)",
             type_name(ty)
         )),
         (Want::Executable, _) => {
             Err(format!("not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)", type_name(ty)))
+        }
+        (Want::Dynamic, _) => {
+            Err(format!("not a program or shared library: ELF type is {} (want ET_DYN or ET_EXEC)", type_name(ty)))
         }
     }
 }
@@ -121,6 +128,30 @@ impl<'d> Elf<'d> {
             Some((_, s)) => self.section_data(s).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The dynamic symbol table (.dynsym), as the dynamic loader indexes it.
+    pub fn dynamic_symbols(&self) -> Result<SymbolTable<'d, Header>, String> {
+        self.sections
+            .symbols(LE, self.data, elf::SHT_DYNSYM)
+            .map_err(|e| format!("truncated or corrupt ELF dynamic symbol table: {e}"))
+    }
+
+    /// The GNU build ID (NT_GNU_BUILD_ID in an SHT_NOTE section), if any.
+    pub fn build_id(&self) -> Result<Option<&'d [u8]>, String> {
+        for shdr in self.sections.iter() {
+            if shdr.sh_type(LE) != elf::SHT_NOTE {
+                continue;
+            }
+            let notes = shdr.notes(LE, self.data).map_err(|e| format!("corrupt ELF note section: {e}"))?;
+            let Some(mut notes) = notes else { continue };
+            while let Some(note) = notes.next().map_err(|e| format!("corrupt ELF note: {e}"))? {
+                if note.name() == elf::ELF_NOTE_GNU && note.n_type(LE) == elf::NT_GNU_BUILD_ID {
+                    return Ok(Some(note.desc()));
+                }
+            }
+        }
+        Ok(None)
     }
 
     pub fn symbols(&self) -> Result<SymbolTable<'d, Header>, String> {

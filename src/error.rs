@@ -28,6 +28,9 @@ pub enum Kind {
     Boot,
     /// Building the kernel failed.
     Build,
+    /// A record or cache no longer matches the files it describes (a library
+    /// replaced after profiling, a record of another program).
+    Stale,
     /// A bug in bootlink: a check of its own output failed, or a job panicked.
     Internal,
 }

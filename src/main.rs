@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use bootlink::{Error, chart, fetch, finalize, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash};
+use bootlink::{
+    Error, chart, ddlink, fetch, finalize, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash,
+};
 
 #[derive(Parser)]
 #[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
@@ -229,6 +231,12 @@ enum Cmd {
         output: PathBuf,
     },
     /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
+    /// DDLink: record a program's symbol bindings once, then let the patched ld.so take them
+    /// from a cache instead of searching (File Read Mode)
+    Ddlink {
+        #[command(subcommand)]
+        cmd: DdlinkCmd,
+    },
     Kernel {
         #[command(subcommand)]
         cmd: KernelCmd,
@@ -243,6 +251,62 @@ enum Cmd {
         package: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DdlinkCmd {
+    /// Run PROGRAM once under the patched ld.so with every binding made at startup, recording them
+    Profile {
+        /// The patched ld.so (from `bootlink glibc build`)
+        #[arg(long)]
+        loader: PathBuf,
+        /// Where to write the record
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// The program and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<String>,
+    },
+    /// Turn a record into the cache the loader reads, after checking it against the files
+    Write {
+        #[arg(long)]
+        loader: PathBuf,
+        /// The record from `bootlink ddlink profile`
+        #[arg(long)]
+        record: PathBuf,
+        /// The program the record is of (default: the name in the record)
+        #[arg(long)]
+        program: Option<PathBuf>,
+        /// Where to write the cache
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run PROGRAM with the cache, look every cached binding up the normal way too, and compare
+    Verify {
+        #[arg(long)]
+        loader: PathBuf,
+        #[arg(long)]
+        cache: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<String>,
+    },
+    /// Which mode the loader uses for PROGRAM with the cache, and why; each object's state
+    Status {
+        #[arg(long)]
+        loader: PathBuf,
+        #[arg(long)]
+        cache: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<String>,
     },
 }
 
@@ -579,6 +643,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Ddlink { cmd } => run_ddlink(cmd),
         Cmd::FetchKernel { version, package, json } => {
             let req = match (version, package) {
                 (_, Some(p)) => fetch::Request::Package(p),
@@ -598,6 +663,65 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 println!("vmlinux   {}", f.vmlinux.display());
                 println!("config    {}", f.config.display());
                 println!("modules   {}", f.modules.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn program_of(words: Vec<String>) -> ddlink::run::Program {
+    let mut it = words.into_iter();
+    ddlink::run::Program { path: PathBuf::from(it.next().unwrap_or_default()), args: it.collect() }
+}
+
+fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
+    match cmd {
+        DdlinkCmd::Profile { loader, output, json, program } => {
+            let program = program_of(program);
+            let (rec, _) = ddlink::run::profile(&loader, &program, &output)?;
+            let summary = ddlink::record::Summary::of(&rec, &output);
+            if json {
+                print_json(&summary);
+            } else {
+                print!("{}", summary.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DdlinkCmd::Write { loader, record, program, output, json } => {
+            let rec = ddlink::record::Record::read(&record)?;
+            let program = match program {
+                Some(p) => p,
+                None => rec.main_path().ok_or_else(|| {
+                    Error::file(
+                        bootlink::error::Kind::Usage,
+                        &record,
+                        "the program was mapped by the kernel, so the record does not name it: give --program",
+                    )
+                })?,
+            };
+            let report = ddlink::write::write(&rec, &loader, &program, &output)?;
+            if json {
+                print_json(&report);
+            } else {
+                print!("{}", report.render(&output));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DdlinkCmd::Verify { loader, cache, json, program } => {
+            let (report, _) = ddlink::run::verify(&loader, &cache, &program_of(program))?;
+            if json {
+                print_json(&report);
+            } else {
+                print!("{}", report.render());
+            }
+            Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        DdlinkCmd::Status { loader, cache, json, program } => {
+            let report = ddlink::run::status(&loader, &cache, &program_of(program))?;
+            if json {
+                print_json(&report);
+            } else {
+                print!("{}", report.render());
             }
             Ok(ExitCode::SUCCESS)
         }

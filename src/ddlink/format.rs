@@ -1,0 +1,393 @@
+//! The binding cache file the patched ld.so reads (glibc/patches, elf/dl-ddlink.h):
+//! a header, one record per object of the program's initial namespace,
+//! the main search list, each object's bindings sorted by (symbol index,
+//! relocation type class), and a string table. Little-endian, naturally
+//! aligned, a multiple of 8 bytes, protected by a checksum over 8-byte
+//! words. `encode` and `decode` are exact inverses; `decode` refuses what
+//! the loader would refuse, so `bootlink ddlink status` says the same.
+
+use serde::Serialize;
+
+pub const MAGIC: &[u8; 8] = b"DDLINK\0\x01";
+pub const VERSION: u32 = 1;
+/// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
+pub const HEADER_SIZE: usize = 120;
+pub const OBJ_SIZE: usize = 96;
+pub const ENTRY_SIZE: usize = 12;
+/// Byte offset of the checksum field in the header.
+const CHECKSUM_AT: usize = 24;
+const BUILD_ID_MAX: usize = 32;
+
+/// The kernel's vDSO: matched by name only.
+pub const OBJ_VDSO: u32 = 1;
+/// The program itself.
+pub const OBJ_MAIN: u32 = 2;
+/// ld.so itself (identified by the loader build ID).
+pub const OBJ_LOADER: u32 = 4;
+/// An entry whose symbol the loader looks up as usual.
+pub const UNRESOLVED: u16 = 0xffff;
+
+/// What identifies a file: the loader compares all of it (from the fstat it
+/// does when it maps the object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: i64,
+}
+
+impl FileIdentity {
+    pub fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_sec: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+        }
+    }
+}
+
+/// One binding: the relocation's symbol in the referencing object, and the
+/// object and symbol that define it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Entry {
+    pub symidx: u32,
+    pub tclass: u8,
+    pub defobj: u16,
+    pub defsym: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Object {
+    /// The name the loader gives the object (its l_name).
+    pub name: String,
+    pub flags: u32,
+    pub identity: FileIdentity,
+    /// Entries of its .dynsym.
+    pub nsyms: u32,
+    pub build_id: Vec<u8>,
+    /// Sorted by (symidx, tclass), no two with the same key.
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cache {
+    pub loader_build_id: Vec<u8>,
+    pub objects: Vec<Object>,
+    /// The main search list, as object indices.
+    pub scope: Vec<u32>,
+}
+
+impl Cache {
+    pub fn entries(&self) -> usize {
+        self.objects.iter().map(|o| o.entries.len()).sum()
+    }
+}
+
+/// 64-bit FNV-1a over 8-byte little-endian words, the checksum field read as 0.
+pub fn checksum(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, w) in data.chunks_exact(8).enumerate() {
+        let v = if i * 8 == CHECKSUM_AT { 0 } else { u64::from_le_bytes(w.try_into().unwrap()) };
+        h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+struct Out(Vec<u8>);
+
+impl Out {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn id(&mut self, id: &[u8]) {
+        let mut b = [0u8; BUILD_ID_MAX];
+        b[..id.len()].copy_from_slice(id);
+        self.0.extend_from_slice(&b);
+    }
+    fn pad8(&mut self) {
+        while !self.0.len().is_multiple_of(8) {
+            self.0.push(0);
+        }
+    }
+}
+
+/// The cache as the loader reads it. Refuses what cannot be expressed
+/// (too many objects, a build ID longer than 32 bytes, unsorted entries).
+pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
+    let nobjs = cache.objects.len();
+    if nobjs == 0 || nobjs >= UNRESOLVED as usize {
+        return Err(format!("{nobjs} objects: a cache holds 1 to {} objects", UNRESOLVED - 1));
+    }
+    if cache.loader_build_id.len() > BUILD_ID_MAX {
+        return Err("the loader's build ID is longer than 32 bytes".into());
+    }
+    let mut strtab = vec![0u8];
+    let mut name_off = Vec::with_capacity(nobjs);
+    for o in &cache.objects {
+        if o.build_id.len() > BUILD_ID_MAX {
+            return Err(format!("{}: build ID longer than 32 bytes", o.name));
+        }
+        if o.name.contains('\0') {
+            return Err(format!("{}: NUL in the name", o.name));
+        }
+        if !o.entries.windows(2).all(|w| (w[0].symidx, w[0].tclass) < (w[1].symidx, w[1].tclass)) {
+            return Err(format!("{}: entries not sorted or duplicated", o.name));
+        }
+        name_off.push(u32::try_from(strtab.len()).map_err(|_| "string table over 4 GiB")?);
+        strtab.extend_from_slice(o.name.as_bytes());
+        strtab.push(0);
+    }
+    let nentries = cache.entries();
+    let objs_off = HEADER_SIZE;
+    let scope_off = objs_off + nobjs * OBJ_SIZE;
+    let entries_off = (scope_off + cache.scope.len() * 4).next_multiple_of(4);
+    let strtab_off = entries_off + nentries * ENTRY_SIZE;
+    let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
+    let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| format!("too many {what}"));
+
+    let mut out = Out(Vec::with_capacity(file_size));
+    out.0.extend_from_slice(MAGIC);
+    out.u32(VERSION);
+    out.u32(HEADER_SIZE as u32);
+    out.u64(file_size as u64);
+    out.u64(0); // checksum, filled below
+    out.u32(nobjs as u32);
+    out.u32(n32(cache.scope.len(), "scope entries")?);
+    out.u32(n32(nentries, "entries")?);
+    out.u32(n32(strtab.len(), "string bytes")?);
+    for off in [objs_off, scope_off, entries_off, strtab_off] {
+        out.u64(off as u64);
+    }
+    out.id(&cache.loader_build_id);
+    out.u32(cache.loader_build_id.len() as u32);
+    out.u32(0);
+    debug_assert_eq!(out.0.len(), HEADER_SIZE);
+    let mut first = 0u32;
+    for (o, &name) in cache.objects.iter().zip(&name_off) {
+        out.u32(name);
+        out.u32(o.flags);
+        out.u64(o.identity.dev);
+        out.u64(o.identity.ino);
+        out.u64(o.identity.size);
+        out.u64(o.identity.mtime_sec as u64);
+        out.u64(o.identity.mtime_nsec as u64);
+        let n = o.entries.len() as u32;
+        out.u32(first);
+        out.u32(n);
+        out.u32(o.nsyms);
+        out.u32(o.build_id.len() as u32);
+        out.id(&o.build_id);
+        first += n;
+    }
+    for &s in &cache.scope {
+        out.u32(s);
+    }
+    while out.0.len() < entries_off {
+        out.u8(0);
+    }
+    for o in &cache.objects {
+        for e in &o.entries {
+            out.u32(e.symidx);
+            out.u32(e.defsym);
+            out.u16(e.defobj);
+            out.u8(e.tclass);
+            out.u8(0);
+        }
+    }
+    out.0.extend_from_slice(&strtab);
+    out.pad8();
+    debug_assert_eq!(out.0.len(), file_size);
+    let sum = checksum(&out.0);
+    out.0[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&sum.to_le_bytes());
+    Ok(out.0)
+}
+
+fn u16_at(d: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes(d[off..off + 2].try_into().unwrap())
+}
+fn u32_at(d: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(d[off..off + 4].try_into().unwrap())
+}
+fn u64_at(d: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(d[off..off + 8].try_into().unwrap())
+}
+
+/// Read a cache, with every check the loader makes on the file itself (the
+/// checks against the loaded objects are `status`'s). The message says
+/// what is wrong, for a one-line error naming the file.
+pub fn decode(d: &[u8]) -> Result<Cache, String> {
+    if d.len() < HEADER_SIZE {
+        return Err(format!("truncated DDLink cache: {} bytes, shorter than its header", d.len()));
+    }
+    if &d[..8] != MAGIC {
+        return Err("not a DDLink cache (bad magic)".into());
+    }
+    let version = u32_at(d, 8);
+    if version != VERSION || u32_at(d, 12) as usize != HEADER_SIZE {
+        return Err(format!("DDLink cache version {version}, this bootlink writes {VERSION}"));
+    }
+    let size = u64_at(d, 16);
+    if size != d.len() as u64 || !d.len().is_multiple_of(8) {
+        return Err(format!("truncated or padded DDLink cache: header says {size} bytes, file has {}", d.len()));
+    }
+    if checksum(d) != u64_at(d, CHECKSUM_AT) {
+        return Err("corrupt DDLink cache: checksum mismatch".into());
+    }
+    let (nobjs, nscope, nentries, strsize) =
+        (u32_at(d, 32) as usize, u32_at(d, 36) as usize, u32_at(d, 40) as usize, u32_at(d, 44) as usize);
+    let (objs_off, scope_off, entries_off, str_off) =
+        (u64_at(d, 48) as usize, u64_at(d, 56) as usize, u64_at(d, 64) as usize, u64_at(d, 72) as usize);
+    let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
+    if !objs_off.is_multiple_of(8)
+        || !fits(objs_off, nobjs, OBJ_SIZE)
+        || !fits(scope_off, nscope, 4)
+        || !fits(entries_off, nentries, ENTRY_SIZE)
+        || !fits(str_off, strsize, 1)
+        || strsize == 0
+        || d[str_off + strsize - 1] != 0
+        || nobjs == 0
+        || nobjs >= UNRESOLVED as usize
+        || u32_at(d, 116) != 0
+    {
+        return Err("malformed DDLink cache: a table lies outside the file".into());
+    }
+    let idlen = u32_at(d, 112) as usize;
+    if idlen > BUILD_ID_MAX {
+        return Err("malformed DDLink cache: loader build ID length".into());
+    }
+    let strtab = &d[str_off..str_off + strsize];
+    let mut objects = Vec::with_capacity(nobjs);
+    for i in 0..nobjs {
+        let b = objs_off + i * OBJ_SIZE;
+        let name_off = u32_at(d, b) as usize;
+        let name = crate::elf::cstr(strtab, name_off)
+            .ok_or_else(|| format!("malformed DDLink cache: object {i}'s name lies outside the strings"))?;
+        let (first, n) = (u32_at(d, b + 48) as usize, u32_at(d, b + 52) as usize);
+        let blen = u32_at(d, b + 60) as usize;
+        if first > nentries || n > nentries - first || blen > BUILD_ID_MAX {
+            return Err(format!("malformed DDLink cache: object {i}'s entries lie outside the table"));
+        }
+        if (first..first + n).any(|k| d[entries_off + k * ENTRY_SIZE + 11] != 0) {
+            return Err(format!("malformed DDLink cache: object {i} has an entry with unknown flags"));
+        }
+        let entries = (first..first + n)
+            .map(|k| {
+                let e = entries_off + k * ENTRY_SIZE;
+                Entry { symidx: u32_at(d, e), defsym: u32_at(d, e + 4), defobj: u16_at(d, e + 8), tclass: d[e + 10] }
+            })
+            .collect::<Vec<_>>();
+        objects.push(Object {
+            name: String::from_utf8_lossy(name).into_owned(),
+            flags: u32_at(d, b + 4),
+            identity: FileIdentity {
+                dev: u64_at(d, b + 8),
+                ino: u64_at(d, b + 16),
+                size: u64_at(d, b + 24),
+                mtime_sec: u64_at(d, b + 32) as i64,
+                mtime_nsec: u64_at(d, b + 40) as i64,
+            },
+            nsyms: u32_at(d, b + 56),
+            build_id: d[b + 64..b + 64 + blen].to_vec(),
+            entries,
+        });
+    }
+    for o in &objects {
+        for (k, e) in o.entries.iter().enumerate() {
+            let def_ok = e.defobj == UNRESOLVED
+                || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms && def.flags & OBJ_VDSO == 0);
+            if e.symidx >= o.nsyms || !def_ok {
+                return Err(format!("malformed DDLink cache: {}'s entry {k} points outside a symbol table", o.name));
+            }
+        }
+        if !o.entries.windows(2).all(|w| (w[0].symidx, w[0].tclass) < (w[1].symidx, w[1].tclass)) {
+            return Err(format!("malformed DDLink cache: {}'s entries are not sorted", o.name));
+        }
+    }
+    let scope = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
+    Ok(Cache { loader_build_id: d[80..80 + idlen].to_vec(), objects, scope })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Cache {
+        let obj = |name: &str, flags, entries| Object {
+            name: name.into(),
+            flags,
+            identity: FileIdentity { dev: 2049, ino: 77, size: 4096, mtime_sec: 1_700_000_000, mtime_nsec: 5 },
+            nsyms: 10,
+            build_id: vec![0xab; 20],
+            entries,
+        };
+        Cache {
+            loader_build_id: vec![1, 2, 3, 4],
+            objects: vec![
+                obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3 }]),
+                obj("linux-vdso.so.1", OBJ_VDSO, vec![]),
+                obj(
+                    "/lib/libx.so",
+                    0,
+                    vec![
+                        Entry { symidx: 2, tclass: 0, defobj: 2, defsym: 9 },
+                        Entry { symidx: 2, tclass: 1, defobj: 0, defsym: 4 },
+                        Entry { symidx: 5, tclass: 0, defobj: UNRESOLVED, defsym: 0 },
+                    ],
+                ),
+            ],
+            scope: vec![0, 2],
+        }
+    }
+
+    #[test]
+    fn round_trip_with_the_c_layout() {
+        let c = sample();
+        let b = encode(&c).unwrap();
+        assert!(b.len().is_multiple_of(8));
+        assert_eq!(&b[..8], MAGIC);
+        assert_eq!(u64_at(&b, 48) as usize, HEADER_SIZE);
+        assert_eq!(u64_at(&b, 56) as usize, HEADER_SIZE + 3 * OBJ_SIZE);
+        assert_eq!(decode(&b).unwrap(), c);
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_truncation_is_refused() {
+        let b = encode(&sample()).unwrap();
+        for i in 0..b.len() {
+            let mut x = b.clone();
+            x[i] ^= 0x10;
+            assert!(decode(&x).is_err(), "byte {i} flipped was accepted");
+        }
+        for n in 0..b.len() {
+            assert!(decode(&b[..n]).is_err(), "truncation to {n} accepted");
+        }
+    }
+
+    #[test]
+    fn unsorted_or_out_of_range_entries_are_refused() {
+        let mut c = sample();
+        c.objects[2].entries.swap(0, 1);
+        assert!(encode(&c).unwrap_err().contains("not sorted"));
+        let mut c = sample();
+        c.objects[0].entries[0].defsym = 10;
+        let b = encode(&c).unwrap();
+        assert!(decode(&b).unwrap_err().contains("outside a symbol table"));
+        let mut c = sample();
+        c.objects[0].entries[0].defobj = 1; // the vDSO defines nothing
+        assert!(decode(&encode(&c).unwrap()).is_err());
+    }
+}

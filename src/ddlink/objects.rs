@@ -1,0 +1,118 @@
+//! The objects a record names, read from disk: each one's file, .dynsym
+//! and build ID, checked against what the loader saw when it recorded.
+
+use std::path::{Path, PathBuf};
+
+use object::elf::STB_GNU_UNIQUE;
+use object::read::elf::Sym;
+
+use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN, OBJ_VDSO};
+use super::record::{RecObj, hex};
+use crate::elf::{Elf, LE, Want};
+use crate::error::{Error, Kind, Result};
+
+/// One object of the program's initial namespace as found on disk.
+pub struct ObjFile {
+    /// None for the vDSO.
+    pub path: Option<PathBuf>,
+    pub identity: FileIdentity,
+    pub build_id: Vec<u8>,
+    pub names: Vec<String>,
+    /// Per .dynsym entry: STB_GNU_UNIQUE (the loader must register those in
+    /// its unique-symbol table, so their lookups are never cached).
+    pub unique: Vec<bool>,
+}
+
+impl ObjFile {
+    pub fn nsyms(&self) -> u32 {
+        self.names.len() as u32
+    }
+
+    pub fn name(&self, sym: u32) -> &str {
+        self.names.get(sym as usize).map_or("?", String::as_str)
+    }
+
+    /// Read the file at `path`: its identity, build ID and dynamic symbols.
+    pub fn read(path: &Path) -> Result<ObjFile> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let data = crate::fsutil::map_file(path)?;
+        let elf = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, path, m))?;
+        let build_id = elf.build_id().map_err(|m| Error::file(Kind::Format, path, m))?.unwrap_or_default().to_vec();
+        let syms = elf.dynamic_symbols().map_err(|m| Error::file(Kind::Format, path, m))?;
+        let mut names = Vec::with_capacity(syms.len());
+        let mut unique = Vec::with_capacity(syms.len());
+        for s in syms.iter() {
+            let name = s.name(LE, syms.strings()).unwrap_or(b"?");
+            names.push(String::from_utf8_lossy(name).into_owned());
+            unique.push(s.st_bind() == STB_GNU_UNIQUE);
+        }
+        if names.is_empty() {
+            return Err(Error::file(
+                Kind::Unsupported,
+                path,
+                "no .dynsym section (DDLink reads the dynamic symbol table through the section headers)",
+            ));
+        }
+        Ok(ObjFile { path: Some(path.to_path_buf()), identity: FileIdentity::of(&meta), build_id, names, unique })
+    }
+
+    fn vdso() -> ObjFile {
+        ObjFile {
+            path: None,
+            identity: FileIdentity::default(),
+            build_id: Vec::new(),
+            names: Vec::new(),
+            unique: Vec::new(),
+        }
+    }
+}
+
+/// Where a recorded object's file is: ld.so and the program are given
+/// (ld.so's l_name is the name it was asked for, not always its file).
+pub fn file_of(obj: &RecObj, loader: &Path, program: &Path) -> Option<PathBuf> {
+    if obj.flags & OBJ_VDSO != 0 {
+        None
+    } else if obj.flags & OBJ_LOADER != 0 {
+        Some(loader.to_path_buf())
+    } else if obj.flags & OBJ_MAIN != 0 {
+        Some(program.to_path_buf())
+    } else {
+        Some(PathBuf::from(&obj.name))
+    }
+}
+
+/// Every recorded object read from disk and checked against the record:
+/// the same build ID, and (except for ld.so and a program the kernel
+/// mapped) the same device, inode, size and mtime.
+pub fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<ObjFile>> {
+    objs.iter()
+        .map(|o| {
+            let Some(path) = file_of(o, loader, program) else { return Ok(ObjFile::vdso()) };
+            let f = ObjFile::read(&path)?;
+            if f.build_id != o.build_id {
+                return Err(Error::file(
+                    Kind::Stale,
+                    &path,
+                    format!(
+                        "build ID {} on disk, {} when the bindings were recorded: profile again",
+                        show_id(&f.build_id),
+                        show_id(&o.build_id)
+                    ),
+                ));
+            }
+            let checked = o.flags & OBJ_LOADER == 0 && o.identity.ino != 0;
+            if checked && f.identity != o.identity {
+                return Err(Error::file(
+                    Kind::Stale,
+                    &path,
+                    "replaced or modified since the bindings were recorded (device, inode, size or mtime differ): profile again",
+                ));
+            }
+            Ok(f)
+        })
+        .collect()
+}
+
+pub fn show_id(id: &[u8]) -> String {
+    if id.is_empty() { "(none)".into() } else { hex(id) }
+}

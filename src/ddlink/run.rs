@@ -1,0 +1,284 @@
+//! Running a program under the patched ld.so: profile (record every
+//! binding), verify (cache and normal lookup side by side), status (what
+//! the loader decides, and why). The program is started as
+//! `ld.so PROGRAM ARGS` with every inherited `LD_*` variable removed, so
+//! the run sees only what bootlink sets.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN, OBJ_VDSO};
+use super::objects::{ObjFile, show_id};
+use super::record::Record;
+use crate::error::{Error, Kind, Result};
+
+/// A program and its arguments.
+#[derive(Debug, Clone, Serialize)]
+pub struct Program {
+    pub path: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// What a run printed.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// `loader PROGRAM ARGS` with a clean `LD_*` environment plus `env`.
+pub fn command(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Command {
+    let mut c = Command::new(loader);
+    c.arg(&program.path).args(&program.args).stdin(Stdio::null());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("LD_") {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+pub fn run(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Result<RunOutput> {
+    let out = command(loader, program, env)
+        .output()
+        .map_err(|e| Error::file(Kind::Tool, loader, format!("cannot run {}: {e}", program.path.display())))?;
+    Ok(RunOutput { code: out.status.code(), stdout: out.stdout, stderr: out.stderr })
+}
+
+fn scratch() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("bootlink-ddlink-").tempdir().map_err(|e| Error::io(&std::env::temp_dir(), e))
+}
+
+fn need_file(path: &Path, what: &str) -> Result<()> {
+    if path.is_file() { Ok(()) } else { Err(Error::file(Kind::Io, path, format!("{what}: no such file"))) }
+}
+
+/// The lines the loader wrote under `LD_DEBUG=ddlink` (LD_DEBUG_OUTPUT
+/// files are named PREFIX.PID).
+fn debug_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("debug.") {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            lines.extend(text.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r.to_string())));
+        }
+    }
+    lines
+}
+
+/// Run the program once with every binding made at startup (BIND_NOW)
+/// and recorded; the record is copied to `out` atomically.
+pub fn profile(loader: &Path, program: &Program, out: &Path) -> Result<(Record, RunOutput)> {
+    need_file(loader, "the patched ld.so")?;
+    need_file(&program.path, "the program")?;
+    let tmp = scratch()?;
+    let rec_path = tmp.path().join("record");
+    let output =
+        run(loader, program, &[("LD_BIND_NOW", "1".into()), ("LD_DDLINK_RECORD", rec_path.clone().into_os_string())])?;
+    if !rec_path.is_file() {
+        return Err(Error::file(
+            Kind::Tool,
+            loader,
+            format!(
+                "{} left no record: not a loader with DDLink, or the program did not start ({})",
+                program.path.display(),
+                String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+            ),
+        ));
+    }
+    let rec = Record::read(&rec_path)?;
+    let text = std::fs::read(&rec_path).map_err(|e| Error::io(&rec_path, e))?;
+    crate::fsutil::write_atomic(out, &text)?;
+    Ok((rec, output))
+}
+
+/// The result of running with the cache and the normal lookup compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    /// Bindings the cache answered, each compared with a normal lookup.
+    pub checked: u64,
+    pub mismatched: u64,
+    /// Lookups the cache did not answer.
+    pub looked_up: u64,
+    /// One line per difference: symbol, cache's object, normal object.
+    pub mismatches: Vec<String>,
+    /// Why the loader did not use the cache (then nothing was checked).
+    pub not_used: Option<String>,
+}
+
+impl VerifyReport {
+    pub fn ok(&self) -> bool {
+        self.not_used.is_none() && self.mismatched == 0 && self.checked > 0
+    }
+}
+
+/// Run with the cache in check mode: every cached binding is also looked
+/// up as usual (the normal result is applied) and differences reported.
+pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyReport, RunOutput)> {
+    need_file(loader, "the patched ld.so")?;
+    need_file(cache, "the DDLink cache")?;
+    let tmp = scratch()?;
+    let check = tmp.path().join("check");
+    let output = run(
+        loader,
+        program,
+        &[
+            ("LD_BIND_NOW", "1".into()),
+            ("LD_DDLINK", cache.as_os_str().to_owned()),
+            ("LD_DDLINK_CHECK", check.clone().into_os_string()),
+            ("LD_DEBUG", "ddlink".into()),
+            ("LD_DEBUG_OUTPUT", tmp.path().join("debug").into_os_string()),
+        ],
+    )?;
+    let debug = debug_lines(tmp.path());
+    let mut report = VerifyReport { checked: 0, mismatched: 0, looked_up: 0, mismatches: Vec::new(), not_used: None };
+    let Ok(text) = std::fs::read_to_string(&check) else {
+        report.not_used = Some(
+            debug
+                .iter()
+                .find_map(|l| l.strip_prefix("normal loading: "))
+                .unwrap_or("the loader wrote no check report")
+                .to_string(),
+        );
+        return Ok((report, output));
+    };
+    let mut done = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("mismatch ") {
+            report.mismatches.push(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("checked ") {
+            let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
+            if let [c, m, l] = v[..] {
+                (report.checked, report.mismatched, report.looked_up) = (c, m, l);
+                done = true;
+            }
+        }
+    }
+    if !done {
+        return Err(Error::file(Kind::Format, &check, "truncated check report (no `checked` line)"));
+    }
+    Ok((report, output))
+}
+
+/// One object of a cache and whether the files on disk still match it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectStatus {
+    pub name: String,
+    pub kind: &'static str,
+    pub bindings: usize,
+    /// None when the file matches the cache.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub cache: PathBuf,
+    /// "file-read" or "normal": what the loader decided for this run.
+    pub mode: String,
+    /// The loader's reason for normal loading.
+    pub reason: Option<String>,
+    pub objects: Vec<ObjectStatus>,
+}
+
+/// What the loader decides for the program with this cache, and for each
+/// object of the cache whether its file still matches.
+pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<StatusReport> {
+    need_file(loader, "the patched ld.so")?;
+    let bytes = std::fs::read(cache_path).map_err(|e| Error::io(cache_path, e))?;
+    let cache = format::decode(&bytes).map_err(|m| Error::file(Kind::Format, cache_path, m))?;
+    let tmp = scratch()?;
+    run(
+        loader,
+        program,
+        &[
+            ("LD_DDLINK", cache_path.as_os_str().to_owned()),
+            ("LD_DEBUG", "ddlink".into()),
+            ("LD_DEBUG_OUTPUT", tmp.path().join("debug").into_os_string()),
+        ],
+    )?;
+    let debug = debug_lines(tmp.path());
+    let (mode, reason) = if debug.iter().any(|l| l.starts_with("file-read mode")) {
+        ("file-read".to_string(), None)
+    } else {
+        let why = debug.iter().find_map(|l| l.strip_prefix("normal loading: ")).map(str::to_string);
+        ("normal".to_string(), why.or_else(|| Some("the loader printed no DDLink decision".into())))
+    };
+    Ok(StatusReport { cache: cache_path.to_path_buf(), mode, reason, objects: object_status(&cache, loader, program) })
+}
+
+fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectStatus> {
+    cache
+        .objects
+        .iter()
+        .map(|o| {
+            let kind = match o.flags {
+                f if f & OBJ_VDSO != 0 => "vdso",
+                f if f & OBJ_LOADER != 0 => "loader",
+                f if f & OBJ_MAIN != 0 => "program",
+                _ => "library",
+            };
+            let file = match kind {
+                "vdso" => None,
+                "loader" => Some(loader.to_path_buf()),
+                "program" => Some(program.path.clone()),
+                _ => Some(PathBuf::from(&o.name)),
+            };
+            let problem = file.and_then(|f| match ObjFile::read(&f) {
+                Err(e) => Some(e.to_string()),
+                Ok(now) if now.build_id != o.build_id => {
+                    Some(format!("build ID {} on disk, {} in the cache", show_id(&now.build_id), show_id(&o.build_id)))
+                }
+                Ok(now) if kind == "library" && now.identity != o.identity => {
+                    Some("replaced or modified since profiling (device, inode, size or mtime)".into())
+                }
+                Ok(_) => None,
+            });
+            ObjectStatus { name: o.name.clone(), kind, bindings: o.entries.len(), problem }
+        })
+        .collect()
+}
+
+impl VerifyReport {
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        if let Some(why) = &self.not_used {
+            s += &format!("the loader did not use the cache: {why}\n");
+            return s;
+        }
+        for m in self.mismatches.iter().take(50) {
+            s += &format!("mismatch: {m}\n");
+        }
+        s += &format!(
+            "{} bindings from the cache checked against a normal lookup: {} differences ({} other lookups)\n",
+            self.checked, self.mismatched, self.looked_up
+        );
+        s
+    }
+}
+
+impl StatusReport {
+    pub fn render(&self) -> String {
+        let mut s = match &self.reason {
+            None => format!("file-read mode: the loader takes the bindings from {}\n", self.cache.display()),
+            Some(why) => format!("normal loading: {why}\n"),
+        };
+        let mut t = crate::table::Table::new(&["object", "kind", "bindings", "file"]);
+        for o in &self.objects {
+            t.row(vec![
+                o.name.clone(),
+                o.kind.to_string(),
+                o.bindings.to_string(),
+                o.problem.clone().unwrap_or_else(|| "matches".into()),
+            ]);
+        }
+        s += &t.render();
+        s
+    }
+}

@@ -1,0 +1,135 @@
+//! Record → cache: the bindings of a profiled run, checked against the
+//! files on disk, in the form the loader binary-searches.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::format::{self, Cache, Entry, OBJ_VDSO, Object, UNRESOLVED};
+use super::objects::{self, ObjFile};
+use super::record::{Def, Record};
+use crate::error::{Error, Kind, Result};
+
+/// What went into a cache.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WriteReport {
+    pub objects: usize,
+    /// Bindings the loader takes from the cache.
+    pub cached: usize,
+    /// Undefined weak references: looked up as usual.
+    pub unresolved: usize,
+    /// Definitions the loader must see (STB_GNU_UNIQUE) or that lie outside
+    /// the initial objects: looked up as usual.
+    pub uncacheable: usize,
+    pub bytes: usize,
+}
+
+/// Build the cache for a record. `loader` is the ld.so that recorded it
+/// and `program` the program it ran.
+pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, Vec<ObjFile>, WriteReport)> {
+    let files = objects::read_all(&rec.objects, loader, program)?;
+    let mut per_obj: Vec<BTreeMap<(u32, u8), Entry>> = vec![BTreeMap::new(); rec.objects.len()];
+    let mut report = WriteReport { objects: rec.objects.len(), ..Default::default() };
+    for b in &rec.binds {
+        let reff = &files[b.refobj as usize];
+        if b.symidx >= reff.nsyms() {
+            return Err(Error::new(
+                Kind::Stale,
+                format!(
+                    "the record binds symbol {} of {}, which has {} dynamic symbols: a record of other files",
+                    b.symidx,
+                    rec.objects[b.refobj as usize].name,
+                    reff.nsyms()
+                ),
+            ));
+        }
+        let entry = match b.def {
+            Def::Sym { obj, sym } => {
+                let def = &files[obj as usize];
+                if rec.objects[obj as usize].flags & OBJ_VDSO != 0 || sym >= def.nsyms() {
+                    return Err(Error::new(
+                        Kind::Stale,
+                        format!(
+                            "a binding names symbol {sym} of {}, which it does not have",
+                            rec.objects[obj as usize].name
+                        ),
+                    ));
+                }
+                if def.unique[sym as usize] {
+                    report.uncacheable += 1;
+                    continue;
+                }
+                Entry { symidx: b.symidx, tclass: b.tclass, defobj: obj as u16, defsym: sym }
+            }
+            Def::Unresolved => {
+                report.unresolved += 1;
+                Entry { symidx: b.symidx, tclass: b.tclass, defobj: UNRESOLVED, defsym: 0 }
+            }
+            Def::Outside => {
+                report.uncacheable += 1;
+                continue;
+            }
+        };
+        let key = (b.symidx, b.tclass);
+        if let Some(prev) = per_obj[b.refobj as usize].insert(key, entry)
+            && prev != entry
+        {
+            return Err(Error::new(
+                Kind::Format,
+                format!(
+                    "the record binds `{}` of {} two ways: not a deterministic startup",
+                    reff.name(b.symidx),
+                    rec.objects[b.refobj as usize].name
+                ),
+            ));
+        }
+    }
+    let objects = rec
+        .objects
+        .iter()
+        .zip(&files)
+        .zip(per_obj)
+        .map(|((o, f), entries)| Object {
+            name: o.name.clone(),
+            flags: o.flags,
+            identity: o.identity,
+            nsyms: f.nsyms(),
+            build_id: o.build_id.clone(),
+            entries: entries.into_values().collect(),
+        })
+        .collect::<Vec<_>>();
+    report.cached = objects.iter().flat_map(|o| &o.entries).filter(|e| e.defobj != UNRESOLVED).count();
+    let cache = Cache { loader_build_id: rec.loader_build_id.clone(), objects, scope: rec.scope.clone() };
+    Ok((cache, files, report))
+}
+
+/// Write the cache for `rec` to `out` atomically (mode 0644: the loader
+/// refuses a cache others can write).
+pub fn write(rec: &Record, loader: &Path, program: &Path, out: &Path) -> Result<WriteReport> {
+    let (cache, _, mut report) = cache_from_record(rec, loader, program)?;
+    let bytes = format::encode(&cache).map_err(|m| Error::file(Kind::Unsupported, out, m))?;
+    report.bytes = bytes.len();
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    crate::fsutil::write_atomic(out, &bytes)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o644)).map_err(|e| Error::io(out, e))?;
+    Ok(report)
+}
+
+impl WriteReport {
+    pub fn render(&self, out: &Path) -> String {
+        format!(
+            "wrote {} ({} bytes): {} objects, {} bindings from the cache, {} looked up as usual ({} undefined weak, {} uncacheable)\n",
+            out.display(),
+            self.bytes,
+            self.objects,
+            self.cached,
+            self.unresolved + self.uncacheable,
+            self.unresolved,
+            self.uncacheable
+        )
+    }
+}
