@@ -297,6 +297,27 @@ enum DdlinkCmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<String>,
     },
+    /// Startup of PROGRAM under Debian's ld.so, the patched one without a cache, and with the
+    /// cache: relocation time, lookups, task-clock, page faults, output identical
+    Measure {
+        #[arg(long)]
+        loader: PathBuf,
+        #[arg(long)]
+        cache: PathBuf,
+        /// Debian's loader, the baseline
+        #[arg(long, default_value = "/lib64/ld-linux-x86-64.so.2")]
+        stock: PathBuf,
+        /// Runs per mode (statistics runs and perf stat -r)
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+        /// Also write the result as JSON to this file (for charts and benches)
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<String>,
+    },
     /// Which mode the loader uses for PROGRAM with the cache, and why; each object's state
     Status {
         #[arg(long)]
@@ -715,6 +736,20 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
                 print!("{}", report.render());
             }
             Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        DdlinkCmd::Measure { loader, cache, stock, runs, output, json, program } => {
+            let modes = ddlink::measure::standard_modes(&stock, &loader, &cache);
+            let result = ddlink::measure::measure(&program_of(program), &modes, runs.max(1))?;
+            if let Some(out) = output {
+                let text = serde_json::to_vec_pretty(&result).expect("serializable");
+                fsutil::write_atomic(&out, &text)?;
+            }
+            if json {
+                print_json(&result);
+            } else {
+                print!("{}", result.render());
+            }
+            Ok(if result.modes.iter().all(|m| m.output_identical) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         DdlinkCmd::Status { loader, cache, json, program } => {
             let report = ddlink::run::status(&loader, &cache, &program_of(program))?;

@@ -1,25 +1,26 @@
 //! The binding cache file the patched ld.so reads (glibc/patches, elf/dl-ddlink.h):
-//! a header, one record per object of the program's initial namespace,
-//! the main search list, each object's bindings sorted by (symbol index,
-//! relocation type class), and a string table. Little-endian, naturally
+//! a header, one record per object of the program's initial namespace
+//! (in load order, without the kernel's vDSO: it is in no search list),
+//! the main search list, each object's bindings in the order its relocation
+//! asked for them when recorded (so the loader usually finds the next one
+//! right after the last), a per-object index of them sorted by (symbol
+//! index, relocation type class) for the others, and a string table. Little-endian, naturally
 //! aligned, a multiple of 8 bytes, protected by a checksum over 8-byte
 //! words. `encode` and `decode` are exact inverses; `decode` refuses what
 //! the loader would refuse, so `bootlink ddlink status` says the same.
 
 use serde::Serialize;
 
-pub const MAGIC: &[u8; 8] = b"DDLINK\0\x01";
-pub const VERSION: u32 = 1;
+pub const MAGIC: &[u8; 8] = b"DDLINK\0\x02";
+pub const VERSION: u32 = 2;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
-pub const HEADER_SIZE: usize = 120;
+pub const HEADER_SIZE: usize = 128;
 pub const OBJ_SIZE: usize = 96;
 pub const ENTRY_SIZE: usize = 12;
 /// Byte offset of the checksum field in the header.
 const CHECKSUM_AT: usize = 24;
 const BUILD_ID_MAX: usize = 32;
 
-/// The kernel's vDSO: matched by name only.
-pub const OBJ_VDSO: u32 = 1;
 /// The program itself.
 pub const OBJ_MAIN: u32 = 2;
 /// ld.so itself (identified by the loader build ID).
@@ -70,7 +71,7 @@ pub struct Object {
     /// Entries of its .dynsym.
     pub nsyms: u32,
     pub build_id: Vec<u8>,
-    /// Sorted by (symidx, tclass), no two with the same key.
+    /// In lookup order, no two with the same (symidx, tclass).
     pub entries: Vec<Entry>,
 }
 
@@ -144,8 +145,10 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
         if o.name.contains('\0') {
             return Err(format!("{}: NUL in the name", o.name));
         }
-        if !o.entries.windows(2).all(|w| (w[0].symidx, w[0].tclass) < (w[1].symidx, w[1].tclass)) {
-            return Err(format!("{}: entries not sorted or duplicated", o.name));
+        let mut keys: Vec<(u32, u8)> = o.entries.iter().map(|e| (e.symidx, e.tclass)).collect();
+        keys.sort_unstable();
+        if keys.windows(2).any(|w| w[0] == w[1]) {
+            return Err(format!("{}: two entries for one symbol and type class", o.name));
         }
         name_off.push(u32::try_from(strtab.len()).map_err(|_| "string table over 4 GiB")?);
         strtab.extend_from_slice(o.name.as_bytes());
@@ -155,7 +158,8 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     let objs_off = HEADER_SIZE;
     let scope_off = objs_off + nobjs * OBJ_SIZE;
     let entries_off = (scope_off + cache.scope.len() * 4).next_multiple_of(4);
-    let strtab_off = entries_off + nentries * ENTRY_SIZE;
+    let sorted_off = entries_off + nentries * ENTRY_SIZE;
+    let strtab_off = sorted_off + nentries * 4;
     let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
     let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| format!("too many {what}"));
 
@@ -169,7 +173,7 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     out.u32(n32(cache.scope.len(), "scope entries")?);
     out.u32(n32(nentries, "entries")?);
     out.u32(n32(strtab.len(), "string bytes")?);
-    for off in [objs_off, scope_off, entries_off, strtab_off] {
+    for off in [objs_off, scope_off, entries_off, sorted_off, strtab_off] {
         out.u64(off as u64);
     }
     out.id(&cache.loader_build_id);
@@ -206,6 +210,13 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
             out.u16(e.defobj);
             out.u8(e.tclass);
             out.u8(0);
+        }
+    }
+    for o in &cache.objects {
+        let mut order: Vec<u32> = (0..o.entries.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| (o.entries[i as usize].symidx, o.entries[i as usize].tclass));
+        for i in order {
+            out.u32(i);
         }
     }
     out.0.extend_from_slice(&strtab);
@@ -249,23 +260,29 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
     }
     let (nobjs, nscope, nentries, strsize) =
         (u32_at(d, 32) as usize, u32_at(d, 36) as usize, u32_at(d, 40) as usize, u32_at(d, 44) as usize);
-    let (objs_off, scope_off, entries_off, str_off) =
-        (u64_at(d, 48) as usize, u64_at(d, 56) as usize, u64_at(d, 64) as usize, u64_at(d, 72) as usize);
+    let (objs_off, scope_off, entries_off, sorted_off, str_off) = (
+        u64_at(d, 48) as usize,
+        u64_at(d, 56) as usize,
+        u64_at(d, 64) as usize,
+        u64_at(d, 72) as usize,
+        u64_at(d, 80) as usize,
+    );
     let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
     if !objs_off.is_multiple_of(8)
         || !fits(objs_off, nobjs, OBJ_SIZE)
         || !fits(scope_off, nscope, 4)
         || !fits(entries_off, nentries, ENTRY_SIZE)
+        || !fits(sorted_off, nentries, 4)
         || !fits(str_off, strsize, 1)
         || strsize == 0
         || d[str_off + strsize - 1] != 0
         || nobjs == 0
         || nobjs >= UNRESOLVED as usize
-        || u32_at(d, 116) != 0
+        || u32_at(d, 124) != 0
     {
         return Err("malformed DDLink cache: a table lies outside the file".into());
     }
-    let idlen = u32_at(d, 112) as usize;
+    let idlen = u32_at(d, 120) as usize;
     if idlen > BUILD_ID_MAX {
         return Err("malformed DDLink cache: loader build ID length".into());
     }
@@ -306,19 +323,29 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         });
     }
     for o in &objects {
+        if o.flags & !(OBJ_MAIN | OBJ_LOADER) != 0 {
+            return Err(format!("malformed DDLink cache: {} has unknown flags", o.name));
+        }
         for (k, e) in o.entries.iter().enumerate() {
             let def_ok = e.defobj == UNRESOLVED
-                || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms && def.flags & OBJ_VDSO == 0);
+                || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms);
             if e.symidx >= o.nsyms || !def_ok {
                 return Err(format!("malformed DDLink cache: {}'s entry {k} points outside a symbol table", o.name));
             }
         }
-        if !o.entries.windows(2).all(|w| (w[0].symidx, w[0].tclass) < (w[1].symidx, w[1].tclass)) {
-            return Err(format!("malformed DDLink cache: {}'s entries are not sorted", o.name));
+    }
+    let mut first = 0;
+    for o in &objects {
+        let key = |i: u32| o.entries.get(i as usize).map(|e| (e.symidx, e.tclass));
+        let idx: Vec<u32> = (0..o.entries.len()).map(|k| u32_at(d, sorted_off + 4 * (first + k))).collect();
+        let ascending = idx.iter().all(|&i| key(i).is_some()) && idx.windows(2).all(|w| key(w[0]) < key(w[1]));
+        if !ascending {
+            return Err(format!("malformed DDLink cache: {}'s sorted index is not sorted", o.name));
         }
+        first += o.entries.len();
     }
     let scope = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
-    Ok(Cache { loader_build_id: d[80..80 + idlen].to_vec(), objects, scope })
+    Ok(Cache { loader_build_id: d[88..88 + idlen].to_vec(), objects, scope })
 }
 
 #[cfg(test)]
@@ -338,7 +365,7 @@ mod tests {
             loader_build_id: vec![1, 2, 3, 4],
             objects: vec![
                 obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3 }]),
-                obj("linux-vdso.so.1", OBJ_VDSO, vec![]),
+                obj("/lib64/ld-linux-x86-64.so.2", OBJ_LOADER, vec![]),
                 obj(
                     "/lib/libx.so",
                     0,
@@ -380,14 +407,14 @@ mod tests {
     #[test]
     fn unsorted_or_out_of_range_entries_are_refused() {
         let mut c = sample();
-        c.objects[2].entries.swap(0, 1);
-        assert!(encode(&c).unwrap_err().contains("not sorted"));
+        c.objects[2].entries[1].tclass = 0;
+        assert!(encode(&c).unwrap_err().contains("two entries"));
         let mut c = sample();
         c.objects[0].entries[0].defsym = 10;
         let b = encode(&c).unwrap();
         assert!(decode(&b).unwrap_err().contains("outside a symbol table"));
         let mut c = sample();
-        c.objects[0].entries[0].defobj = 1; // the vDSO defines nothing
+        c.objects[0].entries[0].defobj = 3; // no such object
         assert!(decode(&encode(&c).unwrap()).is_err());
     }
 }

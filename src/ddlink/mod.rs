@@ -6,6 +6,7 @@
 //! verifies and reports the loader's decision.
 
 pub mod format;
+pub mod measure;
 pub mod objects;
 pub mod record;
 pub mod run;

@@ -6,15 +6,14 @@ use std::path::{Path, PathBuf};
 use object::elf::STB_GNU_UNIQUE;
 use object::read::elf::Sym;
 
-use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN, OBJ_VDSO};
+use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN};
 use super::record::{RecObj, hex};
 use crate::elf::{Elf, LE, Want};
 use crate::error::{Error, Kind, Result};
 
 /// One object of the program's initial namespace as found on disk.
 pub struct ObjFile {
-    /// None for the vDSO.
-    pub path: Option<PathBuf>,
+    pub path: PathBuf,
     pub identity: FileIdentity,
     pub build_id: Vec<u8>,
     pub names: Vec<String>,
@@ -53,31 +52,20 @@ impl ObjFile {
                 "no .dynsym section (DDLink reads the dynamic symbol table through the section headers)",
             ));
         }
-        Ok(ObjFile { path: Some(path.to_path_buf()), identity: FileIdentity::of(&meta), build_id, names, unique })
+        Ok(ObjFile { path: path.to_path_buf(), identity: FileIdentity::of(&meta), build_id, names, unique })
     }
 
-    fn vdso() -> ObjFile {
-        ObjFile {
-            path: None,
-            identity: FileIdentity::default(),
-            build_id: Vec::new(),
-            names: Vec::new(),
-            unique: Vec::new(),
-        }
-    }
 }
 
 /// Where a recorded object's file is: ld.so and the program are given
 /// (ld.so's l_name is the name it was asked for, not always its file).
-pub fn file_of(obj: &RecObj, loader: &Path, program: &Path) -> Option<PathBuf> {
-    if obj.flags & OBJ_VDSO != 0 {
-        None
-    } else if obj.flags & OBJ_LOADER != 0 {
-        Some(loader.to_path_buf())
+pub fn file_of(obj: &RecObj, loader: &Path, program: &Path) -> PathBuf {
+    if obj.flags & OBJ_LOADER != 0 {
+        loader.to_path_buf()
     } else if obj.flags & OBJ_MAIN != 0 {
-        Some(program.to_path_buf())
+        program.to_path_buf()
     } else {
-        Some(PathBuf::from(&obj.name))
+        PathBuf::from(&obj.name)
     }
 }
 
@@ -87,7 +75,7 @@ pub fn file_of(obj: &RecObj, loader: &Path, program: &Path) -> Option<PathBuf> {
 pub fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<ObjFile>> {
     objs.iter()
         .map(|o| {
-            let Some(path) = file_of(o, loader, program) else { return Ok(ObjFile::vdso()) };
+            let path = file_of(o, loader, program);
             let f = ObjFile::read(&path)?;
             if f.build_id != o.build_id {
                 return Err(Error::file(

@@ -228,7 +228,7 @@ mod tests {
 
     const GOOD: &str = "ddlink-record 1\nloader 0a0b\n\
 obj 0 2 2049 12 3000 1700000000 7 abcd /usr/bin/prog\n\
-obj 1 1 0 0 0 0 0 - linux-vdso.so.1\n\
+obj 1 4 0 0 0 0 0 - /lib64/ld-linux-x86-64.so.2\n\
 obj 2 0 2049 13 9000 1700000001 0 ef01 /lib/with space.so\n\
 scope 0 2\n\
 bind 0 3 1 2 7\n\

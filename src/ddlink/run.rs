@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN, OBJ_VDSO};
+use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN};
 use super::objects::{ObjFile, show_id};
 use super::record::Record;
 use crate::error::{Error, Kind, Result};
@@ -219,18 +219,16 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
         .iter()
         .map(|o| {
             let kind = match o.flags {
-                f if f & OBJ_VDSO != 0 => "vdso",
                 f if f & OBJ_LOADER != 0 => "loader",
                 f if f & OBJ_MAIN != 0 => "program",
                 _ => "library",
             };
             let file = match kind {
-                "vdso" => None,
-                "loader" => Some(loader.to_path_buf()),
-                "program" => Some(program.path.clone()),
-                _ => Some(PathBuf::from(&o.name)),
+                "loader" => loader.to_path_buf(),
+                "program" => program.path.clone(),
+                _ => PathBuf::from(&o.name),
             };
-            let problem = file.and_then(|f| match ObjFile::read(&f) {
+            let problem = match ObjFile::read(&file) {
                 Err(e) => Some(e.to_string()),
                 Ok(now) if now.build_id != o.build_id => {
                     Some(format!("build ID {} on disk, {} in the cache", show_id(&now.build_id), show_id(&o.build_id)))
@@ -239,7 +237,7 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
                     Some("replaced or modified since profiling (device, inode, size or mtime)".into())
                 }
                 Ok(_) => None,
-            });
+            };
             ObjectStatus { name: o.name.clone(), kind, bindings: o.entries.len(), problem }
         })
         .collect()

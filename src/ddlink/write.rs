@@ -1,12 +1,12 @@
 //! Record → cache: the bindings of a profiled run, checked against the
 //! files on disk, in the form the loader binary-searches.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::format::{self, Cache, Entry, OBJ_VDSO, Object, UNRESOLVED};
+use super::format::{self, Cache, Entry, Object, UNRESOLVED};
 use super::objects::{self, ObjFile};
 use super::record::{Def, Record};
 use crate::error::{Error, Kind, Result};
@@ -29,7 +29,9 @@ pub struct WriteReport {
 /// and `program` the program it ran.
 pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, Vec<ObjFile>, WriteReport)> {
     let files = objects::read_all(&rec.objects, loader, program)?;
-    let mut per_obj: Vec<BTreeMap<(u32, u8), Entry>> = vec![BTreeMap::new(); rec.objects.len()];
+    // In the order the loader asked (its lookups come in that order again).
+    let mut per_obj: Vec<Vec<Entry>> = vec![Vec::new(); rec.objects.len()];
+    let mut seen: HashMap<(u32, u32, u8), Entry> = HashMap::new();
     let mut report = WriteReport { objects: rec.objects.len(), ..Default::default() };
     for b in &rec.binds {
         let reff = &files[b.refobj as usize];
@@ -47,7 +49,7 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
         let entry = match b.def {
             Def::Sym { obj, sym } => {
                 let def = &files[obj as usize];
-                if rec.objects[obj as usize].flags & OBJ_VDSO != 0 || sym >= def.nsyms() {
+                if sym >= def.nsyms() {
                     return Err(Error::new(
                         Kind::Stale,
                         format!(
@@ -71,10 +73,11 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
                 continue;
             }
         };
-        let key = (b.symidx, b.tclass);
-        if let Some(prev) = per_obj[b.refobj as usize].insert(key, entry)
-            && prev != entry
-        {
+        let key = (b.refobj, b.symidx, b.tclass);
+        if let Some(&prev) = seen.get(&key) {
+            if prev == entry {
+                continue;
+            }
             return Err(Error::new(
                 Kind::Format,
                 format!(
@@ -84,6 +87,8 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
                 ),
             ));
         }
+        seen.insert(key, entry);
+        per_obj[b.refobj as usize].push(entry);
     }
     let objects = rec
         .objects
@@ -96,7 +101,7 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
             identity: o.identity,
             nsyms: f.nsyms(),
             build_id: o.build_id.clone(),
-            entries: entries.into_values().collect(),
+            entries,
         })
         .collect::<Vec<_>>();
     report.cached = objects.iter().flat_map(|o| &o.entries).filter(|e| e.defobj != UNRESOLVED).count();

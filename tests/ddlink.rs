@@ -1,0 +1,331 @@
+//! DDLink end to end with the patched glibc (`bootlink glibc build`,
+//! cached): real programs and the playground's libraries profiled, their
+//! caches written and verified (0 differences), the programs' output
+//! identical under Debian's ld.so, the patched one without a cache and File
+//! Read Mode; and every fallback — a library replaced after profiling, a
+//! truncated or corrupt cache, a cache of another program, LD_PRELOAD and
+//! LD_LIBRARY_PATH, a cache others can write, a setuid program — loads
+//! normally with the loader's reason, and the program behaves identically.
+//! `verify` catches a deliberately wrong cache entry, which File Read Mode
+//! would apply (the playground's output shows it).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use bootlink::ddlink::format::{self, Cache};
+use bootlink::ddlink::objects::ObjFile;
+use common::TestCommand;
+
+const DEBIAN_LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+
+struct Glibc {
+    prefix: PathBuf,
+    ld_so: PathBuf,
+}
+
+/// The patched glibc, built once (cached by content across runs).
+fn glibc() -> &'static Glibc {
+    static G: OnceLock<Glibc> = OnceLock::new();
+    G.get_or_init(|| {
+        let out = TestCommand::new(&[&"glibc", &"build", &"--json"]).ok();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("glibc build --json");
+        let get = |k: &str| PathBuf::from(v[k].as_str().unwrap_or_else(|| panic!("no {k} in {v}")));
+        Glibc { prefix: get("prefix"), ld_so: get("ld_so") }
+    })
+}
+
+/// The playground (tests/ddlink) built into `dir` with the patched ld.so as
+/// the program's interpreter.
+fn playground(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ddlink");
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&src)
+        .arg(format!("OUT={}", dir.display()))
+        .arg(format!("LOADER={}", glibc().ld_so.display()))
+        .output()
+        .expect("make");
+    assert!(out.status.success(), "building the playground: {}", String::from_utf8_lossy(&out.stderr));
+    dir.join("ddlink-play")
+}
+
+/// Run `program` with `loader` (explicitly), a clean LD_ environment plus
+/// `env`, and LD_DEBUG=ddlink into a file: (stdout, the loader's ddlink lines).
+fn start(loader: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let dbg = tempfile::tempdir().unwrap();
+    let mut c = Command::new(loader);
+    c.arg(program).args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("LD_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("LD_DEBUG", "ddlink").env("LD_DEBUG_OUTPUT", dbg.path().join("d"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("start the program");
+    assert!(out.status.success(), "{} failed: {}", program.display(), String::from_utf8_lossy(&out.stderr));
+    let mut lines = String::new();
+    for e in std::fs::read_dir(dbg.path()).unwrap().flatten() {
+        lines += &std::fs::read_to_string(e.path()).unwrap();
+    }
+    (String::from_utf8_lossy(&out.stdout).into_owned(), lines)
+}
+
+/// profile + write + verify through the CLI; returns the cache path.
+fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
+    let ld = &glibc().ld_so;
+    let rec = dir.join(format!("{}.record", program.file_name().unwrap().to_string_lossy()));
+    let cache = rec.with_extension("cache");
+    let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"ddlink", &"profile", &"--loader", ld, &"-o", &rec, &program];
+    for x in args {
+        a.push(x);
+    }
+    TestCommand::new(&a).ok();
+    TestCommand::new(&[
+        &"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &program, &"-o", &cache,
+    ])
+    .ok();
+    let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &cache, &program];
+    for x in args {
+        a.push(x);
+    }
+    let out = TestCommand::new(&a).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatched"], 0, "verify found differences: {v}");
+    assert!(v["checked"].as_u64().unwrap() > 0, "verify checked nothing: {v}");
+    cache
+}
+
+fn file_read(lines: &str) -> bool {
+    lines.contains("ddlink: file-read mode")
+}
+
+fn normal_because<'a>(lines: &'a str, why: &str) -> &'a str {
+    let line = lines.lines().find(|l| l.contains("normal loading")).unwrap_or_else(|| panic!("no fallback: {lines}"));
+    assert!(line.contains(why), "fallback for another reason than `{why}`: {line}");
+    line
+}
+
+/// The playground's program under each mode: every binding kind right.
+#[test]
+fn playground_every_binding_kind_from_the_cache() {
+    let dir = common::tmpdir("ddlink-play");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let want = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+    let ld = &glibc().ld_so;
+    let c = cache.to_str().unwrap();
+    let (out, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    assert_eq!(out, want, "Debian's ld.so");
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "no cache");
+    for bind_now in ["", "1"] {
+        let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c), ("LD_BIND_NOW", bind_now)]);
+        assert_eq!(out, want, "file-read mode, LD_BIND_NOW={bind_now}");
+        assert!(file_read(&dbg), "{dbg}");
+    }
+    // The GNU unique symbol is left to the normal lookup; the rest cached.
+    let bytes = std::fs::read(&cache).unwrap();
+    let decoded = format::decode(&bytes).unwrap();
+    let uniq = decoded.objects.iter().position(|o| o.name.ends_with("libdduniq.so")).unwrap();
+    let uniq_file = ObjFile::read(Path::new(&decoded.objects[uniq].name)).unwrap();
+    let unique_bound = decoded
+        .objects
+        .iter()
+        .flat_map(|o| &o.entries)
+        .filter(|e| e.defobj as usize == uniq && uniq_file.unique[e.defsym as usize])
+        .count();
+    assert_eq!(unique_bound, 0, "a STB_GNU_UNIQUE definition was cached");
+    // status agrees with the loader.
+    let out = TestCommand::new(&[&"ddlink", &"status", &"--json", &"--loader", ld, &"--cache", &cache, &prog]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "file-read", "{v}");
+    assert!(v["objects"].as_array().unwrap().iter().all(|o| o["problem"].is_null()), "{v}");
+}
+
+/// A cache with `which` bound to libb's definition instead of liba's.
+fn wrong_cache(cache: &Path, out: &Path) {
+    let mut c: Cache = format::decode(&std::fs::read(cache).unwrap()).unwrap();
+    let find = |c: &Cache, suffix: &str| c.objects.iter().position(|o| o.name.ends_with(suffix)).unwrap();
+    let (main, a, b) = (0, find(&c, "libdda.so"), find(&c, "libddb.so"));
+    let main_file = ObjFile::read(&PathBuf::from(out.parent().unwrap().join("ddlink-play"))).unwrap();
+    let a_file = ObjFile::read(Path::new(&c.objects[a].name)).unwrap();
+    let b_file = ObjFile::read(Path::new(&c.objects[b].name)).unwrap();
+    let idx = |f: &ObjFile| f.names.iter().position(|n| n == "which").unwrap() as u32;
+    let mut changed = 0;
+    for e in &mut c.objects[main].entries {
+        if e.symidx == idx(&main_file) && e.defobj as usize == a && e.defsym == idx(&a_file) {
+            e.defobj = b as u16;
+            e.defsym = idx(&b_file);
+            changed += 1;
+        }
+    }
+    assert!(changed > 0, "the program's binding of `which` is not in the cache");
+    std::fs::write(out, format::encode(&c).unwrap()).unwrap();
+}
+
+/// `verify` reports a wrong entry (and applies the normal binding), while
+/// File Read Mode would apply it: the check is what makes a cache safe.
+#[test]
+fn verify_catches_a_wrong_entry() {
+    let dir = common::tmpdir("ddlink-wrong");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let wrong = dir.join("wrong.cache");
+    wrong_cache(&cache, &wrong);
+    let ld = &glibc().ld_so;
+    let out = TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &wrong, &prog])
+        .cmd_output();
+    assert!(!out.status.success(), "verify passed a wrong cache");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["mismatched"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["mismatches"].to_string().contains("which cache=") && v["mismatches"].to_string().contains("libddb.so"), "{v}");
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", wrong.to_str().unwrap())]);
+    assert!(file_read(&dbg));
+    assert!(out.starts_with("which=libb "), "the wrong entry was not applied, so this test proves nothing: {out}");
+}
+
+/// Every fallback: normal loading, the loader's reason, identical output.
+#[test]
+fn fallbacks_load_normally() {
+    let dir = common::tmpdir("ddlink-fallback");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let want = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+    let ld = &glibc().ld_so;
+    let bytes = std::fs::read(&cache).unwrap();
+    let check = |cache: &Path, env: &[(&str, &str)], why: &str| {
+        let mut e = vec![("LD_DDLINK", cache.to_str().unwrap())];
+        e.extend_from_slice(env);
+        let (out, dbg) = start(ld, &prog, &[], &e);
+        assert_eq!(out, want, "fallback `{why}` changed the output");
+        normal_because(&dbg, why);
+    };
+
+    // truncated, corrupt
+    let t = dir.join("truncated.cache");
+    std::fs::write(&t, &bytes[..bytes.len() / 2 / 8 * 8]).unwrap();
+    check(&t, &[], "checksum");
+    std::fs::write(&t, &bytes[..100]).unwrap();
+    check(&t, &[], "impossible size");
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 1;
+    let c = dir.join("corrupt.cache");
+    std::fs::write(&c, &flipped).unwrap();
+    check(&c, &[], "checksum");
+    // environment
+    let libb = dir.join("libddb.so");
+    check(&cache, &[("LD_PRELOAD", libb.to_str().unwrap())], "LD_PRELOAD");
+    check(&cache, &[("LD_LIBRARY_PATH", dir.to_str().unwrap())], "LD_LIBRARY_PATH");
+    check(&cache, &[("LD_DYNAMIC_WEAK", "1")], "LD_DYNAMIC_WEAK");
+    // a cache others can write, or not owned by root
+    let w = dir.join("writable.cache");
+    std::fs::write(&w, &bytes).unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o666)).unwrap();
+    check(&w, &[], "writable by others");
+    // a cache of another program: Debian's /bin/true under the same loader
+    let other_rec = dir.join("true.record");
+    let other = dir.join("true.cache");
+    TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &other_rec, &"/bin/true"]).ok();
+    TestCommand::new(&[
+        &"ddlink", &"write", &"--loader", ld, &"--record", &other_rec, &"--program", &"/bin/true", &"-o", &other,
+    ])
+    .ok();
+    check(&other, &[], "another");
+    // a library replaced after profiling: same content, new inode and mtime
+    let copy = dir.join("libddb.so.new");
+    std::fs::copy(&libb, &copy).unwrap();
+    std::fs::rename(&copy, &libb).unwrap();
+    check(&cache, &[], "file changed");
+    let out = TestCommand::new(&[&"ddlink", &"status", &"--json", &"--loader", ld, &"--cache", &cache, &prog]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "normal", "{v}");
+    let bad: Vec<&serde_json::Value> =
+        v["objects"].as_array().unwrap().iter().filter(|o| !o["problem"].is_null()).collect();
+    assert_eq!(bad.len(), 1, "status should blame exactly libddb.so: {v}");
+    assert!(bad[0]["name"].as_str().unwrap().ends_with("libddb.so"));
+    // and `write` refuses the stale record
+    let rec = dir.join("ddlink-play.record");
+    let err = TestCommand::new(&[
+        &"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &prog, &"-o", &dir.join("x.cache"),
+    ])
+    .fails_with("profile again");
+    assert!(err.contains("libddb.so"), "{err}");
+    assert!(!dir.join("x.cache").exists(), "a refused write left a cache");
+}
+
+/// A setuid program ignores every cache (even one in the default place),
+/// while the same program run by its owner uses it: the wrong cache makes
+/// the difference visible without LD_DEBUG (which AT_SECURE turns off).
+#[test]
+fn setuid_program_ignores_the_cache() {
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        common::skip("setuid_program_ignores_the_cache", "needs root to make a setuid-root program");
+        return;
+    }
+    let dir = common::tmpdir("ddlink-setuid");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    // The default place: SYSCONFDIR/ld.so.ddlink/<build id of the program>.
+    let id = ObjFile::read(&prog).unwrap().build_id;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let default = glibc().prefix.join("etc/ld.so.ddlink").join(hex);
+    std::fs::create_dir_all(default.parent().unwrap()).unwrap();
+    wrong_cache(&cache, &default);
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _cleanup = Remove(default.clone());
+    // Started by the kernel through PT_INTERP, by root: the default cache is used.
+    let out = Command::new(&prog).env_clear().output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("which=libb "), "default cache not used: {out:?}");
+    // setuid root, started by nobody: AT_SECURE, normal loading.
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(&prog)
+        .env_clear()
+        .output()
+        .expect("setpriv");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n",
+        "the setuid program used the cache: {out:?}"
+    );
+}
+
+/// Real Debian programs: every binding verified, output identical in every mode.
+#[test]
+fn real_programs_identical_in_every_mode() {
+    let dir = common::tmpdir("ddlink-real");
+    let programs: &[(&str, &[&str])] =
+        &[("/usr/bin/llc-14", &["--version"]), ("/usr/bin/inkscape", &["--version"]), ("/usr/bin/qbittorrent", &["--version"])];
+    for (prog, args) in programs {
+        let prog = Path::new(prog);
+        if !prog.is_file() {
+            common::skip("real_programs_identical_in_every_mode", &format!("{} is not installed", prog.display()));
+            continue;
+        }
+        let cache = cache_for(&dir, prog, args);
+        let (stock, _) = start(Path::new(DEBIAN_LD_SO), prog, args, &[]);
+        let (plain, _) = start(&glibc().ld_so, prog, args, &[("LD_DDLINK", "/nonexistent")]);
+        let (fast, dbg) = start(&glibc().ld_so, prog, args, &[("LD_DDLINK", cache.to_str().unwrap())]);
+        assert!(file_read(&dbg), "{}: {dbg}", prog.display());
+        assert_eq!(plain, stock, "{}: patched loader output differs", prog.display());
+        assert_eq!(fast, stock, "{}: file-read output differs", prog.display());
+    }
+}
