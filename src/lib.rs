@@ -5,6 +5,7 @@
 
 pub mod chart;
 pub mod compress;
+pub mod ddlink;
 pub mod elf;
 pub mod elfedit;
 pub mod error;

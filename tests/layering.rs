@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
-    ("transforms", &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild"]),
+    (
+        "transforms",
+        &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild", "ddlink"],
+    ),
     ("run results", &["run"]),
     ("lab", &["lab"]),
     ("chart", &["chart"]),
