@@ -313,10 +313,28 @@ enum DdlinkCmd {
         /// Also write the result as JSON to this file (for charts and benches)
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Bind every symbol at startup (LD_BIND_NOW=1) in every mode
+        #[arg(long)]
+        bind_now: bool,
         #[arg(long)]
         json: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<String>,
+    },
+    /// Generate and build the seed's case: a program with 12 libraries and ~200,000 symbols
+    /// whose startup relocation is symbol lookups (cached by content)
+    Synth {
+        #[arg(long, default_value_t = 12)]
+        libs: usize,
+        #[arg(long, default_value_t = 200_000)]
+        symbols: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Build into this directory (default: the cache)
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
     },
     /// Which mode the loader uses for PROGRAM with the cache, and why; each object's state
     Status {
@@ -737,8 +755,13 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        DdlinkCmd::Measure { loader, cache, stock, runs, output, json, program } => {
-            let modes = ddlink::measure::standard_modes(&stock, &loader, &cache);
+        DdlinkCmd::Measure { loader, cache, stock, runs, output, bind_now, json, program } => {
+            let mut modes = ddlink::measure::standard_modes(&stock, &loader, &cache);
+            if bind_now {
+                for m in &mut modes {
+                    m.env.push(("LD_BIND_NOW".into(), "1".into()));
+                }
+            }
             let result = ddlink::measure::measure(&program_of(program), &modes, runs.max(1))?;
             if let Some(out) = output {
                 let text = serde_json::to_vec_pretty(&result).expect("serializable");
@@ -750,6 +773,23 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
                 print!("{}", result.render());
             }
             Ok(if result.modes.iter().all(|m| m.output_identical) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        DdlinkCmd::Synth { libs, symbols, seed, out, json } => {
+            let spec = ddlink::synth::SynthSpec { libs, symbols, seed };
+            let case = ddlink::synth::build(&spec, out.as_deref())?;
+            if json {
+                print_json(&case);
+            } else {
+                println!(
+                    "{}: {} libraries, {} symbols, ~{} lookups at startup{}",
+                    case.program.display(),
+                    case.libs.len(),
+                    case.symbols,
+                    case.expected_lookups,
+                    if case.from_cache { " (cached)" } else { "" }
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         DdlinkCmd::Status { loader, cache, json, program } => {
             let report = ddlink::run::status(&loader, &cache, &program_of(program))?;
