@@ -22,6 +22,7 @@ pub mod modwrite;
 pub mod preresolve;
 pub mod progress;
 pub mod run;
+pub mod series;
 pub mod sign;
 pub mod symhash;
 pub mod table;
