@@ -11,6 +11,7 @@ pub mod error;
 pub mod fetch;
 pub mod finalize;
 pub mod fsutil;
+pub mod glibc;
 pub mod hosttool;
 pub mod inspect;
 pub mod kbuild;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
-    ("transforms", &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild"]),
+    ("transforms", &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild", "glibc"]),
     ("run results", &["run"]),
     ("lab", &["lab"]),
     ("chart", &["chart"]),
