@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use bootlink::{
-    Error, chart, ddlink, fetch, finalize, fsutil, inspect, kbuild, kernel, lab, preresolve, sign, symhash,
+    Error, chart, ddlink, fetch, finalize, fsutil, glibc, inspect, kbuild, kernel, lab, preresolve, sign, symhash,
 };
 
 #[derive(Parser)]
@@ -241,6 +241,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: KernelCmd,
     },
+    /// Build Debian's glibc (the installed libc6's version) with bootlink's patch series (cached)
+    Glibc {
+        #[command(subcommand)]
+        cmd: GlibcCmd,
+    },
     /// Download a real Debian kernel package into the cache and print its paths
     FetchKernel {
         /// Kernel series (newest package of it), e.g. 6.1 or 6.12
@@ -367,6 +372,22 @@ enum KernelCmd {
         /// build used it since), to build external modules against it (printed as `tree`)
         #[arg(long)]
         tree: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum GlibcCmd {
+    /// Fetch Debian's glibc source for the installed libc6, apply the series, build and
+    /// install it into a prefix of its own; print the paths (cached by version, series, recipe)
+    Build {
+        /// Directory with a quilt-style `series` file and its patches (default: glibc/patches)
+        #[arg(long)]
+        series: Option<PathBuf>,
+        /// make -j (default: the number of CPUs)
+        #[arg(long)]
+        jobs: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -683,6 +704,28 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Ddlink { cmd } => run_ddlink(cmd),
+        Cmd::Glibc { cmd: GlibcCmd::Build { series, jobs, json } } => {
+            let mut opts = glibc::Options::defaults();
+            opts.series = series.unwrap_or(opts.series);
+            opts.jobs = jobs.unwrap_or(opts.jobs);
+            let b = glibc::build(&opts)?;
+            if json {
+                print_json(&b);
+            } else {
+                println!("key             {}", b.key);
+                println!("debian_version  {}", b.debian_version);
+                println!("prefix          {}", b.prefix.display());
+                println!("ld_so           {}", b.ld_so.display());
+                println!("libdir          {}", b.libdir.display());
+                println!("from_cache      {}", b.from_cache);
+                println!(
+                    "patches         {}",
+                    if b.patches.is_empty() { "(none)".into() } else { b.patches.join(" ") }
+                );
+                println!("seconds         {:.1}", b.seconds);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::FetchKernel { version, package, json } => {
             let req = match (version, package) {
                 (_, Some(p)) => fetch::Request::Package(p),

@@ -2,8 +2,14 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Progress goes to stderr only when it is a terminal and BOOTLINK_QUIET is unset.
+fn shown() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none()
+}
 
 pub struct Progress {
     done: Arc<AtomicUsize>,
@@ -16,7 +22,7 @@ impl Progress {
     pub fn new(label: &str, total: usize) -> Progress {
         let done = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = if std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none() {
+        let thread = if shown() {
             let (d, s, label) = (done.clone(), stop.clone(), label.to_string());
             Some(std::thread::spawn(move || {
                 while !s.load(Ordering::Relaxed) {
@@ -48,7 +54,55 @@ impl Drop for Progress {
 
 /// A one-line status message on a terminal only.
 pub fn status(msg: &str) {
-    if std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none() {
+    if shown() {
         eprintln!("{msg}");
+    }
+}
+
+/// A step of unknown length (a configure or make run): "label m:ss detail"
+/// on one line of a terminal, refreshed until dropped; nothing when piped.
+pub struct Ticker {
+    detail: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    pub fn new(label: &str) -> Ticker {
+        let detail = Arc::new(Mutex::new(String::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = shown().then(|| {
+            let (d, s, label) = (detail.clone(), stop.clone(), label.to_string());
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                while !s.load(Ordering::Relaxed) {
+                    let secs = t0.elapsed().as_secs();
+                    let detail = d.lock().map(|d| d.clone()).unwrap_or_default();
+                    eprint!("\r\x1b[K{label} {}:{:02} {detail}", secs / 60, secs % 60);
+                    let _ = std::io::stderr().flush();
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                eprint!("\r\x1b[K");
+            })
+        });
+        Ticker { detail, stop, thread }
+    }
+
+    /// What the step is doing now (cut to fit a line).
+    pub fn set(&self, detail: &str) {
+        if self.thread.is_some()
+            && let Ok(mut d) = self.detail.lock()
+        {
+            *d = detail.chars().take(60).collect();
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

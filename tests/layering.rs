@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules of `src/`, bottom layer first.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool"]),
+    ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
     (
         "transforms",
-        &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild", "ddlink"],
+        &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild", "glibc", "ddlink"],
     ),
     ("run results", &["run"]),
     ("lab", &["lab"]),

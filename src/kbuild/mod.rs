@@ -2,7 +2,8 @@
 //! series and the lab config, built once per (source version, config,
 //! series, signing key) and kept in the cache.
 //!
-//! The pieces: [`series`] (the quilt-style patch list), [`source`] (the
+//! The pieces: [`series`] (the quilt-style patch list, shared with the
+//! glibc build and kept in the ground layer), [`source`] (the
 //! Debian source package, unpacked once, the series applied and switched),
 //! [`kconfig`] (the config fragment merged onto `tinyconfig`, and checked),
 //! [`key`] (the module signing key), [`make`] (running kbuild with ccache).
@@ -18,7 +19,6 @@
 pub mod kconfig;
 pub mod key;
 pub mod make;
-pub mod series;
 pub mod source;
 
 use std::path::{Path, PathBuf};
@@ -30,8 +30,8 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool, progress};
 
+pub use crate::series::{self, Series};
 pub use kconfig::Fragment;
-pub use series::Series;
 
 /// Bumped when the recipe changes in a way that changes the output.
 /// Changes when what the build does changes (e.g. the symbol hash tables'

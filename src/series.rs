@@ -1,5 +1,6 @@
 //! A quilt-style patch series: a `series` file naming `*.patch` files of
 //! its directory, one per line, applied in that order with `patch -p1`.
+//! Both source builds read it: the kernel's (`kbuild`) and glibc's (`glibc`).
 
 use std::path::{Path, PathBuf};
 
