@@ -88,10 +88,8 @@ fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
         a.push(x);
     }
     TestCommand::new(&a).ok();
-    TestCommand::new(&[
-        &"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &program, &"-o", &cache,
-    ])
-    .ok();
+    TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &program, &"-o", &cache])
+        .ok();
     let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> =
         vec![&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &cache, &program];
     for x in args {
@@ -153,11 +151,11 @@ fn playground_every_binding_kind_from_the_cache() {
 }
 
 /// A cache with `which` bound to libb's definition instead of liba's.
-fn wrong_cache(cache: &Path, out: &Path) {
+fn wrong_cache(cache: &Path, program: &Path, out: &Path) {
     let mut c: Cache = format::decode(&std::fs::read(cache).unwrap()).unwrap();
     let find = |c: &Cache, suffix: &str| c.objects.iter().position(|o| o.name.ends_with(suffix)).unwrap();
     let (main, a, b) = (0, find(&c, "libdda.so"), find(&c, "libddb.so"));
-    let main_file = ObjFile::read(&PathBuf::from(out.parent().unwrap().join("ddlink-play"))).unwrap();
+    let main_file = ObjFile::read(program).unwrap();
     let a_file = ObjFile::read(Path::new(&c.objects[a].name)).unwrap();
     let b_file = ObjFile::read(Path::new(&c.objects[b].name)).unwrap();
     let idx = |f: &ObjFile| f.names.iter().position(|n| n == "which").unwrap() as u32;
@@ -181,14 +179,17 @@ fn verify_catches_a_wrong_entry() {
     let prog = playground(&dir);
     let cache = cache_for(&dir, &prog, &[]);
     let wrong = dir.join("wrong.cache");
-    wrong_cache(&cache, &wrong);
+    wrong_cache(&cache, &prog, &wrong);
     let ld = &glibc().ld_so;
-    let out = TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &wrong, &prog])
-        .cmd_output();
+    let out =
+        TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &wrong, &prog]).cmd_output();
     assert!(!out.status.success(), "verify passed a wrong cache");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["mismatched"].as_u64().unwrap() >= 1, "{v}");
-    assert!(v["mismatches"].to_string().contains("which cache=") && v["mismatches"].to_string().contains("libddb.so"), "{v}");
+    assert!(
+        v["mismatches"].to_string().contains("which cache=") && v["mismatches"].to_string().contains("libddb.so"),
+        "{v}"
+    );
     let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", wrong.to_str().unwrap())]);
     assert!(file_read(&dbg));
     assert!(out.starts_with("which=libb "), "the wrong entry was not applied, so this test proves nothing: {out}");
@@ -238,7 +239,16 @@ fn fallbacks_load_normally() {
     let other = dir.join("true.cache");
     TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &other_rec, &"/bin/true"]).ok();
     TestCommand::new(&[
-        &"ddlink", &"write", &"--loader", ld, &"--record", &other_rec, &"--program", &"/bin/true", &"-o", &other,
+        &"ddlink",
+        &"write",
+        &"--loader",
+        ld,
+        &"--record",
+        &other_rec,
+        &"--program",
+        &"/bin/true",
+        &"-o",
+        &other,
     ])
     .ok();
     check(&other, &[], "another");
@@ -257,7 +267,16 @@ fn fallbacks_load_normally() {
     // and `write` refuses the stale record
     let rec = dir.join("ddlink-play.record");
     let err = TestCommand::new(&[
-        &"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &prog, &"-o", &dir.join("x.cache"),
+        &"ddlink",
+        &"write",
+        &"--loader",
+        ld,
+        &"--record",
+        &rec,
+        &"--program",
+        &prog,
+        &"-o",
+        &dir.join("x.cache"),
     ])
     .fails_with("profile again");
     assert!(err.contains("libddb.so"), "{err}");
@@ -282,7 +301,7 @@ fn setuid_program_ignores_the_cache() {
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let default = glibc().prefix.join("etc/ld.so.ddlink").join(hex);
     std::fs::create_dir_all(default.parent().unwrap()).unwrap();
-    wrong_cache(&cache, &default);
+    wrong_cache(&cache, &prog, &default);
     struct Remove(PathBuf);
     impl Drop for Remove {
         fn drop(&mut self) {
@@ -312,8 +331,11 @@ fn setuid_program_ignores_the_cache() {
 #[test]
 fn real_programs_identical_in_every_mode() {
     let dir = common::tmpdir("ddlink-real");
-    let programs: &[(&str, &[&str])] =
-        &[("/usr/bin/llc-14", &["--version"]), ("/usr/bin/inkscape", &["--version"]), ("/usr/bin/qbittorrent", &["--version"])];
+    let programs: &[(&str, &[&str])] = &[
+        ("/usr/bin/llc-14", &["--version"]),
+        ("/usr/bin/inkscape", &["--version"]),
+        ("/usr/bin/qbittorrent", &["--version"]),
+    ];
     for (prog, args) in programs {
         let prog = Path::new(prog);
         if !prog.is_file() {

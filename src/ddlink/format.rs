@@ -327,8 +327,8 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
             return Err(format!("malformed DDLink cache: {} has unknown flags", o.name));
         }
         for (k, e) in o.entries.iter().enumerate() {
-            let def_ok = e.defobj == UNRESOLVED
-                || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms);
+            let def_ok =
+                e.defobj == UNRESOLVED || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms);
             if e.symidx >= o.nsyms || !def_ok {
                 return Err(format!("malformed DDLink cache: {}'s entry {k} points outside a symbol table", o.name));
             }

@@ -86,10 +86,18 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// One run under LD_DEBUG=statistics,ddlink: (relocation cycles, loader
-/// cycles, lookups, ddlink line, stdout).
-fn statistics_run(mode: &Mode, program: &Program) -> Result<(u64, u64, u64, Option<String>, Vec<u8>)> {
-    let tmp = tempfile::Builder::new().prefix("bootlink-measure-").tempdir().map_err(|e| Error::io(Path::new("/tmp"), e))?;
+/// What one run under LD_DEBUG=statistics,ddlink reported.
+struct StatsRun {
+    reloc_cycles: u64,
+    loader_cycles: u64,
+    lookups: u64,
+    ddlink: Option<String>,
+    stdout: Vec<u8>,
+}
+
+fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
+    let tmp =
+        tempfile::Builder::new().prefix("bootlink-measure-").tempdir().map_err(|e| Error::io(Path::new("/tmp"), e))?;
     let mut env: Vec<(&str, OsString)> = mode.env.iter().map(|(k, v)| (k.as_str(), OsString::from(v))).collect();
     env.push(("LD_DEBUG", "statistics,ddlink".into()));
     env.push(("LD_DEBUG_OUTPUT", tmp.path().join("stats").into_os_string()));
@@ -110,7 +118,7 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<(u64, u64, u64, Opti
         ));
     };
     let ddlink = text.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r.to_string())).next();
-    Ok((reloc, total, lookups, ddlink, out.stdout))
+    Ok(StatsRun { reloc_cycles: reloc, loader_cycles: total, lookups, ddlink, stdout: out.stdout })
 }
 
 /// perf stat -r N: (task-clock ms mean, spread %, page faults mean).
@@ -173,15 +181,15 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
         let mut ddlink = None;
         let mut identical = true;
         for _ in 0..runs {
-            let (r, t, l, d, out) = statistics_run(mode, program)?;
+            let r = statistics_run(mode, program)?;
             // HP_TIMING_PRINT drops the last digit: scale back by 10.
-            reloc.push(r as f64 * 10.0 / hz * 1e3);
-            total.push(t as f64 * 10.0 / hz * 1e3);
-            lookups = l;
-            ddlink = d;
+            reloc.push(r.reloc_cycles as f64 * 10.0 / hz * 1e3);
+            total.push(r.loader_cycles as f64 * 10.0 / hz * 1e3);
+            lookups = r.lookups;
+            ddlink = r.ddlink;
             match &first_out {
-                None => first_out = Some(out),
-                Some(f) => identical &= *f == out,
+                None => first_out = Some(r.stdout),
+                Some(f) => identical &= *f == r.stdout,
             }
         }
         if mode.expect_cache && !ddlink.as_deref().is_some_and(|d| d.starts_with("file-read mode")) {

@@ -54,7 +54,6 @@ impl ObjFile {
         }
         Ok(ObjFile { path: path.to_path_buf(), identity: FileIdentity::of(&meta), build_id, names, unique })
     }
-
 }
 
 /// Where a recorded object's file is: ld.so and the program are given
