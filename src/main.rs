@@ -259,6 +259,22 @@ enum Cmd {
     },
 }
 
+/// A program run under the patched loader with a cache.
+#[derive(clap::Args)]
+struct CacheRun {
+    /// The patched ld.so (from `bootlink glibc build`)
+    #[arg(long)]
+    loader: PathBuf,
+    /// The cache from `bootlink ddlink write`
+    #[arg(long)]
+    cache: PathBuf,
+    #[arg(long)]
+    json: bool,
+    /// The program and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    program: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum DdlinkCmd {
     /// Run PROGRAM once under the patched ld.so with every binding made at startup, recording them
@@ -292,16 +308,7 @@ enum DdlinkCmd {
         json: bool,
     },
     /// Run PROGRAM with the cache, look every cached binding up the normal way too, and compare
-    Verify {
-        #[arg(long)]
-        loader: PathBuf,
-        #[arg(long)]
-        cache: PathBuf,
-        #[arg(long)]
-        json: bool,
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        program: Vec<String>,
-    },
+    Verify(CacheRun),
     /// Startup of PROGRAM under Debian's ld.so, the patched one without a cache, and with the
     /// cache: relocation time, lookups, task-clock, page faults, output identical
     Measure {
@@ -342,16 +349,7 @@ enum DdlinkCmd {
         json: bool,
     },
     /// Which mode the loader uses for PROGRAM with the cache, and why; each object's state
-    Status {
-        #[arg(long)]
-        loader: PathBuf,
-        #[arg(long)]
-        cache: PathBuf,
-        #[arg(long)]
-        json: bool,
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        program: Vec<String>,
-    },
+    Status(CacheRun),
 }
 
 #[derive(Subcommand)]
@@ -789,7 +787,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        DdlinkCmd::Verify { loader, cache, json, program } => {
+        DdlinkCmd::Verify(CacheRun { loader, cache, json, program }) => {
             let (report, _) = ddlink::run::verify(&loader, &cache, &program_of(program))?;
             if json {
                 print_json(&report);
@@ -834,7 +832,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        DdlinkCmd::Status { loader, cache, json, program } => {
+        DdlinkCmd::Status(CacheRun { loader, cache, json, program }) => {
             let report = ddlink::run::status(&loader, &cache, &program_of(program))?;
             if json {
                 print_json(&report);

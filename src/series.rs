@@ -89,6 +89,48 @@ impl Series {
     }
 }
 
+/// A cache key built from named, length-prefixed fields (so no two field
+/// lists hash alike), shown as the first 20 hex digits of their SHA-256.
+pub struct KeyHash(sha2::Sha256);
+
+impl KeyHash {
+    pub fn new() -> KeyHash {
+        use sha2::Digest;
+        KeyHash(sha2::Sha256::new())
+    }
+
+    pub fn field(&mut self, name: &str, data: &[u8]) {
+        use sha2::Digest;
+        self.0.update(name.as_bytes());
+        self.0.update((data.len() as u64).to_le_bytes());
+        self.0.update(data);
+    }
+
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        self.0.finalize().iter().take(10).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl Default for KeyHash {
+    fn default() -> Self {
+        KeyHash::new()
+    }
+}
+
+/// A series of `patches` (name, text) written into `dir` and read back (tests).
+#[cfg(test)]
+pub fn write_for_test(dir: &Path, patches: &[(&str, &str)]) -> Series {
+    let mut list = String::from("# test\n");
+    for (n, t) in patches {
+        std::fs::write(dir.join(n), t).unwrap();
+        list.push_str(n);
+        list.push('\n');
+    }
+    std::fs::write(dir.join("series"), list).unwrap();
+    Series::read(dir).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

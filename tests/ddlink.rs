@@ -80,6 +80,17 @@ fn start(loader: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> 
 
 /// profile + write + verify through the CLI; returns the cache path.
 fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
+    cache_for_env(dir, program, args, &[])
+}
+
+/// The same, with the program's own environment (e.g. Qt's platform).
+fn cache_for_env(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let with_env = |mut c: TestCommand| {
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        c
+    };
     let ld = &glibc().ld_so;
     let rec = dir.join(format!("{}.record", program.file_name().unwrap().to_string_lossy()));
     let cache = rec.with_extension("cache");
@@ -95,7 +106,7 @@ fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
     for x in args {
         a.push(x);
     }
-    let out = TestCommand::new(&a).ok();
+    let out = with_env(TestCommand::new(&a)).ok();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["mismatched"], 0, "verify found differences: {v}");
     assert!(v["checked"].as_u64().unwrap() > 0, "verify checked nothing: {v}");
@@ -215,7 +226,7 @@ fn fallbacks_load_normally() {
     // truncated, corrupt
     let t = dir.join("truncated.cache");
     std::fs::write(&t, &bytes[..bytes.len() / 2 / 8 * 8]).unwrap();
-    check(&t, &[], "checksum");
+    check(&t, &[], "truncated");
     std::fs::write(&t, &bytes[..100]).unwrap();
     check(&t, &[], "impossible size");
     let mut flipped = bytes.clone();
@@ -226,7 +237,9 @@ fn fallbacks_load_normally() {
     check(&c, &[], "checksum");
     // environment
     let libb = dir.join("libddb.so");
-    check(&cache, &[("LD_PRELOAD", libb.to_str().unwrap())], "LD_PRELOAD");
+    // (a preload that changes no binding: the fallback must not depend on it)
+    let uniq = dir.join("libdduniq.so");
+    check(&cache, &[("LD_PRELOAD", uniq.to_str().unwrap())], "LD_PRELOAD");
     check(&cache, &[("LD_LIBRARY_PATH", dir.to_str().unwrap())], "LD_LIBRARY_PATH");
     check(&cache, &[("LD_DYNAMIC_WEAK", "1")], "LD_DYNAMIC_WEAK");
     // a cache others can write, or not owned by root
@@ -331,21 +344,29 @@ fn setuid_program_ignores_the_cache() {
 #[test]
 fn real_programs_identical_in_every_mode() {
     let dir = common::tmpdir("ddlink-real");
-    let programs: &[(&str, &[&str])] = &[
-        ("/usr/bin/llc-14", &["--version"]),
-        ("/usr/bin/inkscape", &["--version"]),
-        ("/usr/bin/qbittorrent", &["--version"]),
+    // qbittorrent is a Qt GUI: its --version starts Qt, which needs a platform.
+    let qt: &[(&str, &str)] = &[("QT_QPA_PLATFORM", "offscreen")];
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let programs: &[Case] = &[
+        ("/usr/bin/llc-14", &["--version"], &[]),
+        ("/usr/bin/inkscape", &["--version"], &[]),
+        ("/usr/bin/qbittorrent", &["--version"], qt),
     ];
-    for (prog, args) in programs {
+    for (prog, args, env) in programs {
         let prog = Path::new(prog);
         if !prog.is_file() {
             common::skip("real_programs_identical_in_every_mode", &format!("{} is not installed", prog.display()));
             continue;
         }
-        let cache = cache_for(&dir, prog, args);
-        let (stock, _) = start(Path::new(DEBIAN_LD_SO), prog, args, &[]);
-        let (plain, _) = start(&glibc().ld_so, prog, args, &[("LD_DDLINK", "/nonexistent")]);
-        let (fast, dbg) = start(&glibc().ld_so, prog, args, &[("LD_DDLINK", cache.to_str().unwrap())]);
+        let cache = cache_for_env(&dir, prog, args, env);
+        let c = cache.to_str().unwrap();
+        let mut plain_env = env.to_vec();
+        plain_env.push(("LD_DDLINK", "/nonexistent"));
+        let mut fast_env = env.to_vec();
+        fast_env.push(("LD_DDLINK", c));
+        let (stock, _) = start(Path::new(DEBIAN_LD_SO), prog, args, env);
+        let (plain, _) = start(&glibc().ld_so, prog, args, &plain_env);
+        let (fast, dbg) = start(&glibc().ld_so, prog, args, &fast_env);
         assert!(file_read(&dbg), "{}: {dbg}", prog.display());
         assert_eq!(plain, stock, "{}: patched loader output differs", prog.display());
         assert_eq!(fast, stock, "{}: file-read output differs", prog.display());

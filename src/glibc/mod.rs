@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Kind, Result};
 use crate::series::Series;
@@ -78,33 +77,24 @@ pub struct GlibcBuild {
     pub seconds: f64,
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The cache key: the recipe and `configparms`, the Debian version and its
 /// `.dsc` (which names the tarballs' checksums), every patch's diff in
 /// series order (not its message: a reworded patch builds nothing new),
 /// and the configure arguments with the prefix left out (it is made from
 /// the key).
 pub fn cache_key(version: &str, dsc: &[u8], series: &Series) -> String {
-    let mut h = Sha256::new();
-    let mut field = |name: &str, data: &[u8]| {
-        h.update(name.as_bytes());
-        h.update((data.len() as u64).to_le_bytes());
-        h.update(data);
-    };
-    field("recipe", RECIPE.as_bytes());
-    field("configparms", build::CONFIGPARMS.as_bytes());
-    field("version", version.as_bytes());
-    field("dsc", dsc);
+    let mut h = crate::series::KeyHash::new();
+    h.field("recipe", RECIPE.as_bytes());
+    h.field("configparms", build::CONFIGPARMS.as_bytes());
+    h.field("version", version.as_bytes());
+    h.field("dsc", dsc);
     for p in &series.patches {
-        field("diff", p.diff());
+        h.field("diff", p.diff());
     }
     for a in build::configure_args(build::PREFIX_PLACEHOLDER, version) {
-        field("configure", a.as_bytes());
+        h.field("configure", a.as_bytes());
     }
-    hex(&h.finalize())[..20].to_string()
+    h.finish()
 }
 
 /// The complete build in `keydir`, if there is one.
@@ -220,14 +210,7 @@ mod tests {
     use super::*;
 
     fn series(dir: &Path, patches: &[(&str, &str)]) -> Series {
-        let mut list = String::from("# test\n");
-        for (n, t) in patches {
-            std::fs::write(dir.join(n), t).unwrap();
-            list.push_str(n);
-            list.push('\n');
-        }
-        std::fs::write(dir.join("series"), list).unwrap();
-        Series::read(dir).unwrap()
+        crate::series::write_for_test(dir, patches)
     }
 
     const P: &str = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";

@@ -112,21 +112,16 @@ fn hex(d: &[u8]) -> String {
 /// and diffs, in order: a reworded message makes no new build) and the
 /// signing certificate.
 pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
-    let mut h = Sha256::new();
-    let mut field = |name: &str, data: &[u8]| {
-        h.update(name.as_bytes());
-        h.update((data.len() as u64).to_le_bytes());
-        h.update(data);
-    };
-    field("recipe", RECIPE.as_bytes());
-    field("source", version.as_bytes());
-    field("config", fragment);
+    let mut h = crate::series::KeyHash::new();
+    h.field("recipe", RECIPE.as_bytes());
+    h.field("source", version.as_bytes());
+    h.field("config", fragment);
     for p in &series.patches {
-        field("patch", p.name.as_bytes());
-        field("diff", p.diff());
+        h.field("patch", p.name.as_bytes());
+        h.field("diff", p.diff());
     }
-    field("cert", cert);
-    hex(&h.finalize())[..20].to_string()
+    h.field("cert", cert);
+    h.finish()
 }
 
 /// Build (or find in the cache) the kernel.

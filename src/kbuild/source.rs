@@ -227,14 +227,7 @@ mod tests {
     use super::*;
 
     fn series_of(dir: &Path, patches: &[(&str, &str)]) -> Series {
-        let mut list = String::new();
-        for (n, t) in patches {
-            std::fs::write(dir.join(n), t).unwrap();
-            list.push_str(n);
-            list.push('\n');
-        }
-        std::fs::write(dir.join("series"), list).unwrap();
-        Series::read(dir).unwrap()
+        crate::series::write_for_test(dir, patches)
     }
 
     const P1: &str = "--- a/f.c\n+++ b/f.c\n@@ -1,2 +1,3 @@\n one\n+one and a half\n two\n";

@@ -125,6 +125,12 @@ impl TestCommand {
         TestCommand { cmd, cwd: std::env::current_dir().unwrap(), dirs: Vec::new() }
     }
 
+    /// Set an environment variable for the command.
+    pub fn env(mut self, key: &str, value: &str) -> TestCommand {
+        self.cmd.env(key, value);
+        self
+    }
+
     /// Run in `dir`.
     pub fn current_dir(mut self, dir: &Path) -> TestCommand {
         self.cmd.current_dir(dir);
