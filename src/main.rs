@@ -721,6 +721,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     if b.patches.is_empty() { "(none)".into() } else { b.patches.join(" ") }
                 );
                 println!("seconds         {:.1}", b.seconds);
+                println!("build_seconds   {:.1}", b.build_seconds);
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -251,6 +251,11 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     // Again: from the cache, at once, through the library and the binary.
     let again = glibc::build(&opts(&empty, &cache)).unwrap();
     assert!(again.from_cache && again.key == b.key && again.seconds < 2.0, "{again:?}");
+    assert!(b.build_seconds > 0.0 && again.build_seconds == b.build_seconds, "{again:?}");
+    let log = std::fs::read_to_string(keydir.join("build.log")).unwrap();
+    for step in ["configure", "make", "make install"] {
+        assert!(log.contains(&format!("# {step}: exit status: 0 after ")), "{step}'s time in the log:\n{log}");
+    }
     let o = Command::new(common::bin())
         .args(["glibc", "build", "--json", "--series"])
         .arg(&empty)

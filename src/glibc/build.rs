@@ -157,6 +157,7 @@ fn run_logged(mut cmd: Command, what: &str, log: &Path) -> Result<()> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| hosttool::spawn_error(&prog, &format!("building glibc ({what})"), "build-essential", e))?;
+    let t0 = std::time::Instant::now();
     let ticker = Arc::new(progress::Ticker::new(&format!("glibc {what}")));
     let logf = Arc::new(Mutex::new(logf));
     let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -188,6 +189,9 @@ fn run_logged(mut cmd: Command, what: &str, log: &Path) -> Result<()> {
     }
     drop(ticker);
     let status = status.map_err(|e| Error::file(Kind::Build, log, format!("{what}: {e}")))?;
+    if let Ok(mut f) = logf.lock() {
+        let _ = writeln!(f, "# {what}: {status} after {:.0} s", t0.elapsed().as_secs_f64());
+    }
     if status.success() {
         return Ok(());
     }

@@ -75,6 +75,10 @@ pub struct GlibcBuild {
     pub patches: Vec<String>,
     /// Seconds this call took.
     pub seconds: f64,
+    /// Seconds the build took when it was made (a cache hit reports the
+    /// original build's).
+    #[serde(default)]
+    pub build_seconds: f64,
 }
 
 /// The cache key: the recipe and `configparms`, the Debian version and its
@@ -176,6 +180,7 @@ pub fn build(opts: &Options) -> Result<GlibcBuild> {
         from_cache: false,
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
         seconds: 0.0,
+        build_seconds: t0.elapsed().as_secs_f64(),
     };
     let json = serde_json::to_vec_pretty(&built).expect("serializable");
     fsutil::write_atomic(&keydir.join(DONE), &json)?;
