@@ -32,6 +32,7 @@ bench: build
 	bench/symhash
 	bench/finalize
 	bench/batchloader
+	bench/ddlink
 
 clean:
 	$(CARGO) clean

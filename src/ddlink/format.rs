@@ -89,14 +89,18 @@ impl Cache {
     }
 }
 
-/// 64-bit FNV-1a over 8-byte little-endian words, the checksum field read as 0.
+/// Four 64-bit FNV-1a lanes over 8-byte little-endian words (word i to
+/// lane i % 4), folded into one; the checksum field reads as 0. The
+/// loader computes the same (elf/dl-ddlink.c).
 pub fn checksum(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = [BASIS, BASIS ^ 1, BASIS ^ 2, BASIS ^ 3];
     for (i, w) in data.chunks_exact(8).enumerate() {
         let v = if i * 8 == CHECKSUM_AT { 0 } else { u64::from_le_bytes(w.try_into().unwrap()) };
-        h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+        h[i % 4] = (h[i % 4] ^ v).wrapping_mul(PRIME);
     }
-    h
+    h.iter().fold(BASIS, |r, &x| (r ^ x).wrapping_mul(PRIME))
 }
 
 struct Out(Vec<u8>);
