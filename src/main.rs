@@ -262,9 +262,9 @@ enum Cmd {
 /// A program run under the patched loader with a cache.
 #[derive(clap::Args)]
 struct CacheRun {
-    /// The patched ld.so (from `bootlink glibc build`)
+    /// The patched ld.so (default: `bootlink glibc build`'s, built if needed)
     #[arg(long)]
-    loader: PathBuf,
+    loader: Option<PathBuf>,
     /// The cache from `bootlink ddlink write`
     #[arg(long)]
     cache: PathBuf,
@@ -279,9 +279,9 @@ struct CacheRun {
 enum DdlinkCmd {
     /// Run PROGRAM once under the patched ld.so with every binding made at startup, recording them
     Profile {
-        /// The patched ld.so (from `bootlink glibc build`)
+        /// The patched ld.so (default: `bootlink glibc build`'s, built if needed)
         #[arg(long)]
-        loader: PathBuf,
+        loader: Option<PathBuf>,
         /// Where to write the record
         #[arg(long, short)]
         output: PathBuf,
@@ -293,8 +293,9 @@ enum DdlinkCmd {
     },
     /// Turn a record into the cache the loader reads, after checking it against the files
     Write {
+        /// The patched ld.so that recorded (default: `bootlink glibc build`'s)
         #[arg(long)]
-        loader: PathBuf,
+        loader: Option<PathBuf>,
         /// The record from `bootlink ddlink profile`
         #[arg(long)]
         record: PathBuf,
@@ -312,8 +313,9 @@ enum DdlinkCmd {
     /// Startup of PROGRAM under Debian's ld.so, the patched one without a cache, and with the
     /// cache: relocation time, lookups, task-clock, page faults, output identical
     Measure {
+        /// The patched ld.so (default: `bootlink glibc build`'s, built if needed)
         #[arg(long)]
-        loader: PathBuf,
+        loader: Option<PathBuf>,
         #[arg(long)]
         cache: PathBuf,
         /// Debian's loader, the baseline
@@ -755,9 +757,19 @@ fn program_of(words: Vec<String>) -> ddlink::run::Program {
     ddlink::run::Program { path: PathBuf::from(it.next().unwrap_or_default()), args: it.collect() }
 }
 
+/// The given ld.so, or the one `bootlink glibc build` makes from this
+/// checkout's series (a cache hit once built).
+fn loader_or_default(loader: Option<PathBuf>) -> Result<PathBuf, Error> {
+    match loader {
+        Some(l) => Ok(l),
+        None => Ok(glibc::build(&glibc::Options::defaults())?.ld_so),
+    }
+}
+
 fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
     match cmd {
         DdlinkCmd::Profile { loader, output, json, program } => {
+            let loader = loader_or_default(loader)?;
             let program = program_of(program);
             let (rec, _) = ddlink::run::profile(&loader, &program, &output)?;
             let summary = ddlink::record::Summary::of(&rec, &output);
@@ -769,6 +781,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         DdlinkCmd::Write { loader, record, program, output, json } => {
+            let loader = loader_or_default(loader)?;
             let rec = ddlink::record::Record::read(&record)?;
             let program = match program {
                 Some(p) => p,
@@ -789,6 +802,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         DdlinkCmd::Verify(CacheRun { loader, cache, json, program }) => {
+            let loader = loader_or_default(loader)?;
             let (report, _) = ddlink::run::verify(&loader, &cache, &program_of(program))?;
             if json {
                 print_json(&report);
@@ -798,6 +812,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         DdlinkCmd::Measure { loader, cache, stock, runs, output, bind_now, json, program } => {
+            let loader = loader_or_default(loader)?;
             let mut modes = ddlink::measure::standard_modes(&stock, &loader, &cache);
             if bind_now {
                 for m in &mut modes {
@@ -834,6 +849,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         DdlinkCmd::Status(CacheRun { loader, cache, json, program }) => {
+            let loader = loader_or_default(loader)?;
             let report = ddlink::run::status(&loader, &cache, &program_of(program))?;
             if json {
                 print_json(&report);
