@@ -51,7 +51,22 @@ pub struct ProgramResult {
     pub program: Program,
     pub runs: usize,
     pub modes: Vec<ModeResult>,
+    /// The 1-minute load average before and after the measurement: the
+    /// loader's relocation times come from rdtsc and count the time the
+    /// process was not running, so they mean little on a busy machine.
+    pub load_average: (f64, f64),
 }
+
+/// The 1-minute load average (0 when /proc/loadavg cannot be read).
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// Above this 1-minute load average per core, `render` warns.
+const BUSY_PER_CORE: f64 = 0.75;
 
 /// TSC ticks per second, measured against the monotonic clock.
 pub fn tsc_hz() -> f64 {
@@ -172,6 +187,7 @@ pub fn standard_modes(stock: &Path, loader: &Path, cache: &Path) -> Vec<Mode> {
 
 /// Measure `program` in every mode, `runs` times each.
 pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<ProgramResult> {
+    let load_before = load_average();
     let hz = tsc_hz();
     let mut results = Vec::new();
     let mut first_out: Option<Vec<u8>> = None;
@@ -215,7 +231,7 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
             ddlink,
         });
     }
-    Ok(ProgramResult { program: program.clone(), runs, modes: results })
+    Ok(ProgramResult { program: program.clone(), runs, modes: results, load_average: (load_before, load_average()) })
 }
 
 impl ProgramResult {
@@ -241,6 +257,15 @@ impl ProgramResult {
             ]);
         }
         let name = self.program.path.display();
-        format!("{name} {} ({} runs each)\n{}", self.program.args.join(" "), self.runs, t.render())
+        let mut out = format!("{name} {} ({} runs each)\n{}", self.program.args.join(" "), self.runs, t.render());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (before, after) = self.load_average;
+        if before.max(after) > BUSY_PER_CORE * cores {
+            out += &format!(
+                "warning: load average {before:.2} before, {after:.2} after on {cores} cores: the relocation and loader \
+                 times (rdtsc) include time the program was not running; measure on a quiet machine\n"
+            );
+        }
+        out
     }
 }
