@@ -299,9 +299,10 @@ enum DdlinkCmd {
         /// The record from `bootlink ddlink profile`
         #[arg(long)]
         record: PathBuf,
-        /// The program the record is of (default: the name in the record)
+        /// The program the record is of (the loader records the program
+        /// without a name)
         #[arg(long)]
-        program: Option<PathBuf>,
+        program: PathBuf,
         /// Where to write the cache
         #[arg(long, short)]
         output: PathBuf,
@@ -783,16 +784,6 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
         DdlinkCmd::Write { loader, record, program, output, json } => {
             let loader = loader_or_default(loader)?;
             let rec = ddlink::record::Record::read(&record)?;
-            let program = match program {
-                Some(p) => p,
-                None => rec.main_path().ok_or_else(|| {
-                    Error::file(
-                        bootlink::error::Kind::Usage,
-                        &record,
-                        "the program was mapped by the kernel, so the record does not name it: give --program",
-                    )
-                })?,
-            };
             let report = ddlink::write::write(&rec, &loader, &program, &output)?;
             if json {
                 print_json(&report);

@@ -22,6 +22,9 @@ use common::TestCommand;
 
 const DEBIAN_LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
 
+/// What the playground prints when every binding is the normal one.
+const PLAYGROUND_OUTPUT: &str = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+
 struct Glibc {
     prefix: PathBuf,
     ld_so: PathBuf,
@@ -129,7 +132,7 @@ fn playground_every_binding_kind_from_the_cache() {
     let dir = common::tmpdir("ddlink-play");
     let prog = playground(&dir);
     let cache = cache_for(&dir, &prog, &[]);
-    let want = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+    let want = PLAYGROUND_OUTPUT;
     let ld = &glibc().ld_so;
     let c = cache.to_str().unwrap();
     let (out, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
@@ -212,7 +215,7 @@ fn fallbacks_load_normally() {
     let dir = common::tmpdir("ddlink-fallback");
     let prog = playground(&dir);
     let cache = cache_for(&dir, &prog, &[]);
-    let want = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+    let want = PLAYGROUND_OUTPUT;
     let ld = &glibc().ld_so;
     let bytes = std::fs::read(&cache).unwrap();
     let check = |cache: &Path, env: &[(&str, &str)], why: &str| {
@@ -311,8 +314,7 @@ fn setuid_program_ignores_the_cache() {
     let cache = cache_for(&dir, &prog, &[]);
     // The default place: SYSCONFDIR/ld.so.ddlink/<build id of the program>.
     let id = ObjFile::read(&prog).unwrap().build_id;
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    let default = glibc().prefix.join("etc/ld.so.ddlink").join(hex);
+    let default = glibc().prefix.join("etc/ld.so.ddlink").join(bootlink::ddlink::record::hex(&id));
     std::fs::create_dir_all(default.parent().unwrap()).unwrap();
     wrong_cache(&cache, &prog, &default);
     struct Remove(PathBuf);
@@ -333,11 +335,7 @@ fn setuid_program_ignores_the_cache() {
         .env_clear()
         .output()
         .expect("setpriv");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n",
-        "the setuid program used the cache: {out:?}"
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), PLAYGROUND_OUTPUT, "the setuid program used the cache: {out:?}");
 }
 
 /// Real Debian programs: every binding verified, output identical in every mode.

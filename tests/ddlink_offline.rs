@@ -26,7 +26,7 @@ fn record_of_true(build_id_hex: &str) -> String {
 }
 
 fn true_build_id() -> String {
-    ObjFile::read(Path::new("/bin/true")).unwrap().build_id.iter().map(|b| format!("{b:02x}")).collect()
+    bootlink::ddlink::record::hex(&ObjFile::read(Path::new("/bin/true")).unwrap().build_id)
 }
 
 fn write_cmd(dir: &Path, record: &str) -> (TestCommand, std::path::PathBuf) {

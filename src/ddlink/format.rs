@@ -231,14 +231,15 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     Ok(out.0)
 }
 
+// Offsets are checked against the file's size before these are called.
 fn u16_at(d: &[u8], off: usize) -> u16 {
     u16::from_le_bytes(d[off..off + 2].try_into().unwrap())
 }
 fn u32_at(d: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(d[off..off + 4].try_into().unwrap())
+    crate::elf::read_u32(d, off).expect("offset checked")
 }
 fn u64_at(d: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(d[off..off + 8].try_into().unwrap())
+    crate::elf::read_u64(d, off).expect("offset checked")
 }
 
 /// Read a cache, with every check the loader makes on the file itself (the

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use super::run::{Program, command, run};
+use super::run::{Program, command, ddlink_lines, run_debug, scratch};
 use crate::error::{Error, Kind, Result};
 
 /// One way of starting the program.
@@ -111,16 +111,9 @@ struct StatsRun {
 }
 
 fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
-    let tmp =
-        tempfile::Builder::new().prefix("bootlink-measure-").tempdir().map_err(|e| Error::io(Path::new("/tmp"), e))?;
-    let mut env: Vec<(&str, OsString)> = mode.env.iter().map(|(k, v)| (k.as_str(), OsString::from(v))).collect();
-    env.push(("LD_DEBUG", "statistics,ddlink".into()));
-    env.push(("LD_DEBUG_OUTPUT", tmp.path().join("stats").into_os_string()));
-    let out = run(&mode.loader, program, &env)?;
-    let mut text = String::new();
-    for e in std::fs::read_dir(tmp.path()).into_iter().flatten().flatten() {
-        text += &std::fs::read_to_string(e.path()).unwrap_or_default();
-    }
+    let tmp = scratch()?;
+    let env: Vec<(&str, OsString)> = mode.env.iter().map(|(k, v)| (k.as_str(), OsString::from(v))).collect();
+    let (out, text) = run_debug(&mode.loader, program, &env, "statistics,ddlink", tmp.path())?;
     // Debian's ld.so does not know the ddlink option and says so on stderr.
     let reloc = stat_value(&text, "time needed for relocation:");
     let total = stat_value(&text, "total startup time in dynamic loader:");
@@ -132,7 +125,7 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
             format!("printed no relocation statistics for {}", program.path.display()),
         ));
     };
-    let ddlink = text.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r.to_string())).next();
+    let ddlink = ddlink_lines(&text).next().map(str::to_string);
     Ok(StatsRun { reloc_cycles: reloc, loader_cycles: total, lookups, ddlink, stdout: out.stdout })
 }
 

@@ -13,7 +13,6 @@ use crate::error::{Error, Kind, Result};
 
 /// One object of the program's initial namespace as found on disk.
 pub struct ObjFile {
-    pub path: PathBuf,
     pub identity: FileIdentity,
     pub build_id: Vec<u8>,
     pub names: Vec<String>,
@@ -52,50 +51,52 @@ impl ObjFile {
                 "no .dynsym section (DDLink reads the dynamic symbol table through the section headers)",
             ));
         }
-        Ok(ObjFile { path: path.to_path_buf(), identity: FileIdentity::of(&meta), build_id, names, unique })
+        Ok(ObjFile { identity: FileIdentity::of(&meta), build_id, names, unique })
     }
 }
 
-/// Where a recorded object's file is: ld.so and the program are given
-/// (ld.so's l_name is the name it was asked for, not always its file).
-pub fn file_of(obj: &RecObj, loader: &Path, program: &Path) -> PathBuf {
-    if obj.flags & OBJ_LOADER != 0 {
+/// Where an object's file is, from its flags and name (a record's or a
+/// cache's): ld.so and the program are given (ld.so's l_name is the name
+/// it was asked for, not always its file; the program's is empty).
+pub fn file_of(flags: u32, name: &str, loader: &Path, program: &Path) -> PathBuf {
+    if flags & OBJ_LOADER != 0 {
         loader.to_path_buf()
-    } else if obj.flags & OBJ_MAIN != 0 {
+    } else if flags & OBJ_MAIN != 0 {
         program.to_path_buf()
     } else {
-        PathBuf::from(&obj.name)
+        PathBuf::from(name)
     }
 }
 
-/// Every recorded object read from disk and checked against the record:
-/// the same build ID, and (except for ld.so and a program the kernel
-/// mapped) the same device, inode, size and mtime.
+/// How the file on disk differs from what the loader saw when it recorded:
+/// another build ID, or (except for ld.so and a program the kernel mapped,
+/// which have no file identity in the record) another device, inode, size
+/// or mtime. None when it matches.
+pub fn mismatch(file: &ObjFile, flags: u32, build_id: &[u8], identity: &FileIdentity) -> Option<String> {
+    if file.build_id != build_id {
+        return Some(format!(
+            "build ID {} on disk, {} when the bindings were recorded",
+            show_id(&file.build_id),
+            show_id(build_id)
+        ));
+    }
+    let checked = flags & OBJ_LOADER == 0 && identity.ino != 0;
+    (checked && file.identity != *identity).then(|| {
+        "replaced or modified since the bindings were recorded (device, inode, size or mtime differ)".to_string()
+    })
+}
+
+/// Every recorded object read from disk and checked against the record
+/// (`mismatch`).
 pub fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<ObjFile>> {
     objs.iter()
         .map(|o| {
-            let path = file_of(o, loader, program);
+            let path = file_of(o.flags, &o.name, loader, program);
             let f = ObjFile::read(&path)?;
-            if f.build_id != o.build_id {
-                return Err(Error::file(
-                    Kind::Stale,
-                    &path,
-                    format!(
-                        "build ID {} on disk, {} when the bindings were recorded: profile again",
-                        show_id(&f.build_id),
-                        show_id(&o.build_id)
-                    ),
-                ));
+            match mismatch(&f, o.flags, &o.build_id, &o.identity) {
+                Some(why) => Err(Error::file(Kind::Stale, &path, format!("{why}: profile again"))),
+                None => Ok(f),
             }
-            let checked = o.flags & OBJ_LOADER == 0 && o.identity.ino != 0;
-            if checked && f.identity != o.identity {
-                return Err(Error::file(
-                    Kind::Stale,
-                    &path,
-                    "replaced or modified since the bindings were recorded (device, inode, size or mtime differ): profile again",
-                ));
-            }
-            Ok(f)
         })
         .collect()
 }

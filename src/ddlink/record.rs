@@ -179,17 +179,6 @@ impl Record {
     }
 }
 
-impl Record {
-    /// The program's path when the loader mapped it (explicit `ld.so
-    /// PROGRAM`): the main object's name.
-    pub fn main_path(&self) -> Option<std::path::PathBuf> {
-        self.objects
-            .iter()
-            .find(|o| o.flags & super::format::OBJ_MAIN != 0 && !o.name.is_empty())
-            .map(|o| std::path::PathBuf::from(&o.name))
-    }
-}
-
 /// What a profile run recorded.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
@@ -248,7 +237,6 @@ end 3\n";
         assert_eq!(r.binds[1].def, Def::Unresolved);
         assert_eq!(r.binds[2].def, Def::Outside);
         assert_eq!(r.lookups, 3);
-        assert_eq!(r.main_path(), Some(std::path::PathBuf::from("/usr/bin/prog")));
     }
 
     #[test]

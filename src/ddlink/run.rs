@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use serde::Serialize;
 
 use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN};
-use super::objects::{ObjFile, show_id};
+use super::objects::{self, ObjFile};
 use super::record::Record;
 use crate::error::{Error, Kind, Result};
 
@@ -52,7 +52,7 @@ pub fn run(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Result
     Ok(RunOutput { code: out.status.code(), stdout: out.stdout, stderr: out.stderr })
 }
 
-fn scratch() -> Result<tempfile::TempDir> {
+pub(super) fn scratch() -> Result<tempfile::TempDir> {
     tempfile::Builder::new().prefix("bootlink-ddlink-").tempdir().map_err(|e| Error::io(&std::env::temp_dir(), e))
 }
 
@@ -60,17 +60,36 @@ fn need_file(path: &Path, what: &str) -> Result<()> {
     if path.is_file() { Ok(()) } else { Err(Error::file(Kind::Io, path, format!("{what}: no such file"))) }
 }
 
-/// The lines the loader wrote under `LD_DEBUG=ddlink` (LD_DEBUG_OUTPUT
-/// files are named PREFIX.PID).
-fn debug_lines(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
+/// Run with `LD_DEBUG=categories` written into `dir` (LD_DEBUG_OUTPUT
+/// files are named PREFIX.PID): the output and the loader's debug text.
+pub fn run_debug(
+    loader: &Path,
+    program: &Program,
+    env: &[(&str, OsString)],
+    categories: &str,
+    dir: &Path,
+) -> Result<(RunOutput, String)> {
+    let mut env = env.to_vec();
+    env.push(("LD_DEBUG", categories.into()));
+    env.push(("LD_DEBUG_OUTPUT", dir.join("debug").into_os_string()));
+    let out = run(loader, program, &env)?;
+    let mut text = String::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if e.file_name().to_string_lossy().starts_with("debug.") {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            lines.extend(text.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r.to_string())));
+            text += &std::fs::read_to_string(e.path()).unwrap_or_default();
         }
     }
-    lines
+    Ok((out, text))
+}
+
+/// The loader's `LD_DEBUG=ddlink` lines, without their "PID: ddlink: " prefix.
+pub fn ddlink_lines(debug: &str) -> impl Iterator<Item = &str> {
+    debug.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r))
+}
+
+/// The loader's reason for normal loading, if it gave one.
+fn normal_reason(debug: &str) -> Option<&str> {
+    ddlink_lines(debug).find_map(|l| l.strip_prefix("normal loading: "))
 }
 
 /// Run the program once with every binding made at startup (BIND_NOW)
@@ -93,8 +112,8 @@ pub fn profile(loader: &Path, program: &Program, out: &Path) -> Result<(Record, 
             ),
         ));
     }
-    let rec = Record::read(&rec_path)?;
     let text = std::fs::read(&rec_path).map_err(|e| Error::io(&rec_path, e))?;
+    let rec = Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, &rec_path, m))?;
     crate::fsutil::write_atomic(out, &text)?;
     Ok((rec, output))
 }
@@ -126,27 +145,15 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
     need_file(cache, "the DDLink cache")?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");
-    let output = run(
-        loader,
-        program,
-        &[
-            ("LD_BIND_NOW", "1".into()),
-            ("LD_DDLINK", cache.as_os_str().to_owned()),
-            ("LD_DDLINK_CHECK", check.clone().into_os_string()),
-            ("LD_DEBUG", "ddlink".into()),
-            ("LD_DEBUG_OUTPUT", tmp.path().join("debug").into_os_string()),
-        ],
-    )?;
-    let debug = debug_lines(tmp.path());
+    let env = [
+        ("LD_BIND_NOW", "1".into()),
+        ("LD_DDLINK", cache.as_os_str().to_owned()),
+        ("LD_DDLINK_CHECK", check.clone().into_os_string()),
+    ];
+    let (output, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;
     let mut report = VerifyReport { checked: 0, mismatched: 0, looked_up: 0, mismatches: Vec::new(), not_used: None };
     let Ok(text) = std::fs::read_to_string(&check) else {
-        report.not_used = Some(
-            debug
-                .iter()
-                .find_map(|l| l.strip_prefix("normal loading: "))
-                .unwrap_or("the loader wrote no check report")
-                .to_string(),
-        );
+        report.not_used = Some(normal_reason(&debug).unwrap_or("the loader wrote no check report").to_string());
         return Ok((report, output));
     };
     let mut done = false;
@@ -194,21 +201,13 @@ pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<Sta
     let bytes = std::fs::read(cache_path).map_err(|e| Error::io(cache_path, e))?;
     let cache = format::decode(&bytes).map_err(|m| Error::file(Kind::Format, cache_path, m))?;
     let tmp = scratch()?;
-    run(
-        loader,
-        program,
-        &[
-            ("LD_DDLINK", cache_path.as_os_str().to_owned()),
-            ("LD_DEBUG", "ddlink".into()),
-            ("LD_DEBUG_OUTPUT", tmp.path().join("debug").into_os_string()),
-        ],
-    )?;
-    let debug = debug_lines(tmp.path());
-    let (mode, reason) = if debug.iter().any(|l| l.starts_with("file-read mode")) {
+    let env = [("LD_DDLINK", cache_path.as_os_str().to_owned())];
+    let (_, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;
+    let (mode, reason) = if ddlink_lines(&debug).any(|l| l.starts_with("file-read mode")) {
         ("file-read".to_string(), None)
     } else {
-        let why = debug.iter().find_map(|l| l.strip_prefix("normal loading: ")).map(str::to_string);
-        ("normal".to_string(), why.or_else(|| Some("the loader printed no DDLink decision".into())))
+        let why = normal_reason(&debug).unwrap_or("the loader printed no DDLink decision");
+        ("normal".to_string(), Some(why.to_string()))
     };
     Ok(StatusReport { cache: cache_path.to_path_buf(), mode, reason, objects: object_status(&cache, loader, program) })
 }
@@ -223,20 +222,10 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
                 f if f & OBJ_MAIN != 0 => "program",
                 _ => "library",
             };
-            let file = match kind {
-                "loader" => loader.to_path_buf(),
-                "program" => program.path.clone(),
-                _ => PathBuf::from(&o.name),
-            };
+            let file = objects::file_of(o.flags, &o.name, loader, &program.path);
             let problem = match ObjFile::read(&file) {
                 Err(e) => Some(e.to_string()),
-                Ok(now) if now.build_id != o.build_id => {
-                    Some(format!("build ID {} on disk, {} in the cache", show_id(&now.build_id), show_id(&o.build_id)))
-                }
-                Ok(now) if kind == "library" && now.identity != o.identity => {
-                    Some("replaced or modified since profiling (device, inode, size or mtime)".into())
-                }
-                Ok(_) => None,
+                Ok(now) => objects::mismatch(&now, o.flags, &o.build_id, &o.identity),
             };
             ObjectStatus { name: o.name.clone(), kind, bindings: o.entries.len(), problem }
         })

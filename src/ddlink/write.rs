@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::format::{self, Cache, Entry, Object, UNRESOLVED};
-use super::objects::{self, ObjFile};
+use super::objects;
 use super::record::{Def, Record};
 use crate::error::{Error, Kind, Result};
 
@@ -27,7 +27,7 @@ pub struct WriteReport {
 
 /// Build the cache for a record. `loader` is the ld.so that recorded it
 /// and `program` the program it ran.
-pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, Vec<ObjFile>, WriteReport)> {
+pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, WriteReport)> {
     let files = objects::read_all(&rec.objects, loader, program)?;
     // In the order the loader asked (its lookups come in that order again).
     let mut per_obj: Vec<Vec<Entry>> = vec![Vec::new(); rec.objects.len()];
@@ -106,13 +106,13 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
         .collect::<Vec<_>>();
     report.cached = objects.iter().flat_map(|o| &o.entries).filter(|e| e.defobj != UNRESOLVED).count();
     let cache = Cache { loader_build_id: rec.loader_build_id.clone(), objects, scope: rec.scope.clone() };
-    Ok((cache, files, report))
+    Ok((cache, report))
 }
 
 /// Write the cache for `rec` to `out` atomically (mode 0644: the loader
 /// refuses a cache others can write).
 pub fn write(rec: &Record, loader: &Path, program: &Path, out: &Path) -> Result<WriteReport> {
-    let (cache, _, mut report) = cache_from_record(rec, loader, program)?;
+    let (cache, mut report) = cache_from_record(rec, loader, program)?;
     let bytes = format::encode(&cache).map_err(|m| Error::file(Kind::Unsupported, out, m))?;
     report.bytes = bytes.len();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
