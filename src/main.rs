@@ -268,6 +268,9 @@ struct CacheRun {
     /// The cache from `bootlink ddlink write`
     #[arg(long)]
     cache: PathBuf,
+    /// Run with the prelinked images under DIR in place (`ddlink write --prelink DIR`)
+    #[arg(long, value_name = "DIR")]
+    overlay: Option<PathBuf>,
     #[arg(long)]
     json: bool,
     /// The program and its arguments
@@ -306,6 +309,18 @@ enum DdlinkCmd {
         /// Where to write the cache
         #[arg(long, short)]
         output: PathBuf,
+        /// Relocation Skip Mode: also write the libraries' prelinked images
+        /// under DIR (each at its own path below DIR; run with `--overlay DIR`
+        /// or install them), and a cache that names them
+        #[arg(long, value_name = "DIR")]
+        prelink: Option<PathBuf>,
+        /// Load address of the first prelinked image
+        #[arg(long, value_parser = parse_address, default_value = "0x3000000000")]
+        base: u64,
+        /// For a root file system image: identify files by name, size, mtime
+        /// (seconds) and build ID, not device and inode
+        #[arg(long)]
+        portable: bool,
         #[arg(long)]
         json: bool,
     },
@@ -331,6 +346,13 @@ enum DdlinkCmd {
         /// Bind every symbol at startup (LD_BIND_NOW=1) in every mode
         #[arg(long)]
         bind_now: bool,
+        /// Also measure Relocation Skip Mode: this cache (from `ddlink write
+        /// --prelink`) with the images of `--overlay`
+        #[arg(long, requires = "overlay")]
+        skip_cache: Option<PathBuf>,
+        /// The prelinked images (`ddlink write --prelink DIR`)
+        #[arg(long, value_name = "DIR", requires = "skip_cache")]
+        overlay: Option<PathBuf>,
         #[arg(long)]
         json: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -753,9 +775,19 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     }
 }
 
-fn program_of(words: Vec<String>) -> ddlink::run::Program {
+fn parse_address(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    v.map_err(|e| format!("`{s}` is not an address: {e}"))
+}
+
+fn program_of(words: Vec<String>, overlay: Option<PathBuf>) -> ddlink::run::Program {
     let mut it = words.into_iter();
-    ddlink::run::Program { path: PathBuf::from(it.next().unwrap_or_default()), args: it.collect() }
+    let path = PathBuf::from(it.next().unwrap_or_default());
+    ddlink::run::Program { path, args: it.collect(), overlay }
 }
 
 /// The given ld.so, or the one `bootlink glibc build` makes from this
@@ -771,7 +803,7 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
     match cmd {
         DdlinkCmd::Profile { loader, output, json, program } => {
             let loader = loader_or_default(loader)?;
-            let program = program_of(program);
+            let program = program_of(program, None);
             let (rec, _) = ddlink::run::profile(&loader, &program, &output)?;
             let summary = ddlink::record::Summary::of(&rec, &output);
             if json {
@@ -781,20 +813,27 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        DdlinkCmd::Write { loader, record, program, output, json } => {
+        DdlinkCmd::Write { loader, record, program, output, prelink, base, portable, json } => {
             let loader = loader_or_default(loader)?;
             let rec = ddlink::record::Record::read(&record)?;
-            let report = ddlink::write::write(&rec, &loader, &program, &output)?;
+            let opts = ddlink::write::WriteOptions {
+                prelink: prelink.map(|dir| ddlink::write::PrelinkTo { dir, base }),
+                portable,
+            };
+            let (report, prelinked) = ddlink::write::write(&rec, &loader, &program, &output, &opts)?;
             if json {
-                print_json(&report);
+                print_json(&serde_json::json!({ "cache": report, "prelink": prelinked }));
             } else {
                 print!("{}", report.render(&output));
+                if let Some(p) = prelinked {
+                    print!("{}", p.render());
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
-        DdlinkCmd::Verify(CacheRun { loader, cache, json, program }) => {
+        DdlinkCmd::Verify(CacheRun { loader, cache, overlay, json, program }) => {
             let loader = loader_or_default(loader)?;
-            let (report, _) = ddlink::run::verify(&loader, &cache, &program_of(program))?;
+            let (report, _) = ddlink::run::verify(&loader, &cache, &program_of(program, overlay))?;
             if json {
                 print_json(&report);
             } else {
@@ -802,15 +841,18 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        DdlinkCmd::Measure { loader, cache, stock, runs, output, bind_now, json, program } => {
+        DdlinkCmd::Measure { loader, cache, stock, runs, output, bind_now, skip_cache, overlay, json, program } => {
             let loader = loader_or_default(loader)?;
             let mut modes = ddlink::measure::standard_modes(&stock, &loader, &cache);
+            if let (Some(c), Some(dir)) = (&skip_cache, &overlay) {
+                modes.push(ddlink::measure::skip_mode(&loader, c, dir));
+            }
             if bind_now {
                 for m in &mut modes {
                     m.env.push(("LD_BIND_NOW".into(), "1".into()));
                 }
             }
-            let result = ddlink::measure::measure(&program_of(program), &modes, runs.max(1))?;
+            let result = ddlink::measure::measure(&program_of(program, None), &modes, runs.max(1))?;
             if let Some(out) = output {
                 let text = serde_json::to_vec_pretty(&result).expect("serializable");
                 fsutil::write_atomic(&out, &text)?;
@@ -839,9 +881,9 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        DdlinkCmd::Status(CacheRun { loader, cache, json, program }) => {
+        DdlinkCmd::Status(CacheRun { loader, cache, overlay, json, program }) => {
             let loader = loader_or_default(loader)?;
-            let report = ddlink::run::status(&loader, &cache, &program_of(program))?;
+            let report = ddlink::run::status(&loader, &cache, &program_of(program, overlay))?;
             if json {
                 print_json(&report);
             } else {

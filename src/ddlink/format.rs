@@ -8,14 +8,19 @@
 //! aligned, a multiple of 8 bytes, protected by a checksum over 8-byte
 //! words. `encode` and `decode` are exact inverses; `decode` refuses what
 //! the loader would refuse, so `bootlink ddlink status` says the same.
+//!
+//! Version 3 adds Relocation Skip Mode: an object may be a prelinked image
+//! (`OBJ_PRELINKED`) with the load address its values were computed for and
+//! the relocations the loader must still apply (indices into DT_RELA then
+//! DT_JMPREL, IRELATIVE last).
 
 use serde::Serialize;
 
-pub const MAGIC: &[u8; 8] = b"DDLINK\0\x02";
-pub const VERSION: u32 = 2;
+pub const MAGIC: &[u8; 8] = b"DDLINK\0\x03";
+pub const VERSION: u32 = 3;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
-pub const HEADER_SIZE: usize = 128;
-pub const OBJ_SIZE: usize = 96;
+pub const HEADER_SIZE: usize = 144;
+pub const OBJ_SIZE: usize = 112;
 pub const ENTRY_SIZE: usize = 12;
 /// Byte offset of the checksum field in the header.
 const CHECKSUM_AT: usize = 24;
@@ -25,6 +30,10 @@ const BUILD_ID_MAX: usize = 32;
 pub const OBJ_MAIN: u32 = 2;
 /// ld.so itself (identified by the loader build ID).
 pub const OBJ_LOADER: u32 = 4;
+/// A prelinked image (Relocation Skip Mode).
+pub const OBJ_PRELINKED: u32 = 8;
+/// Not an image, but mapped at its base so that images can bind to it.
+pub const OBJ_PLACED: u32 = 16;
 /// An entry whose symbol the loader looks up as usual.
 pub const UNRESOLVED: u16 = 0xffff;
 
@@ -73,6 +82,18 @@ pub struct Object {
     pub build_id: Vec<u8>,
     /// In lookup order, no two with the same (symidx, tclass).
     pub entries: Vec<Entry>,
+    /// Set for a prelinked image (`flags` has `OBJ_PRELINKED`) or an
+    /// object only placed at a base (`OBJ_PLACED`, no runtime list).
+    pub prelink: Option<Prelink>,
+}
+
+/// A prelinked image's load address (l_addr) and the relocations left for
+/// the loader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Prelink {
+    pub base: u64,
+    /// Indices into DT_RELA followed by DT_JMPREL, IRELATIVE last.
+    pub runtime: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -154,6 +175,9 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
         if keys.windows(2).any(|w| w[0] == w[1]) {
             return Err(format!("{}: two entries for one symbol and type class", o.name));
         }
+        if prelink_error(o.flags, o.prelink.as_ref()) {
+            return Err(format!("{}: bad prelink flags or data", o.name));
+        }
         name_off.push(u32::try_from(strtab.len()).map_err(|_| "string table over 4 GiB")?);
         strtab.extend_from_slice(o.name.as_bytes());
         strtab.push(0);
@@ -163,7 +187,9 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     let scope_off = objs_off + nobjs * OBJ_SIZE;
     let entries_off = (scope_off + cache.scope.len() * 4).next_multiple_of(4);
     let sorted_off = entries_off + nentries * ENTRY_SIZE;
-    let strtab_off = sorted_off + nentries * 4;
+    let nruntime: usize = cache.objects.iter().filter_map(|o| o.prelink.as_ref()).map(|p| p.runtime.len()).sum();
+    let runtime_off = sorted_off + nentries * 4;
+    let strtab_off = runtime_off + nruntime * 4;
     let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
     let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| format!("too many {what}"));
 
@@ -183,8 +209,12 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     out.id(&cache.loader_build_id);
     out.u32(cache.loader_build_id.len() as u32);
     out.u32(0);
+    out.u64(runtime_off as u64);
+    out.u32(n32(nruntime, "runtime relocations")?);
+    out.u32(0);
     debug_assert_eq!(out.0.len(), HEADER_SIZE);
     let mut first = 0u32;
+    let mut first_runtime = 0u32;
     for (o, &name) in cache.objects.iter().zip(&name_off) {
         out.u32(name);
         out.u32(o.flags);
@@ -200,6 +230,19 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
         out.u32(o.build_id.len() as u32);
         out.id(&o.build_id);
         first += n;
+        match &o.prelink {
+            Some(p) => {
+                out.u64(p.base);
+                out.u32(first_runtime);
+                out.u32(p.runtime.len() as u32);
+                first_runtime += p.runtime.len() as u32;
+            }
+            None => {
+                out.u64(0);
+                out.u32(0);
+                out.u32(0);
+            }
+        }
     }
     for &s in &cache.scope {
         out.u32(s);
@@ -223,12 +266,36 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
             out.u32(i);
         }
     }
+    for p in cache.objects.iter().filter_map(|o| o.prelink.as_ref()) {
+        for &r in &p.runtime {
+            out.u32(r);
+        }
+    }
     out.0.extend_from_slice(&strtab);
     out.pad8();
     debug_assert_eq!(out.0.len(), file_size);
     let sum = checksum(&out.0);
     out.0[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&sum.to_le_bytes());
     Ok(out.0)
+}
+
+/// Whether an object's flags and prelink data contradict each other (what
+/// the loader refuses): prelink data exactly for prelinked or placed
+/// objects, never both, never the program or ld.so, a nonzero page-aligned
+/// base, no runtime relocations for a placed object.
+fn prelink_error(flags: u32, p: Option<&Prelink>) -> bool {
+    let based = flags & (OBJ_PRELINKED | OBJ_PLACED) != 0;
+    match p {
+        None => based,
+        Some(p) => {
+            !based
+                || flags & OBJ_PRELINKED != 0 && flags & OBJ_PLACED != 0
+                || flags & (OBJ_MAIN | OBJ_LOADER) != 0
+                || p.base == 0
+                || !p.base.is_multiple_of(4096)
+                || flags & OBJ_PLACED != 0 && !p.runtime.is_empty()
+        }
+    }
 }
 
 // Offsets are checked against the file's size before these are called.
@@ -272,6 +339,7 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         u64_at(d, 72) as usize,
         u64_at(d, 80) as usize,
     );
+    let (runtime_off, nruntime) = (u64_at(d, 128) as usize, u32_at(d, 136) as usize);
     let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
     if !objs_off.is_multiple_of(8)
         || !fits(objs_off, nobjs, OBJ_SIZE)
@@ -279,6 +347,9 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         || !fits(entries_off, nentries, ENTRY_SIZE)
         || !fits(sorted_off, nentries, 4)
         || !fits(str_off, strsize, 1)
+        || !runtime_off.is_multiple_of(4)
+        || !fits(runtime_off, nruntime, 4)
+        || u32_at(d, 140) != 0
         || strsize == 0
         || d[str_off + strsize - 1] != 0
         || nobjs == 0
@@ -306,6 +377,18 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         if (first..first + n).any(|k| d[entries_off + k * ENTRY_SIZE + 11] != 0) {
             return Err(format!("malformed DDLink cache: object {i} has an entry with unknown flags"));
         }
+        let flags = u32_at(d, b + 4);
+        let (base, rfirst, rn) = (u64_at(d, b + 96), u32_at(d, b + 104) as usize, u32_at(d, b + 108) as usize);
+        if rfirst > nruntime || rn > nruntime - rfirst {
+            return Err(format!("malformed DDLink cache: object {i}'s runtime relocations lie outside the table"));
+        }
+        let prelink = (flags & (OBJ_PRELINKED | OBJ_PLACED) != 0).then(|| Prelink {
+            base,
+            runtime: (rfirst..rfirst + rn).map(|k| u32_at(d, runtime_off + 4 * k)).collect(),
+        });
+        if prelink_error(flags, prelink.as_ref()) || (prelink.is_none() && (base != 0 || rn != 0)) {
+            return Err(format!("malformed DDLink cache: object {i}'s prelink flags or data"));
+        }
         let entries = (first..first + n)
             .map(|k| {
                 let e = entries_off + k * ENTRY_SIZE;
@@ -314,7 +397,7 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
             .collect::<Vec<_>>();
         objects.push(Object {
             name: String::from_utf8_lossy(name).into_owned(),
-            flags: u32_at(d, b + 4),
+            flags,
             identity: FileIdentity {
                 dev: u64_at(d, b + 8),
                 ino: u64_at(d, b + 16),
@@ -325,10 +408,11 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
             nsyms: u32_at(d, b + 56),
             build_id: d[b + 64..b + 64 + blen].to_vec(),
             entries,
+            prelink,
         });
     }
     for o in &objects {
-        if o.flags & !(OBJ_MAIN | OBJ_LOADER) != 0 {
+        if o.flags & !(OBJ_MAIN | OBJ_LOADER | OBJ_PRELINKED | OBJ_PLACED) != 0 {
             return Err(format!("malformed DDLink cache: {} has unknown flags", o.name));
         }
         for (k, e) in o.entries.iter().enumerate() {
@@ -365,6 +449,7 @@ mod tests {
             nsyms: 10,
             build_id: vec![0xab; 20],
             entries,
+            prelink: None,
         };
         Cache {
             loader_build_id: vec![1, 2, 3, 4],
@@ -385,6 +470,13 @@ mod tests {
         }
     }
 
+    fn prelinked_sample() -> Cache {
+        let mut c = sample();
+        c.objects[2].flags |= OBJ_PRELINKED;
+        c.objects[2].prelink = Some(Prelink { base: 0x30_0000_0000, runtime: vec![4, 1, 7] });
+        c
+    }
+
     #[test]
     fn round_trip_with_the_c_layout() {
         let c = sample();
@@ -394,11 +486,18 @@ mod tests {
         assert_eq!(u64_at(&b, 48) as usize, HEADER_SIZE);
         assert_eq!(u64_at(&b, 56) as usize, HEADER_SIZE + 3 * OBJ_SIZE);
         assert_eq!(decode(&b).unwrap(), c);
+        let c = prelinked_sample();
+        let b = encode(&c).unwrap();
+        let obj2 = HEADER_SIZE + 2 * OBJ_SIZE;
+        assert_eq!(u64_at(&b, obj2 + 96), 0x30_0000_0000);
+        assert_eq!(u32_at(&b, obj2 + 108), 3);
+        assert_eq!(u32_at(&b, 136), 3);
+        assert_eq!(decode(&b).unwrap(), c);
     }
 
     #[test]
     fn every_flipped_byte_and_every_truncation_is_refused() {
-        let b = encode(&sample()).unwrap();
+        let b = encode(&prelinked_sample()).unwrap();
         for i in 0..b.len() {
             let mut x = b.clone();
             x[i] ^= 0x10;

@@ -8,11 +8,10 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Serialize;
 
-use super::run::{Program, command, ddlink_lines, run_debug, scratch};
+use super::run::{Program, command_with, ddlink_lines, run_debug, scratch};
 use crate::error::{Error, Kind, Result};
 
 /// One way of starting the program.
@@ -22,9 +21,12 @@ pub struct Mode {
     pub loader: PathBuf,
     /// Extra environment (the cache, or none).
     pub env: Vec<(String, String)>,
-    /// The loader must take the bindings from the cache (else the figures
-    /// would be normal loading's under this mode's name).
-    pub expect_cache: bool,
+    /// The DDLink decision the loader must print (`file-read mode`, `skip
+    /// mode`), else the figures would be normal loading's under this mode's
+    /// name.
+    pub expect: Option<String>,
+    /// Run with these prelinked images in place (`Program::overlay`).
+    pub overlay: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,7 +44,7 @@ pub struct ModeResult {
     pub page_faults: f64,
     /// stdout identical to the first mode's.
     pub output_identical: bool,
-    /// The loader's DDLink decision (LD_DEBUG=ddlink), if it printed one.
+    /// The loader's DDLink decisions (LD_DEBUG=ddlink lines), if it printed any.
     pub ddlink: Option<String>,
 }
 
@@ -106,7 +108,7 @@ struct StatsRun {
     reloc_cycles: u64,
     loader_cycles: u64,
     lookups: u64,
-    ddlink: Option<String>,
+    decisions: Vec<String>,
     stdout: Vec<u8>,
 }
 
@@ -125,23 +127,16 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
             format!("printed no relocation statistics for {}", program.path.display()),
         ));
     };
-    let ddlink = ddlink_lines(&text).next().map(str::to_string);
-    Ok(StatsRun { reloc_cycles: reloc, loader_cycles: total, lookups, ddlink, stdout: out.stdout })
+    let decisions = ddlink_lines(&text).map(str::to_string).collect();
+    Ok(StatsRun { reloc_cycles: reloc, loader_cycles: total, lookups, decisions, stdout: out.stdout })
 }
 
 /// perf stat -r N: (task-clock ms mean, spread %, page faults mean).
 fn perf_stat(mode: &Mode, program: &Program, runs: usize) -> Result<(f64, f64, f64)> {
     let env: Vec<(&str, OsString)> = mode.env.iter().map(|(k, v)| (k.as_str(), OsString::from(v))).collect();
-    let inner = command(&mode.loader, program, &env);
-    let mut cmd = Command::new("perf");
-    cmd.args(["stat", "-x", ",", "-r", &runs.to_string(), "-e", "task-clock,page-faults", "--"]);
-    cmd.arg(inner.get_program()).args(inner.get_args());
-    for (k, v) in inner.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    let runs = runs.to_string();
+    let prefix = ["perf", "stat", "-x", ",", "-r", &runs, "-e", "task-clock,page-faults", "--"];
+    let mut cmd = command_with(&prefix, &mode.loader, program, &env);
     cmd.stdout(std::process::Stdio::null()).stdin(std::process::Stdio::null());
     let out = cmd.output().map_err(|e| crate::hosttool::spawn_error("perf", "measuring startup", "linux-perf", e))?;
     let text = String::from_utf8_lossy(&out.stderr);
@@ -167,15 +162,34 @@ fn perf_stat(mode: &Mode, program: &Program, runs: usize) -> Result<(f64, f64, f
 pub fn standard_modes(stock: &Path, loader: &Path, cache: &Path) -> Vec<Mode> {
     let env = |c: &Path| vec![("LD_DDLINK".to_string(), c.display().to_string())];
     vec![
-        Mode { name: "debian ld.so".into(), loader: stock.to_path_buf(), env: vec![], expect_cache: false },
+        Mode { name: "debian ld.so".into(), loader: stock.to_path_buf(), env: vec![], expect: None, overlay: None },
         Mode {
             name: "patched, no cache".into(),
             loader: loader.to_path_buf(),
             env: env(Path::new("/nonexistent")),
-            expect_cache: false,
+            expect: None,
+            overlay: None,
         },
-        Mode { name: "file-read".into(), loader: loader.to_path_buf(), env: env(cache), expect_cache: true },
+        Mode {
+            name: "file-read".into(),
+            loader: loader.to_path_buf(),
+            env: env(cache),
+            expect: Some("file-read mode".into()),
+            overlay: None,
+        },
     ]
+}
+
+/// Relocation Skip Mode: the patched ld.so with `cache` and the prelinked
+/// images under `images` in place.
+pub fn skip_mode(loader: &Path, cache: &Path, images: &Path) -> Mode {
+    Mode {
+        name: "skip".into(),
+        loader: loader.to_path_buf(),
+        env: vec![("LD_DDLINK".to_string(), cache.display().to_string())],
+        expect: Some("skip mode".into()),
+        overlay: Some(images.to_path_buf()),
+    }
 }
 
 /// Measure `program` in every mode, `runs` times each.
@@ -185,9 +199,10 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
     let mut results = Vec::new();
     let mut first_out: Option<Vec<u8>> = None;
     for mode in modes {
+        let program = &Program { overlay: mode.overlay.clone().or_else(|| program.overlay.clone()), ..program.clone() };
         let (mut reloc, mut total) = (Vec::new(), Vec::new());
         let mut lookups = 0;
-        let mut ddlink = None;
+        let mut decisions: Vec<String> = Vec::new();
         let mut identical = true;
         for _ in 0..runs {
             let r = statistics_run(mode, program)?;
@@ -195,19 +210,21 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
             reloc.push(r.reloc_cycles as f64 * 10.0 / hz * 1e3);
             total.push(r.loader_cycles as f64 * 10.0 / hz * 1e3);
             lookups = r.lookups;
-            ddlink = r.ddlink;
+            decisions = r.decisions;
             match &first_out {
                 None => first_out = Some(r.stdout),
                 Some(f) => identical &= *f == r.stdout,
             }
         }
-        if mode.expect_cache && !ddlink.as_deref().is_some_and(|d| d.starts_with("file-read mode")) {
+        if let Some(want) = &mode.expect
+            && !decisions.iter().any(|d| d.starts_with(want.as_str()))
+        {
             return Err(Error::new(
                 Kind::Stale,
                 format!(
                     "{}: the loader did not use the cache ({}): profile and write it again",
                     program.path.display(),
-                    ddlink.as_deref().unwrap_or("no DDLink decision printed")
+                    decisions.last().map_or("no DDLink decision printed", String::as_str)
                 ),
             ));
         }
@@ -221,7 +238,7 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
             task_clock_spread: spread,
             page_faults: faults,
             output_identical: identical,
-            ddlink,
+            ddlink: (!decisions.is_empty()).then(|| decisions.join("; ")),
         });
     }
     Ok(ProgramResult { program: program.clone(), runs, modes: results, load_average: (load_before, load_average()) })

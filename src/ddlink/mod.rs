@@ -9,6 +9,7 @@
 pub mod format;
 pub mod measure;
 pub mod objects;
+pub mod prelink;
 pub mod record;
 pub mod run;
 pub mod synth;

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN};
+use super::format::{self, Cache, OBJ_LOADER, OBJ_MAIN, OBJ_PLACED, OBJ_PRELINKED};
 use super::objects::{self, ObjFile};
 use super::record::Record;
 use crate::error::{Error, Kind, Result};
@@ -20,6 +20,17 @@ use crate::error::{Error, Kind, Result};
 pub struct Program {
     pub path: PathBuf,
     pub args: Vec<String>,
+    /// Run with every file under this directory bind-mounted over the same
+    /// path in a private mount namespace (prelinked images, tried without
+    /// installing them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<PathBuf>,
+}
+
+impl Program {
+    pub fn new(path: impl Into<PathBuf>, args: Vec<String>) -> Program {
+        Program { path: path.into(), args, overlay: None }
+    }
 }
 
 /// What a run printed.
@@ -32,17 +43,81 @@ pub struct RunOutput {
 
 /// `loader PROGRAM ARGS` with a clean `LD_*` environment plus `env`.
 pub fn command(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Command {
-    let mut c = Command::new(loader);
-    c.arg(&program.path).args(&program.args).stdin(Stdio::null());
+    command_with(&[], loader, program, env)
+}
+
+/// `PREFIX... loader PROGRAM ARGS` (e.g. perf stat), inside the program's
+/// overlay if it has one, with a clean `LD_*` environment plus `env`.
+pub fn command_with(prefix: &[&str], loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Command {
+    let mut argv: Vec<OsString> = Vec::new();
+    if program.overlay.is_some() {
+        // Only the measured command gets the environment, not the
+        // namespace's helpers (their loader would act on LD_DEBUG too).
+        argv.push("env".into());
+        for (k, v) in env {
+            let mut kv = OsString::from(k);
+            kv.push("=");
+            kv.push(v);
+            argv.push(kv);
+        }
+    }
+    argv.extend(prefix.iter().map(OsString::from));
+    argv.push(loader.into());
+    argv.push(program.path.clone().into());
+    argv.extend(program.args.iter().map(OsString::from));
+    let mut c = match &program.overlay {
+        Some(dir) => overlay_command(dir, &argv),
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            for (k, v) in env {
+                c.env(k, v);
+            }
+            c
+        }
+    };
+    c.stdin(Stdio::null());
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("LD_") {
             c.env_remove(k);
         }
     }
-    for (k, v) in env {
-        c.env(k, v);
-    }
     c
+}
+
+/// Mounts each (image, target) pair given before `--`, then runs the rest.
+const OVERLAY_SCRIPT: &str =
+    r#"while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@""#;
+
+/// `argv` in a private mount namespace where every regular file under
+/// `dir` is bind-mounted over the file at the same path below `/`.
+fn overlay_command(dir: &Path, argv: &[OsString]) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "--", "sh", "-c", OVERLAY_SCRIPT, "sh"]);
+    for image in overlay_files(dir) {
+        let target = Path::new("/").join(image.strip_prefix(dir).expect("under dir"));
+        c.arg(&image).arg(target);
+    }
+    c.arg("--").args(argv);
+    c
+}
+
+/// The regular files under `dir`, sorted (none if it cannot be read: the
+/// run then fails to find what it needs and says so).
+pub fn overlay_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 pub fn run(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Result<RunOutput> {
@@ -128,13 +203,21 @@ pub struct VerifyReport {
     pub looked_up: u64,
     /// One line per difference: symbol, cache's object, normal object.
     pub mismatches: Vec<String>,
+    /// Prelinked images (mapped at their bases, relocated as usual in check
+    /// mode) whose every relocated word was compared with the image's.
+    pub images: u64,
+    pub words_checked: u64,
+    pub words_mismatched: u64,
+    /// One line per differing word: object, relocation, type, image's
+    /// value, normal relocation's value.
+    pub word_mismatches: Vec<String>,
     /// Why the loader did not use the cache (then nothing was checked).
     pub not_used: Option<String>,
 }
 
 impl VerifyReport {
     pub fn ok(&self) -> bool {
-        self.not_used.is_none() && self.mismatched == 0 && self.checked > 0
+        self.not_used.is_none() && self.mismatched == 0 && self.checked > 0 && self.words_mismatched == 0
     }
 }
 
@@ -151,7 +234,17 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
         ("LD_DDLINK_CHECK", check.clone().into_os_string()),
     ];
     let (output, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;
-    let mut report = VerifyReport { checked: 0, mismatched: 0, looked_up: 0, mismatches: Vec::new(), not_used: None };
+    let mut report = VerifyReport {
+        checked: 0,
+        mismatched: 0,
+        looked_up: 0,
+        mismatches: Vec::new(),
+        images: 0,
+        words_checked: 0,
+        words_mismatched: 0,
+        word_mismatches: Vec::new(),
+        not_used: None,
+    };
     let Ok(text) = std::fs::read_to_string(&check) else {
         report.not_used = Some(normal_reason(&debug).unwrap_or("the loader wrote no check report").to_string());
         return Ok((report, output));
@@ -160,6 +253,13 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("mismatch ") {
             report.mismatches.push(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("prelink-mismatch ") {
+            report.word_mismatches.push(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("prelinked ") {
+            let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
+            if let [n, c, m] = v[..] {
+                (report.images, report.words_checked, report.words_mismatched) = (n, c, m);
+            }
         } else if let Some(rest) = line.strip_prefix("checked ") {
             let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
             if let [c, m, l] = v[..] {
@@ -203,8 +303,12 @@ pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<Sta
     let tmp = scratch()?;
     let env = [("LD_DDLINK", cache_path.as_os_str().to_owned())];
     let (_, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;
-    let (mode, reason) = if ddlink_lines(&debug).any(|l| l.starts_with("file-read mode")) {
-        ("file-read".to_string(), None)
+    let lines: Vec<&str> = ddlink_lines(&debug).collect();
+    let (mode, reason) = if lines.iter().any(|l| l.starts_with("skip mode")) {
+        ("skip".to_string(), None)
+    } else if lines.iter().any(|l| l.starts_with("file-read mode")) {
+        let why = lines.iter().find_map(|l| l.strip_prefix("relocating the "));
+        ("file-read".to_string(), why.map(|w| format!("relocating the {w}")))
     } else {
         let why = normal_reason(&debug).unwrap_or("the loader printed no DDLink decision");
         ("normal".to_string(), Some(why.to_string()))
@@ -220,9 +324,14 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
             let kind = match o.flags {
                 f if f & OBJ_LOADER != 0 => "loader",
                 f if f & OBJ_MAIN != 0 => "program",
+                f if f & OBJ_PRELINKED != 0 => "prelinked library",
+                f if f & OBJ_PLACED != 0 => "placed library",
                 _ => "library",
             };
-            let file = objects::file_of(o.flags, &o.name, loader, &program.path);
+            let mut file = objects::file_of(o.flags, &o.name, loader, &program.path);
+            if let (Some(dir), true) = (&program.overlay, o.flags & OBJ_PRELINKED != 0) {
+                file = super::prelink::image_path(dir, &o.name);
+            }
             let problem = match ObjFile::read(&file) {
                 Err(e) => Some(e.to_string()),
                 Ok(now) => objects::mismatch(&now, o.flags, &o.build_id, &o.identity),
@@ -246,15 +355,31 @@ impl VerifyReport {
             "{} bindings from the cache checked against a normal lookup: {} differences ({} other lookups)\n",
             self.checked, self.mismatched, self.looked_up
         );
+        for m in self.word_mismatches.iter().take(50) {
+            s += &format!("image differs: {m}\n");
+        }
+        if self.images > 0 || self.words_checked > 0 {
+            s += &format!(
+                "{} words of {} prelinked images checked against a normal relocation: {} differences\n",
+                self.words_checked, self.images, self.words_mismatched
+            );
+        }
         s
     }
 }
 
 impl StatusReport {
     pub fn render(&self) -> String {
-        let mut s = match &self.reason {
-            None => format!("file-read mode: the loader takes the bindings from {}\n", self.cache.display()),
-            Some(why) => format!("normal loading: {why}\n"),
+        let mut s = match (self.mode.as_str(), &self.reason) {
+            ("skip", _) => format!(
+                "skip mode: the prelinked images are used as they are, the other bindings come from {}\n",
+                self.cache.display()
+            ),
+            ("file-read", None) => {
+                format!("file-read mode: the loader takes the bindings from {}\n", self.cache.display())
+            }
+            ("file-read", Some(why)) => format!("file-read mode, no skip mode: {why}\n"),
+            (_, why) => format!("normal loading: {}\n", why.as_deref().unwrap_or("")),
         };
         let mut t = crate::table::Table::new(&["object", "kind", "bindings", "file"]);
         for o in &self.objects {

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::format::{self, Cache, Entry, Object, UNRESOLVED};
+use super::format::{self, Cache, Entry, FileIdentity, Object, UNRESOLVED};
 use super::objects;
+use super::prelink::PrelinkReport;
 use super::record::{Def, Record};
 use crate::error::{Error, Kind, Result};
 
@@ -102,6 +103,7 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
             nsyms: f.nsyms(),
             build_id: o.build_id.clone(),
             entries,
+            prelink: None,
         })
         .collect::<Vec<_>>();
     report.cached = objects.iter().flat_map(|o| &o.entries).filter(|e| e.defobj != UNRESOLVED).count();
@@ -109,10 +111,54 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
     Ok((cache, report))
 }
 
+/// Relocation Skip Mode: where to write the prelinked images.
+#[derive(Debug, Clone)]
+pub struct PrelinkTo {
+    pub dir: std::path::PathBuf,
+    pub base: u64,
+}
+
+/// How to write a cache beyond the bindings.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Relocation Skip Mode's images.
+    pub prelink: Option<PrelinkTo>,
+    /// For another file system (a root file system image): no device and
+    /// inode numbers; the loader identifies each file by name, size, mtime
+    /// in seconds and build ID.
+    pub portable: bool,
+}
+
 /// Write the cache for `rec` to `out` atomically (mode 0644: the loader
-/// refuses a cache others can write).
-pub fn write(rec: &Record, loader: &Path, program: &Path, out: &Path) -> Result<WriteReport> {
-    let (cache, mut report) = cache_from_record(rec, loader, program)?;
+/// refuses a cache others can write). With `prelink`, first write the
+/// libraries' prelinked images under its directory; the cache then names
+/// the images (their identity) with their bases and runtime relocations.
+pub fn write(
+    rec: &Record,
+    loader: &Path,
+    program: &Path,
+    out: &Path,
+    opts: &WriteOptions,
+) -> Result<(WriteReport, Option<PrelinkReport>)> {
+    let (mut cache, mut report) = cache_from_record(rec, loader, program)?;
+    let mut prelinked = None;
+    if let Some(p) = &opts.prelink {
+        let (images, preport) = super::prelink::write_images(rec, &p.dir, p.base)?;
+        for (i, placement) in images {
+            let o = &mut cache.objects[i];
+            if let Some(identity) = placement.image {
+                o.identity = identity;
+            }
+            o.flags |= placement.flag;
+            o.prelink = Some(placement.prelink);
+        }
+        prelinked = Some(preport);
+    }
+    if opts.portable {
+        for o in &mut cache.objects {
+            o.identity = FileIdentity { dev: 0, ino: 0, mtime_nsec: 0, ..o.identity };
+        }
+    }
     let bytes = format::encode(&cache).map_err(|m| Error::file(Kind::Unsupported, out, m))?;
     report.bytes = bytes.len();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -121,7 +167,7 @@ pub fn write(rec: &Record, loader: &Path, program: &Path, out: &Path) -> Result<
     crate::fsutil::write_atomic(out, &bytes)?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o644)).map_err(|e| Error::io(out, e))?;
-    Ok(report)
+    Ok((report, prelinked))
 }
 
 impl WriteReport {
