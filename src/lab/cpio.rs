@@ -23,8 +23,8 @@ pub const S_IFLNK: u32 = 0o120_000;
 pub const S_IFCHR: u32 = 0o020_000;
 
 /// Builds a newc archive in memory. Owner is root, times are `mtime`
-/// (0 unless set), inode numbers count up from 1: the same calls give the
-/// same bytes.
+/// (0 unless set) or the one given with [`CpioWriter::file_at`], inode
+/// numbers count up from 1: the same calls give the same bytes.
 #[derive(Debug, Default)]
 pub struct CpioWriter {
     out: Vec<u8>,
@@ -85,6 +85,17 @@ impl CpioWriter {
     pub fn file(&mut self, name: &str, perm: u32, data: &[u8]) -> Result<()> {
         let name = normalize_name(name)?;
         self.entry(&name, S_IFREG | (perm & 0o7777), 1, (0, 0), data)
+    }
+
+    /// A file with its own modification time (seconds since the epoch),
+    /// e.g. a host file's: the kernel keeps it when it unpacks the archive
+    /// (`CONFIG_INITRAMFS_PRESERVE_MTIME`, on since 5.19), and what
+    /// identifies a file by its mtime (DDLink's portable caches) needs it.
+    pub fn file_at(&mut self, name: &str, perm: u32, data: &[u8], mtime: u32) -> Result<()> {
+        let saved = std::mem::replace(&mut self.mtime, mtime);
+        let r = self.file(name, perm, data);
+        self.mtime = saved;
+        r
     }
 
     pub fn symlink(&mut self, name: &str, target: &str) -> Result<()> {
@@ -395,6 +406,15 @@ mod tests {
         let e = read(&w.finish()).unwrap();
         assert_eq!(e[0].kind(), Kind::CharDevice);
         assert_eq!((e[0].rdev_major, e[0].rdev_minor, e[0].perm(), e[0].mtime), (5, 1, 0o600, 1_700_000_000));
+    }
+
+    #[test]
+    fn a_file_keeps_its_own_mtime() {
+        let mut w = CpioWriter::new();
+        w.file_at("a", 0o644, b"x", 1_234_567_890).unwrap();
+        w.file("b", 0o644, b"y").unwrap();
+        let e = read(&w.finish()).unwrap();
+        assert_eq!((e[0].mtime, e[1].mtime), (1_234_567_890, 0));
     }
 
     #[test]

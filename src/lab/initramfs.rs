@@ -347,8 +347,10 @@ impl Initramfs {
                 Node::File { mode, data: Data::Bytes(b) } => w.file(name, *mode, b)?,
                 Node::File { mode, data: Data::Host(src) } => {
                     let bytes = std::fs::read(src).map_err(|e| Error::io(src, e))?;
-                    let mode = if *mode == u32::MAX { host_mode(src)? } else { *mode };
-                    w.file(name, mode, &bytes).map_err(|e| e.at(src))?
+                    let (host_mode, mtime) = host_meta(src)?;
+                    let mode = if *mode == u32::MAX { host_mode } else { *mode };
+                    // With its host mtime: a DDLink cache identifies files by it.
+                    w.file_at(name, mode, &bytes, mtime).map_err(|e| e.at(src))?
                 }
                 Node::Tree(_) => unreachable!("trees are expanded in nodes()"),
             }
@@ -364,9 +366,12 @@ impl Initramfs {
     }
 }
 
-fn host_mode(path: &Path) -> Result<u32> {
-    use std::os::unix::fs::PermissionsExt;
-    Ok(std::fs::metadata(path).map_err(|e| Error::io(path, e))?.permissions().mode() & 0o7777)
+/// A host file's permission bits and modification time (seconds, clamped
+/// to what newc's 32-bit field holds).
+fn host_meta(path: &Path) -> Result<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    Ok((m.mode() & 0o7777, m.mtime().clamp(0, u32::MAX as i64) as u32))
 }
 
 fn add_tree(nodes: &mut BTreeMap<String, Node>, dest: &str, src: &Path) -> Result<()> {
@@ -454,6 +459,12 @@ mod tests {
         assert_eq!(by_name("data/deep/x.txt").perm(), 0o600);
         assert_eq!(by_name("data/deep").kind(), Kind::Dir);
         assert_eq!(by_name("lib/modules/6.1.0-test/kernel/fs/a.ko").data, b"module");
+        // Host files keep their mtime (seconds); generated ones have 0.
+        use std::os::unix::fs::MetadataExt;
+        let mtime = std::fs::metadata(tree.join("kernel/fs/a.ko")).unwrap().mtime();
+        assert_eq!(by_name("lib/modules/6.1.0-test/kernel/fs/a.ko").mtime as i64, mtime);
+        assert_eq!(by_name("bin/busybox").mtime as i64, std::fs::metadata(tmp.path().join("busybox")).unwrap().mtime());
+        assert_eq!(by_name("init").mtime, 0);
         assert_eq!(by_name("lib/modules/6.1.0-test/k").link_target(), Some("kernel"));
         assert_eq!(by_name("tmp").perm(), 0o1777);
 
