@@ -266,6 +266,7 @@ fn fixture() -> Run {
                         run_output: None,
                         loader: None,
                         storm: None,
+                        userspace: None,
                     }
                 })
                 .collect(),

@@ -15,28 +15,7 @@ use super::svg::{esc, ms};
 /// The kernel statistic that says how much memory failed loads took.
 pub const WASTED: &str = "Virtual mem wasted bytes";
 
-/// Median and range of one figure over repetitions.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Med {
-    pub n: usize,
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Med {
-    /// None without a finite value.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Med> {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Med { n, median, min: v[0], max: v[n - 1] })
-    }
-}
+pub use crate::run::model::Med;
 
 /// One series' storm figures.
 #[derive(Debug, Clone)]

@@ -269,6 +269,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         run_output: None,
         loader: None,
         storm: None,
+        userspace: None,
     };
     Run {
         format: FORMAT_VERSION,

@@ -7,12 +7,14 @@
 //!   and their phases, initcalls);
 //! - [`dmesg`]: kernel logs (printk times, `initcall_debug`) into runs;
 //! - [`ftrace`]: per-module load phases from a function_graph trace;
-//! - [`model`]: the before/after summary, per-module means, longest links.
+//! - [`model`]: the before/after summary, per-module means, longest links;
+//! - [`userspace`]: DDLink's program started in the guest, per loader mode.
 
 pub mod dmesg;
 pub mod ftrace;
 pub mod model;
 pub mod results;
+pub mod userspace;
 
 use std::path::Path;
 

@@ -11,6 +11,29 @@ use crate::run::results::{Initcall, ModuleLoad, PHASES, Repetition, Run, Variant
 /// Time in a module's load that no phase accounts for.
 pub const OTHER: &str = "other";
 
+/// Median and range of one figure over repetitions (or starts).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Med {
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Med {
+    /// None without a finite value.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Med> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Med { n, median, min: v[0], max: v[n - 1] })
+    }
+}
+
 /// One variant of one run.
 pub struct Series<'a> {
     pub label: String,

@@ -111,6 +111,64 @@ pub struct Repetition {
     /// A duplicate-request storm's figures (`loader:storm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storm: Option<Storm>,
+    /// A program started in the guest under DDLink's patched ld.so, in
+    /// each loader mode (`--variant NAME=...,ddlink:PROGRAM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userspace: Option<UserSpace>,
+}
+
+/// The DDLink loader modes the lab starts a program in, in order: the
+/// patched ld.so without a cache, File Read Mode (the bindings from a
+/// cache), Relocation Skip Mode (prelinked images, relocation skipped).
+pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
+
+/// A program started several times in the guest, after the modules load,
+/// under the patched ld.so in each mode of [`USER_MODES`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct UserSpace {
+    /// What was started: `LD.SO PROGRAM ARGS`, host paths (the guest holds
+    /// the files at the same paths).
+    pub command: String,
+    /// The guest's TSC rate (MHz, from the kernel log) the loader's cycle
+    /// counts are converted with; None when the log did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tsc_mhz: Option<f64>,
+    /// Every start, in the order they ran.
+    pub starts: Vec<UserStart>,
+}
+
+/// One start of the program.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct UserStart {
+    /// One of [`USER_MODES`].
+    pub mode: String,
+    /// The how-manieth start in this mode (from 0).
+    pub index: usize,
+    /// Guest time (since boot) of the kernel log marker written just
+    /// before the shell starts the program, and from it to the marker
+    /// written once the program exited (fork, exec, ld.so, the program).
+    pub start_us: f64,
+    pub duration_us: f64,
+    /// The program's exit status.
+    pub exit: i32,
+    /// ld.so's own figures (`LD_DEBUG=statistics`, converted with the
+    /// guest's TSC rate and glibc 2.36's missing factor 10): its whole
+    /// startup, loading the objects, and relocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_objects_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relocation_us: Option<f64>,
+    /// Symbol lookups the loader made ("final number of relocations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookups: Option<u64>,
+    /// The loader's DDLink decision lines (`LD_DEBUG=ddlink`), joined with "; ".
+    #[serde(default)]
+    pub decision: String,
+    /// What the program printed (stdout and stderr).
+    #[serde(default)]
+    pub output: String,
 }
 
 /// What a loader other than sequential insmod reported for one boot.
