@@ -10,11 +10,14 @@
 //!   the serial console, time it, and tell a clean power-off from a panic;
 //! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
 //!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
-//!   batch loader from `loader/` and reads its report.
+//!   batch loader from `loader/` and reads its report;
+//! - [`ddlink`]: a program started under DDLink's patched ld.so in each
+//!   loader mode after the modules load, its starts on the kernel's timeline.
 
 pub mod batchloader;
 pub mod busybox;
 pub mod cpio;
+pub mod ddlink;
 pub mod initramfs;
 pub mod loaders;
 pub mod qemu;

@@ -22,6 +22,7 @@ use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
 use crate::symhash;
 
+use crate::lab::ddlink;
 use crate::lab::loaders;
 pub use crate::lab::variant::{Loader, Transform, VariantSpec};
 
@@ -78,8 +79,9 @@ const RUN_END: &str = "@@@ bootlink run end @@@";
 
 /// The init body: set up ftrace on the landmark functions, load the
 /// modules with the variant's loader (markers in the trace and the kernel
-/// log), then print the trace and the kernel log.
-fn body(trace: bool, run: Option<&str>, loader: Loader) -> String {
+/// log), start the DDLink program (`ddlink`: its script) and the `run`
+/// program, then print the trace and the kernel log.
+fn body(trace: bool, run: Option<&str>, ddlink: Option<&str>, loader: Loader) -> String {
     let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
     if trace {
         s.push_str("echo 32768 > $T/buffer_size_kb\n");
@@ -90,6 +92,9 @@ fn body(trace: bool, run: Option<&str>, loader: Loader) -> String {
     }
     s.push_str(&loaders::script(loader, trace, trace::MARKER));
     s.push_str("echo 0 > $T/tracing_on 2>/dev/null\necho \"TAINTED $(cat /proc/sys/kernel/tainted)\"\n");
+    if let Some(script) = ddlink {
+        s.push_str(script);
+    }
     if let Some(cmd) = run {
         s.push_str(&format!("echo '{RUN_SECTION}'\n{cmd} 2>&1\necho \"RUN-EXIT $?\"\necho '{RUN_END}'\n"));
     }
@@ -252,7 +257,14 @@ fn plain(files: Vec<(String, PathBuf)>, dir: &Path) -> Result<Vec<(String, PathB
         .collect()
 }
 
-fn initramfs(v: &Prepared, files: &[(String, PathBuf)], trace: bool, dest: &Path, work: &Path) -> Result<()> {
+fn initramfs(
+    v: &Prepared,
+    files: &[(String, PathBuf)],
+    ddl: Option<&ddlink::Prepared>,
+    trace: bool,
+    dest: &Path,
+    work: &Path,
+) -> Result<()> {
     let mut ir = Initramfs::new(busybox::busybox()?);
     let mut list = String::new();
     for (name, path) in files {
@@ -270,7 +282,11 @@ fn initramfs(v: &Prepared, files: &[(String, PathBuf)], trace: bool, dest: &Path
         let program = cmd.split_whitespace().next().unwrap_or_default();
         crate::lab::userspace::add(&mut ir, Path::new(program))?;
     }
-    ir.body(&body(trace && loaders::traceable(v.spec.loader), run, v.spec.loader));
+    if let Some(d) = ddl {
+        ddlink::add_to(&mut ir, d);
+    }
+    let script = ddl.map(ddlink::script);
+    ir.body(&body(trace && loaders::traceable(v.spec.loader), run, script.as_deref(), v.spec.loader));
     ir.write(dest)
 }
 
@@ -293,6 +309,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     {
         rep.run_output = Some(text.trim_matches(['\r', '\n']).replace("\r\n", "\n"));
     }
+    rep.userspace = ddlink::parse(main, dmesg);
     let (mut begin, mut end) = (None, None);
     let mut starts = std::collections::HashMap::new();
     let mut kmsg_loads = Vec::new();
@@ -419,11 +436,24 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         partial: false,
         tracing_overhead_pct: None,
     };
+    // DDLink's program, profiled and its caches written once per variant.
+    let mut ddl = Vec::new();
+    for (i, v) in sc.variants.iter().enumerate() {
+        let d = match &v.spec.ddlink {
+            Some(spec) => {
+                progress::status(&format!("{}: profiling the DDLink program, writing its caches", v.spec.name));
+                Some(ddlink::prepare(spec, &work.path().join(format!("v{i}-ddlink")))?)
+            }
+            None => None,
+        };
+        ddl.push(d);
+    }
     // One initramfs per variant (and one untraced, for the overhead).
     let mut images = Vec::new();
     for (i, (_, files)) in variants.iter().enumerate() {
         let img = work.path().join(format!("v{i}.cpio"));
-        initramfs(&sc.variants[i], files, sc.trace, &img, &work.path().join(format!("v{i}-root")))?;
+        let root = work.path().join(format!("v{i}-root"));
+        initramfs(&sc.variants[i], files, ddl[i].as_ref(), sc.trace, &img, &root)?;
         let sizes = files
             .iter()
             .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
@@ -454,6 +484,16 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             let traced = sc.trace && loaders::traceable(sc.variants[vi].spec.loader);
             let mut r = parse_boot(&framed, traced, &images[vi].1);
             r.index = rep;
+            // A DDLink variant whose guest printed nothing gets an empty
+            // record: its checks then say that no start was measured.
+            let ddl_problems = match &ddl[vi] {
+                Some(d) => {
+                    let u = r.userspace.get_or_insert_with(Default::default);
+                    u.command = ddlink::label(d);
+                    ddlink::problems(u, d.starts)
+                }
+                None => Vec::new(),
+            };
             r.boot_wall_s = b.wall.as_secs_f64();
             r.log = rel;
             let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
@@ -470,6 +510,8 @@ pub fn run(sc: &Scenario) -> Result<Run> {
                 r.failure = Some(format!("{why}\n{}", b.excerpt(40)));
             } else if !not_loaded.is_empty() {
                 r.failure = Some(format!("insmod failed for: {}", not_loaded.join(", ")));
+            } else if !ddl_problems.is_empty() {
+                r.failure = Some(ddl_problems.join("; "));
             }
             let stop = r.partial;
             run.variants[vi].repetitions.push(r);
@@ -486,7 +528,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         n += 1;
         progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
         let img = work.path().join("untraced.cpio");
-        initramfs(&sc.variants[0], &variants[0].1, false, &img, &work.path().join("untraced-root"))?;
+        initramfs(&sc.variants[0], &variants[0].1, ddl[0].as_ref(), false, &img, &work.path().join("untraced-root"))?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();

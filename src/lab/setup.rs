@@ -14,10 +14,13 @@ use crate::kbuild;
 use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
 use crate::lab::variant::{self, KernelChoice, Transform, VariantSpec};
-use crate::run::results::Run;
+use crate::run::results::{Run, USER_MODES};
 
 /// The set `bootlink lab` loads when none is named.
 pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
+
+/// `--set none`: load no module (a boot for what runs after, e.g. DDLink's program).
+pub const NO_MODULES: &str = "none";
 
 #[derive(Debug, Clone, Default)]
 pub struct Request {
@@ -71,7 +74,9 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         (req.names.join(","), plan.entries())
     } else {
         let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
-        let rels = if modset::named_set(&set).is_some() {
+        let rels = if set == NO_MODULES {
+            Vec::new()
+        } else if modset::named_set(&set).is_some() {
             modset::named_set_paths(&set)?
         } else if Path::new(&set).is_file() {
             modset::read_list(Path::new(&set))?
@@ -79,7 +84,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
             return Err(Error::new(
                 Kind::Usage,
-                format!("--set {set:?}: neither a named set ({}) nor a list file", known.join(", ")),
+                format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
             ));
         };
         let entries = tree.from_list(&rels)?;
@@ -89,7 +94,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         }
         (set, entries)
     };
-    if entries.is_empty() {
+    if entries.is_empty() && set_name != NO_MODULES {
         return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
     }
     let specs = if req.variants.is_empty() {
@@ -245,6 +250,20 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
                     ));
                 }
             }
+            // A program started under DDLink: every mode as often as the
+            // most-started one, the caches used, the same output.
+            if let Some(u) = &r.userspace {
+                let starts = USER_MODES
+                    .iter()
+                    .map(|m| u.starts.iter().filter(|s| s.mode == *m).count())
+                    .max()
+                    .unwrap_or(0)
+                    .max(1);
+                for p in crate::lab::ddlink::problems(u, starts) {
+                    ok = false;
+                    c.problems.push(format!("{} #{}: {p}", v.name, r.index + 1));
+                }
+            }
             complete += ok as usize;
         }
         c.complete.push((v.name.clone(), complete, v.repetitions.len()));
@@ -288,6 +307,11 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
+    let user = crate::run::userspace::render_text(std::slice::from_ref(run));
+    if !user.is_empty() {
+        o.push_str(&user);
+        o.push('\n');
+    }
     match run.tracing_overhead_pct {
         Some(p) => o.push_str(&format!(
             "tracing overhead: {p:+.2} % of the module set's load time (traced vs untraced boot of {})\n",

@@ -19,6 +19,24 @@ pub fn closure(program: &Path) -> Result<Vec<PathBuf>> {
     }
     let out = hosttool::run(Command::new("ldd").arg(program), "finding the program's libraries", "libc-bin")?;
     let mut files = vec![program.to_path_buf()];
+    for p in listed_files(&out) {
+        if !files.contains(&p) {
+            files.push(p);
+        }
+    }
+    if lacks_interpreter(&files) {
+        return Err(Error::file(
+            Kind::Unsupported,
+            program,
+            "ldd found no ELF interpreter: not a dynamically linked program",
+        ));
+    }
+    Ok(files)
+}
+
+/// The files `ldd` (or `ld.so --list`) names, in order, each once.
+pub fn listed_files(out: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
     for line in out.lines() {
         // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
         // "/lib64/ld-linux-x86-64.so.2 (0x...)"; "linux-vdso.so.1 (0x...)" has no file.
@@ -33,14 +51,7 @@ pub fn closure(program: &Path) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    if lacks_interpreter(&files) {
-        return Err(Error::file(
-            Kind::Unsupported,
-            program,
-            "ldd found no ELF interpreter: not a dynamically linked program",
-        ));
-    }
-    Ok(files)
+    files
 }
 
 fn lacks_interpreter(files: &[PathBuf]) -> bool {

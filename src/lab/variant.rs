@@ -24,6 +24,11 @@
 //!     cmdline:ARGS                                   appended to the kernel command line (no commas)
 //!     run:/PATH ARGS                                 a host program run after the modules load, with
 //!                                                    its ld.so and libraries copied in (no commas)
+//!     ddlink:synth | synth-SYMBOLS | /PATH ARGS      DDLink: after the modules load, start the seed's
+//!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
+//!                                                    or SYMBOLS) or a host program under the patched
+//!                                                    ld.so, normal / File Read Mode / Skip Mode
+//!     starts:N                                       starts per mode per boot (default 3; with ddlink)
 //! ```
 //!
 //! e.g. `--variant debian=kernel:debian,modules:unsigned --variant
@@ -149,6 +154,9 @@ pub struct VariantSpec {
     /// A host program (absolute path, then its arguments) run in the guest
     /// after the modules are loaded, with its ld.so and libraries copied in.
     pub run: Option<String>,
+    /// A program started under DDLink's patched ld.so in each loader mode
+    /// after the modules are loaded (see [`crate::lab::ddlink`]).
+    pub ddlink: Option<crate::lab::ddlink::Spec>,
 }
 
 impl VariantSpec {
@@ -160,6 +168,7 @@ impl VariantSpec {
             loader: Loader::Insmod,
             cmdline: String::new(),
             run: None,
+            ddlink: None,
         }
     }
 
@@ -183,6 +192,7 @@ impl VariantSpec {
         let mut v = VariantSpec::of(Transform::Stock);
         v.name = name.to_string();
         let mut seen = Vec::new();
+        let mut starts = None;
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let Some((key, value)) = part.split_once(':') else {
                 return Err(Error::new(Kind::Usage, format!("variant {name}: {part:?} is not key:value")));
@@ -234,13 +244,36 @@ impl VariantSpec {
                         format!("variant {name}: run:{value}: give a program's absolute path"),
                     ));
                 }
+                "ddlink" => {
+                    v.ddlink = Some(
+                        crate::lab::ddlink::Spec::parse(value)
+                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
+                    )
+                }
+                "starts" => {
+                    starts = Some(value.parse::<usize>().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| {
+                        Error::new(Kind::Usage, format!("variant {name}: starts:{value}: give 1 to 100"))
+                    })?)
+                }
                 _ => {
                     return Err(Error::new(
                         Kind::Usage,
-                        format!("variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run)"),
+                        format!(
+                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, starts)"
+                        ),
                     ));
                 }
             }
+        }
+        match (&mut v.ddlink, starts) {
+            (Some(d), Some(n)) => d.starts = n,
+            (None, Some(_)) => {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!("variant {name}: starts: counts the starts of a ddlink: program; give ddlink: too"),
+                ));
+            }
+            _ => {}
         }
         Ok(v)
     }
@@ -281,6 +314,9 @@ mod tests {
         assert_eq!(v.kernel, KernelChoice::Build);
         assert_eq!(v.transform, Transform::Unsigned);
         assert_eq!(v.cmdline, "module.sig_enforce=1 quiet");
+        let v = VariantSpec::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
+        let d = v.ddlink.unwrap();
+        assert_eq!((d.program, d.starts), (crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
         let v = VariantSpec::parse("x=kernel:/k/dir").unwrap();
         assert_eq!((v.kernel, v.transform), (KernelChoice::Dir("/k/dir".into()), Transform::Stock));
     }
@@ -296,6 +332,9 @@ mod tests {
             ("a=colour:red", "unknown key \"colour\""),
             ("a=loader:modprobe2", "loader:modprobe2: use insmod, batch"),
             ("a=kernel:", "needs a value"),
+            ("a=ddlink:llc", "ddlink:llc: give synth, synth-SYMBOLS or a program's absolute path"),
+            ("a=ddlink:synth,starts:0", "starts:0: give 1 to 100"),
+            ("a=starts:2", "give ddlink: too"),
         ] {
             let e = VariantSpec::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
