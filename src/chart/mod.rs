@@ -9,7 +9,9 @@
 //!   longest links, and with two or more variants the before/after tables
 //!   (gain = (new − old) / old × 100, spread over repetitions); parallel
 //!   loaders' modules in one timeline row per worker, and the loaders' and
-//!   duplicate-request storms' tables where a variant has them;
+//!   duplicate-request storms' tables where a variant has them; a program
+//!   started under DDLink's ld.so in the guest: its starts in the timeline
+//!   (one row per loader mode) and the before/after table of its modes;
 //! - SVG: the timelines alone, as one standalone SVG;
 //! - Perfetto: Chrome trace-event JSON for ui.perfetto.dev;
 //! - JSON: the before/after [`Summary`] for machines.
@@ -22,6 +24,7 @@ mod html;
 mod loaders;
 mod perfetto;
 mod svg;
+mod userspace;
 
 use std::path::{Path, PathBuf};
 
@@ -128,6 +131,11 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
         if !tables.is_empty() {
             text.push('\n');
             text.push_str(&tables);
+        }
+        let user = crate::run::userspace::render_text(&runs);
+        if !user.is_empty() {
+            text.push('\n');
+            text.push_str(&user);
         }
     }
     Ok(text)

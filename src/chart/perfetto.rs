@@ -2,15 +2,17 @@
 //! one process per series (variant of a run), threads per repetition for
 //! built-in initcalls, module loads (their phases nested inside) and module
 //! init functions (a parallel loader's module loads: a thread per worker),
+//! a thread per DDLink loader mode for a program started in the guest,
 //! "X" complete events with ts/dur in µs, "M" metadata
 //! events naming processes and threads. Written directly (tens of thousands
 //! of initcalls in a few milliseconds).
 
 use std::fmt::Write;
 
-use crate::run::results::{Initcall, ModuleLoad, Repetition, Run};
+use crate::run::results::{Initcall, ModuleLoad, Repetition, Run, USER_MODES, UserSpace, UserStart};
 
 use super::svg::segments;
+use super::svg::userspace::inner_spans as user_spans;
 use crate::run::model;
 
 /// Threads per kind per repetition: overlapping slices go to further lanes.
@@ -168,6 +170,54 @@ fn module_slices(t: &mut Trace, pid: u64, tid: u64, m: &ModuleLoad) {
     }
 }
 
+/// A program started under DDLink's ld.so: a track per loader mode
+/// ("ddlink MODE"), each start a slice with ld.so's part and its
+/// relocation nested inside. Thread ids come from `next`.
+fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, next: &mut u64) {
+    let program = u.command.split_whitespace().nth(1).unwrap_or(&u.command);
+    let program = program.rsplit('/').next().unwrap_or(program);
+    let mut modes: Vec<&str> = USER_MODES.to_vec();
+    for s in &u.starts {
+        if !modes.contains(&s.mode.as_str()) {
+            modes.push(&s.mode);
+        }
+    }
+    for m in modes {
+        let starts: Vec<&UserStart> = u.starts.iter().filter(|s| s.mode == m).collect();
+        if starts.is_empty() {
+            continue;
+        }
+        let tid = *next;
+        *next += 1;
+        for s in starts {
+            let mut args = format!(r#""mode":{},"exit":{}"#, js(&s.mode), s.exit);
+            for (k, v) in
+                [("ld_so_us", s.loader_us), ("load_objects_us", s.load_objects_us), ("relocation_us", s.relocation_us)]
+            {
+                if let Some(v) = v {
+                    let _ = write!(args, r#","{k}":{}"#, num(v));
+                }
+            }
+            if let Some(l) = s.lookups {
+                let _ = write!(args, r#","symbol_lookups":{l}"#);
+            }
+            let _ = write!(args, r#","decision":{}"#, js(&s.decision));
+            let name = format!("{program} ({} #{})", s.mode, s.index + 1);
+            t.slice(&name, "ddlink", s.start_us, s.duration_us, pid, tid, &args);
+            let (ldso, reloc) = user_spans(s);
+            let margs = format!(r#""mode":{}"#, js(&s.mode));
+            if let Some((a, d)) = ldso {
+                t.slice("ld.so", "ddlink-loader", a, d, pid, tid, &margs);
+            }
+            if let Some((a, d)) = reloc {
+                t.slice("relocation", "ddlink-loader", a, d, pid, tid, &margs);
+            }
+        }
+        t.meta("thread_name", pid, tid, &format!("{tag}ddlink {m}"));
+        t.sort("thread_sort_index", pid, tid, sort);
+    }
+}
+
 fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition, next: &mut u64) {
     // Thread ids are unique across processes too.
     let base = pid * 100_000 + 1 + k as u64 * TIDS_PER_REP;
@@ -176,6 +226,10 @@ fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition, nex
     initcalls(t, pid, base, &format!("{tag}initcalls"), &builtin);
     let inits: Vec<&Initcall> = model::module_inits(rep).collect();
     initcalls(t, pid, base + 2 * LANES, &format!("{tag}module init"), &inits);
+    if let Some(u) = &rep.userspace {
+        // After the kernel's tracks of this repetition.
+        user_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, u, next);
+    }
 
     let mbase = base + LANES;
     // Sorted where the module loads' lanes would be.

@@ -199,6 +199,7 @@ pub const DETAIL_MODULES: usize = 60;
 
 mod bars;
 mod timeline;
+pub mod userspace;
 
 pub use bars::module_bars;
 pub use timeline::*;
@@ -221,7 +222,7 @@ pub const STYLE: &str = concat!(
     ".value{font-size:11px;fill:#3e4c59}",
     ".marker-label{font-size:10px;fill:#9b2c2c}",
     "rect.seg{stroke:#fff;stroke-width:0.5}",
-    "g.module-bar:hover rect,g.tl-bar:hover rect,g.tl-detail:hover rect,rect.tl-bar:hover,rect.tl-detail:hover,rect.tl-group:hover{opacity:0.75}"
+    "g.module-bar:hover rect,g.tl-bar:hover rect,g.tl-user:hover rect,g.tl-detail:hover rect,rect.tl-bar:hover,rect.tl-detail:hover,rect.tl-group:hover{opacity:0.75}"
 );
 
 fn wrap(body: &str, height: f64, class: &str, title: &str) -> String {

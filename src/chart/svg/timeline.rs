@@ -233,7 +233,7 @@ fn overview(o: &mut String, s: &Scale, bars: &[Bar], y: f64, lane_h: f64, what: 
 }
 
 /// The background stripe of an odd row (into `under`).
-fn stripe(under: &mut String, s: &Scale, ry: f64, row_h: f64) {
+pub(super) fn stripe(under: &mut String, s: &Scale, ry: f64, row_h: f64) {
     let _ = write!(
         under,
         r##"<rect x="{:.1}" y="{ry:.1}" width="{:.1}" height="{row_h:.1}" fill="#f7f8fa"/>"##,
@@ -355,7 +355,7 @@ fn panel(
 /// A panel's axes around its body (rows from `body0` to `body1`), the
 /// marker under the bars, the bars; returns the y below the panel.
 #[allow(clippy::too_many_arguments)]
-fn finish_panel(
+pub(super) fn finish_panel(
     o: &mut String,
     s: &Scale,
     under: &str,
@@ -463,7 +463,8 @@ pub fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Opti
 }
 
 /// The timeline of one repetition: built-in initcalls on one time axis,
-/// module loads (split by phase) or module init functions on another.
+/// module loads (split by phase) or module init functions on another, and
+/// a program started under DDLink's ld.so (one row per loader mode) on a third.
 /// An `<svg>` element for a page or for [`stack`], which makes the document.
 pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]) -> String {
     let mut o = String::new();
@@ -493,6 +494,10 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         entries.extend(phases.iter().map(|p| (phase_title(p), phase_color(p))));
     } else if model::module_inits(rep).next().is_some() {
         entries.push(("module init function".into(), phase_color("init")));
+    }
+    let user = rep.userspace.as_ref().filter(|u| !u.starts.is_empty());
+    if let Some(u) = user {
+        entries.extend(super::userspace::legend_entries(u));
     }
     y += 14.0;
     y += legend(&mut o, 12.0, y, &entries);
@@ -529,7 +534,10 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
             y = panel(&mut o, y, title, &note, &s, &mods, DETAIL_MODULES, what, init);
         }
     }
-    if builtin.is_empty() && mods.is_empty() {
+    if let Some(u) = user {
+        y = super::userspace::panel(&mut o, y, u);
+    }
+    if builtin.is_empty() && mods.is_empty() && user.is_none() {
         y += 20.0;
         let _ = write!(
             o,

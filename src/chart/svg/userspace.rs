@@ -1,0 +1,213 @@
+//! The user-space panel of a timeline: DDLink's program started in the
+//! guest under the patched ld.so, one row per loader mode, each start a
+//! bar at its guest time (on the same "time since boot" axis as the
+//! kernel's panels), ld.so's own time and its relocation darker inside it.
+
+use std::fmt::Write;
+
+use crate::run::model::Med;
+use crate::run::results::{USER_MODES, UserSpace, UserStart};
+
+use super::timeline::{finish_panel, stripe};
+use super::*;
+
+/// The colours of a mode: the start, ld.so's part, its relocation.
+pub fn mode_colors(mode: &str) -> [&'static str; 3] {
+    match mode {
+        "normal" => ["#f2b8a0", "#d8643a", "#8f2d0c"],
+        "file-read" => ["#a9c8ea", "#3d7cc9", "#173f78"],
+        "skip" => ["#a9dcb9", "#2f9d5c", "#145c33"],
+        _ => ["#d5d9de", "#8a96a3", "#3e4c59"],
+    }
+}
+
+/// Legend entries for the modes that have starts.
+pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for m in modes(u) {
+        let [start, ldso, reloc] = mode_colors(m);
+        out.push((format!("{m}: start"), start));
+        out.push((format!("{m}: ld.so"), ldso));
+        out.push((format!("{m}: relocation"), reloc));
+    }
+    out
+}
+
+/// The modes with starts, [`USER_MODES`] first.
+fn modes(u: &UserSpace) -> Vec<&str> {
+    let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| u.starts.iter().any(|s| s.mode == *m)).collect();
+    for s in &u.starts {
+        if !out.contains(&s.mode.as_str()) {
+            out.push(&s.mode);
+        }
+    }
+    out
+}
+
+fn tooltip(s: &UserStart, program: &str) -> String {
+    let mut t = format!(
+        "{program}, {} #{}: {} ms from the start marker to the exit (from {} ms)",
+        s.mode,
+        s.index + 1,
+        ms(s.duration_us),
+        ms(s.start_us)
+    );
+    if let Some(l) = s.loader_us {
+        let _ = write!(t, "\nld.so: {} ms", ms(l));
+    }
+    if let Some(l) = s.load_objects_us {
+        let _ = write!(t, "\n  loading objects: {} ms", ms(l));
+    }
+    if let Some(r) = s.relocation_us {
+        let _ = write!(t, "\n  relocation: {} ms", ms(r));
+    }
+    if let Some(n) = s.lookups {
+        let _ = write!(t, "\nsymbol lookups: {}", crate::table::thousands(n as usize));
+    }
+    if s.exit != 0 {
+        let _ = write!(t, "\nexit status: {}", s.exit);
+    }
+    for d in s.decision.split("; ").filter(|d| !d.is_empty()) {
+        let _ = write!(t, "\n{d}");
+    }
+    t
+}
+
+/// (start, duration) in µs.
+pub type Span = (f64, f64);
+
+/// ld.so's part of a start and the relocation inside it, as (start,
+/// duration) clamped to the start's bar: ld.so runs first (the fork and
+/// exec before it are not told apart), relocation after it loaded the
+/// objects.
+pub fn inner_spans(s: &UserStart) -> (Option<Span>, Option<Span>) {
+    let end = s.start_us + s.duration_us.max(0.0);
+    let ldso = s.loader_us.map(|l| (s.start_us, l.min(end - s.start_us).max(0.0)));
+    let ld_end = ldso.map(|(a, d)| a + d).unwrap_or(end);
+    let reloc = s.relocation_us.map(|r| {
+        let a = (s.start_us + s.load_objects_us.unwrap_or(0.0)).min(ld_end);
+        (a, r.min(ld_end - a).max(0.0))
+    });
+    (ldso, reloc)
+}
+
+/// The panel; returns the new y.
+pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
+    let program = {
+        let p = u.command.split_whitespace().nth(1).unwrap_or(&u.command);
+        p.rsplit('/').next().unwrap_or(p).to_string()
+    };
+    let mut y = y + 18.0;
+    let title = format!("User space: {program} under the patched ld.so");
+    let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(&title));
+    let a = u.starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
+    let b = u.starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
+    let note = format!(
+        "{} starts, {}–{} ms after boot; bar: marker before the start to the exit, darker: ld.so, darkest: its relocation",
+        u.starts.len(),
+        ms(a),
+        ms(b)
+    );
+    let _ = write!(
+        o,
+        r#"<text class="note" x="{:.1}" y="{y:.1}">{}</text>"#,
+        16.0 + text_width(&title, 13.0) + 8.0,
+        esc(&note)
+    );
+    y += 30.0;
+    let pad = ((b - a) * 0.02).max(100.0);
+    let (ts, _) = ticks(a - pad, b + pad, 10);
+    let step = if ts.len() > 1 { ts[1] - ts[0] } else { pad };
+    let t0 = (((a - pad) / step).floor() * step).max(0.0);
+    let t1 = ((b + pad) / step).ceil() * step;
+    let s = Scale { t0, t1, x0: GUTTER, x1: WIDTH - RIGHT };
+    let axis_top = y;
+    let body0 = y + 6.0;
+    let row_h = 22.0;
+    let (mut inner, mut under) = (String::new(), String::new());
+    let modes = modes(u);
+    for (k, mode) in modes.iter().enumerate() {
+        let ry = body0 + 4.0 + k as f64 * row_h;
+        if k % 2 == 1 {
+            stripe(&mut under, &s, ry, row_h);
+        }
+        let starts: Vec<&UserStart> = u.starts.iter().filter(|x| x.mode == *mode).collect();
+        let med = Med::of(starts.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
+        let _ = write!(
+            o,
+            r#"<text class="lane-label" data-user-mode="{}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            esc(mode),
+            s.x0 - 8.0,
+            ry + 15.0,
+            esc(mode)
+        );
+        let [c_start, c_ldso, c_reloc] = mode_colors(mode);
+        let (bh, by) = (row_h - 6.0, ry + 3.0);
+        for st in &starts {
+            let x = s.x(st.start_us);
+            let w = (st.duration_us * s.px_per_us()).max(1.0);
+            let _ = write!(
+                inner,
+                r#"<g class="tl-user" data-mode="{}" data-start="{}"><title>{}</title><rect x="{x:.2}" y="{by:.1}" width="{w:.2}" height="{bh:.1}" fill="{c_start}"/>"#,
+                esc(mode),
+                st.index,
+                esc(&tooltip(st, &program))
+            );
+            let (ldso, reloc) = inner_spans(st);
+            for (span, color, what) in [(ldso, c_ldso, "ld.so"), (reloc, c_reloc, "relocation")] {
+                if let Some((sa, sd)) = span {
+                    let sw = sd * s.px_per_us();
+                    if sw >= 0.05 {
+                        let _ = write!(
+                            inner,
+                            r#"<rect class="seg" data-part="{what}" x="{:.2}" y="{by:.1}" width="{sw:.2}" height="{bh:.1}" fill="{color}"/>"#,
+                            s.x(sa)
+                        );
+                    }
+                }
+            }
+            inner.push_str("</g>");
+        }
+        // The median beside the row's last bar.
+        if let Some(last) = starts.iter().map(|x| x.start_us + x.duration_us).reduce(f64::max) {
+            let reloc = Med::of(starts.iter().filter_map(|x| x.relocation_us)).map(|m| m.median);
+            let mut label = format!("median {} ms", ms(med));
+            if let Some(r) = reloc {
+                let _ = write!(label, ", relocation {} ms", ms(r));
+            }
+            let _ = write!(
+                inner,
+                r#"<text class="bar-label" x="{:.1}" y="{:.1}">{}</text>"#,
+                (s.x(last) + 5.0).min(s.x1 + RIGHT - text_width(&label, 11.0)).max(s.x0),
+                ry + 15.0,
+                esc(&label)
+            );
+        }
+    }
+    let body1 = body0 + 4.0 + modes.len() as f64 * row_h + 4.0;
+    finish_panel(o, &s, &under, &inner, axis_top, body0, body1, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_parts_stay_inside_the_bar() {
+        let s = UserStart {
+            mode: "normal".into(),
+            start_us: 1000.0,
+            duration_us: 100.0,
+            loader_us: Some(80.0),
+            load_objects_us: Some(10.0),
+            relocation_us: Some(60.0),
+            ..Default::default()
+        };
+        assert_eq!(inner_spans(&s), (Some((1000.0, 80.0)), Some((1010.0, 60.0))));
+        // Figures larger than the span (another clock) are cut to it.
+        let s = UserStart { loader_us: Some(500.0), relocation_us: Some(400.0), ..s };
+        assert_eq!(inner_spans(&s), (Some((1000.0, 100.0)), Some((1010.0, 90.0))));
+        let s = UserStart { loader_us: None, load_objects_us: None, ..s };
+        assert_eq!(inner_spans(&s), (None, Some((1000.0, 100.0))));
+    }
+}

@@ -1,0 +1,108 @@
+//! The report's section for DDLink's program started in the guest: per
+//! series, normal loading against File Read Mode and Skip Mode (startup
+//! and relocation, medians over the starts), from
+//! [`crate::run::userspace`].
+
+use std::fmt::Write;
+
+use crate::run::results::Run;
+use crate::run::userspace::{ms_spread, speedup, tables};
+use crate::table::{ms, thousands};
+
+use super::svg::esc;
+use super::svg::userspace::mode_colors;
+
+/// The section, or nothing when no series started a program.
+pub fn html(o: &mut String, runs: &[Run]) {
+    let tables = tables(runs);
+    if tables.is_empty() {
+        return;
+    }
+    o.push_str(r#"<section id="userspace"><h2>User space: before / after DDLink</h2>"#);
+    o.push_str(
+        r#"<p class="note">A program started in the guest after the modules loaded, under the patched ld.so: normal loading (no cache), File Read Mode (the bindings from a cache), Skip Mode (prelinked images in place, relocation skipped). Startup: guest time from a kernel log marker just before the start to one after the exit. ld.so and relocation: the loader's own statistics (<code>LD_DEBUG=statistics</code>, converted with the guest's TSC rate). Medians over all starts, range in brackets; "vs normal" is how many times faster.</p>"#,
+    );
+    for t in &tables {
+        let base = t.baseline();
+        let _ = write!(
+            o,
+            r#"<h3>{}: {} ({} timing, {} boot(s))</h3><p class="note"><code>{}</code></p>"#,
+            esc(&t.label),
+            esc(t.program()),
+            esc(&t.timing),
+            t.repetitions,
+            esc(&t.command)
+        );
+        o.push_str(r#"<table class="userspace"><tr><th class="l">mode</th><th>starts</th><th>startup</th><th>vs normal</th><th>ld.so</th><th>relocation</th><th>vs normal</th><th>lookups</th><th class="l">output</th><th class="l">loader's decision</th></tr>"#);
+        for r in &t.rows {
+            let swatch = format!(
+                r#"<i style="display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:{}"></i>"#,
+                mode_colors(&r.mode)[1]
+            );
+            let starts =
+                if r.failed > 0 { format!("{} ({} failed)", r.starts, r.failed) } else { r.starts.to_string() };
+            let _ = write!(
+                o,
+                r#"<tr data-user-mode="{}"><td class="l">{swatch}{}</td><td>{}</td><td>{} ms</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="l{}">{}</td><td class="l">{}</td></tr>"#,
+                esc(&r.mode),
+                esc(&r.mode),
+                esc(&starts),
+                esc(&ms_spread(&r.startup_us)),
+                speedup(base.map(|b| &b.startup_us), Some(&r.startup_us)),
+                r.loader_us.map(|m| format!("{} ms", ms(m.median))).unwrap_or_else(|| "–".into()),
+                r.relocation_us.as_ref().map(|m| format!("{} ms", ms_spread(m))).unwrap_or_else(|| "–".into()),
+                speedup(base.and_then(|b| b.relocation_us.as_ref()), r.relocation_us.as_ref()),
+                r.lookups.map(|l| thousands(l.round().max(0.0) as usize)).unwrap_or_else(|| "–".into()),
+                if r.output_identical { "" } else { " warn" },
+                if r.output_identical { "identical" } else { "DIFFERS" },
+                esc(&r.decision)
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>");
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::run::userspace::tests::run;
+
+    #[test]
+    fn every_chart_shows_the_starts_by_mode() {
+        let runs = [run()];
+        let html = super::super::render_html(&runs);
+        assert!(html.contains(r#"<section id="userspace">"#), "no user-space section");
+        for m in ["normal", "file-read", "skip"] {
+            assert!(html.contains(&format!(r#"<tr data-user-mode="{m}">"#)), "{m} row");
+        }
+        assert!(html.contains("skip mode: 12 prelinked objects, 36 runtime relocations"));
+        let svg = super::super::render_svg(&runs);
+        assert!(svg.contains("User space: synth-main under the patched ld.so"));
+        assert_eq!(svg.matches(r#"<g class="tl-user" data-mode="skip""#).count(), 3);
+        assert_eq!(svg.matches(r#"data-part="relocation""#).count(), 9);
+        let trace: serde_json::Value = serde_json::from_str(&super::super::render_perfetto(&runs)).unwrap();
+        let ev = trace["traceEvents"].as_array().unwrap();
+        let threads: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.starts_with("ddlink"))
+            .collect();
+        assert_eq!(threads, ["ddlink normal", "ddlink file-read", "ddlink skip"]);
+        let starts: Vec<&serde_json::Value> = ev.iter().filter(|e| e["cat"] == "ddlink").collect();
+        assert_eq!(starts.len(), 9);
+        assert_eq!(starts[0]["name"], "synth-main (normal #1)");
+        assert_eq!(starts[0]["args"]["symbol_lookups"], 40_740);
+        // ld.so and its relocation nest inside their start, on its thread.
+        for s in &starts {
+            let (t0, t1) = (s["ts"].as_f64().unwrap(), s["ts"].as_f64().unwrap() + s["dur"].as_f64().unwrap());
+            let inner: Vec<&serde_json::Value> = ev
+                .iter()
+                .filter(|e| e["cat"] == "ddlink-loader" && e["tid"] == s["tid"])
+                .filter(|e| e["ts"].as_f64().unwrap() >= t0 && e["ts"].as_f64().unwrap() < t1)
+                .collect();
+            assert_eq!(inner.len(), 2, "{s}");
+            assert!(inner.iter().all(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap() <= t1));
+        }
+    }
+}
