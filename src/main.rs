@@ -152,7 +152,7 @@ enum Cmd {
     Lab {
         /// Module names or aliases to load, with their dependencies (default: --set)
         names: Vec<String>,
-        /// A named module set or a list file (default: fs-nls-crypto-net-194)
+        /// A named module set, a list file, or none (default: fs-nls-crypto-net-194)
         #[arg(long)]
         set: Option<String>,
         /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
@@ -162,8 +162,9 @@ enum Cmd {
         #[arg(long)]
         modules: Option<PathBuf>,
         /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|debian-SERIES|build|DIR,modules:TRANSFORM,
-        /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS;
-        /// repeat to compare (default: stock and preresolved)
+        /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS,
+        /// ddlink:synth|synth-SYMBOLS|/PATH ARGS (a program under DDLink's ld.so: normal, file-read, skip),
+        /// starts:N (per mode, default 3); repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved
