@@ -84,6 +84,20 @@ impl Spec {
     }
 }
 
+impl Spec {
+    /// What can be checked before anything is built or booted: the synthetic
+    /// case's spec, the host program's path.
+    pub fn check(&self) -> Result<()> {
+        match &self.program {
+            Program::Synth { symbols } => ddlink::synth::SynthSpec { symbols: *symbols, ..Default::default() }.check(),
+            Program::Host { path, .. } if !path.is_file() => {
+                Err(Error::file(Kind::Usage, path, "ddlink: no such program on the host"))
+            }
+            Program::Host { .. } => Ok(()),
+        }
+    }
+}
+
 /// What the guest needs, made on the host.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -106,6 +120,7 @@ pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
     if spec.starts == 0 {
         return Err(Error::new(Kind::Usage, "ddlink: starts must be at least 1"));
     }
+    spec.check()?;
     let loader = crate::glibc::build(&crate::glibc::Options::defaults())?.ld_so;
     let (program, args) = match &spec.program {
         Program::Synth { symbols } => {
@@ -114,9 +129,6 @@ pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
         }
         Program::Host { path, args } => (path.clone(), args.clone()),
     };
-    if !program.is_file() {
-        return Err(Error::file(Kind::Usage, &program, "ddlink: no such program on the host"));
-    }
     let files = closure(&loader, &program)?;
     std::fs::create_dir_all(work).map_err(|e| Error::io(work, e))?;
     let run = ddlink::run::Program::new(&program, args.clone());

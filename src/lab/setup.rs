@@ -148,6 +148,9 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             })
             .collect::<Result<Vec<_>>>()?;
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
+        if let Some(d) = &spec.ddlink {
+            d.check().map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
+        }
         let conf = crate::kmod::ModprobeConf::runtime_deps();
         let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
