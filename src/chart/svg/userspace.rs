@@ -44,6 +44,17 @@ fn modes(u: &UserSpace) -> Vec<&str> {
     out
 }
 
+/// "median 12.4 ms, relocation 1.23 ms" for a mode's starts.
+fn median_label(starts: &[UserStart], mode: &str) -> String {
+    let st: Vec<&UserStart> = starts.iter().filter(|x| x.mode == mode).collect();
+    let med = Med::of(st.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
+    let mut label = format!("median {} ms", ms(med));
+    if let Some(r) = Med::of(st.iter().filter_map(|x| x.relocation_us)) {
+        let _ = write!(label, ", relocation {} ms", ms(r.median));
+    }
+    label
+}
+
 fn tooltip(s: &UserStart, program: &str) -> String {
     let mut t = format!(
         "{program}, {} #{}: {} ms from the start marker to the exit (from {} ms)",
@@ -119,20 +130,26 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
     let (ts, _) = ticks(a - pad, b + pad, 10);
     let step = if ts.len() > 1 { ts[1] - ts[0] } else { pad };
     let t0 = (((a - pad) / step).floor() * step).max(0.0);
-    let t1 = ((b + pad) / step).ceil() * step;
-    let s = Scale { t0, t1, x0: GUTTER, x1: WIDTH - RIGHT };
+    let mut t1 = ((b + pad) / step).ceil() * step;
+    // Room right of the last bars for the rows' median labels.
+    let modes = modes(u);
+    let labels: Vec<String> = modes.iter().map(|m| median_label(&u.starts, m)).collect();
+    let widest = labels.iter().map(|l| text_width(l, 11.0)).fold(0.0, f64::max);
+    let x1 = WIDTH - RIGHT;
+    while GUTTER + (b - t0) / (t1 - t0) * (x1 - GUTTER) + 5.0 + widest > WIDTH - 8.0 && t1 < b + 100.0 * (b - t0) {
+        t1 += step;
+    }
+    let s = Scale { t0, t1, x0: GUTTER, x1 };
     let axis_top = y;
     let body0 = y + 6.0;
     let row_h = 22.0;
     let (mut inner, mut under) = (String::new(), String::new());
-    let modes = modes(u);
     for (k, mode) in modes.iter().enumerate() {
         let ry = body0 + 4.0 + k as f64 * row_h;
         if k % 2 == 1 {
             stripe(&mut under, &s, ry, row_h);
         }
         let starts: Vec<&UserStart> = u.starts.iter().filter(|x| x.mode == *mode).collect();
-        let med = Med::of(starts.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
         let _ = write!(
             o,
             r#"<text class="lane-label" data-user-mode="{}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
@@ -170,17 +187,12 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         }
         // The median beside the row's last bar.
         if let Some(last) = starts.iter().map(|x| x.start_us + x.duration_us).reduce(f64::max) {
-            let reloc = Med::of(starts.iter().filter_map(|x| x.relocation_us)).map(|m| m.median);
-            let mut label = format!("median {} ms", ms(med));
-            if let Some(r) = reloc {
-                let _ = write!(label, ", relocation {} ms", ms(r));
-            }
             let _ = write!(
                 inner,
                 r#"<text class="bar-label" x="{:.1}" y="{:.1}">{}</text>"#,
-                (s.x(last) + 5.0).min(s.x1 + RIGHT - text_width(&label, 11.0)).max(s.x0),
+                s.x(last) + 5.0,
                 ry + 15.0,
-                esc(&label)
+                esc(&labels[k])
             );
         }
     }
