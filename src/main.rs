@@ -621,6 +621,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     summary: bootlink::run::summary(std::slice::from_ref(&run)),
                     tracing_overhead_pct: run.tracing_overhead_pct,
                     partial: run.partial,
+                    userspace: bootlink::run::userspace::tables(std::slice::from_ref(&run)),
                 });
             } else {
                 print!("{}", lab::setup::render(&sc, &run, &checks));

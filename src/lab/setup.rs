@@ -217,12 +217,15 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
     for v in &run.variants {
         let mut complete = 0;
         for r in &v.repetitions {
+            let user_problems = user_problems(r);
+            let user_ok = user_problems.is_empty();
+            c.problems.extend(user_problems.into_iter().map(|p| format!("{} #{}: {p}", v.name, r.index + 1)));
             // A storm counts requests, not per-module loads.
             if r.storm.is_some() {
-                complete += !r.partial as usize;
+                complete += (!r.partial && user_ok) as usize;
                 continue;
             }
-            let mut ok = r.modules.len() == expected && !r.partial;
+            let mut ok = r.modules.len() == expected && !r.partial && user_ok;
             if r.modules.len() != expected {
                 c.problems.push(format!(
                     "{} #{}: {} of {expected} modules measured",
@@ -253,25 +256,19 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
                     ));
                 }
             }
-            // A program started under DDLink: every mode as often as the
-            // most-started one, the caches used, the same output.
-            if let Some(u) = &r.userspace {
-                let starts = USER_MODES
-                    .iter()
-                    .map(|m| u.starts.iter().filter(|s| s.mode == *m).count())
-                    .max()
-                    .unwrap_or(0)
-                    .max(1);
-                for p in crate::lab::ddlink::problems(u, starts) {
-                    ok = false;
-                    c.problems.push(format!("{} #{}: {p}", v.name, r.index + 1));
-                }
-            }
             complete += ok as usize;
         }
         c.complete.push((v.name.clone(), complete, v.repetitions.len()));
     }
     c
+}
+
+/// A program started under DDLink: every mode as often as the most-started
+/// one, the caches used, the same output (none without such a program).
+fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
+    let Some(u) = &r.userspace else { return Vec::new() };
+    let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
+    crate::lab::ddlink::problems(u, starts)
 }
 
 /// The report `bootlink lab --json` prints.
@@ -282,6 +279,9 @@ pub struct Report<'a> {
     pub summary: crate::run::Summary,
     pub tracing_overhead_pct: Option<f64>,
     pub partial: bool,
+    /// A program started under DDLink's ld.so: per series, its modes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub userspace: Vec<crate::run::userspace::UserTable>,
 }
 
 /// The human report: what ran, the before/after table, the checks.
@@ -352,4 +352,29 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     }
     o.push_str(&format!("run: {}\n", sc.out.display()));
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_the_cache_did_not_serve_fails_the_checks() {
+        let mut run = crate::run::userspace::tests::run();
+        let c = check(&run, 0, false);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);
+        let u = run.variants[0].repetitions[0].userspace.as_mut().unwrap();
+        u.starts[5].decision = "normal loading: /s: libsynth03.so: another mtime".into();
+        u.starts.pop();
+        let c = check(&run, 0, false);
+        assert_eq!(
+            c.problems,
+            [
+                "ddl #1: ddlink skip: 2 of 3 starts measured",
+                "ddl #1: ddlink skip #2: the loader did not use the cache: normal loading: /s: libsynth03.so: another mtime"
+            ]
+        );
+        assert_eq!(c.complete, [("ddl".to_string(), 0, 1)]);
+    }
 }
