@@ -326,10 +326,12 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
         None => {}
     }
     for (name, ok, n) in &checks.complete {
+        let user = run.variants.iter().any(|v| v.name == *name && v.repetitions.iter().any(|r| r.userspace.is_some()));
         o.push_str(&format!(
-            "{name}: {ok}/{n} repetition(s) loaded all {} modules{}\n",
+            "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",
             checks.modules_expected,
-            if sc.trace { ", each with its phases, phases within load time" } else { "" }
+            if sc.trace { ", each with its phases, phases within load time" } else { "" },
+            if user { "; the DDLink program started in every mode, the caches taken, the same output" } else { "" }
         ));
     }
     for p in checks.problems.iter().take(20) {
