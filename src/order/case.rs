@@ -18,24 +18,32 @@ use crate::error::{Error, Kind, Result};
 /// Run `program ARGS` once with the trace written to `out` (bl-trace's
 /// `BL_TRACE_FILE`); the program's stdout.
 pub fn profile(program: &Path, args: &[String], out: &Path) -> Result<(Trace, Vec<u8>)> {
-    let _ = std::fs::remove_file(out);
+    // Written beside `out` and renamed: a reader never sees half a trace.
+    let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
     let o = Command::new(program)
         .args(args)
-        .env("BL_TRACE_FILE", out)
+        .env("BL_TRACE_FILE", &tmp)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")))?;
     if !o.status.success() {
         return Err(Error::file(Kind::Tool, program, format!("exited {} while profiling", o.status)));
     }
-    if !out.is_file() {
+    if !tmp.is_file() {
         return Err(Error::file(
             Kind::Tool,
             program,
             "wrote no trace: not built with -finstrument-functions and linked with bl-trace",
         ));
     }
-    Ok((Trace::read(out)?, o.stdout))
+    let trace = Trace::read(&tmp);
+    if trace.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let trace = trace?;
+    std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+    Ok((trace, o.stdout))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +84,8 @@ fn run_output(program: &Path) -> Result<Vec<u8>> {
 /// installed linker (into `case.dir`/order).
 pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
     let case = synth::build(spec, None)?;
+    // The case's order directory is shared: one pipeline at a time.
+    let _lock = synth::lock(&case.dir)?;
     let work = case.dir.join("order");
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
     let trace_path = work.join("trace");

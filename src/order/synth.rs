@@ -178,6 +178,12 @@ pub fn build(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
     if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
         return Ok(case(true));
     }
+    // One builder at a time (another process may be building this key).
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let _lock = lock(&dir)?;
+    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+        return Ok(case(true));
+    }
     for sub in ["src", "plain", "traced"] {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
@@ -199,6 +205,14 @@ pub fn build(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
     link(&traced, &[runtime.into_os_string()], &c.traced, &dir)?;
     fsutil::write_atomic(&done, key.as_bytes())?;
     Ok(c)
+}
+
+/// An exclusive lock on `dir` (its `.lock` file), held until dropped.
+pub fn lock(dir: &Path) -> Result<std::fs::File> {
+    let p = dir.join(".lock");
+    let f = std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?;
+    f.lock().map_err(|e| Error::io(&p, e))?;
+    Ok(f)
 }
 
 fn link(objects: &[PathBuf], extra: &[std::ffi::OsString], out: &Path, dir: &Path) -> Result<()> {
