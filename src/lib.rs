@@ -3,6 +3,7 @@
 //! The library follows the capabilities; the `bootlink` binary is a thin CLI
 //! over it.
 
+pub mod cbuild;
 pub mod chart;
 pub mod compress;
 pub mod ddlink;
@@ -21,6 +22,7 @@ pub mod kmod;
 pub mod lab;
 pub mod module;
 pub mod modwrite;
+pub mod order;
 pub mod preresolve;
 pub mod progress;
 pub mod run;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use bootlink::{
-    Error, chart, ddlink, fetch, finalize, fsutil, glibc, inspect, kbuild, kernel, lab, preresolve, sign, symhash,
+    Error, chart, ddlink, fetch, finalize, fsutil, glibc, inspect, kbuild, kernel, lab, order, preresolve, sign,
+    symhash,
 };
 
 #[derive(Parser)]
@@ -231,13 +232,18 @@ enum Cmd {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
     /// DDLink: record a program's symbol bindings once, then let the patched ld.so take them
-    /// from a cache instead of searching (File Read Mode)
+    /// from a cache (File Read Mode) or skip relocation with prelinked images (Skip Mode)
     Ddlink {
         #[command(subcommand)]
         cmd: DdlinkCmd,
     },
+    /// Function reordering: a startup trace (trace/bl-trace) turned into a link order
+    Order {
+        #[command(subcommand)]
+        cmd: OrderCmd,
+    },
+    /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
     Kernel {
         #[command(subcommand)]
         cmd: KernelCmd,
@@ -255,6 +261,60 @@ enum Cmd {
         /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
         #[arg(long)]
         package: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum OrderCmd {
+    /// Map a trace onto the traced binary's functions and write the order for GNU ld
+    /// (order.ld), gold (order.gold) and lld (order.lld)
+    Write {
+        /// The trace bl-trace wrote
+        #[arg(long)]
+        trace: PathBuf,
+        /// The binary that was traced (built with -finstrument-functions, not stripped)
+        #[arg(long)]
+        binary: PathBuf,
+        /// The binary the order is for (same sources, without instrumentation), for the
+        /// prediction and to check it has every function (default: --binary)
+        #[arg(long)]
+        layout: Option<PathBuf>,
+        /// Which object of the trace is the binary ("-": the program itself)
+        #[arg(long, default_value = "-")]
+        object: String,
+        /// Directory for the order files
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Predict the pages and storage blocks startup touches before and after the order
+    Report {
+        #[arg(long)]
+        trace: PathBuf,
+        #[arg(long)]
+        binary: PathBuf,
+        #[arg(long)]
+        layout: Option<PathBuf>,
+        #[arg(long, default_value = "-")]
+        object: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The seed's test end to end: generate and build a program of FUNCTIONS small functions
+    /// of which STARTUP run at startup, trace it, order it, relink it with every installed
+    /// linker, check its output, count blocks
+    Synth {
+        #[arg(long, default_value_t = 10_000)]
+        functions: u32,
+        #[arg(long, default_value_t = 1_000)]
+        startup: u32,
+        #[arg(long, default_value_t = 100)]
+        files: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         #[arg(long)]
         json: bool,
     },
@@ -729,6 +789,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Ddlink { cmd } => run_ddlink(cmd),
+        Cmd::Order { cmd } => run_order(cmd),
         Cmd::Glibc { cmd: GlibcCmd::Build { series, jobs, json } } => {
             let mut opts = glibc::Options::defaults();
             opts.series = series.unwrap_or(opts.series);
@@ -798,6 +859,65 @@ fn loader_or_default(loader: Option<PathBuf>) -> Result<PathBuf, Error> {
     match loader {
         Some(l) => Ok(l),
         None => Ok(glibc::build(&glibc::Options::defaults())?.ld_so),
+    }
+}
+
+/// The trace mapped onto `binary`, and the order's functions in `layout`.
+fn order_of(
+    trace: &std::path::Path,
+    binary: &std::path::Path,
+    layout: Option<&std::path::Path>,
+    object: &str,
+) -> Result<(order::symbols::Mapped, order::symbols::Functions, order::report::Prediction), Error> {
+    let t = order::trace::Trace::read(trace)?;
+    let traced = order::symbols::Functions::read(binary)?;
+    let mapped = order::symbols::map(&t, trace, &traced, object)?;
+    let funcs = match layout {
+        Some(l) => order::symbols::Functions::read(l)?,
+        None => traced,
+    };
+    let predicted = order::report::predict(&order::symbols::resolve(&mapped.order, &funcs)?);
+    Ok((mapped, funcs, predicted))
+}
+
+fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
+    match cmd {
+        OrderCmd::Write { trace, binary, layout, object, output, json } => {
+            let (mapped, funcs, predicted) = order_of(&trace, &binary, layout.as_deref(), &object)?;
+            let files = order::script::write_all(&output, &mapped.order, &funcs)?;
+            if json {
+                print_json(&serde_json::json!({ "files": files, "mapped": mapped, "predicted": predicted }));
+            } else {
+                println!(
+                    "{} functions in first-call order ({} first calls in other objects) -> {}",
+                    mapped.order.len(),
+                    mapped.other_objects,
+                    files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+                );
+                print!("{}", predicted.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        OrderCmd::Report { trace, binary, layout, object, json } => {
+            let (_, _, predicted) = order_of(&trace, &binary, layout.as_deref(), &object)?;
+            if json {
+                print_json(&predicted);
+            } else {
+                print!("{}", predicted.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        OrderCmd::Synth { functions, startup, files, seed, json } => {
+            let spec = order::synth::SynthSpec { functions, startup, files, seed };
+            let report = order::case::synth_case(&spec)?;
+            if json {
+                print_json(&report);
+            } else {
+                print!("{}", report.render());
+            }
+            let ok = report.relinked.iter().all(|r| r.output_identical);
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //! LD_LIBRARY_PATH, a cache others can write, a setuid program — loads
 //! normally with the loader's reason, and the program behaves identically.
 //! `verify` catches a deliberately wrong cache entry, which File Read Mode
-//! would apply (the playground's output shows it).
+//! would apply (the playground's output shows it). Relocation Skip Mode:
+//! the same programs with prelinked images (every relocated word verified
+//! against a normal relocation), and its fallbacks.
 
 mod common;
 
@@ -60,19 +62,29 @@ fn playground(dir: &Path) -> PathBuf {
 /// Run `program` with `loader` (explicitly), a clean LD_ environment plus
 /// `env`, and LD_DEBUG=ddlink into a file: (stdout, the loader's ddlink lines).
 fn start(loader: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    start_in(None, loader, program, args, env)
+}
+
+/// `start`, with the prelinked images under `overlay` bind-mounted over the
+/// originals (as `bootlink ddlink ... --overlay` runs).
+fn start_in(
+    overlay: Option<&Path>,
+    loader: &Path,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (String, String) {
     let dbg = tempfile::tempdir().unwrap();
-    let mut c = Command::new(loader);
-    c.arg(program).args(args);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("LD_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("LD_DEBUG", "ddlink").env("LD_DEBUG_OUTPUT", dbg.path().join("d"));
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.output().expect("start the program");
+    let p = bootlink::ddlink::run::Program {
+        path: program.to_path_buf(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        overlay: overlay.map(Path::to_path_buf),
+    };
+    let out_file = dbg.path().join("d");
+    let mut e: Vec<(&str, std::ffi::OsString)> =
+        vec![("LD_DEBUG", "ddlink".into()), ("LD_DEBUG_OUTPUT", out_file.into_os_string())];
+    e.extend(env.iter().map(|(k, v)| (*k, std::ffi::OsString::from(v))));
+    let out = bootlink::ddlink::run::command(loader, &p, &e).output().expect("start the program");
     assert!(out.status.success(), "{} failed: {}", program.display(), String::from_utf8_lossy(&out.stderr));
     let mut lines = String::new();
     for e in std::fs::read_dir(dbg.path()).unwrap().flatten() {
@@ -84,6 +96,68 @@ fn start(loader: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> 
 /// profile + write + verify through the CLI; returns the cache path.
 fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
     cache_for_env(dir, program, args, &[])
+}
+
+/// Relocation Skip Mode through the CLI: profile, `write --prelink`, and
+/// `verify --overlay` (every binding and every relocated word of the images
+/// compared with a normal relocation: 0 differences). (cache, images).
+fn skip_for(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+    let ld = &glibc().ld_so;
+    let name = program.file_name().unwrap().to_string_lossy().into_owned();
+    let rec = dir.join(format!("{name}.skip-record"));
+    let cache = dir.join(format!("{name}.skip-cache"));
+    let images = dir.join(format!("{name}.images"));
+    let with_args = |mut c: TestCommand| {
+        c = c.arg(&program);
+        for a in args {
+            c = c.arg(a);
+        }
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        c
+    };
+    with_args(TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &rec])).ok();
+    let out = TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--json",
+        &"--loader",
+        ld,
+        &"--record",
+        &rec,
+        &"--program",
+        &program,
+        &"-o",
+        &cache,
+        &"--prelink",
+        &images,
+    ])
+    .ok();
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(w["prelink"]["images"].as_u64().unwrap() > 0, "nothing prelinked: {w}");
+    let out = with_args(TestCommand::new(&[
+        &"ddlink",
+        &"verify",
+        &"--json",
+        &"--loader",
+        ld,
+        &"--cache",
+        &cache,
+        &"--overlay",
+        &images,
+    ]))
+    .ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatched"], 0, "verify found binding differences: {v}");
+    assert_eq!(v["words_mismatched"], 0, "an image differs from a normal relocation: {v}");
+    assert_eq!(v["images"], w["prelink"]["images"], "not every image was compared: {v}");
+    assert!(v["words_checked"].as_u64().unwrap() > 0, "verify compared no relocated word: {v}");
+    (cache, images)
+}
+
+fn skip_mode(lines: &str) -> bool {
+    lines.contains("ddlink: skip mode")
 }
 
 /// The same, with the program's own environment (e.g. Qt's platform).
@@ -121,7 +195,10 @@ fn file_read(lines: &str) -> bool {
 }
 
 fn normal_because<'a>(lines: &'a str, why: &str) -> &'a str {
-    let line = lines.lines().find(|l| l.contains("normal loading")).unwrap_or_else(|| panic!("no fallback: {lines}"));
+    let line = lines
+        .lines()
+        .find(|l| l.contains("normal loading"))
+        .unwrap_or_else(|| panic!("no fallback for `{why}`: {lines}"));
     assert!(line.contains(why), "fallback for another reason than `{why}`: {line}");
     line
 }
@@ -299,6 +376,96 @@ fn fallbacks_load_normally() {
     assert!(!dir.join("x.cache").exists(), "a refused write left a cache");
 }
 
+/// Relocation Skip Mode on the playground (lazy and BIND_NOW), and every way
+/// it falls back: the images are ordinary libraries (Debian's ld.so and the
+/// patched one without a cache run them, lazily, through GOT[1]'s PLT
+/// base), an image not at its base is relocated as usual with the cache's
+/// bindings, the skip cache without its images, an image changed after it
+/// was written, LD_PRELOAD: the output never changes.
+#[test]
+fn playground_skip_mode_and_its_fallbacks() {
+    let dir = common::tmpdir("ddlink-skip");
+    let prog = playground(&dir.join("pg"));
+    let (cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let ld = &glibc().ld_so;
+    let c = cache.to_str().unwrap();
+    let want = PLAYGROUND_OUTPUT;
+    for extra in [&[][..], &[("LD_BIND_NOW", "1")][..]] {
+        let mut env = vec![("LD_DDLINK", c)];
+        env.extend_from_slice(extra);
+        let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &env);
+        assert!(skip_mode(&dbg), "skip mode not used {extra:?}: {dbg}");
+        assert_eq!(out, want, "skip mode {extra:?}");
+    }
+    let (out, _) = start_in(Some(&images), Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    assert_eq!(out, want, "the images under Debian's ld.so (lazy)");
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    assert_eq!(out, want, "the images under the patched ld.so without a cache");
+    normal_because(&dbg, "no cache");
+
+    // Not at its base: 0x1000 is below the kernel's mmap_min_addr.
+    let low_cache = dir.join("low.cache");
+    let low = dir.join("low-images");
+    let rec = dir.join("ddlink-play.skip-record");
+    TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--loader",
+        ld,
+        &"--record",
+        &rec,
+        &"--program",
+        &prog,
+        &"-o",
+        &low_cache,
+        &"--prelink",
+        &low,
+        &"--base",
+        &"0x1000",
+    ])
+    .ok();
+    let (out, dbg) = start_in(Some(&low), ld, &prog, &[], &[("LD_DDLINK", low_cache.to_str().unwrap())]);
+    assert_eq!(out, want, "images not at their base");
+    assert!(file_read(&dbg) && dbg.contains("not mapped at its base"), "{dbg}");
+
+    // The skip cache with the original files (not the images it names).
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "file changed");
+
+    // An image changed after it was written (here: only its mtime).
+    let libb =
+        bootlink::ddlink::prelink::image_path(&images, prog.parent().unwrap().join("libddb.so").to_str().unwrap());
+    common::sh("touch", &["-d", "2020-01-01", libb.to_str().unwrap()]);
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "file changed");
+    let st = TestCommand::new(&[
+        &"ddlink",
+        &"status",
+        &"--json",
+        &"--loader",
+        ld,
+        &"--cache",
+        &cache,
+        &"--overlay",
+        &images,
+        &prog,
+    ])
+    .ok();
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let bad: Vec<&serde_json::Value> =
+        v["objects"].as_array().unwrap().iter().filter(|o| !o["problem"].is_null()).collect();
+    assert!(bad.len() == 1 && bad[0]["name"].as_str().unwrap().ends_with("libddb.so"), "status: {v}");
+
+    // LD_PRELOAD turns DDLink off; the images are relocated as usual.
+    let uniq = prog.parent().unwrap().join("libdduniq.so");
+    let (out, dbg) =
+        start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c), ("LD_PRELOAD", uniq.to_str().unwrap())]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "LD_PRELOAD");
+}
+
 /// A setuid program ignores every cache (even one in the default place),
 /// while the same program run by its owner uses it: the wrong cache makes
 /// the difference visible without LD_DEBUG (which AT_SECURE turns off).
@@ -368,5 +535,36 @@ fn real_programs_identical_in_every_mode() {
         assert!(file_read(&dbg), "{}: {dbg}", prog.display());
         assert_eq!(plain, stock, "{}: patched loader output differs", prog.display());
         assert_eq!(fast, stock, "{}: file-read output differs", prog.display());
+        let (skip_cache, images) = skip_for(&dir, prog, args, env);
+        let mut skip_env = env.to_vec();
+        skip_env.push(("LD_DDLINK", skip_cache.to_str().unwrap()));
+        let (skipped, dbg) = start_in(Some(&images), &glibc().ld_so, prog, args, &skip_env);
+        assert!(skip_mode(&dbg), "{}: {dbg}", prog.display());
+        assert_eq!(skipped, stock, "{}: skip-mode output differs", prog.display());
+        std::fs::remove_dir_all(&images).unwrap();
     }
+}
+
+/// The seed's case (12 libraries, ~200,000 symbols, `ddlink synth`, cached):
+/// every binding and every relocated word verified, the same output under
+/// Debian's ld.so, the patched one, File Read Mode and Skip Mode.
+#[test]
+fn seed_case_identical_in_every_mode() {
+    let dir = common::tmpdir("ddlink-seed");
+    let out = TestCommand::new(&[&"ddlink", &"synth", &"--json"]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prog = PathBuf::from(v["program"].as_str().unwrap());
+    let cache = cache_for(&dir, &prog, &[]);
+    let (skip_cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let ld = &glibc().ld_so;
+    let (stock, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    let (plain, _) = start(ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    let (fast, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", cache.to_str().unwrap())]);
+    assert!(file_read(&dbg), "{dbg}");
+    let (skipped, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", skip_cache.to_str().unwrap())]);
+    assert!(skip_mode(&dbg), "{dbg}");
+    assert!(!stock.is_empty());
+    assert_eq!(plain, stock, "patched loader");
+    assert_eq!(fast, stock, "file-read");
+    assert_eq!(skipped, stock, "skip");
 }

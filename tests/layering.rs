@@ -8,11 +8,23 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules of `src/`, bottom layer first.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series"]),
+    ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series", "cbuild"]),
     ("model", &["kernel", "module", "tree", "kmod", "fetch"]),
     (
         "transforms",
-        &["preresolve", "symhash", "finalize", "modwrite", "elfedit", "sign", "inspect", "kbuild", "glibc", "ddlink"],
+        &[
+            "preresolve",
+            "symhash",
+            "finalize",
+            "modwrite",
+            "elfedit",
+            "sign",
+            "inspect",
+            "kbuild",
+            "glibc",
+            "ddlink",
+            "order",
+        ],
     ),
     ("run results", &["run"]),
     ("lab", &["lab"]),

@@ -70,9 +70,6 @@ pub fn command_with(prefix: &[&str], loader: &Path, program: &Program, env: &[(&
         None => {
             let mut c = Command::new(&argv[0]);
             c.args(&argv[1..]);
-            for (k, v) in env {
-                c.env(k, v);
-            }
             c
         }
     };
@@ -80,6 +77,11 @@ pub fn command_with(prefix: &[&str], loader: &Path, program: &Program, env: &[(&
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("LD_") {
             c.env_remove(k);
+        }
+    }
+    if program.overlay.is_none() {
+        for (k, v) in env {
+            c.env(k, v);
         }
     }
     c

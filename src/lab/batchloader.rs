@@ -3,77 +3,18 @@
 //! `<cache>/loader/<sha256 of its sources>/bl-modload`, and its output read
 //! back.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-
-use crate::error::{Error, Kind, Result};
-use crate::fsutil;
-use crate::lab::run_tool;
+use crate::error::Result;
 
 /// The loader's source directory in this repository.
 pub fn source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("loader")
-}
-
-/// What the build depends on: the Makefile and every C source and header.
-fn sources(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy();
-            n == "Makefile" || n.ends_with(".c") || n.ends_with(".h")
-        })
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(Error::file(Kind::Usage, dir, "no loader sources (Makefile, *.c) here"));
-    }
-    Ok(files)
+    crate::cbuild::source_dir("loader")
 }
 
 /// The static `bl-modload`, built on first use for each version of its sources.
 pub fn binary() -> Result<PathBuf> {
-    let src = source_dir();
-    let mut h = Sha256::new();
-    for f in sources(&src)? {
-        h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-        h.update([0]);
-        h.update(std::fs::read(&f).map_err(|e| Error::io(&f, e))?);
-    }
-    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let dir = fsutil::cache_dir().join("loader").join(&key);
-    let bin = dir.join("bl-modload");
-    if bin.is_file() {
-        return Ok(bin);
-    }
-    // Build in a scratch copy, so the source tree stays clean and a build
-    // that fails leaves nothing in the cache.
-    let parent = fsutil::cache_dir().join("loader");
-    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
-    let work = crate::lab::TempDir::new_in(&parent, ".build")?;
-    for f in sources(&src)? {
-        let dest = work.path().join(f.file_name().unwrap_or_default());
-        std::fs::copy(&f, &dest).map_err(|e| Error::io(&f, e))?;
-    }
-    run_tool(
-        Command::new("make").arg("-s").arg("-C").arg(work.path()).arg("bl-modload"),
-        "building the batch loader (loader/)",
-        "build-essential",
-    )?;
-    let built = work.path().join("bl-modload");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let data = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
-    fsutil::write_atomic(&bin, &data)?;
-    set_executable(&bin)?;
-    Ok(bin)
-}
-
-fn set_executable(p: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io(p, e))
+    crate::cbuild::build("loader", "bl-modload", "building the batch loader (loader/)")
 }
 
 /// One `LOAD` line of the loader's output.

@@ -125,6 +125,12 @@ impl TestCommand {
         TestCommand { cmd, cwd: std::env::current_dir().unwrap(), dirs: Vec::new() }
     }
 
+    /// Add an argument.
+    pub fn arg(mut self, a: &dyn AsRef<std::ffi::OsStr>) -> TestCommand {
+        self.cmd.arg(a);
+        self
+    }
+
     /// Set an environment variable for the command.
     pub fn env(mut self, key: &str, value: &str) -> TestCommand {
         self.cmd.env(key, value);

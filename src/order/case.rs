@@ -1,0 +1,153 @@
+//! One reordering end to end: run the instrumented build to get the trace,
+//! map it to functions, write the orders, relink the plain objects with
+//! each linker, check the program still prints the same, and compare the
+//! blocks its startup functions occupy before and after (predicted from the
+//! trace, and measured in each relinked binary's symbol table).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::report::{self, Prediction};
+use super::symbols::{self, Functions, Mapped};
+use super::synth::{self, Linker, SynthCase, SynthSpec};
+use super::trace::Trace;
+use crate::error::{Error, Kind, Result};
+
+/// Run `program ARGS` once with the trace written to `out` (bl-trace's
+/// `BL_TRACE_FILE`); the program's stdout.
+pub fn profile(program: &Path, args: &[String], out: &Path) -> Result<(Trace, Vec<u8>)> {
+    // Written beside `out` and renamed: a reader never sees half a trace.
+    let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let o = Command::new(program)
+        .args(args)
+        .env("BL_TRACE_FILE", &tmp)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::file(Kind::Tool, program, format!("exited {} while profiling", o.status)));
+    }
+    if !tmp.is_file() {
+        return Err(Error::file(
+            Kind::Tool,
+            program,
+            "wrote no trace: not built with -finstrument-functions and linked with bl-trace",
+        ));
+    }
+    let trace = Trace::read(&tmp);
+    if trace.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let trace = trace?;
+    std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+    Ok((trace, o.stdout))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Relinked {
+    pub linker: &'static str,
+    pub program: PathBuf,
+    /// Output identical to the unordered program's.
+    pub output_identical: bool,
+    /// Blocks its startup functions occupy, measured in its symbol table.
+    pub measured: Prediction,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseReport {
+    pub case: SynthCase,
+    pub trace: PathBuf,
+    pub mapped: Mapped,
+    pub order_dir: PathBuf,
+    /// The unordered program, and what the order should make of it.
+    pub predicted: Prediction,
+    pub relinked: Vec<Relinked>,
+    /// Linkers not installed here.
+    pub missing: Vec<&'static str>,
+}
+
+fn run_output(program: &Path) -> Result<Vec<u8>> {
+    let o = Command::new(program)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::file(Kind::Tool, program, format!("exited {}", o.status)));
+    }
+    Ok(o.stdout)
+}
+
+/// Build the seed's case, profile it, order it and relink it with every
+/// installed linker (into `case.dir`/order).
+pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
+    let case = synth::build(spec, None)?;
+    // The case's order directory is shared: one pipeline at a time.
+    let _lock = synth::lock(&case.dir)?;
+    let work = case.dir.join("order");
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    let trace_path = work.join("trace");
+    let (trace, traced_out) = profile(&case.traced, &[], &trace_path)?;
+    let traced_funcs = Functions::read(&case.traced)?;
+    let mapped = symbols::map(&trace, &trace_path, &traced_funcs, "-")?;
+    let plain_funcs = Functions::read(&case.program)?;
+    let predicted = report::predict(&symbols::resolve(&mapped.order, &plain_funcs)?);
+    super::script::write_all(&work, &mapped.order, &plain_funcs)?;
+    let want = run_output(&case.program)?;
+    if want != traced_out {
+        return Err(Error::file(Kind::Internal, &case.traced, "the instrumented build prints something else"));
+    }
+    let mut relinked = Vec::new();
+    let mut missing = Vec::new();
+    for linker in Linker::ALL {
+        if !linker.installed() {
+            missing.push(linker.name());
+            continue;
+        }
+        let out = work.join(format!("synth-order.{}", linker.name()));
+        synth::relink(&case.objects, linker, &work, &out)?;
+        let funcs = Functions::read(&out)?;
+        let measured = report::predict(&symbols::resolve(&mapped.order, &funcs)?);
+        relinked.push(Relinked {
+            linker: linker.name(),
+            output_identical: run_output(&out)? == want,
+            program: out,
+            measured,
+        });
+    }
+    Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, missing })
+}
+
+impl CaseReport {
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "{}: {} functions, {} called at startup; trace {}: {} functions in first-call order ({} calls)\n",
+            self.case.program.display(),
+            self.case.spec.functions,
+            self.case.spec.startup,
+            self.trace.display(),
+            self.mapped.order.len(),
+            self.mapped.total_calls
+        );
+        let mut t = crate::table::Table::new(&["binary", "4 KiB pages", "16 KiB", "64 KiB", "128 KiB", "output"]);
+        let row = |name: String, p: &Prediction, after: bool, out: &str| {
+            let mut r = vec![name];
+            r.extend(p.blocks.iter().map(|b| if after { b.after } else { b.before }.to_string()));
+            r.push(out.to_string());
+            r
+        };
+        t.row(row("unordered (GNU ld)".into(), &self.predicted, false, "-"));
+        t.row(row("predicted from the trace".into(), &self.predicted, true, "-"));
+        for r in &self.relinked {
+            let out = if r.output_identical { "identical" } else { "DIFFERS" };
+            t.row(row(format!("ordered, {}", r.linker), &r.measured, false, out));
+        }
+        s += &t.render();
+        for m in &self.missing {
+            s += &format!("{m} is not installed: not relinked with it\n");
+        }
+        s
+    }
+}

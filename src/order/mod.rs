@@ -1,0 +1,13 @@
+//! Function reordering (seeds 002 and 004): a startup trace of a program's
+//! first calls (`trace/bl-trace.c`, linked into a build made with
+//! `-finstrument-functions`) mapped to the program's functions (`symbols`),
+//! written as link orders for GNU ld, gold and lld (`script`), with a
+//! prediction of the pages and storage blocks startup touches before and
+//! after (`report`). `synth` generates the seed's test program.
+
+pub mod case;
+pub mod report;
+pub mod script;
+pub mod symbols;
+pub mod synth;
+pub mod trace;

@@ -1,0 +1,194 @@
+//! A program's functions from its symbol table, and a trace's addresses
+//! mapped to them. A static function is named with the source file its
+//! `STT_FILE` symbol gives, so two static functions of the same name in two
+//! files stay two functions.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use object::elf;
+use object::read::elf::{FileHeader, ProgramHeader, Sym};
+use serde::Serialize;
+
+use super::trace::Trace;
+use crate::elf::{Elf, LE, Want, sym_name};
+use crate::error::{Error, Kind, Result};
+
+/// A function: its name, the source file for a static one, where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct FunctionId {
+    pub name: String,
+    /// The `STT_FILE` name for a static (STB_LOCAL) function.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+impl std::fmt::Display for FunctionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{file}:{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Function {
+    pub id: FunctionId,
+    pub addr: u64,
+    pub size: u64,
+    /// Offset of its first byte in the file (what the page cache reads).
+    pub file_off: u64,
+}
+
+/// The functions of one binary, by address and by identity.
+pub struct Functions {
+    pub path: PathBuf,
+    pub list: Vec<Function>,
+    by_addr: HashMap<u64, usize>,
+    by_id: HashMap<FunctionId, usize>,
+    /// Link-time address range of the functions.
+    pub lo: u64,
+    pub hi: u64,
+    /// Names given to more than one static function.
+    pub duplicated: HashSet<String>,
+}
+
+impl Functions {
+    /// Read `path`'s function symbols (`.symtab`).
+    pub fn read(path: &Path) -> Result<Functions> {
+        let data = crate::fsutil::map_file(path)?;
+        let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, path, m))?;
+        let syms = parsed.symbols().map_err(|m| Error::file(Kind::Format, path, m))?;
+        if syms.is_empty() {
+            return Err(Error::file(
+                Kind::Unsupported,
+                path,
+                "no symbol table (.symtab): link the program without stripping it (no -s)",
+            ));
+        }
+        let phdrs = parsed
+            .header
+            .program_headers(LE, &*data)
+            .map_err(|e| Error::file(Kind::Format, path, format!("bad program headers: {e}")))?;
+        let loads: Vec<(u64, u64, u64)> = phdrs
+            .iter()
+            .filter(|p| p.p_type(LE) == elf::PT_LOAD)
+            .map(|p| (p.p_vaddr(LE), p.p_filesz(LE), p.p_offset(LE)))
+            .collect();
+        let mut list = Vec::new();
+        let mut file: Option<String> = None;
+        let mut seen_local: HashMap<String, usize> = HashMap::new();
+        for s in syms.iter() {
+            let name = sym_name(&syms, s).map_err(|m| Error::file(Kind::Format, path, m))?;
+            let name = String::from_utf8_lossy(name).into_owned();
+            if s.st_type() == elf::STT_FILE {
+                file = Some(name);
+                continue;
+            }
+            if s.st_type() != elf::STT_FUNC || s.st_shndx(LE) == elf::SHN_UNDEF || s.st_size(LE) == 0 {
+                continue;
+            }
+            let local = s.st_bind() == elf::STB_LOCAL;
+            let addr = s.st_value(LE);
+            let Some(file_off) =
+                loads.iter().find(|(v, sz, _)| addr >= *v && addr < v + sz).map(|(v, _, off)| off + (addr - v))
+            else {
+                continue;
+            };
+            if local {
+                *seen_local.entry(name.clone()).or_default() += 1;
+            }
+            let id = FunctionId { name, file: if local { file.clone() } else { None } };
+            list.push(Function { id, addr, size: s.st_size(LE), file_off });
+        }
+        if list.is_empty() {
+            return Err(Error::file(Kind::Unsupported, path, "no function symbols with a size in .symtab"));
+        }
+        list.sort_by_key(|f| (f.addr, f.id.file.is_some()));
+        let mut by_addr = HashMap::new();
+        let mut by_id = HashMap::new();
+        for (i, f) in list.iter().enumerate() {
+            by_addr.entry(f.addr).or_insert(i);
+            by_id.entry(f.id.clone()).or_insert(i);
+        }
+        let lo = list.iter().map(|f| f.addr).min().unwrap_or(0);
+        let hi = list.iter().map(|f| f.addr + f.size).max().unwrap_or(0);
+        let duplicated = seen_local.into_iter().filter(|(_, n)| *n > 1).map(|(k, _)| k).collect();
+        Ok(Functions { path: path.to_path_buf(), list, by_addr, by_id, lo, hi, duplicated })
+    }
+
+    pub fn at(&self, addr: u64) -> Option<&Function> {
+        self.by_addr.get(&addr).map(|&i| &self.list[i])
+    }
+
+    pub fn get(&self, id: &FunctionId) -> Option<&Function> {
+        self.by_id.get(id).map(|&i| &self.list[i])
+    }
+}
+
+/// A trace mapped onto a binary: its functions in first-call order.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mapped {
+    pub order: Vec<FunctionId>,
+    /// First calls into other objects (libraries) of the traced process.
+    pub other_objects: usize,
+    pub total_calls: u64,
+}
+
+/// Map `trace`'s first calls in `object` ("-": the program) onto `funcs`
+/// (the binary that was traced). An address inside the binary's functions
+/// that starts none of them means the trace is of another build.
+pub fn map(trace: &Trace, trace_path: &Path, funcs: &Functions, object: &str) -> Result<Mapped> {
+    let Some(bias) = trace.bias_of(object) else {
+        return Err(Error::file(Kind::Usage, trace_path, format!("the trace lists no object `{object}`")));
+    };
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    let mut other = 0;
+    for &(addr, line) in &trace.calls {
+        let a = addr.wrapping_sub(bias);
+        if addr < bias || a < funcs.lo || a >= funcs.hi {
+            other += 1;
+            continue;
+        }
+        let Some(f) = funcs.at(a) else {
+            return Err(Error::file(
+                Kind::Stale,
+                trace_path,
+                format!(
+                    "line {line}: {addr:#x} (link-time {a:#x}) starts no function of {}: a trace of another build",
+                    funcs.path.display()
+                ),
+            ));
+        };
+        if seen.insert(f.id.clone()) {
+            order.push(f.id.clone());
+        }
+    }
+    if order.is_empty() {
+        return Err(Error::file(
+            Kind::Stale,
+            trace_path,
+            format!("no traced call lies in {}'s functions: a trace of another program", funcs.path.display()),
+        ));
+    }
+    Ok(Mapped { order, other_objects: other, total_calls: trace.total_calls })
+}
+
+/// `order`'s functions in `funcs` (another build of the same sources, e.g.
+/// the uninstrumented one); a function it lacks is an error naming it.
+pub fn resolve<'f>(order: &[FunctionId], funcs: &'f Functions) -> Result<Vec<&'f Function>> {
+    order
+        .iter()
+        .map(|id| {
+            funcs.get(id).ok_or_else(|| {
+                Error::file(
+                    Kind::Stale,
+                    &funcs.path,
+                    format!("has no function `{id}`, which the trace calls: a binary of other sources"),
+                )
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,121 @@
+//! The trace `bl-trace` writes: the loaded objects with their load bias,
+//! then each function's first call (runtime address) in call order.
+//!
+//! ```text
+//! bl-trace 1
+//! object <bias hex> <path or ->      ("-": the program itself)
+//! fn <address hex>
+//! end <fn lines> <calls seen>
+//! ```
+
+use std::path::Path;
+
+use crate::error::{Error, Kind, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceObject {
+    pub bias: u64,
+    /// "-" for the program (the loader gives it no name).
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    pub objects: Vec<TraceObject>,
+    /// First calls: runtime address and the trace line it came from.
+    pub calls: Vec<(u64, usize)>,
+    /// Every instrumented call the runtime saw.
+    pub total_calls: u64,
+    /// The runtime's table filled up: later first calls are missing.
+    pub overflow: bool,
+}
+
+impl Trace {
+    /// Parse a trace; the message names the line.
+    pub fn parse(text: &str) -> std::result::Result<Trace, String> {
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, "bl-trace 1")) => {}
+            Some((_, l)) if l.starts_with("bl-trace ") => {
+                return Err(format!("line 1: trace version `{l}`, this bootlink reads `bl-trace 1`"));
+            }
+            _ => return Err("not a bl-trace file (no `bl-trace 1` header)".into()),
+        }
+        let mut t = Trace { objects: Vec::new(), calls: Vec::new(), total_calls: 0, overflow: false };
+        let mut ended = false;
+        for (i, line) in lines {
+            let n = i + 1;
+            if ended {
+                return Err(format!("line {n}: text after the `end` line"));
+            }
+            let bad = || format!("line {n}: malformed `{}`", line.chars().take(60).collect::<String>());
+            let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
+            let mut w = line.splitn(3, ' ');
+            match (w.next(), w.next(), w.next()) {
+                (Some("object"), Some(bias), Some(path)) => {
+                    t.objects.push(TraceObject { bias: hex(bias)?, path: path.to_string() })
+                }
+                (Some("fn"), Some(a), None) => t.calls.push((hex(a)?, n)),
+                (Some("overflow"), None, None) => t.overflow = true,
+                (Some("end"), Some(count), Some(total)) => {
+                    let count: usize = count.parse().map_err(|_| bad())?;
+                    t.total_calls = total.parse().map_err(|_| bad())?;
+                    if count != t.calls.len() {
+                        return Err(format!(
+                            "line {n}: the end line counts {count} functions, the trace has {}: truncated or edited",
+                            t.calls.len()
+                        ));
+                    }
+                    ended = true;
+                }
+                _ => return Err(bad()),
+            }
+        }
+        if !ended {
+            return Err(format!(
+                "truncated trace: no `end` line after {} functions (the program was killed before bl-trace wrote it)",
+                t.calls.len()
+            ));
+        }
+        Ok(t)
+    }
+
+    pub fn read(path: &Path) -> Result<Trace> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| Error::file(Kind::Format, path, "not a bl-trace file (not text)"))?;
+        Trace::parse(text).map_err(|m| Error::file(Kind::Format, path, m))
+    }
+
+    /// The load bias of the object named `path` ("-" is the program).
+    pub fn bias_of(&self, path: &str) -> Option<u64> {
+        self.objects.iter().find(|o| o.path == path).map(|o| o.bias)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "bl-trace 1\nobject 555555554000 -\nobject 7ffff7dd0000 /lib/x86_64-linux-gnu/libc.so.6\n\
+                        fn 555555555139\nfn 555555555150\nend 2 40\n";
+
+    #[test]
+    fn parses_what_the_runtime_writes() {
+        let t = Trace::parse(GOOD).unwrap();
+        assert_eq!(t.objects.len(), 2);
+        assert_eq!(t.bias_of("-"), Some(0x5555_5555_4000));
+        assert_eq!(t.calls, vec![(0x5555_5555_5139, 4), (0x5555_5555_5150, 5)]);
+        assert_eq!(t.total_calls, 40);
+    }
+
+    #[test]
+    fn truncation_and_garbage_name_the_line() {
+        let cut = &GOOD[..GOOD.find("end").unwrap()];
+        assert!(Trace::parse(cut).unwrap_err().contains("truncated"));
+        assert!(Trace::parse(&GOOD.replace("end 2", "end 3")).unwrap_err().contains("line 6"));
+        assert!(Trace::parse(&GOOD.replace("fn 555555555150", "fn zz")).unwrap_err().contains("line 5"));
+        assert!(Trace::parse("hello").unwrap_err().contains("not a bl-trace"));
+        assert!(Trace::parse(&format!("{GOOD}fn 1\n")).unwrap_err().contains("after the `end`"));
+    }
+}

@@ -1,0 +1,126 @@
+//! Function reordering (tier 1: gcc, binutils and lld, no kernel, no
+//! QEMU): a small version of the seed's test program built, traced with
+//! bl-trace, ordered and relinked with GNU ld, gold and lld through the
+//! binary; the output identical and the startup code on fewer pages; the
+//! trace kept apart two static functions of one name. And the bad input:
+//! a truncated trace, a trace of another build, a binary without a traced
+//! function, a linker that refuses the order: each named, nothing written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::TestCommand;
+
+fn synth(seed: u64) -> serde_json::Value {
+    synth_of(1000, seed)
+}
+
+fn synth_of(functions: u32, seed: u64) -> serde_json::Value {
+    let out = TestCommand::new(&[
+        &"order",
+        &"synth",
+        &"--json",
+        &"--functions",
+        &functions.to_string(),
+        &"--startup",
+        &"100",
+        &"--files",
+        &"10",
+        &"--seed",
+        &seed.to_string(),
+    ])
+    .ok();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn path(v: &serde_json::Value) -> PathBuf {
+    PathBuf::from(v.as_str().unwrap_or_else(|| panic!("not a path: {v}")))
+}
+
+#[test]
+fn synthetic_case_end_to_end() {
+    let r = synth(1);
+    let order = r["mapped"]["order"].as_array().unwrap();
+    // 100 startup functions, main, and the static helpers they call.
+    assert!(order.len() > 100, "{} functions traced", order.len());
+    let helpers: Vec<&serde_json::Value> = order.iter().filter(|f| f["name"] == "helper").collect();
+    assert!(helpers.len() > 1, "the static helpers of several files were merged: {helpers:?}");
+    assert!(helpers.iter().all(|h| h["file"].is_string()), "a static helper without its file: {helpers:?}");
+    let pages = |p: &serde_json::Value, k: &str| p["blocks"][0][k].as_u64().unwrap();
+    let before = pages(&r["predicted"], "before");
+    let after = pages(&r["predicted"], "after");
+    assert!(before >= 4 * after, "predicted {before} -> {after} pages");
+    let linkers: Vec<&str> = r["relinked"].as_array().unwrap().iter().map(|l| l["linker"].as_str().unwrap()).collect();
+    for want in ["ld.bfd", "ld.gold", "ld.lld"] {
+        if !linkers.contains(&want) {
+            common::skip("synthetic_case_end_to_end", &format!("{want} is not installed"));
+        }
+    }
+    for l in r["relinked"].as_array().unwrap() {
+        assert_eq!(l["output_identical"], true, "{l}");
+        let measured = pages(&l["measured"], "before");
+        assert!(measured * 4 <= before, "{}: startup code on {measured} pages, {before} unordered", l["linker"]);
+    }
+    // The order files are what the linkers took.
+    let dir = path(&r["order_dir"]);
+    let ld = std::fs::read_to_string(dir.join("order.ld")).unwrap();
+    assert!(ld.contains("INSERT BEFORE .text") && ld.contains("(.text.main "), "{ld}");
+    assert!(ld.contains("*f0"), "duplicated statics are matched by their object: {ld}");
+}
+
+fn write(trace: &Path, binary: &Path, layout: Option<&Path>, out: &Path) -> TestCommand {
+    let mut c = TestCommand::new(&[&"order", &"write", &"--trace", &trace, &"--binary", &binary, &"-o", &out]);
+    if let Some(l) = layout {
+        c = c.arg(&"--layout").arg(&l);
+    }
+    c.show_dir(out.parent().unwrap())
+}
+
+#[test]
+fn bad_traces_and_binaries_are_named() {
+    let a = synth(1);
+    // Another build: more functions, so every address moves.
+    let b = synth_of(1100, 2);
+    let trace = path(&a["trace"]);
+    let traced = path(&a["case"]["traced"]);
+    let dir = common::tmpdir("order-bad");
+    let out = dir.join("out");
+    // The good case writes all three files.
+    write(&trace, &traced, Some(&path(&a["case"]["program"])), &out).ok();
+    for f in ["order.ld", "order.gold", "order.lld"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let out = dir.join("out2");
+    // Truncated.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let cut = dir.join("cut.trace");
+    std::fs::write(&cut, &text[..text.find("end ").unwrap()]).unwrap();
+    let err = write(&cut, &traced, None, &out).fails_with("truncated trace");
+    assert!(err.contains("cut.trace"), "{err}");
+    // A trace of another build: seed 2's functions are elsewhere.
+    let err = write(&path(&b["trace"]), &traced, None, &out).fails_with("another build");
+    assert!(err.contains("line "), "the entry is named: {err}");
+    // A binary that lacks traced functions (a build with fewer functions).
+    let other = path(&synth_of(700, 3)["case"]["program"]);
+    let err = write(&trace, &traced, Some(&other), &out).fails_with("has no function");
+    assert!(err.contains(&*other.to_string_lossy()), "{err}");
+    // A stripped binary.
+    let stripped = dir.join("stripped");
+    common::sh("strip", &["-o", stripped.to_str().unwrap(), traced.to_str().unwrap()]);
+    write(&trace, &stripped, None, &out).fails_with("no symbol table");
+    assert!(!out.exists(), "a refused order left files");
+}
+
+#[test]
+fn a_linker_that_refuses_the_order_is_named() {
+    let a = synth(1);
+    let dir = common::tmpdir("order-badlink");
+    let objects: Vec<PathBuf> = a["case"]["objects"].as_array().unwrap().iter().map(path).collect();
+    std::fs::write(dir.join("order.ld"), "SECTIONS { this is not a script").unwrap();
+    let out = dir.join("prog");
+    let err = bootlink::order::synth::relink(&objects, bootlink::order::synth::Linker::Bfd, &dir, &out).unwrap_err();
+    assert_eq!(err.kind, bootlink::error::Kind::Tool);
+    assert!(err.to_string().contains(&*dir.to_string_lossy()), "{err}");
+    assert!(!out.exists() && !out.with_extension("tmp-link").exists(), "a half-linked program was left");
+}
