@@ -96,10 +96,11 @@ fn median(v: &mut [f64]) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
-fn stat_value(text: &str, key: &str) -> Option<u64> {
+/// The number after `key` in the loader's `LD_DEBUG=statistics` text.
+pub fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (_, rest) = l.split_once(key)?;
-        rest.trim().split(' ').next()?.parse().ok()
+        rest.split_whitespace().next()?.parse().ok()
     })
 }
 

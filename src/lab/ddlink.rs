@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::ddlink;
+use crate::ddlink::measure::stat_value;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::dmesg;
@@ -245,13 +246,6 @@ pub fn label(p: &Prepared) -> String {
 }
 
 /// A number after `key` on a line of ld.so's statistics ("...: 123 cycles").
-fn stat_value(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (_, rest) = l.split_once(key)?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
 /// The guest's TSC rate from the kernel log: the last of "tsc: Detected
 /// N MHz processor" and "tsc: Refined TSC clocksource calibration: N MHz".
 pub fn tsc_mhz(dmesg_text: &str) -> Option<f64> {
