@@ -20,6 +20,7 @@ pub mod kbuild;
 pub mod kernel;
 pub mod kmod;
 pub mod lab;
+pub mod manifest;
 pub mod module;
 pub mod modwrite;
 pub mod order;

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use bootlink::{
-    Error, chart, ddlink, fetch, finalize, fsutil, glibc, inspect, kbuild, kernel, lab, order, preresolve, sign,
-    symhash,
+    Error, chart, ddlink, fetch, finalize, fsutil, glibc, inspect, kbuild, kernel, lab, manifest, order, preresolve,
+    sign, symhash,
 };
 
 #[derive(Parser)]
@@ -243,6 +243,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: OrderCmd,
     },
+    /// The module hash manifest: the SHA-256 of a build's final modules in the kernel image
+    /// (kernel/patches 0012), so the kernel trusts them without a signature check each
+    Manifest {
+        #[command(subcommand)]
+        cmd: ManifestCmd,
+    },
     /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
     Kernel {
         #[command(subcommand)]
@@ -261,6 +267,30 @@ enum Cmd {
         /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
         #[arg(long)]
         package: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ManifestCmd {
+    /// Write a copy of VMLINUX whose __modhashes section lists these modules
+    Write {
+        /// The kernel (a vmlinux built with kernel/patches 0012)
+        #[arg(long)]
+        vmlinux: PathBuf,
+        /// Where to write the kernel with the manifest (may be VMLINUX itself)
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
+        #[arg(required = true)]
+        modules: Vec<PathBuf>,
+    },
+    /// List the digests in a kernel's manifest
+    Show {
+        vmlinux: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -790,6 +820,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         }
         Cmd::Ddlink { cmd } => run_ddlink(cmd),
         Cmd::Order { cmd } => run_order(cmd),
+        Cmd::Manifest { cmd } => run_manifest(cmd),
         Cmd::Glibc { cmd: GlibcCmd::Build { series, jobs, json } } => {
             let mut opts = glibc::Options::defaults();
             opts.series = series.unwrap_or(opts.series);
@@ -878,6 +909,39 @@ fn order_of(
     };
     let predicted = order::report::predict(&order::symbols::resolve(&mapped.order, &funcs)?);
     Ok((mapped, funcs, predicted))
+}
+
+fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
+    match cmd {
+        ManifestCmd::Write { vmlinux, output, json, modules } => {
+            let (m, listed) = manifest::of_modules(&modules)?;
+            let report = manifest::fill(&vmlinux, &m, &output)?;
+            if json {
+                print_json(&serde_json::json!({ "report": report, "modules": listed }));
+            } else {
+                println!(
+                    "{}: {} modules listed ({} of {} reserved bytes)",
+                    report.vmlinux.display(),
+                    report.modules,
+                    report.bytes,
+                    report.reserved
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ManifestCmd::Show { vmlinux, json } => {
+            let m = manifest::read(&vmlinux)?.unwrap_or_default();
+            if json {
+                print_json(&m);
+            } else {
+                for d in &m.digests {
+                    println!("{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>());
+                }
+                eprintln!("{}: {} modules listed", vmlinux.display(), m.digests.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {

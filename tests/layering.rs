@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "glibc",
             "ddlink",
             "order",
+            "manifest",
         ],
     ),
     ("run results", &["run"]),

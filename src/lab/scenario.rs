@@ -392,6 +392,18 @@ fn qemu_version() -> String {
 
 /// Run the scenario; the run directory is written as it goes, so a failed
 /// boot leaves what was measured, marked partial.
+/// A copy of `kernel` (a vmlinux) whose module hash manifest lists
+/// `files` (the variant's final modules), kept in the run directory.
+fn with_manifest(kernel: &Path, variant: &str, files: &[(String, PathBuf)], out: &Path) -> Result<PathBuf> {
+    let paths: Vec<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
+    let (manifest, _) = crate::manifest::of_modules(&paths)?;
+    let dir = out.join("kernels");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let copy = dir.join(format!("{variant}-vmlinux"));
+    crate::manifest::fill(kernel, &manifest, &copy)?;
+    Ok(copy)
+}
+
 pub fn run(sc: &Scenario) -> Result<Run> {
     std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
     let work = crate::lab::TempDir::new("lab")?;
@@ -412,6 +424,9 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let files = variant_files(v, k, &dir)?;
         let mut meta = Variant::named(&v.spec.name);
         meta.kernel = v.kernel.clone();
+        if v.spec.manifest {
+            meta.kernel = with_manifest(&v.kernel, &v.spec.name, &files, &sc.out)?;
+        }
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform.name().into();
         meta.cmdline = format!("{base_cmdline} {}", v.spec.cmdline).trim().to_string();

@@ -24,6 +24,9 @@
 //!     cmdline:ARGS                                   appended to the kernel command line (no commas)
 //!     run:/PATH ARGS                                 a host program run after the modules load, with
 //!                                                    its ld.so and libraries copied in (no commas)
+//!     manifest:on                                    boot a copy of the kernel (a vmlinux with
+//!                                                    kernel/patches 0012) whose module hash manifest
+//!                                                    lists this variant's final modules
 //!     ddlink:synth | synth-SYMBOLS | /PATH ARGS      DDLink: after the modules load, start the seed's
 //!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
 //!                                                    or SYMBOLS) or a host program under the patched
@@ -157,6 +160,9 @@ pub struct VariantSpec {
     /// A program started under DDLink's patched ld.so in each loader mode
     /// after the modules are loaded (see [`crate::lab::ddlink`]).
     pub ddlink: Option<crate::lab::ddlink::Spec>,
+    /// Boot a copy of the kernel whose module hash manifest lists this
+    /// variant's final modules (kernel/patches 0012, [`crate::manifest`]).
+    pub manifest: bool,
 }
 
 impl VariantSpec {
@@ -169,6 +175,7 @@ impl VariantSpec {
             cmdline: String::new(),
             run: None,
             ddlink: None,
+            manifest: false,
         }
     }
 
@@ -250,6 +257,18 @@ impl VariantSpec {
                             .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
                     )
                 }
+                "manifest" => {
+                    v.manifest = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => {
+                            return Err(Error::new(
+                                Kind::Usage,
+                                format!("variant {name}: manifest:{value}: use on or off"),
+                            ));
+                        }
+                    }
+                }
                 "starts" => {
                     starts = Some(value.parse::<usize>().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| {
                         Error::new(Kind::Usage, format!("variant {name}: starts:{value}: give 1 to 100"))
@@ -259,7 +278,7 @@ impl VariantSpec {
                     return Err(Error::new(
                         Kind::Usage,
                         format!(
-                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, starts)"
+                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, starts, manifest)"
                         ),
                     ));
                 }
