@@ -104,6 +104,22 @@ impl<'d> Elf<'d> {
         self.sections.section_by_name(LE, name.as_bytes()).map(|(i, s)| (i.0, s))
     }
 
+    /// The file range of a section reserved at link time for a host tool
+    /// to fill in place (None when absent); an error when it holds no file
+    /// data or lies outside the file.
+    pub fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, String> {
+        let Some((_, sh)) = self.section(name) else { return Ok(None) };
+        if sh.sh_type(LE) != elf::SHT_PROGBITS {
+            return Err(format!("{name} holds no file data"));
+        }
+        let (off, size) = sh.file_range(LE).ok_or_else(|| format!("{name} has no file data"))?;
+        let (off, size) = (off as usize, size as usize);
+        if off.checked_add(size).is_none_or(|end| end > self.data.len()) {
+            return Err(format!("truncated ELF: {name} lies outside the file"));
+        }
+        Ok(Some((off, size)))
+    }
+
     pub fn section_name(&self, shdr: &Shdr) -> &'d [u8] {
         self.sections.section_name(LE, shdr).unwrap_or(b"")
     }

@@ -26,6 +26,7 @@ pub mod modwrite;
 pub mod order;
 pub mod preresolve;
 pub mod progress;
+pub mod rng;
 pub mod run;
 pub mod series;
 pub mod sign;

@@ -296,42 +296,41 @@ enum ManifestCmd {
     },
 }
 
+/// A startup trace and the binaries it is read against.
+#[derive(clap::Args)]
+struct TraceArgs {
+    /// The trace bl-trace wrote
+    #[arg(long)]
+    trace: PathBuf,
+    /// The binary that was traced (built with -finstrument-functions, not stripped)
+    #[arg(long)]
+    binary: PathBuf,
+    /// The binary the order is for (same sources, without instrumentation), for the
+    /// prediction and to check it has every function (default: --binary)
+    #[arg(long)]
+    layout: Option<PathBuf>,
+    /// Which object of the trace is the binary ("-": the program itself)
+    #[arg(long, default_value = "-")]
+    object: String,
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand)]
 enum OrderCmd {
     /// Map a trace onto the traced binary's functions and write the order for GNU ld
     /// (order.ld), gold (order.gold) and lld (order.lld)
     Write {
-        /// The trace bl-trace wrote
-        #[arg(long)]
-        trace: PathBuf,
-        /// The binary that was traced (built with -finstrument-functions, not stripped)
-        #[arg(long)]
-        binary: PathBuf,
-        /// The binary the order is for (same sources, without instrumentation), for the
-        /// prediction and to check it has every function (default: --binary)
-        #[arg(long)]
-        layout: Option<PathBuf>,
-        /// Which object of the trace is the binary ("-": the program itself)
-        #[arg(long, default_value = "-")]
-        object: String,
+        #[command(flatten)]
+        t: TraceArgs,
         /// Directory for the order files
         #[arg(long, short)]
         output: PathBuf,
-        #[arg(long)]
-        json: bool,
     },
     /// Predict the pages and storage blocks startup touches before and after the order
     Report {
-        #[arg(long)]
-        trace: PathBuf,
-        #[arg(long)]
-        binary: PathBuf,
-        #[arg(long)]
-        layout: Option<PathBuf>,
-        #[arg(long, default_value = "-")]
-        object: String,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        t: TraceArgs,
     },
     /// The seed's test end to end: generate and build a program of FUNCTIONS small functions
     /// of which STARTUP run at startup, trace it, order it, relink it with every installed
@@ -895,15 +894,12 @@ fn loader_or_default(loader: Option<PathBuf>) -> Result<PathBuf, Error> {
 
 /// The trace mapped onto `binary`, and the order's functions in `layout`.
 fn order_of(
-    trace: &std::path::Path,
-    binary: &std::path::Path,
-    layout: Option<&std::path::Path>,
-    object: &str,
+    a: &TraceArgs,
 ) -> Result<(order::symbols::Mapped, order::symbols::Functions, order::report::Prediction), Error> {
-    let t = order::trace::Trace::read(trace)?;
-    let traced = order::symbols::Functions::read(binary)?;
-    let mapped = order::symbols::map(&t, trace, &traced, object)?;
-    let funcs = match layout {
+    let t = order::trace::Trace::read(&a.trace)?;
+    let traced = order::symbols::Functions::read(&a.binary)?;
+    let mapped = order::symbols::map(&t, &a.trace, &traced, &a.object)?;
+    let funcs = match &a.layout {
         Some(l) => order::symbols::Functions::read(l)?,
         None => traced,
     };
@@ -946,10 +942,10 @@ fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
 
 fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
     match cmd {
-        OrderCmd::Write { trace, binary, layout, object, output, json } => {
-            let (mapped, funcs, predicted) = order_of(&trace, &binary, layout.as_deref(), &object)?;
+        OrderCmd::Write { t, output } => {
+            let (mapped, funcs, predicted) = order_of(&t)?;
             let files = order::script::write_all(&output, &mapped.order, &funcs)?;
-            if json {
+            if t.json {
                 print_json(&serde_json::json!({ "files": files, "mapped": mapped, "predicted": predicted }));
             } else {
                 println!(
@@ -962,9 +958,9 @@ fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        OrderCmd::Report { trace, binary, layout, object, json } => {
-            let (_, _, predicted) = order_of(&trace, &binary, layout.as_deref(), &object)?;
-            if json {
+        OrderCmd::Report { t } => {
+            let (_, _, predicted) = order_of(&t)?;
+            if t.json {
                 print_json(&predicted);
             } else {
                 print!("{}", predicted.render());

@@ -98,6 +98,12 @@ fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
     cache_for_env(dir, program, args, &[])
 }
 
+/// `bootlink ddlink write` of `rec` (a record of `prog`) to `out`.
+fn write_cmd(rec: &Path, prog: &Path, out: &Path) -> TestCommand {
+    let ld = &glibc().ld_so;
+    TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &prog, &"-o", &out])
+}
+
 /// Relocation Skip Mode through the CLI: profile, `write --prelink`, and
 /// `verify --overlay` (every binding and every relocated word of the images
 /// compared with a normal relocation: 0 differences). (cache, images).
@@ -359,19 +365,7 @@ fn fallbacks_load_normally() {
     assert!(bad[0]["name"].as_str().unwrap().ends_with("libddb.so"));
     // and `write` refuses the stale record
     let rec = dir.join("ddlink-play.record");
-    let err = TestCommand::new(&[
-        &"ddlink",
-        &"write",
-        &"--loader",
-        ld,
-        &"--record",
-        &rec,
-        &"--program",
-        &prog,
-        &"-o",
-        &dir.join("x.cache"),
-    ])
-    .fails_with("profile again");
+    let err = write_cmd(&rec, &prog, &dir.join("x.cache")).fails_with("profile again");
     assert!(err.contains("libddb.so"), "{err}");
     assert!(!dir.join("x.cache").exists(), "a refused write left a cache");
 }
@@ -407,23 +401,7 @@ fn playground_skip_mode_and_its_fallbacks() {
     let low_cache = dir.join("low.cache");
     let low = dir.join("low-images");
     let rec = dir.join("ddlink-play.skip-record");
-    TestCommand::new(&[
-        &"ddlink",
-        &"write",
-        &"--loader",
-        ld,
-        &"--record",
-        &rec,
-        &"--program",
-        &prog,
-        &"-o",
-        &low_cache,
-        &"--prelink",
-        &low,
-        &"--base",
-        &"0x1000",
-    ])
-    .ok();
+    write_cmd(&rec, &prog, &low_cache).arg(&"--prelink").arg(&low).arg(&"--base").arg(&"0x1000").ok();
     let (out, dbg) = start_in(Some(&low), ld, &prog, &[], &[("LD_DDLINK", low_cache.to_str().unwrap())]);
     assert_eq!(out, want, "images not at their base");
     assert!(file_read(&dbg) && dbg.contains("not mapped at its base"), "{dbg}");

@@ -11,19 +11,7 @@ use bootlink::compress::{self, Compression};
 use bootlink::module;
 use common::*;
 
-/// xorshift64*: small, deterministic for a given seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use bootlink::rng::Rng;
 
 /// One mutation: byte flips, interesting values in the ELF or section
 /// headers, truncation, or a signature trailer with a wild length.
@@ -55,7 +43,7 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
             }
             3 => d.truncate(rng.below(d.len())),
             4 => {
-                let sig_len = (rng.next() as u32).to_be_bytes();
+                let sig_len = (rng.next_u64() as u32).to_be_bytes();
                 let mut info = vec![0u8, 0, 2, rng.below(256) as u8, rng.below(256) as u8, 0, 0, 0];
                 info.extend_from_slice(&sig_len);
                 d.extend_from_slice(&info);
@@ -64,7 +52,7 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
             _ => {
                 let i = rng.below(d.len());
                 let n = rng.below(64).min(d.len() - i);
-                d[i..i + n].iter_mut().for_each(|b| *b = rng.next() as u8);
+                d[i..i + n].iter_mut().for_each(|b| *b = rng.next_u64() as u8);
             }
         }
         if d.len() < 0x40 {

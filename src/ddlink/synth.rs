@@ -366,23 +366,17 @@ fn lib_stem(k: usize) -> String {
 // ---------------------------------------------------------------------------
 // The model
 
-/// splitmix64: small, fast, and the same on every machine.
-struct Rng(u64);
+use crate::rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
+/// The generator's helpers for the model.
+trait Choose {
+    fn range(&mut self, lo: usize, hi: usize) -> usize;
+    fn percent(&mut self, p: usize) -> bool;
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T;
+    fn odd(&mut self) -> u64;
+}
 
-    /// 0..n (n > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+impl Choose for Rng {
     /// lo..=hi.
     fn range(&mut self, lo: usize, hi: usize) -> usize {
         lo + self.below(hi - lo + 1)
@@ -398,7 +392,7 @@ impl Rng {
 
     /// An odd multiplier.
     fn odd(&mut self) -> u64 {
-        self.next() | 1
+        self.next_u64() | 1
     }
 }
 
@@ -712,8 +706,8 @@ fn generate(spec: &SynthSpec) -> Model {
         datas: Vec::new(),
         classes: Vec::new(),
         roots: Vec::new(),
-        rtti: [rng.next(), rng.next()],
-        main_seed: rng.next(),
+        rtti: [rng.next_u64(), rng.next_u64()],
+        main_seed: rng.next_u64(),
     };
     for (k, &share) in shares.iter().enumerate() {
         let mut deps = Vec::new();
@@ -839,7 +833,7 @@ fn generate_class(
             slots.push(v);
             overridden.push(true);
         }
-        Vtable { top: rng.next(), base, slots }
+        Vtable { top: rng.next_u64(), base, slots }
     });
     let is_root = vtable.is_some() && rng.percent(25);
     m.classes.push(Class { lib: k, nested: format!("N{prefix}E"), vtable });
@@ -893,7 +887,7 @@ fn add_func(
     if r < 40 {
         if let Some(first) = pick_leaf(m, rng, k) {
             let second = if rng.percent(30) { pick_leaf(m, rng, k) } else { None };
-            body = Some(Body::Call { callee: first, second, xor: rng.next(), add: rng.next() });
+            body = Some(Body::Call { callee: first, second, xor: rng.next_u64(), add: rng.next_u64() });
         }
     } else if r < 55 {
         let data = match own_data {
@@ -907,7 +901,7 @@ fn add_func(
             body = Some(Body::Load { data, mul: rng.odd() });
         }
     }
-    let body = body.unwrap_or_else(|| Body::Leaf { mul: rng.odd(), add: rng.next() });
+    let body = body.unwrap_or_else(|| Body::Leaf { mul: rng.odd(), add: rng.next_u64() });
     let f = m.funcs.len();
     if matches!(body, Body::Leaf { .. }) {
         m.libs[k].leaves.push(f);
@@ -919,7 +913,7 @@ fn add_func(
 
 fn add_data(m: &mut Model, rng: &mut Rng, k: usize, name: String) -> usize {
     let d = m.datas.len();
-    m.datas.push(Data { lib: k, name, value: rng.next() });
+    m.datas.push(Data { lib: k, name, value: rng.next_u64() });
     m.libs[k].datas.push(d);
     d
 }

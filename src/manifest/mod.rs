@@ -17,12 +17,10 @@
 
 use std::path::{Path, PathBuf};
 
-use object::elf::SHT_PROGBITS;
-use object::read::elf::SectionHeader;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::elf::{Elf, LE, Want};
+use crate::elf::{Elf, Want};
 use crate::error::{Error, Kind, Result};
 
 pub const SECTION: &str = "__modhashes";
@@ -114,23 +112,13 @@ pub fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).
 fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
     let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
-    let (_, sh) = elf.section(SECTION).ok_or_else(|| {
+    elf.reserved_range(SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
         Error::file(
             Kind::WrongKernel,
             path,
             format!("no {SECTION} section: a kernel built without bootlink's module hashes (kernel/patches 0012)"),
         )
-    })?;
-    if sh.sh_type(LE) != SHT_PROGBITS {
-        return Err(Error::file(Kind::Format, path, format!("{SECTION} holds no file data")));
-    }
-    let (off, size) =
-        sh.file_range(LE).ok_or_else(|| Error::file(Kind::Format, path, format!("{SECTION} has no file data")))?;
-    let (off, size) = (off as usize, size as usize);
-    if off + size > data.len() {
-        return Err(Error::file(Kind::Format, path, format!("truncated ELF: {SECTION} lies outside the file")));
-    }
-    Ok((off, size))
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]

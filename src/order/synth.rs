@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
+use crate::rng::Rng;
 
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct SynthSpec {
@@ -47,28 +48,13 @@ pub struct SynthCase {
     pub from_cache: bool,
 }
 
-/// xorshift64*: the same choices for the same seed on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// The functions main calls, in the order it calls them.
 pub fn startup_set(spec: &SynthSpec) -> Vec<u32> {
-    let mut rng = Rng(spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = Rng(spec.seed);
     let mut all: Vec<u32> = (0..spec.functions).collect();
     // Partial Fisher-Yates: a uniform sample, in a random order.
     for i in 0..spec.startup as usize {
-        let j = i + rng.below((all.len() - i) as u64) as usize;
+        let j = i + rng.below(all.len() - i);
         all.swap(i, j);
     }
     all.truncate(spec.startup as usize);

@@ -5,13 +5,11 @@
 
 use std::path::Path;
 
-use object::elf::SHT_PROGBITS;
-use object::read::elf::SectionHeader;
 use serde::Serialize;
 
 use super::VMLINUX_SECTION;
 use super::tables::{self, Tables};
-use crate::elf::{Elf, LE, Want};
+use crate::elf::{Elf, Want};
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::kernel::ksymtab;
@@ -30,21 +28,15 @@ pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
     let mut data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let (off, size, exports) = {
         let elf = Elf::parse(&data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
-        let (_, sh) = elf.section(VMLINUX_SECTION).ok_or_else(|| {
+        let (off, size) = elf.reserved_range(VMLINUX_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
             Error::file(
                 Kind::WrongKernel,
                 path,
                 format!("no {VMLINUX_SECTION} section: the kernel was built without CONFIG_MODULE_SYMHASH (kernel/patches 0002)"),
             )
         })?;
-        if sh.sh_type(LE) != SHT_PROGBITS {
-            return Err(Error::file(Kind::Format, path, format!("{VMLINUX_SECTION} holds no file data")));
-        }
-        let (off, size) = sh
-            .file_range(LE)
-            .ok_or_else(|| Error::file(Kind::Format, path, format!("{VMLINUX_SECTION} has no file data")))?;
         let (exports, _) = ksymtab::read_exports(&elf).map_err(|e| Error::file(Kind::Format, path, e))?;
-        (off as usize, size as usize, exports)
+        (off, size, exports)
     };
     let plain: Vec<&str> = exports.iter().filter(|e| !e.gpl).map(|e| e.name.as_str()).collect();
     let gpl: Vec<&str> = exports.iter().filter(|e| e.gpl).map(|e| e.name.as_str()).collect();
