@@ -135,6 +135,10 @@ pub struct UserSpace {
     pub tsc_mhz: Option<f64>,
     /// Every start, in the order they ran.
     pub starts: Vec<UserStart>,
+    /// Empty for DDLink's starts; "order" for function reordering's cold
+    /// starts from emulated flash ([`crate::lab::order`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 /// One start of the program.
@@ -169,6 +173,17 @@ pub struct UserStart {
     /// What the program printed (stdout and stderr).
     #[serde(default)]
     pub output: String,
+    /// Cold starts from emulated flash (`order:`): the program's page
+    /// faults (the starting shell's cminflt/cmajflt) and what the device
+    /// served during the start (`/sys/block/DEV/stat`: requests, bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
 }
 
 /// What a loader other than sequential insmod reported for one boot.
