@@ -22,6 +22,7 @@
 
 mod html;
 mod loaders;
+mod order;
 mod perfetto;
 mod svg;
 mod userspace;
