@@ -26,7 +26,7 @@ use std::process::Command;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::dmesg;
-use crate::run::results::{UserSpace, UserStart};
+use crate::run::results::{Process, UserSpace, UserStart};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
@@ -36,6 +36,8 @@ pub const KIND: &str = "order";
 const DIR: &str = "/bootlink-order";
 const SCRATCH: &str = "/tmp/bootlink-order";
 const MNT: &str = "/mnt/bootlink-order";
+const PROCS: &str = "/sys/kernel/tracing/instances/bootlink-procs";
+const PROCS_MARK: &str = "@@ processes";
 /// SquashFS block sizes the lab knows (KiB).
 pub const BLOCKS: [u32; 3] = [4, 64, 128];
 /// Starts per mode per boot.
@@ -239,6 +241,12 @@ pub fn mode(build: &str, block_kib: u32, ra_kib: u32) -> String {
 /// cell, `starts` rounds, and prints the section [`parse`] reads.
 pub fn script(p: &Prepared) -> String {
     let mut s = format!("mkdir -p {SCRATCH} {MNT}\n");
+    // Every fork, exec and exit from here on, in an ftrace instance of its
+    // own; the global clock is printk's (local_clock: sched_clock plus its
+    // offset), "local" is raw sched_clock (~0.1 s apart on these kernels).
+    s.push_str(&format!(
+        "mkdir {PROCS} && echo global > {PROCS}/trace_clock && for e in fork exec exit; do echo 1 > {PROCS}/events/sched/sched_process_$e/enable; done && echo 1 > {PROCS}/tracing_on || echo 'bootlink: order: no process events'\n"
+    ));
     for (name, _) in &p.modules {
         let params = if name == "null_blk" {
             format!(
@@ -274,7 +282,9 @@ pub fn script(p: &Prepared) -> String {
             BUILDS.join(" ")
         ));
     }
-    s.push_str(&format!("done\necho '{SECTION}'\ncat {SCRATCH}/all\necho '{END}'\n"));
+    s.push_str(&format!(
+        "done\necho 0 > {PROCS}/tracing_on\necho '{SECTION}'\ncat {SCRATCH}/all\necho '{PROCS_MARK}'\ncat {PROCS}/trace\necho '{END}'\n"
+    ));
     s
 }
 
@@ -305,6 +315,7 @@ struct Printed {
 pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
     let (_, rest) = main.split_once(SECTION)?;
     let text = rest.split_once(END).map(|(a, _)| a).unwrap_or(rest);
+    let (text, procs) = text.split_once(PROCS_MARK).unwrap_or((text, ""));
     let mut printed: Vec<Printed> = Vec::new();
     let nums = |s: &str| s.split_whitespace().filter_map(|w| w.parse().ok()).collect::<Vec<u64>>();
     for line in text.lines() {
@@ -367,7 +378,57 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
         }
     }
-    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: KIND.into() })
+    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: KIND.into(), processes: processes(procs) })
+}
+
+/// The processes of ftrace's sched_process_fork/exec/exit lines
+/// (`COMM-PID [CPU] FLAGS SECONDS: sched_process_exec: filename=F pid=P ...`).
+pub fn processes(trace: &str) -> Vec<Process> {
+    let mut out: Vec<Process> = Vec::new();
+    for line in trace.lines() {
+        let Some(i) = line.find(": sched_process_") else { continue };
+        let Some(t) = line[..i].split_whitespace().last().and_then(|t| t.parse::<f64>().ok()) else { continue };
+        let t = (t * 1e6).round();
+        let rest = &line[i + ": sched_process_".len()..];
+        let Some((event, fields)) = rest.split_once(": ") else { continue };
+        let field =
+            |k: &str| fields.split_whitespace().find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')));
+        let pid = |k: &str| field(k).and_then(|v| v.parse::<u32>().ok());
+        match event {
+            "fork" => {
+                if let (Some(child), Some(parent)) = (pid("child_pid"), pid("pid")) {
+                    let name = field("child_comm").unwrap_or_default().to_string();
+                    out.push(Process { pid: child, parent, name, start_us: t, ..Default::default() });
+                }
+            }
+            "exec" => {
+                let Some(p) = pid("pid") else { continue };
+                let name = field("filename").unwrap_or_default();
+                let name = name.rsplit('/').next().unwrap_or(name).to_string();
+                match out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
+                    Some(x) => {
+                        x.exec_us = Some(t);
+                        x.name = name;
+                    }
+                    None => out.push(Process { pid: p, name, start_us: t, exec_us: Some(t), ..Default::default() }),
+                }
+            }
+            "exit" => {
+                let Some(p) = pid("pid") else { continue };
+                if let Some(x) = out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
+                    x.end_us = Some(t);
+                    // busybox re-executes itself as /proc/self/exe: the applet's name is its comm.
+                    if x.name == "exe"
+                        && let Some(c) = field("comm")
+                    {
+                        x.name = c.to_string();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// What a boot's starts must show, from run.json alone: each start exited
@@ -478,6 +539,27 @@ checksum 42
         let pr = problems(&u, &p);
         assert_eq!(pr, ["order: 2 of 4 starts measured"]);
         assert!(parse("nothing", DMESG).is_none());
+    }
+
+    #[test]
+    fn processes_from_the_sched_events() {
+        let t = "# tracer: nop
+              sh-52      [000] .....     2.100000: sched_process_fork: comm=sh pid=52 child_comm=sh child_pid=75
+              sh-75      [000] .....     2.100100: sched_process_exec: filename=/mnt/bootlink-order/unordered pid=75 old_pid=75
+       unordered-75      [000] .....     2.600000: sched_process_exit: comm=unordered pid=75 prio=120
+";
+        let p = processes(t);
+        assert_eq!(
+            p,
+            [Process {
+                pid: 75,
+                parent: 52,
+                name: "unordered".into(),
+                start_us: 2_100_000.0,
+                exec_us: Some(2_100_100.0),
+                end_us: Some(2_600_000.0)
+            }]
+        );
     }
 
     #[test]

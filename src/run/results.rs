@@ -139,6 +139,27 @@ pub struct UserSpace {
     /// starts from emulated flash ([`crate::lab::order`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// Every process the guest forked or executed while the starts ran
+    /// (ftrace's sched_process_fork/exec/exit events, on the kernel log's
+    /// clock): the whole user space on the kernel's timeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
+}
+
+/// One process of the guest's user space: forked (or first seen at its
+/// exec), executed, exited; guest microseconds since boot.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Process {
+    pub pid: u32,
+    /// The forking process (0 when not seen).
+    pub parent: u32,
+    /// The file it executed (its name), else its command name.
+    pub name: String,
+    pub start_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_us: Option<f64>,
 }
 
 /// One start of the program.

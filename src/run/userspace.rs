@@ -215,6 +215,7 @@ pub(crate) mod tests {
                 tsc_mhz: Some(1000.0),
                 starts,
                 kind: String::new(),
+                processes: Vec::new(),
             }),
             ..Default::default()
         };
