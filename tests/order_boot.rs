@@ -114,6 +114,19 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
         assert!(s.start_us >= prev_end, "{} starts at {} before the previous end {prev_end}", s.mode, s.start_us);
         prev_end = s.start_us + s.duration_us;
     }
+    // The whole user space on the kernel's clock: each start's program
+    // forked, executed and exited between its markers.
+    for st in &u.starts {
+        let build = st.mode.split('/').next().unwrap();
+        let end = st.start_us + st.duration_us;
+        let p = u
+            .processes
+            .iter()
+            .find(|p| p.name == build && p.start_us >= st.start_us && p.start_us <= end)
+            .unwrap_or_else(|| panic!("{}: no {build} process between its markers", st.mode));
+        let (x, e) = (p.exec_us.expect("executed"), p.end_us.expect("exited"));
+        assert!(p.start_us <= x && x <= e && e <= end, "{}: {p:?} outside {}..{end}", st.mode, st.start_us);
+    }
     let html = b.dir.join("report.html");
     let svg = b.dir.join("t.svg");
     let perfetto = b.dir.join("p.json");
@@ -124,8 +137,10 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
     assert!(html.contains(r#"<svg class="order-grid""#), "no grid plot");
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("reordered/64k/ra0"), "the starts in the SVG timeline");
+    assert!(svg.contains(r#"class="tl-proc" data-pid=""#) && svg.contains(r#"data-name="reordered""#), "processes");
     let p = std::fs::read_to_string(&perfetto).unwrap();
     assert!(p.contains("reordered/64k/ra0"), "the starts in the Perfetto trace");
+    assert!(p.contains(r#""cat":"process""#) && p.contains("exec reordered"), "processes in the Perfetto trace");
 }
 
 #[test]
