@@ -297,7 +297,9 @@ impl VariantSpec {
             (None, None, Some(_)) => {
                 return Err(Error::new(
                     Kind::Usage,
-                    format!("variant {name}: starts: counts the starts of a ddlink: or order: program; give one too"),
+                    format!(
+                        "variant {name}: starts: counts the starts of a ddlink: or order: program; give ddlink: or order: too"
+                    ),
                 ));
             }
             _ => {}
@@ -374,7 +376,7 @@ mod tests {
             ("a=kernel:", "needs a value"),
             ("a=ddlink:llc", "ddlink:llc: give synth, synth-SYMBOLS or a program's absolute path"),
             ("a=ddlink:synth,starts:0", "starts:0: give 1 to 100"),
-            ("a=starts:2", "give one too"),
+            ("a=starts:2", "give ddlink: or order: too"),
             ("a=order:synth-32k", "block size \"32k\": use 4k, 64k or 128k"),
             ("a=order:/bin/ls", "order:/bin/ls: give synth"),
             ("a=flash:nand", "give order: too"),
