@@ -165,7 +165,12 @@ enum Cmd {
         /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|debian-SERIES|build|DIR,modules:TRANSFORM,
         /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS,
         /// ddlink:synth|synth-SYMBOLS|/PATH ARGS (a program under DDLink's ld.so: normal, file-read, skip),
-        /// starts:N (per mode, default 3); repeat to compare (default: stock and preresolved)
+        /// order:synth|synth-4k|synth-64k|synth-128k[+...] (order synth's program unordered and reordered,
+        /// cold from SquashFS on emulated flash, readahead 0 and default), flash:seed|nand|nor|MIBS-USEC
+        /// (with order:; default seed: 1 MiB/s, 100 us per 4 KiB request),
+        /// starts:N (per mode, default 3; 2 with order:), manifest:on (boot a copy of the kernel whose
+        /// module hash manifest lists the variant's final modules); repeat to compare (default: stock and
+        /// preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved

@@ -199,7 +199,7 @@ fn bad_requests_fail_before_booting_in_one_line() {
     for (variant, want) in [
         ("x=ddlink:/nonexistent/prog --version", "/nonexistent/prog: variant x: ddlink: no such program on the host"),
         ("x=ddlink:inkscape", "ddlink:inkscape: give synth, synth-SYMBOLS or a program's absolute path"),
-        ("x=starts:2", "give ddlink: too"),
+        ("x=starts:2", "give ddlink: or order: too"),
         ("x=ddlink:synth-1", "variant x: 1 symbols over 12 libraries"),
     ] {
         let dir = out.join("run");

@@ -22,6 +22,7 @@
 
 mod html;
 mod loaders;
+mod order;
 mod perfetto;
 mod svg;
 mod userspace;
@@ -132,7 +133,8 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
             text.push('\n');
             text.push_str(&tables);
         }
-        let user = crate::run::userspace::render_text(&runs);
+        let mut user = crate::run::userspace::render_text(&runs);
+        user.push_str(&crate::run::order::render_text(&runs));
         if !user.is_empty() {
             text.push('\n');
             text.push_str(&user);

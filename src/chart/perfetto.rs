@@ -202,6 +202,16 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
                 let _ = write!(args, r#","symbol_lookups":{l}"#);
             }
             let _ = write!(args, r#","decision":{}"#, js(&s.decision));
+            for (k, v) in [
+                ("major_faults", s.major_faults),
+                ("minor_faults", s.minor_faults),
+                ("read_bytes", s.read_bytes),
+                ("read_requests", s.read_requests),
+            ] {
+                if let Some(v) = v {
+                    let _ = write!(args, r#","{k}":{v}"#);
+                }
+            }
             let name = format!("{program} ({} #{})", s.mode, s.index + 1);
             t.slice(&name, "ddlink", s.start_us, s.duration_us, pid, tid, &args);
             let (ldso, reloc) = user_spans(s);
@@ -213,8 +223,27 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
                 t.slice("relocation", "ddlink-loader", a, d, pid, tid, &margs);
             }
         }
-        t.meta("thread_name", pid, tid, &format!("{tag}ddlink {m}"));
+        let what = if u.kind.is_empty() { "ddlink" } else { u.kind.as_str() };
+        t.meta("thread_name", pid, tid, &format!("{tag}{what} {m}"));
         t.sort("thread_sort_index", pid, tid, sort);
+    }
+    process_tracks(t, pid, sort, tag, u, next);
+}
+
+/// The guest's processes (fork to exit, the exec nested), a track each:
+/// user space after the kernel's initcalls, like bootchart.
+fn process_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, next: &mut u64) {
+    for p in &u.processes {
+        let Some(end) = p.end_us else { continue };
+        let tid = *next;
+        *next += 1;
+        let args = format!(r#""pid":{},"parent":{}"#, p.pid, p.parent);
+        t.slice(&format!("{} [{}]", p.name, p.pid), "process", p.start_us, end - p.start_us, pid, tid, &args);
+        if let Some(x) = p.exec_us {
+            t.slice(&format!("exec {}", p.name), "process", x, end - x, pid, tid, &args);
+        }
+        t.meta("thread_name", pid, tid, &format!("{tag}process {} [{}]", p.name, p.pid));
+        t.sort("thread_sort_index", pid, tid, sort + 1);
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
 //!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
 //!   batch loader from `loader/` and reads its report;
+//! - [`order`]: function reordering on emulated slow flash: the seed's
+//!   synthetic program, unordered and reordered, started cold from SquashFS.
 //! - [`ddlink`]: a program started under DDLink's patched ld.so in each
 //!   loader mode after the modules load, its starts on the kernel's timeline.
 
@@ -20,6 +22,7 @@ pub mod cpio;
 pub mod ddlink;
 pub mod initramfs;
 pub mod loaders;
+pub mod order;
 pub mod qemu;
 pub mod scenario;
 pub mod setup;

@@ -24,6 +24,7 @@ use crate::symhash;
 
 use crate::lab::ddlink;
 use crate::lab::loaders;
+use crate::lab::order;
 pub use crate::lab::variant::{Loader, Transform, VariantSpec};
 
 /// A variant ready to boot: its kernel image and its module files (the
@@ -261,6 +262,7 @@ fn initramfs(
     v: &Prepared,
     files: &[(String, PathBuf)],
     ddl: Option<&ddlink::Prepared>,
+    ord: Option<&order::Prepared>,
     trace: bool,
     dest: &Path,
     work: &Path,
@@ -285,7 +287,14 @@ fn initramfs(
     if let Some(d) = ddl {
         ddlink::add_to(&mut ir, d);
     }
-    let script = ddl.map(ddlink::script);
+    if let Some(o) = ord {
+        order::add_to(&mut ir, o);
+    }
+    let script = match (ddl, ord) {
+        (Some(d), _) => Some(ddlink::script(d)),
+        (None, Some(o)) => Some(order::script(o)),
+        (None, None) => None,
+    };
     ir.body(&body(trace && loaders::traceable(v.spec.loader), run, script.as_deref(), v.spec.loader));
     ir.write(dest)
 }
@@ -309,7 +318,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     {
         rep.run_output = Some(text.trim_matches(['\r', '\n']).replace("\r\n", "\n"));
     }
-    rep.userspace = ddlink::parse(main, dmesg);
+    rep.userspace = ddlink::parse(main, dmesg).or_else(|| order::parse(main, dmesg));
     let (mut begin, mut end) = (None, None);
     let mut starts = std::collections::HashMap::new();
     let mut kmsg_loads = Vec::new();
@@ -463,12 +472,24 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         };
         ddl.push(d);
     }
+    // Function reordering's program and its SquashFS images, once per variant.
+    let mut ord = Vec::new();
+    for (i, v) in sc.variants.iter().enumerate() {
+        let o = match &v.spec.order {
+            Some(spec) => {
+                progress::status(&format!("{}: the reordering case and its SquashFS images", v.spec.name));
+                Some(order::prepare(spec, &v.tree, &work.path().join(format!("v{i}-order")))?)
+            }
+            None => None,
+        };
+        ord.push(o);
+    }
     // One initramfs per variant (and one untraced, for the overhead).
     let mut images = Vec::new();
     for (i, (_, files)) in variants.iter().enumerate() {
         let img = work.path().join(format!("v{i}.cpio"));
         let root = work.path().join(format!("v{i}-root"));
-        initramfs(&sc.variants[i], files, ddl[i].as_ref(), sc.trace, &img, &root)?;
+        initramfs(&sc.variants[i], files, ddl[i].as_ref(), ord[i].as_ref(), sc.trace, &img, &root)?;
         let sizes = files
             .iter()
             .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
@@ -501,13 +522,19 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             r.index = rep;
             // A DDLink variant whose guest printed nothing gets an empty
             // record: its checks then say that no start was measured.
-            let ddl_problems = match &ddl[vi] {
-                Some(d) => {
+            let ddl_problems = match (&ddl[vi], &ord[vi]) {
+                (Some(d), _) => {
                     let u = r.userspace.get_or_insert_with(Default::default);
                     u.command = ddlink::label(d);
                     ddlink::problems(u, d.starts)
                 }
-                None => Vec::new(),
+                (None, Some(o)) => {
+                    let u = r.userspace.get_or_insert_with(Default::default);
+                    u.command = order::label(o);
+                    u.kind = order::KIND.into();
+                    order::problems(u, o)
+                }
+                (None, None) => Vec::new(),
             };
             r.boot_wall_s = b.wall.as_secs_f64();
             r.log = rel;
@@ -543,7 +570,15 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         n += 1;
         progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
         let img = work.path().join("untraced.cpio");
-        initramfs(&sc.variants[0], &variants[0].1, ddl[0].as_ref(), false, &img, &work.path().join("untraced-root"))?;
+        initramfs(
+            &sc.variants[0],
+            &variants[0].1,
+            ddl[0].as_ref(),
+            ord[0].as_ref(),
+            false,
+            &img,
+            &work.path().join("untraced-root"),
+        )?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();

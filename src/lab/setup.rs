@@ -151,6 +151,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         if let Some(d) = &spec.ddlink {
             d.check().map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
         }
+        if spec.order.is_some() {
+            crate::lab::order::check(&dir)
+                .map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
+        }
         let conf = crate::kmod::ModprobeConf::runtime_deps();
         let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
@@ -267,6 +271,9 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
 /// one, the caches used, the same output (none without such a program).
 fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
     let Some(u) = &r.userspace else { return Vec::new() };
+    if u.kind == crate::lab::order::KIND {
+        return crate::lab::order::problems_alone(u);
+    }
     let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
     crate::lab::ddlink::problems(u, starts)
 }
@@ -310,7 +317,8 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
-    let user = crate::run::userspace::render_text(std::slice::from_ref(run));
+    let mut user = crate::run::userspace::render_text(std::slice::from_ref(run));
+    user.push_str(&crate::run::order::render_text(std::slice::from_ref(run)));
     if !user.is_empty() {
         o.push_str(&user);
         o.push('\n');
@@ -326,12 +334,24 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
         None => {}
     }
     for (name, ok, n) in &checks.complete {
-        let user = run.variants.iter().any(|v| v.name == *name && v.repetitions.iter().any(|r| r.userspace.is_some()));
+        let kind = run
+            .variants
+            .iter()
+            .filter(|v| v.name == *name)
+            .flat_map(|v| &v.repetitions)
+            .find_map(|r| r.userspace.as_ref().map(|u| u.kind.as_str()));
+        let user = match kind {
+            None => "",
+            Some(crate::lab::order::KIND) => {
+                "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
+            }
+            Some(_) => "; the DDLink program started in every mode, the caches taken, the same output",
+        };
         o.push_str(&format!(
             "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",
             checks.modules_expected,
             if sc.trace { ", each with its phases, phases within load time" } else { "" },
-            if user { "; the DDLink program started in every mode, the caches taken, the same output" } else { "" }
+            user
         ));
     }
     for p in checks.problems.iter().take(20) {

@@ -31,7 +31,13 @@
 //!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
 //!                                                    or SYMBOLS) or a host program under the patched
 //!                                                    ld.so, normal / File Read Mode / Skip Mode
-//!     starts:N                                       starts per mode per boot (default 3; with ddlink)
+//!     order:synth | synth-BLOCKk[+BLOCKk]           function reordering on slow flash: after the modules
+//!                                                    load, `order synth`'s program, unordered and reordered
+//!                                                    (GNU ld), started cold from SquashFS (4k, 64k, 128k
+//!                                                    blocks; default all) on null_blk, readahead 0 and default
+//!     flash:seed | nand | nor | MIBS-USEC            the emulated flash (with order; default seed: 1 MiB/s,
+//!                                                    100 us per request)
+//!     starts:N                                       starts per mode per boot (default 3 with ddlink, 2 with order)
 //! ```
 //!
 //! e.g. `--variant debian=kernel:debian,modules:unsigned --variant
@@ -163,6 +169,9 @@ pub struct VariantSpec {
     /// Boot a copy of the kernel whose module hash manifest lists this
     /// variant's final modules (kernel/patches 0012, [`crate::manifest`]).
     pub manifest: bool,
+    /// Function reordering's cold starts from emulated flash (see
+    /// [`crate::lab::order`]).
+    pub order: Option<crate::lab::order::Spec>,
 }
 
 impl VariantSpec {
@@ -176,6 +185,7 @@ impl VariantSpec {
             run: None,
             ddlink: None,
             manifest: false,
+            order: None,
         }
     }
 
@@ -200,6 +210,7 @@ impl VariantSpec {
         v.name = name.to_string();
         let mut seen = Vec::new();
         let mut starts = None;
+        let mut flash = None;
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let Some((key, value)) = part.split_once(':') else {
                 return Err(Error::new(Kind::Usage, format!("variant {name}: {part:?} is not key:value")));
@@ -269,6 +280,18 @@ impl VariantSpec {
                         }
                     }
                 }
+                "order" => {
+                    v.order = Some(
+                        crate::lab::order::Spec::parse(value)
+                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
+                    )
+                }
+                "flash" => {
+                    flash = Some(
+                        crate::lab::order::Flash::parse(value)
+                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
+                    )
+                }
                 "starts" => {
                     starts = Some(value.parse::<usize>().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| {
                         Error::new(Kind::Usage, format!("variant {name}: starts:{value}: give 1 to 100"))
@@ -278,18 +301,34 @@ impl VariantSpec {
                     return Err(Error::new(
                         Kind::Usage,
                         format!(
-                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, starts, manifest)"
+                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, order, flash, starts, manifest)"
                         ),
                     ));
                 }
             }
         }
-        match (&mut v.ddlink, starts) {
-            (Some(d), Some(n)) => d.starts = n,
+        if v.ddlink.is_some() && v.order.is_some() {
+            return Err(Error::new(Kind::Usage, format!("variant {name}: give ddlink: or order:, not both")));
+        }
+        match (&mut v.ddlink, &mut v.order, starts) {
+            (Some(d), _, Some(n)) => d.starts = n,
+            (_, Some(o), Some(n)) => o.starts = n,
+            (None, None, Some(_)) => {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!(
+                        "variant {name}: starts: counts the starts of a ddlink: or order: program; give ddlink: or order: too"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        match (&mut v.order, flash) {
+            (Some(o), Some(f)) => o.flash = f,
             (None, Some(_)) => {
                 return Err(Error::new(
                     Kind::Usage,
-                    format!("variant {name}: starts: counts the starts of a ddlink: program; give ddlink: too"),
+                    format!("variant {name}: flash: is the device of order:; give order: too"),
                 ));
             }
             _ => {}
@@ -336,6 +375,9 @@ mod tests {
         let v = VariantSpec::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
         let d = v.ddlink.unwrap();
         assert_eq!((d.program, d.starts), (crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
+        let v = VariantSpec::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
+        let o = v.order.unwrap();
+        assert_eq!((o.blocks, o.flash, o.starts), (vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1));
         let v = VariantSpec::parse("x=kernel:/k/dir").unwrap();
         assert_eq!((v.kernel, v.transform), (KernelChoice::Dir("/k/dir".into()), Transform::Stock));
     }
@@ -353,7 +395,12 @@ mod tests {
             ("a=kernel:", "needs a value"),
             ("a=ddlink:llc", "ddlink:llc: give synth, synth-SYMBOLS or a program's absolute path"),
             ("a=ddlink:synth,starts:0", "starts:0: give 1 to 100"),
-            ("a=starts:2", "give ddlink: too"),
+            ("a=starts:2", "give ddlink: or order: too"),
+            ("a=order:synth-32k", "block size \"32k\": use 4k, 64k or 128k"),
+            ("a=order:/bin/ls", "order:/bin/ls: give synth"),
+            ("a=flash:nand", "give order: too"),
+            ("a=order:synth,flash:fast", "flash:fast: give seed, nand, nor or MIBS-USEC"),
+            ("a=order:synth,ddlink:synth", "not both"),
         ] {
             let e = VariantSpec::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");

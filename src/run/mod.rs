@@ -13,6 +13,7 @@
 pub mod dmesg;
 pub mod ftrace;
 pub mod model;
+pub mod order;
 pub mod results;
 pub mod userspace;
 

@@ -135,6 +135,31 @@ pub struct UserSpace {
     pub tsc_mhz: Option<f64>,
     /// Every start, in the order they ran.
     pub starts: Vec<UserStart>,
+    /// Empty for DDLink's starts; "order" for function reordering's cold
+    /// starts from emulated flash ([`crate::lab::order`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Every process the guest forked or executed while the starts ran
+    /// (ftrace's sched_process_fork/exec/exit events, on the kernel log's
+    /// clock): the whole user space on the kernel's timeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
+}
+
+/// One process of the guest's user space: forked (or first seen at its
+/// exec), executed, exited; guest microseconds since boot.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Process {
+    pub pid: u32,
+    /// The forking process (0 when not seen).
+    pub parent: u32,
+    /// The file it executed (its name), else its command name.
+    pub name: String,
+    pub start_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_us: Option<f64>,
 }
 
 /// One start of the program.
@@ -169,6 +194,17 @@ pub struct UserStart {
     /// What the program printed (stdout and stderr).
     #[serde(default)]
     pub output: String,
+    /// Cold starts from emulated flash (`order:`): the program's page
+    /// faults (the starting shell's cminflt/cmajflt) and what the device
+    /// served during the start (`/sys/block/DEV/stat`: requests, bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
 }
 
 /// What a loader other than sequential insmod reported for one boot.

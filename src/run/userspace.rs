@@ -74,7 +74,12 @@ pub fn tables(runs: &[Run]) -> Vec<UserTable> {
 fn table(s: &Series) -> Option<UserTable> {
     let all: Vec<&UserStart> =
         s.variant.repetitions.iter().filter_map(|r| r.userspace.as_ref()).flat_map(|u| &u.starts).collect();
-    let command = s.variant.repetitions.iter().find_map(|r| r.userspace.as_ref())?.command.clone();
+    let u = s.variant.repetitions.iter().find_map(|r| r.userspace.as_ref())?;
+    // Function reordering's starts have their own table (crate::run::order).
+    if !u.kind.is_empty() {
+        return None;
+    }
+    let command = u.command.clone();
     let first = all.first().map(|x| x.output.as_str());
     let mut modes: Vec<&str> = USER_MODES.to_vec();
     for x in &all {
@@ -186,6 +191,7 @@ pub(crate) mod tests {
             lookups: Some(if mode == "normal" { 40_740 } else { 48 }),
             decision: decision.into(),
             output: "checksum 1".into(),
+            ..Default::default()
         }
     }
 
@@ -204,7 +210,13 @@ pub(crate) mod tests {
             ));
         }
         let rep = Repetition {
-            userspace: Some(UserSpace { command: "/p/ld.so /c/synth-main".into(), tsc_mhz: Some(1000.0), starts }),
+            userspace: Some(UserSpace {
+                command: "/p/ld.so /c/synth-main".into(),
+                tsc_mhz: Some(1000.0),
+                starts,
+                kind: String::new(),
+                processes: Vec::new(),
+            }),
             ..Default::default()
         };
         Run {

@@ -536,6 +536,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
     }
     if let Some(u) = user {
         y = super::userspace::panel(&mut o, y, u);
+        y = super::userspace::processes_panel(&mut o, y, u);
     }
     if builtin.is_empty() && mods.is_empty() && user.is_none() {
         y += 20.0;

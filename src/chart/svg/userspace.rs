@@ -24,6 +24,11 @@ pub fn mode_colors(mode: &str) -> [&'static str; 3] {
 /// Legend entries for the modes that have starts.
 pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
+    if !u.kind.is_empty() {
+        // Function reordering's cold starts: one bar per start, no loader spans.
+        out.push(("cold start (marker to exit)".to_string(), mode_colors("")[0]));
+        return out;
+    }
     for m in modes(u) {
         let [start, ldso, reloc] = mode_colors(m);
         out.push((format!("{m}: start"), start));
@@ -109,7 +114,12 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         p.rsplit('/').next().unwrap_or(p).to_string()
     };
     let mut y = y + 18.0;
-    let title = format!("User space: {program} under the patched ld.so");
+    let title = if u.kind.is_empty() {
+        format!("User space: {program} under the patched ld.so")
+    } else {
+        "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)"
+            .to_string()
+    };
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(&title));
     let a = u.starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
     let b = u.starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
@@ -197,6 +207,103 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         }
     }
     let body1 = body0 + 4.0 + modes.len() as f64 * row_h + 4.0;
+    finish_panel(o, &s, &under, &inner, axis_top, body0, body1, None)
+}
+
+const PROC: &str = "#c9d3dd";
+const PROC_EXEC: &str = "#5b7083";
+
+/// The guest's processes (fork to exit, exec darker), packed into lanes
+/// like bootchart, on the kernel's time axis; returns the new y.
+pub fn processes_panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
+    let procs: Vec<(&crate::run::results::Process, f64)> =
+        u.processes.iter().filter_map(|p| p.end_us.map(|e| (p, e))).collect();
+    if procs.is_empty() {
+        return y;
+    }
+    let mut y = y + 18.0;
+    let title = "User space: processes (fork to exit; darker: after exec)";
+    let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(title));
+    let a = procs.iter().map(|(p, _)| p.start_us).fold(f64::INFINITY, f64::min);
+    let b = procs.iter().map(|(_, e)| *e).fold(0.0, f64::max);
+    let note =
+        format!("{} processes, {}–{} ms after boot (ftrace sched_process_fork/exec/exit)", procs.len(), ms(a), ms(b));
+    let _ = write!(
+        o,
+        r#"<text class="note" x="{:.1}" y="{y:.1}">{}</text>"#,
+        16.0 + text_width(title, 13.0) + 8.0,
+        esc(&note)
+    );
+    y += 30.0;
+    let pad = ((b - a) * 0.02).max(100.0);
+    let (ts, _) = ticks(a - pad, b + pad, 10);
+    let step = if ts.len() > 1 { ts[1] - ts[0] } else { pad };
+    let s = Scale {
+        t0: (((a - pad) / step).floor() * step).max(0.0),
+        t1: ((b + pad) / step).ceil() * step,
+        x0: GUTTER,
+        x1: WIDTH - RIGHT,
+    };
+    // Greedy lanes: a process goes into the first lane free at its fork.
+    let mut lane_end: Vec<f64> = Vec::new();
+    let mut lanes = Vec::new();
+    for (p, e) in &procs {
+        let l = match lane_end.iter().position(|&x| x <= p.start_us) {
+            Some(l) => l,
+            None => {
+                lane_end.push(0.0);
+                lane_end.len() - 1
+            }
+        };
+        lane_end[l] = *e;
+        lanes.push(l);
+    }
+    let axis_top = y;
+    let body0 = y + 6.0;
+    let row_h = 16.0;
+    let (mut inner, mut under) = (String::new(), String::new());
+    for l in 0..lane_end.len() {
+        if l % 2 == 1 {
+            stripe(&mut under, &s, body0 + 4.0 + l as f64 * row_h, row_h);
+        }
+    }
+    for ((p, e), l) in procs.iter().zip(&lanes) {
+        let ry = body0 + 4.0 + *l as f64 * row_h;
+        let (bh, by) = (row_h - 4.0, ry + 2.0);
+        let x = s.x(p.start_us);
+        let w = ((e - p.start_us) * s.px_per_us()).max(1.0);
+        let _ = write!(
+            inner,
+            r##"<g class="tl-proc" data-pid="{}" data-name="{}"><title>{} [{}], parent {}: {}–{} ms{}</title><rect x="{x:.2}" y="{by:.1}" width="{w:.2}" height="{bh:.1}" fill="{PROC}"/>"##,
+            p.pid,
+            esc(&p.name),
+            esc(&p.name),
+            p.pid,
+            p.parent,
+            ms(p.start_us),
+            ms(*e),
+            p.exec_us.map(|x| format!(", exec at {} ms", ms(x))).unwrap_or_default()
+        );
+        if let Some(xe) = p.exec_us {
+            let _ = write!(
+                inner,
+                r#"<rect class="seg" x="{:.2}" y="{by:.1}" width="{:.2}" height="{bh:.1}" fill="{PROC_EXEC}"/>"#,
+                s.x(xe),
+                ((e - xe) * s.px_per_us()).max(0.5)
+            );
+        }
+        if w > text_width(&p.name, 10.0) + 6.0 {
+            let _ = write!(
+                inner,
+                r#"<text class="bar-label" x="{:.1}" y="{:.1}" fill="white">{}</text>"#,
+                x + 3.0,
+                ry + 12.0,
+                esc(&p.name)
+            );
+        }
+        inner.push_str("</g>");
+    }
+    let body1 = body0 + 4.0 + lane_end.len() as f64 * row_h + 4.0;
     finish_panel(o, &s, &under, &inner, axis_top, body0, body1, None)
 }
 

@@ -1,0 +1,602 @@
+//! Function reordering in the lab: the seed's synthetic program (`bootlink
+//! order synth`: 10,000 small functions, 1,000 run at startup), as linked
+//! (GNU ld, unordered) and relinked by GNU ld with the startup order,
+//! started cold from a SquashFS image on an emulated slow flash device
+//! inside the guest.
+//!
+//! The device is `null_blk` (memory_backed=1, irqmode=2): every request
+//! completes on a guest hrtimer after `completion_nsec`, and `mbps` limits
+//! its throughput with a guest timer too, so under `-icount` the delays
+//! are guest time and the run stays deterministic (QEMU's own throttling
+//! runs on host time). One device per SquashFS block size, each holding an
+//! image with both programs.
+//!
+//! In the guest, before each start: the image is mounted afresh (no
+//! SquashFS cache carried over), `read_ahead_kb` set (0, or the device's
+//! default), the page cache dropped. Each start is bracketed by kernel log
+//! markers (`bootlink: order start MODE K`, `... end MODE K`), so it sits on
+//! the kernel's timeline; the shell that starts it prints its children's
+//! fault counts (`/proc/$$/stat`: cminflt, cmajflt) and the device's
+//! `/sys/block/DEV/stat` before and after (requests and sectors read).
+//! A mode is `unordered|reordered/BLOCKk/raN`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Kind, Result};
+use crate::lab::Initramfs;
+use crate::run::dmesg;
+use crate::run::results::{Process, UserSpace, UserStart};
+
+pub const SECTION: &str = "@@@ bootlink order @@@";
+pub const END: &str = "@@@ bootlink order end @@@";
+/// What [`UserSpace::kind`] says for these starts.
+pub const KIND: &str = "order";
+/// Where the images and modules go in the guest.
+const DIR: &str = "/bootlink-order";
+const SCRATCH: &str = "/tmp/bootlink-order";
+const MNT: &str = "/mnt/bootlink-order";
+const PROCS: &str = "/sys/kernel/tracing/instances/bootlink-procs";
+const PROCS_MARK: &str = "@@ processes";
+/// SquashFS block sizes the lab knows (KiB).
+pub const BLOCKS: [u32; 3] = [4, 64, 128];
+/// Starts per mode per boot.
+pub const DEFAULT_STARTS: usize = 2;
+/// The two builds, in the order they are started.
+pub const BUILDS: [&str; 2] = ["unordered", "reordered"];
+
+/// The emulated flash: throughput and per-request latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flash {
+    /// MiB/s (null_blk's `mbps`), at least 1.
+    pub mib_s: u32,
+    /// Microseconds per request (null_blk's `completion_nsec` / 1000).
+    pub latency_us: u32,
+}
+
+impl Flash {
+    /// What seed 004's own figures imply: 657 -> 157 ms for 11 -> 2 blocks
+    /// of 64 KiB is ~55 ms per block, ~1.2 MB/s from flash through
+    /// SquashFS on its 500 MHz MIPS; null_blk's unit is 1 MiB/s. 100 us per
+    /// request is a raw NAND page read (tR 25-50 us) plus the controller.
+    pub const SEED: Flash = Flash { mib_s: 1, latency_us: 100 };
+    /// A faster raw NAND behind a DMA controller (ONFI SDR: ~20 MB/s raw;
+    /// 8 MiB/s after ECC and the MTD stack), 50 us per page read.
+    pub const NAND: Flash = Flash { mib_s: 8, latency_us: 50 };
+    /// Parallel NOR read through a memory controller without burst mode
+    /// (seed 002's board: JFFS2/SquashFS on NOR): ~4 MiB/s, 5 us per request.
+    pub const NOR: Flash = Flash { mib_s: 4, latency_us: 5 };
+
+    /// How long the device takes for one request of [`REQUEST`] bytes.
+    pub fn request_ns(self) -> u64 {
+        u64::from(self.latency_us) * 1000 + REQUEST * 1_000_000_000 / (u64::from(self.mib_s) << 20)
+    }
+
+    /// `seed`, `nand`, `nor` or `MIBS-USEC` (e.g. `2-100`).
+    pub fn parse(value: &str) -> std::result::Result<Flash, String> {
+        match value {
+            "seed" => return Ok(Flash::SEED),
+            "nand" => return Ok(Flash::NAND),
+            "nor" => return Ok(Flash::NOR),
+            _ => {}
+        }
+        let bad = || format!("flash:{value}: give seed, nand, nor or MIBS-USEC (MiB/s 1..10000, latency 0..100000 us)");
+        let (a, b) = value.split_once('-').ok_or_else(bad)?;
+        let mib_s: u32 = a.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(bad)?;
+        let latency_us: u32 = b.parse().ok().filter(|n| *n <= 100_000).ok_or_else(bad)?;
+        Ok(Flash { mib_s, latency_us })
+    }
+}
+
+/// The device serves requests of at most this many bytes, one at a time
+/// (null_blk's `mbps` throttle stalled the guest under -icount; a queue of
+/// depth 1 with 4 KiB requests that each take latency + 4 KiB / throughput
+/// is the same model on one guest timer, and is how raw flash reads: a page
+/// at a time).
+pub const REQUEST: u64 = 4096;
+
+/// `order:...` of a lab variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// SquashFS block sizes (KiB), each a device and an image.
+    pub blocks: Vec<u32>,
+    pub flash: Flash,
+    pub starts: usize,
+}
+
+impl Spec {
+    /// `synth` (every block size of [`BLOCKS`]) or `synth-BLOCKk[+BLOCKk...]`.
+    pub fn parse(value: &str) -> std::result::Result<Spec, String> {
+        let blocks = if value == "synth" {
+            BLOCKS.to_vec()
+        } else if let Some(list) = value.strip_prefix("synth-") {
+            let mut blocks = Vec::new();
+            for b in list.split('+') {
+                let n = b.strip_suffix('k').and_then(|n| n.parse::<u32>().ok()).filter(|n| BLOCKS.contains(n));
+                let Some(n) = n else {
+                    return Err(format!("order:{value}: block size {b:?}: use 4k, 64k or 128k"));
+                };
+                if !blocks.contains(&n) {
+                    blocks.push(n);
+                }
+            }
+            blocks
+        } else {
+            return Err(format!("order:{value}: give synth or synth-BLOCK (4k, 64k, 128k; several joined by +)"));
+        };
+        Ok(Spec { blocks, flash: Flash::SEED, starts: DEFAULT_STARTS })
+    }
+}
+
+/// The kernel modules the guest needs, in load order (null_blk needs configfs).
+const MODULES: [(&str, &str); 3] = [
+    ("configfs", "kernel/fs/configfs/configfs.ko"),
+    ("null_blk", "kernel/drivers/block/null_blk/null_blk.ko"),
+    ("squashfs", "kernel/fs/squashfs/squashfs.ko"),
+];
+
+/// Before anything is built or booted: the tools on the host and the
+/// modules in the variant's tree (uncompressed; a built-in one is fine when
+/// `modules.builtin` names it).
+pub fn check(tree: &Path) -> Result<Vec<(String, PathBuf)>> {
+    if !crate::hosttool::exists("mksquashfs") {
+        return Err(Error::new(Kind::Usage, "order: mksquashfs not found (apt-get install squashfs-tools)"));
+    }
+    let builtin = std::fs::read_to_string(tree.join("modules.builtin")).unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, rel) in MODULES {
+        let p = tree.join(rel);
+        if p.is_file() {
+            out.push((name.to_string(), p));
+        } else if !builtin.lines().any(|l| l == rel) {
+            return Err(Error::file(
+                Kind::Usage,
+                &p,
+                format!("order: the kernel has no {name} module (uncompressed) and does not build it in"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// What the guest needs, made on the host.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub unordered: PathBuf,
+    pub reordered: PathBuf,
+    /// The unordered program's ld.so and libraries (the reordered one's are the same).
+    pub files: Vec<PathBuf>,
+    /// (block size KiB, SquashFS image with both programs).
+    pub images: Vec<(u32, PathBuf)>,
+    /// (name, file) of the modules /init loads.
+    pub modules: Vec<(String, PathBuf)>,
+    pub flash: Flash,
+    pub starts: usize,
+    /// What each build printed on the host.
+    pub output: String,
+}
+
+/// Build (cached) the synthetic case and its GNU ld relink, check that both
+/// print the same, and make one SquashFS image per block size.
+pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
+    let modules = check(tree)?;
+    let report = crate::order::case::synth_case(&Default::default())?;
+    let relinked = report
+        .relinked
+        .iter()
+        .find(|r| r.linker == "ld.bfd")
+        .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's relink of the synthetic case is missing"))?;
+    if !relinked.output_identical {
+        return Err(Error::file(
+            Kind::Internal,
+            &relinked.program,
+            "order: the relinked program prints something else",
+        ));
+    }
+    let unordered = report.case.program.clone();
+    let reordered = relinked.program.clone();
+    let output =
+        String::from_utf8_lossy(&Command::new(&unordered).output().map_err(|e| Error::io(&unordered, e))?.stdout)
+            .trim_end()
+            .to_string();
+    let files: Vec<PathBuf> = crate::lab::userspace::closure(&unordered)?.into_iter().skip(1).collect();
+    let root = work.join("root");
+    std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+    for (name, src) in [("unordered", &unordered), ("reordered", &reordered)] {
+        std::fs::copy(src, root.join(name)).map_err(|e| Error::io(src, e))?;
+    }
+    let mut images = Vec::new();
+    for &b in &spec.blocks {
+        let img = work.join(format!("order-{b}k.sqfs"));
+        let _ = std::fs::remove_file(&img);
+        let mut cmd = Command::new("mksquashfs");
+        cmd.arg(&root).arg(&img).args(["-b", &(b * 1024).to_string()]);
+        cmd.args(["-noappend", "-all-root", "-quiet", "-no-progress", "-mkfs-time", "0", "-all-time", "0"]);
+        crate::hosttool::run(&mut cmd, "making the SquashFS image", "squashfs-tools")?;
+        images.push((b, img));
+    }
+    Ok(Prepared { unordered, reordered, files, images, modules, flash: spec.flash, starts: spec.starts, output })
+}
+
+/// Put the libraries, the images and the modules into the initramfs.
+pub fn add_to(ir: &mut Initramfs, p: &Prepared) {
+    for f in &p.files {
+        ir.copy_file(&f.to_string_lossy(), f);
+    }
+    for (b, img) in &p.images {
+        ir.copy_file(&format!("{DIR}/order-{b}k.sqfs"), img);
+    }
+    for (name, f) in &p.modules {
+        ir.copy_file(&format!("{DIR}/{name}.ko"), f);
+    }
+}
+
+/// The mode of one start.
+pub fn mode(build: &str, block_kib: u32, ra_kib: u32) -> String {
+    format!("{build}/{block_kib}k/ra{ra_kib}")
+}
+
+/// The part of /init that loads the modules, fills one device per block
+/// size, then starts both builds cold in every (block size, readahead)
+/// cell, `starts` rounds, and prints the section [`parse`] reads.
+pub fn script(p: &Prepared) -> String {
+    let mut s = format!("mkdir -p {SCRATCH} {MNT}\n");
+    // Every fork, exec and exit from here on, in an ftrace instance of its
+    // own; the global clock is printk's (local_clock: sched_clock plus its
+    // offset), "local" is raw sched_clock (~0.1 s apart on these kernels).
+    s.push_str(&format!(
+        "mkdir {PROCS} && echo global > {PROCS}/trace_clock && for e in fork exec exit; do echo 1 > {PROCS}/events/sched/sched_process_$e/enable; done && echo 1 > {PROCS}/tracing_on || echo 'bootlink: order: no process events'\n"
+    ));
+    for (name, _) in &p.modules {
+        let params = if name == "null_blk" {
+            format!(
+                " nr_devices={} gb=1 bs=4096 memory_backed=1 irqmode=2 completion_nsec={} hw_queue_depth=1 submit_queues=1",
+                p.images.len(),
+                p.flash.request_ns(),
+            )
+        } else {
+            String::new()
+        };
+        s.push_str(&format!("insmod {DIR}/{name}.ko{params} || echo 'bootlink: order cannot load {name}'\n"));
+    }
+    for (i, (b, _)) in p.images.iter().enumerate() {
+        s.push_str(&format!("echo {} > /sys/block/nullb{i}/queue/max_sectors_kb\n", REQUEST / 1024));
+        s.push_str(&format!("dd if={DIR}/order-{b}k.sqfs of=/dev/nullb{i} bs=65536 conv=fsync 2>/dev/null\n"));
+    }
+    s.push_str("ORD_RA=$(cat /sys/block/nullb0/queue/read_ahead_kb)\n");
+    // device, mode, round, build
+    s.push_str(&format!(
+        "ord_start() {{\n  mount -t squashfs -o ro /dev/$1 {MNT} || echo \"bootlink: order cannot mount $1\"\n  \
+         echo 3 > /proc/sys/vm/drop_caches\n  read s0 < /sys/block/$1/stat\n  \
+         echo \"bootlink: order start $2 $3\" > /dev/kmsg\n  \
+         sh -c '{MNT}/'$4' > {SCRATCH}/out.$$ 2>&1 < /dev/null; echo \"exit $?\"; read l < /proc/$$/stat; echo \"stat $l\"; cat {SCRATCH}/out.$$; rm {SCRATCH}/out.$$' > {SCRATCH}/res 2>&1\n  \
+         echo \"bootlink: order end $2 $3\" > /dev/kmsg\n  read s1 < /sys/block/$1/stat\n  umount {MNT}\n  \
+         echo \"@@ start $2 $3\" >> {SCRATCH}/all\n  echo \"dev0 $s0\" >> {SCRATCH}/all\n  echo \"dev1 $s1\" >> {SCRATCH}/all\n  \
+         cat {SCRATCH}/res >> {SCRATCH}/all\n}}\n"
+    ));
+    s.push_str(&format!(": > {SCRATCH}/all\nfor k in $(seq 0 {}); do\n", p.starts - 1));
+    for (i, (b, _)) in p.images.iter().enumerate() {
+        s.push_str(&format!(
+            "  for ra in 0 $ORD_RA; do\n    echo $ra > /sys/block/nullb{i}/queue/read_ahead_kb\n    \
+             for build in {}; do ord_start nullb{i} $build/{b}k/ra$ra $k $build; done\n  done\n",
+            BUILDS.join(" ")
+        ));
+    }
+    s.push_str(&format!(
+        "done\necho 0 > {PROCS}/tracing_on\necho '{SECTION}'\ncat {SCRATCH}/all\necho '{PROCS_MARK}'\ncat {PROCS}/trace\necho '{END}'\n"
+    ));
+    s
+}
+
+/// The command a [`UserSpace`] records.
+pub fn label(p: &Prepared) -> String {
+    format!(
+        "{} vs {} from SquashFS on null_blk ({} MiB/s, {} us/request)",
+        p.unordered.display(),
+        p.reordered.display(),
+        p.flash.mib_s,
+        p.flash.latency_us
+    )
+}
+
+/// Per start: (output, exit, minor, major, read requests, read bytes).
+#[derive(Default)]
+struct Printed {
+    mode: String,
+    index: usize,
+    dev0: Vec<u64>,
+    dev1: Vec<u64>,
+    exit: i32,
+    stat: Vec<String>,
+    output: String,
+}
+
+/// The starts of one boot, or None when /init printed no section.
+pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
+    let (_, rest) = main.split_once(SECTION)?;
+    let text = rest.split_once(END).map(|(a, _)| a).unwrap_or(rest);
+    let (text, procs) = text.split_once(PROCS_MARK).unwrap_or((text, ""));
+    let mut printed: Vec<Printed> = Vec::new();
+    let nums = |s: &str| s.split_whitespace().filter_map(|w| w.parse().ok()).collect::<Vec<u64>>();
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        if let Some(rest) = line.strip_prefix("@@ start ") {
+            let mut w = rest.split_whitespace();
+            if let (Some(m), Some(Ok(k))) = (w.next(), w.next().map(str::parse)) {
+                printed.push(Printed { mode: m.to_string(), index: k, exit: -1, ..Default::default() });
+                continue;
+            }
+        }
+        let Some(cur) = printed.last_mut() else { continue };
+        if let Some(r) = line.strip_prefix("dev0 ") {
+            cur.dev0 = nums(r);
+        } else if let Some(r) = line.strip_prefix("dev1 ") {
+            cur.dev1 = nums(r);
+        } else if let Some(r) = line.strip_prefix("exit ").filter(|_| cur.stat.is_empty()) {
+            cur.exit = r.trim().parse().unwrap_or(-1);
+        } else if let Some(r) = line.strip_prefix("stat ").filter(|_| cur.stat.is_empty()) {
+            cur.stat = r.split_whitespace().map(str::to_string).collect();
+        } else {
+            cur.output.push_str(line);
+            cur.output.push('\n');
+        }
+    }
+    let mut starts: Vec<UserStart> = Vec::new();
+    for line in dmesg_text.lines() {
+        let Some((t, msg)) = dmesg::timed_message(line.as_bytes()) else { continue };
+        let msg = String::from_utf8_lossy(msg);
+        let Some(m) = msg.strip_prefix("bootlink: order ") else { continue };
+        let w: Vec<&str> = m.split_whitespace().collect();
+        match w[..] {
+            ["start", mode, k] => starts.push(UserStart {
+                mode: mode.to_string(),
+                index: k.parse().unwrap_or(0),
+                start_us: t,
+                exit: -1,
+                ..Default::default()
+            }),
+            ["end", mode, k] => {
+                let k: usize = k.parse().unwrap_or(0);
+                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
+                    s.duration_us = t - s.start_us;
+                }
+            }
+            _ => {}
+        }
+    }
+    for s in &mut starts {
+        let Some(p) = printed.iter().find(|p| p.mode == s.mode && p.index == s.index) else { continue };
+        s.exit = p.exit;
+        s.output = p.output.trim_end_matches('\n').to_string();
+        // /proc/PID/stat: field 11 cminflt, 13 cmajflt (1-based; comm has no space here).
+        let field = |n: usize| p.stat.get(n - 1).and_then(|v| v.parse::<u64>().ok());
+        s.minor_faults = field(11);
+        s.major_faults = field(13);
+        // /sys/block/DEV/stat: read I/Os, read merges, sectors read, ...
+        if p.dev0.len() >= 3 && p.dev1.len() >= 3 {
+            s.read_requests = Some(p.dev1[0].saturating_sub(p.dev0[0]));
+            s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
+        }
+    }
+    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: KIND.into(), processes: processes(procs) })
+}
+
+/// The processes of ftrace's sched_process_fork/exec/exit lines
+/// (`COMM-PID [CPU] FLAGS SECONDS: sched_process_exec: filename=F pid=P ...`).
+pub fn processes(trace: &str) -> Vec<Process> {
+    let mut out: Vec<Process> = Vec::new();
+    for line in trace.lines() {
+        let Some(i) = line.find(": sched_process_") else { continue };
+        let Some(t) = line[..i].split_whitespace().last().and_then(|t| t.parse::<f64>().ok()) else { continue };
+        let t = (t * 1e6).round();
+        let rest = &line[i + ": sched_process_".len()..];
+        let Some((event, fields)) = rest.split_once(": ") else { continue };
+        let field =
+            |k: &str| fields.split_whitespace().find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')));
+        let pid = |k: &str| field(k).and_then(|v| v.parse::<u32>().ok());
+        match event {
+            "fork" => {
+                if let (Some(child), Some(parent)) = (pid("child_pid"), pid("pid")) {
+                    let name = field("child_comm").unwrap_or_default().to_string();
+                    out.push(Process { pid: child, parent, name, start_us: t, ..Default::default() });
+                }
+            }
+            "exec" => {
+                let Some(p) = pid("pid") else { continue };
+                let name = field("filename").unwrap_or_default();
+                let name = name.rsplit('/').next().unwrap_or(name).to_string();
+                match out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
+                    Some(x) => {
+                        x.exec_us = Some(t);
+                        x.name = name;
+                    }
+                    None => out.push(Process { pid: p, name, start_us: t, exec_us: Some(t), ..Default::default() }),
+                }
+            }
+            "exit" => {
+                let Some(p) = pid("pid") else { continue };
+                if let Some(x) = out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
+                    x.end_us = Some(t);
+                    // busybox re-executes itself as /proc/self/exe: the applet's name is its comm.
+                    if x.name == "exe"
+                        && let Some(c) = field("comm")
+                    {
+                        x.name = c.to_string();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What a boot's starts must show, from run.json alone: each start exited
+/// 0 with the faults and device reads counted, every start printed what the
+/// first printed, every mode started as often as the most-started one.
+pub fn problems_alone(u: &UserSpace) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut modes: Vec<&str> = Vec::new();
+    for s in &u.starts {
+        if !modes.contains(&s.mode.as_str()) {
+            modes.push(&s.mode);
+        }
+    }
+    let count = |m: &str| u.starts.iter().filter(|s| s.mode == m && s.duration_us > 0.0).count();
+    let most = modes.iter().map(|m| count(m)).max().unwrap_or(0);
+    for m in &modes {
+        if count(m) != most {
+            out.push(format!("order {m}: {} of {most} starts measured", count(m)));
+        }
+    }
+    for s in &u.starts {
+        if s.exit != 0 {
+            out.push(format!("order {} #{}: the program exited {}", s.mode, s.index + 1, s.exit));
+        }
+        if s.major_faults.is_none() || s.read_bytes.is_none() {
+            out.push(format!("order {} #{}: no fault or device counts", s.mode, s.index + 1));
+        }
+    }
+    if let Some(first) = u.starts.first()
+        && let Some(d) = u.starts.iter().find(|s| s.output != first.output)
+    {
+        out.push(format!("order {} #{}: output differs from {} #{}", d.mode, d.index + 1, first.mode, first.index + 1));
+    }
+    out
+}
+
+/// [`problems_alone`], and: every (block size, readahead, build) measured
+/// `starts` times, the output the host printed.
+pub fn problems(u: &UserSpace, p: &Prepared) -> Vec<String> {
+    let mut out = problems_alone(u);
+    let measured = u.starts.iter().filter(|s| s.duration_us > 0.0).count();
+    let want = p.images.len() * 2 * BUILDS.len() * p.starts;
+    if measured != want {
+        out.push(format!("order: {measured} of {want} starts measured"));
+    }
+    if let Some(s) = u.starts.iter().find(|s| s.exit == 0 && s.output != p.output) {
+        out.push(format!(
+            "order {} #{}: printed {:?}, not {:?} as on the host",
+            s.mode,
+            s.index + 1,
+            s.output,
+            p.output
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAIN: &str = "TAINTED 0
+@@@ bootlink order @@@
+@@ start unordered/64k/ra0 0
+dev0 10 0 200 5 0 0 0 0 0 5 5 0 0 0 0 0 0
+dev1 21 0 2000 9 0 0 0 0 0 9 9 0 0 0 0 0 0
+exit 0
+stat 75 (sh) S 1 1 0 0 -1 4194560 52 120 0 14 0 0 0 0 20 0 1 0 100 1 1 1
+checksum 42
+@@ start reordered/64k/ra0 0
+dev0 21 0 2000
+dev1 24 0 2400
+exit 0
+stat 76 (sh) S 1 1 0 0 -1 4194560 52 90 0 3 0 0 0 0 20 0 1 0 100 1 1 1
+checksum 42
+@@@ bootlink order end @@@
+";
+    const DMESG: &str = "[    2.000000] bootlink: order start unordered/64k/ra0 0
+[    2.300000] bootlink: order end unordered/64k/ra0 0
+[    2.400000] bootlink: order start reordered/64k/ra0 0
+[    2.450000] bootlink: order end reordered/64k/ra0 0
+";
+
+    #[test]
+    fn starts_come_from_the_markers_and_the_section() {
+        let u = parse(MAIN, DMESG).unwrap();
+        assert_eq!(u.kind, KIND);
+        let s = &u.starts[0];
+        assert_eq!(
+            (s.mode.as_str(), s.start_us, s.duration_us, s.exit),
+            ("unordered/64k/ra0", 2_000_000.0, 300_000.0, 0)
+        );
+        assert_eq!((s.minor_faults, s.major_faults), (Some(120), Some(14)));
+        assert_eq!((s.read_requests, s.read_bytes), (Some(11), Some(1800 * 512)));
+        assert_eq!(s.output, "checksum 42");
+        let r = &u.starts[1];
+        assert_eq!((r.major_faults, r.read_requests, r.read_bytes), (Some(3), Some(3), Some(400 * 512)));
+        let p = Prepared {
+            unordered: "/u".into(),
+            reordered: "/r".into(),
+            files: Vec::new(),
+            images: vec![(64, "/i".into())],
+            modules: Vec::new(),
+            flash: Flash::SEED,
+            starts: 1,
+            output: "checksum 42".into(),
+        };
+        let pr = problems(&u, &p);
+        assert_eq!(pr, ["order: 2 of 4 starts measured"]);
+        assert!(parse("nothing", DMESG).is_none());
+    }
+
+    #[test]
+    fn processes_from_the_sched_events() {
+        let t = "# tracer: nop
+              sh-52      [000] .....     2.100000: sched_process_fork: comm=sh pid=52 child_comm=sh child_pid=75
+              sh-75      [000] .....     2.100100: sched_process_exec: filename=/mnt/bootlink-order/unordered pid=75 old_pid=75
+       unordered-75      [000] .....     2.600000: sched_process_exit: comm=unordered pid=75 prio=120
+";
+        let p = processes(t);
+        assert_eq!(
+            p,
+            [Process {
+                pid: 75,
+                parent: 52,
+                name: "unordered".into(),
+                start_us: 2_100_000.0,
+                exec_us: Some(2_100_100.0),
+                end_us: Some(2_600_000.0)
+            }]
+        );
+    }
+
+    #[test]
+    fn specs() {
+        assert_eq!(Spec::parse("synth").unwrap().blocks, [4, 64, 128]);
+        assert_eq!(Spec::parse("synth-64k+4k").unwrap().blocks, [64, 4]);
+        assert!(Spec::parse("synth-32k").unwrap_err().contains("block size \"32k\": use 4k, 64k or 128k"));
+        assert!(Spec::parse("/bin/ls").unwrap_err().contains("give synth"));
+        assert_eq!(Flash::parse("nand").unwrap(), Flash::NAND);
+        assert_eq!(Flash::parse("2-300").unwrap(), Flash { mib_s: 2, latency_us: 300 });
+        assert!(Flash::parse("0-1").unwrap_err().contains("MIBS-USEC"));
+        assert!(Flash::parse("fast").is_err());
+    }
+
+    #[test]
+    fn the_script_drops_the_cache_and_sets_readahead() {
+        let p = Prepared {
+            unordered: "/u".into(),
+            reordered: "/r".into(),
+            files: Vec::new(),
+            images: vec![(4, "/a".into()), (64, "/b".into())],
+            modules: vec![("configfs".into(), "/c".into()), ("null_blk".into(), "/n".into())],
+            flash: Flash::SEED,
+            starts: 2,
+            output: String::new(),
+        };
+        let s = script(&p);
+        for want in [
+            "insmod /bootlink-order/null_blk.ko nr_devices=2 gb=1 bs=4096 memory_backed=1 irqmode=2 completion_nsec=4006250 hw_queue_depth=1 submit_queues=1",
+            "echo 4 > /sys/block/nullb1/queue/max_sectors_kb",
+            "dd if=/bootlink-order/order-64k.sqfs of=/dev/nullb1",
+            "echo 3 > /proc/sys/vm/drop_caches",
+            "echo $ra > /sys/block/nullb1/queue/read_ahead_kb",
+            "ord_start nullb0 $build/4k/ra$ra $k $build",
+            "for k in $(seq 0 1)",
+        ] {
+            assert!(s.contains(want), "{want} not in\n{s}");
+        }
+    }
+}

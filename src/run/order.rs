@@ -1,0 +1,249 @@
+//! Function reordering's cold starts from emulated flash
+//! ([`crate::lab::order`]): per series, one row per (SquashFS block size,
+//! readahead) cell with the unordered and the reordered build side by side
+//! (medians over every start of every repetition), and the seed's goals.
+
+use serde::Serialize;
+
+use crate::run::model::{Med, series};
+use crate::run::results::{Run, UserStart};
+use crate::table::{Table, ms};
+
+/// One build in one cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    pub starts: usize,
+    pub wall_us: Med,
+    pub major_faults: f64,
+    pub minor_faults: f64,
+    pub read_bytes: f64,
+    pub read_requests: f64,
+    pub failed: usize,
+}
+
+/// One (block size, readahead) cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub block_kib: u32,
+    pub readahead_kib: u32,
+    pub unordered: Side,
+    pub reordered: Side,
+    /// Unordered wall / reordered wall (medians).
+    pub speedup: f64,
+    /// Unordered major faults / reordered (medians; None when reordered has none).
+    pub fault_ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OrderTable {
+    pub label: String,
+    pub command: String,
+    pub timing: String,
+    pub repetitions: usize,
+    pub cells: Vec<Cell>,
+    /// Every start of the series printed what the first printed.
+    pub output_identical: bool,
+}
+
+/// (build, block KiB, readahead KiB) of a mode `build/64k/ra0`.
+pub fn split_mode(mode: &str) -> Option<(&str, u32, u32)> {
+    let mut w = mode.split('/');
+    let build = w.next()?;
+    let block = w.next()?.strip_suffix('k')?.parse().ok()?;
+    let ra = w.next()?.strip_prefix("ra")?.parse().ok()?;
+    Some((build, block, ra))
+}
+
+fn side(st: &[&UserStart]) -> Option<Side> {
+    let med = |f: &dyn Fn(&UserStart) -> Option<u64>| {
+        Med::of(st.iter().filter_map(|s| f(s)).map(|v| v as f64)).map(|m| m.median).unwrap_or(f64::NAN)
+    };
+    Some(Side {
+        starts: st.len(),
+        wall_us: Med::of(st.iter().map(|s| s.duration_us))?,
+        major_faults: med(&|s| s.major_faults),
+        minor_faults: med(&|s| s.minor_faults),
+        read_bytes: med(&|s| s.read_bytes),
+        read_requests: med(&|s| s.read_requests),
+        failed: st.iter().filter(|s| s.exit != 0).count(),
+    })
+}
+
+/// The tables of every series with reordering starts.
+pub fn tables(runs: &[Run]) -> Vec<OrderTable> {
+    let mut out = Vec::new();
+    for s in series(runs) {
+        let us: Vec<_> = s
+            .variant
+            .repetitions
+            .iter()
+            .filter_map(|r| r.userspace.as_ref())
+            .filter(|u| u.kind == crate::lab::order::KIND)
+            .collect();
+        let Some(first) = us.first() else { continue };
+        let all: Vec<&UserStart> = us.iter().flat_map(|u| &u.starts).filter(|x| x.duration_us > 0.0).collect();
+        let mut keys: Vec<(u32, u32)> = Vec::new();
+        for x in &all {
+            if let Some((_, b, ra)) = split_mode(&x.mode)
+                && !keys.contains(&(b, ra))
+            {
+                keys.push((b, ra));
+            }
+        }
+        keys.sort();
+        let cells = keys
+            .iter()
+            .filter_map(|&(b, ra)| {
+                let of = |build: &str| -> Vec<&UserStart> {
+                    all.iter().copied().filter(|x| split_mode(&x.mode) == Some((build, b, ra))).collect()
+                };
+                let unordered = side(&of("unordered"))?;
+                let reordered = side(&of("reordered"))?;
+                let speedup = unordered.wall_us.median / reordered.wall_us.median;
+                let fault_ratio =
+                    (reordered.major_faults > 0.0).then(|| unordered.major_faults / reordered.major_faults);
+                Some(Cell { block_kib: b, readahead_kib: ra, unordered, reordered, speedup, fault_ratio })
+            })
+            .collect();
+        let output = all.first().map(|x| x.output.as_str());
+        out.push(OrderTable {
+            label: s.label.clone(),
+            command: first.command.clone(),
+            timing: s.run.timing.clone(),
+            repetitions: us.len(),
+            cells,
+            output_identical: all.iter().all(|x| Some(x.output.as_str()) == output),
+        });
+    }
+    out
+}
+
+fn n(v: f64) -> String {
+    if v.is_finite() { format!("{}", v.round() as i64) } else { "-".into() }
+}
+
+fn kib(v: f64) -> String {
+    if v.is_finite() { format!("{:.0}", v / 1024.0) } else { "-".into() }
+}
+
+/// The seed's goals, checked on the 64 KiB / readahead 0 cell.
+pub fn goals(t: &OrderTable) -> Vec<String> {
+    let mut out = Vec::new();
+    match t.cells.iter().find(|c| c.block_kib == 64 && c.readahead_kib == 0) {
+        Some(c) => {
+            out.push(format!(
+                "cold start 64 KiB blocks, readahead off: {:.2}x faster (goal >= 4.2x: {})",
+                c.speedup,
+                if c.speedup >= 4.2 { "met" } else { "not met" }
+            ));
+            match c.fault_ratio {
+                Some(r) => out.push(format!(
+                    "major faults {} -> {}: {r:.1}x fewer (goal >= 8x: {})",
+                    n(c.unordered.major_faults),
+                    n(c.reordered.major_faults),
+                    if r >= 8.0 { "met" } else { "not met" }
+                )),
+                None => out.push("major faults: none counted for the reordered build".into()),
+            }
+        }
+        None => {
+            out.push("no 64 KiB / readahead 0 cell measured (the seed's goals need order:synth or synth-64k)".into())
+        }
+    }
+    out.push(format!("program output: {}", if t.output_identical { "identical in every start" } else { "DIFFERS" }));
+    out
+}
+
+/// The tables as plain text (empty without reordering starts).
+pub fn render_text(runs: &[Run]) -> String {
+    let mut out = String::new();
+    for t in tables(runs) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "Function reordering on emulated flash, {}: {}\n{} timing (guest time), cold starts (page cache dropped), medians over {} boot(s)\n",
+            t.label, t.command, t.timing, t.repetitions
+        ));
+        let mut tab = Table::new(&[
+            "block",
+            "readahead",
+            "starts",
+            "unordered ms",
+            "reordered ms",
+            "faster",
+            "major faults",
+            "minor faults",
+            "KiB read",
+            "requests",
+        ]);
+        for c in &t.cells {
+            let (u, r) = (&c.unordered, &c.reordered);
+            let failed = u.failed + r.failed;
+            tab.row(vec![
+                format!("{}k", c.block_kib),
+                format!("{} KiB", c.readahead_kib),
+                if failed > 0 {
+                    format!("{}+{} ({failed} failed)", u.starts, r.starts)
+                } else {
+                    format!("{}+{}", u.starts, r.starts)
+                },
+                ms(u.wall_us.median),
+                ms(r.wall_us.median),
+                format!("{:.2}x", c.speedup),
+                format!("{} -> {}", n(u.major_faults), n(r.major_faults)),
+                format!("{} -> {}", n(u.minor_faults), n(r.minor_faults)),
+                format!("{} -> {}", kib(u.read_bytes), kib(r.read_bytes)),
+                format!("{} -> {}", n(u.read_requests), n(r.read_requests)),
+            ]);
+        }
+        out.push_str(&tab.render());
+        for g in goals(&t) {
+            out.push_str(&format!("  {g}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::results::UserSpace;
+
+    fn start(mode: &str, dur: f64, major: u64, bytes: u64) -> UserStart {
+        UserStart {
+            mode: mode.into(),
+            duration_us: dur,
+            output: "checksum 1".into(),
+            major_faults: Some(major),
+            minor_faults: Some(100),
+            read_bytes: Some(bytes),
+            read_requests: Some(bytes / 4096),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn cells_pair_the_builds_and_check_the_goals() {
+        let starts = vec![
+            start("unordered/64k/ra0", 600_000.0, 11, 300_000),
+            start("reordered/64k/ra0", 120_000.0, 1, 60_000),
+            start("unordered/4k/ra128", 400_000.0, 20, 200_000),
+            start("reordered/4k/ra128", 200_000.0, 5, 100_000),
+        ];
+        let u = UserSpace { command: "a vs b".into(), starts, kind: "order".into(), ..Default::default() };
+        let mut run = crate::run::userspace::tests::run();
+        run.variants[0].repetitions.truncate(1);
+        run.variants[0].repetitions[0].userspace = Some(u);
+        let t = &tables(std::slice::from_ref(&run))[0];
+        assert_eq!(t.cells.len(), 2);
+        assert_eq!((t.cells[0].block_kib, t.cells[0].readahead_kib), (4, 128));
+        assert_eq!(t.cells[1].speedup, 5.0);
+        assert_eq!(t.cells[1].fault_ratio, Some(11.0));
+        let text = render_text(std::slice::from_ref(&run));
+        assert!(text.contains("5.00x faster (goal >= 4.2x: met)"), "{text}");
+        assert!(text.contains("major faults 11 -> 1: 11.0x fewer (goal >= 8x: met)"), "{text}");
+        assert!(text.contains("| 11 -> 1") || text.contains("11 -> 1"), "{text}");
+        assert_eq!(split_mode("reordered/128k/ra0"), Some(("reordered", 128, 0)));
+    }
+}

@@ -1,0 +1,177 @@
+//! Tier 3: function reordering in the lab. The self-built kernel with no
+//! modules (`--set none`, untraced) whose /init loads null_blk and
+//! squashfs, fills one emulated flash device per SquashFS block size (4k,
+//! 64k, 128k) and starts `order synth`'s program, unordered and reordered
+//! by GNU ld, cold (page cache dropped) with readahead 0 and the default
+//! (`--variant o=order:synth,starts:1`): the same output everywhere, fewer
+//! faults and fewer bytes read for the reordered build, the starts in
+//! order on the kernel's timeline, the table and grid in the charts.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::OnceLock;
+
+use bootlink::run::results::{Run, UserSpace, UserStart};
+use common::TestCommand;
+
+struct Booted {
+    dir: PathBuf,
+    out: Output,
+    run: Run,
+}
+
+fn booted() -> &'static Booted {
+    static B: OnceLock<Booted> = OnceLock::new();
+    B.get_or_init(|| {
+        let k = common::self_built(false);
+        let dir = common::tmpdir("order-boot").join("run");
+        let vmlinux = k.dir.join("vmlinux");
+        let modules = k.dir.join("lib/modules").join(&k.release);
+        let t0 = std::time::Instant::now();
+        let out = common::run(&[
+            &"lab",
+            &"--set",
+            &"none",
+            &"--no-trace",
+            &"--kernel",
+            &vmlinux,
+            &"--modules",
+            &modules,
+            &"--variant",
+            &"o=order:synth,starts:1",
+            &"-o",
+            &dir,
+        ]);
+        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap_or_else(|e| {
+            panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", common::stdout(&out), common::stderr(&out))
+        }))
+        .expect("run.json parses");
+        Booted { dir, out, run }
+    })
+}
+
+fn userspace(b: &Booted) -> &UserSpace {
+    let v = &b.run.variants[0];
+    assert_eq!(v.repetitions.len(), 1);
+    v.repetitions[0].userspace.as_ref().expect("the repetition has the program's starts")
+}
+
+fn start<'a>(u: &'a UserSpace, mode: &str) -> &'a UserStart {
+    u.starts.iter().find(|s| s.mode == mode).unwrap_or_else(|| panic!("no start {mode}"))
+}
+
+#[test]
+fn reordered_starts_fault_and_read_less_with_the_same_output() {
+    let b = booted();
+    print!("{}", common::stdout(&b.out));
+    assert!(b.out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&b.out), common::stderr(&b.out));
+    assert!(!b.run.partial);
+    let u = userspace(b);
+    assert_eq!(u.kind, "order");
+    // 3 block sizes x readahead 0 and default x 2 builds, once each.
+    assert_eq!(u.starts.len(), 12, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
+    let out = &u.starts[0].output;
+    assert!(out.starts_with("checksum "), "{out}");
+    for s in &u.starts {
+        assert_eq!(s.exit, 0, "{}", s.mode);
+        assert_eq!(&s.output, out, "{}: output differs", s.mode);
+        assert!(s.major_faults.is_some() && s.read_bytes.is_some() && s.read_requests.is_some(), "{}", s.mode);
+    }
+    for block in [4, 64, 128] {
+        let (un, re) = (start(u, &format!("unordered/{block}k/ra0")), start(u, &format!("reordered/{block}k/ra0")));
+        println!(
+            "{block}k ra0: {:.1} -> {:.1} ms, major {} -> {}, read {} -> {} bytes",
+            un.duration_us / 1e3,
+            re.duration_us / 1e3,
+            un.major_faults.unwrap(),
+            re.major_faults.unwrap(),
+            un.read_bytes.unwrap(),
+            re.read_bytes.unwrap()
+        );
+        assert!(re.major_faults < un.major_faults, "{block}k: major faults");
+        assert!(re.read_bytes < un.read_bytes, "{block}k: bytes read");
+        assert!(re.duration_us < un.duration_us, "{block}k: wall");
+    }
+    // Page-sized blocks, no readahead: what the reordering is for (TCG, -icount: deterministic).
+    let (un, re) = (start(u, "unordered/4k/ra0"), start(u, "reordered/4k/ra0"));
+    assert!(un.major_faults.unwrap() >= 5 * re.major_faults.unwrap(), "4k: major faults cut 5x at least");
+    assert!(un.duration_us >= 4.2 * re.duration_us, "4k: 4.2x faster at least");
+}
+
+#[test]
+fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
+    let b = booted();
+    let rep = &b.run.variants[0].repetitions[0];
+    let u = userspace(b);
+    let last_initcall = rep.initcalls.iter().map(|i| i.start_us + i.duration_us).fold(0.0, f64::max);
+    assert!(rep.init_start_us > 0.0, "/init started");
+    let mut prev_end = rep.init_start_us.max(last_initcall);
+    for s in &u.starts {
+        assert!(s.duration_us > 0.0, "{}", s.mode);
+        assert!(s.start_us >= prev_end, "{} starts at {} before the previous end {prev_end}", s.mode, s.start_us);
+        prev_end = s.start_us + s.duration_us;
+    }
+    // The whole user space on the kernel's clock: each start's program
+    // forked, executed and exited between its markers.
+    for st in &u.starts {
+        let build = st.mode.split('/').next().unwrap();
+        let end = st.start_us + st.duration_us;
+        let p = u
+            .processes
+            .iter()
+            .find(|p| p.name == build && p.start_us >= st.start_us && p.start_us <= end)
+            .unwrap_or_else(|| panic!("{}: no {build} process between its markers", st.mode));
+        let (x, e) = (p.exec_us.expect("executed"), p.end_us.expect("exited"));
+        assert!(p.start_us <= x && x <= e && e <= end, "{}: {p:?} outside {}..{end}", st.mode, st.start_us);
+    }
+    let html = b.dir.join("report.html");
+    let svg = b.dir.join("t.svg");
+    let perfetto = b.dir.join("p.json");
+    TestCommand::new(&[&"chart", &b.dir, &"-o", &html, &"--svg", &svg, &"--perfetto", &perfetto]).ok();
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains(r#"<section id="order">"#), "no reordering section");
+    assert!(html.contains(r#"data-order-cell="64k/ra0""#));
+    assert!(html.contains(r#"<svg class="order-grid""#), "no grid plot");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("reordered/64k/ra0"), "the starts in the SVG timeline");
+    assert!(svg.contains(r#"class="tl-proc" data-pid=""#) && svg.contains(r#"data-name="reordered""#), "processes");
+    let p = std::fs::read_to_string(&perfetto).unwrap();
+    assert!(p.contains("reordered/64k/ra0"), "the starts in the Perfetto trace");
+    assert!(p.contains(r#""cat":"process""#) && p.contains("exec reordered"), "processes in the Perfetto trace");
+}
+
+#[test]
+fn bad_requests_fail_before_booting_in_one_line() {
+    let out = common::tmpdir("order-boot-bad");
+    let k = common::self_built(false);
+    let vmlinux = k.dir.join("vmlinux");
+    let modules = k.dir.join("lib/modules").join(&k.release);
+    for (variant, want) in [
+        ("x=order:synth-32k", "order:synth-32k: block size \"32k\": use 4k, 64k or 128k"),
+        ("x=order:/nonexistent/prog", "order:/nonexistent/prog: give synth or synth-BLOCK"),
+        ("x=flash:nand", "flash: is the device of order:; give order: too"),
+        ("x=order:synth,flash:0-5", "flash:0-5: give seed, nand, nor or MIBS-USEC"),
+    ] {
+        let dir = out.join("run");
+        let err = TestCommand::new(&[
+            &"lab",
+            &"--set",
+            &"none",
+            &"--kernel",
+            &vmlinux,
+            &"--modules",
+            &modules,
+            &"--variant",
+            &variant,
+            &"-o",
+            &dir,
+        ])
+        .fails_with(want);
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(!dir.join("run.json").exists(), "{variant}: nothing booted");
+        println!("{variant}: {}", err.trim_end());
+    }
+}
