@@ -28,7 +28,7 @@ use crate::ddlink::measure::stat_value;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::dmesg;
-use crate::run::results::{USER_MODES, UserSpace, UserStart};
+use crate::run::results::{USER_MODES, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink ddlink @@@";
 pub const END: &str = "@@@ bootlink ddlink end @@@";
@@ -293,30 +293,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             cur.2.push('\n');
         }
     }
-    let mut starts: Vec<UserStart> = Vec::new();
-    for line in dmesg_text.lines() {
-        let Some((t, msg)) = dmesg::timed_message(line.as_bytes()) else { continue };
-        let msg = String::from_utf8_lossy(msg);
-        let Some(m) = msg.strip_prefix("bootlink: ddlink ") else { continue };
-        let w: Vec<&str> = m.split_whitespace().collect();
-        match w[..] {
-            ["start", mode, k] => starts.push(UserStart {
-                mode: mode.to_string(),
-                index: k.parse().unwrap_or(0),
-                start_us: t,
-                exit: -1,
-                ..Default::default()
-            }),
-            ["end", mode, k, rc] => {
-                let k: usize = k.parse().unwrap_or(0);
-                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
-                    s.duration_us = t - s.start_us;
-                    s.exit = rc.parse().unwrap_or(-1);
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut starts = crate::run::userspace::marked_starts(dmesg_text, "bootlink: ddlink ");
     // ld.so prints cycles (rdtsc) with the last digit dropped (glibc 2.36).
     let us = |cycles: Option<u64>| Some(cycles? as f64 * 10.0 / mhz?);
     for s in &mut starts {

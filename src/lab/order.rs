@@ -25,8 +25,7 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::run::dmesg;
-use crate::run::results::{Process, UserSpace, UserStart};
+use crate::run::results::{Process, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
@@ -341,29 +340,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             cur.output.push('\n');
         }
     }
-    let mut starts: Vec<UserStart> = Vec::new();
-    for line in dmesg_text.lines() {
-        let Some((t, msg)) = dmesg::timed_message(line.as_bytes()) else { continue };
-        let msg = String::from_utf8_lossy(msg);
-        let Some(m) = msg.strip_prefix("bootlink: order ") else { continue };
-        let w: Vec<&str> = m.split_whitespace().collect();
-        match w[..] {
-            ["start", mode, k] => starts.push(UserStart {
-                mode: mode.to_string(),
-                index: k.parse().unwrap_or(0),
-                start_us: t,
-                exit: -1,
-                ..Default::default()
-            }),
-            ["end", mode, k] => {
-                let k: usize = k.parse().unwrap_or(0);
-                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
-                    s.duration_us = t - s.start_us;
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut starts = crate::run::userspace::marked_starts(dmesg_text, "bootlink: order ");
     for s in &mut starts {
         let Some(p) = printed.iter().find(|p| p.mode == s.mode && p.index == s.index) else { continue };
         s.exit = p.exit;

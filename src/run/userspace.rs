@@ -173,6 +173,38 @@ pub fn render_text(runs: &[Run]) -> String {
     out
 }
 
+/// The starts a guest script brackets with kernel log markers, `PREFIX
+/// start MODE K` and `PREFIX end MODE K [STATUS]`: each one's mode, index,
+/// printk time and duration, and its exit status when the end marker gives
+/// one (else -1).
+pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
+    let mut starts: Vec<UserStart> = Vec::new();
+    for line in dmesg_text.lines() {
+        let Some((t, msg)) = crate::run::dmesg::timed_message(line.as_bytes()) else { continue };
+        let msg = String::from_utf8_lossy(msg);
+        let Some(m) = msg.strip_prefix(prefix) else { continue };
+        let w: Vec<&str> = m.split_whitespace().collect();
+        match w[..] {
+            ["start", mode, k] => starts.push(UserStart {
+                mode: mode.to_string(),
+                index: k.parse().unwrap_or(0),
+                start_us: t,
+                exit: -1,
+                ..Default::default()
+            }),
+            ["end", mode, k, ref rest @ ..] if rest.len() <= 1 => {
+                let k: usize = k.parse().unwrap_or(0);
+                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
+                    s.duration_us = t - s.start_us;
+                    s.exit = rest.first().and_then(|rc| rc.parse().ok()).unwrap_or(-1);
+                }
+            }
+            _ => {}
+        }
+    }
+    starts
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
