@@ -30,7 +30,7 @@ use crate::run::results::{Process, UserSpace};
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
 /// What [`UserSpace::kind`] says for these starts.
-pub const KIND: &str = "order";
+pub const KIND: &str = crate::run::results::ORDER_KIND;
 /// Where the images and modules go in the guest.
 const DIR: &str = "/bootlink-order";
 const SCRATCH: &str = "/tmp/bootlink-order";

@@ -1,5 +1,5 @@
 //! Function reordering's cold starts from emulated flash
-//! ([`crate::lab::order`]): per series, one row per (SquashFS block size,
+//! (the lab's `order:` variants): per series, one row per (SquashFS block size,
 //! readahead) cell with the unordered and the reordered build side by side
 //! (medians over every start of every repetition), and the seed's goals.
 
@@ -78,7 +78,7 @@ pub fn tables(runs: &[Run]) -> Vec<OrderTable> {
             .repetitions
             .iter()
             .filter_map(|r| r.userspace.as_ref())
-            .filter(|u| u.kind == crate::lab::order::KIND)
+            .filter(|u| u.kind == crate::run::results::ORDER_KIND)
             .collect();
         let Some(first) = us.first() else { continue };
         let all: Vec<&UserStart> = us.iter().flat_map(|u| &u.starts).filter(|x| x.duration_us > 0.0).collect();

@@ -122,6 +122,9 @@ pub struct Repetition {
 /// cache), Relocation Skip Mode (prelinked images, relocation skipped).
 pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
 
+/// `UserSpace::kind` of function reordering's cold starts.
+pub const ORDER_KIND: &str = "order";
+
 /// A program started several times in the guest, after the modules load,
 /// under the patched ld.so in each mode of [`USER_MODES`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -135,8 +138,8 @@ pub struct UserSpace {
     pub tsc_mhz: Option<f64>,
     /// Every start, in the order they ran.
     pub starts: Vec<UserStart>,
-    /// Empty for DDLink's starts; "order" for function reordering's cold
-    /// starts from emulated flash ([`crate::lab::order`]).
+    /// Empty for DDLink's starts; [`ORDER_KIND`] for function reordering's
+    /// cold starts from emulated flash (the lab's `order:` variants).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
     /// Every process the guest forked or executed while the starts ran
