@@ -104,6 +104,12 @@ fn write_cmd(rec: &Path, prog: &Path, out: &Path) -> TestCommand {
     TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &prog, &"-o", &out])
 }
 
+/// `bootlink ddlink SUB --json` with `cache` and the images under `images` in place.
+fn overlay_cmd(sub: &str, cache: &Path, images: &Path) -> TestCommand {
+    let ld = &glibc().ld_so;
+    TestCommand::new(&[&"ddlink", &sub, &"--json", &"--loader", ld, &"--cache", &cache, &"--overlay", &images])
+}
+
 /// Relocation Skip Mode through the CLI: profile, `write --prelink`, and
 /// `verify --overlay` (every binding and every relocated word of the images
 /// compared with a normal relocation: 0 differences). (cache, images).
@@ -142,18 +148,7 @@ fn skip_for(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> 
     .ok();
     let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(w["prelink"]["images"].as_u64().unwrap() > 0, "nothing prelinked: {w}");
-    let out = with_args(TestCommand::new(&[
-        &"ddlink",
-        &"verify",
-        &"--json",
-        &"--loader",
-        ld,
-        &"--cache",
-        &cache,
-        &"--overlay",
-        &images,
-    ]))
-    .ok();
+    let out = with_args(overlay_cmd("verify", &cache, &images)).ok();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["mismatched"], 0, "verify found binding differences: {v}");
     assert_eq!(v["words_mismatched"], 0, "an image differs from a normal relocation: {v}");
@@ -418,19 +413,7 @@ fn playground_skip_mode_and_its_fallbacks() {
     let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c)]);
     assert_eq!(out, want);
     normal_because(&dbg, "file changed");
-    let st = TestCommand::new(&[
-        &"ddlink",
-        &"status",
-        &"--json",
-        &"--loader",
-        ld,
-        &"--cache",
-        &cache,
-        &"--overlay",
-        &images,
-        &prog,
-    ])
-    .ok();
+    let st = overlay_cmd("status", &cache, &images).arg(&prog).ok();
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     let bad: Vec<&serde_json::Value> =
         v["objects"].as_array().unwrap().iter().filter(|o| !o["problem"].is_null()).collect();

@@ -33,32 +33,9 @@ struct Booted {
 fn booted() -> &'static Booted {
     static B: OnceLock<Booted> = OnceLock::new();
     B.get_or_init(|| {
-        let k = common::self_built(false);
         let synth = TestCommand::new(&[&"ddlink", &"synth", &"--symbols", &SYMBOLS, &"--json"]).ok();
         let synth: serde_json::Value = serde_json::from_slice(&synth.stdout).unwrap();
-        let dir = common::tmpdir("ddlink-boot").join("run");
-        let vmlinux = k.dir.join("vmlinux");
-        let modules = k.dir.join("lib/modules").join(&k.release);
-        let t0 = std::time::Instant::now();
-        let out = common::run(&[
-            &"lab",
-            &"--set",
-            &"none",
-            &"--no-trace",
-            &"--kernel",
-            &vmlinux,
-            &"--modules",
-            &modules,
-            &"--variant",
-            &"ddl=ddlink:synth",
-            &"-o",
-            &dir,
-        ]);
-        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap_or_else(|e| {
-            panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", common::stdout(&out), common::stderr(&out))
-        }))
-        .expect("run.json parses");
+        let (dir, out, run) = common::boot_without_modules("ddlink-boot", "ddl=ddlink:synth");
         let expected_output = synth["expected_output"].as_str().unwrap().trim_end().to_string();
         Booted { dir, out, run, expected_output }
     })

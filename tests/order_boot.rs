@@ -25,30 +25,7 @@ struct Booted {
 fn booted() -> &'static Booted {
     static B: OnceLock<Booted> = OnceLock::new();
     B.get_or_init(|| {
-        let k = common::self_built(false);
-        let dir = common::tmpdir("order-boot").join("run");
-        let vmlinux = k.dir.join("vmlinux");
-        let modules = k.dir.join("lib/modules").join(&k.release);
-        let t0 = std::time::Instant::now();
-        let out = common::run(&[
-            &"lab",
-            &"--set",
-            &"none",
-            &"--no-trace",
-            &"--kernel",
-            &vmlinux,
-            &"--modules",
-            &modules,
-            &"--variant",
-            &"o=order:synth,starts:1",
-            &"-o",
-            &dir,
-        ]);
-        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap_or_else(|e| {
-            panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", common::stdout(&out), common::stderr(&out))
-        }))
-        .expect("run.json parses");
+        let (dir, out, run) = common::boot_without_modules("order-boot", "o=order:synth,starts:1");
         Booted { dir, out, run }
     })
 }

@@ -25,12 +25,10 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::run::results::{Process, UserSpace};
+use crate::run::results::{ORDER_KIND, Process, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
-/// What [`UserSpace::kind`] says for these starts.
-pub const KIND: &str = crate::run::results::ORDER_KIND;
 /// Where the images and modules go in the guest.
 const DIR: &str = "/bootlink-order";
 const SCRATCH: &str = "/tmp/bootlink-order";
@@ -355,7 +353,13 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
         }
     }
-    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: KIND.into(), processes: processes(procs) })
+    Some(UserSpace {
+        command: String::new(),
+        tsc_mhz: None,
+        starts,
+        kind: ORDER_KIND.into(),
+        processes: processes(procs),
+    })
 }
 
 /// The processes of ftrace's sched_process_fork/exec/exit lines
@@ -492,7 +496,7 @@ checksum 42
     #[test]
     fn starts_come_from_the_markers_and_the_section() {
         let u = parse(MAIN, DMESG).unwrap();
-        assert_eq!(u.kind, KIND);
+        assert_eq!(u.kind, ORDER_KIND);
         let s = &u.starts[0];
         assert_eq!(
             (s.mode.as_str(), s.start_us, s.duration_us, s.exit),

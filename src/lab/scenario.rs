@@ -531,7 +531,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
                 (None, Some(o)) => {
                     let u = r.userspace.get_or_insert_with(Default::default);
                     u.command = order::label(o);
-                    u.kind = order::KIND.into();
+                    u.kind = crate::run::results::ORDER_KIND.into();
                     order::problems(u, o)
                 }
                 (None, None) => Vec::new(),

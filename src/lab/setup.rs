@@ -271,7 +271,7 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
 /// one, the caches used, the same output (none without such a program).
 fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
     let Some(u) = &r.userspace else { return Vec::new() };
-    if u.kind == crate::lab::order::KIND {
+    if u.kind == crate::run::results::ORDER_KIND {
         return crate::lab::order::problems_alone(u);
     }
     let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
@@ -342,7 +342,7 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             .find_map(|r| r.userspace.as_ref().map(|u| u.kind.as_str()));
         let user = match kind {
             None => "",
-            Some(crate::lab::order::KIND) => {
+            Some(crate::run::results::ORDER_KIND) => {
                 "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
             }
             Some(_) => "; the DDLink program started in every mode, the caches taken, the same output",

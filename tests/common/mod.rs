@@ -271,3 +271,35 @@ pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlin
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
     serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
 }
+
+/// One untraced, deterministic boot of the self-built kernel with no
+/// modules (`--set none`) and one `--variant`, into a fresh run directory:
+/// (run directory, bootlink's output, run.json).
+pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink::run::results::Run) {
+    let k = self_built(false);
+    let dir = tmpdir(label).join("run");
+    let vmlinux = k.dir.join("vmlinux");
+    let modules = k.dir.join("lib/modules").join(&k.release);
+    let t0 = std::time::Instant::now();
+    let out = run(&[
+        &"lab",
+        &"--set",
+        &"none",
+        &"--no-trace",
+        &"--kernel",
+        &vmlinux,
+        &"--modules",
+        &modules,
+        &"--variant",
+        &variant,
+        &"-o",
+        &dir,
+    ]);
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    let run: bootlink::run::results::Run = serde_json::from_slice(
+        &std::fs::read(dir.join("run.json"))
+            .unwrap_or_else(|e| panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out))),
+    )
+    .expect("run.json parses");
+    (dir, out, run)
+}
