@@ -236,3 +236,21 @@ fn corrupt_symbol_and_relocation_tables_of_a_real_module() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// The module hash manifest's bad input: a kernel without the reserved
+/// section (Debian's), a file that is no kernel: one line naming the file,
+/// nothing written.
+#[test]
+fn manifest_of_a_kernel_without_the_section_or_of_no_kernel() {
+    let k = kernel();
+    let dir = tmpdir("manifest-bad");
+    let out = dir.join("vmlinux.listed");
+    let o = run(&[&"manifest", &"write", &"--vmlinux", &k.vmlinux, &"-o", &out, &fat()]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.lines().count() == 1, "{err}");
+    assert!(err.contains(&*k.vmlinux.to_string_lossy()) && err.contains("no __modhashes section"), "{err}");
+    assert!(!out.exists(), "a refused manifest left a kernel");
+    let o = run(&[&"manifest", &"show", &"/bin/true"]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains("/bin/true") && err.contains("not a kernel image"), "{err}");
+}

@@ -401,6 +401,7 @@ mod tests {
             ("a=flash:nand", "give order: too"),
             ("a=order:synth,flash:fast", "flash:fast: give seed, nand, nor or MIBS-USEC"),
             ("a=order:synth,ddlink:synth", "not both"),
+            ("a=manifest:yes", "manifest:yes: use on or off"),
         ] {
             let e = VariantSpec::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
