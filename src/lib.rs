@@ -7,6 +7,7 @@ pub mod cbuild;
 pub mod chart;
 pub mod compress;
 pub mod ddlink;
+pub mod debsrc;
 pub mod elf;
 pub mod elfedit;
 pub mod error;

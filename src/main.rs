@@ -317,6 +317,11 @@ struct TraceArgs {
     /// Which object of the trace is the binary ("-": the program itself)
     #[arg(long, default_value = "-")]
     object: String,
+    /// Leave out the traced functions --layout lacks (GCC inlines functions in a build
+    /// without -finstrument-functions that the instrumented build keeps) instead of
+    /// refusing the trace
+    #[arg(long, requires = "layout")]
+    allow_missing: bool,
     #[arg(long)]
     json: bool,
 }
@@ -908,6 +913,12 @@ fn order_of(
         Some(l) => order::symbols::Functions::read(l)?,
         None => traced,
     };
+    let mut mapped = mapped;
+    if a.allow_missing {
+        let (order, missing) = order::symbols::present(&mapped.order, &funcs);
+        mapped.order = order;
+        mapped.missing = missing.len();
+    }
     let predicted = order::report::predict(&order::symbols::resolve(&mapped.order, &funcs)?);
     Ok((mapped, funcs, predicted))
 }
@@ -954,9 +965,10 @@ fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
                 print_json(&serde_json::json!({ "files": files, "mapped": mapped, "predicted": predicted }));
             } else {
                 println!(
-                    "{} functions in first-call order ({} first calls in other objects) -> {}",
+                    "{} functions in first-call order ({} first calls in other objects, {} not in the layout) -> {}",
                     mapped.order.len(),
                     mapped.other_objects,
+                    mapped.missing,
                     files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
                 );
                 print!("{}", predicted.render());

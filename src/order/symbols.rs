@@ -133,6 +133,8 @@ pub struct Mapped {
     pub order: Vec<FunctionId>,
     /// First calls into other objects (libraries) of the traced process.
     pub other_objects: usize,
+    /// Traced functions left out because the layout binary lacks them.
+    pub missing: usize,
     pub total_calls: u64,
 }
 
@@ -173,7 +175,14 @@ pub fn map(trace: &Trace, trace_path: &Path, funcs: &Functions, object: &str) ->
             format!("no traced call lies in {}'s functions: a trace of another program", funcs.path.display()),
         ));
     }
-    Ok(Mapped { order, other_objects: other, total_calls: trace.total_calls })
+    Ok(Mapped { order, other_objects: other, missing: 0, total_calls: trace.total_calls })
+}
+
+/// `order` split by `funcs` (a build of the same sources without
+/// instrumentation, where GCC may have inlined some functions away): the
+/// order of the functions it has, and those it lacks.
+pub fn present(order: &[FunctionId], funcs: &Functions) -> (Vec<FunctionId>, Vec<FunctionId>) {
+    order.iter().cloned().partition(|id| funcs.get(id).is_some())
 }
 
 /// `order`'s functions in `funcs` (another build of the same sources, e.g.
