@@ -46,6 +46,25 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
     Ok(Bytes::Mapped(map))
 }
 
+/// Copy the directory `src` into `dest` (created): directories and regular
+/// files, permissions kept; anything else is an error naming it.
+pub fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
+    std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
+    for e in std::fs::read_dir(src).map_err(|e| Error::io(src, e))? {
+        let e = e.map_err(|e| Error::io(src, e))?;
+        let (from, to) = (e.path(), dest.join(e.file_name()));
+        let t = e.file_type().map_err(|e| Error::io(&from, e))?;
+        if t.is_dir() {
+            copy_tree(&from, &to)?;
+        } else if t.is_file() {
+            std::fs::copy(&from, &to).map_err(|e| Error::io(&from, e))?;
+        } else {
+            return Err(Error::file(Kind::Unsupported, &from, "not a regular file or directory: not copied"));
+        }
+    }
+    Ok(())
+}
+
 /// Write `data` to `path` atomically: a temporary file in the same
 /// directory, synced, then renamed over the target. On any error the
 /// temporary file is removed and the target is untouched.

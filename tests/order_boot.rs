@@ -110,7 +110,7 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
     TestCommand::new(&[&"chart", &b.dir, &"-o", &html, &"--svg", &svg, &"--perfetto", &perfetto]).ok();
     let html = std::fs::read_to_string(&html).unwrap();
     assert!(html.contains(r#"<section id="order">"#), "no reordering section");
-    assert!(html.contains(r#"data-order-cell="64k/ra0""#));
+    assert!(html.contains(r#"data-order-cell="64k/ra0/reordered""#));
     assert!(html.contains(r#"<svg class="order-grid""#), "no grid plot");
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("reordered/64k/ra0"), "the starts in the SVG timeline");
@@ -128,7 +128,7 @@ fn bad_requests_fail_before_booting_in_one_line() {
     let modules = k.dir.join("lib/modules").join(&k.release);
     for (variant, want) in [
         ("x=order:synth-32k", "order:synth-32k: block size \"32k\": use 4k, 64k or 128k"),
-        ("x=order:/nonexistent/prog", "order:/nonexistent/prog: give synth or synth-BLOCK"),
+        ("x=order:/nonexistent/prog", "order:/nonexistent/prog: give synth or python, or PROGRAM-BLOCK"),
         ("x=flash:nand", "flash: is the device of order:; give order: too"),
         ("x=order:synth,flash:0-5", "flash:0-5: give seed, nand, nor or MIBS-USEC"),
     ] {

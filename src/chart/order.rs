@@ -13,6 +13,11 @@ use super::svg::esc;
 
 const UNORDERED: &str = "#d9822b";
 const REORDERED: &str = "#2b8a3e";
+const BOLT: &str = "#1c7ed6";
+
+fn color(build: &str) -> &'static str {
+    if build == "bolt" { BOLT } else { REORDERED }
+}
 
 /// The section, or nothing without reordering starts.
 pub fn html(o: &mut String, runs: &[Run]) {
@@ -21,7 +26,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
         return;
     }
     o.push_str(r#"<section id="order"><h2>Function reordering on emulated flash</h2>"#);
-    o.push_str(r#"<p class="note">The seed's synthetic program (10,000 small functions, 1,000 run at startup) as linked and relinked with its startup order, started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
+    o.push_str(r#"<p class="note">A program as linked and relinked with its startup order (the seed's synthetic program: 10,000 small functions, 1,000 run at startup; or CPython 3.11 from Debian's source, with BOLT's rewrite as a third build), started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
     for t in &tables {
         let _ = write!(
             o,
@@ -31,16 +36,18 @@ pub fn html(o: &mut String, runs: &[Run]) {
             t.repetitions,
             esc(&t.command)
         );
-        o.push_str(r#"<table class="userspace order"><tr><th>block</th><th>readahead</th><th>unordered</th><th>reordered</th><th>faster</th><th>major faults</th><th>minor faults</th><th>KiB read</th><th>requests</th></tr>"#);
+        o.push_str(r#"<table class="userspace order"><tr><th>block</th><th>readahead</th><th>build</th><th>unordered</th><th>build</th><th>faster</th><th>major faults</th><th>minor faults</th><th>KiB read</th><th>requests</th></tr>"#);
         for c in &t.cells {
             let (u, r) = (&c.unordered, &c.reordered);
             let _ = write!(
                 o,
-                r#"<tr data-order-cell="{}k/ra{}"><td>{}k</td><td>{} KiB</td><td>{} ms</td><td>{} ms</td><td>{:.2}x</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td></tr>"#,
+                r#"<tr data-order-cell="{}k/ra{}/{}"><td>{}k</td><td>{} KiB</td><td>{}</td><td>{} ms</td><td>{} ms</td><td>{:.2}x</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td></tr>"#,
                 c.block_kib,
                 c.readahead_kib,
+                esc(&c.build),
                 c.block_kib,
                 c.readahead_kib,
+                esc(&c.build),
                 ms(u.wall_us.median),
                 ms(r.wall_us.median),
                 c.speedup,
@@ -89,7 +96,9 @@ pub fn grid_svg(t: &OrderTable) -> String {
     for (i, c) in t.cells.iter().enumerate() {
         let x0 = left + i as f64 * group + 8.0;
         for (j, (side, color, name)) in
-            [(&c.unordered, UNORDERED, "unordered"), (&c.reordered, REORDERED, "reordered")].into_iter().enumerate()
+            [(&c.unordered, UNORDERED, "unordered"), (&c.reordered, color(&c.build), c.build.as_str())]
+                .into_iter()
+                .enumerate()
         {
             let x = x0 + j as f64 * bar;
             let top_y = y(side.wall_us.median);
@@ -112,11 +121,12 @@ pub fn grid_svg(t: &OrderTable) -> String {
         }
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}k, ra {}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}k, ra {}{}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
             x0 + bar,
             h - bottom + 14.0,
             c.block_kib,
             c.readahead_kib,
+            if c.build == "reordered" { String::new() } else { format!(", {}", c.build) },
             x0 + bar,
             h - bottom + 28.0,
             c.speedup
@@ -124,7 +134,7 @@ pub fn grid_svg(t: &OrderTable) -> String {
     }
     let _ = write!(
         s,
-        r#"<rect x="{}" y="{}" width="10" height="10" fill="{UNORDERED}"/><text x="{}" y="{}">unordered</text><rect x="{}" y="{}" width="10" height="10" fill="{REORDERED}"/><text x="{}" y="{}">reordered (wall time; numbers on bars: major faults)</text></svg>"#,
+        r#"<rect x="{}" y="{}" width="10" height="10" fill="{UNORDERED}"/><text x="{}" y="{}">unordered</text><rect x="{}" y="{}" width="10" height="10" fill="{REORDERED}"/><text x="{}" y="{}">reordered</text><rect x="{}" y="{}" width="10" height="10" fill="{BOLT}"/><text x="{}" y="{}">BOLT (wall time; numbers on bars: major faults)</text></svg>"#,
         left,
         h - 14.0,
         left + 14.0,
@@ -132,6 +142,10 @@ pub fn grid_svg(t: &OrderTable) -> String {
         left + 90.0,
         h - 14.0,
         left + 104.0,
+        h - 5.0,
+        left + 180.0,
+        h - 14.0,
+        left + 194.0,
         h - 5.0
     );
     s

@@ -1,8 +1,13 @@
-//! Function reordering in the lab: the seed's synthetic program (`bootlink
-//! order synth`: 10,000 small functions, 1,000 run at startup), as linked
-//! (GNU ld, unordered) and relinked by GNU ld with the startup order,
-//! started cold from a SquashFS image on an emulated slow flash device
-//! inside the guest.
+//! Function reordering in the lab: a program as linked (GNU ld, unordered)
+//! and relinked by GNU ld with its startup order, started cold from a
+//! SquashFS image on an emulated slow flash device inside the guest. The
+//! program is the seed's synthetic one (`order:synth`: `bootlink order
+//! synth`, 10,000 small functions, 1,000 run at startup) or the real one
+//! (`order:python`: `bootlink order python`, CPython 3.11 from Debian's
+//! source in its installed layout, `python -c "print(42)"`), which also
+//! starts BOLT's rewrite of the same build (its own profile of the same
+//! start-up) as a third build. The programs go into the image as built
+//! (`strip` breaks BOLT's output: it cannot place BOLT's new segment).
 //!
 //! The device is `null_blk` (memory_backed=1, irqmode=2): every request
 //! completes on a guest hrtimer after `completion_nsec`, and `mbps` limits
@@ -18,7 +23,7 @@
 //! the kernel's timeline; the shell that starts it prints its children's
 //! fault counts (`/proc/$$/stat`: cminflt, cmajflt) and the device's
 //! `/sys/block/DEV/stat` before and after (requests and sectors read).
-//! A mode is `unordered|reordered/BLOCKk/raN`.
+//! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered` or `bolt`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,8 +44,21 @@ const PROCS_MARK: &str = "@@ processes";
 pub const BLOCKS: [u32; 3] = [4, 64, 128];
 /// Starts per mode per boot.
 pub const DEFAULT_STARTS: usize = 2;
-/// The two builds, in the order they are started.
-pub const BUILDS: [&str; 2] = ["unordered", "reordered"];
+/// The program of an `order:` variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Synth,
+    Python,
+}
+
+impl Program {
+    fn name(self) -> &'static str {
+        match self {
+            Program::Synth => "synth",
+            Program::Python => "python",
+        }
+    }
+}
 
 /// The emulated flash: throughput and per-request latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +113,7 @@ pub const REQUEST: u64 = 4096;
 /// `order:...` of a lab variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
+    pub program: Program,
     /// SquashFS block sizes (KiB), each a device and an image.
     pub blocks: Vec<u32>,
     pub flash: Flash,
@@ -102,26 +121,36 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// `synth` (every block size of [`BLOCKS`]) or `synth-BLOCKk[+BLOCKk...]`.
+    /// `PROGRAM` (every block size of [`BLOCKS`]) or `PROGRAM-BLOCKk[+BLOCKk...]`,
+    /// PROGRAM `synth` or `python`.
     pub fn parse(value: &str) -> std::result::Result<Spec, String> {
-        let blocks = if value == "synth" {
-            BLOCKS.to_vec()
-        } else if let Some(list) = value.strip_prefix("synth-") {
-            let mut blocks = Vec::new();
-            for b in list.split('+') {
-                let n = b.strip_suffix('k').and_then(|n| n.parse::<u32>().ok()).filter(|n| BLOCKS.contains(n));
-                let Some(n) = n else {
-                    return Err(format!("order:{value}: block size {b:?}: use 4k, 64k or 128k"));
-                };
-                if !blocks.contains(&n) {
-                    blocks.push(n);
-                }
+        let (name, list) = value.split_once('-').map_or((value, None), |(n, l)| (n, Some(l)));
+        let program = match name {
+            "synth" => Program::Synth,
+            "python" => Program::Python,
+            _ => {
+                return Err(format!(
+                    "order:{value}: give synth or python, or PROGRAM-BLOCK (4k, 64k, 128k; several joined by +)"
+                ));
             }
-            blocks
-        } else {
-            return Err(format!("order:{value}: give synth or synth-BLOCK (4k, 64k, 128k; several joined by +)"));
         };
-        Ok(Spec { blocks, flash: Flash::SEED, starts: DEFAULT_STARTS })
+        let blocks = match list {
+            None => BLOCKS.to_vec(),
+            Some(list) => {
+                let mut blocks = Vec::new();
+                for b in list.split('+') {
+                    let n = b.strip_suffix('k').and_then(|n| n.parse::<u32>().ok()).filter(|n| BLOCKS.contains(n));
+                    let Some(n) = n else {
+                        return Err(format!("order:{value}: block size {b:?}: use 4k, 64k or 128k"));
+                    };
+                    if !blocks.contains(&n) {
+                        blocks.push(n);
+                    }
+                }
+                blocks
+            }
+        };
+        Ok(Spec { program, blocks, flash: Flash::SEED, starts: DEFAULT_STARTS })
     }
 }
 
@@ -159,11 +188,14 @@ pub fn check(tree: &Path) -> Result<Vec<(String, PathBuf)>> {
 /// What the guest needs, made on the host.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    pub unordered: PathBuf,
-    pub reordered: PathBuf,
-    /// The unordered program's ld.so and libraries (the reordered one's are the same).
+    /// (name, binary on the host) of each build, in the order they are
+    /// started; the first is the unordered one. In the image: `bin/NAME`.
+    pub builds: Vec<(String, PathBuf)>,
+    /// The arguments of every start (no shell quoting needed: see [`script`]).
+    pub args: Vec<String>,
+    /// The unordered program's ld.so and libraries (the others' are the same).
     pub files: Vec<PathBuf>,
-    /// (block size KiB, SquashFS image with both programs).
+    /// (block size KiB, SquashFS image with every build).
     pub images: Vec<(u32, PathBuf)>,
     /// (name, file) of the modules /init loads.
     pub modules: Vec<(String, PathBuf)>,
@@ -171,37 +203,58 @@ pub struct Prepared {
     pub starts: usize,
     /// What each build printed on the host.
     pub output: String,
+    pub program: Program,
 }
 
-/// Build (cached) the synthetic case and its GNU ld relink, check that both
-/// print the same, and make one SquashFS image per block size.
+/// The arguments of the python starts.
+pub const PYTHON_ARGS: [&str; 2] = ["-c", "print(42)"];
+
+/// Build (cached) the variant's program and its relinks, check that every
+/// build prints the same, and make one SquashFS image per block size with
+/// the builds under `bin/` (and python's library beside it).
 pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
     let modules = check(tree)?;
-    let report = crate::order::case::synth_case(&Default::default())?;
-    let relinked = report
-        .relinked
-        .iter()
-        .find(|r| r.linker == "ld.bfd")
-        .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's relink of the synthetic case is missing"))?;
-    if !relinked.output_identical {
-        return Err(Error::file(
-            Kind::Internal,
-            &relinked.program,
-            "order: the relinked program prints something else",
-        ));
+    let root = work.join("root");
+    if root.exists() {
+        std::fs::remove_dir_all(&root).map_err(|e| Error::io(&root, e))?;
     }
-    let unordered = report.case.program.clone();
-    let reordered = relinked.program.clone();
-    let output =
-        String::from_utf8_lossy(&Command::new(&unordered).output().map_err(|e| Error::io(&unordered, e))?.stdout)
+    let (builds, args, output) = match spec.program {
+        Program::Synth => {
+            let report = crate::order::case::synth_case(&Default::default())?;
+            let relinked = gnu_relink(&report.relinked)?;
+            let unordered = report.case.program.clone();
+            let output = String::from_utf8_lossy(
+                &Command::new(&unordered).output().map_err(|e| Error::io(&unordered, e))?.stdout,
+            )
             .trim_end()
             .to_string();
-    let files: Vec<PathBuf> = crate::lab::userspace::closure(&unordered)?.into_iter().skip(1).collect();
-    let root = work.join("root");
-    std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
-    for (name, src) in [("unordered", &unordered), ("reordered", &reordered)] {
-        std::fs::copy(src, root.join(name)).map_err(|e| Error::io(src, e))?;
+            std::fs::create_dir_all(root.join("bin")).map_err(|e| Error::io(&root, e))?;
+            let builds = vec![("unordered".to_string(), unordered), ("reordered".to_string(), relinked)];
+            (builds, Vec::new(), output)
+        }
+        Program::Python => {
+            let report = crate::order::case::python_case()?;
+            let relinked = gnu_relink(&report.relinked)?;
+            let mut builds =
+                vec![("unordered".to_string(), report.build.plain.clone()), ("reordered".to_string(), relinked)];
+            if let Some(b) = &report.bolt {
+                if !b.output_identical {
+                    return Err(Error::file(Kind::Internal, &b.program, "order: BOLT's rewrite prints something else"));
+                }
+                builds.push(("bolt".to_string(), b.program.clone()));
+            }
+            crate::fsutil::copy_tree(&report.build.root, &root)?;
+            // The host run printed `ready`; the guest's args print 42.
+            let args: Vec<String> = PYTHON_ARGS.iter().map(|a| a.to_string()).collect();
+            (builds, args, "42".to_string())
+        }
+    };
+    for (name, src) in &builds {
+        let to = root.join("bin").join(name);
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(src, &to).map_err(|e| Error::io(src, e))?;
     }
+    let files: Vec<PathBuf> = crate::lab::userspace::closure(&builds[0].1)?.into_iter().skip(1).collect();
     let mut images = Vec::new();
     for &b in &spec.blocks {
         let img = work.join(format!("order-{b}k.sqfs"));
@@ -212,7 +265,30 @@ pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
         crate::hosttool::run(&mut cmd, "making the SquashFS image", "squashfs-tools")?;
         images.push((b, img));
     }
-    Ok(Prepared { unordered, reordered, files, images, modules, flash: spec.flash, starts: spec.starts, output })
+    Ok(Prepared {
+        builds,
+        args,
+        files,
+        images,
+        modules,
+        flash: spec.flash,
+        starts: spec.starts,
+        output,
+        program: spec.program,
+    })
+}
+
+/// GNU ld's relink (the unordered build is GNU ld's too), which must print
+/// what the unordered one prints.
+fn gnu_relink(relinked: &[crate::order::case::Relinked]) -> Result<PathBuf> {
+    let r = relinked
+        .iter()
+        .find(|r| r.linker == "ld.bfd")
+        .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's relink of the program is missing"))?;
+    if !r.output_identical {
+        return Err(Error::file(Kind::Internal, &r.program, "order: the relinked program prints something else"));
+    }
+    Ok(r.program.clone())
 }
 
 /// Put the libraries, the images and the modules into the initramfs.
@@ -237,6 +313,9 @@ pub fn mode(build: &str, block_kib: u32, ra_kib: u32) -> String {
 /// size, then starts both builds cold in every (block size, readahead)
 /// cell, `starts` rounds, and prints the section [`parse`] reads.
 pub fn script(p: &Prepared) -> String {
+    // Inside sh -c '...': each argument double-quoted (prepare's arguments
+    // have no quote, backslash, dollar or backquote).
+    let args: String = p.args.iter().map(|a| format!(" \"{a}\"")).collect();
     let mut s = format!("mkdir -p {SCRATCH} {MNT}\n");
     // Every fork, exec and exit from here on, in an ftrace instance of its
     // own; the global clock is printk's (local_clock: sched_clock plus its
@@ -266,7 +345,7 @@ pub fn script(p: &Prepared) -> String {
         "ord_start() {{\n  mount -t squashfs -o ro /dev/$1 {MNT} || echo \"bootlink: order cannot mount $1\"\n  \
          echo 3 > /proc/sys/vm/drop_caches\n  read s0 < /sys/block/$1/stat\n  \
          echo \"bootlink: order start $2 $3\" > /dev/kmsg\n  \
-         sh -c '{MNT}/'$4' > {SCRATCH}/out.$$ 2>&1 < /dev/null; echo \"exit $?\"; read l < /proc/$$/stat; echo \"stat $l\"; cat {SCRATCH}/out.$$; rm {SCRATCH}/out.$$' > {SCRATCH}/res 2>&1\n  \
+         sh -c 'env -i HOME=/ PATH=/bin:/sbin {MNT}/bin/'$4'{args} > {SCRATCH}/out.$$ 2>&1 < /dev/null; echo \"exit $?\"; read l < /proc/$$/stat; echo \"stat $l\"; cat {SCRATCH}/out.$$; rm {SCRATCH}/out.$$' > {SCRATCH}/res 2>&1\n  \
          echo \"bootlink: order end $2 $3\" > /dev/kmsg\n  read s1 < /sys/block/$1/stat\n  umount {MNT}\n  \
          echo \"@@ start $2 $3\" >> {SCRATCH}/all\n  echo \"dev0 $s0\" >> {SCRATCH}/all\n  echo \"dev1 $s1\" >> {SCRATCH}/all\n  \
          cat {SCRATCH}/res >> {SCRATCH}/all\n}}\n"
@@ -276,7 +355,7 @@ pub fn script(p: &Prepared) -> String {
         s.push_str(&format!(
             "  for ra in 0 $ORD_RA; do\n    echo $ra > /sys/block/nullb{i}/queue/read_ahead_kb\n    \
              for build in {}; do ord_start nullb{i} $build/{b}k/ra$ra $k $build; done\n  done\n",
-            BUILDS.join(" ")
+            p.builds.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" ")
         ));
     }
     s.push_str(&format!(
@@ -287,10 +366,12 @@ pub fn script(p: &Prepared) -> String {
 
 /// The command a [`UserSpace`] records.
 pub fn label(p: &Prepared) -> String {
+    let builds: Vec<String> = p.builds.iter().map(|(n, f)| format!("{n} {}", f.display())).collect();
+    let args = if p.args.is_empty() { String::new() } else { format!(" {}", p.args.join(" ")) };
     format!(
-        "{} vs {} from SquashFS on null_blk ({} MiB/s, {} us/request)",
-        p.unordered.display(),
-        p.reordered.display(),
+        "{}{args}: {} from SquashFS on null_blk ({} MiB/s, {} us/request)",
+        p.program.name(),
+        builds.join(" vs "),
         p.flash.mib_s,
         p.flash.latency_us
     )
@@ -451,7 +532,7 @@ pub fn problems_alone(u: &UserSpace) -> Vec<String> {
 pub fn problems(u: &UserSpace, p: &Prepared) -> Vec<String> {
     let mut out = problems_alone(u);
     let measured = u.starts.iter().filter(|s| s.duration_us > 0.0).count();
-    let want = p.images.len() * 2 * BUILDS.len() * p.starts;
+    let want = p.images.len() * 2 * p.builds.len() * p.starts;
     if measured != want {
         out.push(format!("order: {measured} of {want} starts measured"));
     }
@@ -508,8 +589,9 @@ checksum 42
         let r = &u.starts[1];
         assert_eq!((r.major_faults, r.read_requests, r.read_bytes), (Some(3), Some(3), Some(400 * 512)));
         let p = Prepared {
-            unordered: "/u".into(),
-            reordered: "/r".into(),
+            builds: vec![("unordered".into(), "/u".into()), ("reordered".into(), "/r".into())],
+            args: vec!["-c".into(), "print(42)".into()],
+            program: Program::Python,
             files: Vec::new(),
             images: vec![(64, "/i".into())],
             modules: Vec::new(),
@@ -548,7 +630,10 @@ checksum 42
         assert_eq!(Spec::parse("synth").unwrap().blocks, [4, 64, 128]);
         assert_eq!(Spec::parse("synth-64k+4k").unwrap().blocks, [64, 4]);
         assert!(Spec::parse("synth-32k").unwrap_err().contains("block size \"32k\": use 4k, 64k or 128k"));
-        assert!(Spec::parse("/bin/ls").unwrap_err().contains("give synth"));
+        assert!(Spec::parse("/bin/ls").unwrap_err().contains("give synth or python"));
+        let py = Spec::parse("python-4k").unwrap();
+        assert_eq!((py.program, py.blocks), (Program::Python, vec![4]));
+        assert_eq!(Spec::parse("python").unwrap().blocks, [4, 64, 128]);
         assert_eq!(Flash::parse("nand").unwrap(), Flash::NAND);
         assert_eq!(Flash::parse("2-300").unwrap(), Flash { mib_s: 2, latency_us: 300 });
         assert!(Flash::parse("0-1").unwrap_err().contains("MIBS-USEC"));
@@ -558,8 +643,9 @@ checksum 42
     #[test]
     fn the_script_drops_the_cache_and_sets_readahead() {
         let p = Prepared {
-            unordered: "/u".into(),
-            reordered: "/r".into(),
+            builds: vec![("unordered".into(), "/u".into()), ("reordered".into(), "/r".into())],
+            args: vec!["-c".into(), "print(42)".into()],
+            program: Program::Python,
             files: Vec::new(),
             images: vec![(4, "/a".into()), (64, "/b".into())],
             modules: vec![("configfs".into(), "/c".into()), ("null_blk".into(), "/n".into())],
@@ -576,6 +662,8 @@ checksum 42
             "echo $ra > /sys/block/nullb1/queue/read_ahead_kb",
             "ord_start nullb0 $build/4k/ra$ra $k $build",
             "for k in $(seq 0 1)",
+            "for build in unordered reordered; do",
+            "env -i HOME=/ PATH=/bin:/sbin /mnt/bootlink-order/bin/'$4' \"-c\" \"print(42)\" > ",
         ] {
             assert!(s.contains(want), "{want} not in\n{s}");
         }

@@ -31,10 +31,12 @@
 //!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
 //!                                                    or SYMBOLS) or a host program under the patched
 //!                                                    ld.so, normal / File Read Mode / Skip Mode
-//!     order:synth | synth-BLOCKk[+BLOCKk]           function reordering on slow flash: after the modules
-//!                                                    load, `order synth`'s program, unordered and reordered
-//!                                                    (GNU ld), started cold from SquashFS (4k, 64k, 128k
-//!                                                    blocks; default all) on null_blk, readahead 0 and default
+//!     order:PROGRAM[-BLOCKk[+BLOCKk]]              function reordering on slow flash: after the modules
+//!                                                    load, PROGRAM (synth: `order synth`'s program; python:
+//!                                                    `order python`'s CPython 3.11, with BOLT's rewrite too)
+//!                                                    unordered and reordered (GNU ld), started cold from
+//!                                                    SquashFS (4k, 64k, 128k blocks; default all) on
+//!                                                    null_blk, readahead 0 and default
 //!     flash:seed | nand | nor | MIBS-USEC            the emulated flash (with order; default seed: 1 MiB/s,
 //!                                                    100 us per request)
 //!     starts:N                                       starts per mode per boot (default 3 with ddlink, 2 with order)

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
+use super::python::{self, PythonBuild};
 use super::report::{self, Prediction};
 use super::symbols::{self, Functions, Mapped};
 use super::synth::{self, Linker, SynthCase, SynthSpec};
@@ -18,11 +19,17 @@ use crate::error::{Error, Kind, Result};
 /// Run `program ARGS` once with the trace written to `out` (bl-trace's
 /// `BL_TRACE_FILE`); the program's stdout.
 pub fn profile(program: &Path, args: &[String], out: &Path) -> Result<(Trace, Vec<u8>)> {
+    let mut c = Command::new(program);
+    c.args(args);
+    profile_with(c, program, out)
+}
+
+/// [`profile`] with a command the caller set up (environment, directory).
+pub fn profile_with(mut cmd: Command, program: &Path, out: &Path) -> Result<(Trace, Vec<u8>)> {
     // Written beside `out` and renamed: a reader never sees half a trace.
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    let o = Command::new(program)
-        .args(args)
+    let o = cmd
         .env("BL_TRACE_FILE", &tmp)
         .stdin(std::process::Stdio::null())
         .output()
@@ -120,6 +127,30 @@ pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
     Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, missing })
 }
 
+/// The unordered program's row, the prediction's, each relink's.
+fn blocks_table(predicted: &Prediction, relinked: &[Relinked], extra: &[(String, String)]) -> String {
+    let mut t = crate::table::Table::new(&["binary", "4 KiB pages", "16 KiB", "64 KiB", "128 KiB", "output"]);
+    let row = |name: String, p: &Prediction, after: bool, out: &str| {
+        let mut r = vec![name];
+        r.extend(p.blocks.iter().map(|b| if after { b.after } else { b.before }.to_string()));
+        r.push(out.to_string());
+        r
+    };
+    t.row(row("unordered (GNU ld)".into(), predicted, false, "-"));
+    t.row(row("predicted from the trace".into(), predicted, true, "-"));
+    for r in relinked {
+        let out = if r.output_identical { "identical" } else { "DIFFERS" };
+        t.row(row(format!("ordered, {}", r.linker), &r.measured, false, out));
+    }
+    for (name, out) in extra {
+        let mut r = vec![name.clone()];
+        r.extend(predicted.blocks.iter().map(|_| "-".to_string()));
+        r.push(out.clone());
+        t.row(r);
+    }
+    t.render()
+}
+
 impl CaseReport {
     pub fn render(&self) -> String {
         let mut s = format!(
@@ -131,22 +162,165 @@ impl CaseReport {
             self.mapped.order.len(),
             self.mapped.total_calls
         );
-        let mut t = crate::table::Table::new(&["binary", "4 KiB pages", "16 KiB", "64 KiB", "128 KiB", "output"]);
-        let row = |name: String, p: &Prediction, after: bool, out: &str| {
-            let mut r = vec![name];
-            r.extend(p.blocks.iter().map(|b| if after { b.after } else { b.before }.to_string()));
-            r.push(out.to_string());
-            r
-        };
-        t.row(row("unordered (GNU ld)".into(), &self.predicted, false, "-"));
-        t.row(row("predicted from the trace".into(), &self.predicted, true, "-"));
-        for r in &self.relinked {
-            let out = if r.output_identical { "identical" } else { "DIFFERS" };
-            t.row(row(format!("ordered, {}", r.linker), &r.measured, false, out));
-        }
-        s += &t.render();
+        s += &blocks_table(&self.predicted, &self.relinked, &[]);
         for m in &self.missing {
             s += &format!("{m} is not installed: not relinked with it\n");
+        }
+        s
+    }
+}
+
+/// The real program, end to end: CPython 3.11 built from Debian's source
+/// (plain and instrumented), its start-up traced in the installed layout,
+/// the order relinked with every installed linker, and BOLT with its own
+/// profile of the same start-up beside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PythonReport {
+    pub build: PythonBuild,
+    pub trace: PathBuf,
+    pub mapped: Mapped,
+    pub order_dir: PathBuf,
+    pub predicted: Prediction,
+    pub relinked: Vec<Relinked>,
+    /// BOLT's rewrite of the plain build (None: llvm-bolt not installed).
+    pub bolt: Option<Relinked>,
+    pub missing: Vec<&'static str>,
+    /// What every build printed.
+    pub output: String,
+}
+
+/// Run `binary` as `root/bin/NAME` (a copy: python finds its library from
+/// where it runs) with [`python::ARGS`], in a clean environment.
+fn in_layout(root: &Path, binary: &Path, name: &str) -> Command {
+    let to = root.join("bin").join(name);
+    let _ = std::fs::remove_file(&to);
+    let copied = std::fs::copy(binary, &to);
+    let mut c = Command::new(&to);
+    if copied.is_err() {
+        // Running the missing copy fails, naming it.
+        c = Command::new(binary.with_file_name(format!("{name}: cannot copy")));
+    }
+    c.args(python::ARGS).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", "/").stdin(std::process::Stdio::null());
+    c
+}
+
+fn layout_output(root: &Path, binary: &Path, name: &str) -> Result<Vec<u8>> {
+    let o = in_layout(root, binary, name)
+        .output()
+        .map_err(|e| Error::file(Kind::Tool, binary, format!("cannot run it: {e}")))?;
+    if !o.status.success() {
+        return Err(Error::file(Kind::Tool, binary, format!("exited {} in the layout", o.status)));
+    }
+    Ok(o.stdout)
+}
+
+pub fn python_case() -> Result<PythonReport> {
+    let b = python::build()?;
+    let _lock = synth::lock(&b.dir)?;
+    let work = b.dir.join("order");
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
+    let trace_path = work.join("trace");
+    let (trace, traced_out) = profile_with(in_layout(&b.root, &b.traced, "traced"), &b.traced, &trace_path)?;
+    let traced_funcs = Functions::read(&b.traced)?;
+    let mut mapped = symbols::map(&trace, &trace_path, &traced_funcs, "-")?;
+    let plain_funcs = Functions::read(&b.plain)?;
+    let (order, inlined) = symbols::present(&mapped.order, &plain_funcs);
+    mapped.order = order;
+    mapped.missing = inlined.len();
+    let predicted = report::predict(&symbols::resolve(&mapped.order, &plain_funcs)?);
+    super::script::write_all(&work, &mapped.order, &plain_funcs)?;
+    let want = layout_output(&b.root, &b.plain, "unordered")?;
+    if want != traced_out {
+        return Err(Error::file(Kind::Internal, &b.traced, "the instrumented build prints something else"));
+    }
+    // make's link without its `-o python`.
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut skip = false;
+    for a in &b.link {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if a == "-o" {
+            skip = true;
+            continue;
+        }
+        args.push(a.into());
+    }
+    let plain_dir = b.plain.parent().unwrap_or(Path::new("."));
+    let mut relinked = Vec::new();
+    let mut missing = Vec::new();
+    for linker in Linker::ALL {
+        if !linker.installed() {
+            missing.push(linker.name());
+            continue;
+        }
+        let out = work.join(format!("python.{}", linker.name()));
+        synth::link_ordered(&args, plain_dir, linker, &work, &out)?;
+        let funcs = Functions::read(&out)?;
+        let measured = report::predict(&symbols::resolve(&mapped.order, &funcs)?);
+        relinked.push(Relinked {
+            linker: linker.name(),
+            output_identical: layout_output(&b.root, &out, linker.name())? == want,
+            program: out,
+            measured,
+        });
+    }
+    let bolt = match super::bolt::find() {
+        None => {
+            missing.push("llvm-bolt");
+            None
+        }
+        Some(tool) => {
+            let inst = work.join("python.bolt-instrumented");
+            let profile = work.join("bolt.fdata");
+            let _ = std::fs::remove_file(&profile);
+            super::bolt::instrument(&tool, &b.plain, &profile, &inst)?;
+            layout_output(&b.root, &inst, "bolt-instrumented")?;
+            let out = work.join("python.bolt");
+            super::bolt::optimize(&tool, &b.plain, &profile, &out)?;
+            Some(Relinked {
+                linker: "llvm-bolt",
+                output_identical: layout_output(&b.root, &out, "bolt")? == want,
+                program: out,
+                measured: predicted.clone(),
+            })
+        }
+    };
+    Ok(PythonReport {
+        build: b,
+        trace: trace_path,
+        mapped,
+        order_dir: work,
+        predicted,
+        relinked,
+        bolt,
+        missing,
+        output: String::from_utf8_lossy(&want).trim_end().to_string(),
+    })
+}
+
+impl PythonReport {
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "python3.11 {} ({}): `python {}` starts {} of its functions ({} more are inlined in the plain build), {} calls\n",
+            self.build.version,
+            self.build.plain.display(),
+            python::ARGS.join(" "),
+            self.mapped.order.len(),
+            self.mapped.missing,
+            self.mapped.total_calls
+        );
+        let extra: Vec<(String, String)> = self
+            .bolt
+            .iter()
+            .map(|r| {
+                let out = if r.output_identical { "identical" } else { "DIFFERS" };
+                (format!("BOLT ({})", super::bolt::OPTIONS.join(" ")), out.to_string())
+            })
+            .collect();
+        s += &blocks_table(&self.predicted, &self.relinked, &extra);
+        for m in &self.missing {
+            s += &format!("{m} is not installed: not used\n");
         }
         s
     }

@@ -3,9 +3,13 @@
 //! `-finstrument-functions`) mapped to the program's functions (`symbols`),
 //! written as link orders for GNU ld, gold and lld (`script`), with a
 //! prediction of the pages and storage blocks startup touches before and
-//! after (`report`). `synth` generates the seed's test program.
+//! after (`report`). `synth` generates the seed's test program; `python`
+//! builds the real one (CPython 3.11 from Debian's source); `bolt` is the
+//! post-link optimizer beside the order; `case` runs either end to end.
 
+pub mod bolt;
 pub mod case;
+pub mod python;
 pub mod report;
 pub mod script;
 pub mod symbols;

@@ -89,7 +89,12 @@ impl Functions {
             if s.st_type() != elf::STT_FUNC || s.st_shndx(LE) == elf::SHN_UNDEF || s.st_size(LE) == 0 {
                 continue;
             }
-            let local = s.st_bind() == elf::STB_LOCAL;
+            // A global of hidden visibility becomes local in the output:
+            // GNU ld lists it after an STT_FILE with an empty name (and
+            // makes it STV_DEFAULT), gold keeps STV_HIDDEN. Either is still
+            // one function of that name, not a static of some file.
+            let hidden = s.st_visibility() == elf::STV_HIDDEN;
+            let local = s.st_bind() == elf::STB_LOCAL && !hidden && file.as_deref().is_some_and(|f| !f.is_empty());
             let addr = s.st_value(LE);
             let Some(file_off) =
                 loads.iter().find(|(v, sz, _)| addr >= *v && addr < v + sz).map(|(v, _, off)| off + (addr - v))

@@ -251,12 +251,24 @@ impl Linker {
 /// Link `objects` again into `out` with `linker` and the order files in
 /// `order_dir`; a linker that refuses the order is an error naming it.
 pub fn relink(objects: &[PathBuf], linker: Linker, order_dir: &Path, out: &Path) -> Result<()> {
-    let dir = out.parent().unwrap_or(Path::new("."));
+    let args: Vec<std::ffi::OsString> = objects.iter().map(|o| o.clone().into_os_string()).collect();
+    link_ordered(&args, out.parent().unwrap_or(Path::new(".")), linker, order_dir, out)
+}
+
+/// gcc `args` (inputs and options, no `-o`) run in `dir`, with `linker`
+/// and the order in `order_dir`, into `out` (written whole or not at all).
+pub fn link_ordered(
+    args: &[std::ffi::OsString],
+    dir: &Path,
+    linker: Linker,
+    order_dir: &Path,
+    out: &Path,
+) -> Result<()> {
     let tmp = out.with_extension("tmp-link");
-    let mut args: Vec<std::ffi::OsString> = vec!["-o".into(), tmp.clone().into_os_string()];
-    args.extend(objects.iter().map(|o| o.clone().into_os_string()));
-    args.extend(linker.options(order_dir));
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+    let mut all: Vec<std::ffi::OsString> = vec!["-o".into(), tmp.clone().into_os_string()];
+    all.extend(args.iter().cloned());
+    all.extend(linker.options(order_dir));
+    let a: Vec<&std::ffi::OsStr> = all.iter().map(|s| s.as_os_str()).collect();
     let what = format!("linking with {} and the order in {}", linker.name(), order_dir.display());
     let r = cc(&a, dir, &what);
     if r.is_err() {

@@ -1,0 +1,231 @@
+//! The real program of the reordering (issue 13): CPython 3.11 from
+//! Debian's source package (the newest the archives serve; Debian's
+//! patches applied by `dpkg-source`), the interpreter alone (`make
+//! python`: libpython linked in statically, as Debian's `python3.11` is),
+//! built twice from one tree:
+//!
+//! - `plain/`: `-O2 -ffunction-sections`, linked with `-Wl,-q` (the
+//!   relocations kept, so BOLT can move functions too);
+//! - `traced/`: the same with `-finstrument-functions`, linked with
+//!   `trace/`'s runtime (`LIBC=bl-trace.o`: Python's Makefile appends it to
+//!   every link, the build's own helper programs write their traces to
+//!   /dev/null).
+//!
+//! `root/` is the installed layout a start needs, `bin/` empty (the caller
+//! puts the builds there) and `lib/python3.11/` with the landmark `os.py`,
+//! the `encodings` package compiled to unchecked-hash `.pyc` files (valid
+//! whatever a file system image does to mtimes) and an empty
+//! `lib-dynload/`. Run from there, CPython 3.11 takes its core modules
+//! (`site`, `os`, `codecs`, `io`...) from the frozen code in the binary
+//! and reads `encodings` from disk: the start-up of an installed python3.11.
+//!
+//! Cached by content under `<cache>/order-python/<key>/` (the source
+//! package, the flags, the runtime); the `.dsc` and tarballs under
+//! `<cache>/order-python/dl/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Kind, Result};
+use crate::{debsrc, fsutil, hosttool, progress};
+
+pub const PACKAGE: &str = "python3.11";
+/// `configure`'s options: a static interpreter without pip, -O2 without
+/// debug information (the build takes a minute on two cores), every
+/// function in a section of its own, relocations kept for BOLT, not
+/// position-independent (as Debian builds python3.11: a PIE interpreter
+/// has 850 KB of relative relocations, for the frozen modules' pointers,
+/// that ld.so applies at every start, touching every data page).
+/// `-fno-reorder-blocks-and-partition`: GCC's own hot/cold split (`.cold`
+/// fragments) is what BOLT's README asks to turn off for GCC; with it,
+/// BOLT 16 skips functions and its instrumented non-PIE python crashes.
+/// Debian's own build adds PGO and LTO (GCC then splits hot and cold code
+/// itself); they need the test suite run and an hour, so not here.
+const CONFIGURE: &[&str] = &[
+    "--without-ensurepip",
+    "--disable-shared",
+    "OPT=-DNDEBUG -fwrapv -O2",
+    "CFLAGS=-ffunction-sections -fno-reorder-blocks-and-partition -fno-pie",
+    "LDFLAGS=-Wl,-q -no-pie",
+];
+/// What the lab and the profile run: python's start-up and one line out.
+pub const ARGS: [&str; 2] = ["-c", "print('ready')"];
+/// Under `root/`: where the interpreter's library goes.
+pub const LIB: &str = "lib/python3.11";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PythonBuild {
+    /// The Debian source version built.
+    pub version: String,
+    pub dir: PathBuf,
+    /// `make python`'s link of the plain build: gcc's arguments, run in `plain/`.
+    pub link: Vec<String>,
+    /// The plain interpreter as the Makefile linked it (GNU ld, no order).
+    pub plain: PathBuf,
+    /// The instrumented one (writes a trace with BL_TRACE_FILE).
+    pub traced: PathBuf,
+    /// The installed layout without binaries (see the module doc).
+    pub root: PathBuf,
+    pub from_cache: bool,
+}
+
+/// The source (downloaded once), both builds and the layout, cached.
+pub fn build() -> Result<PythonBuild> {
+    let runtime = crate::cbuild::build("trace", "bl-trace.o", "building the trace runtime (trace/)")?;
+    let base = fsutil::cache_dir().join("order-python");
+    let (version, dsc) = debsrc::download_newest(&base, PACKAGE)?;
+    let mut h = Sha256::new();
+    h.update(std::fs::read(&dsc).map_err(|e| Error::io(&dsc, e))?);
+    h.update(std::fs::read(&runtime).map_err(|e| Error::io(&runtime, e))?);
+    h.update(CONFIGURE.join("\0").as_bytes());
+    h.update(ARGS.join("\0").as_bytes());
+    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let dir = base.join(&key);
+    let done = dir.join("done");
+    let result = |from_cache| -> Result<PythonBuild> {
+        let link_file = dir.join("link.json");
+        let text = std::fs::read(&link_file).map_err(|e| Error::io(&link_file, e))?;
+        let link = serde_json::from_slice(&text)
+            .map_err(|e| Error::file(Kind::Format, &link_file, format!("not a list of arguments: {e}")))?;
+        Ok(PythonBuild {
+            version: version.clone(),
+            dir: dir.clone(),
+            link,
+            plain: dir.join("plain/python"),
+            traced: dir.join("traced/python"),
+            root: dir.join("root"),
+            from_cache,
+        })
+    };
+    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+        return result(true);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let _lock = super::synth::lock(&dir)?;
+    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+        return result(true);
+    }
+    // Whatever a killed run left is rebuilt from the start.
+    for sub in ["src", "plain", "traced", "root"] {
+        let d = dir.join(sub);
+        if d.exists() {
+            std::fs::remove_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        }
+    }
+    let src = dir.join("src");
+    progress::status(&format!("unpacking {} (Debian's patches applied by dpkg-source)", dsc.display()));
+    hosttool::run(
+        Command::new("dpkg-source").args(["-x", "--no-check"]).arg(&dsc).arg(&src).env("LC_ALL", "C"),
+        &format!("unpacking {}", dsc.display()),
+        "dpkg-dev",
+    )
+    .map_err(|e| e.at(&dsc))?;
+    if !src.join("configure").is_file() || !src.join("Programs/python.c").is_file() {
+        return Err(Error::file(Kind::Format, &dsc, "unpacks to a tree without configure and Programs/python.c"));
+    }
+    let (plain, traced) = (dir.join("plain"), dir.join("traced"));
+    // Both configured at once (configure runs one process at a time).
+    let configured: Vec<Result<()>> = std::thread::scope(|s| {
+        let jobs: Vec<_> = [&plain, &traced].map(|d| s.spawn(|| configure(&src, d))).into_iter().collect();
+        jobs.into_iter().map(|j| j.join().unwrap_or_else(|_| Err(Error::new(Kind::Internal, "configure")))).collect()
+    });
+    for r in configured {
+        r?;
+    }
+    progress::status(&format!("building python {version} with -ffunction-sections (make python)"));
+    let log = make(&plain, &[])?;
+    let link = link_line(&log).ok_or_else(|| {
+        Error::file(Kind::Build, &plain.join("Makefile"), "make python printed no `gcc ... -o python ...` link line")
+    })?;
+    progress::status(&format!("building python {version} with -finstrument-functions and bl-trace"));
+    let libc = format!("LIBC={}", runtime.display());
+    make(&traced, &["EXTRA_CFLAGS=-finstrument-functions", &libc])?;
+    layout(&src, &plain.join("python"), &dir.join("root"))?;
+    fsutil::write_atomic(&dir.join("link.json"), &serde_json::to_vec(&link).unwrap_or_default())?;
+    fsutil::write_atomic(&done, key.as_bytes())?;
+    result(false)
+}
+
+fn configure(src: &Path, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    hosttool::run(
+        Command::new(src.join("configure")).args(CONFIGURE).current_dir(dir).env("LC_ALL", "C"),
+        &format!("configuring python in {}", dir.display()),
+        "build-essential",
+    )
+    .map(|_| ())
+}
+
+fn make(dir: &Path, vars: &[&str]) -> Result<String> {
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    hosttool::run(
+        Command::new("make")
+            .arg(format!("-j{jobs}"))
+            .arg("python")
+            .args(vars)
+            .current_dir(dir)
+            .env("LC_ALL", "C")
+            .env("BL_TRACE_FILE", "/dev/null"),
+        &format!("make python in {}", dir.display()),
+        "build-essential",
+    )
+}
+
+/// The interpreter's link in make's output: gcc's arguments after `gcc`.
+pub fn link_line(log: &str) -> Option<Vec<String>> {
+    log.lines().find_map(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let at = words.windows(2).position(|w| w == ["-o", "python"])?;
+        (words.first() == Some(&"gcc") && at > 0).then(|| words[1..].iter().map(|w| w.to_string()).collect())
+    })
+}
+
+/// `root/lib/python3.11`: os.py, encodings compiled by `python` (the plain
+/// build, run from its build tree), lib-dynload.
+fn layout(src: &Path, python: &Path, root: &Path) -> Result<()> {
+    let lib = root.join(LIB);
+    for d in [root.join("bin"), lib.join("encodings"), lib.join("lib-dynload")] {
+        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+    }
+    let from = src.join("Lib");
+    std::fs::copy(from.join("os.py"), lib.join("os.py")).map_err(|e| Error::io(&from.join("os.py"), e))?;
+    let enc = from.join("encodings");
+    for e in std::fs::read_dir(&enc).map_err(|e| Error::io(&enc, e))? {
+        let p = e.map_err(|e| Error::io(&enc, e))?.path();
+        if p.extension().is_some_and(|x| x == "py") {
+            let to = lib.join("encodings").join(p.file_name().unwrap_or_default());
+            std::fs::copy(&p, &to).map_err(|e| Error::io(&p, e))?;
+        }
+    }
+    // compileall needs _struct, an extension `make python` does not build.
+    let code = "import os, py_compile, sys\n\
+                for f in sorted(os.listdir(sys.argv[1])):\n\
+                \x20   if f.endswith('.py'):\n\
+                \x20       py_compile.compile(os.path.join(sys.argv[1], f), doraise=True, \
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\n";
+    hosttool::run(
+        Command::new(python).arg("-c").arg(code).arg(lib.join("encodings")),
+        "compiling the encodings package",
+        "python3",
+    )
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_interpreter_link() {
+        let log = "gcc -c -o Parser/token.o Parser/token.c\nar rcs libpython3.11.a a.o\n\
+                   gcc -Wl,-q    -Xlinker -export-dynamic -o python Programs/python.o a.o -ldl -lm \n";
+        assert_eq!(
+            link_line(log).unwrap(),
+            ["-Wl,-q", "-Xlinker", "-export-dynamic", "-o", "python", "Programs/python.o", "a.o", "-ldl", "-lm"]
+        );
+        assert!(link_line("gcc -o python3-config x\n").is_none());
+    }
+}
