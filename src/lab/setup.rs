@@ -354,6 +354,23 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             user
         ));
     }
+    // A tainted kernel is said, with the modules that tainted it.
+    for v in &run.variants {
+        for r in &v.repetitions {
+            let Some(mask) = r.tainted.filter(|&m| m != 0) else { continue };
+            let mut by: Vec<String> = r.module_taints.iter().take(4).map(|(m, l)| format!("{m} {l}")).collect();
+            if r.module_taints.len() > 4 {
+                by.push(format!("{} more (run.json)", r.module_taints.len() - 4));
+            }
+            o.push_str(&format!(
+                "{} #{}: kernel tainted {}{}\n",
+                v.name,
+                r.index + 1,
+                crate::run::taint::describe(mask),
+                if by.is_empty() { String::new() } else { format!(" by {}", by.join(", ")) }
+            ));
+        }
+    }
     for p in checks.problems.iter().take(20) {
         o.push_str(&format!("problem: {p}\n"));
     }
