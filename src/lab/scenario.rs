@@ -450,6 +450,14 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         if v.spec.manifest {
             meta.kernel = with_manifest(&v.kernel, &v.spec.name, &files, &sc.out)?;
         }
+        // Raw bytes go in after the manifest: it lists the genuine module.
+        let files = match &v.spec.raw {
+            Some((name, raw)) => {
+                meta.raw_module = format!("{name}={}", raw.display());
+                files.into_iter().map(|(n, p)| if n == *name { (n, raw.clone()) } else { (n, p) }).collect()
+            }
+            None => files,
+        };
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform.name().into();
         meta.cmdline = format!("{base_cmdline} {}", v.spec.cmdline).trim().to_string();

@@ -147,6 +147,17 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        if let Some((name, file)) = &spec.raw {
+            if !entries.iter().any(|e| e.name == *name) {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!("variant {}: raw:{name}=...: {name} is not a module of the set", spec.name),
+                ));
+            }
+            if !std::fs::metadata(file).map_err(|e| Error::io(file, e))?.is_file() {
+                return Err(Error::file(Kind::Usage, file, format!("variant {}: raw:{name}=: not a file", spec.name)));
+            }
+        }
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
         if let Some(d) = &spec.ddlink {
             d.check().map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
@@ -313,6 +324,9 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             v.kernel.display(),
             walls.join(", ")
         ));
+        if let Some((name, file)) = v.raw_module.split_once('=') {
+            o.push_str(&format!("  {:<12} {name}'s file in the guest: the raw bytes of {file}\n", ""));
+        }
     }
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));

@@ -288,6 +288,10 @@ pub struct Variant {
     /// The whole kernel command line this variant booted with.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cmdline: String,
+    /// `NAME=FILE`: module NAME's file in the guest held FILE's bytes as
+    /// they are, not a module of the tree (the lab's `raw:` key).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub raw_module: String,
 }
 
 fn is_empty_path(p: &std::path::Path) -> bool {
@@ -304,6 +308,7 @@ impl Variant {
             kernel_release: String::new(),
             transform: String::new(),
             cmdline: String::new(),
+            raw_module: String::new(),
         }
     }
 }
