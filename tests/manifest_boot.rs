@@ -100,7 +100,8 @@ fn with_area(vmlinux: &std::path::Path, out: &std::path::Path, area: &[u8]) {
     std::fs::write(out, data).unwrap();
 }
 
-/// A kernel directory for the lab: `vmlinux` and a module tree.
+/// A kernel directory for the lab: the image (`vmlinux`, or `bzImage` when
+/// it is no ELF file) and a module tree.
 fn kernel_dir(
     root: &std::path::Path,
     name: &str,
@@ -110,7 +111,8 @@ fn kernel_dir(
 ) -> PathBuf {
     let d = root.join(name);
     std::fs::create_dir_all(d.join("lib/modules")).unwrap();
-    std::fs::copy(vmlinux, d.join("vmlinux")).unwrap();
+    let elf = std::fs::read(vmlinux).unwrap().starts_with(b"\x7fELF");
+    std::fs::copy(vmlinux, d.join(if elf { "vmlinux" } else { "bzImage" })).unwrap();
     std::os::unix::fs::symlink(tree, d.join("lib/modules").join(release)).unwrap();
     d
 }
@@ -388,6 +390,44 @@ fn without_sig_enforce_unlisted_modules_load_but_taint() {
                 assert!(log.contains("nls_cp437: module verification failed"), "the kernel names it");
             }
             n => panic!("unknown variant {n}"),
+        }
+    }
+}
+
+/// The bzImage `manifest write --bzimage` makes boots (QEMU `-kernel
+/// bzImage`: the real-mode setup and the decompressor, not PVH) and its
+/// kernel trusts its list: the build's modules, unsigned, load under
+/// `module.sig_enforce=1` without tainting; the build's own bzImage (an
+/// empty list) refuses them.
+#[test]
+fn a_listed_bzimage_boots_and_trusts_its_list() {
+    let g = genuine("manifest-bzimage");
+    let k = common::self_built(true);
+    let bz = g.root.join("bzImage.listed");
+    let vm = g.root.join("vmlinux.for-bzimage");
+    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &g.vmlinux, &"-o", &vm, &"--bzimage", &bz, &g.tree]).ok();
+    let e = format!(",cmdline:{ENFORCE}");
+    let built = k.dir.join("bzImage");
+    let (run, out) = g.lab(&[("bz-listed", &bz, &g.tree, e.clone()), ("bz-built", &built, &g.tree, e)]);
+    assert_eq!(run.variants.len(), 2, "both booted");
+    let listed = bootlink::tree::find_modules(std::slice::from_ref(&g.tree)).unwrap().len();
+    for v in &run.variants {
+        assert_eq!(v.kernel.file_name().unwrap(), "bzImage", "{}: booted {}", v.name, v.kernel.display());
+        let rep = &v.repetitions[0];
+        let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
+        let statuses: Vec<i32> = rep.modules.iter().map(|m| m.status).collect();
+        println!("{}: {statuses:?}, tainted {:?}", v.name, rep.tainted);
+        assert!(statuses.len() > 1, "{}: the set was tried", v.name);
+        if v.name == "bz-listed" {
+            assert!(statuses.iter().all(|&s| s == 0), "listed modules load: {statuses:?}");
+            assert!(
+                log.contains(&format!("module hashes: {listed} modules of this build trusted")),
+                "the list is read"
+            );
+            assert_eq!(rep.tainted.map(|m| m & bootlink::run::taint::UNSIGNED_MODULE), Some(0));
+        } else {
+            assert!(statuses.iter().all(|&s| s != 0), "the empty list trusts nothing: {statuses:?}");
+            assert!(log.contains("Loading of unsigned module is rejected"));
         }
     }
 }
