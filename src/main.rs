@@ -169,8 +169,8 @@ enum Cmd {
         /// cold from SquashFS on emulated flash, readahead 0 and default), flash:seed|nand|nor|MIBS-USEC
         /// (with order:; default seed: 1 MiB/s, 100 us per 4 KiB request),
         /// starts:N (per mode, default 3; 2 with order:), manifest:on (boot a copy of the kernel whose
-        /// module hash manifest lists the variant's final modules); repeat to compare (default: stock and
-        /// preresolved)
+        /// module hash manifest lists the variant's final modules), raw:NAME=FILE (FILE's bytes as module
+        /// NAME's file in the guest, unread by the host); repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved
