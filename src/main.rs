@@ -169,8 +169,8 @@ enum Cmd {
         /// cold from SquashFS on emulated flash, readahead 0 and default), flash:seed|nand|nor|MIBS-USEC
         /// (with order:; default seed: 1 MiB/s, 100 us per 4 KiB request),
         /// starts:N (per mode, default 3; 2 with order:), manifest:on (boot a copy of the kernel whose
-        /// module hash manifest lists the variant's final modules); repeat to compare (default: stock and
-        /// preresolved)
+        /// module hash manifest lists the variant's final modules), raw:NAME=FILE (FILE's bytes as module
+        /// NAME's file in the guest, unread by the host); repeat to compare (default: stock and preresolved)
         #[arg(long = "variant")]
         variants: Vec<String>,
         /// Boots per variant, interleaved
@@ -279,7 +279,7 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum ManifestCmd {
-    /// Write a copy of VMLINUX whose __modhashes section lists these modules
+    /// Write a copy of VMLINUX whose __modhashes section lists these modules (and its bzImage)
     Write {
         /// The kernel (a vmlinux built with kernel/patches 0012)
         #[arg(long)]
@@ -287,13 +287,21 @@ enum ManifestCmd {
         /// Where to write the kernel with the manifest (may be VMLINUX itself)
         #[arg(long, short)]
         output: PathBuf,
+        /// Also write the bzImage of the listed vmlinux here: arch/x86/boot's chain (payload,
+        /// decompressor link, setup, tools/build) replayed from the kernel's object tree
+        #[arg(long)]
+        bzimage: Option<PathBuf>,
+        /// The kernel's object tree (default: the `tree` of a `bootlink kernel build` output
+        /// the vmlinux lies in, from its build.json)
+        #[arg(long, requires = "bzimage")]
+        tree: Option<PathBuf>,
         #[arg(long)]
         json: bool,
         /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
         #[arg(required = true)]
         modules: Vec<PathBuf>,
     },
-    /// List the digests in a kernel's manifest
+    /// List the digests in a kernel's manifest (a vmlinux or a bzImage)
     Show {
         vmlinux: PathBuf,
         #[arg(long)]
@@ -930,13 +938,45 @@ fn order_of(
     Ok((mapped, funcs, predicted))
 }
 
+/// The object tree of the `bootlink kernel build` output `vmlinux` lies in.
+fn build_tree_of(vmlinux: &std::path::Path) -> Result<PathBuf, Error> {
+    let json = vmlinux.parent().unwrap_or(std::path::Path::new(".")).join("build.json");
+    let no_tree = || {
+        Error::file(
+            bootlink::error::Kind::Usage,
+            vmlinux,
+            "--bzimage needs the kernel's object tree: give --tree (`bootlink kernel build --json` prints it)",
+        )
+    };
+    let text = std::fs::read(&json).map_err(|_| no_tree())?;
+    let built: kbuild::Built =
+        serde_json::from_slice(&text).map_err(|e| Error::file(bootlink::error::Kind::Format, &json, e.to_string()))?;
+    if built.tree.as_os_str().is_empty() {
+        return Err(no_tree());
+    }
+    Ok(built.tree)
+}
+
 fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
     match cmd {
-        ManifestCmd::Write { vmlinux, output, json, modules } => {
+        ManifestCmd::Write { vmlinux, output, bzimage, tree, json, modules } => {
+            // The tree is found before anything is written.
+            let tree = match (&bzimage, tree) {
+                (Some(_), Some(t)) => Some(t),
+                (Some(_), None) => Some(build_tree_of(&vmlinux)?),
+                (None, _) => None,
+            };
+            if let Some(t) = &tree {
+                manifest::bzimage::check(t, &vmlinux)?;
+            }
             let (m, listed) = manifest::of_modules(&modules)?;
             let report = manifest::fill(&vmlinux, &m, &output)?;
+            let rebuilt = match (&bzimage, &tree) {
+                (Some(b), Some(t)) => Some(manifest::bzimage::rebuild(t, &output, b)?),
+                _ => None,
+            };
             if json {
-                print_json(&serde_json::json!({ "report": report, "modules": listed }));
+                print_json(&serde_json::json!({ "report": report, "bzimage": rebuilt, "modules": listed }));
             } else {
                 println!(
                     "{}: {} modules listed ({} of {} reserved bytes)",
@@ -945,6 +985,17 @@ fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
                     report.bytes,
                     report.reserved
                 );
+                if let Some(r) = &rebuilt {
+                    println!(
+                        "{}: its bzImage ({} bytes; payload {} -> {} bytes; {} steps replayed from {})",
+                        r.bzimage.display(),
+                        r.bytes,
+                        r.payload_before,
+                        r.payload_after,
+                        r.steps.len(),
+                        r.tree.display()
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -254,3 +254,33 @@ fn manifest_of_a_kernel_without_the_section_or_of_no_kernel() {
     let err = stderr(&o);
     assert!(!o.status.success() && err.contains("/bin/true") && err.contains("not a kernel image"), "{err}");
 }
+
+/// The lab's `raw:NAME=FILE` key: a module not in the set, a file that is
+/// not there; one line naming what is wrong, before any boot or output.
+#[test]
+fn lab_raw_module_of_no_set_module_or_no_file() {
+    let k = kernel();
+    let dir = tmpdir("raw-bad");
+    let out = dir.join("run");
+    let o = run(&[
+        &"lab",
+        &"--kernel",
+        &k.vmlinux,
+        &"--modules",
+        &k.modules,
+        &"--variant",
+        &"a=raw:sctp=/bin/true",
+        &"-o",
+        &out,
+        &"nls_cp437",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains("raw:sctp=...: sctp is not a module of the set"), "{err}");
+    let missing = dir.join("missing.ko");
+    let v = format!("a=raw:nls_cp437={}", missing.display());
+    let o =
+        run(&[&"lab", &"--kernel", &k.vmlinux, &"--modules", &k.modules, &"--variant", &v, &"-o", &out, &"nls_cp437"]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains(&*missing.to_string_lossy()), "{err}");
+    assert!(!out.exists(), "nothing written");
+}

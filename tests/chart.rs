@@ -267,6 +267,8 @@ fn fixture() -> Run {
                         loader: None,
                         storm: None,
                         userspace: None,
+                        tainted: None,
+                        module_taints: Default::default(),
                     }
                 })
                 .collect(),

@@ -100,7 +100,8 @@ fn with_area(vmlinux: &std::path::Path, out: &std::path::Path, area: &[u8]) {
     std::fs::write(out, data).unwrap();
 }
 
-/// A kernel directory for the lab: `vmlinux` and a module tree.
+/// A kernel directory for the lab: the image (`vmlinux`, or `bzImage` when
+/// it is no ELF file) and a module tree.
 fn kernel_dir(
     root: &std::path::Path,
     name: &str,
@@ -110,62 +111,116 @@ fn kernel_dir(
 ) -> PathBuf {
     let d = root.join(name);
     std::fs::create_dir_all(d.join("lib/modules")).unwrap();
-    std::fs::copy(vmlinux, d.join("vmlinux")).unwrap();
+    let elf = std::fs::read(vmlinux).unwrap().starts_with(b"\x7fELF");
+    std::fs::copy(vmlinux, d.join(if elf { "vmlinux" } else { "bzImage" })).unwrap();
     std::os::unix::fs::symlink(tree, d.join("lib/modules").join(release)).unwrap();
     d
+}
+
+/// The build's modules, unsigned, in a tree of their own, and the build's
+/// vmlinux listing exactly them: what the matrix changes one thing of.
+struct Genuine {
+    root: PathBuf,
+    release: String,
+    /// The kernel as built (its manifest empty).
+    vmlinux: PathBuf,
+    /// The same kernel listing every module of `tree`.
+    listed: PathBuf,
+    tree: PathBuf,
+    /// The tree's nls_cp437: the module the cases change.
+    victim: PathBuf,
+}
+
+fn genuine(label: &str) -> Genuine {
+    let k = common::self_built(false);
+    let root = common::tmpdir(label);
+    let src = k.dir.join("lib/modules").join(&k.release);
+    let tree = root.join("genuine");
+    common::sh("cp", &["-a", src.to_str().unwrap(), tree.to_str().unwrap()]);
+    let mut victim = None;
+    for f in bootlink::tree::find_modules(std::slice::from_ref(&tree)).unwrap() {
+        let data = std::fs::read(&f).unwrap();
+        let (len, _) = bootlink::module::split_signature(&data).unwrap();
+        std::fs::write(&f, &data[..len]).unwrap();
+        if f.file_name().unwrap() == "nls_cp437.ko" {
+            victim = Some(f);
+        }
+    }
+    let vmlinux = k.dir.join("vmlinux");
+    let listed = root.join("vmlinux.listed");
+    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &vmlinux, &"-o", &listed, &tree]).ok();
+    Genuine { root, release: k.release, vmlinux, listed, tree, victim: victim.expect("nls_cp437.ko in the build") }
+}
+
+impl Genuine {
+    /// A file under the root holding `data` (for `raw:`).
+    fn raw(&self, name: &str, data: &[u8]) -> PathBuf {
+        let p = self.root.join("raw").join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    /// A copy of the genuine tree with the victim's file holding `data`.
+    fn tree_with_victim(&self, name: &str, data: &[u8]) -> PathBuf {
+        let t = self.root.join(format!("tree-{name}"));
+        common::sh("cp", &["-as", self.tree.to_str().unwrap(), t.to_str().unwrap()]);
+        let f = t.join(self.victim.strip_prefix(&self.tree).unwrap());
+        std::fs::remove_file(&f).unwrap();
+        std::fs::write(&f, data).unwrap();
+        t
+    }
+
+    /// The lab over MODULES (nls_cp437 among them), one realtime boot per variant
+    /// (`NAME=...` without the kernel, which `cases` gives as an image and
+    /// a module tree); its run.json and directory.
+    fn lab(&self, cases: &[(&str, &std::path::Path, &std::path::Path, String)]) -> (Run, PathBuf) {
+        let mut variants = Vec::new();
+        for (name, image, tree, rest) in cases {
+            let d = kernel_dir(&self.root.join("kernels"), name, image, tree, &self.release);
+            variants.push(format!("{name}=kernel:{}{rest}", d.display()));
+        }
+        let out = self.root.join("run");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
+        for v in &variants {
+            args.push(&"--variant");
+            args.push(v);
+        }
+        for m in MODULES {
+            args.push(m);
+        }
+        // Refused modules make the lab's checks fail: read run.json either way.
+        let o = TestCommand::new(&args).cmd_output();
+        let run: Run = serde_json::from_slice(
+            &std::fs::read(out.join("run.json"))
+                .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", common::stdout(&o), common::stderr(&o))),
+        )
+        .unwrap();
+        println!("{}", common::stdout(&o));
+        (run, out)
+    }
 }
 
 /// The accept/refuse matrix with `module.sig_enforce=1`: the build's modules,
 /// unsigned, listed in the kernel's manifest load; a listed module with one
 /// byte flipped, a module of another build (Debian's, under the same name),
-/// and every module under a manifest that is empty, corrupted (bad magic) or
-/// holds a duplicate entry are refused with the kernel's usual line, and
-/// none of them loads. (A truncated module, or one renamed inside, never
-/// reaches the guest: the lab's module tree reader refuses the first and
-/// knows the second by its new name; to the kernel either is another hash,
-/// as a flipped byte is.)
+/// a listed module cut short, one renamed inside (its .modinfo and
+/// this_module name edited), and every module under a manifest that is
+/// empty, corrupted (bad magic) or holds a duplicate entry are refused with
+/// the kernel's usual line, and none of them loads. The truncated and
+/// renamed files reach the guest as raw bytes (`raw:`), past the host's
+/// tree reader. Another listed module's file under the victim's name loads,
+/// as itself: the list trusts a module's bytes, never a file name (as a
+/// signature does); the victim's name is never loaded.
 #[test]
 fn tampered_modules_and_manifests_are_refused() {
-    let k = common::self_built(false);
-    let root = common::tmpdir("manifest-matrix");
-    let src = k.dir.join("lib/modules").join(&k.release);
-    // The genuine tree: every module with its signature stripped.
-    let genuine = root.join("genuine");
-    common::sh("cp", &["-a", src.to_str().unwrap(), genuine.to_str().unwrap()]);
-    let mut listed = Vec::new();
-    for f in bootlink::tree::find_modules(std::slice::from_ref(&genuine)).unwrap() {
-        let data = std::fs::read(&f).unwrap();
-        let (len, _) = bootlink::module::split_signature(&data).unwrap();
-        std::fs::write(&f, &data[..len]).unwrap();
-        listed.push(f);
-    }
-    let vmlinux = k.dir.join("vmlinux");
-    let good = root.join("vmlinux.listed");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"manifest", &"write", &"--vmlinux", &vmlinux, &"-o", &good];
-    args.push(&genuine);
-    TestCommand::new(&args).ok();
-    let area = {
-        let data = std::fs::read(&good).unwrap();
-        let (off, size) = section_range(&good);
-        let m = bootlink::manifest::Manifest::decode(&data[off..off + size]).unwrap().unwrap();
-        m.encode()
-    };
-    // One module changed three ways, and one from Debian's own build.
-    let victim =
-        listed.iter().find(|p| p.file_name().unwrap().to_string_lossy().starts_with("nls_cp437.ko")).unwrap().clone();
-    let changed = |name: &str, edit: &dyn Fn(&mut Vec<u8>)| -> PathBuf {
-        let t = root.join(format!("tree-{name}"));
-        common::sh("cp", &["-as", genuine.to_str().unwrap(), t.to_str().unwrap()]);
-        let f = t.join(victim.strip_prefix(&genuine).unwrap());
-        let mut data = std::fs::read(&victim).unwrap();
-        edit(&mut data);
-        std::fs::remove_file(&f).unwrap();
-        std::fs::write(&f, data).unwrap();
-        t
-    };
-    let flipped = changed("flipped", &|d| {
+    let g = genuine("manifest-matrix");
+    let victim = std::fs::read(&g.victim).unwrap();
+    let flipped = g.tree_with_victim("flipped", &{
+        let mut d = victim.clone();
         let i = d.len() / 2;
         d[i] ^= 1;
+        d
     });
     let debian = common::kernel();
     let theirs = bootlink::tree::find_modules(std::slice::from_ref(&debian.modules))
@@ -173,66 +228,95 @@ fn tampered_modules_and_manifests_are_refused() {
         .into_iter()
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("nls_cp437.ko"))
         .unwrap();
-    let other = changed("other-build", &|d| *d = bootlink::module::load_bytes(&theirs).unwrap().0.to_vec());
-    let empty = root.join("vmlinux.empty");
-    with_area(&vmlinux, &empty, &[]);
-    let bad_magic = root.join("vmlinux.bad-magic");
+    let other = g.tree_with_victim("other-build", &bootlink::module::load_bytes(&theirs).unwrap().0);
+    let truncated = g.raw("truncated.ko", &victim[..victim.len() / 2]);
+    let renamed = g.raw("renamed.ko", &{
+        // Every "nls_cp437\0" (the .modinfo name, this_module's name, the
+        // init function's symbol) becomes "nls_cp438\0": same length.
+        let (from, to) = (b"nls_cp437\0", b"nls_cp438\0");
+        let mut d = victim.clone();
+        let mut n = 0;
+        for i in 0..d.len() - from.len() {
+            if &d[i..i + from.len()] == from {
+                d[i..i + from.len()].copy_from_slice(to);
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "the name is in .modinfo and this_module: {n} found");
+        d
+    });
+    // nls_ascii: listed, no dependencies, not otherwise in the set.
+    let ascii = g.tree.join(g.victim.parent().unwrap().join("nls_ascii.ko").strip_prefix(&g.tree).unwrap());
+    let swapped = g.raw("swapped.ko", &std::fs::read(&ascii).unwrap());
+
+    let area = {
+        let data = std::fs::read(&g.listed).unwrap();
+        let (off, size) = section_range(&g.listed);
+        bootlink::manifest::Manifest::decode(&data[off..off + size]).unwrap().unwrap().encode()
+    };
+    let empty = g.root.join("vmlinux.empty");
+    with_area(&g.vmlinux, &empty, &[]);
+    let bad_magic = g.root.join("vmlinux.bad-magic");
     let mut a = area.clone();
     a[0] ^= 0x20;
-    with_area(&vmlinux, &bad_magic, &a);
-    let duplicate = root.join("vmlinux.duplicate");
+    with_area(&g.vmlinux, &bad_magic, &a);
+    let duplicate = g.root.join("vmlinux.duplicate");
     let mut a = area.clone();
     let n = u32::from_le_bytes(a[8..12].try_into().unwrap());
     a[8..12].copy_from_slice(&(n + 1).to_le_bytes());
     let first: Vec<u8> = a[16..48].to_vec();
     a.splice(16..16, first);
-    with_area(&vmlinux, &duplicate, &a);
+    with_area(&g.vmlinux, &duplicate, &a);
 
-    let cases: Vec<(&str, PathBuf, &PathBuf)> = vec![
-        ("listed", good.clone(), &genuine),
-        ("flipped", good.clone(), &flipped),
-        ("other-build", good.clone(), &other),
-        ("empty", empty, &genuine),
-        ("bad-magic", bad_magic, &genuine),
-        ("duplicate", duplicate, &genuine),
-    ];
-    let mut variants = Vec::new();
-    for (name, v, tree) in &cases {
-        let d = kernel_dir(&root.join("kernels"), name, v, tree, &k.release);
-        variants.push(format!("{name}=kernel:{},cmdline:{ENFORCE}", d.display()));
-    }
-    let out = root.join("run");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
-    for v in &variants {
-        args.push(&"--variant");
-        args.push(v);
-    }
-    for m in MODULES {
-        args.push(m);
-    }
-    args.push(&"nls_cp437");
-    let o = TestCommand::new(&args).cmd_output();
-    let run: Run = serde_json::from_slice(
-        &std::fs::read(out.join("run.json"))
-            .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", common::stdout(&o), common::stderr(&o))),
-    )
-    .unwrap();
+    let e = format!(",cmdline:{ENFORCE}");
+    let raw = |f: &PathBuf| format!(",cmdline:{ENFORCE},raw:nls_cp437={}", f.display());
+    let (run, out) = g.lab(&[
+        ("listed", &g.listed, &g.tree, e.clone()),
+        ("flipped", &g.listed, &flipped, e.clone()),
+        ("other-build", &g.listed, &other, e.clone()),
+        ("truncated", &g.listed, &g.tree, raw(&truncated)),
+        ("renamed", &g.listed, &g.tree, raw(&renamed)),
+        ("swapped", &g.listed, &g.tree, raw(&swapped)),
+        ("empty", &empty, &g.tree, e.clone()),
+        ("bad-magic", &bad_magic, &g.tree, e.clone()),
+        ("duplicate", &duplicate, &g.tree, e.clone()),
+    ]);
+    assert_eq!(run.variants.len(), 9, "every case booted");
     for v in &run.variants {
         let rep = &v.repetitions[0];
         let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
         let status = |m: &str| rep.modules.iter().find(|x| x.name == m).map(|x| x.status);
         let victim = status("nls_cp437").expect("nls_cp437 was tried");
         let others: Vec<i32> = rep.modules.iter().filter(|m| m.name != "nls_cp437").map(|m| m.status).collect();
-        println!("{}: nls_cp437 {victim}, others {others:?}", v.name);
+        // Which module each init function ran for (initcall_debug).
+        let inits = |m: &str| rep.initcalls.iter().filter(|i| i.module == m).count();
+        println!("{}: nls_cp437 {victim}, others {others:?}, tainted {:?}", v.name, rep.tainted);
+        assert!(!others.is_empty(), "{}: the set's other modules were tried", v.name);
         match v.name.as_str() {
             "listed" => {
                 assert_eq!(victim, 0);
                 assert!(others.iter().all(|&s| s == 0), "{others:?}");
+                assert_eq!(inits("nls_cp437"), 1, "nls_cp437's init ran");
             }
-            "flipped" | "other-build" => {
+            "flipped" | "other-build" | "truncated" | "renamed" => {
+                assert!(v.name != "truncated" && v.name != "renamed" || !v.raw_module.is_empty(), "raw: recorded");
                 assert_ne!(victim, 0, "{}: a changed module loaded", v.name);
                 assert!(others.iter().all(|&s| s == 0), "{}: the listed ones still load: {others:?}", v.name);
-                assert!(log.contains("is rejected"), "{}: the kernel's refusal line", v.name);
+                // Debian's module is signed, by a key this kernel does not hold.
+                let line = if v.name == "other-build" {
+                    "Loading of module with unavailable key is rejected"
+                } else {
+                    "Loading of unsigned module is rejected"
+                };
+                assert!(log.contains(line), "{}: the kernel's refusal line", v.name);
+                assert_eq!(inits("nls_cp437") + inits("nls_cp438"), 0, "{}: no init ran for it", v.name);
+            }
+            "swapped" => {
+                // The bytes are nls_ascii's, listed: the kernel loads nls_ascii.
+                assert_eq!(victim, 0, "a listed module's bytes load whatever the file is called");
+                assert!(others.iter().all(|&s| s == 0), "{others:?}");
+                assert_eq!(inits("nls_ascii"), 1, "what loaded is nls_ascii");
+                assert_eq!(inits("nls_cp437"), 0, "nls_cp437 never loaded");
             }
             "empty" | "bad-magic" | "duplicate" => {
                 assert!(victim != 0 && others.iter().all(|&s| s != 0), "{}: a module loaded: {others:?}", v.name);
@@ -244,5 +328,106 @@ fn tampered_modules_and_manifests_are_refused() {
             n => panic!("unknown variant {n}"),
         }
         assert!(!log.contains("tainting kernel"), "{}: sig_enforce refuses, it never taints", v.name);
+        let mask = rep.tainted.expect("the guest reported its taint mask");
+        assert_eq!(mask & bootlink::run::taint::UNSIGNED_MODULE, 0, "{}: tainted {mask}", v.name);
+    }
+}
+
+/// Without `module.sig_enforce`: the listed modules load and taint nothing;
+/// under the build's own (empty) list the same modules load, each tainting
+/// the kernel 'E' (bit 13 of /proc/sys/kernel/tainted) with the kernel's
+/// "module verification failed" line; a listed module changed in one byte
+/// that nothing reads (its .comment) loads too, and it alone taints.
+#[test]
+fn without_sig_enforce_unlisted_modules_load_but_taint() {
+    let g = genuine("manifest-taint");
+    let mut tampered = std::fs::read(&g.victim).unwrap();
+    {
+        use object::read::{Object, ObjectSection};
+        let f = object::File::parse(&*tampered).unwrap();
+        let (off, size) = f.section_by_name(".comment").expect("a .comment section").file_range().unwrap();
+        assert!(size > 4);
+        let i = off as usize + 1;
+        drop(f);
+        tampered[i] ^= 0x20;
+    }
+    let tampered = g.raw("comment-changed.ko", &tampered);
+    let (run, out) = g.lab(&[
+        ("listed", &g.listed, &g.tree, String::new()),
+        ("unlisted", &g.vmlinux, &g.tree, String::new()),
+        ("tampered", &g.listed, &g.tree, format!(",raw:nls_cp437={}", tampered.display())),
+    ]);
+    assert_eq!(run.variants.len(), 3, "every case booted");
+    let e = bootlink::run::taint::UNSIGNED_MODULE;
+    for v in &run.variants {
+        let rep = &v.repetitions[0];
+        let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
+        let statuses: Vec<i32> = rep.modules.iter().map(|m| m.status).collect();
+        let names: Vec<&str> = rep.modules.iter().map(|m| m.name.as_str()).collect();
+        let mask = rep.tainted.expect("the guest reported its taint mask");
+        println!("{}: {statuses:?}, tainted {mask}, by {:?}", v.name, rep.module_taints);
+        assert!(statuses.len() > 1 && statuses.iter().all(|&s| s == 0), "{}: all load: {statuses:?}", v.name);
+        let verification = log.matches("module verification failed: signature and/or required key missing").count();
+        match v.name.as_str() {
+            "listed" => {
+                assert_eq!(mask & e, 0, "listed modules do not taint: {mask}");
+                assert!(rep.module_taints.is_empty(), "{:?}", rep.module_taints);
+                assert_eq!(verification, 0);
+            }
+            "unlisted" => {
+                assert_ne!(mask & e, 0, "unlisted unsigned modules taint 'E': {mask}");
+                let tainted: Vec<&str> = rep.module_taints.keys().map(String::as_str).collect();
+                let mut want = names.clone();
+                want.sort();
+                assert_eq!(tainted, want, "each module taints");
+                assert!(rep.module_taints.values().all(|l| l == "E"), "{:?}", rep.module_taints);
+                assert_eq!(verification, 1, "the kernel says it once");
+            }
+            "tampered" => {
+                assert_ne!(mask & e, 0, "{mask}");
+                let only: Vec<(&str, &str)> = rep.module_taints.iter().map(|(m, l)| (m.as_str(), l.as_str())).collect();
+                assert_eq!(only, [("nls_cp437", "E")], "the changed module alone taints");
+                assert!(log.contains("nls_cp437: module verification failed"), "the kernel names it");
+            }
+            n => panic!("unknown variant {n}"),
+        }
+    }
+}
+
+/// The bzImage `manifest write --bzimage` makes boots (QEMU `-kernel
+/// bzImage`: the real-mode setup and the decompressor, not PVH) and its
+/// kernel trusts its list: the build's modules, unsigned, load under
+/// `module.sig_enforce=1` without tainting; the build's own bzImage (an
+/// empty list) refuses them.
+#[test]
+fn a_listed_bzimage_boots_and_trusts_its_list() {
+    let g = genuine("manifest-bzimage");
+    let k = common::self_built(true);
+    let bz = g.root.join("bzImage.listed");
+    let vm = g.root.join("vmlinux.for-bzimage");
+    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &g.vmlinux, &"-o", &vm, &"--bzimage", &bz, &g.tree]).ok();
+    let e = format!(",cmdline:{ENFORCE}");
+    let built = k.dir.join("bzImage");
+    let (run, out) = g.lab(&[("bz-listed", &bz, &g.tree, e.clone()), ("bz-built", &built, &g.tree, e)]);
+    assert_eq!(run.variants.len(), 2, "both booted");
+    let listed = bootlink::tree::find_modules(std::slice::from_ref(&g.tree)).unwrap().len();
+    for v in &run.variants {
+        assert_eq!(v.kernel.file_name().unwrap(), "bzImage", "{}: booted {}", v.name, v.kernel.display());
+        let rep = &v.repetitions[0];
+        let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
+        let statuses: Vec<i32> = rep.modules.iter().map(|m| m.status).collect();
+        println!("{}: {statuses:?}, tainted {:?}", v.name, rep.tainted);
+        assert!(statuses.len() > 1, "{}: the set was tried", v.name);
+        if v.name == "bz-listed" {
+            assert!(statuses.iter().all(|&s| s == 0), "listed modules load: {statuses:?}");
+            assert!(
+                log.contains(&format!("module hashes: {listed} modules of this build trusted")),
+                "the list is read"
+            );
+            assert_eq!(rep.tainted.map(|m| m & bootlink::run::taint::UNSIGNED_MODULE), Some(0));
+        } else {
+            assert!(statuses.iter().all(|&s| s != 0), "the empty list trusts nothing: {statuses:?}");
+            assert!(log.contains("Loading of unsigned module is rejected"));
+        }
     }
 }

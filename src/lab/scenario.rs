@@ -93,6 +93,10 @@ fn body(trace: bool, run: Option<&str>, ddlink: Option<&str>, loader: Loader) ->
     }
     s.push_str(&loaders::script(loader, trace, trace::MARKER));
     s.push_str("echo 0 > $T/tracing_on 2>/dev/null\necho \"TAINTED $(cat /proc/sys/kernel/tainted)\"\n");
+    // Which loaded modules tainted it, with their letters.
+    s.push_str(
+        "for f in /sys/module/*/taint; do t=$(cat $f 2>/dev/null); n=${f%/taint}; [ -n \"$t\" ] && echo \"MODTAINT ${n#/sys/module/} $t\"; done\n",
+    );
     if let Some(script) = ddlink {
         s.push_str(script);
     }
@@ -319,6 +323,16 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
         rep.run_output = Some(text.trim_matches(['\r', '\n']).replace("\r\n", "\n"));
     }
     rep.userspace = ddlink::parse(main, dmesg).or_else(|| order::parse(main, dmesg));
+    for line in main.lines() {
+        let mut w = line.split_whitespace();
+        match (w.next(), w.next(), w.next()) {
+            (Some("TAINTED"), Some(mask), None) => rep.tainted = mask.parse().ok(),
+            (Some("MODTAINT"), Some(name), Some(letters)) => {
+                rep.module_taints.insert(name.to_string(), letters.to_string());
+            }
+            _ => {}
+        }
+    }
     let (mut begin, mut end) = (None, None);
     let mut starts = std::collections::HashMap::new();
     let mut kmsg_loads = Vec::new();
@@ -436,6 +450,14 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         if v.spec.manifest {
             meta.kernel = with_manifest(&v.kernel, &v.spec.name, &files, &sc.out)?;
         }
+        // Raw bytes go in after the manifest: it lists the genuine module.
+        let files = match &v.spec.raw {
+            Some((name, raw)) => {
+                meta.raw_module = format!("{name}={}", raw.display());
+                files.into_iter().map(|(n, p)| if n == *name { (n, raw.clone()) } else { (n, p) }).collect()
+            }
+            None => files,
+        };
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform.name().into();
         meta.cmdline = format!("{base_cmdline} {}", v.spec.cmdline).trim().to_string();
@@ -601,6 +623,7 @@ mod tests {
     const UNTRACED: &str = "INSMOD crc16 0
 INSMOD bad 1
 TAINTED 8192
+MODTAINT crc16 E
 @@@ bootlink dmesg @@@
 [    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)
 [    0.100000] calling  pci_subsys_init+0x0/0x80 @ 1
@@ -625,5 +648,7 @@ TAINTED 8192
         let got: Vec<(&str, f64, f64, i32, u64)> =
             r.modules.iter().map(|m| (m.name.as_str(), m.start_us, m.total_us, m.status, m.size)).collect();
         assert_eq!(got, [("crc16", 2_000_100.0, 4_000.0, 0, 1234), ("bad", 2_004_200.0, 200.0, 1, 0)]);
+        assert_eq!(r.tainted, Some(8192));
+        assert_eq!(r.module_taints.into_iter().collect::<Vec<_>>(), [("crc16".to_string(), "E".to_string())]);
     }
 }

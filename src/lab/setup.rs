@@ -147,6 +147,17 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        if let Some((name, file)) = &spec.raw {
+            if !entries.iter().any(|e| e.name == *name) {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!("variant {}: raw:{name}=...: {name} is not a module of the set", spec.name),
+                ));
+            }
+            if !std::fs::metadata(file).map_err(|e| Error::io(file, e))?.is_file() {
+                return Err(Error::file(Kind::Usage, file, format!("variant {}: raw:{name}=: not a file", spec.name)));
+            }
+        }
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
         if let Some(d) = &spec.ddlink {
             d.check().map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
@@ -313,6 +324,9 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             v.kernel.display(),
             walls.join(", ")
         ));
+        if let Some((name, file)) = v.raw_module.split_once('=') {
+            o.push_str(&format!("  {:<12} {name}'s file in the guest: the raw bytes of {file}\n", ""));
+        }
     }
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
@@ -353,6 +367,23 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             if sc.trace { ", each with its phases, phases within load time" } else { "" },
             user
         ));
+    }
+    // A tainted kernel is said, with the modules that tainted it.
+    for v in &run.variants {
+        for r in &v.repetitions {
+            let Some(mask) = r.tainted.filter(|&m| m != 0) else { continue };
+            let mut by: Vec<String> = r.module_taints.iter().take(4).map(|(m, l)| format!("{m} {l}")).collect();
+            if r.module_taints.len() > 4 {
+                by.push(format!("{} more (run.json)", r.module_taints.len() - 4));
+            }
+            o.push_str(&format!(
+                "{} #{}: kernel tainted {}{}\n",
+                v.name,
+                r.index + 1,
+                crate::run::taint::describe(mask),
+                if by.is_empty() { String::new() } else { format!(" by {}", by.join(", ")) }
+            ));
+        }
     }
     for p in checks.problems.iter().take(20) {
         o.push_str(&format!("problem: {p}\n"));

@@ -27,6 +27,10 @@
 //!     manifest:on                                    boot a copy of the kernel (a vmlinux with
 //!                                                    kernel/patches 0012) whose module hash manifest
 //!                                                    lists this variant's final modules
+//!     raw:NAME=FILE                                  FILE's bytes, as they are, in the guest as module
+//!                                                    NAME's file (after the tree is read and a manifest
+//!                                                    made): a truncated or renamed module the host-side
+//!                                                    tree reader would refuse, offered to the kernel
 //!     ddlink:synth | synth-SYMBOLS | /PATH ARGS      DDLink: after the modules load, start the seed's
 //!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
 //!                                                    or SYMBOLS) or a host program under the patched
@@ -171,6 +175,10 @@ pub struct VariantSpec {
     /// Boot a copy of the kernel whose module hash manifest lists this
     /// variant's final modules (kernel/patches 0012, [`crate::manifest`]).
     pub manifest: bool,
+    /// Module NAME's file in the guest replaced by FILE's bytes, unread by
+    /// the host (`raw:NAME=FILE`): what the kernel does with a module the
+    /// tree reader would refuse (truncated) or know by another name.
+    pub raw: Option<(String, PathBuf)>,
     /// Function reordering's cold starts from emulated flash (see
     /// [`crate::lab::order`]).
     pub order: Option<crate::lab::order::Spec>,
@@ -187,6 +195,7 @@ impl VariantSpec {
             run: None,
             ddlink: None,
             manifest: false,
+            raw: None,
             order: None,
         }
     }
@@ -282,6 +291,12 @@ impl VariantSpec {
                         }
                     }
                 }
+                "raw" => {
+                    let (module, file) = value.split_once('=').filter(|(m, f)| !m.is_empty() && !f.is_empty()).ok_or_else(|| {
+                        Error::new(Kind::Usage, format!("variant {name}: raw:{value}: give raw:MODULE=FILE"))
+                    })?;
+                    v.raw = Some((module.to_string(), PathBuf::from(file)));
+                }
                 "order" => {
                     v.order = Some(
                         crate::lab::order::Spec::parse(value)
@@ -303,7 +318,7 @@ impl VariantSpec {
                     return Err(Error::new(
                         Kind::Usage,
                         format!(
-                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, order, flash, starts, manifest)"
+                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, order, flash, starts, manifest, raw)"
                         ),
                     ));
                 }
@@ -380,6 +395,8 @@ mod tests {
         let v = VariantSpec::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
         let o = v.order.unwrap();
         assert_eq!((o.blocks, o.flash, o.starts), (vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1));
+        let v = VariantSpec::parse("t=manifest:on,raw:nls_cp437=/tmp/cut.ko").unwrap();
+        assert_eq!(v.raw, Some(("nls_cp437".to_string(), PathBuf::from("/tmp/cut.ko"))));
         let v = VariantSpec::parse("x=kernel:/k/dir").unwrap();
         assert_eq!((v.kernel, v.transform), (KernelChoice::Dir("/k/dir".into()), Transform::Stock));
     }
@@ -404,6 +421,8 @@ mod tests {
             ("a=order:synth,flash:fast", "flash:fast: give seed, nand, nor or MIBS-USEC"),
             ("a=order:synth,ddlink:synth", "not both"),
             ("a=manifest:yes", "manifest:yes: use on or off"),
+            ("a=raw:sctp", "raw:sctp: give raw:MODULE=FILE"),
+            ("a=raw:=/f", "give raw:MODULE=FILE"),
         ] {
             let e = VariantSpec::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");

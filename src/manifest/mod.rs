@@ -15,6 +15,8 @@
 //! magic "MODHASH1", count u32, reserved u32 (0), digest[count][32] strictly increasing
 //! ```
 
+pub mod bzimage;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -159,9 +161,13 @@ pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillRepor
     Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes: blob.len(), reserved: size })
 }
 
-/// The manifest in `vmlinux` (None: empty).
+/// The manifest in a kernel image (None: empty): a vmlinux, or a bzImage
+/// (its payload decompressed: the stripped vmlinux keeps the section).
 pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
-    let data = crate::fsutil::map_file(vmlinux)?;
+    let mut data = crate::fsutil::map_file(vmlinux)?;
+    if !data.starts_with(&object::elf::ELFMAG) {
+        data = crate::kernel::find_vmlinux(data).map_err(|e| Error::file(Kind::Format, vmlinux, e))?.data;
+    }
     let (off, size) = section_range(&data, vmlinux)?;
     Manifest::decode(&data[off..off + size])
         .map_err(|m| Error::file(Kind::Format, vmlinux, format!("{SECTION}: {m} (the kernel ignores it)")))

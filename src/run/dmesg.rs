@@ -270,6 +270,8 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         loader: None,
         storm: None,
         userspace: None,
+        tainted: None,
+        module_taints: Default::default(),
     };
     Run {
         format: FORMAT_VERSION,

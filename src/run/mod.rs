@@ -8,13 +8,15 @@
 //! - [`dmesg`]: kernel logs (printk times, `initcall_debug`) into runs;
 //! - [`ftrace`]: per-module load phases from a function_graph trace;
 //! - [`model`]: the before/after summary, per-module means, longest links;
-//! - [`userspace`]: DDLink's program started in the guest, per loader mode.
+//! - [`userspace`]: DDLink's program started in the guest, per loader mode;
+//! - [`taint`]: the kernel's taint mask in letters and words.
 
 pub mod dmesg;
 pub mod ftrace;
 pub mod model;
 pub mod order;
 pub mod results;
+pub mod taint;
 pub mod userspace;
 
 use std::path::Path;

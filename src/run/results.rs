@@ -2,6 +2,7 @@
 //! `bootlink chart` reads. All times are microseconds of guest time unless
 //! a field says otherwise (`*_s` fields are host wall seconds).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -115,6 +116,14 @@ pub struct Repetition {
     /// each loader mode (`--variant NAME=...,ddlink:PROGRAM`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub userspace: Option<UserSpace>,
+    /// The kernel's taint mask (`/proc/sys/kernel/tainted`) once the
+    /// modules were loaded (see [`crate::run::taint`]; lab boots only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tainted: Option<u64>,
+    /// The loaded modules that tainted the kernel and their letters
+    /// (`/sys/module/NAME/taint`, e.g. "E" for an unsigned module).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub module_taints: BTreeMap<String, String>,
 }
 
 /// The DDLink loader modes the lab starts a program in, in order: the
@@ -279,6 +288,10 @@ pub struct Variant {
     /// The whole kernel command line this variant booted with.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cmdline: String,
+    /// `NAME=FILE`: module NAME's file in the guest held FILE's bytes as
+    /// they are, not a module of the tree (the lab's `raw:` key).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub raw_module: String,
 }
 
 fn is_empty_path(p: &std::path::Path) -> bool {
@@ -295,6 +308,7 @@ impl Variant {
             kernel_release: String::new(),
             transform: String::new(),
             cmdline: String::new(),
+            raw_module: String::new(),
         }
     }
 }

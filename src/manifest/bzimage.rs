@@ -1,0 +1,307 @@
+//! The bzImage of a kernel whose manifest was filled.
+//!
+//! A bzImage's payload is the stripped vmlinux (plus its relocations on a
+//! relocatable kernel), compressed; the decompressor around it is linked
+//! with the payload's sizes (`z_input_len`, `z_output_len`, the end of its
+//! own image) and the setup header is assembled from the link's offsets
+//! (`zoffset.h`). Filling `__modhashes` changes the payload's bytes, so its
+//! compressed size, so everything after it: the chain from
+//! `compressed/vmlinux.bin` to `bzImage` has to run again.
+//!
+//! Why replay kbuild's own commands rather than re-implement the chain or
+//! patch the old bzImage: kbuild records the exact command of every target
+//! in `.<target>.cmd` beside it, with the flags, linker script, compressor
+//! options and size trailer of this very build; running those commands on
+//! the filled vmlinux is the build itself, minus make. A patched bzImage
+//! would need a compressed payload of exactly the old size (it is not),
+//! and a re-implementation would drift from the kernel's Makefiles. The
+//! proof that the replay is faithful: from the build's own vmlinux it
+//! reproduces the build's bzImage byte for byte (tests/manifest_bzimage.rs).
+//!
+//! The object tree is never written: the chain runs in a scratch directory
+//! holding copies of `arch/x86/boot`'s small inputs (objects, linker
+//! scripts, `mkpiggy`, `tools/build`, `voffset.h`), links to the tree's
+//! generated headers (read only) and the filled vmlinux; every step's
+//! target is removed before the step runs, so no output can go through a
+//! link. The result is checked (its payload decompresses to the filled,
+//! stripped vmlinux) and written atomically.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::elf::{Elf, Want};
+use crate::error::{Error, Kind, Result};
+use crate::{fsutil, hosttool};
+
+const BOOT: &str = "arch/x86/boot";
+
+/// kbuild's chain from vmlinux to bzImage, in order. `?`: only when the
+/// build made it (a relocatable kernel's relocations).
+const CHAIN: &[&str] = &[
+    "arch/x86/boot/compressed/vmlinux.bin",
+    "?arch/x86/boot/compressed/vmlinux.relocs",
+    "?arch/x86/boot/compressed/vmlinux.bin.all",
+    // the compressed payload: its name is read from piggy.S's command
+    "",
+    "arch/x86/boot/compressed/piggy.S",
+    "arch/x86/boot/compressed/piggy.o",
+    "arch/x86/boot/compressed/vmlinux",
+    "arch/x86/boot/zoffset.h",
+    "arch/x86/boot/header.o",
+    "arch/x86/boot/setup.elf",
+    "arch/x86/boot/setup.bin",
+    "arch/x86/boot/vmlinux.bin",
+    "arch/x86/boot/bzImage",
+];
+
+/// What make exports to the compressor wrappers (scripts/xz_wrap.sh reads
+/// `$SRCARCH` and `$XZ`), with kbuild's defaults.
+const MAKE_ENV: &[(&str, &str)] = &[
+    ("ARCH", "x86"),
+    ("SRCARCH", "x86"),
+    ("KGZIP", "gzip"),
+    ("KBZIP2", "bzip2"),
+    ("KLZOP", "lzop"),
+    ("LZMA", "lzma"),
+    ("LZ4", "lz4"),
+    ("XZ", "xz"),
+    ("ZSTD", "zstd"),
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rebuilt {
+    pub bzimage: PathBuf,
+    /// The object tree whose commands and objects were used.
+    pub tree: PathBuf,
+    /// The targets made, in order.
+    pub steps: Vec<String>,
+    /// The compressed payload's size (bytes), before and after.
+    pub payload_before: u64,
+    pub payload_after: u64,
+    pub bytes: u64,
+}
+
+/// The command kbuild recorded for `target` (relative to the tree), as the
+/// shell runs it.
+fn recorded_command(tree: &Path, target: &str) -> Result<String> {
+    let (dir, name) = target.rsplit_once('/').unwrap_or(("", target));
+    let file = tree.join(dir).join(format!(".{name}.cmd"));
+    let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+    let prefix = format!("cmd_{target} := ");
+    let line = text.lines().find_map(|l| l.strip_prefix(&prefix)).ok_or_else(|| {
+        Error::file(Kind::Format, &file, format!("no `cmd_{target} :=` line: not a kbuild command file"))
+    })?;
+    unescape_make(line).map_err(|m| Error::file(Kind::Unsupported, &file, m))
+}
+
+/// A recorded command is a make right-hand side: `$$` is `$` and
+/// `$(pound)` is `#`; anything else make would expand is refused.
+/// kbuild's ccache prefix is dropped (nothing goes into a compiler cache).
+pub fn unescape_make(line: &str) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(t) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix("$(pound)") {
+            out.push('#');
+            rest = t;
+        } else {
+            let what: String = tail.chars().take(20).collect();
+            return Err(format!("make would expand {what:?} in this command: not replayed"));
+        }
+    }
+    out.push_str(rest);
+    let cmd = out.trim();
+    Ok(cmd.strip_prefix("ccache ").unwrap_or(cmd).to_string())
+}
+
+/// The file `piggy.S` is made from: the compressed payload.
+fn payload_target(tree: &Path) -> Result<String> {
+    let cmd = recorded_command(tree, "arch/x86/boot/compressed/piggy.S")?;
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    match words.as_slice() {
+        [_mkpiggy, input, ">", _out] if input.starts_with("arch/x86/boot/compressed/vmlinux.bin.") => {
+            Ok(input.to_string())
+        }
+        _ => Err(Error::file(
+            Kind::Unsupported,
+            &tree.join(BOOT).join("compressed/.piggy.S.cmd"),
+            format!("piggy.S is made by {cmd:?}, not `mkpiggy PAYLOAD > piggy.S`"),
+        )),
+    }
+}
+
+/// `a` and `b` are the same vmlinux but for `__modhashes`.
+fn same_but_manifest(a: &[u8], b: &[u8], a_path: &Path, b_path: &Path) -> Result<()> {
+    let range = |data: &[u8], path: &Path| -> Result<(usize, usize)> {
+        let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
+        elf.reserved_range(super::SECTION)
+            .map_err(|e| Error::file(Kind::Format, path, e))?
+            .ok_or_else(|| Error::file(Kind::WrongKernel, path, format!("no {} section", super::SECTION)))
+    };
+    let (ra, rb) = (range(a, a_path)?, range(b, b_path)?);
+    let (off, size) = ra;
+    if ra != rb || a.len() != b.len() || a[..off] != b[..off] || a[off + size..] != b[off + size..] {
+        return Err(Error::file(
+            Kind::WrongKernel,
+            b_path,
+            format!(
+                "is not {} with another manifest: the object tree holds another build (make it again with `bootlink kernel build --tree`)",
+                a_path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn copy_files(from: &Path, to: &Path, skip: &[PathBuf]) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let e = e.map_err(|e| Error::io(from, e))?;
+        let p = e.path();
+        let name = e.file_name();
+        let ft = e.file_type().map_err(|e| Error::io(&p, e))?;
+        if ft.is_dir() {
+            copy_files(&p, &to.join(&name), skip)?;
+        } else if ft.is_file() && !name.to_string_lossy().starts_with('.') && !skip.contains(&p) {
+            std::fs::copy(&p, to.join(&name)).map_err(|e| Error::io(&p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Can the bzImage of `vmlinux` be made from `tree`: did the tree build
+/// an x86 bzImage, and is `vmlinux` the tree's own but for its manifest?
+pub fn check(tree: &Path, vmlinux: &Path) -> Result<()> {
+    if !tree.join(BOOT).join(".bzImage.cmd").is_file() {
+        return Err(Error::file(
+            Kind::Usage,
+            tree,
+            "not a kernel object tree that built an x86 bzImage (no arch/x86/boot/.bzImage.cmd)",
+        ));
+    }
+    let theirs = fsutil::map_file(&tree.join("vmlinux"))?;
+    let ours = fsutil::map_file(vmlinux)?;
+    same_but_manifest(&theirs, &ours, &tree.join("vmlinux"), vmlinux)
+}
+
+/// Make `out`, the bzImage of `vmlinux` (the object tree's own vmlinux with
+/// any manifest), by replaying the object tree's recorded chain.
+pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
+    check(tree, vmlinux)?;
+    let payload = payload_target(tree)?;
+    let targets: Vec<String> = CHAIN
+        .iter()
+        .filter_map(|t| match *t {
+            "" => Some(payload.clone()),
+            t => match t.strip_prefix('?') {
+                Some(t) => {
+                    let (dir, name) = t.rsplit_once('/').expect("a path");
+                    tree.join(dir).join(format!(".{name}.cmd")).is_file().then(|| t.to_string())
+                }
+                None => Some(t.to_string()),
+            },
+        })
+        .collect();
+
+    let scratch = tempfile::Builder::new()
+        .prefix("bootlink-bzimage-")
+        .tempdir()
+        .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+    let s = scratch.path();
+    let outputs: Vec<PathBuf> = targets.iter().map(|t| tree.join(t)).collect();
+    copy_files(&tree.join(BOOT), &s.join(BOOT), &outputs)?;
+    let link = |to: &Path, at: &Path| -> Result<()> {
+        std::fs::create_dir_all(at.parent().expect("a parent")).map_err(|e| Error::io(at, e))?;
+        std::os::unix::fs::symlink(to, at).map_err(|e| Error::io(at, e))
+    };
+    link(&tree.join("include"), &s.join("include"))?;
+    link(&tree.join("arch/x86/include"), &s.join("arch/x86/include"))?;
+    let abs = std::path::absolute(vmlinux).map_err(|e| Error::io(vmlinux, e))?;
+    link(&abs, &s.join("vmlinux"))?;
+
+    for t in &targets {
+        let cmd = recorded_command(tree, t)?;
+        let target = s.join(t);
+        match std::fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&target, e)),
+        }
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(&cmd).current_dir(s).envs(MAKE_ENV.iter().copied());
+        hosttool::run(&mut c, &format!("making {t} (kbuild's recorded command)"), "binutils, gcc, xz-utils")?;
+        if !target.is_file() {
+            return Err(Error::file(Kind::Internal, &target, format!("internal error: {cmd:?} made no {t}")));
+        }
+    }
+
+    // The payload is what kbuild compresses (the filled vmlinux, stripped,
+    // and its relocations when it has them), and the size trailer kbuild
+    // wrote into the recorded command says how long that is.
+    let input = if targets.iter().any(|t| t.ends_with("vmlinux.bin.all")) {
+        "arch/x86/boot/compressed/vmlinux.bin.all"
+    } else {
+        "arch/x86/boot/compressed/vmlinux.bin"
+    };
+    let bin = std::fs::read(s.join(input)).map_err(|e| Error::io(&s.join(input), e))?;
+    let packed = std::fs::read(s.join(&payload)).map_err(|e| Error::io(&s.join(&payload), e))?;
+    let trailer = crate::elf::read_u32(&packed, packed.len().saturating_sub(4)).unwrap_or(0) as usize;
+    if trailer != bin.len() {
+        return Err(Error::file(
+            Kind::Unsupported,
+            &tree.join(&payload),
+            format!("the recorded size trailer says {trailer} bytes, the payload is {}: not replayed", bin.len()),
+        ));
+    }
+    let built = std::fs::read(s.join("arch/x86/boot/bzImage")).map_err(|e| Error::io(&s.join(BOOT), e))?;
+    let inside = crate::kernel::find_vmlinux(built.clone().into())
+        .map_err(|e| Error::file(Kind::Internal, out, format!("internal error: the new bzImage: {e}")))?;
+    if !bin.starts_with(&inside.data) {
+        return Err(Error::file(
+            Kind::Internal,
+            out,
+            format!("internal error: the new bzImage's payload is not {input}"),
+        ));
+    }
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let rebuilt = Rebuilt {
+        bzimage: out.to_path_buf(),
+        tree: tree.to_path_buf(),
+        steps: targets.clone(),
+        payload_before: size(&tree.join(&payload)),
+        payload_after: size(&s.join(&payload)),
+        bytes: built.len() as u64,
+    };
+    fsutil::write_atomic(out, &built)?;
+    Ok(rebuilt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_commands_unescape_as_make_would() {
+        assert_eq!(
+            unescape_make("nm vmlinux | sed -n -e 's/^\\([0-9]*\\)$$/$(pound)define/p' ").unwrap(),
+            "nm vmlinux | sed -n -e 's/^\\([0-9]*\\)$/#define/p'"
+        );
+        assert_eq!(unescape_make("ccache gcc -c x.S").unwrap(), "gcc -c x.S");
+        assert!(unescape_make("gcc $(CFLAGS) x.c").unwrap_err().contains("$(CFLAGS)"));
+    }
+
+    #[test]
+    fn a_tree_without_a_bzimage_build_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let e = rebuild(t.path(), &t.path().join("vmlinux"), &t.path().join("bzImage")).unwrap_err();
+        assert_eq!(e.kind, Kind::Usage);
+        assert!(e.to_string().contains("no arch/x86/boot/.bzImage.cmd"), "{e}");
+    }
+}
