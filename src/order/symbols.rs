@@ -183,11 +183,48 @@ pub fn map(trace: &Trace, trace_path: &Path, funcs: &Functions, object: &str) ->
     Ok(Mapped { order, other_objects: other, missing: 0, total_calls: trace.total_calls })
 }
 
+/// A function's name without GCC's clone suffixes (`.constprop.N`,
+/// `.isra.N`, `.part.N`, `.cold`): `f.part.0.isra.0` -> `f`.
+pub fn base_name(name: &str) -> &str {
+    let mut cut = name.len();
+    for suffix in [".constprop.", ".isra.", ".part.", ".cold"] {
+        if let Some(i) = name.find(suffix) {
+            cut = cut.min(i);
+        }
+    }
+    &name[..cut]
+}
+
 /// `order` split by `funcs` (a build of the same sources without
-/// instrumentation, where GCC may have inlined some functions away): the
-/// order of the functions it has, and those it lacks.
+/// instrumentation, where GCC may have inlined some functions away or
+/// cloned them under another suffix): the order of the functions it has
+/// (a traced function it lacks under its own name stands for its clones of
+/// the same file there, `f` for `f.constprop.0`), and those it lacks.
 pub fn present(order: &[FunctionId], funcs: &Functions) -> (Vec<FunctionId>, Vec<FunctionId>) {
-    order.iter().cloned().partition(|id| funcs.get(id).is_some())
+    let mut clones: HashMap<(&str, Option<&str>), Vec<&FunctionId>> = HashMap::new();
+    for f in &funcs.list {
+        let base = base_name(&f.id.name);
+        if base.len() < f.id.name.len() && !f.id.name.ends_with(".cold") {
+            clones.entry((base, f.id.file.as_deref())).or_default().push(&f.id);
+        }
+    }
+    let mut seen = HashSet::new();
+    let (mut have, mut lack) = (Vec::new(), Vec::new());
+    for id in order {
+        let found: Vec<&FunctionId> = match funcs.get(id) {
+            Some(f) => vec![&f.id],
+            None => clones.get(&(base_name(&id.name), id.file.as_deref())).cloned().unwrap_or_default(),
+        };
+        if found.is_empty() {
+            lack.push(id.clone());
+        }
+        for f in found {
+            if seen.insert(f.clone()) {
+                have.push(f.clone());
+            }
+        }
+    }
+    (have, lack)
 }
 
 /// `order`'s functions in `funcs` (another build of the same sources, e.g.
@@ -205,4 +242,17 @@ pub fn resolve<'f>(order: &[FunctionId], funcs: &'f Functions) -> Result<Vec<&'f
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clone_suffixes_come_off() {
+        assert_eq!(base_name("pyinit_core.constprop.0"), "pyinit_core");
+        assert_eq!(base_name("descr_check.part.0.isra.0"), "descr_check");
+        assert_eq!(base_name("f.cold"), "f");
+        assert_eq!(base_name("main"), "main");
+    }
 }
