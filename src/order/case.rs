@@ -189,23 +189,19 @@ pub struct PythonReport {
     pub output: String,
 }
 
-/// Run `binary` as `root/bin/NAME` (a copy: python finds its library from
+/// `binary` as `root/bin/NAME` (a copy: python finds its library from
 /// where it runs) with [`python::ARGS`], in a clean environment.
-fn in_layout(root: &Path, binary: &Path, name: &str) -> Command {
+fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
     let to = root.join("bin").join(name);
     let _ = std::fs::remove_file(&to);
-    let copied = std::fs::copy(binary, &to);
+    std::fs::copy(binary, &to).map_err(|e| Error::io(binary, e))?;
     let mut c = Command::new(&to);
-    if copied.is_err() {
-        // Running the missing copy fails, naming it.
-        c = Command::new(binary.with_file_name(format!("{name}: cannot copy")));
-    }
     c.args(python::ARGS).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", "/").stdin(std::process::Stdio::null());
-    c
+    Ok(c)
 }
 
 fn layout_output(root: &Path, binary: &Path, name: &str) -> Result<Vec<u8>> {
-    let o = in_layout(root, binary, name)
+    let o = in_layout(root, binary, name)?
         .output()
         .map_err(|e| Error::file(Kind::Tool, binary, format!("cannot run it: {e}")))?;
     if !o.status.success() {
@@ -220,7 +216,7 @@ pub fn python_case() -> Result<PythonReport> {
     let work = b.dir.join("order");
     std::fs::create_dir_all(&work).map_err(|e| Error::io(&work, e))?;
     let trace_path = work.join("trace");
-    let (trace, traced_out) = profile_with(in_layout(&b.root, &b.traced, "traced"), &b.traced, &trace_path)?;
+    let (trace, traced_out) = profile_with(in_layout(&b.root, &b.traced, "traced")?, &b.traced, &trace_path)?;
     let traced_funcs = Functions::read(&b.traced)?;
     let mut mapped = symbols::map(&trace, &trace_path, &traced_funcs, "-")?;
     let plain_funcs = Functions::read(&b.plain)?;
