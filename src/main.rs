@@ -365,6 +365,18 @@ enum OrderCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Record a start-up trace without a rebuild: PROGRAM run once under QEMU's user-mode
+    /// emulator (qemu-x86_64), its first translated blocks mapped to its functions
+    Record {
+        /// Where the trace goes (bl-trace's format: `order write --trace`)
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// The program (not stripped) and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// The real program end to end: build CPython 3.11 from Debian's source (plain and
     /// instrumented, cached), trace its start-up, order it, relink it with every installed
     /// linker, rewrite it with BOLT and its own profile, check every build's output
@@ -1052,6 +1064,20 @@ fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
             }
             let ok = report.relinked.iter().all(|r| r.output_identical);
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        OrderCmd::Record { output, json, command } => {
+            let program = PathBuf::from(&command[0]);
+            let (functions, blocks) = order::qemu::record(&program, &command[1..], None, &output)?;
+            if json {
+                print_json(&serde_json::json!({ "trace": output, "functions": functions, "blocks": blocks }));
+            } else {
+                println!(
+                    "{}: {functions} functions in first-call order ({blocks} blocks translated) -> {}",
+                    program.display(),
+                    output.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         OrderCmd::Python { json } => {
             let report = order::case::python_case()?;

@@ -124,3 +124,45 @@ fn a_linker_that_refuses_the_order_is_named() {
     assert!(err.to_string().contains(&*dir.to_string_lossy()), "{err}");
     assert!(!out.exists() && !out.with_extension("tmp-link").exists(), "a half-linked program was left");
 }
+
+/// The same start-up recorded without a rebuild (the plain program under
+/// qemu-x86_64): the program's own functions come in the order the
+/// instrumented build's trace has them.
+#[test]
+fn a_record_under_qemu_orders_like_the_instrumented_trace() {
+    if !bootlink::hosttool::exists("qemu-x86_64") {
+        common::skip("a_record_under_qemu_orders_like_the_instrumented_trace", "qemu-x86_64 (qemu-user) not installed");
+        return;
+    }
+    let a = synth(1);
+    let program = path(&a["case"]["program"]);
+    let dir = common::tmpdir("order-qemu");
+    let trace = dir.join("qemu.trace");
+    let out = TestCommand::new(&[&"order", &"record", &"--json", &"-o", &trace, &program]).ok();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(rec["functions"].as_u64().unwrap() > 100, "{rec}");
+    let orders = dir.join("orders");
+    let w =
+        TestCommand::new(&[&"order", &"write", &"--json", &"--trace", &trace, &"--binary", &program, &"-o", &orders])
+            .ok();
+    let w: serde_json::Value = serde_json::from_slice(&w.stdout).unwrap();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .filter(|n| n.starts_with('f') && n[1..].chars().all(|c| c.is_ascii_digit()))
+            .collect()
+    };
+    let from_qemu = names(&w["mapped"]["order"]);
+    let instrumented = names(&a["mapped"]["order"]);
+    assert_eq!(from_qemu.len(), 100, "the 100 start-up functions");
+    assert_eq!(from_qemu, instrumented, "QEMU's first translations and the instrumented first calls differ");
+    assert!(orders.join("order.lld").is_file());
+    // A program that is no ELF file: named, no trace written.
+    let bogus = dir.join("bogus");
+    std::fs::write(&bogus, b"#!/bin/sh\necho hi\n").unwrap();
+    let t2 = dir.join("t2");
+    TestCommand::new(&[&"order", &"record", &"-o", &t2, &bogus]).fails_with("bogus");
+    assert!(!t2.exists());
+}

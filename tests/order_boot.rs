@@ -86,13 +86,13 @@ fn python_reordered_and_bolted_starts_fault_less() {
     print!("{}", common::stdout(&out));
     assert!(out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&out), common::stderr(&out));
     let u = run.variants[0].repetitions[0].userspace.as_ref().expect("the python starts");
-    // 1 block size x readahead 0 and default x 3 builds.
-    assert_eq!(u.starts.len(), 6, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
+    // 1 block size x readahead 0 and default x 4 builds.
+    assert_eq!(u.starts.len(), 8, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     for s in &u.starts {
         assert_eq!((s.exit, s.output.as_str()), (0, "42"), "{}", s.mode);
     }
     let un = start(u, "unordered/4k/ra0");
-    for build in ["reordered", "bolt"] {
+    for build in ["reordered", "qemu", "bolt"] {
         let b = start(u, &format!("{build}/4k/ra0"));
         let (m0, m1) = (un.major_faults.unwrap(), b.major_faults.unwrap());
         println!(

@@ -14,9 +14,14 @@ use super::svg::esc;
 const UNORDERED: &str = "#d9822b";
 const REORDERED: &str = "#2b8a3e";
 const BOLT: &str = "#1c7ed6";
+const QEMU: &str = "#7048e8";
 
 fn color(build: &str) -> &'static str {
-    if build == "bolt" { BOLT } else { REORDERED }
+    match build {
+        "bolt" => BOLT,
+        "qemu" => QEMU,
+        _ => REORDERED,
+    }
 }
 
 /// The section, or nothing without reordering starts.
@@ -134,7 +139,7 @@ pub fn grid_svg(t: &OrderTable) -> String {
     }
     let _ = write!(
         s,
-        r#"<rect x="{}" y="{}" width="10" height="10" fill="{UNORDERED}"/><text x="{}" y="{}">unordered</text><rect x="{}" y="{}" width="10" height="10" fill="{REORDERED}"/><text x="{}" y="{}">reordered</text><rect x="{}" y="{}" width="10" height="10" fill="{BOLT}"/><text x="{}" y="{}">BOLT (wall time; numbers on bars: major faults)</text></svg>"#,
+        r#"<rect x="{}" y="{}" width="10" height="10" fill="{UNORDERED}"/><text x="{}" y="{}">unordered</text><rect x="{}" y="{}" width="10" height="10" fill="{REORDERED}"/><text x="{}" y="{}">reordered</text><rect x="{}" y="{}" width="10" height="10" fill="{QEMU}"/><text x="{}" y="{}">ordered from QEMU</text><rect x="{}" y="{}" width="10" height="10" fill="{BOLT}"/><text x="{}" y="{}">BOLT (wall time; numbers on bars: major faults)</text></svg>"#,
         left,
         h - 14.0,
         left + 14.0,
@@ -146,6 +151,10 @@ pub fn grid_svg(t: &OrderTable) -> String {
         left + 180.0,
         h - 14.0,
         left + 194.0,
+        h - 5.0,
+        left + 310.0,
+        h - 14.0,
+        left + 324.0,
         h - 5.0
     );
     s

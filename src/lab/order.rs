@@ -5,8 +5,9 @@
 //! synth`, 10,000 small functions, 1,000 run at startup) or the real one
 //! (`order:python`: `bootlink order python`, CPython 3.11 from Debian's
 //! source in its installed layout, `python -c "print(42)"`), which also
-//! starts BOLT's rewrite of the same build (its own profile of the same
-//! start-up) as a third build. The programs go into the image as built
+//! starts the build ordered from a record under qemu-x86_64 (no rebuild)
+//! and BOLT's rewrite of the same build (its own profile of the same
+//! start-up). The programs go into the image as built
 //! (`strip` breaks BOLT's output: it cannot place BOLT's new segment).
 //!
 //! The device is `null_blk` (memory_backed=1, irqmode=2): every request
@@ -23,7 +24,7 @@
 //! the kernel's timeline; the shell that starts it prints its children's
 //! fault counts (`/proc/$$/stat`: cminflt, cmajflt) and the device's
 //! `/sys/block/DEV/stat` before and after (requests and sectors read).
-//! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered` or `bolt`.
+//! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered`, `qemu` or `bolt`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -237,6 +238,16 @@ pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
             let relinked = gnu_relink(&report.relinked)?;
             let mut builds =
                 vec![("unordered".to_string(), report.build.plain.clone()), ("reordered".to_string(), relinked)];
+            if let Some(q) = &report.qemu {
+                if !q.relinked.output_identical {
+                    return Err(Error::file(
+                        Kind::Internal,
+                        &q.relinked.program,
+                        "order: the build ordered from QEMU's record prints something else",
+                    ));
+                }
+                builds.push(("qemu".to_string(), q.relinked.program.clone()));
+            }
             if let Some(b) = &report.bolt {
                 if !b.output_identical {
                     return Err(Error::file(Kind::Internal, &b.program, "order: BOLT's rewrite prints something else"));

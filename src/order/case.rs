@@ -184,19 +184,37 @@ pub struct PythonReport {
     pub relinked: Vec<Relinked>,
     /// BOLT's rewrite of the plain build (None: llvm-bolt not installed).
     pub bolt: Option<Relinked>,
+    /// The order recorded without a rebuild (the plain build under
+    /// qemu-x86_64, [`super::qemu`]), relinked by GNU ld (None: no qemu-user).
+    pub qemu: Option<QemuOrder>,
     pub missing: Vec<&'static str>,
     /// What every build printed.
     pub output: String,
 }
 
-/// `binary` as `root/bin/NAME` (a copy: python finds its library from
-/// where it runs) with [`python::ARGS`], in a clean environment.
-fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
+#[derive(Debug, Clone, Serialize)]
+pub struct QemuOrder {
+    pub trace: PathBuf,
+    pub functions: usize,
+    pub order_dir: PathBuf,
+    pub relinked: Relinked,
+}
+
+/// The environment of every python start: nothing but these.
+const ENV: [(&str, &str); 2] = [("PATH", "/usr/bin:/bin"), ("HOME", "/")];
+
+/// `binary` copied to `root/bin/NAME` (python finds its library from where it runs).
+fn place(root: &Path, binary: &Path, name: &str) -> Result<PathBuf> {
     let to = root.join("bin").join(name);
     let _ = std::fs::remove_file(&to);
     std::fs::copy(binary, &to).map_err(|e| Error::io(binary, e))?;
-    let mut c = Command::new(&to);
-    c.args(python::ARGS).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", "/").stdin(std::process::Stdio::null());
+    Ok(to)
+}
+
+/// `binary` as `root/bin/NAME` with [`python::ARGS`], in a clean environment.
+fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
+    let mut c = Command::new(place(root, binary, name)?);
+    c.args(python::ARGS).env_clear().envs(ENV).stdin(std::process::Stdio::null());
     Ok(c)
 }
 
@@ -230,7 +248,7 @@ pub fn python_case() -> Result<PythonReport> {
         return Err(Error::file(Kind::Internal, &b.traced, "the instrumented build prints something else"));
     }
     // make's link without its `-o python`.
-    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut args_of_link: Vec<std::ffi::OsString> = Vec::new();
     let mut skip = false;
     for a in &b.link {
         if std::mem::take(&mut skip) {
@@ -240,7 +258,7 @@ pub fn python_case() -> Result<PythonReport> {
             skip = true;
             continue;
         }
-        args.push(a.into());
+        args_of_link.push(a.into());
     }
     let plain_dir = b.plain.parent().unwrap_or(Path::new("."));
     let mut relinked = Vec::new();
@@ -251,7 +269,7 @@ pub fn python_case() -> Result<PythonReport> {
             continue;
         }
         let out = work.join(format!("python.{}", linker.name()));
-        synth::link_ordered(&args, plain_dir, linker, &work, &out)?;
+        synth::link_ordered(&args_of_link, plain_dir, linker, &work, &out)?;
         let funcs = Functions::read(&out)?;
         let measured = report::predict(&symbols::resolve(&mapped.order, &funcs)?);
         relinked.push(Relinked {
@@ -261,6 +279,33 @@ pub fn python_case() -> Result<PythonReport> {
             measured,
         });
     }
+    let qemu = if crate::hosttool::exists(super::qemu::QEMU) {
+        let program = place(&b.root, &b.plain, "unordered")?;
+        let trace = work.join("trace.qemu");
+        let args: Vec<String> = python::ARGS.iter().map(|a| a.to_string()).collect();
+        super::qemu::record(&program, &args, Some(&ENV), &trace)?;
+        let t = Trace::read(&trace)?;
+        let q = symbols::map(&t, &trace, &plain_funcs, "-")?;
+        let dir = work.join("qemu");
+        super::script::write_all(&dir, &q.order, &plain_funcs)?;
+        let out = work.join("python.qemu-order.ld.bfd");
+        synth::link_ordered(&args_of_link, plain_dir, Linker::Bfd, &dir, &out)?;
+        let measured = report::predict(&symbols::resolve(&q.order, &Functions::read(&out)?)?);
+        Some(QemuOrder {
+            trace,
+            functions: q.order.len(),
+            order_dir: dir,
+            relinked: Relinked {
+                linker: "ld.bfd",
+                output_identical: layout_output(&b.root, &out, "qemu-order")? == want,
+                program: out,
+                measured,
+            },
+        })
+    } else {
+        missing.push(super::qemu::QEMU);
+        None
+    };
     let bolt = match super::bolt::find() {
         None => {
             missing.push("llvm-bolt");
@@ -290,6 +335,7 @@ pub fn python_case() -> Result<PythonReport> {
         predicted,
         relinked,
         bolt,
+        qemu,
         missing,
         output: String::from_utf8_lossy(&want).trim_end().to_string(),
     })
@@ -306,6 +352,10 @@ impl PythonReport {
             self.mapped.missing,
             self.mapped.total_calls
         );
+        let mut relinked = self.relinked.clone();
+        if let Some(q) = &self.qemu {
+            relinked.push(Relinked { linker: "ld.bfd, recorded under qemu-x86_64", ..q.relinked.clone() });
+        }
         let extra: Vec<(String, String)> = self
             .bolt
             .iter()
@@ -314,7 +364,11 @@ impl PythonReport {
                 (format!("BOLT ({})", super::bolt::OPTIONS.join(" ")), out.to_string())
             })
             .collect();
-        s += &blocks_table(&self.predicted, &self.relinked, &extra);
+        s += &blocks_table(&self.predicted, &relinked, &extra);
+        if let Some(q) = &self.qemu {
+            s +=
+                &format!("recorded under qemu-x86_64, no rebuild: {} functions ({})\n", q.functions, q.trace.display());
+        }
         for m in &self.missing {
             s += &format!("{m} is not installed: not used\n");
         }

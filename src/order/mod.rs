@@ -10,6 +10,7 @@
 pub mod bolt;
 pub mod case;
 pub mod python;
+pub mod qemu;
 pub mod report;
 pub mod script;
 pub mod symbols;
