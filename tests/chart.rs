@@ -269,6 +269,7 @@ fn fixture() -> Run {
                         userspace: None,
                         tainted: None,
                         module_taints: Default::default(),
+                        processes: Vec::new(),
                     }
                 })
                 .collect(),

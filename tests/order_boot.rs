@@ -7,7 +7,10 @@
 //! faults and fewer bytes read for the reordered build, the starts in
 //! order on the kernel's timeline, the table and grid in the charts. And
 //! the real program (`o=order:python-4k,starts:1`): CPython 3.11 as built,
-//! reordered and rewritten by BOLT, started cold from 4 KiB blocks.
+//! reordered and rewritten by BOLT, started cold from 4 KiB blocks. Each
+//! start's time to UI (its first output line) lies between its markers.
+//! And the whole user space on the kernel's clock in a boot without
+//! `order:`: /init, its shell, an insmod per module.
 
 mod common;
 
@@ -90,6 +93,8 @@ fn python_reordered_and_bolted_starts_fault_less() {
     assert_eq!(u.starts.len(), 8, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     for s in &u.starts {
         assert_eq!((s.exit, s.output.as_str()), (0, "42"), "{}", s.mode);
+        let ui = s.ui_us.unwrap_or_else(|| panic!("{}: no UI mark", s.mode));
+        assert!(ui > 0.0 && ui <= s.duration_us, "{}: UI {ui} outside 0..{}", s.mode, s.duration_us);
     }
     let un = start(u, "unordered/4k/ra0");
     for build in ["reordered", "qemu", "bolt"] {
@@ -121,18 +126,25 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
         prev_end = s.start_us + s.duration_us;
     }
     // The whole user space on the kernel's clock: each start's program
-    // forked, executed and exited between its markers.
+    // forked, executed and exited between its markers, and its first output
+    // line (time to UI) arrived after it executed and before the end marker.
     for st in &u.starts {
         let build = st.mode.split('/').next().unwrap();
         let end = st.start_us + st.duration_us;
-        let p = u
+        let p = rep
             .processes
             .iter()
             .find(|p| p.name == build && p.start_us >= st.start_us && p.start_us <= end)
             .unwrap_or_else(|| panic!("{}: no {build} process between its markers", st.mode));
         let (x, e) = (p.exec_us.expect("executed"), p.end_us.expect("exited"));
         assert!(p.start_us <= x && x <= e && e <= end, "{}: {p:?} outside {}..{end}", st.mode, st.start_us);
+        let ui = st.start_us + st.ui_us.unwrap_or_else(|| panic!("{}: no UI mark", st.mode));
+        assert!(x < ui && ui <= end, "{}: UI at {ui}, exec {x}, end {end}", st.mode);
     }
+    // /init first, on the kernel log's clock, and the script's shells.
+    let init = &rep.processes[0];
+    assert_eq!((init.pid, init.name.as_str(), init.start_us), (1, "init", rep.init_start_us));
+    assert!(rep.processes.iter().any(|p| p.parent == 1 && p.name == "sh"), "the body's shell");
     let html = b.dir.join("report.html");
     let svg = b.dir.join("t.svg");
     let perfetto = b.dir.join("p.json");
@@ -144,9 +156,12 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.contains("reordered/64k/ra0"), "the starts in the SVG timeline");
     assert!(svg.contains(r#"class="tl-proc" data-pid=""#) && svg.contains(r#"data-name="reordered""#), "processes");
+    assert_eq!(svg.matches(r#"<rect class="tl-ui""#).count(), u.starts.len(), "a UI mark per start");
     let p = std::fs::read_to_string(&perfetto).unwrap();
     assert!(p.contains("reordered/64k/ra0"), "the starts in the Perfetto trace");
     assert!(p.contains(r#""cat":"process""#) && p.contains("exec reordered"), "processes in the Perfetto trace");
+    assert_eq!(p.matches(r#""cat":"ui","ph":"i""#).count(), u.starts.len(), "a UI instant per start");
+    assert!(common::stdout(&b.out).contains("UI ms"), "time to UI in the lab's table");
 }
 
 #[test]
@@ -180,4 +195,79 @@ fn bad_requests_fail_before_booting_in_one_line() {
         assert!(!dir.join("run.json").exists(), "{variant}: nothing booted");
         println!("{variant}: {}", err.trim_end());
     }
+}
+
+/// A traced boot of the self-built kernel loading stp (and llc, its
+/// dependency) with insmod, no program started: every process from /init on
+/// is recorded. Read against the kernel log's own markers (parsed here):
+/// each insmod was forked by the body's shell, executed and exited between
+/// `bootlink: insmod NAME` and `insmod-done NAME`. The same boot with
+/// `--no-trace` records none (the events follow the tracing switch: their
+/// ftrace instance costs modules with trace events a second set of event
+/// files).
+#[test]
+fn a_boot_without_a_program_records_init_and_its_insmods() {
+    let k = common::self_built(false);
+    let vmlinux = k.dir.join("vmlinux");
+    let modules = k.dir.join("lib/modules").join(&k.release);
+    let boot = |label: &str, trace: bool| -> (PathBuf, Run) {
+        let dir = common::tmpdir(label).join("run");
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"lab", &"stp", &"--kernel", &vmlinux, &"--modules", &modules, &"--variant", &"stock", &"-o", &dir];
+        if !trace {
+            args.push(&"--no-trace");
+        }
+        TestCommand::new(&args).show_dir(&dir).ok();
+        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        (dir, run)
+    };
+    let (dir, run) = boot("procs-traced", true);
+    let rep = &run.variants[0].repetitions[0];
+    assert_eq!(rep.modules.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["llc", "stp"]);
+    let init = &rep.processes[0];
+    assert_eq!((init.pid, init.name.as_str(), init.exec_us), (1, "init", Some(rep.init_start_us)));
+    let body = rep.processes.iter().find(|p| p.parent == 1 && p.name == "sh").expect("the body's shell");
+    assert!(body.start_us > rep.init_start_us && body.end_us.is_none(), "{body:?}");
+    // The kernel log's markers, from the console log.
+    let log = std::fs::read_to_string(dir.join(&rep.log)).unwrap();
+    let marker = |what: &str| -> f64 {
+        let line =
+            log.lines().find(|l| l.trim_end().ends_with(what)).unwrap_or_else(|| panic!("no {what:?} in the log"));
+        let t = line.split_once(']').unwrap().0.trim_start_matches('[').trim();
+        (t.parse::<f64>().unwrap() * 1e6).round()
+    };
+    let insmods: Vec<_> = rep.processes.iter().filter(|p| p.name == "insmod").collect();
+    assert_eq!(insmods.len(), 2, "{:?}", rep.processes);
+    for (p, name) in insmods.iter().zip(["llc", "stp"]) {
+        let (a, b) = (marker(&format!("bootlink: insmod {name}")), marker(&format!("bootlink: insmod-done {name} 0")));
+        // busybox runs insmod in the forked shell (a NOEXEC applet): no exec.
+        let e = p.end_us.expect("exited");
+        println!("insmod {name}: markers {a}..{b}, forked {} exit {e}", p.start_us);
+        assert_eq!(p.parent, body.pid, "{p:?}");
+        assert!(a <= p.start_us && p.start_us <= e && e <= b, "{name}: {p:?} outside {a}..{b}");
+        assert!(p.exec_us.is_none_or(|x| p.start_us <= x && x <= e), "{p:?}");
+    }
+    let svg = dir.join("t.svg");
+    let perfetto = dir.join("p.json");
+    TestCommand::new(&[&"chart", &dir, &"--svg", &svg, &"--perfetto", &perfetto]).ok();
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(svg.matches(r#"data-name="insmod""#).count(), 2, "insmods in the SVG's processes panel");
+    assert!(svg.contains(r#"<g class="tl-proc" data-pid="1" data-name="init">"#));
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&perfetto).unwrap()).unwrap();
+    let names: Vec<&str> = p["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "process")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"init [1]") && names.iter().filter(|n| n.starts_with("insmod [")).count() == 2,
+        "{names:?}"
+    );
+
+    let (_, plain) = boot("procs-untraced", false);
+    let rep = &plain.variants[0].repetitions[0];
+    assert_eq!(rep.modules.len(), 2);
+    assert!(rep.processes.is_empty(), "--no-trace records no processes: {:?}", rep.processes);
 }

@@ -24,6 +24,10 @@ fn color(build: &str) -> &'static str {
     }
 }
 
+fn ui(us: f64) -> String {
+    if us.is_finite() { format!("{} ms", ms(us)) } else { "–".into() }
+}
+
 /// The section, or nothing without reordering starts.
 pub fn html(o: &mut String, runs: &[Run]) {
     let tables = tables(runs);
@@ -31,7 +35,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
         return;
     }
     o.push_str(r#"<section id="order"><h2>Function reordering on emulated flash</h2>"#);
-    o.push_str(r#"<p class="note">A program as linked and relinked with its startup order (the seed's synthetic program: 10,000 small functions, 1,000 run at startup; or CPython 3.11 from Debian's source, with BOLT's rewrite as a third build), started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
+    o.push_str(r#"<p class="note">A program as linked and relinked with its startup order (the seed's synthetic program: 10,000 small functions, 1,000 run at startup; or CPython 3.11 from Debian's source, with BOLT's rewrite as a third build), started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Time to UI: from the start marker to the program's first output line (a kernel log marker written by the shell reading its output). Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
     for t in &tables {
         let _ = write!(
             o,
@@ -41,12 +45,12 @@ pub fn html(o: &mut String, runs: &[Run]) {
             t.repetitions,
             esc(&t.command)
         );
-        o.push_str(r#"<table class="userspace order"><tr><th>block</th><th>readahead</th><th>build</th><th>unordered</th><th>build</th><th>faster</th><th>major faults</th><th>minor faults</th><th>KiB read</th><th>requests</th></tr>"#);
+        o.push_str(r#"<table class="userspace order"><tr><th>block</th><th>readahead</th><th>build</th><th>unordered</th><th>build</th><th>faster</th><th>time to UI</th><th>major faults</th><th>minor faults</th><th>KiB read</th><th>requests</th></tr>"#);
         for c in &t.cells {
             let (u, r) = (&c.unordered, &c.reordered);
             let _ = write!(
                 o,
-                r#"<tr data-order-cell="{}k/ra{}/{}"><td>{}k</td><td>{} KiB</td><td>{}</td><td>{} ms</td><td>{} ms</td><td>{:.2}x</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td></tr>"#,
+                r#"<tr data-order-cell="{}k/ra{}/{}"><td>{}k</td><td>{} KiB</td><td>{}</td><td>{} ms</td><td>{} ms</td><td>{:.2}x</td><td>{} → {}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td><td>{:.0} → {:.0}</td></tr>"#,
                 c.block_kib,
                 c.readahead_kib,
                 esc(&c.build),
@@ -56,6 +60,8 @@ pub fn html(o: &mut String, runs: &[Run]) {
                 ms(u.wall_us.median),
                 ms(r.wall_us.median),
                 c.speedup,
+                ui(u.ui_us),
+                ui(r.ui_us),
                 u.major_faults,
                 r.major_faults,
                 u.minor_faults,

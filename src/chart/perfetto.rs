@@ -2,17 +2,19 @@
 //! one process per series (variant of a run), threads per repetition for
 //! built-in initcalls, module loads (their phases nested inside) and module
 //! init functions (a parallel loader's module loads: a thread per worker),
-//! a thread per DDLink loader mode for a program started in the guest,
-//! "X" complete events with ts/dur in µs, "M" metadata
+//! a thread per DDLink loader mode or reordering mode for a program started
+//! in the guest (its time to UI an "i" instant event), the boot's processes
+//! packed into threads like bootchart, "X" complete events with ts/dur in
+//! µs, "M" metadata
 //! events naming processes and threads. Written directly (tens of thousands
 //! of initcalls in a few milliseconds).
 
 use std::fmt::Write;
 
-use crate::run::results::{Initcall, ModuleLoad, Repetition, Run, USER_MODES, UserSpace, UserStart};
+use crate::run::results::{Initcall, ModuleLoad, Process, Repetition, Run, USER_MODES, UserSpace, UserStart};
 
 use super::svg::segments;
-use super::svg::userspace::inner_spans as user_spans;
+use super::svg::userspace::{inner_spans as user_spans, process_lanes};
 use crate::run::model;
 
 /// Threads per kind per repetition: overlapping slices go to further lanes.
@@ -64,6 +66,17 @@ impl Trace {
             js(name),
             num(ts),
             num(dur.max(0.0))
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instant(&mut self, name: &str, cat: &str, ts: f64, pid: u64, tid: u64, args: &str) {
+        self.begin();
+        let _ = write!(
+            self.out,
+            r#"{{"name":{},"cat":"{cat}","ph":"i","s":"t","ts":{},"pid":{pid},"tid":{tid},"args":{{{args}}}}}"#,
+            js(name),
+            num(ts)
         );
     }
 
@@ -222,28 +235,47 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
             if let Some((a, d)) = reloc {
                 t.slice("relocation", "ddlink-loader", a, d, pid, tid, &margs);
             }
+            if let Some(ui) = s.ui_us {
+                let args = format!(r#""mode":{},"time_to_ui_us":{}"#, js(&s.mode), num(ui));
+                t.instant(
+                    &format!("UI: {program} ({} #{})", s.mode, s.index + 1),
+                    "ui",
+                    s.start_us + ui,
+                    pid,
+                    tid,
+                    &args,
+                );
+            }
         }
         let what = if u.kind.is_empty() { "ddlink" } else { u.kind.as_str() };
         t.meta("thread_name", pid, tid, &format!("{tag}{what} {m}"));
         t.sort("thread_sort_index", pid, tid, sort);
     }
-    process_tracks(t, pid, sort, tag, u, next);
 }
 
-/// The guest's processes (fork to exit, the exec nested), a track each:
-/// user space after the kernel's initcalls, like bootchart.
-fn process_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, next: &mut u64) {
-    for p in &u.processes {
-        let Some(end) = p.end_us else { continue };
-        let tid = *next;
-        *next += 1;
-        let args = format!(r#""pid":{},"parent":{}"#, p.pid, p.parent);
+/// The boot's processes from /init on (fork to exit, the exec nested),
+/// packed into tracks like bootchart ("processes", "processes (2)", ...):
+/// user space after the kernel's initcalls. One still running when the
+/// trace stopped ends there (`"running_at_end":true`).
+fn process_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, procs: &[Process], next: &mut u64) {
+    let (lanes, n, _) = process_lanes(procs);
+    let base = *next;
+    *next += n as u64;
+    for (p, &(l, end)) in procs.iter().zip(&lanes) {
+        let tid = base + l as u64;
+        let mut args = format!(r#""pid":{},"parent":{}"#, p.pid, p.parent);
+        if p.end_us.is_none() {
+            args.push_str(r#","running_at_end":true"#);
+        }
         t.slice(&format!("{} [{}]", p.name, p.pid), "process", p.start_us, end - p.start_us, pid, tid, &args);
         if let Some(x) = p.exec_us {
             t.slice(&format!("exec {}", p.name), "process", x, end - x, pid, tid, &args);
         }
-        t.meta("thread_name", pid, tid, &format!("{tag}process {} [{}]", p.name, p.pid));
-        t.sort("thread_sort_index", pid, tid, sort + 1);
+    }
+    for l in 0..n as u64 {
+        let name = if l == 0 { format!("{tag}processes") } else { format!("{tag}processes ({})", l + 1) };
+        t.meta("thread_name", pid, base + l, &name);
+        t.sort("thread_sort_index", pid, base + l, sort + 1);
     }
 }
 
@@ -259,6 +291,7 @@ fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition, nex
         // After the kernel's tracks of this repetition.
         user_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, u, next);
     }
+    process_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, &rep.processes, next);
 
     let mbase = base + LANES;
     // Sorted where the module loads' lanes would be.

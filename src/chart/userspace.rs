@@ -65,7 +65,76 @@ pub fn html(o: &mut String, runs: &[Run]) {
 
 #[cfg(test)]
 mod tests {
+    use crate::run::results::{Process, UserSpace, UserStart};
     use crate::run::userspace::tests::run;
+
+    fn process(pid: u32, parent: u32, name: &str, t: f64, end: Option<f64>) -> Process {
+        Process { pid, parent, name: name.into(), start_us: t, exec_us: Some(t + 100.0), end_us: end }
+    }
+
+    #[test]
+    fn every_boot_charts_its_processes_and_order_starts_their_time_to_ui() {
+        // A boot without a program: /init, the body's shell (both still
+        // running at the end), two insmods one after the other.
+        let mut plain = run();
+        let rep = &mut plain.variants[0].repetitions[0];
+        rep.userspace = None;
+        rep.processes = vec![
+            process(1, 0, "init", 1_000_000.0, None),
+            process(60, 1, "sh", 1_100_000.0, None),
+            process(61, 60, "insmod", 1_200_000.0, Some(1_300_000.0)),
+            process(62, 60, "insmod", 1_300_000.0, Some(1_500_000.0)),
+        ];
+        let svg = super::super::render_svg(std::slice::from_ref(&plain));
+        assert_eq!(svg.matches(r#"<g class="tl-proc""#).count(), 4, "{svg}");
+        assert!(svg.contains("2 still running when the trace stopped"), "{svg}");
+        assert!(svg.contains("init [1], parent 0: 1000–still running at 1500 ms"), "{svg}");
+        let trace: serde_json::Value = serde_json::from_str(&super::super::render_perfetto(&[plain])).unwrap();
+        let ev = trace["traceEvents"].as_array().unwrap();
+        let procs: Vec<&serde_json::Value> =
+            ev.iter().filter(|e| e["cat"] == "process" && e["name"].as_str().unwrap().contains('[')).collect();
+        assert_eq!(procs.len(), 4);
+        // Still running: drawn to the last event, and said so.
+        assert_eq!((procs[0]["ts"].as_f64(), procs[0]["dur"].as_f64()), (Some(1_000_000.0), Some(500_000.0)));
+        assert_eq!(procs[0]["args"]["running_at_end"], true);
+        // Packed like bootchart: init, sh, and both insmods on a third track.
+        let tracks: std::collections::BTreeSet<u64> = procs.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+        assert_eq!(tracks.len(), 3);
+        assert_eq!(procs[2]["tid"], procs[3]["tid"]);
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.starts_with("processes"))
+            .collect();
+        assert_eq!(names, ["processes", "processes (2)", "processes (3)"]);
+
+        // Reordering's starts: a time-to-UI mark inside each bar, an instant in Perfetto.
+        let mut ord = run();
+        let starts = (0..2)
+            .map(|k| UserStart {
+                mode: "unordered/4k/ra0".into(),
+                index: k,
+                start_us: 2_000_000.0 + k as f64 * 400_000.0,
+                duration_us: 300_000.0,
+                exit: 0,
+                ui_us: Some(290_000.0),
+                output: "checksum 1".into(),
+                ..Default::default()
+            })
+            .collect();
+        ord.variants[0].repetitions[0].userspace =
+            Some(UserSpace { command: "synth: a vs b".into(), starts, kind: "order".into(), ..Default::default() });
+        let svg = super::super::render_svg(std::slice::from_ref(&ord));
+        assert_eq!(svg.matches(r#"<rect class="tl-ui" data-ui-us="290000""#).count(), 2, "{svg}");
+        assert!(svg.contains("time to UI (first output line): 290 ms") && svg.contains("UI 290 ms"), "{svg}");
+        let trace: serde_json::Value = serde_json::from_str(&super::super::render_perfetto(&[ord])).unwrap();
+        let ui: Vec<&serde_json::Value> =
+            trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "i").collect();
+        assert_eq!(ui.len(), 2);
+        assert_eq!((ui[1]["cat"].as_str(), ui[1]["ts"].as_f64()), (Some("ui"), Some(2_690_000.0)));
+        assert_eq!(ui[1]["args"]["time_to_ui_us"], 290_000.0);
+    }
 
     #[test]
     fn every_chart_shows_the_starts_by_mode() {

@@ -305,7 +305,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
         s.lookups = stat_value(debug, "final number of relocations:");
         s.decision = ddlink::run::ddlink_lines(debug).map(str::trim).collect::<Vec<_>>().join("; ");
     }
-    Some(UserSpace { command: String::new(), tsc_mhz: mhz, starts, kind: String::new(), processes: Vec::new() })
+    Some(UserSpace { command: String::new(), tsc_mhz: mhz, starts, kind: String::new() })
 }
 
 /// What a boot's starts must show: every mode `starts` times, each exited

@@ -14,7 +14,9 @@
 //! - [`order`]: function reordering on emulated slow flash: the seed's
 //!   synthetic program, unordered and reordered, started cold from SquashFS.
 //! - [`ddlink`]: a program started under DDLink's patched ld.so in each
-//!   loader mode after the modules load, its starts on the kernel's timeline.
+//!   loader mode after the modules load, its starts on the kernel's timeline;
+//! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,
+//!   in an ftrace instance of its own.
 
 pub mod batchloader;
 pub mod busybox;
@@ -23,6 +25,7 @@ pub mod ddlink;
 pub mod initramfs;
 pub mod loaders;
 pub mod order;
+pub mod procs;
 pub mod qemu;
 pub mod scenario;
 pub mod setup;

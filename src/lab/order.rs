@@ -31,7 +31,7 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::run::results::{ORDER_KIND, Process, UserSpace};
+use crate::run::results::{ORDER_KIND, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
@@ -39,8 +39,6 @@ pub const END: &str = "@@@ bootlink order end @@@";
 const DIR: &str = "/bootlink-order";
 const SCRATCH: &str = "/tmp/bootlink-order";
 const MNT: &str = "/mnt/bootlink-order";
-const PROCS: &str = "/sys/kernel/tracing/instances/bootlink-procs";
-const PROCS_MARK: &str = "@@ processes";
 /// SquashFS block sizes the lab knows (KiB).
 pub const BLOCKS: [u32; 3] = [4, 64, 128];
 /// Starts per mode per boot.
@@ -320,6 +318,25 @@ pub fn mode(build: &str, block_kib: u32, ra_kib: u32) -> String {
     format!("{build}/{block_kib}k/ra{ra_kib}")
 }
 
+/// Time to UI: each start's program writes its output (stdout and stderr)
+/// into a FIFO read by this function, which writes a kernel log marker
+/// (`bootlink: order ui MODE K`) when the first line arrives and passes the
+/// output on. The reader is a child of the script's shell, not of the shell
+/// that starts the program, whose cminflt/cmajflt count the program's
+/// faults: its own faults are not counted. Builtins only (read, echo,
+/// printf, test), so nothing is forked or executed while the program runs;
+/// the end marker waits for it, so the UI mark lies between the start's
+/// markers. Arguments: mode, round.
+const UI_READER: &str = "ord_ui() {
+  l=
+  if IFS= read -r l || [ -n \"$l\" ]; then
+    echo \"bootlink: order ui $1 $2\" > /dev/kmsg
+    printf '%s\\n' \"$l\"
+    while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done
+  fi
+}
+";
+
 /// The part of /init that loads the modules, fills one device per block
 /// size, then starts both builds cold in every (block size, readahead)
 /// cell, `starts` rounds, and prints the section [`parse`] reads.
@@ -327,13 +344,9 @@ pub fn script(p: &Prepared) -> String {
     // Inside sh -c '...': each argument double-quoted (prepare's arguments
     // have no quote, backslash, dollar or backquote).
     let args: String = p.args.iter().map(|a| format!(" \"{a}\"")).collect();
-    let mut s = format!("mkdir -p {SCRATCH} {MNT}\n");
-    // Every fork, exec and exit from here on, in an ftrace instance of its
-    // own; the global clock is printk's (local_clock: sched_clock plus its
-    // offset), "local" is raw sched_clock (~0.1 s apart on these kernels).
-    s.push_str(&format!(
-        "mkdir {PROCS} && echo global > {PROCS}/trace_clock && for e in fork exec exit; do echo 1 > {PROCS}/events/sched/sched_process_$e/enable; done && echo 1 > {PROCS}/tracing_on || echo 'bootlink: order: no process events'\n"
-    ));
+    // The processes are recorded by every lab boot (crate::lab::procs).
+    let mut s = format!("mkdir -p {SCRATCH} {MNT}\nmknod {SCRATCH}/ui p\n");
+    s.push_str(UI_READER);
     for (name, _) in &p.modules {
         let params = if name == "null_blk" {
             format!(
@@ -355,11 +368,13 @@ pub fn script(p: &Prepared) -> String {
     s.push_str(&format!(
         "ord_start() {{\n  mount -t squashfs -o ro /dev/$1 {MNT} || echo \"bootlink: order cannot mount $1\"\n  \
          echo 3 > /proc/sys/vm/drop_caches\n  read s0 < /sys/block/$1/stat\n  \
+         ord_ui $2 $3 < {SCRATCH}/ui > {SCRATCH}/out &\n  \
          echo \"bootlink: order start $2 $3\" > /dev/kmsg\n  \
-         sh -c 'env -i HOME=/ PATH=/bin:/sbin {MNT}/bin/'$4'{args} > {SCRATCH}/out.$$ 2>&1 < /dev/null; echo \"exit $?\"; read l < /proc/$$/stat; echo \"stat $l\"; cat {SCRATCH}/out.$$; rm {SCRATCH}/out.$$' > {SCRATCH}/res 2>&1\n  \
+         sh -c 'env -i HOME=/ PATH=/bin:/sbin {MNT}/bin/'$4'{args} > {SCRATCH}/ui 2>&1 < /dev/null; echo \"exit $?\"; read l < /proc/$$/stat; echo \"stat $l\"' > {SCRATCH}/res 2>&1\n  \
+         wait $!\n  \
          echo \"bootlink: order end $2 $3\" > /dev/kmsg\n  read s1 < /sys/block/$1/stat\n  umount {MNT}\n  \
          echo \"@@ start $2 $3\" >> {SCRATCH}/all\n  echo \"dev0 $s0\" >> {SCRATCH}/all\n  echo \"dev1 $s1\" >> {SCRATCH}/all\n  \
-         cat {SCRATCH}/res >> {SCRATCH}/all\n}}\n"
+         cat {SCRATCH}/res {SCRATCH}/out >> {SCRATCH}/all\n}}\n"
     ));
     s.push_str(&format!(": > {SCRATCH}/all\nfor k in $(seq 0 {}); do\n", p.starts - 1));
     for (i, (b, _)) in p.images.iter().enumerate() {
@@ -369,9 +384,7 @@ pub fn script(p: &Prepared) -> String {
             p.builds.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" ")
         ));
     }
-    s.push_str(&format!(
-        "done\necho 0 > {PROCS}/tracing_on\necho '{SECTION}'\ncat {SCRATCH}/all\necho '{PROCS_MARK}'\ncat {PROCS}/trace\necho '{END}'\n"
-    ));
+    s.push_str(&format!("done\necho '{SECTION}'\ncat {SCRATCH}/all\necho '{END}'\n"));
     s
 }
 
@@ -404,7 +417,6 @@ struct Printed {
 pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
     let (_, rest) = main.split_once(SECTION)?;
     let text = rest.split_once(END).map(|(a, _)| a).unwrap_or(rest);
-    let (text, procs) = text.split_once(PROCS_MARK).unwrap_or((text, ""));
     let mut printed: Vec<Printed> = Vec::new();
     let nums = |s: &str| s.split_whitespace().filter_map(|w| w.parse().ok()).collect::<Vec<u64>>();
     for line in text.lines() {
@@ -445,63 +457,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
         }
     }
-    Some(UserSpace {
-        command: String::new(),
-        tsc_mhz: None,
-        starts,
-        kind: ORDER_KIND.into(),
-        processes: processes(procs),
-    })
-}
-
-/// The processes of ftrace's sched_process_fork/exec/exit lines
-/// (`COMM-PID [CPU] FLAGS SECONDS: sched_process_exec: filename=F pid=P ...`).
-pub fn processes(trace: &str) -> Vec<Process> {
-    let mut out: Vec<Process> = Vec::new();
-    for line in trace.lines() {
-        let Some(i) = line.find(": sched_process_") else { continue };
-        let Some(t) = line[..i].split_whitespace().last().and_then(|t| t.parse::<f64>().ok()) else { continue };
-        let t = (t * 1e6).round();
-        let rest = &line[i + ": sched_process_".len()..];
-        let Some((event, fields)) = rest.split_once(": ") else { continue };
-        let field =
-            |k: &str| fields.split_whitespace().find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')));
-        let pid = |k: &str| field(k).and_then(|v| v.parse::<u32>().ok());
-        match event {
-            "fork" => {
-                if let (Some(child), Some(parent)) = (pid("child_pid"), pid("pid")) {
-                    let name = field("child_comm").unwrap_or_default().to_string();
-                    out.push(Process { pid: child, parent, name, start_us: t, ..Default::default() });
-                }
-            }
-            "exec" => {
-                let Some(p) = pid("pid") else { continue };
-                let name = field("filename").unwrap_or_default();
-                let name = name.rsplit('/').next().unwrap_or(name).to_string();
-                match out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
-                    Some(x) => {
-                        x.exec_us = Some(t);
-                        x.name = name;
-                    }
-                    None => out.push(Process { pid: p, name, start_us: t, exec_us: Some(t), ..Default::default() }),
-                }
-            }
-            "exit" => {
-                let Some(p) = pid("pid") else { continue };
-                if let Some(x) = out.iter_mut().rev().find(|x| x.pid == p && x.end_us.is_none()) {
-                    x.end_us = Some(t);
-                    // busybox re-executes itself as /proc/self/exe: the applet's name is its comm.
-                    if x.name == "exe"
-                        && let Some(c) = field("comm")
-                    {
-                        x.name = c.to_string();
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: ORDER_KIND.into() })
 }
 
 /// What a boot's starts must show, from run.json alone: each start exited
@@ -528,6 +484,9 @@ pub fn problems_alone(u: &UserSpace) -> Vec<String> {
         }
         if s.major_faults.is_none() || s.read_bytes.is_none() {
             out.push(format!("order {} #{}: no fault or device counts", s.mode, s.index + 1));
+        }
+        if !s.output.is_empty() && s.ui_us.is_none() {
+            out.push(format!("order {} #{}: printed output but no UI mark", s.mode, s.index + 1));
         }
     }
     if let Some(first) = u.starts.first()
@@ -580,7 +539,9 @@ checksum 42
 @@@ bootlink order end @@@
 ";
     const DMESG: &str = "[    2.000000] bootlink: order start unordered/64k/ra0 0
+[    2.290000] bootlink: order ui unordered/64k/ra0 0
 [    2.300000] bootlink: order end unordered/64k/ra0 0
+[    2.310000] bootlink: order ui unordered/64k/ra0 0
 [    2.400000] bootlink: order start reordered/64k/ra0 0
 [    2.450000] bootlink: order end reordered/64k/ra0 0
 ";
@@ -597,8 +558,11 @@ checksum 42
         assert_eq!((s.minor_faults, s.major_faults), (Some(120), Some(14)));
         assert_eq!((s.read_requests, s.read_bytes), (Some(11), Some(1800 * 512)));
         assert_eq!(s.output, "checksum 42");
+        // Time to UI from the start marker; a stray marker after the end is not it.
+        assert_eq!(s.ui_us, Some(290_000.0));
         let r = &u.starts[1];
         assert_eq!((r.major_faults, r.read_requests, r.read_bytes), (Some(3), Some(3), Some(400 * 512)));
+        assert_eq!(r.ui_us, None);
         let p = Prepared {
             builds: vec![("unordered".into(), "/u".into()), ("reordered".into(), "/r".into())],
             args: vec!["-c".into(), "print(42)".into()],
@@ -611,29 +575,8 @@ checksum 42
             output: "checksum 42".into(),
         };
         let pr = problems(&u, &p);
-        assert_eq!(pr, ["order: 2 of 4 starts measured"]);
+        assert_eq!(pr, ["order reordered/64k/ra0 #1: printed output but no UI mark", "order: 2 of 4 starts measured"]);
         assert!(parse("nothing", DMESG).is_none());
-    }
-
-    #[test]
-    fn processes_from_the_sched_events() {
-        let t = "# tracer: nop
-              sh-52      [000] .....     2.100000: sched_process_fork: comm=sh pid=52 child_comm=sh child_pid=75
-              sh-75      [000] .....     2.100100: sched_process_exec: filename=/mnt/bootlink-order/unordered pid=75 old_pid=75
-       unordered-75      [000] .....     2.600000: sched_process_exit: comm=unordered pid=75 prio=120
-";
-        let p = processes(t);
-        assert_eq!(
-            p,
-            [Process {
-                pid: 75,
-                parent: 52,
-                name: "unordered".into(),
-                start_us: 2_100_000.0,
-                exec_us: Some(2_100_100.0),
-                end_us: Some(2_600_000.0)
-            }]
-        );
     }
 
     #[test]
@@ -674,9 +617,50 @@ checksum 42
             "ord_start nullb0 $build/4k/ra$ra $k $build",
             "for k in $(seq 0 1)",
             "for build in unordered reordered; do",
-            "env -i HOME=/ PATH=/bin:/sbin /mnt/bootlink-order/bin/'$4' \"-c\" \"print(42)\" > ",
+            "env -i HOME=/ PATH=/bin:/sbin /mnt/bootlink-order/bin/'$4' \"-c\" \"print(42)\" > /tmp/bootlink-order/ui 2>&1 < /dev/null;",
+            "mknod /tmp/bootlink-order/ui p",
+            "echo \"bootlink: order ui $1 $2\" > /dev/kmsg",
+            "ord_ui $2 $3 < /tmp/bootlink-order/ui > /tmp/bootlink-order/out &",
         ] {
             assert!(s.contains(want), "{want} not in\n{s}");
         }
+        // The reader starts before the start marker, the end marker waits for it.
+        let at = |w: &str| s.find(w).unwrap_or_else(|| panic!("{w} not in\n{s}"));
+        assert!(at("ord_ui $2 $3 <") < at("order start $2") && at("order start $2") < at("sh -c 'env -i"));
+        assert!(at("sh -c 'env -i") < at("wait $!") && at("wait $!") < at("order end $2"));
+        // Every lab boot records the processes (crate::lab::procs): not here again.
+        assert!(!s.contains("sched_process") && !s.contains("instances/"), "{s}");
+    }
+
+    /// The reader under the host's sh, its marker written to a file.
+    fn read_through(input: &str) -> (String, String) {
+        let tmp = crate::lab::TempDir::new("order-ui").unwrap();
+        let kmsg = tmp.path().join("kmsg");
+        std::fs::write(&kmsg, "").unwrap();
+        let script =
+            format!("{}ord_ui unordered/4k/ra0 1", UI_READER.replace("/dev/kmsg", &kmsg.display().to_string()));
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        (String::from_utf8(out.stdout).unwrap(), std::fs::read_to_string(&kmsg).unwrap())
+    }
+
+    #[test]
+    fn the_ui_reader_marks_the_first_line_and_passes_the_output_on() {
+        let mark = "bootlink: order ui unordered/4k/ra0 1\n";
+        assert_eq!(read_through("checksum 42\n"), ("checksum 42\n".into(), mark.into()));
+        // Every line, leading blanks and backslashes kept, the last one without its newline too.
+        assert_eq!(read_through("  a\\b\n-n\nlast"), ("  a\\b\n-n\nlast\n".into(), mark.into()));
+        // An empty first line is output too.
+        assert_eq!(read_through("\nx\n"), ("\nx\n".into(), mark.into()));
+        // Nothing printed, no mark.
+        assert_eq!(read_through(""), (String::new(), String::new()));
     }
 }

@@ -25,6 +25,7 @@ use crate::symhash;
 use crate::lab::ddlink;
 use crate::lab::loaders;
 use crate::lab::order;
+use crate::lab::procs;
 pub use crate::lab::variant::{Loader, Transform, VariantSpec};
 
 /// A variant ready to boot: its kernel image and its module files (the
@@ -78,12 +79,14 @@ const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
 const RUN_SECTION: &str = "@@@ bootlink run @@@";
 const RUN_END: &str = "@@@ bootlink run end @@@";
 
-/// The init body: set up ftrace on the landmark functions, load the
-/// modules with the variant's loader (markers in the trace and the kernel
-/// log), start the DDLink program (`ddlink`: its script) and the `run`
-/// program, then print the trace and the kernel log.
-fn body(trace: bool, run: Option<&str>, ddlink: Option<&str>, loader: Loader) -> String {
-    let mut s = String::from("T=/sys/kernel/tracing\nmount -t tracefs none $T\n");
+/// The init body (tracefs is mounted by /init's prologue, which also starts
+/// recording the processes when `procs`, [`procs::start`]): set up ftrace
+/// on the landmark functions, load the modules with the variant's loader
+/// (markers in the trace and the kernel log), start the DDLink program
+/// (`ddlink`: its script) and the `run` program, then print the processes,
+/// the trace and the kernel log.
+fn body(trace: bool, procs: bool, run: Option<&str>, ddlink: Option<&str>, loader: Loader) -> String {
+    let mut s = format!("T={}\n", procs::TRACEFS);
     if trace {
         s.push_str("echo 32768 > $T/buffer_size_kb\n");
         for f in trace::traced() {
@@ -102,6 +105,9 @@ fn body(trace: bool, run: Option<&str>, ddlink: Option<&str>, loader: Loader) ->
     }
     if let Some(cmd) = run {
         s.push_str(&format!("echo '{RUN_SECTION}'\n{cmd} 2>&1\necho \"RUN-EXIT $?\"\necho '{RUN_END}'\n"));
+    }
+    if procs {
+        s.push_str(&procs::stop_and_print());
     }
     if trace {
         s.push_str(&format!("echo '{TRACE_SECTION}'\ncat $T/trace\n"));
@@ -299,7 +305,10 @@ fn initramfs(
         (None, Some(o)) => Some(order::script(o)),
         (None, None) => None,
     };
-    ir.body(&body(trace && loaders::traceable(v.spec.loader), run, script.as_deref(), v.spec.loader));
+    let traced = trace && loaders::traceable(v.spec.loader);
+    let procs = procs::recorded(traced, run.is_some() || script.is_some());
+    ir.prologue(&if procs { procs::start() } else { format!("mount -t tracefs none {}\n", procs::TRACEFS) });
+    ir.body(&body(traced, procs, run, script.as_deref(), v.spec.loader));
     ir.write(dest)
 }
 
@@ -372,6 +381,7 @@ pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)]) -> Repetitio
     let log = dmesg::parse(dmesg.as_bytes());
     rep.initcalls = log.initcalls;
     rep.init_start_us = log.init_start_us.unwrap_or(0.0);
+    rep.processes = procs::with_init(procs::parse(main), rep.init_start_us);
     if let (Some(b), Some(e)) = (begin, end) {
         rep.modules_total_us = e - b;
     }

@@ -272,6 +272,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         userspace: None,
         tainted: None,
         module_taints: Default::default(),
+        processes: Vec::new(),
     };
     Run {
         format: FORMAT_VERSION,

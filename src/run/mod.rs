@@ -46,8 +46,10 @@ pub fn load(path: &Path) -> Result<Run> {
 
 /// A `run.json`'s contents.
 pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
-    let run: Run = serde_json::from_slice(data)
-        .map_err(|e| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}")))?;
+    let bad = |e: serde_json::Error| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}"));
+    let mut value: serde_json::Value = serde_json::from_slice(data).map_err(bad)?;
+    processes_to_repetitions(&mut value);
+    let run: Run = serde_json::from_value(value).map_err(bad)?;
     if run.format > FORMAT_VERSION {
         return Err(Error::file(
             Kind::Format,
@@ -56,6 +58,24 @@ pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
         ));
     }
     Ok(run)
+}
+
+/// Runs written before every boot recorded its processes kept those of
+/// `order:` starts in `userspace.processes`: move them to the repetition's
+/// `processes`, where they are now.
+fn processes_to_repetitions(run: &mut serde_json::Value) {
+    let Some(variants) = run.get_mut("variants").and_then(|v| v.as_array_mut()) else { return };
+    for v in variants {
+        let Some(reps) = v.get_mut("repetitions").and_then(|r| r.as_array_mut()) else { continue };
+        for rep in reps.iter_mut().filter_map(|r| r.as_object_mut()) {
+            let old = rep.get_mut("userspace").and_then(|u| u.as_object_mut()).and_then(|u| u.remove("processes"));
+            if let Some(old) = old
+                && !rep.contains_key("processes")
+            {
+                rep.insert("processes".into(), old);
+            }
+        }
+    }
 }
 
 /// Write `run.json` into the run directory `out`, atomically.
@@ -95,4 +115,32 @@ pub fn render_summary_text(s: &Summary) -> String {
         t.row(row);
     }
     t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_runs_keep_their_processes_on_the_repetition() {
+        // A run.json from before every boot recorded its processes: an
+        // order: repetition with them under userspace.
+        let old = r#"{"format":1,"source":"lab","kernel_release":"6.1","kernel":"/k","cmdline":"","timing":"deterministic",
+            "module_set":"none","variants":[{"name":"o","repetitions":[
+              {"index":0,"boot_wall_s":1.0,"initcalls":[],"modules":[],"log":"logs/o-0.log",
+               "userspace":{"command":"synth","starts":[],"kind":"order",
+                 "processes":[{"pid":75,"parent":52,"name":"unordered","start_us":2100000.0,"end_us":2600000.0}]}},
+              {"index":1,"boot_wall_s":1.0,"initcalls":[],"modules":[],"log":"logs/o-1.log"}]}]}"#;
+        let run = parse_run_json(old.as_bytes(), Path::new("run.json")).unwrap();
+        let reps = &run.variants[0].repetitions;
+        let p = &reps[0].processes;
+        assert_eq!((p.len(), p[0].pid, p[0].name.as_str(), p[0].end_us), (1, 75, "unordered", Some(2_600_000.0)));
+        assert_eq!(reps[0].userspace.as_ref().unwrap().kind, "order");
+        assert!(reps[1].processes.is_empty());
+        // Written again, they are where new runs have them, once.
+        let json = serde_json::to_string(&run).unwrap();
+        assert_eq!(json.matches(r#""processes""#).count(), 1, "{json}");
+        assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
+        assert!(parse_run_json(b"{\"format\":1}", Path::new("x.json")).unwrap_err().to_string().contains("x.json"));
+    }
 }

@@ -19,6 +19,8 @@ pub struct Side {
     pub minor_faults: f64,
     pub read_bytes: f64,
     pub read_requests: f64,
+    /// Time to UI (from the start marker to the first output line), median; NaN when not marked.
+    pub ui_us: f64,
     pub failed: usize,
 }
 
@@ -69,6 +71,7 @@ fn side(st: &[&UserStart]) -> Option<Side> {
         minor_faults: med(&|s| s.minor_faults),
         read_bytes: med(&|s| s.read_bytes),
         read_requests: med(&|s| s.read_requests),
+        ui_us: Med::of(st.iter().filter_map(|s| s.ui_us)).map(|m| m.median).unwrap_or(f64::NAN),
         failed: st.iter().filter(|s| s.exit != 0).count(),
     })
 }
@@ -143,6 +146,10 @@ fn n(v: f64) -> String {
     if v.is_finite() { format!("{}", v.round() as i64) } else { "-".into() }
 }
 
+fn ui(us: f64) -> String {
+    if us.is_finite() { ms(us) } else { "-".into() }
+}
+
 fn kib(v: f64) -> String {
     if v.is_finite() { format!("{:.0}", v / 1024.0) } else { "-".into() }
 }
@@ -211,6 +218,7 @@ pub fn render_text(runs: &[Run]) -> String {
             "unordered ms",
             "build ms",
             "faster",
+            "UI ms",
             "major faults",
             "minor faults",
             "KiB read",
@@ -231,6 +239,7 @@ pub fn render_text(runs: &[Run]) -> String {
                 ms(u.wall_us.median),
                 ms(r.wall_us.median),
                 format!("{:.2}x", c.speedup),
+                format!("{} -> {}", ui(u.ui_us), ui(r.ui_us)),
                 format!("{} -> {}", n(u.major_faults), n(r.major_faults)),
                 format!("{} -> {}", n(u.minor_faults), n(r.minor_faults)),
                 format!("{} -> {}", kib(u.read_bytes), kib(r.read_bytes)),
@@ -259,6 +268,7 @@ mod tests {
             minor_faults: Some(100),
             read_bytes: Some(bytes),
             read_requests: Some(bytes / 4096),
+            ui_us: Some(dur - 1000.0),
             ..Default::default()
         }
     }
@@ -284,6 +294,9 @@ mod tests {
         assert!(text.contains("5.00x faster (goal >= 4.2x: met)"), "{text}");
         assert!(text.contains("major faults 11 -> 1: 11.0x fewer (goal >= 8x: met)"), "{text}");
         assert!(text.contains("| 11 -> 1") || text.contains("11 -> 1"), "{text}");
+        // Time to UI beside the wall time (medians, ms).
+        assert_eq!((t.cells[1].unordered.ui_us, t.cells[1].reordered.ui_us), (599_000.0, 119_000.0));
+        assert!(text.contains("UI ms") && text.contains("599 -> 119"), "{text}");
         assert_eq!(split_mode("reordered/128k/ra0"), Some(("reordered", 128, 0)));
     }
 

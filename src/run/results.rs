@@ -124,6 +124,14 @@ pub struct Repetition {
     /// (`/sys/module/NAME/taint`, e.g. "E" for an unsigned module).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub module_taints: BTreeMap<String, String>,
+    /// Every process of the boot's user space from /init on (ftrace's
+    /// sched_process_fork/exec/exit events, on the kernel log's clock), in
+    /// the order they were forked: the whole user space on the kernel's
+    /// timeline. Runs written before every boot recorded them kept those
+    /// of `order:` starts in `userspace.processes`; [`crate::run::load`]
+    /// moves them here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
 }
 
 /// The DDLink loader modes the lab starts a program in, in order: the
@@ -151,15 +159,12 @@ pub struct UserSpace {
     /// cold starts from emulated flash (the lab's `order:` variants).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
-    /// Every process the guest forked or executed while the starts ran
-    /// (ftrace's sched_process_fork/exec/exit events, on the kernel log's
-    /// clock): the whole user space on the kernel's timeline.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub processes: Vec<Process>,
 }
 
 /// One process of the guest's user space: forked (or first seen at its
-/// exec), executed, exited; guest microseconds since boot.
+/// exec), executed, exited; guest microseconds since boot. `end_us` is None
+/// for a process still running when the trace stopped (/init, the body's
+/// shell).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Process {
     pub pid: u32,
@@ -217,6 +222,12 @@ pub struct UserStart {
     pub read_requests: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bytes: Option<u64>,
+    /// Time to UI (`order:`): from the start marker to the moment the
+    /// program's first output line reached the shell reading it (its
+    /// `bootlink: order ui MODE K` kernel log marker), guest microseconds;
+    /// None when the program printed nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui_us: Option<f64>,
 }
 
 /// What a loader other than sequential insmod reported for one boot.

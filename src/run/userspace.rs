@@ -176,7 +176,8 @@ pub fn render_text(runs: &[Run]) -> String {
 /// The starts a guest script brackets with kernel log markers, `PREFIX
 /// start MODE K` and `PREFIX end MODE K [STATUS]`: each one's mode, index,
 /// printk time and duration, and its exit status when the end marker gives
-/// one (else -1).
+/// one (else -1); a `PREFIX ui MODE K` marker in between is its time to UI
+/// (the first one, from the start marker).
 pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
     let mut starts: Vec<UserStart> = Vec::new();
     for line in dmesg_text.lines() {
@@ -192,6 +193,15 @@ pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
                 exit: -1,
                 ..Default::default()
             }),
+            ["ui", mode, k] => {
+                let k: usize = k.parse().unwrap_or(0);
+                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k)
+                    && s.duration_us == 0.0
+                    && s.ui_us.is_none()
+                {
+                    s.ui_us = Some(t - s.start_us);
+                }
+            }
             ["end", mode, k, ref rest @ ..] if rest.len() <= 1 => {
                 let k: usize = k.parse().unwrap_or(0);
                 if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
@@ -247,7 +257,6 @@ pub(crate) mod tests {
                 tsc_mhz: Some(1000.0),
                 starts,
                 kind: String::new(),
-                processes: Vec::new(),
             }),
             ..Default::default()
         };

@@ -463,8 +463,10 @@ pub fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Opti
 }
 
 /// The timeline of one repetition: built-in initcalls on one time axis,
-/// module loads (split by phase) or module init functions on another, and
-/// a program started under DDLink's ld.so (one row per loader mode) on a third.
+/// module loads (split by phase) or module init functions on another, a
+/// program started in the guest (one row per DDLink loader mode or
+/// reordering mode, time to UI marked) on a third, and the boot's
+/// processes from /init on, like bootchart, on a fourth.
 /// An `<svg>` element for a page or for [`stack`], which makes the document.
 pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]) -> String {
     let mut o = String::new();
@@ -536,9 +538,9 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
     }
     if let Some(u) = user {
         y = super::userspace::panel(&mut o, y, u);
-        y = super::userspace::processes_panel(&mut o, y, u);
     }
-    if builtin.is_empty() && mods.is_empty() && user.is_none() {
+    y = super::userspace::processes_panel(&mut o, y, &rep.processes);
+    if builtin.is_empty() && mods.is_empty() && user.is_none() && rep.processes.is_empty() {
         y += 20.0;
         let _ = write!(
             o,

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::run::model::Med;
-use crate::run::results::{USER_MODES, UserSpace, UserStart};
+use crate::run::results::{Process, USER_MODES, UserSpace, UserStart};
 
 use super::timeline::{finish_panel, stripe};
 use super::*;
@@ -27,6 +27,9 @@ pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
     if !u.kind.is_empty() {
         // Function reordering's cold starts: one bar per start, no loader spans.
         out.push(("cold start (marker to exit)".to_string(), mode_colors("")[0]));
+        if u.starts.iter().any(|s| s.ui_us.is_some()) {
+            out.push(("time to UI (first output line)".to_string(), UI));
+        }
         return out;
     }
     for m in modes(u) {
@@ -49,11 +52,14 @@ fn modes(u: &UserSpace) -> Vec<&str> {
     out
 }
 
-/// "median 12.4 ms, relocation 1.23 ms" for a mode's starts.
+/// "median 12.4 ms, relocation 1.23 ms" (or ", UI 12.0 ms": time to UI) for a mode's starts.
 fn median_label(starts: &[UserStart], mode: &str) -> String {
     let st: Vec<&UserStart> = starts.iter().filter(|x| x.mode == mode).collect();
     let med = Med::of(st.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
     let mut label = format!("median {} ms", ms(med));
+    if let Some(u) = Med::of(st.iter().filter_map(|x| x.ui_us)) {
+        let _ = write!(label, ", UI {} ms", ms(u.median));
+    }
     if let Some(r) = Med::of(st.iter().filter_map(|x| x.relocation_us)) {
         let _ = write!(label, ", relocation {} ms", ms(r.median));
     }
@@ -68,6 +74,9 @@ fn tooltip(s: &UserStart, program: &str) -> String {
         ms(s.duration_us),
         ms(s.start_us)
     );
+    if let Some(u) = s.ui_us {
+        let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
+    }
     if let Some(l) = s.loader_us {
         let _ = write!(t, "\nld.so: {} ms", ms(l));
     }
@@ -123,8 +132,13 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(&title));
     let a = u.starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
     let b = u.starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
+    let what = if u.kind.is_empty() {
+        "darker: ld.so, darkest: its relocation"
+    } else {
+        "mark: time to UI (the first output line)"
+    };
     let note = format!(
-        "{} starts, {}–{} ms after boot; bar: marker before the start to the exit, darker: ld.so, darkest: its relocation",
+        "{} starts, {}–{} ms after boot; bar: marker before the start to the exit, {what}",
         u.starts.len(),
         ms(a),
         ms(b)
@@ -193,6 +207,16 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
                     }
                 }
             }
+            if let Some(ui) = st.ui_us {
+                let _ = write!(
+                    inner,
+                    r#"<rect class="tl-ui" data-ui-us="{}" x="{:.2}" y="{:.1}" width="2" height="{:.1}" fill="{UI}"/>"#,
+                    ui.round(),
+                    s.x(st.start_us + ui) - 1.0,
+                    by - 2.0,
+                    bh + 4.0
+                );
+            }
             inner.push_str("</g>");
         }
         // The median beside the row's last bar.
@@ -212,22 +236,52 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
 
 const PROC: &str = "#c9d3dd";
 const PROC_EXEC: &str = "#5b7083";
+/// The time-to-UI mark of a start.
+pub const UI: &str = "#d6336c";
 
-/// The guest's processes (fork to exit, exec darker), packed into lanes
-/// like bootchart, on the kernel's time axis; returns the new y.
-pub fn processes_panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
-    let procs: Vec<(&crate::run::results::Process, f64)> =
-        u.processes.iter().filter_map(|p| p.end_us.map(|e| (p, e))).collect();
+/// Processes packed into lanes like bootchart: each goes into the first
+/// lane free at its fork. Returns each one's (lane, end: its exit, or the
+/// end of the trace for one still running then), the number of lanes, and
+/// that end (the latest time any process was seen).
+pub fn process_lanes(procs: &[Process]) -> (Vec<(usize, f64)>, usize, f64) {
+    let last =
+        procs.iter().flat_map(|p| [Some(p.start_us), p.exec_us, p.end_us]).flatten().fold(f64::NEG_INFINITY, f64::max);
+    let mut lane_end: Vec<f64> = Vec::new();
+    let mut out = Vec::with_capacity(procs.len());
+    for p in procs {
+        let end = p.end_us.unwrap_or(last).max(p.start_us);
+        let l = match lane_end.iter().position(|&x| x <= p.start_us) {
+            Some(l) => l,
+            None => {
+                lane_end.push(0.0);
+                lane_end.len() - 1
+            }
+        };
+        lane_end[l] = end;
+        out.push((l, end));
+    }
+    (out, lane_end.len(), last)
+}
+
+/// The boot's processes from /init on (fork to exit, exec darker), packed
+/// into lanes like bootchart, on the kernel's time axis; returns the new y.
+pub fn processes_panel(o: &mut String, y: f64, procs: &[Process]) -> f64 {
     if procs.is_empty() {
         return y;
     }
+    let (lanes, n_lanes, b) = process_lanes(procs);
     let mut y = y + 18.0;
     let title = "User space: processes (fork to exit; darker: after exec)";
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(title));
-    let a = procs.iter().map(|(p, _)| p.start_us).fold(f64::INFINITY, f64::min);
-    let b = procs.iter().map(|(_, e)| *e).fold(0.0, f64::max);
-    let note =
-        format!("{} processes, {}–{} ms after boot (ftrace sched_process_fork/exec/exit)", procs.len(), ms(a), ms(b));
+    let a = procs.iter().map(|p| p.start_us).fold(f64::INFINITY, f64::min);
+    let running = procs.iter().filter(|p| p.end_us.is_none()).count();
+    let note = format!(
+        "{} processes, {}–{} ms after boot (ftrace sched_process_fork/exec/exit{})",
+        procs.len(),
+        ms(a),
+        ms(b),
+        if running > 0 { format!("; {running} still running when the trace stopped") } else { String::new() }
+    );
     let _ = write!(
         o,
         r#"<text class="note" x="{:.1}" y="{y:.1}">{}</text>"#,
@@ -244,44 +298,33 @@ pub fn processes_panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         x0: GUTTER,
         x1: WIDTH - RIGHT,
     };
-    // Greedy lanes: a process goes into the first lane free at its fork.
-    let mut lane_end: Vec<f64> = Vec::new();
-    let mut lanes = Vec::new();
-    for (p, e) in &procs {
-        let l = match lane_end.iter().position(|&x| x <= p.start_us) {
-            Some(l) => l,
-            None => {
-                lane_end.push(0.0);
-                lane_end.len() - 1
-            }
-        };
-        lane_end[l] = *e;
-        lanes.push(l);
-    }
     let axis_top = y;
     let body0 = y + 6.0;
     let row_h = 16.0;
     let (mut inner, mut under) = (String::new(), String::new());
-    for l in 0..lane_end.len() {
+    for l in 0..n_lanes {
         if l % 2 == 1 {
             stripe(&mut under, &s, body0 + 4.0 + l as f64 * row_h, row_h);
         }
     }
-    for ((p, e), l) in procs.iter().zip(&lanes) {
-        let ry = body0 + 4.0 + *l as f64 * row_h;
+    for (p, &(l, e)) in procs.iter().zip(&lanes) {
+        let ry = body0 + 4.0 + l as f64 * row_h;
         let (bh, by) = (row_h - 4.0, ry + 2.0);
         let x = s.x(p.start_us);
         let w = ((e - p.start_us) * s.px_per_us()).max(1.0);
+        let until = match p.end_us {
+            Some(_) => format!("{} ms", ms(e)),
+            None => format!("still running at {} ms", ms(e)),
+        };
         let _ = write!(
             inner,
-            r##"<g class="tl-proc" data-pid="{}" data-name="{}"><title>{} [{}], parent {}: {}–{} ms{}</title><rect x="{x:.2}" y="{by:.1}" width="{w:.2}" height="{bh:.1}" fill="{PROC}"/>"##,
+            r##"<g class="tl-proc" data-pid="{}" data-name="{}"><title>{} [{}], parent {}: {}–{until}{}</title><rect x="{x:.2}" y="{by:.1}" width="{w:.2}" height="{bh:.1}" fill="{PROC}"/>"##,
             p.pid,
             esc(&p.name),
             esc(&p.name),
             p.pid,
             p.parent,
             ms(p.start_us),
-            ms(*e),
             p.exec_us.map(|x| format!(", exec at {} ms", ms(x))).unwrap_or_default()
         );
         if let Some(xe) = p.exec_us {
@@ -303,7 +346,7 @@ pub fn processes_panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         }
         inner.push_str("</g>");
     }
-    let body1 = body0 + 4.0 + lane_end.len() as f64 * row_h + 4.0;
+    let body1 = body0 + 4.0 + n_lanes as f64 * row_h + 4.0;
     finish_panel(o, &s, &under, &inner, axis_top, body0, body1, None)
 }
 
