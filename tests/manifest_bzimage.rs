@@ -102,49 +102,26 @@ fn a_vmlinux_of_another_build_or_no_tree_is_refused() {
     let other = dir.join("vmlinux.other");
     std::fs::write(&other, data).unwrap();
     let bz = dir.join("bzImage");
-    let err = TestCommand::new(&[
-        &"manifest",
-        &"write",
-        &"--vmlinux",
-        &other,
-        &"-o",
-        &dir.join("out"),
-        &"--bzimage",
-        &bz,
-        &"--tree",
-        &k.tree,
-        &modules,
-    ])
-    .fails_with("the object tree holds another build");
+    // `manifest write --vmlinux VMLINUX -o OUT --bzimage bzImage [--tree TREE] MODULES`
+    let write = |vmlinux: &std::path::Path, out: &str, tree: Option<&std::path::Path>| {
+        let out = dir.join(out);
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"manifest", &"write", &"--vmlinux", &vmlinux, &"-o", &out, &"--bzimage", &bz];
+        let t;
+        if let Some(tree) = tree {
+            t = tree.to_path_buf();
+            args.push(&"--tree");
+            args.push(&t);
+        }
+        args.push(&modules);
+        TestCommand::new(&args)
+    };
+    let err = write(&other, "out", Some(&k.tree)).fails_with("the object tree holds another build");
     assert!(err.contains("vmlinux.other"), "{err}");
     assert!(!bz.exists() && !dir.join("out").exists(), "nothing written");
-    let err = TestCommand::new(&[
-        &"manifest",
-        &"write",
-        &"--vmlinux",
-        &other,
-        &"-o",
-        &dir.join("o2"),
-        &"--bzimage",
-        &bz,
-        &modules,
-    ])
-    .fails_with("--bzimage needs the kernel's object tree");
+    let err = write(&other, "o2", None).fails_with("--bzimage needs the kernel's object tree");
     assert!(err.contains("vmlinux.other"), "{err}");
     assert!(!dir.join("o2").exists(), "the tree is looked for before anything is written");
-    let err = TestCommand::new(&[
-        &"manifest",
-        &"write",
-        &"--vmlinux",
-        &k.dir.join("vmlinux"),
-        &"-o",
-        &dir.join("o3"),
-        &"--bzimage",
-        &bz,
-        &"--tree",
-        &dir,
-        &modules,
-    ])
-    .fails_with("no arch/x86/boot/.bzImage.cmd");
+    let err = write(&k.dir.join("vmlinux"), "o3", Some(&dir)).fails_with("no arch/x86/boot/.bzImage.cmd");
     assert!(err.contains(dir.to_str().unwrap()), "{err}");
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::python::{self, PythonBuild};
 use super::report::{self, Prediction};
-use super::symbols::{self, Functions, Mapped};
+use super::symbols::{self, FunctionId, Functions, Mapped};
 use super::synth::{self, Linker, SynthCase, SynthSpec};
 use super::trace::Trace;
 use crate::error::{Error, Kind, Result};
@@ -106,6 +106,26 @@ pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
     if want != traced_out {
         return Err(Error::file(Kind::Internal, &case.traced, "the instrumented build prints something else"));
     }
+    let (relinked, missing) = relink_all(
+        &mapped.order,
+        &work,
+        "synth-order",
+        &|linker, out| synth::relink(&case.objects, linker, &work, out),
+        &|out, _| Ok(run_output(out)? == want),
+    )?;
+    Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, missing })
+}
+
+/// `link` with every installed linker into `work/PREFIX.LINKER`; where
+/// `order`'s functions landed in each, and whether it prints what it
+/// should (`same_output`); the linkers not installed.
+fn relink_all(
+    order: &[FunctionId],
+    work: &Path,
+    prefix: &str,
+    link: &dyn Fn(Linker, &Path) -> Result<()>,
+    same_output: &dyn Fn(&Path, Linker) -> Result<bool>,
+) -> Result<(Vec<Relinked>, Vec<&'static str>)> {
     let mut relinked = Vec::new();
     let mut missing = Vec::new();
     for linker in Linker::ALL {
@@ -113,18 +133,17 @@ pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
             missing.push(linker.name());
             continue;
         }
-        let out = work.join(format!("synth-order.{}", linker.name()));
-        synth::relink(&case.objects, linker, &work, &out)?;
-        let funcs = Functions::read(&out)?;
-        let measured = report::predict(&symbols::resolve(&mapped.order, &funcs)?);
+        let out = work.join(format!("{prefix}.{}", linker.name()));
+        link(linker, &out)?;
+        let measured = report::predict(&symbols::resolve(order, &Functions::read(&out)?)?);
         relinked.push(Relinked {
             linker: linker.name(),
-            output_identical: run_output(&out)? == want,
+            output_identical: same_output(&out, linker)?,
             program: out,
             measured,
         });
     }
-    Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, missing })
+    Ok((relinked, missing))
 }
 
 /// The unordered program's row, the prediction's, each relink's.
@@ -261,24 +280,13 @@ pub fn python_case() -> Result<PythonReport> {
         args_of_link.push(a.into());
     }
     let plain_dir = b.plain.parent().unwrap_or(Path::new("."));
-    let mut relinked = Vec::new();
-    let mut missing = Vec::new();
-    for linker in Linker::ALL {
-        if !linker.installed() {
-            missing.push(linker.name());
-            continue;
-        }
-        let out = work.join(format!("python.{}", linker.name()));
-        synth::link_ordered(&args_of_link, plain_dir, linker, &work, &out)?;
-        let funcs = Functions::read(&out)?;
-        let measured = report::predict(&symbols::resolve(&mapped.order, &funcs)?);
-        relinked.push(Relinked {
-            linker: linker.name(),
-            output_identical: layout_output(&b.root, &out, linker.name())? == want,
-            program: out,
-            measured,
-        });
-    }
+    let (relinked, mut missing) = relink_all(
+        &mapped.order,
+        &work,
+        "python",
+        &|linker, out| synth::link_ordered(&args_of_link, plain_dir, linker, &work, out),
+        &|out, linker| Ok(layout_output(&b.root, out, linker.name())? == want),
+    )?;
     let qemu = if crate::hosttool::exists(super::qemu::QEMU) {
         let program = place(&b.root, &b.plain, "unordered")?;
         let trace = work.join("trace.qemu");
