@@ -49,6 +49,7 @@ fn lab() -> (Run, PathBuf) {
     let o = TestCommand::new(&args).cmd_output();
     let text = std::fs::read(out.join("run.json"))
         .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", common::stdout(&o), common::stderr(&o)));
+    common::report("manifest variants: listed / unlisted / module.hashes=0", &common::stdout(&o));
     (serde_json::from_slice(&text).unwrap(), out)
 }
 
@@ -290,7 +291,10 @@ fn tampered_modules_and_manifests_are_refused() {
         let others: Vec<i32> = rep.modules.iter().filter(|m| m.name != "nls_cp437").map(|m| m.status).collect();
         // Which module each init function ran for (initcall_debug).
         let inits = |m: &str| rep.initcalls.iter().filter(|i| i.module == m).count();
-        println!("{}: nls_cp437 {victim}, others {others:?}, tainted {:?}", v.name, rep.tainted);
+        common::report(
+            "manifest matrix (module.sig_enforce=1; status 0 = loaded)",
+            &format!("{}: nls_cp437 {victim}, others {others:?}, tainted {:?}", v.name, rep.tainted),
+        );
         assert!(!others.is_empty(), "{}: the set's other modules were tried", v.name);
         match v.name.as_str() {
             "listed" => {
@@ -365,7 +369,10 @@ fn without_sig_enforce_unlisted_modules_load_but_taint() {
         let statuses: Vec<i32> = rep.modules.iter().map(|m| m.status).collect();
         let names: Vec<&str> = rep.modules.iter().map(|m| m.name.as_str()).collect();
         let mask = rep.tainted.expect("the guest reported its taint mask");
-        println!("{}: {statuses:?}, tainted {mask}, by {:?}", v.name, rep.module_taints);
+        common::report(
+            "manifest without sig_enforce (status 0 = loaded)",
+            &format!("{}: {statuses:?}, tainted {mask}, by {:?}", v.name, rep.module_taints),
+        );
         assert!(statuses.len() > 1 && statuses.iter().all(|&s| s == 0), "{}: all load: {statuses:?}", v.name);
         let verification = log.matches("module verification failed: signature and/or required key missing").count();
         match v.name.as_str() {
@@ -416,7 +423,10 @@ fn a_listed_bzimage_boots_and_trusts_its_list() {
         let rep = &v.repetitions[0];
         let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
         let statuses: Vec<i32> = rep.modules.iter().map(|m| m.status).collect();
-        println!("{}: {statuses:?}, tainted {:?}", v.name, rep.tainted);
+        common::report(
+            "manifest in a bzImage (status 0 = loaded)",
+            &format!("{}: {statuses:?}, tainted {:?}", v.name, rep.tainted),
+        );
         assert!(statuses.len() > 1, "{}: the set was tried", v.name);
         if v.name == "bz-listed" {
             assert!(statuses.iter().all(|&s| s == 0), "listed modules load: {statuses:?}");

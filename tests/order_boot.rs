@@ -64,14 +64,17 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
     }
     for block in [4, 64, 128] {
         let (un, re) = (start(u, &format!("unordered/{block}k/ra0")), start(u, &format!("reordered/{block}k/ra0")));
-        println!(
-            "{block}k ra0: {:.1} -> {:.1} ms, major {} -> {}, read {} -> {} bytes",
-            un.duration_us / 1e3,
-            re.duration_us / 1e3,
-            un.major_faults.unwrap(),
-            re.major_faults.unwrap(),
-            un.read_bytes.unwrap(),
-            re.read_bytes.unwrap()
+        common::report(
+            "order synth (self-built kernel): unordered -> reordered",
+            &format!(
+                "{block}k ra0: {:.1} -> {:.1} ms, major {} -> {}, read {} -> {} bytes",
+                un.duration_us / 1e3,
+                re.duration_us / 1e3,
+                un.major_faults.unwrap(),
+                re.major_faults.unwrap(),
+                un.read_bytes.unwrap(),
+                re.read_bytes.unwrap()
+            ),
         );
         assert!(re.major_faults < un.major_faults, "{block}k: major faults");
         assert!(re.read_bytes < un.read_bytes, "{block}k: bytes read");
@@ -100,10 +103,13 @@ fn python_reordered_and_bolted_starts_fault_less() {
     for build in ["reordered", "qemu", "bolt"] {
         let b = start(u, &format!("{build}/4k/ra0"));
         let (m0, m1) = (un.major_faults.unwrap(), b.major_faults.unwrap());
-        println!(
-            "python {build} 4k ra0: major faults {m0} -> {m1}, {:.0} -> {:.0} ms",
-            un.duration_us / 1e3,
-            b.duration_us / 1e3
+        common::report(
+            "order python (self-built kernel)",
+            &format!(
+                "{build} 4k ra0: major faults {m0} -> {m1}, {:.0} -> {:.0} ms",
+                un.duration_us / 1e3,
+                b.duration_us / 1e3
+            ),
         );
         // 755 -> 612 (reordered) and 527 (BOLT) when this was written
         // (TCG, -icount: deterministic): at least 15 % fewer.

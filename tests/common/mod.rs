@@ -92,6 +92,18 @@ pub fn printed_durations(log: &str) -> Vec<(String, u64)> {
 /// stdout and to the file `$BOOTLINK_SKIP_LOG` (scripts/run-tests counts
 /// those lines per tier). When `CI` is set a skip is a failure: CI installs
 /// everything the tests need, so a missing prerequisite there is a bug.
+/// Print `text` and keep it for the end of `make test`
+/// (`$BOOTLINK_REPORT_LOG`): the matrices and tables a test measured.
+pub fn report(test: &str, text: &str) {
+    println!("{text}");
+    if let Some(log) = std::env::var_os("BOOTLINK_REPORT_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(f, "--- {test}\n{}", text.trim_end());
+        }
+    }
+}
+
 pub fn skip(test: &str, reason: &str) {
     let line = format!("SKIP: {test}: {reason}");
     println!("{line}");
