@@ -180,23 +180,7 @@ fn bad_requests_fail_before_booting_in_one_line() {
         ("x=ddlink:synth-1", "variant x: 1 symbols over 12 libraries"),
     ] {
         let dir = out.join("run");
-        let k = common::self_built(false);
-        let vmlinux = k.dir.join("vmlinux");
-        let modules = k.dir.join("lib/modules").join(&k.release);
-        let err = TestCommand::new(&[
-            &"lab",
-            &"--set",
-            &"none",
-            &"--kernel",
-            &vmlinux,
-            &"--modules",
-            &modules,
-            &"--variant",
-            &variant,
-            &"-o",
-            &dir,
-        ])
-        .fails_with(want);
+        let err = common::lab_without_modules(variant, &dir).fails_with(want);
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert!(!dir.join("run.json").exists(), "{variant}: nothing booted");
         println!("{variant}: {}", err.trim_end());

@@ -173,9 +173,6 @@ fn the_starts_sit_in_order_after_the_kernel_on_one_timeline() {
 #[test]
 fn bad_requests_fail_before_booting_in_one_line() {
     let out = common::tmpdir("order-boot-bad");
-    let k = common::self_built(false);
-    let vmlinux = k.dir.join("vmlinux");
-    let modules = k.dir.join("lib/modules").join(&k.release);
     for (variant, want) in [
         ("x=order:synth-32k", "order:synth-32k: block size \"32k\": use 4k, 64k or 128k"),
         ("x=order:/nonexistent/prog", "order:/nonexistent/prog: give synth or python, or PROGRAM-BLOCK"),
@@ -183,20 +180,7 @@ fn bad_requests_fail_before_booting_in_one_line() {
         ("x=order:synth,flash:0-5", "flash:0-5: give seed, nand, nor or MIBS-USEC"),
     ] {
         let dir = out.join("run");
-        let err = TestCommand::new(&[
-            &"lab",
-            &"--set",
-            &"none",
-            &"--kernel",
-            &vmlinux,
-            &"--modules",
-            &modules,
-            &"--variant",
-            &variant,
-            &"-o",
-            &dir,
-        ])
-        .fails_with(want);
+        let err = common::lab_without_modules(variant, &dir).fails_with(want);
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert!(!dir.join("run.json").exists(), "{variant}: nothing booted");
         println!("{variant}: {}", err.trim_end());

@@ -284,20 +284,16 @@ pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlin
     serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
 }
 
-/// One untraced, deterministic boot of the self-built kernel with no
-/// modules (`--set none`) and one `--variant`, into a fresh run directory:
-/// (run directory, bootlink's output, run.json).
-pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink::run::results::Run) {
+/// `bootlink lab --set none` on the self-built kernel with one `--variant`,
+/// into `dir` (traced unless the caller adds `--no-trace`).
+pub fn lab_without_modules(variant: &str, dir: &Path) -> TestCommand {
     let k = self_built(false);
-    let dir = tmpdir(label).join("run");
     let vmlinux = k.dir.join("vmlinux");
     let modules = k.dir.join("lib/modules").join(&k.release);
-    let t0 = std::time::Instant::now();
-    let out = run(&[
+    TestCommand::new(&[
         &"lab",
         &"--set",
         &"none",
-        &"--no-trace",
         &"--kernel",
         &vmlinux,
         &"--modules",
@@ -306,7 +302,16 @@ pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, boo
         &variant,
         &"-o",
         &dir,
-    ]);
+    ])
+}
+
+/// One untraced, deterministic boot of the self-built kernel with no
+/// modules (`--set none`) and one `--variant`, into a fresh run directory:
+/// (run directory, bootlink's output, run.json).
+pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink::run::results::Run) {
+    let dir = tmpdir(label).join("run");
+    let t0 = std::time::Instant::now();
+    let out = lab_without_modules(variant, &dir).arg(&"--no-trace").cmd_output();
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
     let run: bootlink::run::results::Run = serde_json::from_slice(
         &std::fs::read(dir.join("run.json"))
