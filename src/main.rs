@@ -935,16 +935,13 @@ fn order_of(
 ) -> Result<(order::symbols::Mapped, order::symbols::Functions, order::report::Prediction), Error> {
     let t = order::trace::Trace::read(&a.trace)?;
     let traced = order::symbols::Functions::read(&a.binary)?;
-    let mapped = order::symbols::map(&t, &a.trace, &traced, &a.object)?;
+    let mut mapped = order::symbols::map(&t, &a.trace, &traced, &a.object)?;
     let funcs = match &a.layout {
         Some(l) => order::symbols::Functions::read(l)?,
         None => traced,
     };
-    let mut mapped = mapped;
     if a.allow_missing {
-        let (order, missing) = order::symbols::present(&mapped.order, &funcs);
-        mapped.order = order;
-        mapped.missing = missing.len();
+        mapped.keep_present(&funcs);
     }
     let predicted = order::report::predict(&order::symbols::resolve(&mapped.order, &funcs)?);
     Ok((mapped, funcs, predicted))
@@ -1086,7 +1083,7 @@ fn run_order(cmd: OrderCmd) -> Result<ExitCode, Error> {
             } else {
                 print!("{}", report.render());
             }
-            let ok = report.relinked.iter().chain(&report.bolt).all(|r| r.output_identical);
+            let ok = report.outputs_identical();
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }

@@ -205,9 +205,6 @@ pub struct Prepared {
     pub program: Program,
 }
 
-/// The arguments of the python starts.
-pub const PYTHON_ARGS: [&str; 2] = ["-c", "print(42)"];
-
 /// Build (cached) the variant's program and its relinks, check that every
 /// build prints the same, and make one SquashFS image per block size with
 /// the builds under `bin/` (and python's library beside it).
@@ -220,7 +217,7 @@ pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
     let (builds, args, output) = match spec.program {
         Program::Synth => {
             let report = crate::order::case::synth_case(&Default::default())?;
-            let relinked = gnu_relink(&report.relinked)?;
+            let relinked = gnu_relink(&report.relinked)?.to_path_buf();
             let unordered = report.case.program.clone();
             let output = String::from_utf8_lossy(
                 &Command::new(&unordered).output().map_err(|e| Error::io(&unordered, e))?.stdout,
@@ -233,29 +230,27 @@ pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
         }
         Program::Python => {
             let report = crate::order::case::python_case()?;
-            let relinked = gnu_relink(&report.relinked)?;
-            let mut builds =
-                vec![("unordered".to_string(), report.build.plain.clone()), ("reordered".to_string(), relinked)];
+            let mut builds = vec![
+                ("unordered".to_string(), report.build.plain.clone()),
+                ("reordered".to_string(), gnu_relink(&report.relinked)?.to_path_buf()),
+            ];
             if let Some(q) = &report.qemu {
-                if !q.relinked.output_identical {
-                    return Err(Error::file(
-                        Kind::Internal,
-                        &q.relinked.program,
-                        "order: the build ordered from QEMU's record prints something else",
-                    ));
-                }
-                builds.push(("qemu".to_string(), q.relinked.program.clone()));
+                let p = same_output(
+                    &q.relinked.program,
+                    q.relinked.output_identical,
+                    "the build ordered from QEMU's record",
+                )?;
+                builds.push(("qemu".to_string(), p.to_path_buf()));
             }
             if let Some(b) = &report.bolt {
-                if !b.output_identical {
-                    return Err(Error::file(Kind::Internal, &b.program, "order: BOLT's rewrite prints something else"));
-                }
-                builds.push(("bolt".to_string(), b.program.clone()));
+                builds.push((
+                    "bolt".to_string(),
+                    same_output(&b.program, b.output_identical, "BOLT's rewrite")?.to_path_buf(),
+                ));
             }
             crate::fsutil::copy_tree(&report.build.root, &root)?;
-            // The host run printed `ready`; the guest's args print 42.
-            let args: Vec<String> = PYTHON_ARGS.iter().map(|a| a.to_string()).collect();
-            (builds, args, "42".to_string())
+            let args: Vec<String> = crate::order::python::ARGS.iter().map(|a| a.to_string()).collect();
+            (builds, args, report.output.clone())
         }
     };
     for (name, src) in &builds {
@@ -289,15 +284,20 @@ pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
 
 /// GNU ld's relink (the unordered build is GNU ld's too), which must print
 /// what the unordered one prints.
-fn gnu_relink(relinked: &[crate::order::case::Relinked]) -> Result<PathBuf> {
+fn gnu_relink(relinked: &[crate::order::case::Relinked]) -> Result<&Path> {
     let r = relinked
         .iter()
         .find(|r| r.linker == "ld.bfd")
         .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's relink of the program is missing"))?;
-    if !r.output_identical {
-        return Err(Error::file(Kind::Internal, &r.program, "order: the relinked program prints something else"));
+    same_output(&r.program, r.output_identical, "the relinked program")
+}
+
+/// `program` when it printed what the unordered build prints (`identical`).
+fn same_output<'a>(program: &'a Path, identical: bool, what: &str) -> Result<&'a Path> {
+    if !identical {
+        return Err(Error::file(Kind::Internal, program, format!("order: {what} prints something else")));
     }
-    Ok(r.program.clone())
+    Ok(program)
 }
 
 /// Put the libraries, the images and the modules into the initramfs.

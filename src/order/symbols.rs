@@ -195,36 +195,38 @@ pub fn base_name(name: &str) -> &str {
     &name[..cut]
 }
 
-/// `order` split by `funcs` (a build of the same sources without
-/// instrumentation, where GCC may have inlined some functions away or
-/// cloned them under another suffix): the order of the functions it has
-/// (a traced function it lacks under its own name stands for its clones of
-/// the same file there, `f` for `f.constprop.0`), and those it lacks.
-pub fn present(order: &[FunctionId], funcs: &Functions) -> (Vec<FunctionId>, Vec<FunctionId>) {
-    let mut clones: HashMap<(&str, Option<&str>), Vec<&FunctionId>> = HashMap::new();
-    for f in &funcs.list {
-        let base = base_name(&f.id.name);
-        if base.len() < f.id.name.len() && !f.id.name.ends_with(".cold") {
-            clones.entry((base, f.id.file.as_deref())).or_default().push(&f.id);
-        }
-    }
-    let mut seen = HashSet::new();
-    let (mut have, mut lack) = (Vec::new(), Vec::new());
-    for id in order {
-        let found: Vec<&FunctionId> = match funcs.get(id) {
-            Some(f) => vec![&f.id],
-            None => clones.get(&(base_name(&id.name), id.file.as_deref())).cloned().unwrap_or_default(),
-        };
-        if found.is_empty() {
-            lack.push(id.clone());
-        }
-        for f in found {
-            if seen.insert(f.clone()) {
-                have.push(f.clone());
+impl Mapped {
+    /// Keep the functions `funcs` has (a build of the same sources without
+    /// instrumentation, where GCC may have inlined some functions away or
+    /// cloned them under another suffix): a traced function it lacks under
+    /// its own name stands for its clones of the same file there (`f` for
+    /// `f.constprop.0`); the others are left out and counted in `missing`.
+    pub fn keep_present(&mut self, funcs: &Functions) {
+        let mut clones: HashMap<(&str, Option<&str>), Vec<&FunctionId>> = HashMap::new();
+        for f in &funcs.list {
+            let base = base_name(&f.id.name);
+            if base.len() < f.id.name.len() && !f.id.name.ends_with(".cold") {
+                clones.entry((base, f.id.file.as_deref())).or_default().push(&f.id);
             }
         }
+        let mut seen = HashSet::new();
+        let mut have = Vec::new();
+        for id in &self.order {
+            let found: Vec<&FunctionId> = match funcs.get(id) {
+                Some(f) => vec![&f.id],
+                None => clones.get(&(base_name(&id.name), id.file.as_deref())).cloned().unwrap_or_default(),
+            };
+            if found.is_empty() {
+                self.missing += 1;
+            }
+            for f in found {
+                if seen.insert(f.clone()) {
+                    have.push(f.clone());
+                }
+            }
+        }
+        self.order = have;
     }
-    (have, lack)
 }
 
 /// `order`'s functions in `funcs` (another build of the same sources, e.g.
