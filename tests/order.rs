@@ -166,3 +166,28 @@ fn a_record_under_qemu_orders_like_the_instrumented_trace() {
     TestCommand::new(&[&"order", &"record", &"-o", &t2, &bogus]).fails_with("bogus");
     assert!(!t2.exists());
 }
+
+/// `--allow-missing`: traced functions the layout build lacks are left out
+/// and counted instead of refusing the trace; it needs `--layout`.
+#[test]
+fn allow_missing_leaves_out_and_counts_what_the_layout_lacks() {
+    let a = synth(1);
+    let trace = path(&a["trace"]);
+    let traced = path(&a["case"]["traced"]);
+    let fewer = path(&synth_of(700, 3)["case"]["program"]);
+    let dir = common::tmpdir("order-allow-missing");
+    let out = dir.join("out");
+    let o = write(&trace, &traced, Some(&fewer), &out).arg(&"--allow-missing").arg(&"--json").ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kept = v["mapped"]["order"].as_array().unwrap().len();
+    let missing = v["mapped"]["missing"].as_u64().unwrap() as usize;
+    assert!(missing > 0 && kept > 0, "kept {kept}, missing {missing}");
+    assert_eq!(
+        kept + missing,
+        synth(1)["mapped"]["order"].as_array().unwrap().len(),
+        "every traced function kept or counted"
+    );
+    assert!(out.join("order.lld").is_file());
+    let err = write(&trace, &traced, None, &dir.join("out2")).arg(&"--allow-missing").fails_with("--layout");
+    assert!(!dir.join("out2").exists(), "{err}");
+}
