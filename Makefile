@@ -3,7 +3,7 @@
 BIN := target/release/bootlink
 CARGO ?= cargo
 
-.PHONY: all deps build test test-offline demo bench clean
+.PHONY: all deps build test test-offline test-extended demo bench clean
 
 all: build
 
@@ -23,6 +23,10 @@ test: build
 test-offline: build
 	@scripts/run-tests --tier 1
 
+# Long runs beyond `make test`: not yet populated (docs/tests.md).
+test-extended: build
+	@scripts/run-tests --extended
+
 bench: build
 	bench/inspect
 	bench/preresolve
@@ -33,6 +37,9 @@ bench: build
 	bench/finalize
 	bench/batchloader
 	bench/ddlink
+	bench/order
+	bench/manifest
+	bench/manifest-write
 
 clean:
 	$(CARGO) clean
