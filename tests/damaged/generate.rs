@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! The damaged-input generator: from a real module or kernel image and a
 //! seed, files damaged one way each, by class, marked `invalid` where the
 //! damage must be refused (truncations and bit flips that may leave a valid
