@@ -211,8 +211,9 @@ fn check_code_table(
             let offset = s.st_value(LE) as i128 + addend as i128;
             let inside = offset >= 0 && (offset < size as i128 || (end_ok && offset == size as i128));
             if !inside {
+                let to = if offset < 0 { format!("-{:#x}", -offset) } else { format!("{offset:#x}") };
                 return Err(format!(
-                    "corrupt module: the record of {name} at {at:#x} points to {offset:#x}, outside {tname} ({size:#x} bytes)"
+                    "corrupt module: the record of {name} at {at:#x} points to {to}, outside {tname} ({size:#x} bytes)"
                 ));
             }
         }
@@ -240,4 +241,82 @@ fn check_orc_entries(elf: &Elf) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use object::read::elf::{FileHeader, SectionHeader};
+
+    use super::THIS_MODULE;
+    use crate::compress::Compression;
+    use crate::elf::{Elf, LE, Want};
+
+    /// A real module (tests/fixtures: kbuild against Debian's headers).
+    const PLAIN: &[u8] = include_bytes!("../tests/fixtures/modules/bl_plain.ko");
+
+    /// Section `name`: its index, the file offset of its header, its file
+    /// offset and size.
+    fn header(name: &str) -> (usize, usize, usize, usize) {
+        let elf = Elf::parse(PLAIN, Want::Relocatable).unwrap();
+        let (i, sh) = elf.section(name).unwrap();
+        let shoff = elf.header.e_shoff(LE) as usize;
+        (i, shoff + i * 64, sh.sh_offset(LE) as usize, sh.sh_size(LE) as usize)
+    }
+
+    fn refused(what: &str, patch: impl Fn(&mut Vec<u8>), want: &str) {
+        let mut d = PLAIN.to_vec();
+        patch(&mut d);
+        let e = crate::module::parse(Path::new("bl_plain.ko"), &d, Compression::None).err();
+        let e = e.unwrap_or_else(|| panic!("{what}: accepted"));
+        assert!(e.contains(want), "{what}: {e}");
+        assert!(!e.contains('\n'), "{what}: more than one line: {e}");
+    }
+
+    fn put(d: &mut [u8], at: usize, v: &[u8]) {
+        d[at..at + v.len()].copy_from_slice(v);
+    }
+
+    #[test]
+    fn every_class_of_damage_is_refused_with_its_reason() {
+        assert!(crate::module::parse(Path::new("bl_plain.ko"), PLAIN, Compression::None).is_ok());
+        let (_, this, _, _) = header(THIS_MODULE);
+        refused("this_module small", |d| put(d, this + 32, &16u64.to_le_bytes()), "is 16 bytes, smaller than");
+        refused("this_module not alloc", |d| d[this + 8] &= !2, "is not SHF_ALLOC");
+        refused("this_module nobits", |d| put(d, this + 4, &8u32.to_le_bytes()), "holds no file data (SHT_NOBITS)");
+        let len = PLAIN.len() as u64;
+        refused("this_module past end", |d| put(d, this + 24, &(len - 8).to_le_bytes()), "lies outside the file");
+        let (_, _, rela, _) = header(".rela__mcount_loc");
+        refused("r_offset", |d| put(d, rela, &0x10u64.to_le_bytes()), "writes 8 bytes at 0x10, outside __mcount_loc");
+        refused("r_offset wraps", |d| put(d, rela, &u64::MAX.to_le_bytes()), "outside __mcount_loc");
+        refused("mcount target", |d| put(d, rela + 16, &0x10_0000i64.to_le_bytes()), "__mcount_loc at 0x0 points to");
+        let (_, orc_ip, _, _) = header(".orc_unwind_ip");
+        refused("orc outside file", |d| put(d, orc_ip + 24, &len.to_le_bytes()), "lies outside the file");
+        let (_, _, orc_rela, _) = header(".rela.orc_unwind_ip");
+        refused("orc target", |d| put(d, orc_rela + 16, &(-8i64).to_le_bytes()), ".orc_unwind_ip at");
+        let (_, _, versions, _) = header("__versions");
+        refused("versions", |d| d[versions + 8..versions + 64].fill(b'A'), "entry 0 has no terminating NUL");
+        let (_, symtab, _, sym_size) = header(".symtab");
+        let info = u32::from_le_bytes(PLAIN[symtab + 44..symtab + 48].try_into().unwrap());
+        let n = (sym_size / 24) as u32;
+        refused("global before sh_info", |d| put(d, symtab + 44, &n.to_le_bytes()), "comes before sh_info");
+        refused("local after sh_info", |d| put(d, symtab + 44, &(info - 1).to_le_bytes()), "comes after sh_info");
+        refused(
+            "aarch64",
+            |d| put(d, 0x12, &183u16.to_le_bytes()),
+            "module built for aarch64 (e_machine 183), not x86_64",
+        );
+        refused("ELFCLASS32", |d| d[4] = 1, "32-bit ELF");
+        refused("ET_EXEC", |d| put(d, 0x10, &2u16.to_le_bytes()), "not a kernel module: ELF type is ET_EXEC");
+        let shoff = u64::from_le_bytes(PLAIN[0x28..0x30].try_into().unwrap()) as usize;
+        refused("section 0", |d| put(d, shoff + 4, &1u32.to_le_bytes()), "section 0 is of type 1, not SHT_NULL");
+        let (_, _, shstr_off, shstr_size) = header(".shstrtab");
+        refused("shstrtab NUL", |d| d[shstr_off + shstr_size - 1] = b'x', "does not end in a NUL");
+        refused("name offset", |d| put(d, shoff + 64, &(shstr_size as u32).to_le_bytes()), "past the");
+        let (_, text, text_off, _) = header(".text.unlikely");
+        let (_, modinfo, _, _) = header(".modinfo");
+        refused("overlap", |d| put(d, modinfo + 24, &(text_off as u64).to_le_bytes()), "overlaps section");
+        refused("size wraps", |d| put(d, text + 32, &u64::MAX.to_le_bytes()), "lies outside the file");
+    }
 }
