@@ -23,6 +23,26 @@ pub enum Want {
     Dynamic,
 }
 
+impl Want {
+    /// The machine a command reads this kind of file for unless it is asked
+    /// for another: x86-64 for modules and kernel images; any machine for
+    /// programs and libraries (they are checked against each other).
+    pub fn default_machine(self) -> Option<elf::Machine> {
+        match self {
+            Want::Relocatable | Want::Executable => Some(elf::EM_X86_64),
+            Want::Dynamic => None,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Want::Relocatable => "module",
+            Want::Executable => "kernel image",
+            Want::Dynamic => "program",
+        }
+    }
+}
+
 /// Check the ELF identification and file type, with messages a person can act on.
 pub fn check_ident(data: &[u8], want: Want) -> Result<(), String> {
     if data.len() < 4 || data[..4] != elf::ELFMAG {
@@ -88,12 +108,37 @@ pub struct Elf<'d> {
 }
 
 impl<'d> Elf<'d> {
+    /// Parse and check a file of kind `want` for its default machine
+    /// ([`Want::default_machine`]).
     pub fn parse(data: &'d [u8], want: Want) -> Result<Elf<'d>, String> {
+        Elf::parse_for(data, want, want.default_machine())
+    }
+
+    /// Parse and check a file of kind `want` built for `machine` (None:
+    /// any). Every section header is checked against the file before any
+    /// reader uses it ([`crate::elf::check_layout`]).
+    pub fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, String> {
         check_ident(data, want)?;
         let header = Header::parse(data).map_err(|e| format!("bad ELF header: {e}"))?;
+        if let Some(m) = machine {
+            let got = header.e_machine(LE);
+            if got != m {
+                return Err(format!(
+                    "{} built for {} (e_machine {}), not {}: bootlink reads {} {}s here",
+                    want.what(),
+                    machine_name(got),
+                    got.0,
+                    machine_name(m),
+                    machine_name(m),
+                    want.what()
+                ));
+            }
+        }
         let sections =
             header.sections(LE, data).map_err(|e| format!("truncated or corrupt ELF section headers: {e}"))?;
-        Ok(Elf { data, header, sections })
+        let elf = Elf { data, header, sections };
+        check_layout(&elf, want)?;
+        Ok(elf)
     }
 
     pub fn machine(&self) -> elf::Machine {
@@ -175,6 +220,95 @@ impl<'d> Elf<'d> {
             .symbols(LE, self.data, elf::SHT_SYMTAB)
             .map_err(|e| format!("truncated or corrupt ELF symbol table: {e}"))
     }
+}
+
+/// What the kernel's `elf_validity_check` refuses before it touches a
+/// section, and what bootlink's readers and editors rely on: section 0 is
+/// SHT_NULL; the section name table ends in a NUL and every name lies in
+/// it; every section that holds file data lies inside the file (offset plus
+/// size checked against overflow); and in a module (which bootlink edits in
+/// place) no two of them, the ELF header or the section header table
+/// overlap.
+pub fn check_layout(elf: &Elf, want: Want) -> Result<(), String> {
+    let len = elf.data.len() as u64;
+    let shnum = elf.sections.len();
+    if shnum == 0 {
+        return match want {
+            Want::Relocatable => Err("corrupt ELF: no section headers (a module needs its sections)".into()),
+            _ => Ok(()),
+        };
+    }
+    let shentsize = elf.header.e_shentsize(LE);
+    if shentsize as usize != std::mem::size_of::<Shdr>() {
+        return Err(format!("corrupt ELF: section header size {shentsize}, not {}", std::mem::size_of::<Shdr>()));
+    }
+    let zero = elf.sections.iter().next().ok_or("corrupt ELF: no section 0")?;
+    if zero.sh_type(LE) != elf::SHT_NULL {
+        return Err(format!("corrupt ELF: section 0 is of type {}, not SHT_NULL", zero.sh_type(LE).0));
+    }
+    // (With more than 0xff00 sections, section 0's sh_size holds the count;
+    // the kernel refuses such modules.)
+    let extended = elf.header.e_shnum(LE) == 0 && want != Want::Relocatable;
+    if !extended && (zero.sh_size(LE) != 0 || zero.sh_addr(LE) != 0) {
+        return Err("corrupt ELF: section 0 has a size or an address (it must be empty)".into());
+    }
+    let strndx = elf.header.shstrndx(LE, elf.data).map_err(|e| format!("corrupt ELF: {e}"))? as usize;
+    let names = match strndx {
+        0 => &[][..],
+        i => {
+            let sh = elf
+                .sections
+                .section(object::SectionIndex(i))
+                .map_err(|_| format!("corrupt ELF: the section name table index {i} is past the {shnum} sections"))?;
+            let d = sh
+                .data(LE, elf.data)
+                .map_err(|_| format!("corrupt ELF: the section name table (section {i}) lies outside the file"))?;
+            if d.last() != Some(&0) {
+                return Err(format!("corrupt ELF: the section name table (section {i}) does not end in a NUL"));
+            }
+            d
+        }
+    };
+    let mut ranges: Vec<(u64, u64, String)> = Vec::new();
+    for (i, sh) in elf.sections.iter().enumerate().skip(1) {
+        let name_off = sh.sh_name(LE) as usize;
+        if name_off >= names.len().max(1) {
+            return Err(format!(
+                "corrupt ELF: the name of section {i} lies at {name_off}, past the {}-byte section name table",
+                names.len()
+            ));
+        }
+        let ty = sh.sh_type(LE);
+        if ty == elf::SHT_NULL || ty == elf::SHT_NOBITS {
+            continue;
+        }
+        let name = || match cstr(names, name_off) {
+            Some(n) if !n.is_empty() => format!("{i} ({})", String::from_utf8_lossy(n)),
+            _ => format!("{i}"),
+        };
+        let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
+        if off.checked_add(size).is_none_or(|end| end > len) {
+            return Err(format!(
+                "truncated or corrupt ELF: section {} lies outside the file (offset {off:#x}, size {size:#x}, file {len:#x} bytes)",
+                name()
+            ));
+        }
+        if want == Want::Relocatable && size > 0 {
+            ranges.push((off, off + size, format!("section {}", name())));
+        }
+    }
+    if want == Want::Relocatable {
+        let shoff = elf.header.e_shoff(LE);
+        ranges.push((0, std::mem::size_of::<Header>() as u64, "the ELF header".into()));
+        ranges.push((shoff, shoff + (shnum * std::mem::size_of::<Shdr>()) as u64, "the section header table".into()));
+        ranges.sort();
+        for w in ranges.windows(2) {
+            if w[1].0 < w[0].1 {
+                return Err(format!("corrupt ELF: {} overlaps {} in the file", w[1].2, w[0].2));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn sym_name<'d>(symtab: &SymbolTable<'d, Header>, sym: &Symbol) -> Result<&'d [u8], String> {

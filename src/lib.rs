@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod kmod;
 pub mod lab;
 pub mod manifest;
+pub mod modcheck;
 pub mod module;
 pub mod modwrite;
 pub mod order;

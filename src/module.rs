@@ -194,44 +194,21 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
     })
 }
 
-/// Every relocation section must lie inside the file, hold whole entries,
-/// and name only symbols of the symbol table it links to.
-fn check_relocations(elf: &Elf, nsyms: usize) -> std::result::Result<(), String> {
-    use object::elf::{SHT_REL, SHT_RELA};
-    use object::read::elf::SectionHeader as _;
-    for (idx, sh) in elf.sections.iter().enumerate() {
-        let ty = sh.sh_type(LE);
-        if ty != SHT_RELA && ty != SHT_REL {
-            continue;
-        }
-        let name = String::from_utf8_lossy(elf.section_name(sh)).into_owned();
-        let entsize = if ty == SHT_RELA { 24 } else { 16 };
-        let data = elf.section_data(sh).map_err(|_| {
-            format!("corrupt relocation section {name} (#{idx}): its offset and size lie outside the file")
-        })?;
-        if sh.sh_entsize(LE) != entsize as u64 || data.len() % entsize != 0 {
-            return Err(format!(
-                "corrupt relocation section {name} (#{idx}): entry size {} and size {} (want whole {entsize}-byte entries)",
-                sh.sh_entsize(LE),
-                data.len()
-            ));
-        }
-        for (j, e) in data.chunks_exact(entsize).enumerate() {
-            let info = u64::from_le_bytes(e[8..16].try_into().expect("8 bytes"));
-            let sym = (info >> 32) as usize;
-            if sym >= nsyms {
-                return Err(format!(
-                    "corrupt relocation section {name} (#{idx}): entry {j} names symbol {sym}, past the {nsyms} symbols of .symtab"
-                ));
-            }
-        }
-    }
-    Ok(())
+/// Read a module for the default machine (x86-64): every check of
+/// [`crate::elf::check_layout`] and [`crate::modcheck`] first.
+pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
+    parse_for(path, data, compression, Want::Relocatable.default_machine())
 }
 
-pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
+/// Read a module built for `machine` (None: any machine).
+pub fn parse_for(
+    path: &Path,
+    data: &[u8],
+    compression: Compression,
+    machine: Option<object::elf::Machine>,
+) -> std::result::Result<Module, String> {
     let (elf_len, signature) = split_signature(data)?;
-    let elf = Elf::parse(&data[..elf_len], Want::Relocatable)?;
+    let elf = Elf::parse_for(&data[..elf_len], Want::Relocatable, machine)?;
     let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or("not a kernel module: no .modinfo section")?;
     if elf.section(".gnu.linkonce.this_module").is_none() {
         return Err("not a kernel module: no .gnu.linkonce.this_module section".into());
@@ -279,7 +256,7 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
         }
     }
 
-    check_relocations(&elf, symtab.len())?;
+    crate::modcheck::check(&elf, &symtab)?;
 
     let mut exports = Vec::with_capacity(export_syms.len());
     for (name, shndx) in export_syms {

@@ -194,7 +194,7 @@ fn corrupt_symbol_and_relocation_tables_of_a_real_module() {
         (
             "relocations past the file",
             put(rela_off_at, (orig.len() as u64 + 4096).to_le_bytes().to_vec()),
-            format!("corrupt relocation section {rela_name} (#{rela_i}): its offset and size lie outside the file"),
+            format!("section {rela_i} ({rela_name}) lies outside the file"),
         ),
         (
             "relocation entry size",

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Top-level modules of `src/`, bottom layer first.
 const LAYERS: &[(&str, &[&str])] = &[
     ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series", "cbuild", "rng"]),
-    ("model", &["kernel", "module", "tree", "kmod", "fetch", "debsrc"]),
+    ("model", &["kernel", "module", "modcheck", "tree", "kmod", "fetch", "debsrc"]),
     (
         "transforms",
         &[

@@ -249,7 +249,7 @@ fn corrupt_symbol_and_relocation_tables_are_refused() {
                     d[at..at + 8].copy_from_slice(&(len + 4096).to_le_bytes())
                 }
             }),
-            "its offset and size lie outside the file".into(),
+            "lies outside the file (offset".into(),
         ),
         (
             "rela-symbol",

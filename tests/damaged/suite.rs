@@ -1,0 +1,254 @@
+#![allow(dead_code)]
+//! Runs every module command of the real binary over damaged files (see
+//! generate.rs) and checks, per file and command: no panic, no hang, no
+//! silent success for a file marked invalid (non-zero exit and one line
+//! `bootlink: FILE: ...`), nothing written for a refused file, and the good
+//! files of the same batch still written.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::generate::Damaged;
+
+pub struct Ran {
+    pub code: i32,
+    pub stderr: String,
+}
+
+/// Run the binary with a deadline: a hang is a failure, not a stuck test.
+pub fn run_timed(args: &[&std::ffi::OsStr], timeout: Duration) -> Ran {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bootlink"))
+        .args(args)
+        .env("BOOTLINK_QUIET", "1")
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run bootlink");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bootlink {args:?} hung: no exit after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = t_out.join();
+    let stderr = t_err.join().unwrap();
+    let code = status.code().unwrap_or_else(|| panic!("bootlink {args:?} killed by a signal: {status}\n{stderr}"));
+    assert_ne!(code, 101, "bootlink {args:?} panicked:\n{stderr}");
+    for bad in ["panicked", "internal error", "stack backtrace", "RUST_BACKTRACE", "memory allocation of"] {
+        assert!(!stderr.contains(bad), "bootlink {args:?} printed {bad:?}:\n{stderr}");
+    }
+    Ran { code, stderr }
+}
+
+/// The module commands: a label and the arguments before the inputs
+/// (`OUT` stands for the command's output directory, None for a command
+/// that writes nothing).
+pub fn commands(kernel: &Path, nokaslr: bool) -> Vec<(&'static str, Vec<String>, bool)> {
+    let k = kernel.display().to_string();
+    let mut pre = vec!["preresolve".to_string(), "--kernel".into(), k.clone()];
+    if nokaslr {
+        pre.push("--assume-nokaslr".into());
+    }
+    let with = |extra: &str| {
+        let mut v = pre.clone();
+        v.push(extra.into());
+        v
+    };
+    vec![
+        ("inspect", vec!["inspect".into(), k.clone()], false),
+        ("preresolve", pre.clone(), true),
+        ("preresolve --fold-symbols", with("--fold-symbols"), true),
+        ("preresolve --trim-symtab", with("--trim-symtab"), true),
+        ("finalize", vec!["finalize".into(), "--kernel".into(), k.clone()], true),
+        ("symhash", vec!["symhash".into(), "--kernel".into(), k], true),
+    ]
+}
+
+/// What one suite run counted.
+#[derive(Default)]
+pub struct Counts {
+    pub files: usize,
+    pub invalid: usize,
+    pub runs: usize,
+    /// class -> (files, refusals over all commands, command runs on them)
+    pub by_class: BTreeMap<&'static str, (usize, usize, usize)>,
+}
+
+impl Counts {
+    pub fn render(&self, what: &str) -> String {
+        let mut s = format!(
+            "{what}: {} damaged files ({} marked invalid), {} command runs: 0 panics, 0 hangs, 0 silent successes\n",
+            self.files, self.invalid, self.runs
+        );
+        s.push_str(&format!("{:<28} {:>6} {:>10} {:>6}\n", "class", "files", "refusals", "runs"));
+        for (class, (files, refused, runs)) in &self.by_class {
+            s.push_str(&format!("{class:<28} {files:>6} {refused:>10} {runs:>6}\n"));
+        }
+        s
+    }
+}
+
+fn refusal_lines<'a>(stderr: &'a str, file: &Path) -> Vec<&'a str> {
+    let prefix = format!("bootlink: {}:", file.display());
+    stderr.lines().filter(|l| l.starts_with(&prefix)).collect()
+}
+
+/// Write `files` and the `good` modules into one input directory, run every
+/// command once over the whole batch, and check each file.
+pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: &[PathBuf], counts: &mut Counts) {
+    let input = dir.join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    for f in files {
+        std::fs::write(input.join(&f.name), &f.bytes).unwrap();
+    }
+    let mut good_names = Vec::new();
+    for g in good {
+        let name = format!("good-{}", g.file_name().unwrap().to_string_lossy());
+        std::fs::copy(g, input.join(&name)).unwrap();
+        good_names.push(name);
+    }
+    counts.files += files.len();
+    counts.invalid += files.iter().filter(|f| f.invalid).count();
+    for f in files {
+        counts.by_class.entry(f.class).or_default().0 += 1;
+    }
+    for (label, args, writes) in commands(kernel, nokaslr) {
+        let out = dir.join(format!("out-{}", label.replace([' ', '-'], "_")));
+        let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+        a.push(input.as_os_str());
+        if writes {
+            a.extend([std::ffi::OsStr::new("-o"), out.as_os_str()]);
+        }
+        let r = run_timed(&a, Duration::from_secs(300));
+        counts.runs += 1;
+        assert_ne!(r.code, 0, "{label}: the batch holds invalid modules but the command succeeded:\n{}", r.stderr);
+        for line in r.stderr.lines() {
+            assert!(
+                line.starts_with("bootlink: "),
+                "{label}: a stderr line not of the form `bootlink: FILE: ...`: {line}"
+            );
+        }
+        for f in files {
+            let path = input.join(&f.name);
+            let lines = refusal_lines(&r.stderr, &path);
+            assert!(lines.len() <= 1, "{label}: {} refused in more than one line:\n{}", f.name, lines.join("\n"));
+            let e = counts.by_class.get_mut(f.class).unwrap();
+            e.2 += 1;
+            if lines.len() == 1 {
+                e.1 += 1;
+            }
+            if f.invalid {
+                assert_eq!(lines.len(), 1, "{label}: {} ({}) was not refused:\n{}", f.name, f.class, r.stderr);
+            }
+            if writes && lines.len() == 1 {
+                assert!(!out.join(&f.name).exists(), "{label}: {} was refused but written", f.name);
+            }
+        }
+        if writes {
+            for g in &good_names {
+                assert!(
+                    out.join(g).is_file(),
+                    "{label}: the good module {g} of the batch was not written:\n{}",
+                    r.stderr
+                );
+            }
+            let leftovers: Vec<_> = std::fs::read_dir(&out)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.'))
+                .collect();
+            assert!(leftovers.is_empty(), "{label}: temporary files left in the output: {leftovers:?}");
+        }
+    }
+}
+
+/// One invalid file of each class alone through each command: a non-zero
+/// exit and its one line, nothing written.
+pub fn singles(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], counts: &mut Counts) {
+    let mut seen = std::collections::BTreeSet::new();
+    for f in files.iter().filter(|f| f.invalid && seen.insert(f.class)) {
+        let d = dir.join(format!("single-{}", f.name));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join(&f.name);
+        std::fs::write(&path, &f.bytes).unwrap();
+        for (label, args, writes) in commands(kernel, nokaslr) {
+            let out = d.join("out");
+            let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+            a.push(path.as_os_str());
+            if writes {
+                a.extend([std::ffi::OsStr::new("-o"), out.as_os_str()]);
+            }
+            let r = run_timed(&a, Duration::from_secs(60));
+            counts.runs += 1;
+            assert_ne!(r.code, 0, "{label} {}: refused nothing:\n{}", f.name, r.stderr);
+            assert_eq!(
+                refusal_lines(&r.stderr, &path).len(),
+                1,
+                "{label} {}: no one-line refusal:\n{}",
+                f.name,
+                r.stderr
+            );
+            assert!(!out.join(&f.name).exists(), "{label} {}: written", f.name);
+        }
+    }
+}
+
+/// Every damaged kernel image through every command that reads one.
+pub fn kernels(dir: &Path, images: &[Damaged], module: &Path, counts: &mut Counts) {
+    std::fs::create_dir_all(dir).unwrap();
+    for f in images {
+        let path = dir.join(&f.name);
+        std::fs::write(&path, &f.bytes).unwrap();
+        let e = counts.by_class.entry(f.class).or_default();
+        e.0 += 1;
+        counts.files += 1;
+        counts.invalid += f.invalid as usize;
+        let out = dir.join(format!("out-{}", f.name));
+        let (p, m, o) = (path.as_os_str(), module.as_os_str(), out.as_os_str());
+        let s = std::ffi::OsStr::new;
+        let runs: [Vec<&std::ffi::OsStr>; 5] = [
+            vec![s("kernel-info"), p],
+            vec![s("inspect"), p, m],
+            vec![s("preresolve"), s("--kernel"), p, s("--assume-nokaslr"), m, s("-o"), o],
+            vec![s("finalize"), s("--kernel"), p, m, s("-o"), o],
+            vec![s("symhash"), s("--kernel"), p, m, s("-o"), o],
+        ];
+        for a in runs {
+            let r = run_timed(&a, Duration::from_secs(60));
+            counts.runs += 1;
+            let refused =
+                r.code != 0 && r.stderr.lines().any(|l| l.starts_with(&format!("bootlink: {}:", path.display())));
+            let e = counts.by_class.get_mut(f.class).unwrap();
+            e.2 += 1;
+            e.1 += refused as usize;
+            if f.invalid {
+                assert!(
+                    refused,
+                    "{a:?}: the damaged kernel image {} ({}) was not refused:\n{}",
+                    f.name, f.class, r.stderr
+                );
+                assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{a:?}: wrote output");
+            }
+        }
+    }
+}
