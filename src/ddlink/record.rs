@@ -69,7 +69,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl Record {
     pub fn read(path: &Path) -> Result<Record> {
-        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::fsutil::read_input(path, crate::fsutil::MAX_TEXT)?;
         Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, path, m))
     }
 
