@@ -25,6 +25,7 @@ pub mod manifest;
 pub mod module;
 pub mod modwrite;
 pub mod order;
+pub mod panic;
 pub mod preresolve;
 pub mod progress;
 pub mod rng;
