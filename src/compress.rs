@@ -51,27 +51,54 @@ impl Compression {
     }
 }
 
+/// How many times its compressed size a stream may grow to: more than any
+/// module or kernel payload does (they shrink 3-10 times).
+pub const MAX_RATIO: usize = 64;
+/// The least output a stream may always grow to, whatever its size.
+pub const MIN_OUTPUT: usize = 64 << 20;
+/// The most output any one stream may decompress to.
+pub const MAX_OUTPUT: usize = 1 << 30;
+
+/// The most bytes `input_len` compressed bytes may decompress to: 64 times
+/// the input, at least 64 MiB, never more than 1 GiB. A stream that would
+/// grow past it (a decompression bomb) is refused, not decompressed.
+pub fn output_limit(input_len: usize) -> usize {
+    input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
+}
+
+fn too_large(kind: Compression, limit: usize) -> String {
+    format!(
+        "{} data decompresses to more than {} MiB (the most bootlink unpacks of this input, {MAX_RATIO} times its size): refused as a decompression bomb",
+        kind.name(),
+        limit >> 20
+    )
+}
+
 /// Decompress the first stream (XZ stream, zstd frame, gzip member) at the
-/// start of `data`. Anything after it is ignored, as the kernel's own
-/// decompressors do (a bzImage appends the uncompressed size after the
-/// stream). `size_hint` pre-sizes the output buffer.
+/// start of `data`, at most [`output_limit`] bytes of it. Anything after it
+/// is ignored, as the kernel's own decompressors do (a bzImage appends the
+/// uncompressed size after the stream). `size_hint` pre-sizes the output
+/// buffer (within the limit).
 pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(size_hint.min(1 << 30));
+    let limit = output_limit(data.len());
+    let mut out = Vec::with_capacity(size_hint.min(limit));
     let res = match kind {
         Compression::None => {
             out.extend_from_slice(data);
             Ok(0)
         }
         Compression::Xz => {
-            return xz_first_stream(data, out);
+            return xz_first_stream(data, out, limit);
         }
         Compression::Zstd => {
-            let mut dec =
-                zstd::stream::read::Decoder::with_buffer(data).map_err(|e| format!("zstd: {e}"))?.single_frame();
-            dec.read_to_end(&mut out)
+            let dec = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| format!("zstd: {e}"))?.single_frame();
+            dec.take(limit as u64 + 1).read_to_end(&mut out)
         }
-        Compression::Gzip => flate2::bufread::GzDecoder::new(data).read_to_end(&mut out),
+        Compression::Gzip => flate2::bufread::GzDecoder::new(data).take(limit as u64 + 1).read_to_end(&mut out),
     };
+    if out.len() > limit {
+        return Err(too_large(kind, limit));
+    }
     match res {
         Ok(_) if out.is_empty() && kind != Compression::None => {
             Err(format!("corrupt {} data: it decompresses to nothing", kind.name()))
@@ -83,18 +110,25 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
 
 /// liblzma's stream API, stopped at the end of the first stream so that
 /// trailing bytes are never fed to a finished decoder.
-fn xz_first_stream(data: &[u8], mut out: Vec<u8>) -> Result<Vec<u8>, String> {
+fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8>, String> {
     use liblzma::stream::{Action, Status, Stream};
     let mut stream = Stream::new_stream_decoder(u64::MAX, 0).map_err(|e| format!("xz: {e}"))?;
     loop {
+        if out.len() > limit {
+            return Err(too_large(Compression::Xz, limit));
+        }
         if out.capacity() - out.len() < 64 * 1024 {
-            out.reserve(out.capacity().max(1 << 20));
+            // Grow by doubling, but never past one buffer beyond the limit.
+            let room = out.capacity().max(1 << 20).min(limit + (1 << 20) - out.capacity().min(limit));
+            out.reserve(room.max(64 * 1024));
         }
         let consumed = stream.total_in() as usize;
         let input = &data[consumed.min(data.len())..];
         let action = if input.is_empty() { Action::Finish } else { Action::Run };
         let before = (stream.total_in(), stream.total_out());
         match stream.process_vec(input, &mut out, action) {
+            Ok(Status::StreamEnd) if out.len() > limit => return Err(too_large(Compression::Xz, limit)),
+            Ok(Status::StreamEnd) if out.is_empty() => return Err("corrupt xz data: it decompresses to nothing".into()),
             Ok(Status::StreamEnd) => return Ok(out),
             Ok(_) if input.is_empty() && before == (stream.total_in(), stream.total_out()) => {
                 return Err("corrupt xz data: truncated stream".into());
@@ -326,6 +360,47 @@ mod tests {
             packed.extend_from_slice(&[1, 2, 3, 4]); // like a bzImage's size trailer
             assert_eq!(decompress(&packed, kind, 0).unwrap(), text, "{kind:?}");
         }
+    }
+
+    /// zstd and gzip streams of 256 and 128 MiB of zeros (a few hundred KiB)
+    /// are refused at the limit, with one clear line; an xz stream of
+    /// gigabytes is tests/batch_input.rs's.
+    #[test]
+    fn decompression_bombs_are_refused_at_the_limit() {
+        assert_eq!(output_limit(1000), MIN_OUTPUT);
+        assert_eq!(output_limit(10 << 20), 640 << 20);
+        assert_eq!(output_limit(usize::MAX), MAX_OUTPUT);
+        let zeros = vec![0u8; 16 << 20];
+        for kind in [Compression::Zstd, Compression::Gzip] {
+            // One stream (only the first is read): the same 16 MiB of zeros
+            // written through one encoder again and again.
+            let packed = {
+                use std::io::Write;
+                match kind {
+                    Compression::Zstd => {
+                        let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+                        for _ in 0..16 {
+                            enc.write_all(&zeros).unwrap();
+                        }
+                        enc.finish().unwrap()
+                    }
+                    _ => {
+                        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                        for _ in 0..8 {
+                            enc.write_all(&zeros).unwrap();
+                        }
+                        enc.finish().unwrap()
+                    }
+                }
+            };
+            let err = decompress(&packed, kind, 0).unwrap_err();
+            assert!(err.contains("refused as a decompression bomb"), "{kind:?}: {err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+        let small = compress(&zeros[..1 << 20], Compression::Xz).unwrap();
+        assert_eq!(decompress(&small, Compression::Xz, 0).unwrap().len(), 1 << 20, "under the floor: read");
+        let empty = compress(b"", Compression::Xz).unwrap();
+        assert!(decompress(&empty, Compression::Xz, 0).unwrap_err().contains("decompresses to nothing"));
     }
 
     #[test]

@@ -30,15 +30,108 @@ impl From<Vec<u8>> for Bytes {
     }
 }
 
-/// Map a file read-only (small and empty files are read instead).
-pub fn map_file(path: &Path) -> Result<Bytes> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-    if meta.is_dir() {
-        return Err(Error::file(Kind::Io, path, "is a directory, expected a file"));
+/// The most bytes [`read_input`] reads of a binary input (a vmlinux with
+/// debug info, a kernel package, a record or cache): 4 GiB.
+pub const MAX_BINARY: u64 = 4 << 30;
+
+/// The most bytes [`read_input_text`] reads of a text input (a config, a
+/// list, run.json, System.map, an order trace): 256 MiB.
+pub const MAX_TEXT: u64 = 256 << 20;
+
+/// What a path names, in the words of a refusal.
+fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("is a directory, expected a file")
+    } else if t.is_fifo() {
+        Some("is a FIFO (named pipe), not a regular file: not read")
+    } else if t.is_socket() {
+        Some("is a socket, not a regular file: not read")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("is a device, not a regular file: not read")
+    } else {
+        Some("is not a regular file: not read")
     }
+}
+
+/// Open an input file for reading: every file bootlink reads that a user
+/// names (modules, kernel images, configs, records, caches, traces,
+/// run.json) goes through here. Symbolic links are followed (a loop is
+/// refused); anything but a regular file (a FIFO, a device such as
+/// /dev/zero named `x.ko`, a socket, a directory) is refused in one line
+/// without blocking: the path is checked before it is opened, opened with
+/// O_NONBLOCK (a FIFO swapped in between cannot block the open), and the
+/// open file is checked again.
+pub fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let loop_or_io = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            Error::file(Kind::Io, path, "too many levels of symbolic links (a loop): not read")
+        } else {
+            Error::io(path, e)
+        }
+    };
+    let before = std::fs::metadata(path).map_err(loop_or_io)?;
+    if let Some(what) = not_regular(&before) {
+        return Err(Error::file(Kind::Io, path, what));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(loop_or_io)?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if let Some(what) = not_regular(&meta) {
+        return Err(Error::file(Kind::Io, path, what));
+    }
+    if (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
+        return Err(Error::file(Kind::Io, path, "changed while it was being opened: not read"));
+    }
+    Ok((file, meta))
+}
+
+/// Read a whole input file (see [`open_input`]), refusing one larger than
+/// `limit` bytes (before reading it, and again if it grows while read).
+pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, meta) = open_input(path)?;
+    let too_big = || {
+        Error::file(
+            Kind::Format,
+            path,
+            format!("larger than {} MiB, the most bootlink reads of such a file", limit >> 20),
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut data).map_err(|e| Error::io(path, e))?;
+    if data.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(data)
+}
+
+/// Read a text input file (at most [`MAX_TEXT`] bytes), refusing one that is
+/// not UTF-8.
+pub fn read_input_text(path: &Path) -> Result<String> {
+    String::from_utf8(read_input(path, MAX_TEXT)?)
+        .map_err(|_| Error::file(Kind::Format, path, "not a text file (not UTF-8)"))
+}
+
+/// Map an input file read-only (see [`open_input`]; small and empty files
+/// are read instead).
+pub fn map_file(path: &Path) -> Result<Bytes> {
+    use std::io::Read;
+    let (file, meta) = open_input(path)?;
     if meta.len() < 64 * 1024 {
-        return std::fs::read(path).map(Bytes::Owned).map_err(|e| Error::io(path, e));
+        let mut data = Vec::with_capacity(meta.len() as usize);
+        file.take(64 * 1024).read_to_end(&mut data).map_err(|e| Error::io(path, e))?;
+        return Ok(Bytes::Owned(data));
     }
     // SAFETY: the map is read-only; bootlink never writes files it has
     // mapped (outputs go to a temporary file that is renamed into place).
@@ -177,6 +270,38 @@ mod tests {
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         write_atomic(&exe, b"new").unwrap();
         assert_eq!(std::fs::metadata(&exe).unwrap().permissions().mode() & 0o7777, 0o755);
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_nothing_blocks() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo.ko");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let zero = t.path().join("zero.ko");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let (a, b) = (t.path().join("a.ko"), t.path().join("b.ko"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        let good = t.path().join("good.ko");
+        std::fs::write(&good, b"0123456789").unwrap();
+        let link = t.path().join("link.ko");
+        std::os::unix::fs::symlink("good.ko", &link).unwrap();
+        for (p, want) in [
+            (&fifo, "is a FIFO (named pipe), not a regular file"),
+            (&zero, "is a device, not a regular file"),
+            (&a, "too many levels of symbolic links (a loop)"),
+            (&t.path().to_path_buf(), "is a directory"),
+        ] {
+            let e = read_input(p, MAX_BINARY).unwrap_err();
+            assert!(e.to_string().starts_with(&format!("{}: {want}", p.display())), "{e}");
+            assert!(map_file(p).is_err());
+        }
+        assert_eq!(read_input(&link, 10).unwrap(), b"0123456789");
+        assert_eq!(&map_file(&link).unwrap()[..], b"0123456789");
+        let e = read_input(&good, 9).unwrap_err();
+        assert!(e.msg.starts_with("larger than 0 MiB"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod modcheck;
 pub mod module;
 pub mod modwrite;
 pub mod order;
+pub mod panic;
 pub mod preresolve;
 pub mod progress;
 pub mod rng;

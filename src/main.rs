@@ -295,6 +295,12 @@ enum ManifestCmd {
         /// the vmlinux lies in, from its build.json)
         #[arg(long, requires = "bzimage")]
         tree: Option<PathBuf>,
+        /// Sign the bzImage for Secure Boot with this private key (PEM), by sbsign
+        #[arg(long, requires_all = ["bzimage", "sign_cert"])]
+        sign_key: Option<PathBuf>,
+        /// ...and this X.509 certificate (PEM); the signed image is checked with sbverify
+        #[arg(long, requires = "sign_key")]
+        sign_cert: Option<PathBuf>,
         #[arg(long)]
         json: bool,
         /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
@@ -589,13 +595,24 @@ impl Signing {
 }
 
 fn main() -> ExitCode {
+    bootlink::panic::install();
     let cli = Cli::parse();
     match run(cli.cmd) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("bootlink: {e}");
-            ExitCode::FAILURE
+            exit_for(&[e.kind])
         }
+    }
+}
+
+/// 1 for bad input or a failed step; [`bootlink::panic::EXIT_INTERNAL`]
+/// when any of the errors is a bug in bootlink.
+fn exit_for(kinds: &[bootlink::error::Kind]) -> ExitCode {
+    if kinds.contains(&bootlink::error::Kind::Internal) {
+        ExitCode::from(bootlink::panic::EXIT_INTERNAL)
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -616,7 +633,7 @@ fn print_batch<R: serde::Serialize>(
     } else if !empty {
         print!("{}", render());
     }
-    if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if errors.is_empty() { ExitCode::SUCCESS } else { exit_for(&errors.iter().map(|e| e.kind).collect::<Vec<_>>()) }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
@@ -763,7 +780,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             // The runtime dependencies bootlink knows, then the user's file.
             let mut conf = bootlink::kmod::ModprobeConf::runtime_deps();
             if let Some(f) = &options {
-                let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+                let text = fsutil::read_input_text(f)?;
                 conf = conf.merged(bootlink::kmod::ModprobeConf::parse(&text));
             }
             let w = bootlink::kmod::write_plan(&tree, &names, set.as_deref(), prefix.as_deref(), &conf)?;
@@ -968,7 +985,7 @@ fn build_tree_of(vmlinux: &std::path::Path) -> Result<PathBuf, Error> {
 
 fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
     match cmd {
-        ManifestCmd::Write { vmlinux, output, bzimage, tree, json, modules } => {
+        ManifestCmd::Write { vmlinux, output, bzimage, tree, sign_key, sign_cert, json, modules } => {
             // The tree is found before anything is written.
             let tree = match (&bzimage, tree) {
                 (Some(_), Some(t)) => Some(t),
@@ -977,15 +994,44 @@ fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
             };
             if let Some(t) = &tree {
                 manifest::bzimage::check(t, &vmlinux)?;
+                if let (Some(key), Some(cert)) = (&sign_key, &sign_cert) {
+                    // The tree's own bzImage tells whether the new one can be signed.
+                    manifest::secureboot::check_signable(&t.join("arch/x86/boot/bzImage"), key, cert)?;
+                }
             }
-            let (m, listed) = manifest::of_modules(&modules)?;
+            let k = kernel::KernelImage::open(&vmlinux, None)?;
+            let (m, listed, errors) = manifest::of_modules_for(&k, &modules)?;
+            for e in &errors {
+                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+            }
+            if listed.is_empty() {
+                // Every module was refused (each said why above): write nothing.
+                return Ok(exit_for(&errors.iter().map(|e| e.kind).collect::<Vec<_>>()));
+            }
             let report = manifest::fill(&vmlinux, &m, &output)?;
             let rebuilt = match (&bzimage, &tree) {
                 (Some(b), Some(t)) => Some(manifest::bzimage::rebuild(t, &output, b)?),
                 _ => None,
             };
+            let mut signed_with = None;
+            if let Some(r) = &rebuilt {
+                match sign_key.zip(sign_cert) {
+                    Some((key, cert)) => {
+                        manifest::secureboot::sign(&r.bzimage, &key, &cert)?;
+                        signed_with = Some(cert);
+                    }
+                    None => eprintln!(
+                        "bootlink: {}: not signed for Secure Boot (a signature the kernel had no longer matches \
+                         its new manifest): give --sign-key and --sign-cert to sign it with sbsign",
+                        r.bzimage.display()
+                    ),
+                }
+            }
             if json {
-                print_json(&serde_json::json!({ "report": report, "bzimage": rebuilt, "modules": listed }));
+                print_json(
+                    &serde_json::json!({ "report": report, "bzimage": rebuilt, "modules": listed, "errors": errors,
+                        "secure_boot_cert": signed_with }),
+                );
             } else {
                 println!(
                     "{}: {} modules listed ({} of {} reserved bytes)",
@@ -1004,9 +1050,20 @@ fn run_manifest(cmd: ManifestCmd) -> Result<ExitCode, Error> {
                         r.steps.len(),
                         r.tree.display()
                     );
+                    if let Some(cert) = &signed_with {
+                        println!(
+                            "{}: signed for Secure Boot by sbsign, checked with sbverify --cert {}",
+                            r.bzimage.display(),
+                            cert.display()
+                        );
+                    }
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                exit_for(&errors.iter().map(|e| e.kind).collect::<Vec<_>>())
+            })
         }
         ManifestCmd::Show { vmlinux, json } => {
             let m = manifest::read(&vmlinux)?.unwrap_or_default();

@@ -30,13 +30,17 @@ pub struct Job {
     pub output: PathBuf,
 }
 
+/// Which input goes to which output. Two inputs that would be written to
+/// one output (`a/fat.ko` and `b/fat.ko` into one directory, two trees that
+/// both hold `fs/fat/fat.ko`, one file named twice through a symlink with
+/// --in-place) are refused here, before anything is written, naming both.
 pub fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for input in inputs {
-        let meta = std::fs::metadata(input).map_err(|e| Error::io(input, e))?;
+        let is_dir = std::fs::metadata(input).is_ok_and(|m| m.is_dir());
         let files = crate::tree::find_modules(std::slice::from_ref(input))?;
         for f in files {
-            let rel = if meta.is_dir() {
+            let rel = if is_dir {
                 f.strip_prefix(input).unwrap_or(&f).to_path_buf()
             } else {
                 PathBuf::from(f.file_name().unwrap_or_default())
@@ -49,21 +53,84 @@ pub fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
         }
     }
     jobs.sort_by(|a, b| a.display.cmp(&b.display));
-    Ok(jobs)
+    let mut seen: std::collections::HashMap<PathBuf, PathBuf> = std::collections::HashMap::new();
+    let mut unique = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        // In place, two names of one file (a symlink) are one output.
+        let key = match out {
+            Output::InPlace => std::fs::canonicalize(&j.output).unwrap_or_else(|_| j.output.clone()),
+            Output::Dir(_) => j.output.clone(),
+        };
+        match seen.get(&key) {
+            None => {
+                seen.insert(key, j.input.clone());
+                unique.push(j);
+            }
+            // The same file named twice (a directory and a file in it) is one job.
+            Some(first) if *first == j.input => {}
+            Some(first) => {
+                return Err(Error::file(
+                    Kind::Usage,
+                    &j.input,
+                    format!(
+                        "would be written to {}, as would {}: two inputs, one output (nothing written)",
+                        j.output.display(),
+                        first.display()
+                    ),
+                ));
+            }
+        }
+    }
+    if let Output::Dir(d) = out {
+        extras_collide(inputs, d)?;
+    }
+    Ok(unique)
+}
+
+/// The files beside the modules that [`copy_tree_extras`] would copy: each
+/// input directory's, by name.
+fn tree_extras(inputs: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for input in inputs.iter().filter(|p| p.is_dir()) {
+        let Ok(rd) = std::fs::read_dir(input) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == "modules.order" || name.starts_with("modules.builtin") {
+                out.push((e.path(), name));
+            }
+        }
+    }
+    out
+}
+
+/// Two input directories that both hold modules.order (or modules.builtin*)
+/// would write one output file: refused, naming both.
+fn extras_collide(inputs: &[PathBuf], out: &Path) -> Result<()> {
+    let mut seen: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
+    for (path, name) in tree_extras(inputs) {
+        if let Some(first) = seen.get(&name)
+            && std::fs::canonicalize(first).ok() != std::fs::canonicalize(&path).ok()
+        {
+            return Err(Error::file(
+                Kind::Usage,
+                &path,
+                format!(
+                    "would be copied to {}, as would {}: two inputs, one output (nothing written)",
+                    out.join(&name).display(),
+                    first.display()
+                ),
+            ));
+        }
+        seen.entry(name).or_insert(path);
+    }
+    Ok(())
 }
 
 /// Files beside the modules that depmod reads (modules.order, modules.builtin...).
 pub fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
-    for input in inputs.iter().filter(|p| p.is_dir()) {
-        let rd = std::fs::read_dir(input).map_err(|e| Error::io(input, e))?;
-        for e in rd.flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_file() && (name == "modules.order" || name.starts_with("modules.builtin")) {
-                let data = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-                fsutil::write_atomic(&out.join(&name), &data)?;
-            }
-        }
+    for (p, name) in tree_extras(inputs) {
+        let data = fsutil::read_input(&p, fsutil::MAX_TEXT)?;
+        fsutil::write_atomic(&out.join(&name), &data)?;
     }
     Ok(())
 }
@@ -90,7 +157,7 @@ pub fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
 
 pub fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> {
     if let Output::Dir(_) = mode {
-        let data = std::fs::read(input).map_err(|e| Error::io(input, e))?;
+        let data = fsutil::read_input(input, fsutil::MAX_BINARY)?;
         write_output(output, &data, mode)?;
     }
     Ok(())
@@ -117,9 +184,8 @@ pub fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> R
         compress::Params::None
     } else {
         let mut head = [0u8; 64];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-            .map_err(|e| Error::io(path, e))?;
+        let (mut f, _) = fsutil::open_input(path)?;
+        let n = std::io::Read::read(&mut f, &mut head).map_err(|e| Error::io(path, e))?;
         compress::Params::detect(&head[..n], compression)
     };
     compress::compress_with(bytes, params).map_err(|e| Error::file(Kind::Format, path, e))

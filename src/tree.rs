@@ -14,8 +14,10 @@ use crate::progress::Progress;
 pub fn find_modules(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
-        let meta = std::fs::metadata(input).map_err(|e| Error::io(input, e))?;
-        if meta.is_dir() {
+        // Anything but a directory is a file of the batch: a missing file, a
+        // FIFO or a symlink loop is that file's error when it is read, and
+        // the rest of the batch goes on.
+        if std::fs::metadata(input).is_ok_and(|m| m.is_dir()) {
             let before = out.len();
             walk(input, &mut out)?;
             if out.len() == before {
@@ -42,7 +44,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let ty = entry.file_type().map_err(|e| Error::io(&path, e))?;
         if ty.is_dir() {
             walk(&path, out)?;
-        } else if (ty.is_file() || ty.is_symlink()) && module::is_module_file(&path) {
+        } else if module::is_module_file(&path) {
+            // Not only regular files: a FIFO or device named `x.ko` is
+            // refused in one line when read, not skipped unseen.
             out.push(path);
         }
     }
@@ -66,17 +70,8 @@ pub fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
 /// Run one file's job so that a panic in it (a bug bootlink has not found
 /// yet) becomes that file's error, and the rest of a batch goes on.
 pub fn isolated<T>(path: &Path, job: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(Error::file(
-            Kind::Internal,
-            path,
-            format!("internal error (a bug in bootlink) while processing this file: {what}"),
-        ))
+    crate::panic::catching(path, job).unwrap_or_else(|what| {
+        Err(Error::file(Kind::Internal, path, format!("internal error: {what} — please report this")))
     })
 }
 

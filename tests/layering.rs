@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// Top-level modules of `src/`, bottom layer first.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("ground", &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series", "cbuild", "rng"]),
+    (
+        "ground",
+        &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series", "cbuild", "rng", "panic"],
+    ),
     ("model", &["kernel", "module", "modcheck", "tree", "kmod", "fetch", "debsrc"]),
     (
         "transforms",

@@ -61,7 +61,9 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     if s == "-" {
         return Some(Vec::new());
     }
-    if !s.len().is_multiple_of(2) || s.len() > 64 {
+    // Bytes, not chars: a non-ASCII character is not hex (slicing the str
+    // by byte pairs would cut it).
+    if !s.len().is_multiple_of(2) || s.len() > 64 || !s.is_ascii() {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
@@ -69,7 +71,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl Record {
     pub fn read(path: &Path) -> Result<Record> {
-        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::fsutil::read_input(path, crate::fsutil::MAX_TEXT)?;
         Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, path, m))
     }
 
@@ -237,6 +239,15 @@ end 3\n";
         assert_eq!(r.binds[1].def, Def::Unresolved);
         assert_eq!(r.binds[2].def, Def::Outside);
         assert_eq!(r.lookups, 3);
+    }
+
+    /// A build ID with a multi-byte character (found by tests/fuzz_reader.rs)
+    /// is refused, not sliced through the character.
+    #[test]
+    fn a_non_ascii_build_id_is_refused() {
+        let bad = GOOD.replace("abcd /usr/bin/prog", "ab\u{fffd}/usr/bin/prog");
+        assert!(Record::parse(&bad).is_err());
+        assert_eq!(unhex("a\u{e9}b"), None);
     }
 
     #[test]

@@ -189,7 +189,7 @@ pub fn profile(loader: &Path, program: &Program, out: &Path) -> Result<(Record, 
             ),
         ));
     }
-    let text = std::fs::read(&rec_path).map_err(|e| Error::io(&rec_path, e))?;
+    let text = crate::fsutil::read_input(&rec_path, crate::fsutil::MAX_TEXT)?;
     let rec = Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, &rec_path, m))?;
     crate::fsutil::write_atomic(out, &text)?;
     Ok((rec, output))
@@ -300,7 +300,7 @@ pub struct StatusReport {
 /// object of the cache whether its file still matches.
 pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<StatusReport> {
     need_file(loader, "the patched ld.so")?;
-    let bytes = std::fs::read(cache_path).map_err(|e| Error::io(cache_path, e))?;
+    let bytes = crate::fsutil::read_input(cache_path, crate::fsutil::MAX_BINARY)?;
     let cache = format::decode(&bytes).map_err(|m| Error::file(Kind::Format, cache_path, m))?;
     let tmp = scratch()?;
     let env = [("LD_DDLINK", cache_path.as_os_str().to_owned())];

@@ -58,7 +58,7 @@ impl Fragment {
     }
 
     pub fn read(path: &Path) -> Result<Fragment> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::fsutil::read_input_text(path)?;
         Fragment::parse(&text, path)
     }
 

@@ -128,11 +128,11 @@ pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -
 pub fn build(opts: &Options) -> Result<Built> {
     let t0 = Instant::now();
     let series = Series::read(&opts.series)?;
-    let fragment_text = std::fs::read(&opts.config).map_err(|e| Error::io(&opts.config, e))?;
+    let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
     let cache = fsutil::cache_dir();
     let signing = key::ensure(&cache.join("keys"))?;
-    let cert = std::fs::read(&signing.cert).map_err(|e| Error::io(&signing.cert, e))?;
+    let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
     let version = source::package_version()?;
     let key = cache_key(&version, &fragment_text, &series, &cert);
     let kernels = cache.join("kernels");
@@ -189,7 +189,7 @@ pub fn build(opts: &Options) -> Result<Built> {
     // (and every object's preprocessed input through autoconf.h) does not
     // depend on where the cache is: ccache hits across caches and keys.
     let key_in_obj = obj.join(KEY_IN_OBJ);
-    let key_data = std::fs::read(&signing.pem).map_err(|e| Error::io(&signing.pem, e))?;
+    let key_data = crate::fsutil::read_input(&signing.pem, crate::fsutil::MAX_TEXT)?;
     if std::fs::read(&key_in_obj).ok().as_deref() != Some(key_data.as_slice()) {
         std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
         fsutil::write_atomic(&key_in_obj, &key_data)?;

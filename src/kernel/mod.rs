@@ -226,7 +226,7 @@ impl KernelImage {
 }
 
 pub(crate) fn load_config_file(path: &Path) -> Result<KernelConfig> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = fsutil::read_input(path, fsutil::MAX_TEXT)?;
     let text = String::from_utf8_lossy(&raw);
     if raw.contains(&0) || !KernelConfig::looks_like_config(&text) {
         return Err(Error::file(Kind::Format, path, "not a kernel config (no CONFIG_ lines)"));

@@ -79,7 +79,7 @@ pub fn parse_symvers(text: &str) -> std::result::Result<Vec<SymversEntry<'_>>, S
 }
 
 pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<KernelImage> {
-    let map_text = std::fs::read_to_string(map_path).map_err(|e| Error::io(map_path, e))?;
+    let map_text = crate::fsutil::read_input_text(map_path)?;
     if !symvers.is_file() {
         return Err(Error::file(
             Kind::Format,
@@ -90,7 +90,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
             ),
         ));
     }
-    let sv_text = std::fs::read_to_string(symvers).map_err(|e| Error::io(symvers, e))?;
+    let sv_text = crate::fsutil::read_input_text(symvers)?;
     let entries = parse_symvers(&sv_text).map_err(|e| Error::file(Kind::Format, symvers, e))?;
     let addrs = parse_system_map(&map_text);
     let mut exports = Vec::new();

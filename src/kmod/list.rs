@@ -66,6 +66,6 @@ pub fn parse_list(text: &str) -> Result<Vec<PathBuf>> {
 
 /// [`parse_list`] of a file.
 pub fn read_list(path: &Path) -> Result<Vec<PathBuf>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::fsutil::read_input_text(path)?;
     parse_list(&text).map_err(|e| e.at(path))
 }

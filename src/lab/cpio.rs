@@ -237,7 +237,7 @@ pub fn read(data: &[u8]) -> Result<Vec<CpioEntry>> {
 
 /// [`read`] a file.
 pub fn read_file(path: &Path) -> Result<Vec<CpioEntry>> {
-    let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let data = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
     read_inner(&data).map_err(|e| Error::file(error::Kind::Format, path, format!("cpio archive: {e}")))
 }
 

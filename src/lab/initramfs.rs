@@ -361,7 +361,7 @@ impl Initramfs {
                 Node::CharDevice { mode, major, minor } => w.char_device(name, *mode, *major, *minor)?,
                 Node::File { mode, data: Data::Bytes(b) } => w.file(name, *mode, b)?,
                 Node::File { mode, data: Data::Host(src) } => {
-                    let bytes = std::fs::read(src).map_err(|e| Error::io(src, e))?;
+                    let bytes = crate::fsutil::read_input(src, crate::fsutil::MAX_BINARY)?;
                     let (host_mode, mtime) = host_meta(src)?;
                     let mode = if *mode == u32::MAX { host_mode } else { *mode };
                     // With its host mtime: a DDLink cache identifies files by it.

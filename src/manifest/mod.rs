@@ -16,6 +16,7 @@
 //! ```
 
 pub mod bzimage;
+pub mod secureboot;
 
 use std::path::{Path, PathBuf};
 
@@ -111,6 +112,63 @@ pub fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
     Ok((Manifest::new(digests), listed))
 }
 
+/// The manifest of these modules (files or directories of modules) for
+/// kernel `k`: each file is read as a module first (decompressed within
+/// bounds, its ELF checked by the module reader) and must be for `k`'s
+/// machine and vermagic, or it is refused (one error each, not listed);
+/// only then is it hashed. The rest are listed.
+pub fn of_modules_for(
+    k: &crate::kernel::KernelImage,
+    inputs: &[PathBuf],
+) -> Result<(Manifest, Vec<Listed>, Vec<crate::tree::FileError>)> {
+    use rayon::prelude::*;
+    let files = crate::tree::find_modules(inputs)?;
+    let results: Vec<Result<(PathBuf, Sha)>> =
+        files.par_iter().map(|f| crate::tree::isolated(f, || checked_digest(k, f).map(|d| (f.clone(), d)))).collect();
+    let (mut listed, mut digests, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for r in results {
+        match r {
+            Ok((path, d)) => {
+                listed.push(Listed { path, sha256: d.iter().map(|b| format!("{b:02x}")).collect() });
+                digests.push(d);
+            }
+            Err(e) => errors.push(crate::tree::FileError {
+                kind: e.kind,
+                path: e.path.clone().unwrap_or_default(),
+                error: e.msg,
+            }),
+        }
+    }
+    Ok((Manifest::new(digests), listed, errors))
+}
+
+/// The digest of a module that parses as a module of `k` (machine, vermagic).
+fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
+    let (bytes, compression) = crate::module::load_bytes(path)?;
+    let m = crate::module::parse(path, &bytes, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    if m.machine != k.machine {
+        return Err(Error::file(
+            Kind::WrongKernel,
+            path,
+            format!("a module for {}, the kernel is {}: not listed", m.machine, k.machine),
+        ));
+    }
+    let kv = k.vermagic.as_deref().unwrap_or_default();
+    match m.vermagic() {
+        Some(v) if v == kv => Ok(Sha256::digest(&bytes[..]).into()),
+        Some(v) => Err(Error::file(
+            Kind::WrongKernel,
+            path,
+            format!(
+                "built for another kernel: vermagic \"{}\", the kernel's is \"{}\": not listed",
+                v.trim(),
+                kv.trim()
+            ),
+        )),
+        None => Err(Error::file(Kind::WrongKernel, path, "module has no vermagic: not listed")),
+    }
+}
+
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).
 fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
     let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
@@ -134,7 +192,7 @@ pub struct FillReport {
 /// Write `vmlinux` with `manifest` in its reserved section to `out`
 /// (atomically; `out` may be `vmlinux` itself).
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
-    let mut data = std::fs::read(vmlinux).map_err(|e| Error::io(vmlinux, e))?;
+    let mut data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
     let (off, size) = section_range(&data, vmlinux)?;
     let blob = manifest.encode();
     if blob.len() > size {

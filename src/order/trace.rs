@@ -81,7 +81,7 @@ impl Trace {
     }
 
     pub fn read(path: &Path) -> Result<Trace> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::fsutil::read_input(path, crate::fsutil::MAX_TEXT)?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| Error::file(Kind::Format, path, "not a bl-trace file (not text)"))?;
         Trace::parse(text).map_err(|m| Error::file(Kind::Format, path, m))

@@ -25,7 +25,7 @@ pub struct VmlinuxResult {
 /// Fill `path`'s reserved section with tables for its export tables
 /// (in place, atomically).
 pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
-    let mut data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let mut data = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
     let (off, size, exports) = {
         let elf = Elf::parse(&data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
         let (off, size) = elf.reserved_range(VMLINUX_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
