@@ -16,6 +16,9 @@
 //! ```
 
 pub mod bzimage;
+pub mod request;
+
+pub use request::{WriteReport, WriteRequest, write};
 
 use std::path::{Path, PathBuf};
 
