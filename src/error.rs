@@ -89,6 +89,15 @@ impl Error {
         self
     }
 
+    /// The same failure as a caller describes it: about `path`, with the
+    /// message `msg` makes from this one's (to quote it), keeping this
+    /// error's kind (chosen where the failure happened) and this error as
+    /// the source.
+    pub fn context(self, path: &Path, msg: impl FnOnce(&str) -> String) -> Error {
+        let text = msg(&self.msg);
+        Error { kind: self.kind, path: Some(path.to_path_buf()), msg: text, source: Some(Arc::new(self)) }
+    }
+
     /// The error for bytes that should be JSON and are not; keeps the
     /// parser's error as the source.
     pub fn json(path: &Path, err: serde_json::Error) -> Error {
@@ -148,5 +157,10 @@ mod tests {
         let e = Error::json(Path::new("run.json"), bad);
         assert_eq!(e.kind, Kind::Format);
         assert!(e.source().unwrap().downcast_ref::<serde_json::Error>().is_some());
+        let inner = Error::new(Kind::Tool, "patch: missing tool");
+        let outer = inner.context(Path::new("p.patch"), |why| format!("does not apply: {why}"));
+        assert_eq!(outer.to_string(), "p.patch: does not apply: patch: missing tool");
+        assert_eq!(outer.kind, Kind::Tool, "the kind chosen where it failed is kept");
+        assert!(outer.source().unwrap().downcast_ref::<Error>().is_some());
     }
 }
