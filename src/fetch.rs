@@ -44,21 +44,11 @@ pub struct Fetched {
     pub fallback: Option<String>,
 }
 
+/// Run apt-get, apt-cache or dpkg-deb through the one host-tool runner,
+/// naming the Debian package that provides it.
 fn run(cmd: &mut Command, what: &str) -> Result<String> {
-    let prog = cmd.get_program().to_string_lossy().into_owned();
-    let out = cmd.output().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(
-            Kind::Tool,
-            format!("{prog}: missing tool (bootlink fetch-kernel needs Debian's apt-get and dpkg-deb)"),
-        ),
-        _ => Error::new(Kind::Tool, format!("{prog}: {e}")),
-    })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().rfind(|l| !l.starts_with("W:")).unwrap_or("").trim();
-        return Err(Error::new(Kind::Tool, format!("{what} failed ({prog} exited {}): {last}", out.status)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let package = if cmd.get_program() == "dpkg-deb" { "dpkg" } else { "apt" };
+    crate::hosttool::run(cmd, what, package)
 }
 
 /// The candidate version apt would download for a package, if any.

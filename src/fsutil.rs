@@ -240,6 +240,38 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache").join("bootlink")
 }
 
+/// A directory under `std::env::temp_dir()` with a unique name, removed
+/// (with its contents) when dropped unless [`TempDir::keep`] is called.
+/// The `tempfile` crate does the work; this keeps the callers' labels in the names.
+#[derive(Debug)]
+pub struct TempDir(tempfile::TempDir);
+
+impl TempDir {
+    /// Create `<temp>/bootlink-<label>-<random>`.
+    pub fn new(label: &str) -> Result<TempDir> {
+        Self::new_in(&std::env::temp_dir(), &format!("bootlink-{label}"))
+    }
+
+    /// Create `<dir>/<label>-<random>` (same file system as `dir`, so its
+    /// contents can be renamed into place there).
+    pub fn new_in(dir: &Path, label: &str) -> Result<TempDir> {
+        tempfile::Builder::new()
+            .prefix(&format!("{label}-"))
+            .tempdir_in(dir)
+            .map(TempDir)
+            .map_err(|e| Error::io(dir, e))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Keep the directory after all; returns its path.
+    pub fn keep(self) -> PathBuf {
+        self.0.keep()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +354,19 @@ mod tests {
         left.sort();
         want.sort();
         assert_eq!(left, want);
+    }
+
+    #[test]
+    fn temp_dirs_are_unique_and_removed() {
+        let a = TempDir::new("fsutil-test").unwrap();
+        let b = TempDir::new("fsutil-test").unwrap();
+        assert_ne!(a.path(), b.path());
+        std::fs::write(a.path().join("f"), b"x").unwrap();
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        drop(a);
+        assert!(!pa.exists());
+        let kept = b.keep();
+        assert!(kept.is_dir());
+        std::fs::remove_dir_all(&pb).unwrap();
     }
 }

@@ -33,3 +33,17 @@ pub fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> 
 pub fn exists(prog: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tool_names_the_package() {
+        let err = run(&mut Command::new("bootlink-no-such-tool"), "testing", "some-package").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("bootlink-no-such-tool") && text.contains("some-package"), "{text}");
+        let err = run(Command::new("sh").args(["-c", "echo oops >&2; exit 3"]), "testing", "dash").unwrap_err();
+        assert!(err.to_string().contains("oops"), "{err}");
+    }
+}

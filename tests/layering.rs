@@ -33,6 +33,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("run results", &["run"]),
     ("lab", &["lab"]),
     ("chart", &["chart"]),
+    // the binary's command line (src/main.rs `mod cli;`), over everything
+    ("cli", &["cli"]),
 ];
 
 /// Imports allowed within one layer (from, to). Ground and model modules
@@ -51,6 +53,8 @@ const SAME_LAYER: &[(&str, &str)] = &[
     ("preresolve", "finalize"),
     ("kbuild", "sign"),
     ("modwrite", "sign"),
+    // `manifest write --bzimage` finds the object tree in kbuild's build.json
+    ("manifest", "kbuild"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -131,4 +135,155 @@ fn no_module_imports_upward() {
 fn the_scan_sees_uses() {
     let refs = crate_refs("use crate::run::results::Run;\nlet x = crate::lab::qemu::run(); macro $crate::foo");
     assert_eq!(refs.into_iter().collect::<Vec<_>>(), ["lab", "run"]);
+}
+
+/// The module path of a file under src/ (`chart/svg/mod.rs` -> chart::svg).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" && stem != "main" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The file of the deepest module named by `path` (segments from the crate
+/// root), if any.
+fn file_of(src: &Path, path: &[String]) -> Option<PathBuf> {
+    let mut best = None;
+    let mut dir = src.to_path_buf();
+    for seg in path {
+        let (file, modrs) = (dir.join(format!("{seg}.rs")), dir.join(seg).join("mod.rs"));
+        if file.is_file() {
+            best = Some(file);
+        } else if modrs.is_file() {
+            best = Some(modrs);
+        } else {
+            break;
+        }
+        dir = dir.join(seg);
+    }
+    best
+}
+
+/// The module paths a file names with `crate::`, `super::` or `self::`
+/// (outside comments), brace groups of `use` expanded one level. `own` is
+/// the file's module; `super` is its parent for a mod.rs and a plain file alike.
+fn module_refs(text: &str, own: &[String]) -> Vec<Vec<String>> {
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
+        for (start, _) in line.match_indices("::") {
+            // the path's first segment: the identifier just before `::`
+            let before = &line[..start];
+            let first: String = before.chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let first: String = first.chars().rev().collect();
+            let at = start - first.len();
+            if line[..at].ends_with("::") || line[..at].ends_with('$') {
+                continue; // not the start of a path
+            }
+            let mut base: Vec<String> = match first.as_str() {
+                "crate" => Vec::new(),
+                "self" => own.to_vec(),
+                "super" => own[..own.len().saturating_sub(1)].to_vec(),
+                _ => continue,
+            };
+            let mut rest = &line[start + 2..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            // leading segments, then an optional `{a, b::c}` group
+            loop {
+                let seg = ident(rest);
+                if seg.is_empty() {
+                    break;
+                }
+                base.push(seg.clone());
+                match rest[seg.len()..].strip_prefix("::") {
+                    Some(r) => rest = r,
+                    None => {
+                        rest = "";
+                        break;
+                    }
+                }
+            }
+            if let Some(group) = rest.strip_prefix('{') {
+                for item in group.split(['}', ',']).take_while(|s| !s.contains(';')) {
+                    let mut p = base.clone();
+                    p.extend(item.trim().split("::").map(ident).take_while(|s| !s.is_empty()));
+                    out.push(p);
+                }
+            } else {
+                out.push(base);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_import_cycles_between_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let index = |f: &Path| files.iter().position(|g| g == f);
+    let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); files.len()];
+    let mut seen = 0;
+    for (i, f) in files.iter().enumerate() {
+        let rel = f.strip_prefix(&src).unwrap();
+        let own = module_of(rel);
+        let text = std::fs::read_to_string(f).unwrap();
+        for p in module_refs(&text, &own) {
+            let Some(target) = file_of(&src, &p) else { continue };
+            let Some(j) = index(&target) else { continue };
+            let tmod = module_of(target.strip_prefix(&src).unwrap());
+            // A module and its parents (re-exports, `mod x;`) are one unit.
+            if j == i || own.starts_with(&tmod) || tmod.starts_with(&own) {
+                continue;
+            }
+            seen += 1;
+            edges[i].insert(j);
+        }
+    }
+    assert!(seen > 100, "only {seen} file-to-file uses found: is the scan broken?");
+    // Cycles: a file that reaches itself again.
+    let name = |i: usize| files[i].strip_prefix(&src).unwrap().display().to_string();
+    // Removed when the lab's redesign lands (it owns both files).
+    let known = [("lab/loaders.rs", "lab/variant.rs")];
+    let mut problems = Vec::new();
+    for a in 0..files.len() {
+        for &b in &edges[a] {
+            // is there a path b -> ... -> a?
+            let mut stack = vec![b];
+            let mut visited = BTreeSet::new();
+            let mut back = false;
+            while let Some(n) = stack.pop() {
+                if n == a {
+                    back = true;
+                    break;
+                }
+                if visited.insert(n) {
+                    stack.extend(edges[n].iter().copied());
+                }
+            }
+            let pair = (name(a), name(b));
+            let is_known = known.iter().any(|(x, y)| (pair.0 == *x && pair.1 == *y) || (pair.0 == *y && pair.1 == *x));
+            if back && a < b && !is_known {
+                problems
+                    .push(format!("src/{} and src/{} import each other (directly or through others)", pair.0, pair.1));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "import cycles:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_cycle_scan_resolves_paths() {
+    let own = vec!["chart".to_string(), "svg".to_string(), "userspace".to_string()];
+    let refs = module_refs("use super::panel::{finish_panel, stripe};\nuse crate::run::{model, results::X};", &own);
+    assert!(refs.contains(&vec!["chart".into(), "svg".into(), "panel".into(), "finish_panel".into()]), "{refs:?}");
+    assert!(refs.contains(&vec!["run".into(), "results".into(), "X".into()]), "{refs:?}");
 }

@@ -11,6 +11,7 @@ pub mod measure;
 pub mod objects;
 pub mod prelink;
 pub mod record;
+pub mod request;
 pub mod run;
 pub mod synth;
 pub mod write;

@@ -67,12 +67,10 @@ pub fn prepare(keydir: &Path, dsc: &Path, series: &Series, version: &str) -> Res
         return Err(Error::file(Kind::Format, dsc, "unpacks to a tree without a configure script: not glibc"));
     }
     for p in &series.patches {
-        apply(&tree, &p.path).map_err(|why| {
-            Error::file(
-                Kind::Build,
-                &p.path,
-                format!("does not apply to Debian's {PACKAGE} {version} (with Debian's patches): {why}"),
-            )
+        apply(&tree, &p.path).map_err(|e| {
+            e.context(&p.path, |why| {
+                format!("does not apply to Debian's {PACKAGE} {version} (with Debian's patches): {why}")
+            })
         })?;
     }
     if !series.patches.is_empty() {
@@ -85,7 +83,7 @@ pub fn prepare(keydir: &Path, dsc: &Path, series: &Series, version: &str) -> Res
 
 /// `patch -p1` in `tree`: first a dry run, so a patch that does not apply
 /// changes nothing; the reasons `patch` gives otherwise.
-fn apply(tree: &Path, file: &Path) -> std::result::Result<(), String> {
+fn apply(tree: &Path, file: &Path) -> Result<()> {
     for dry_run in [true, false] {
         let mut c = Command::new("patch");
         c.current_dir(tree).args(["-p1", "-N", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
@@ -95,11 +93,12 @@ fn apply(tree: &Path, file: &Path) -> std::result::Result<(), String> {
         let out = c
             .env("LC_ALL", "C")
             .output()
-            .map_err(|e| hosttool::spawn_error("patch", "applying the glibc patch series", "patch", e).to_string())?;
+            .map_err(|e| hosttool::spawn_error("patch", "applying the glibc patch series", "patch", e))?;
         if !out.status.success() {
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
             let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).take(4).collect();
-            return Err(if lines.is_empty() { format!("patch exited {}", out.status) } else { lines.join("; ") });
+            let why = if lines.is_empty() { format!("patch exited {}", out.status) } else { lines.join("; ") };
+            return Err(Error::new(Kind::Build, why));
         }
     }
     Ok(())

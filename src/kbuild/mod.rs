@@ -101,6 +101,26 @@ pub struct Built {
     pub tree: PathBuf,
 }
 
+/// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
+/// read from the build.json beside it (what `--bzimage` replays the boot
+/// image's chain in). A usage error when there is none.
+pub fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
+    let json = vmlinux.parent().unwrap_or(Path::new(".")).join("build.json");
+    let no_tree = || {
+        Error::file(
+            Kind::Usage,
+            vmlinux,
+            "--bzimage needs the kernel's object tree: give --tree (`bootlink kernel build --json` prints it)",
+        )
+    };
+    let text = std::fs::read(&json).map_err(|_| no_tree())?;
+    let built: Built = serde_json::from_slice(&text).map_err(|e| Error::json(&json, e))?;
+    if built.tree.as_os_str().is_empty() {
+        return Err(no_tree());
+    }
+    Ok(built.tree)
+}
+
 /// The file in the object tree naming the build it holds.
 const TREE_KEY: &str = "bootlink-key";
 

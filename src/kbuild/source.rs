@@ -123,7 +123,9 @@ fn applied(tree: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> std::result::Result<(), String> {
+/// `patch -p1` in `tree`; a failure says why in `patch`'s words (Build), a
+/// missing `patch` is a Tool error.
+fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
     let mut c = Command::new("patch");
     c.current_dir(tree).args(["-p1", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
     if reverse {
@@ -134,15 +136,13 @@ fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> std::result:
     if dry_run {
         c.arg("--dry-run");
     }
-    let out = c
-        .output()
-        .map_err(|e| hosttool::spawn_error("patch", "applying the kernel patch series", "patch", e).to_string())?;
+    let out = c.output().map_err(|e| hosttool::spawn_error("patch", "applying the kernel patch series", "patch", e))?;
     if out.status.success() {
         return Ok(());
     }
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).take(4).collect();
-    Err(lines.join("; "))
+    Err(Error::new(Kind::Build, lines.join("; ")))
 }
 
 /// Make the tree hold exactly `series` on top of the pristine source.
@@ -176,15 +176,13 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
         .collect();
     let mut reverted = 0;
     for file in have[keep..].iter().rev() {
-        patch(tree, file, true, false).map_err(|why| {
-            Error::file(
-                Kind::Build,
-                tree,
+        patch(tree, file, true, false).map_err(|e| {
+            e.context(tree, |why| {
                 format!(
                     "cannot revert {} (applied by an earlier build): {why}; remove this tree to start over",
                     file.display()
-                ),
-            )
+                )
+            })
         })?;
         std::fs::remove_file(file).map_err(|e| Error::io(file, e))?;
         reverted += 1;
@@ -193,12 +191,11 @@ pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usiz
     for (i, p) in series.patches.iter().enumerate().skip(keep) {
         let rec = record.join(&want[i]);
         fsutil::write_atomic(&rec, &p.text)?;
-        if let Err(why) = patch(tree, &rec, false, true) {
+        if let Err(e) = patch(tree, &rec, false, true) {
             let _ = std::fs::remove_file(&rec);
-            return Err(Error::file(Kind::Build, &p.path, format!("does not apply to {PACKAGE} {version}: {why}")));
+            return Err(e.context(&p.path, |why| format!("does not apply to {PACKAGE} {version}: {why}")));
         }
-        patch(tree, &rec, false, false)
-            .map_err(|why| Error::file(Kind::Build, &p.path, format!("failed to apply: {why}")))?;
+        patch(tree, &rec, false, false).map_err(|e| e.context(&p.path, |why| format!("failed to apply: {why}")))?;
         done += 1;
     }
     for (path, hash, mtime) in before {

@@ -151,6 +151,7 @@ impl ModTree {
             kind: e.kind,
             path: e.path.clone(),
             msg: format!("module {n} is needed but could not be read: {}", e.msg),
+            source: e.source.clone(),
         })
     }
 
@@ -224,6 +225,7 @@ impl ModTree {
                         kind: e.kind,
                         path: e.path.clone(),
                         msg: format!("listed module could not be read: {}", e.msg),
+                        source: e.source.clone(),
                     });
                 }
                 Err(Error::file(Kind::Usage, &self.root.join(rel), "listed in the module set but not in the tree"))

@@ -34,12 +34,14 @@ mod index;
 mod list;
 mod loaderplan;
 mod plan;
+mod request;
 
 pub use entry::{Entry, Provider, parse_softdep};
 pub use index::ModTree;
 pub use list::{NAMED_SETS, named_set, named_set_paths, parse_list, read_list};
 pub use loaderplan::{HEADER as LOADER_PLAN_HEADER, ModprobeConf, RUNTIME_DEPS, Written as WrittenPlan, write_plan};
 pub use plan::{LoadPlan, OrderProblem, Step, Why};
+pub use request::{PlanRequest, plan};
 
 use std::path::Path;
 

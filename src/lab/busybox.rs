@@ -7,7 +7,8 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
-use crate::lab::run_tool;
+use crate::fsutil::TempDir;
+use crate::hosttool::run as run_tool;
 use crate::progress;
 
 pub const PACKAGE: &str = "busybox-static";
@@ -68,7 +69,7 @@ pub fn busybox() -> Result<PathBuf> {
     }
     let deb = download(&version)?;
     std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
-    let tmp = crate::lab::TempDir::new_in(&root, &format!(".{}", version_dir(&version)))?;
+    let tmp = TempDir::new_in(&root, &format!(".{}", version_dir(&version)))?;
     unpack(&deb, tmp.path())?;
     match std::fs::rename(tmp.path().join("out"), &dest_dir) {
         Ok(()) => Ok(dest),
@@ -133,7 +134,7 @@ mod tests {
 
     #[test]
     fn debs_are_found_with_escaped_epochs() {
-        let tmp = crate::lab::TempDir::new("busybox-test").unwrap();
+        let tmp = TempDir::new("busybox-test").unwrap();
         std::fs::write(tmp.path().join("busybox-static_1%3a1.35.0-4_amd64.deb"), b"").unwrap();
         std::fs::write(tmp.path().join("busybox_1%3a1.35.0-4_amd64.deb"), b"").unwrap();
         let d = find_deb(tmp.path(), "1:1.35.0-4").unwrap();
@@ -143,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_deb_without_busybox_is_refused_with_its_name() {
-        let tmp = crate::lab::TempDir::new("busybox-test").unwrap();
+        let tmp = TempDir::new("busybox-test").unwrap();
         let deb = tmp.path().join("not-a.deb");
         std::fs::write(&deb, b"not a deb").unwrap();
         let err = unpack(&deb, tmp.path()).unwrap_err();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
-use crate::lab::TempDir;
+use crate::fsutil::TempDir;
 
 pub const QEMU: &str = "qemu-system-x86_64";
 pub const QEMU_PACKAGE: &str = "qemu-system-x86";

@@ -16,7 +16,10 @@
 //! ```
 
 pub mod bzimage;
+pub mod request;
 pub mod secureboot;
+
+pub use request::{WriteReport, WriteRequest, write};
 
 use std::path::{Path, PathBuf};
 

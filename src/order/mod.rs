@@ -12,7 +12,10 @@ pub mod case;
 pub mod python;
 pub mod qemu;
 pub mod report;
+pub mod request;
 pub mod script;
 pub mod symbols;
 pub mod synth;
 pub mod trace;
+
+pub use request::{Ordered, RecordReport, TraceRequest, WriteReport, map, record, write};

@@ -198,6 +198,7 @@ pub const DETAIL_INITCALLS: usize = 30;
 pub const DETAIL_MODULES: usize = 60;
 
 mod bars;
+mod panel;
 mod timeline;
 pub mod userspace;
 

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use crate::run::model::Med;
 use crate::run::results::{Process, USER_MODES, UserSpace, UserStart};
 
-use super::timeline::{finish_panel, stripe};
+use super::panel::{finish_panel, stripe};
 use super::*;
 
 /// The colours of a mode: the start, ld.so's part, its relocation.

@@ -1,0 +1,31 @@
+//! `bootlink chart`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::{Error, chart};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Lab run directories, run.json files or kernel logs (dmesg)
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// The HTML report to write
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The timelines as one SVG
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Chrome trace-event JSON for ui.perfetto.dev
+    #[arg(long)]
+    perfetto: Option<PathBuf>,
+    /// Print the before/after summary as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let out = chart::Outputs { html: a.output, svg: a.svg, perfetto: a.perfetto, json: a.json };
+    print!("{}", chart::command(&a.runs, &out)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,42 @@
+//! `bootlink fetch-kernel`
+
+use std::process::ExitCode;
+
+use bootlink::{Error, fetch};
+
+use super::print_json;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Kernel series (newest package of it), e.g. 6.1 or 6.12
+    #[arg(long, conflicts_with = "package")]
+    version: Option<String>,
+    /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
+    #[arg(long)]
+    package: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let req = match (a.version, a.package) {
+        (_, Some(p)) => fetch::Request::Package(p),
+        (Some(v), None) => fetch::Request::Series(v),
+        (None, None) => fetch::Request::Reference,
+    };
+    let f = fetch::fetch(&req)?;
+    if let Some(why) = &f.fallback {
+        eprintln!("bootlink: note: {why}");
+    }
+    if a.json {
+        print_json(&f);
+    } else {
+        println!("package   {} {}", f.package, f.version);
+        println!("release   {}", f.release);
+        println!("vmlinuz   {}", f.vmlinuz.display());
+        println!("vmlinux   {}", f.vmlinux.display());
+        println!("config    {}", f.config.display());
+        println!("modules   {}", f.modules.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,62 @@
+//! `bootlink kernel build`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use bootlink::{Error, kbuild};
+
+use super::print_json;
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Unpack linux-source-6.1, apply the series, build vmlinux, bzImage and
+    /// signed modules; print the paths (cached by source, config, series, key)
+    Build {
+        /// Directory with a quilt-style `series` file and its patches (default: kernel/patches)
+        #[arg(long)]
+        series: Option<PathBuf>,
+        /// Config fragment merged onto tinyconfig (default: kernel/configs/lab.config)
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// make -j (default: the number of CPUs)
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Also make sure the object tree holds this build (rebuilding it if another
+        /// build used it since), to build external modules against it (printed as `tree`)
+        #[arg(long)]
+        tree: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
+    let Cmd::Build { series, config, jobs, tree, json } = cmd;
+    let mut opts = kbuild::Options::defaults();
+    opts.tree = tree;
+    opts.series = series.unwrap_or(opts.series);
+    opts.config = config.unwrap_or(opts.config);
+    opts.jobs = jobs.unwrap_or(opts.jobs);
+    let b = kbuild::build(&opts)?;
+    if json {
+        print_json(&b);
+    } else {
+        let how = if b.cached { "cached" } else { "built" };
+        println!(
+            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es))",
+            b.release,
+            b.seconds,
+            b.source_package,
+            b.source_version,
+            b.patches.len()
+        );
+        println!("vmlinux   {}", b.vmlinux.display());
+        println!("bzImage   {}", b.bzimage.display());
+        println!("config    {}", b.config.display());
+        println!("modules   {}", b.modules.display());
+        println!("key       {} (certificate {})", b.signing_key.display(), b.signing_cert.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,98 @@
+//! `bootlink lab`: the arguments mapped onto the lab's request, the run,
+//! and its checks printed. The lab's entry point is all this file knows of it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::{Error, lab};
+
+use super::{exit, print_json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Module names or aliases to load, with their dependencies (default: --set)
+    names: Vec<String>,
+    /// A named module set, a list file, or none (default: fs-nls-crypto-net-194)
+    #[arg(long)]
+    set: Option<String>,
+    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
+    #[arg(long, requires = "modules")]
+    kernel: Option<PathBuf>,
+    /// lib/modules/<release> of that kernel
+    #[arg(long)]
+    modules: Option<PathBuf>,
+    /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|debian-SERIES|build|DIR,modules:TRANSFORM,
+    /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS,
+    /// ddlink:synth|synth-SYMBOLS|/PATH ARGS (a program under DDLink's ld.so: normal, file-read, skip),
+    /// order:synth|synth-4k|synth-64k|synth-128k[+...] (order synth's program unordered and reordered,
+    /// cold from SquashFS on emulated flash, readahead 0 and default), flash:seed|nand|nor|MIBS-USEC
+    /// (with order:; default seed: 1 MiB/s, 100 us per 4 KiB request),
+    /// starts:N (per mode, default 3; 2 with order:), manifest:on (boot a copy of the kernel whose
+    /// module hash manifest lists the variant's final modules), raw:NAME=FILE (FILE's bytes as module
+    /// NAME's file in the guest, unread by the host); repeat to compare (default: stock and preresolved)
+    #[arg(long = "variant")]
+    variants: Vec<String>,
+    /// Boots per variant, interleaved
+    #[arg(short = 'n', long, default_value_t = 1)]
+    repetitions: usize,
+    /// Host time instead of the deterministic -icount clock
+    #[arg(long)]
+    realtime: bool,
+    /// Virtual CPUs (more than 1 needs --realtime: QEMU's -icount runs one)
+    #[arg(long, default_value_t = 1)]
+    smp: u32,
+    /// Do not ftrace the load phases (per-insmod times only)
+    #[arg(long)]
+    no_trace: bool,
+    /// Boot once more without tracing and report what tracing costs
+    #[arg(long)]
+    measure_overhead: bool,
+    /// Seconds before a boot is killed
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    #[arg(long, default_value_t = 1024)]
+    memory: u32,
+    /// Extra kernel command line
+    #[arg(long, default_value = "")]
+    cmdline: String,
+    /// Run directory to write (default: ./lab-<time>)
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let req = lab::setup::Request {
+        kernel: a.kernel,
+        modules_dir: a.modules,
+        set: a.set,
+        names: a.names,
+        variants: a.variants,
+        repetitions: a.repetitions,
+        realtime: a.realtime,
+        smp: a.smp,
+        no_trace: a.no_trace,
+        measure_overhead: a.measure_overhead,
+        timeout: std::time::Duration::from_secs(a.timeout),
+        memory_mib: a.memory,
+        out: a.output,
+        extra_cmdline: a.cmdline,
+    };
+    let sc = lab::setup::scenario(&req)?;
+    let run = lab::scenario::run(&sc)?;
+    let checks = lab::setup::check(&run, sc.modules.len(), sc.trace);
+    if a.json {
+        print_json(&lab::setup::Report {
+            run_dir: &sc.out,
+            checks: &checks,
+            summary: bootlink::run::summary(std::slice::from_ref(&run)),
+            tracing_overhead_pct: run.tracing_overhead_pct,
+            partial: run.partial,
+            userspace: bootlink::run::userspace::tables(std::slice::from_ref(&run)),
+        });
+    } else {
+        print!("{}", lab::setup::render(&sc, &run, &checks));
+    }
+    Ok(exit(!run.partial && checks.problems.is_empty()))
+}

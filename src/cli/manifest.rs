@@ -1,0 +1,111 @@
+//! `bootlink manifest write|show`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use bootlink::{Error, manifest};
+
+use super::{exit_for, print_json};
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Write a copy of VMLINUX whose __modhashes section lists these modules (and its bzImage)
+    Write {
+        /// The kernel (a vmlinux built with kernel/patches 0012)
+        #[arg(long)]
+        vmlinux: PathBuf,
+        /// Where to write the kernel with the manifest (may be VMLINUX itself)
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Also write the bzImage of the listed vmlinux here: arch/x86/boot's chain (payload,
+        /// decompressor link, setup, tools/build) replayed from the kernel's object tree
+        #[arg(long)]
+        bzimage: Option<PathBuf>,
+        /// The kernel's object tree (default: the `tree` of a `bootlink kernel build` output
+        /// the vmlinux lies in, from its build.json)
+        #[arg(long, requires = "bzimage")]
+        tree: Option<PathBuf>,
+        /// Sign the bzImage for Secure Boot with this private key (PEM), by sbsign
+        #[arg(long, requires_all = ["bzimage", "sign_cert"])]
+        sign_key: Option<PathBuf>,
+        /// ...and this X.509 certificate (PEM); the signed image is checked with sbverify
+        #[arg(long, requires = "sign_key")]
+        sign_cert: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
+        #[arg(required = true)]
+        modules: Vec<PathBuf>,
+    },
+    /// List the digests in a kernel's manifest (a vmlinux or a bzImage)
+    Show {
+        vmlinux: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
+    match cmd {
+        Cmd::Write { vmlinux, output, bzimage, tree, sign_key, sign_cert, json, modules } => {
+            let sign = sign_key.zip(sign_cert);
+            let w = manifest::write(&manifest::WriteRequest { vmlinux, output, bzimage, tree, modules, sign })?;
+            for e in &w.errors {
+                eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+            }
+            if let (Some(b), None) = (&w.bzimage, &w.secure_boot_cert) {
+                eprintln!(
+                    "bootlink: {}: not signed for Secure Boot (a signature the kernel had no longer matches \
+                     its new manifest): give --sign-key and --sign-cert to sign it with sbsign",
+                    b.bzimage.display()
+                );
+            }
+            if json {
+                print_json(&w);
+            } else if let Some(r) = &w.report {
+                println!(
+                    "{}: {} modules listed ({} of {} reserved bytes)",
+                    r.vmlinux.display(),
+                    r.modules,
+                    r.bytes,
+                    r.reserved
+                );
+                if let Some(b) = &w.bzimage {
+                    println!(
+                        "{}: its bzImage ({} bytes; payload {} -> {} bytes; {} steps replayed from {})",
+                        b.bzimage.display(),
+                        b.bytes,
+                        b.payload_before,
+                        b.payload_after,
+                        b.steps.len(),
+                        b.tree.display()
+                    );
+                }
+                if let Some(cert) = &w.secure_boot_cert {
+                    println!(
+                        "{}: signed for Secure Boot by sbsign, checked with sbverify --cert {}",
+                        w.bzimage.as_ref().map(|b| b.bzimage.display().to_string()).unwrap_or_default(),
+                        cert.display()
+                    );
+                }
+            }
+            if !w.errors.is_empty() {
+                return Ok(exit_for(&w.errors.iter().map(|e| e.kind).collect::<Vec<_>>()));
+            }
+        }
+        Cmd::Show { vmlinux, json } => {
+            let m = manifest::read(&vmlinux)?.unwrap_or_default();
+            if json {
+                print_json(&m);
+            } else {
+                for d in &m.digests {
+                    println!("{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>());
+                }
+                eprintln!("{}: {} modules listed", vmlinux.display(), m.digests.len());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

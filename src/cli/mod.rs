@@ -1,0 +1,214 @@
+//! The `bootlink` command line: one file per subcommand, each an argument
+//! struct mapped onto the library's request, a call, and the printing.
+//! Nothing here decides anything the library could.
+
+mod chart;
+mod ddlink;
+mod extract_vmlinux;
+mod fetch_kernel;
+mod finalize;
+mod glibc;
+mod help_reference;
+mod inspect;
+mod kernel;
+mod kernel_info;
+mod lab;
+mod manifest;
+mod order;
+mod plan;
+mod preresolve;
+mod symhash;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use bootlink::{Error, preresolve as pre, sign};
+
+#[derive(Parser)]
+#[command(name = "bootlink", version, about = "Move load-time linking work to build time, and measure boot")]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Report what load-time symbol resolution costs for modules against a kernel
+    Inspect(inspect::Args),
+    /// Do the loader's finalize work at build time: sort each module's ORC table and check its
+    /// ftrace records (dropping those the kernel would disable), marked for a patched kernel
+    Finalize(finalize::Args),
+    /// Precomputed symbol hash tables for the module loader (SysV, GNU + Bloom, perfect),
+    /// for modules (added as .ksymhash/.undef.hash, re-signed) or vmlinux (--vmlinux, in place)
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["vmlinux", "kernel"])))]
+    Symhash(symhash::Args),
+    /// Resolve module symbols against vmlinux at build time (SHN_UNDEF -> SHN_ABS)
+    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place", "dry_run"])))]
+    Preresolve(preresolve::Args),
+    /// Write the batch loader's plan (loader/, bl-modload): modules in dependency order, each with
+    /// the modules that must be live before it starts
+    Plan(plan::Args),
+    /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
+    Lab(lab::Args),
+    /// Chart boots: timeline, module load phases, longest links, before/after
+    Chart(chart::Args),
+    /// Show what bootlink reads from a kernel image: release, exports, KASLR
+    KernelInfo(kernel_info::Args),
+    /// Write the uncompressed vmlinux held in a bzImage or compressed image
+    ExtractVmlinux(extract_vmlinux::Args),
+    /// DDLink: record a program's symbol bindings once, then let the patched ld.so take them
+    /// from a cache (File Read Mode) or skip relocation with prelinked images (Skip Mode)
+    Ddlink {
+        #[command(subcommand)]
+        cmd: ddlink::Cmd,
+    },
+    /// Function reordering: a startup trace (trace/bl-trace) turned into a link order
+    Order {
+        #[command(subcommand)]
+        cmd: order::Cmd,
+    },
+    /// The module hash manifest: the SHA-256 of a build's final modules in the kernel image
+    /// (kernel/patches 0012), so the kernel trusts them without a signature check each
+    Manifest {
+        #[command(subcommand)]
+        cmd: manifest::Cmd,
+    },
+    /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
+    Kernel {
+        #[command(subcommand)]
+        cmd: kernel::Cmd,
+    },
+    /// Build Debian's glibc (the installed libc6's version) with bootlink's patch series (cached)
+    Glibc {
+        #[command(subcommand)]
+        cmd: glibc::Cmd,
+    },
+    /// Download a real Debian kernel package into the cache and print its paths
+    FetchKernel(fetch_kernel::Args),
+    /// Print the command-line reference (docs/cli.md) as Markdown
+    #[command(hide = true)]
+    HelpReference,
+}
+
+/// Parse the command line, run the command, report an error in one line.
+pub fn main() -> ExitCode {
+    bootlink::panic::install();
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bootlink: {e}");
+            exit_for(&[e.kind])
+        }
+    }
+}
+
+/// 1 for bad input or a failed step; [`bootlink::panic::EXIT_INTERNAL`]
+/// when any of the errors is a bug in bootlink.
+fn exit_for(kinds: &[bootlink::error::Kind]) -> ExitCode {
+    if kinds.contains(&bootlink::error::Kind::Internal) {
+        ExitCode::from(bootlink::panic::EXIT_INTERNAL)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run(cmd: Cmd) -> Result<ExitCode, Error> {
+    match cmd {
+        Cmd::Inspect(a) => inspect::run(a),
+        Cmd::Finalize(a) => finalize::run(a),
+        Cmd::Symhash(a) => symhash::run(a),
+        Cmd::Preresolve(a) => preresolve::run(a),
+        Cmd::Plan(a) => plan::run(a),
+        Cmd::Lab(a) => lab::run(a),
+        Cmd::Chart(a) => chart::run(a),
+        Cmd::KernelInfo(a) => kernel_info::run(a),
+        Cmd::ExtractVmlinux(a) => extract_vmlinux::run(a),
+        Cmd::Ddlink { cmd } => ddlink::run(cmd),
+        Cmd::Order { cmd } => order::run(cmd),
+        Cmd::Manifest { cmd } => manifest::run(cmd),
+        Cmd::Kernel { cmd } => kernel::run(cmd),
+        Cmd::Glibc { cmd } => glibc::run(cmd),
+        Cmd::FetchKernel(a) => fetch_kernel::run(a),
+        Cmd::HelpReference => {
+            print!("{}", help_reference::markdown(&<Cli as clap::CommandFactory>::command()));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Where rewritten modules go, shared by the commands that rewrite them.
+#[derive(clap::Args, Debug)]
+pub struct Rewrite {
+    /// Write the modules here, mirroring the input tree
+    #[arg(short, long, conflicts_with = "in_place")]
+    output: Option<PathBuf>,
+    /// Replace the input modules (atomically)
+    #[arg(long)]
+    in_place: bool,
+}
+
+impl Rewrite {
+    fn chosen(&self) -> bool {
+        self.output.is_some() || self.in_place
+    }
+
+    fn output(self) -> pre::Output {
+        match self.output {
+            Some(d) => pre::Output::Dir(d),
+            None => pre::Output::InPlace,
+        }
+    }
+}
+
+/// Re-signing, shared by the commands that rewrite modules.
+#[derive(clap::Args, Debug)]
+pub struct Signing {
+    /// Re-sign the modules with this private key (PEM)
+    #[arg(long, requires = "sign_cert")]
+    sign_key: Option<PathBuf>,
+    /// ...and this X.509 certificate (PEM)
+    #[arg(long, requires = "sign_key")]
+    sign_cert: Option<PathBuf>,
+    /// The signature's digest
+    #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
+    sign_hash: sign::Hash,
+}
+
+impl Signing {
+    fn key(self) -> Option<sign::SignKey> {
+        let hash = self.sign_hash;
+        self.sign_key.zip(self.sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash })
+    }
+}
+
+/// A batch transform's report: each failed module on stderr, then the
+/// report (JSON, or the table when any module succeeded); exit 1 when any failed.
+fn print_batch<R: serde::Serialize>(
+    report: &R,
+    errors: &[bootlink::tree::FileError],
+    empty: bool,
+    json: bool,
+    render: impl FnOnce() -> String,
+) -> ExitCode {
+    for e in errors {
+        eprintln!("bootlink: {}: {}", e.path.display(), e.error);
+    }
+    if json {
+        print_json(report);
+    } else if !empty {
+        print!("{}", render());
+    }
+    if errors.is_empty() { ExitCode::SUCCESS } else { exit_for(&errors.iter().map(|e| e.kind).collect::<Vec<_>>()) }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string_pretty(v).expect("serializable"));
+}
+
+/// Success, or exit 1 (a check failed; the output says which).
+fn exit(ok: bool) -> ExitCode {
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

@@ -1,0 +1,66 @@
+//! `bootlink symhash`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::error::Kind;
+use bootlink::{Error, kernel, symhash};
+
+use super::{Rewrite, Signing, print_batch, print_json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Fill this vmlinux's reserved __ksymhash section in place (the kernel
+    /// build's KSYMHASH hook)
+    #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions", "dry_run"])]
+    vmlinux: Option<PathBuf>,
+    /// vmlinux, vmlinuz or build directory the modules will run with
+    #[arg(long, requires = "modules")]
+    kernel: Option<PathBuf>,
+    /// Module files or directories
+    modules: Vec<PathBuf>,
+    #[command(flatten)]
+    rewrite: Rewrite,
+    /// Also sort __versions by name, so the kernel binary-searches it
+    #[arg(long)]
+    sort_versions: bool,
+    /// Build and check everything in memory, write nothing
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    signing: Signing,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    if let Some(v) = a.vmlinux {
+        let r = symhash::fill_vmlinux(&v)?;
+        if a.json {
+            print_json(&r);
+        } else {
+            println!(
+                "{}: {} + {} GPL exports, tables {} of {} reserved bytes",
+                v.display(),
+                r.exports,
+                r.gpl_exports,
+                r.table_bytes,
+                r.reserved_bytes
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let kernel = a.kernel.expect("clap requires --kernel or --vmlinux");
+    if !a.rewrite.chosen() && !a.dry_run {
+        return Err(Error::new(Kind::Usage, "give --output DIR, --in-place or --dry-run"));
+    }
+    let k = kernel::KernelImage::open(&kernel, None)?;
+    let opts = symhash::Options {
+        output: a.rewrite.output(),
+        sign: a.signing.key(),
+        sort_versions: a.sort_versions,
+        dry_run: a.dry_run,
+    };
+    let report = symhash::run(&k, &a.modules, &opts)?;
+    Ok(print_batch(&report, &report.errors, report.modules.is_empty(), a.json, || report.render()))
+}

@@ -1,0 +1,98 @@
+//! DDLink's commands as requests: each takes the paths a user names and
+//! returns a serializable report; the CLI only maps its arguments here.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::ddlink::measure::{self, ProgramResult};
+use crate::ddlink::prelink::PrelinkReport;
+use crate::ddlink::record::Record;
+use crate::ddlink::run::Program;
+use crate::ddlink::write::{self, PrelinkTo, WriteOptions, WriteReport};
+use crate::error::Result;
+use crate::fsutil;
+
+impl Program {
+    /// A program from its command line (path, then arguments), run with
+    /// `overlay`'s images in place when given.
+    pub fn from_words(words: Vec<String>, overlay: Option<PathBuf>) -> Program {
+        let mut it = words.into_iter();
+        let path = PathBuf::from(it.next().unwrap_or_default());
+        Program { path, args: it.collect(), overlay }
+    }
+}
+
+/// `ddlink write`: a record turned into the cache the loader reads.
+#[derive(Debug, Clone)]
+pub struct CacheRequest {
+    /// The patched ld.so that recorded.
+    pub loader: PathBuf,
+    /// The record from `ddlink profile`.
+    pub record: PathBuf,
+    /// The program the record is of.
+    pub program: PathBuf,
+    /// Where the cache goes.
+    pub output: PathBuf,
+    /// Relocation Skip Mode: the prelinked images' directory, and the load
+    /// address of the first image.
+    pub prelink: Option<PathBuf>,
+    pub base: u64,
+    /// Identify files by name, size, mtime and build ID.
+    pub portable: bool,
+}
+
+/// What [`write_cache`] wrote (fields in the order `--json` has always printed).
+#[derive(Debug, Serialize)]
+pub struct CacheReport {
+    pub cache: WriteReport,
+    pub prelink: Option<PrelinkReport>,
+}
+
+pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
+    let rec = Record::read(&req.record)?;
+    let opts = WriteOptions {
+        prelink: req.prelink.clone().map(|dir| PrelinkTo { dir, base: req.base }),
+        portable: req.portable,
+    };
+    let (cache, prelink) = write::write(&rec, &req.loader, &req.program, &req.output, &opts)?;
+    Ok(CacheReport { cache, prelink })
+}
+
+/// `ddlink measure`: startup under Debian's loader, the patched one without
+/// a cache, with the cache, and (with `skip`) in Relocation Skip Mode.
+#[derive(Debug, Clone)]
+pub struct MeasureRequest {
+    /// The patched ld.so.
+    pub loader: PathBuf,
+    pub cache: PathBuf,
+    /// Debian's loader, the baseline.
+    pub stock: PathBuf,
+    /// Runs per mode (at least 1).
+    pub runs: usize,
+    /// LD_BIND_NOW=1 in every mode.
+    pub bind_now: bool,
+    /// Skip Mode's cache and the directory of its prelinked images.
+    pub skip: Option<(PathBuf, PathBuf)>,
+    /// Also write the result as JSON here (atomically).
+    pub output: Option<PathBuf>,
+    pub program: Program,
+}
+
+pub fn measure(req: &MeasureRequest) -> Result<ProgramResult> {
+    let mut modes = measure::standard_modes(&req.stock, &req.loader, &req.cache);
+    if let Some((cache, images)) = &req.skip {
+        modes.push(measure::skip_mode(&req.loader, cache, images));
+    }
+    if req.bind_now {
+        for m in &mut modes {
+            m.env.push(("LD_BIND_NOW".into(), "1".into()));
+        }
+    }
+    let result = measure::measure(&req.program, &modes, req.runs.max(1))?;
+    if let Some(out) = &req.output {
+        let text = serde_json::to_vec_pretty(&result).expect("serializable");
+        fsutil::write_atomic(out, &text)?;
+    }
+    Ok(result)
+}
