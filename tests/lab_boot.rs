@@ -133,7 +133,7 @@ fn booted_kallsyms_match_vmlinuz_exports() {
         syms.iter().any(|s| s.name == "_stext" && s.addr == 0xffff_ffff_8100_0000),
         "kernel not at its link address"
     );
-    if b.fetched.reference {
+    if common::reference("booted_kallsyms_match_vmlinuz_exports: export count", &b.fetched) {
         assert_eq!(b.image.exports.len(), REFERENCE_EXPORTS);
     }
     let names = by_name(syms);

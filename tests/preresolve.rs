@@ -442,7 +442,10 @@ fn resigned_modules_verify_with_openssl_and_equal_sign_file() {
             assert!(std::fs::read(&reference).unwrap() == signed, "differs from scripts/sign-file ({hash})");
             println!("{hash}: identical to scripts/sign-file");
         } else {
-            println!("NOTE: {} absent: compared with openssl only", sign_file.display());
+            common::skip(
+                "signatures identical to scripts/sign-file",
+                &format!("{} is absent (Debian package linux-kbuild-6.1)", sign_file.display()),
+            );
         }
     }
     // A digest the kernel does not take for modules is a usage error naming the choices; nothing is written.

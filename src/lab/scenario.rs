@@ -482,6 +482,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         cmdline: first.cmdline.clone(),
         qemu_version: qemu_version(),
         qemu_command: Vec::new(),
+        cpu_model: qemu::CPU_MODEL.into(),
         timing: match (sc.deterministic, sc.cpus) {
             (true, _) => "deterministic".into(),
             (false, 1) => "realtime".into(),

@@ -306,13 +306,14 @@ pub struct Report<'a> {
 pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     let mut o = String::new();
     o.push_str(&format!(
-        "kernel {} ({}), {} modules ({}), {} timing, {} repetition(s) per variant\n",
+        "kernel {} ({}), {} modules ({}), {} timing, {} repetition(s) per variant\nguest CPU: {}\n",
         run.kernel_release,
         sc.kernel.display(),
         sc.modules.len(),
         sc.module_set,
         run.timing,
-        sc.repetitions
+        sc.repetitions,
+        run.cpu_model
     ));
     for v in &run.variants {
         let walls: Vec<String> = v.repetitions.iter().map(|r| format!("{:.1} s", r.boot_wall_s)).collect();

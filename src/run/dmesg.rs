@@ -281,6 +281,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         kernel: Default::default(),
         cmdline: p.cmdline,
         qemu_version: String::new(),
+        cpu_model: String::new(),
         qemu_command: Vec::new(),
         timing: "realtime".into(),
         module_set: String::new(),

@@ -137,6 +137,8 @@ mod tests {
         assert_eq!((p.len(), p[0].pid, p[0].name.as_str(), p[0].end_us), (1, 75, "unordered", Some(2_600_000.0)));
         assert_eq!(reps[0].userspace.as_ref().unwrap().kind, "order");
         assert!(reps[1].processes.is_empty());
+        // Before the guest CPU was pinned, a run did not record it.
+        assert_eq!(run.cpu_model, "");
         // Written again, they are where new runs have them, once.
         let json = serde_json::to_string(&run).unwrap();
         assert_eq!(json.matches(r#""processes""#).count(), 1, "{json}");

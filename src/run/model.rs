@@ -495,6 +495,7 @@ mod tests {
             kernel: Default::default(),
             cmdline: String::new(),
             qemu_version: String::new(),
+            cpu_model: String::new(),
             qemu_command: vec![],
             timing: "deterministic".into(),
             module_set: "t".into(),

@@ -336,6 +336,10 @@ pub struct Run {
     pub qemu_version: String,
     #[serde(default)]
     pub qemu_command: Vec<String>,
+    /// The guest CPU: QEMU's `-cpu` model and feature changes (without
+    /// `,enforce`); empty in runs written before it was pinned (`max`).
+    #[serde(default)]
+    pub cpu_model: String,
     /// "deterministic" (-icount shift=0,sleep=off) or "realtime".
     pub timing: String,
     pub module_set: String,

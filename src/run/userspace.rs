@@ -267,6 +267,7 @@ pub(crate) mod tests {
             kernel: "/k/vmlinux".into(),
             cmdline: String::new(),
             qemu_version: String::new(),
+            cpu_model: String::new(),
             qemu_command: Vec::new(),
             timing: "deterministic".into(),
             module_set: "none".into(),

@@ -14,14 +14,15 @@ pub fn bin() -> &'static str {
 
 /// The reference Debian kernel (linux-image-6.1.0-56-amd64 6.1.192-2), or
 /// the newest 6.1 when that exact package can no longer be downloaded. The
-/// tests say which one they got.
+/// tests say which one they got; a check of the reference's exact figures
+/// asks [`reference`] first.
 pub fn kernel() -> &'static Fetched {
     static K: OnceLock<Fetched> = OnceLock::new();
     K.get_or_init(|| {
         let f = fetch::fetch(&fetch::Request::Reference).expect("fetch the reference kernel");
         if !f.reference {
             eprintln!(
-                "NOTE: testing {} {} instead of the reference package: exact figures are replaced by invariants ({})",
+                "NOTE: testing {} {} instead of the reference package: its exact figures are skipped ({})",
                 f.package,
                 f.version,
                 f.fallback.as_deref().unwrap_or("")
@@ -29,6 +30,24 @@ pub fn kernel() -> &'static Fetched {
         }
         f
     })
+}
+
+/// Whether `f` is the reference package, whose exact figures a test can
+/// check; when it is not, the exact check is a counted skip named `test`
+/// (never a looser check in its place).
+pub fn reference(test: &str, f: &Fetched) -> bool {
+    if !f.reference {
+        skip(
+            test,
+            &format!(
+                "exact figures are those of the reference package; {} {} was fetched instead ({})",
+                f.package,
+                f.version,
+                f.fallback.as_deref().unwrap_or("the reference could not be downloaded")
+            ),
+        );
+    }
+    f.reference
 }
 
 pub fn module(rel: &str) -> PathBuf {
