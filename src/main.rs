@@ -441,9 +441,10 @@ enum DdlinkCmd {
         /// or install them), and a cache that names them
         #[arg(long, value_name = "DIR")]
         prelink: Option<PathBuf>,
-        /// Load address of the first prelinked image
-        #[arg(long, value_parser = parse_address, default_value = "0x3000000000")]
-        base: u64,
+        /// Load address of the first prelinked image (default: chosen at
+        /// random for each build, see docs/ddlink-security.md)
+        #[arg(long, value_parser = parse_address)]
+        base: Option<u64>,
         /// For a root file system image: identify files by name, size, mtime
         /// (seconds) and build ID, not device and inode
         #[arg(long)]
@@ -1107,7 +1108,13 @@ fn run_ddlink(cmd: DdlinkCmd) -> Result<ExitCode, Error> {
             let loader = loader_or_default(loader)?;
             let rec = ddlink::record::Record::read(&record)?;
             let opts = ddlink::write::WriteOptions {
-                prelink: prelink.map(|dir| ddlink::write::PrelinkTo { dir, base }),
+                prelink: match prelink {
+                    Some(dir) => Some(ddlink::write::PrelinkTo {
+                        dir,
+                        base: base.map_or_else(ddlink::prelink::random_base, Ok)?,
+                    }),
+                    None => None,
+                },
                 portable,
             };
             let (report, prelinked) = ddlink::write::write(&rec, &loader, &program, &output, &opts)?;
