@@ -365,6 +365,107 @@ fn fallbacks_load_normally() {
     assert!(!dir.join("x.cache").exists(), "a refused write left a cache");
 }
 
+/// Before it uses any binding, ld.so checks every one against the loaded
+/// objects' real symbol tables: a cache whose index points past a
+/// library's symbol table (the cache claiming a bigger table), or at a
+/// symbol of another name than the stored name hash, is refused for the
+/// whole program, which runs as usual through the normal lookup.
+#[test]
+fn bindings_past_a_symbol_table_or_to_another_name_are_refused() {
+    let dir = common::tmpdir("ddlink-bounds");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let ld = &glibc().ld_so;
+    let good: Cache = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    let a = good.objects.iter().position(|o| o.name.ends_with("libdda.so")).unwrap();
+    let a_file = ObjFile::read(Path::new(&good.objects[a].name)).unwrap();
+    let main_file = ObjFile::read(&prog).unwrap();
+    let sym = |f: &ObjFile, n: &str| f.names.iter().position(|x| x == n).unwrap() as u32;
+    let which_ref = sym(&main_file, "which");
+    // The program's binding of `which`, changed by `edit`, then run.
+    let run_with = |name: &str, edit: &dyn Fn(&mut Cache, usize)| -> String {
+        let mut c = good.clone();
+        let k = c.objects[0]
+            .entries
+            .iter()
+            .position(|e| e.symidx == which_ref && e.defobj as usize == a)
+            .expect("the program's binding of `which` to libdda.so is in the cache");
+        edit(&mut c, k);
+        let path = dir.join(name);
+        std::fs::write(&path, format::encode(&c).unwrap()).unwrap();
+        let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", path.to_str().unwrap())]);
+        assert_eq!(out, PLAYGROUND_OUTPUT, "{name}: the program did not run as usual");
+        assert!(!file_read(&dbg), "{name}: the loader used the cache: {dbg}");
+        dbg
+    };
+    // Past libdda.so's table: the cache claims 16 more symbols than the
+    // file has and binds `which` to one of them.
+    let real = a_file.nsyms();
+    let dbg = run_with("past-the-table.cache", &|c, k| {
+        c.objects[a].nsyms = real + 16;
+        c.objects[0].entries[k].defsym = real + 8;
+    });
+    let line = normal_because(&dbg, "symbol table has another size");
+    assert!(line.contains("libdda.so"), "{line}");
+    // Inside the table, at `liba_value` while the stored hash is `which`'s.
+    let other = sym(&a_file, "liba_value");
+    let dbg = run_with("another-name.cache", &|c, k| c.objects[0].entries[k].defsym = other);
+    let line = normal_because(&dbg, "a symbol of another name");
+    assert!(line.contains("the program"), "{line}");
+    // The unchanged cache is used (the refusals above are the check's).
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", cache.to_str().unwrap())]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    assert!(file_read(&dbg), "{dbg}");
+}
+
+/// A cache for a root file system image (`write --portable`, patch 0006:
+/// no device and inode) identifies each library by name, size, mtime in
+/// seconds and build ID: a library changed with the same name and size is
+/// refused, whether its mtime or its content and build ID differ.
+#[test]
+fn portable_cache_refuses_a_changed_file_of_the_same_size() {
+    let dir = common::tmpdir("ddlink-portable");
+    let prog = playground(&dir);
+    cache_for(&dir, &prog, &[]);
+    let ld = &glibc().ld_so;
+    let rec = dir.join("ddlink-play.record");
+    let cache = dir.join("portable.cache");
+    write_cmd(&rec, &prog, &cache).arg(&"--portable").ok();
+    let c = cache.to_str().unwrap();
+    let decoded = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    assert!(decoded.objects.iter().all(|o| o.identity.dev == 0 && o.identity.ino == 0), "not portable");
+    let libb = dir.join("libddb.so");
+    // A fresh copy (another inode) is still the same file for this cache.
+    let original = std::fs::read(&libb).unwrap();
+    let mtime = std::fs::metadata(&libb).unwrap().modified().unwrap();
+    let replace = |bytes: &[u8], mtime: std::time::SystemTime| {
+        let tmp = dir.join("libddb.so.new");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::File::options().write(true).open(&tmp).unwrap().set_modified(mtime).unwrap();
+        std::fs::rename(&tmp, &libb).unwrap();
+    };
+    replace(&original, mtime);
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    assert!(file_read(&dbg), "a copy with the same name, size, mtime and build ID was refused: {dbg}");
+    // Same content, another mtime.
+    replace(&original, mtime + std::time::Duration::from_secs(2));
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    normal_because(&dbg, "file changed");
+    // Same size and mtime, other content: one byte of the build ID note.
+    let id = ObjFile::read(&libb).unwrap().build_id;
+    assert!(!id.is_empty(), "libddb.so has no build ID");
+    let at = original.windows(id.len()).position(|w| w == id.as_slice()).expect("the build ID in the file");
+    let mut changed = original.clone();
+    changed[at] ^= 0xff;
+    replace(&changed, mtime);
+    assert_eq!(std::fs::metadata(&libb).unwrap().len(), original.len() as u64);
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    normal_because(&dbg, "build ID");
+}
+
 /// Relocation Skip Mode on the playground (lazy and BIND_NOW), and every way
 /// it falls back: the images are ordinary libraries (Debian's ld.so and the
 /// patched one without a cache run them, lazily, through GOT[1]'s PLT

@@ -336,3 +336,33 @@ fn a_killed_build_leaves_nothing_that_looks_complete() {
     assert!(!b.from_cache && keydir == cache.join("glibc").join(&b.key).as_path());
     assert!(!keydir.join("build").exists());
 }
+
+/// The repository's series is one a maintainer can take: every patch in
+/// the `series` file is `[PATCH n/m]` with n its position and m their
+/// number, has a From line and the author's Signed-off-by, and the cover
+/// letter (0000-cover-letter.patch, not applied) is `[PATCH 0/m]` and
+/// lists each patch's subject.
+#[test]
+fn the_series_is_numbered_signed_and_has_a_cover_letter() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("glibc/patches");
+    let series = bootlink::series::Series::read(&dir).unwrap();
+    let m = series.patches.len();
+    assert!(m > 0, "an empty series");
+    let cover = std::fs::read_to_string(dir.join("0000-cover-letter.patch")).unwrap();
+    assert!(cover.contains(&format!("Subject: [PATCH 0/{m}] ")), "cover letter is not [PATCH 0/{m}]");
+    let unfold = |text: &str| text.replace("\n ", " ");
+    for (i, p) in series.patches.iter().enumerate() {
+        let text = unfold(&std::fs::read_to_string(&p.path).unwrap());
+        let from = text.lines().find_map(|l| l.strip_prefix("From: ")).unwrap_or_else(|| panic!("{}: no From", p.name));
+        let prefix = format!("[PATCH {}/{m}] ", i + 1);
+        let subject = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Subject: "))
+            .and_then(|s| s.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("{}: the subject does not start with {prefix}", p.name));
+        assert!(text.contains(&format!("\nSigned-off-by: {from}\n")), "{}: no Signed-off-by of {from}", p.name);
+        // The cover letter's shortlog wraps long subjects: compare words.
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words(&cover).contains(&words(subject)), "{}: not in the cover letter: {subject}", p.name);
+    }
+}

@@ -66,9 +66,10 @@ pub enum Cmd {
         /// or install them), and a cache that names them
         #[arg(long, value_name = "DIR")]
         prelink: Option<PathBuf>,
-        /// Load address of the first prelinked image
-        #[arg(long, value_parser = parse_address, default_value = "0x3000000000")]
-        base: u64,
+        /// Load address of the first prelinked image (default: chosen at
+        /// random for each build, see docs/ddlink-security.md)
+        #[arg(long, value_parser = parse_address)]
+        base: Option<u64>,
         /// For a root file system image: identify files by name, size, mtime
         /// (seconds) and build ID, not device and inode
         #[arg(long)]

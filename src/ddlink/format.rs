@@ -13,15 +13,21 @@
 //! (`OBJ_PRELINKED`) with the load address its values were computed for and
 //! the relocations the loader must still apply (indices into DT_RELA then
 //! DT_JMPREL, IRELATIVE last).
+//!
+//! Version 4 adds to each binding the GNU hash of its symbol's name
+//! ([`name_hash`]): before the loader uses any binding it checks every
+//! one's indices against the real symbol tables and the defining
+//! symbol's name against the hash, and loads the whole program as usual
+//! when one fails.
 
 use serde::Serialize;
 
-pub const MAGIC: &[u8; 8] = b"DDLINK\0\x03";
-pub const VERSION: u32 = 3;
+pub const MAGIC: &[u8; 8] = b"DDLINK\0\x04";
+pub const VERSION: u32 = 4;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
 pub const HEADER_SIZE: usize = 144;
 pub const OBJ_SIZE: usize = 112;
-pub const ENTRY_SIZE: usize = 12;
+pub const ENTRY_SIZE: usize = 16;
 /// Byte offset of the checksum field in the header.
 const CHECKSUM_AT: usize = 24;
 const BUILD_ID_MAX: usize = 32;
@@ -69,6 +75,15 @@ pub struct Entry {
     pub tclass: u8,
     pub defobj: u16,
     pub defsym: u32,
+    /// [`name_hash`] of the symbol's name (the defining symbol's; the
+    /// reference's for an unresolved entry).
+    pub name_hash: u32,
+}
+
+/// glibc's DT_GNU_HASH function (`_dl_new_hash`: h = h * 33 + c from
+/// 5381), which the loader reads from the defining object's hash chain.
+pub fn name_hash(name: &[u8]) -> u32 {
+    name.iter().fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -257,6 +272,7 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
             out.u16(e.defobj);
             out.u8(e.tclass);
             out.u8(0);
+            out.u32(e.name_hash);
         }
     }
     for o in &cache.objects {
@@ -392,7 +408,13 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         let entries = (first..first + n)
             .map(|k| {
                 let e = entries_off + k * ENTRY_SIZE;
-                Entry { symidx: u32_at(d, e), defsym: u32_at(d, e + 4), defobj: u16_at(d, e + 8), tclass: d[e + 10] }
+                Entry {
+                    symidx: u32_at(d, e),
+                    defsym: u32_at(d, e + 4),
+                    defobj: u16_at(d, e + 8),
+                    tclass: d[e + 10],
+                    name_hash: u32_at(d, e + 12),
+                }
             })
             .collect::<Vec<_>>();
         objects.push(Object {
@@ -454,15 +476,15 @@ mod tests {
         Cache {
             loader_build_id: vec![1, 2, 3, 4],
             objects: vec![
-                obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3 }]),
+                obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3, name_hash: 0x1003 }]),
                 obj("/lib64/ld-linux-x86-64.so.2", OBJ_LOADER, vec![]),
                 obj(
                     "/lib/libx.so",
                     0,
                     vec![
-                        Entry { symidx: 2, tclass: 0, defobj: 2, defsym: 9 },
-                        Entry { symidx: 2, tclass: 1, defobj: 0, defsym: 4 },
-                        Entry { symidx: 5, tclass: 0, defobj: UNRESOLVED, defsym: 0 },
+                        Entry { symidx: 2, tclass: 0, defobj: 2, defsym: 9, name_hash: 0x1009 },
+                        Entry { symidx: 2, tclass: 1, defobj: 0, defsym: 4, name_hash: 0x1004 },
+                        Entry { symidx: 5, tclass: 0, defobj: UNRESOLVED, defsym: 0, name_hash: 0x1000 },
                     ],
                 ),
             ],
@@ -506,6 +528,17 @@ mod tests {
         for n in 0..b.len() {
             assert!(decode(&b[..n]).is_err(), "truncation to {n} accepted");
         }
+    }
+
+    #[test]
+    fn the_name_hash_is_glibcs_gnu_hash() {
+        // glibc's elf/tst-dl-hash.c vectors for _dl_new_hash.
+        assert_eq!(name_hash(b""), 0x0000_1505);
+        assert_eq!(name_hash(b"printf"), 0x156b_2bb8);
+        assert_eq!(name_hash(b"exit"), 0x7c96_7e3f);
+        let b = encode(&sample()).unwrap();
+        let first_entry = u64_at(&b, 64) as usize;
+        assert_eq!(u32_at(&b, first_entry + 12), sample().objects[0].entries[0].name_hash);
     }
 
     #[test]

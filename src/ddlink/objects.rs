@@ -19,11 +19,19 @@ pub struct ObjFile {
     /// Per .dynsym entry: STB_GNU_UNIQUE (the loader must register those in
     /// its unique-symbol table, so their lookups are never cached).
     pub unique: Vec<bool>,
+    /// The GNU hash of each symbol's name (its bytes as in the file).
+    pub name_hashes: Vec<u32>,
 }
 
 impl ObjFile {
     pub fn nsyms(&self) -> u32 {
         self.names.len() as u32
+    }
+
+    /// The GNU hash of symbol `sym`'s name (inside the table: checked by
+    /// the caller).
+    pub fn name_hash(&self, sym: u32) -> u32 {
+        self.name_hashes.get(sym as usize).copied().unwrap_or(0)
     }
 
     pub fn name(&self, sym: u32) -> &str {
@@ -39,9 +47,11 @@ impl ObjFile {
         let syms = elf.dynamic_symbols().map_err(|m| Error::file(Kind::Format, path, m))?;
         let mut names = Vec::with_capacity(syms.len());
         let mut unique = Vec::with_capacity(syms.len());
+        let mut name_hashes = Vec::with_capacity(syms.len());
         for s in syms.iter() {
             let name = s.name(LE, syms.strings()).unwrap_or(b"?");
             names.push(String::from_utf8_lossy(name).into_owned());
+            name_hashes.push(super::format::name_hash(name));
             unique.push(s.st_bind() == STB_GNU_UNIQUE);
         }
         if names.is_empty() {
@@ -51,7 +61,7 @@ impl ObjFile {
                 "no .dynsym section (DDLink reads the dynamic symbol table through the section headers)",
             ));
         }
-        Ok(ObjFile { identity: FileIdentity::of(&meta), build_id, names, unique })
+        Ok(ObjFile { identity: FileIdentity::of(&meta), build_id, names, unique, name_hashes })
     }
 }
 

@@ -33,10 +33,18 @@ use super::record::{Def, Record};
 use crate::elf::{Elf, Header, LE, Want, read_u64};
 use crate::error::{Error, Kind, Result};
 
-/// Where the first image goes (prelink's x86-64 default): far from the
-/// program and its heap (0x55..., 0x56...) and from the top-down mmap area
-/// and stack (0x7f...), with or without address space randomisation.
+/// prelink's x86-64 default first base, for a reproducible build
+/// (`ddlink write --base`): far from the program and its heap (0x55...,
+/// 0x56...) and from the top-down mmap area and stack (0x7f...). Without
+/// `--base` the first base is [`random_base`]'s.
 pub const DEFAULT_BASE: u64 = 0x30_0000_0000;
+/// Where [`random_base`] puts the first image: above the first 64 GiB
+/// (the program, its heap and 32-bit mappings) and low enough that the
+/// images end below the kernel's mmap area (0x7f..) and their own limit.
+pub const RANDOM_BASES: std::ops::Range<u64> = 0x10_0000_0000..0x4000_0000_0000;
+/// The granule of [`random_base`] (2 MiB, the largest image alignment):
+/// (64 TiB - 64 GiB) / 2 MiB, about 2^25 possible first bases.
+pub const RANDOM_BASE_ALIGN: u64 = 0x20_0000;
 const PAGE: u64 = 4096;
 
 // The x86-64 psABI's relocation types and the dynamic tags read here.
@@ -233,6 +241,8 @@ impl Image {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PrelinkReport {
     pub dir: PathBuf,
+    /// The load address of the first image.
+    pub base: u64,
     /// Libraries written as prelinked images.
     pub images: usize,
     pub bytes: u64,
@@ -464,6 +474,26 @@ pub struct Placement {
     pub prelink: Prelink,
 }
 
+/// A first base for one image build, chosen with the operating system's
+/// randomness from [`RANDOM_BASES`] in steps of [`RANDOM_BASE_ALIGN`]
+/// (prelink chose per machine). Skip Mode maps the images at fixed
+/// addresses, so every process that uses them shares these addresses:
+/// a random base per build keeps them from being the same on every
+/// machine (docs/ddlink-security.md, the ASLR trade-off).
+pub fn random_base() -> Result<u64> {
+    use std::io::Read;
+    let path = Path::new("/dev/urandom");
+    let mut b = [0u8; 8];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut b)).map_err(|e| Error::io(path, e))?;
+    Ok(base_from(u64::from_le_bytes(b)))
+}
+
+/// The base a random number picks: uniform over the granules of the range.
+fn base_from(r: u64) -> u64 {
+    let slots = (RANDOM_BASES.end - RANDOM_BASES.start) / RANDOM_BASE_ALIGN;
+    RANDOM_BASES.start + (r % slots) * RANDOM_BASE_ALIGN
+}
+
 /// Write the prelinked images of `rec`'s libraries under `dir` (each at
 /// its own absolute path below it, atomically, with the original's mode)
 /// and return, per object index, how the cache must describe it.
@@ -479,7 +509,7 @@ pub fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashMap<usiz
             Some(crate::fsutil::map_file(Path::new(&o.name))?)
         });
     }
-    let mut report = PrelinkReport { dir: dir.to_path_buf(), ..Default::default() };
+    let mut report = PrelinkReport { dir: dir.to_path_buf(), base, ..Default::default() };
     let planned = plan(rec, &datas, base, &mut report)?;
     let mut out = HashMap::new();
     for p in planned {
@@ -513,10 +543,11 @@ pub fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashMap<usiz
 impl PrelinkReport {
     pub fn render(&self) -> String {
         let mut s = format!(
-            "prelinked {} libraries into {} ({} bytes): {} relocations applied in the images, {} left to the loader\n",
+            "prelinked {} libraries into {} ({} bytes, from {:#x}): {} relocations applied in the images, {} left to the loader\n",
             self.images,
             self.dir.display(),
             self.bytes,
+            self.base,
             self.applied,
             self.runtime
         );
@@ -530,5 +561,24 @@ impl PrelinkReport {
             s += &format!("  not prelinked: {name}: {why}\n");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_bases_are_aligned_inside_the_range_and_differ() {
+        for r in [0, 1, u64::MAX, 0x1234_5678_9abc_def0] {
+            let b = base_from(r);
+            assert!(RANDOM_BASES.contains(&b) && b.is_multiple_of(RANDOM_BASE_ALIGN), "{b:#x}");
+        }
+        assert_eq!(base_from(0), RANDOM_BASES.start);
+        let slots = (RANDOM_BASES.end - RANDOM_BASES.start) / RANDOM_BASE_ALIGN;
+        assert_eq!(base_from(slots - 1), RANDOM_BASES.end - RANDOM_BASE_ALIGN);
+        assert!(slots > 1 << 24, "about 25 bits of choice: {slots}");
+        let drawn: std::collections::HashSet<u64> = (0..8).map(|_| random_base().unwrap()).collect();
+        assert!(drawn.len() > 1, "eight draws from the OS gave one base: {drawn:?}");
     }
 }

@@ -35,9 +35,9 @@ pub struct CacheRequest {
     /// Where the cache goes.
     pub output: PathBuf,
     /// Relocation Skip Mode: the prelinked images' directory, and the load
-    /// address of the first image.
+    /// address of the first image (None: drawn at random for this build).
     pub prelink: Option<PathBuf>,
-    pub base: u64,
+    pub base: Option<u64>,
     /// Identify files by name, size, mtime and build ID.
     pub portable: bool,
 }
@@ -52,7 +52,13 @@ pub struct CacheReport {
 pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
     let rec = Record::read(&req.record)?;
     let opts = WriteOptions {
-        prelink: req.prelink.clone().map(|dir| PrelinkTo { dir, base: req.base }),
+        prelink: match &req.prelink {
+            Some(dir) => Some(PrelinkTo {
+                dir: dir.clone(),
+                base: req.base.map_or_else(crate::ddlink::prelink::random_base, Ok)?,
+            }),
+            None => None,
+        },
         portable: req.portable,
     };
     let (cache, prelink) = write::write(&rec, &req.loader, &req.program, &req.output, &opts)?;

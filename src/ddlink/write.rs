@@ -63,11 +63,23 @@ pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<
                     report.uncacheable += 1;
                     continue;
                 }
-                Entry { symidx: b.symidx, tclass: b.tclass, defobj: obj as u16, defsym: sym }
+                Entry {
+                    symidx: b.symidx,
+                    tclass: b.tclass,
+                    defobj: obj as u16,
+                    defsym: sym,
+                    name_hash: def.name_hash(sym),
+                }
             }
             Def::Unresolved => {
                 report.unresolved += 1;
-                Entry { symidx: b.symidx, tclass: b.tclass, defobj: UNRESOLVED, defsym: 0 }
+                Entry {
+                    symidx: b.symidx,
+                    tclass: b.tclass,
+                    defobj: UNRESOLVED,
+                    defsym: 0,
+                    name_hash: reff.name_hash(b.symidx),
+                }
             }
             Def::Outside => {
                 report.uncacheable += 1;

@@ -140,7 +140,7 @@ pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
     ddlink::write::write(&rec, &loader, &program, &file_read_cache, &opts)?;
     let skip_cache = work.join("skip.cache");
     let dir = work.join("images");
-    let prelink = ddlink::write::PrelinkTo { dir: dir.clone(), base: ddlink::prelink::DEFAULT_BASE };
+    let prelink = ddlink::write::PrelinkTo { dir: dir.clone(), base: ddlink::prelink::random_base()? };
     let opts = ddlink::write::WriteOptions { prelink: Some(prelink), portable: true };
     ddlink::write::write(&rec, &loader, &program, &skip_cache, &opts)?;
     let images = ddlink::run::overlay_files(&dir)
