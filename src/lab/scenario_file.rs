@@ -180,4 +180,21 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
         }
     }
+
+    #[test]
+    fn every_example_scenario_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml")
+                && p.file_name().unwrap().to_string_lossy().starts_with("lab-")
+            {
+                let r = load(&p, None).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                assert!(!r.variants.is_empty(), "{}", p.display());
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "{n} example scenarios in {}", dir.display());
+    }
 }

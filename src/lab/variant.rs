@@ -316,6 +316,12 @@ mod tests {
     }
 
     #[test]
+    fn docs_lab_md_holds_the_grammar() {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab.md")).unwrap();
+        assert!(doc.contains(GRAMMAR), "docs/lab.md: copy src/lab/variant.txt into its grammar block");
+    }
+
+    #[test]
     fn the_grammar_names_every_key_and_step() {
         for k in KEYS {
             assert!(GRAMMAR.contains(&format!("{k}:")), "{k}");

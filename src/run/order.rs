@@ -186,8 +186,9 @@ pub fn goals(t: &OrderTable) -> Vec<String> {
                     None => out.push("major faults: none counted for the reordered build".into()),
                 }
             }
-            None => out
-                .push("no 64 KiB / readahead 0 cell measured (the seed's goals need order:synth or synth-64k)".into()),
+            None => out.push(
+                "no 64 KiB / readahead 0 cell measured (the 64 KiB comparison needs order:synth or synth-64k)".into(),
+            ),
         }
     }
     out.push(format!("program output: {}", if t.output_identical { "identical in every start" } else { "DIFFERS" }));
