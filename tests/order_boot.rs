@@ -52,7 +52,7 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
     assert!(b.out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&b.out), common::stderr(&b.out));
     assert!(!b.run.partial);
     let u = userspace(b);
-    assert_eq!(u.kind, "order");
+    assert_eq!(u.kind(), "order");
     // 3 block sizes x readahead 0 and default x 2 builds, once each.
     assert_eq!(u.starts.len(), 12, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     let out = &u.starts[0].output;

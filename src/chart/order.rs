@@ -35,7 +35,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
         return;
     }
     o.push_str(r#"<section id="order"><h2>Function reordering on emulated flash</h2>"#);
-    o.push_str(r#"<p class="note">A program as linked and relinked with its startup order (the seed's synthetic program: 10,000 small functions, 1,000 run at startup; or CPython 3.11 from Debian's source, with BOLT's rewrite as a third build), started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Time to UI: from the start marker to the program's first output line (a kernel log marker written by the shell reading its output). Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
+    o.push_str(r#"<p class="note">A program as linked and relinked with its startup order (the synthetic program of `bootlink order synth`: 10,000 small functions, 1,000 run at startup; or CPython 3.11 from Debian's source, with BOLT's rewrite as a third build), started cold (page cache dropped, SquashFS mounted afresh) from a SquashFS image on a null_blk device whose delays run on guest timers. Wall: guest time between kernel log markers around the start. Time to UI: from the start marker to the program's first output line (a kernel log marker written by the shell reading its output). Faults: the starting shell's cmajflt/cminflt. Read: the device's /sys/block/DEV/stat. Medians over all starts.</p>"#);
     for t in &tables {
         let _ = write!(
             o,

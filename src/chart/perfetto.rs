@@ -247,7 +247,7 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
                 );
             }
         }
-        let what = if u.kind.is_empty() { "ddlink" } else { u.kind.as_str() };
+        let what = u.kind();
         t.meta("thread_name", pid, tid, &format!("{tag}{what} {m}"));
         t.sort("thread_sort_index", pid, tid, sort);
     }

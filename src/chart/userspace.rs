@@ -65,7 +65,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::run::results::{Process, UserSpace, UserStart};
+    use crate::run::results::{Process, Starts, UserSpace, UserStart};
     use crate::run::userspace::tests::run;
 
     fn process(pid: u32, parent: u32, name: &str, t: f64, end: Option<f64>) -> Process {
@@ -124,7 +124,7 @@ mod tests {
             })
             .collect();
         ord.variants[0].repetitions[0].userspace =
-            Some(UserSpace { command: "synth: a vs b".into(), starts, kind: "order".into(), ..Default::default() });
+            Some(UserSpace::Order(Starts { command: "synth: a vs b".into(), starts, ..Default::default() }));
         let svg = super::super::render_svg(std::slice::from_ref(&ord));
         assert_eq!(svg.matches(r#"<rect class="tl-ui" data-ui-us="290000""#).count(), 2, "{svg}");
         assert!(svg.contains("time to UI (first output line): 290 ms") && svg.contains("UI 290 ms"), "{svg}");

@@ -21,17 +21,14 @@ pub struct Args {
     /// lib/modules/<release> of that kernel
     #[arg(long)]
     modules: Option<PathBuf>,
-    /// stock, unsigned, preresolved, folded, or NAME=kernel:default|debian|debian-SERIES|build|DIR,modules:TRANSFORM,
-    /// loader:insmod|batch|batch-N|modprobe|modprobe-parallel|storm,cmdline:ARGS,run:/PATH ARGS,
-    /// ddlink:synth|synth-SYMBOLS|/PATH ARGS (a program under DDLink's ld.so: normal, file-read, skip),
-    /// order:synth|synth-4k|synth-64k|synth-128k[+...] (order synth's program unordered and reordered,
-    /// cold from SquashFS on emulated flash, readahead 0 and default), flash:seed|nand|nor|MIBS-USEC
-    /// (with order:; default seed: 1 MiB/s, 100 us per 4 KiB request),
-    /// starts:N (per mode, default 3; 2 with order:), manifest:on (boot a copy of the kernel whose
-    /// module hash manifest lists the variant's final modules), raw:NAME=FILE (FILE's bytes as module
-    /// NAME's file in the guest, unread by the host); repeat to compare (default: stock and preresolved)
-    #[arg(long = "variant")]
+    /// A preset (stock, folded, ...) or NAME=key:value,...; repeat to compare (default: stock and
+    /// preresolved; --help for the grammar)
+    #[arg(long = "variant", long_help = bootlink::lab::variant::GRAMMAR)]
     variants: Vec<String>,
+    /// The whole run from a TOML scenario file (docs/examples/); --variant adds to its variants
+    #[arg(long, conflicts_with_all = ["names", "set", "kernel", "modules", "repetitions", "realtime", "smp",
+        "no_trace", "measure_overhead", "timeout", "memory", "cmdline"])]
+    scenario: Option<PathBuf>,
     /// Boots per variant, interleaved
     #[arg(short = 'n', long, default_value_t = 1)]
     repetitions: usize,
@@ -63,21 +60,25 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
-    let req = lab::setup::Request {
-        kernel: a.kernel,
-        modules_dir: a.modules,
-        set: a.set,
-        names: a.names,
-        variants: a.variants,
-        repetitions: a.repetitions,
-        realtime: a.realtime,
-        smp: a.smp,
-        no_trace: a.no_trace,
-        measure_overhead: a.measure_overhead,
-        timeout: std::time::Duration::from_secs(a.timeout),
-        memory_mib: a.memory,
-        out: a.output,
-        extra_cmdline: a.cmdline,
+    let variants = a.variants.iter().map(|v| lab::variant::Variant::parse(v)).collect::<Result<Vec<_>, _>>()?;
+    let req = match a.scenario {
+        Some(file) => lab::scenario_file::load(&file, a.output)?.with_variants(variants),
+        None => lab::setup::Request {
+            kernel: a.kernel,
+            modules_dir: a.modules,
+            set: a.set,
+            names: a.names,
+            variants,
+            repetitions: a.repetitions,
+            realtime: a.realtime,
+            smp: a.smp,
+            no_trace: a.no_trace,
+            measure_overhead: a.measure_overhead,
+            timeout: std::time::Duration::from_secs(a.timeout),
+            memory_mib: a.memory,
+            out: a.output,
+            extra_cmdline: a.cmdline,
+        },
     };
     let sc = lab::setup::scenario(&req)?;
     let run = lab::scenario::run(&sc)?;

@@ -28,7 +28,7 @@ use crate::ddlink::measure::stat_value;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::dmesg;
-use crate::run::results::{USER_MODES, UserSpace};
+use crate::run::results::{Starts, USER_MODES, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink ddlink @@@";
 pub const END: &str = "@@@ bootlink ddlink end @@@";
@@ -305,7 +305,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
         s.lookups = stat_value(debug, "final number of relocations:");
         s.decision = ddlink::run::ddlink_lines(debug).map(str::trim).collect::<Vec<_>>().join("; ");
     }
-    Some(UserSpace { command: String::new(), tsc_mhz: mhz, starts, kind: String::new() })
+    Some(UserSpace::Ddlink(Starts { command: String::new(), tsc_mhz: mhz, starts }))
 }
 
 /// What a boot's starts must show: every mode `starts` times, each exited

@@ -19,7 +19,6 @@ use std::path::Path;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::lab::variant::Loader;
 use crate::run::results::Storm;
 
 /// Where the loaders find things in the guest.
@@ -37,6 +36,22 @@ pub const LOADER_SECTION: &str = "@@@ bootlink loader @@@";
 pub const LOADER_END: &str = "@@@ bootlink loader end @@@";
 pub const STORM_SECTION: &str = "@@@ bootlink storm @@@";
 pub const STORM_END: &str = "@@@ bootlink storm end @@@";
+
+/// How the modules are loaded in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Loader {
+    /// busybox insmod, one module after the other, in dependency order.
+    #[default]
+    Insmod,
+    /// bootlink's batch loader with this many workers (None: one per CPU).
+    Batch(Option<u32>),
+    /// Debian's kmod modprobe, one module after the other.
+    Modprobe,
+    /// kmod modprobe for every module at once (udev-style).
+    ModprobeParallel,
+    /// One insmod worker per CPU over the whole set at once.
+    Storm,
+}
 
 /// What a loader puts into the initramfs beyond the modules and their list.
 pub struct Extras<'a> {

@@ -28,9 +28,13 @@ pub mod order;
 pub mod procs;
 pub mod qemu;
 pub mod scenario;
+pub mod scenario_file;
 pub mod setup;
+pub mod step;
+pub mod target;
 pub mod userspace;
 pub mod variant;
+pub mod workload;
 
 pub use initramfs::{Initramfs, framed};
 pub use qemu::{Boot, BootStatus, QemuOptions};

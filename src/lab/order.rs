@@ -31,7 +31,7 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::run::results::{ORDER_KIND, UserSpace};
+use crate::run::results::{Starts, UserSpace};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
@@ -69,16 +69,17 @@ pub struct Flash {
 }
 
 impl Flash {
-    /// What seed 004's own figures imply: 657 -> 157 ms for 11 -> 2 blocks
-    /// of 64 KiB is ~55 ms per block, ~1.2 MB/s from flash through
-    /// SquashFS on its 500 MHz MIPS; null_blk's unit is 1 MiB/s. 100 us per
-    /// request is a raw NAND page read (tR 25-50 us) plus the controller.
-    pub const SEED: Flash = Flash { mib_s: 1, latency_us: 100 };
+    /// Slow flash behind a small CPU (the default): 657 -> 157 ms for
+    /// 11 -> 2 blocks of 64 KiB is ~55 ms per block, ~1.2 MB/s from flash
+    /// through SquashFS on a 500 MHz MIPS set-top box; null_blk's unit is
+    /// 1 MiB/s. 100 us per request is a raw NAND page read (tR 25-50 us)
+    /// plus the controller.
+    pub const SLOW: Flash = Flash { mib_s: 1, latency_us: 100 };
     /// A faster raw NAND behind a DMA controller (ONFI SDR: ~20 MB/s raw;
     /// 8 MiB/s after ECC and the MTD stack), 50 us per page read.
     pub const NAND: Flash = Flash { mib_s: 8, latency_us: 50 };
     /// Parallel NOR read through a memory controller without burst mode
-    /// (seed 002's board: JFFS2/SquashFS on NOR): ~4 MiB/s, 5 us per request.
+    /// (an embedded board with JFFS2/SquashFS on NOR): ~4 MiB/s, 5 us per request.
     pub const NOR: Flash = Flash { mib_s: 4, latency_us: 5 };
 
     /// How long the device takes for one request of [`REQUEST`] bytes.
@@ -86,15 +87,19 @@ impl Flash {
         u64::from(self.latency_us) * 1000 + REQUEST * 1_000_000_000 / (u64::from(self.mib_s) << 20)
     }
 
-    /// `seed`, `nand`, `nor` or `MIBS-USEC` (e.g. `2-100`).
+    /// `slow`, `nand`, `nor` or `MIBS-USEC` (e.g. `2-100`).
     pub fn parse(value: &str) -> std::result::Result<Flash, String> {
         match value {
-            "seed" => return Ok(Flash::SEED),
+            "slow" => return Ok(Flash::SLOW),
+            "seed" => {
+                eprintln!("bootlink: note: flash:seed is now called flash:slow (1 MiB/s, 100 us per request)");
+                return Ok(Flash::SLOW);
+            }
             "nand" => return Ok(Flash::NAND),
             "nor" => return Ok(Flash::NOR),
             _ => {}
         }
-        let bad = || format!("flash:{value}: give seed, nand, nor or MIBS-USEC (MiB/s 1..10000, latency 0..100000 us)");
+        let bad = || format!("flash:{value}: give slow, nand, nor or MIBS-USEC (MiB/s 1..10000, latency 0..100000 us)");
         let (a, b) = value.split_once('-').ok_or_else(bad)?;
         let mib_s: u32 = a.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(bad)?;
         let latency_us: u32 = b.parse().ok().filter(|n| *n <= 100_000).ok_or_else(bad)?;
@@ -149,7 +154,7 @@ impl Spec {
                 blocks
             }
         };
-        Ok(Spec { program, blocks, flash: Flash::SEED, starts: DEFAULT_STARTS })
+        Ok(Spec { program, blocks, flash: Flash::SLOW, starts: DEFAULT_STARTS })
     }
 }
 
@@ -457,7 +462,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
         }
     }
-    Some(UserSpace { command: String::new(), tsc_mhz: None, starts, kind: ORDER_KIND.into() })
+    Some(UserSpace::Order(Starts { command: String::new(), tsc_mhz: None, starts }))
 }
 
 /// What a boot's starts must show, from run.json alone: each start exited
@@ -549,7 +554,7 @@ checksum 42
     #[test]
     fn starts_come_from_the_markers_and_the_section() {
         let u = parse(MAIN, DMESG).unwrap();
-        assert_eq!(u.kind, ORDER_KIND);
+        assert!(u.is_order());
         let s = &u.starts[0];
         assert_eq!(
             (s.mode.as_str(), s.start_us, s.duration_us, s.exit),
@@ -570,7 +575,7 @@ checksum 42
             files: Vec::new(),
             images: vec![(64, "/i".into())],
             modules: Vec::new(),
-            flash: Flash::SEED,
+            flash: Flash::SLOW,
             starts: 1,
             output: "checksum 42".into(),
         };
@@ -603,7 +608,7 @@ checksum 42
             files: Vec::new(),
             images: vec![(4, "/a".into()), (64, "/b".into())],
             modules: vec![("configfs".into(), "/c".into()), ("null_blk".into(), "/n".into())],
-            flash: Flash::SEED,
+            flash: Flash::SLOW,
             starts: 2,
             output: String::new(),
         };

@@ -13,8 +13,9 @@ use crate::fetch;
 use crate::kbuild;
 use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
-use crate::lab::variant::{self, KernelChoice, Transform, VariantSpec};
-use crate::run::results::{Run, USER_MODES};
+use crate::lab::target::Target;
+use crate::lab::variant::{self, KernelChoice, Variant};
+use crate::run::results::{Run, USER_MODES, UserSpace};
 
 /// The set `bootlink lab` loads when none is named.
 pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
@@ -32,7 +33,8 @@ pub struct Request {
     pub set: Option<String>,
     /// Module names (or aliases), loaded with their dependencies.
     pub names: Vec<String>,
-    pub variants: Vec<String>,
+    /// The variants, parsed (default: stock and preresolved).
+    pub variants: Vec<Variant>,
     pub repetitions: usize,
     pub realtime: bool,
     /// Virtual CPUs (realtime only).
@@ -43,6 +45,14 @@ pub struct Request {
     pub memory_mib: u32,
     pub out: Option<PathBuf>,
     pub extra_cmdline: String,
+}
+
+impl Request {
+    /// The request with `more` variants after its own.
+    pub fn with_variants(mut self, more: Vec<Variant>) -> Request {
+        self.variants.extend(more);
+        self
+    }
 }
 
 /// Work out the scenario: fetch the default kernel if needed, read the
@@ -98,18 +108,15 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
     }
     let specs = if req.variants.is_empty() {
-        vec![VariantSpec::of(Transform::Stock), VariantSpec::of(Transform::Preresolved)]
+        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
     } else {
-        let mut v: Vec<VariantSpec> = Vec::new();
-        for s in &req.variants {
-            let spec = VariantSpec::parse(s)?;
-            if v.iter().any(|o| o.name == spec.name) {
-                return Err(Error::new(Kind::Usage, format!("variant {} given twice", spec.name)));
-            }
-            v.push(spec);
-        }
-        v
+        req.variants.clone()
     };
+    for (i, v) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|o| o.name == v.name) {
+            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
+        }
+    }
     let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
     let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
     let mut variants = Vec::new();
@@ -147,24 +154,13 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        if let Some((name, file)) = &spec.raw {
-            if !entries.iter().any(|e| e.name == *name) {
-                return Err(Error::new(
-                    Kind::Usage,
-                    format!("variant {}: raw:{name}=...: {name} is not a module of the set", spec.name),
-                ));
-            }
-            if !std::fs::metadata(file).map_err(|e| Error::io(file, e))?.is_file() {
-                return Err(Error::file(Kind::Usage, file, format!("variant {}: raw:{name}=: not a file", spec.name)));
-            }
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        for s in &spec.steps {
+            s.check(&spec.name, &names)?;
         }
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
-        if let Some(d) = &spec.ddlink {
-            d.check().map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
-        }
-        if spec.order.is_some() {
-            crate::lab::order::check(&dir)
-                .map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
+        for w in &spec.workloads {
+            w.check(&dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
         }
         let conf = crate::kmod::ModprobeConf::runtime_deps();
         let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &conf)?;
@@ -199,6 +195,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
     }
     Ok(Scenario {
+        target: Target::x86_64(),
         kernel,
         modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
         module_set: set_name,
@@ -282,7 +279,7 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
 /// one, the caches used, the same output (none without such a program).
 fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
     let Some(u) = &r.userspace else { return Vec::new() };
-    if u.kind == crate::run::results::ORDER_KIND {
+    if u.is_order() {
         return crate::lab::order::problems_alone(u);
     }
     let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
@@ -354,13 +351,15 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             .iter()
             .filter(|v| v.name == *name)
             .flat_map(|v| &v.repetitions)
-            .find_map(|r| r.userspace.as_ref().map(|u| u.kind.as_str()));
+            .find_map(|r| r.userspace.as_ref());
         let user = match kind {
             None => "",
-            Some(crate::run::results::ORDER_KIND) => {
+            Some(UserSpace::Order(_)) => {
                 "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
             }
-            Some(_) => "; the DDLink program started in every mode, the caches taken, the same output",
+            Some(UserSpace::Ddlink(_)) => {
+                "; the DDLink program started in every mode, the caches taken, the same output"
+            }
         };
         o.push_str(&format!(
             "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",

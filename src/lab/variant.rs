@@ -1,130 +1,23 @@
-//! Lab variants: what one column of a comparison boots. A variant is a
-//! kernel (the run's default, Debian's reference package, the self-built
-//! `bootlink kernel build`, or any build directory), a module transform
-//! (stock, unsigned, preresolved, folded), a loader and extra kernel
-//! command line.
+//! Lab variants: the model of what one column of a comparison boots.
 //!
-//! On the command line (`bootlink lab --variant ...`):
+#![doc = include_str!("variant.txt")]
 //!
-//! ```text
-//! stock | unsigned | preresolved | folded          the transform, on the run's kernel
-//!   | symhash | symhash-sorted | preresolved-symhash  (hash tables; the kernel needs kernel/patches)
-//!   | finalized | finalized-orc | finalized-mcount | folded-finalized  (build-time finalize work)
-//!   | trimmed  (local data symbols removed; any kernel)
-//! NAME=key:value,key:value...                        a composed variant
-//!     kernel:default | debian | debian-SERIES | build | DIR
-//!                                                    debian-6.12: Debian's newest kernel of that series;
-//!                                                    DIR holds vmlinux (or bzImage) and lib/modules/<release>/
-//!     modules:TRANSFORM                              one of the above (default stock)
-//!     loader:insmod                                  busybox insmod, one module after the other (default)
-//!       | batch | batch-N                            bootlink's batch loader, one worker per CPU or N
-//!       | modprobe | modprobe-parallel               Debian's kmod, one module after the other or all at once
-//!       | storm                                      one kmod insmod worker per CPU over the whole set at once
-//!                                                    (modprobe-parallel and storm need --realtime --smp N)
-//!     cmdline:ARGS                                   appended to the kernel command line (no commas)
-//!     run:/PATH ARGS                                 a host program run after the modules load, with
-//!                                                    its ld.so and libraries copied in (no commas)
-//!     manifest:on                                    boot a copy of the kernel (a vmlinux with
-//!                                                    kernel/patches 0012) whose module hash manifest
-//!                                                    lists this variant's final modules
-//!     raw:NAME=FILE                                  FILE's bytes, as they are, in the guest as module
-//!                                                    NAME's file (after the tree is read and a manifest
-//!                                                    made): a truncated or renamed module the host-side
-//!                                                    tree reader would refuse, offered to the kernel
-//!     ddlink:synth | synth-SYMBOLS | /PATH ARGS      DDLink: after the modules load, start the seed's
-//!                                                    case (`ddlink synth`, 12 libraries, 50,000 symbols
-//!                                                    or SYMBOLS) or a host program under the patched
-//!                                                    ld.so, normal / File Read Mode / Skip Mode
-//!     order:PROGRAM[-BLOCKk[+BLOCKk]]              function reordering on slow flash: after the modules
-//!                                                    load, PROGRAM (synth: `order synth`'s program; python:
-//!                                                    `order python`'s CPython 3.11, with BOLT's rewrite too)
-//!                                                    unordered and reordered (GNU ld), started cold from
-//!                                                    SquashFS (4k, 64k, 128k blocks; default all) on
-//!                                                    null_blk, readahead 0 and default
-//!     flash:seed | nand | nor | MIBS-USEC            the emulated flash (with order; default seed: 1 MiB/s,
-//!                                                    100 us per request)
-//!     starts:N                                       starts per mode per boot (default 3 with ddlink, 2 with order)
-//! ```
-//!
-//! e.g. `--variant debian=kernel:debian,modules:unsigned --variant
-//! ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=0`.
+//! A [`Variant`] is parsed once, where it enters (a `--variant` string by
+//! [`Variant::parse`], a scenario file's table by
+//! [`crate::lab::scenario_file`]), both through [`Variant::from_pairs`];
+//! the lab acts on the parsed model only: its kernel ([`KernelChoice`]),
+//! its [`Step`]s (see [`crate::lab::step`]), its loader and its workloads
+//! ([`crate::lab::workload`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Kind, Result};
+pub use crate::lab::loaders::Loader;
+use crate::lab::step::{self, Step};
+use crate::lab::workload;
 
-/// How the modules of a variant are made from the kernel's own files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Transform {
-    /// The modules as shipped (signed, for a distribution kernel).
-    #[default]
-    Stock,
-    /// The same bytes without the appended signature.
-    Unsigned,
-    /// `bootlink preresolve` against the booted kernel (signature removed).
-    Preresolved,
-    /// Preresolved with `--fold-symbols`: the addresses in the relocations,
-    /// the symbols removed from .symtab.
-    Folded,
-    /// `bootlink symhash`: export and undefined-symbol hash tables added
-    /// (signature removed); the kernel's `module.symlookup=` picks the method.
-    Symhash,
-    /// `bootlink symhash --sort-versions`: tables and `__versions` sorted.
-    SymhashSorted,
-    /// Preresolved, then `symhash --sort-versions` for what is left.
-    PreresolvedSymhash,
-    /// `bootlink finalize`: ORC tables sorted and ftrace records checked
-    /// at build time (the kernel needs kernel/patches to skip the work).
-    Finalized,
-    /// `bootlink finalize --no-mcount`: only the ORC tables sorted.
-    FinalizedOrc,
-    /// `bootlink finalize --no-orc`: only the ftrace records checked.
-    FinalizedMcount,
-    /// Preresolved with `--fold-symbols`, then finalized.
-    FoldedFinalized,
-    /// Unsigned, local data symbols no relocation uses removed (what
-    /// `preresolve --trim-symtab` does, without preresolving): shorter
-    /// kallsyms scans on a stock kernel.
-    Trimmed,
-}
-
-impl Transform {
-    pub const ALL: [Transform; 12] = [
-        Transform::Stock,
-        Transform::Unsigned,
-        Transform::Preresolved,
-        Transform::Folded,
-        Transform::Symhash,
-        Transform::SymhashSorted,
-        Transform::PreresolvedSymhash,
-        Transform::Finalized,
-        Transform::FinalizedOrc,
-        Transform::FinalizedMcount,
-        Transform::FoldedFinalized,
-        Transform::Trimmed,
-    ];
-
-    pub fn parse(s: &str) -> Option<Transform> {
-        Transform::ALL.into_iter().find(|t| t.name() == s)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transform::Stock => "stock",
-            Transform::Unsigned => "unsigned",
-            Transform::Preresolved => "preresolved",
-            Transform::Folded => "folded",
-            Transform::Symhash => "symhash",
-            Transform::SymhashSorted => "symhash-sorted",
-            Transform::PreresolvedSymhash => "preresolved-symhash",
-            Transform::Finalized => "finalized",
-            Transform::FinalizedOrc => "finalized-orc",
-            Transform::FinalizedMcount => "finalized-mcount",
-            Transform::FoldedFinalized => "folded-finalized",
-            Transform::Trimmed => "trimmed",
-        }
-    }
-}
+/// The variant grammar, as `bootlink lab --help` shows it.
+pub const GRAMMAR: &str = include_str!("variant.txt");
 
 /// Which kernel a variant boots.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -142,215 +35,196 @@ pub enum KernelChoice {
     Dir(PathBuf),
 }
 
-/// How the modules are loaded in the guest (see [`crate::lab::loaders`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Loader {
-    /// busybox insmod, one module after the other, in dependency order.
-    #[default]
-    Insmod,
-    /// bootlink's batch loader with this many workers (None: one per CPU).
-    Batch(Option<u32>),
-    /// Debian's kmod modprobe, one module after the other.
-    Modprobe,
-    /// kmod modprobe for every module at once (udev-style).
-    ModprobeParallel,
-    /// One insmod worker per CPU over the whole set at once.
-    Storm,
+impl KernelChoice {
+    pub fn parse(value: &str) -> std::result::Result<KernelChoice, String> {
+        Ok(match value {
+            "default" => KernelChoice::Default,
+            "debian" => KernelChoice::Debian,
+            s if s.starts_with("debian-") => {
+                let series = &s["debian-".len()..];
+                if series.is_empty() || !series.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    return Err(format!("kernel:{s}: give a series, e.g. kernel:debian-6.12"));
+                }
+                KernelChoice::DebianSeries(series.to_string())
+            }
+            "build" => KernelChoice::Build,
+            "" => return Err("kernel: needs a value".into()),
+            dir => KernelChoice::Dir(PathBuf::from(dir)),
+        })
+    }
 }
 
+/// One variant: a name, a kernel, steps in order, a loader, workloads.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VariantSpec {
+pub struct Variant {
     pub name: String,
     pub kernel: KernelChoice,
-    pub transform: Transform,
+    pub steps: Vec<Step>,
     pub loader: Loader,
-    /// Appended to the kernel command line.
-    pub cmdline: String,
-    /// A host program (absolute path, then its arguments) run in the guest
-    /// after the modules are loaded, with its ld.so and libraries copied in.
-    pub run: Option<String>,
-    /// A program started under DDLink's patched ld.so in each loader mode
-    /// after the modules are loaded (see [`crate::lab::ddlink`]).
-    pub ddlink: Option<crate::lab::ddlink::Spec>,
-    /// Boot a copy of the kernel whose module hash manifest lists this
-    /// variant's final modules (kernel/patches 0012, [`crate::manifest`]).
-    pub manifest: bool,
-    /// Module NAME's file in the guest replaced by FILE's bytes, unread by
-    /// the host (`raw:NAME=FILE`): what the kernel does with a module the
-    /// tree reader would refuse (truncated) or know by another name.
-    pub raw: Option<(String, PathBuf)>,
-    /// Function reordering's cold starts from emulated flash (see
-    /// [`crate::lab::order`]).
-    pub order: Option<crate::lab::order::Spec>,
+    /// What runs in the guest after the modules load.
+    pub workloads: Vec<workload::Spec>,
 }
 
-impl VariantSpec {
-    pub fn of(t: Transform) -> VariantSpec {
-        VariantSpec {
-            name: t.name().into(),
+/// The name variants had before the model: kept for callers.
+pub type VariantSpec = Variant;
+
+/// The keys of a variant, in the order [`GRAMMAR`] lists them.
+pub const KEYS: &[&str] = &[
+    "kernel", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash", "starts",
+];
+
+impl Variant {
+    /// A preset on the run's kernel, named after it.
+    pub fn preset(name: &str) -> Option<Variant> {
+        Some(Variant {
+            name: name.into(),
             kernel: KernelChoice::Default,
-            transform: t,
+            steps: step::preset(name)?.to_vec(),
             loader: Loader::Insmod,
-            cmdline: String::new(),
-            run: None,
-            ddlink: None,
-            manifest: false,
-            raw: None,
-            order: None,
-        }
+            workloads: Vec::new(),
+        })
     }
 
-    /// One `--variant` argument: a transform's name, or `NAME=key:value,...`.
-    pub fn parse(arg: &str) -> Result<VariantSpec> {
-        let transforms = || Transform::ALL.map(|t| t.name()).join(", ");
+    /// How the modules are made, for run.json (see [`step::label`]).
+    pub fn transform(&self) -> String {
+        step::label(&self.steps)
+    }
+
+    /// One `--variant` argument: a preset's name, or `NAME=key:value,...`.
+    pub fn parse(arg: &str) -> Result<Variant> {
         let Some((name, spec)) = arg.split_once('=') else {
-            return Transform::parse(arg).map(VariantSpec::of).ok_or_else(|| {
-                Error::new(Kind::Usage, format!(
-                    "unknown variant {arg:?}: use {} (preresolved with --fold-symbols), or NAME=kernel:...,modules:...",
-                    transforms()
-                ))
+            return Variant::preset(arg).ok_or_else(|| {
+                Error::new(
+                    Kind::Usage,
+                    format!(
+                        "unknown variant {arg:?}: use {} (preresolved with --fold-symbols), or NAME=kernel:...,modules:...",
+                        step::preset_names()
+                    ),
+                )
             });
         };
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
-            return Err(Error::new(
-                Kind::Usage,
-                format!("variant {arg:?}: name it with letters, digits, '-', '_', '.' or '+' before '='"),
-            ));
-        }
-        let mut v = VariantSpec::of(Transform::Stock);
-        v.name = name.to_string();
-        let mut seen = Vec::new();
-        let mut starts = None;
-        let mut flash = None;
+        let mut pairs = Vec::new();
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let Some((key, value)) = part.split_once(':') else {
                 return Err(Error::new(Kind::Usage, format!("variant {name}: {part:?} is not key:value")));
             };
-            if seen.contains(&key) {
-                return Err(Error::new(Kind::Usage, format!("variant {name}: {key} given twice")));
+            pairs.push((key.to_string(), value.to_string()));
+        }
+        Variant::from_pairs(name, &pairs)
+    }
+
+    /// A variant from its name and `key`/`value` pairs ([`GRAMMAR`]'s keys).
+    pub fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<Variant> {
+        let usage = |m: String| Error::new(Kind::Usage, format!("variant {name}: {m}"));
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
+            return Err(Error::new(
+                Kind::Usage,
+                format!("variant {name:?}: name it with letters, digits, '-', '_', '.' or '+'"),
+            ));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, _) in pairs {
+            if !KEYS.contains(&key.as_str()) {
+                return Err(usage(format!("unknown key {key:?} ({})", KEYS.join(", "))));
+            }
+            if seen.contains(&key.as_str()) {
+                return Err(usage(format!("{key} given twice")));
             }
             seen.push(key);
-            match key {
-                "kernel" => {
-                    v.kernel = match value {
-                        "default" => KernelChoice::Default,
-                        "debian" => KernelChoice::Debian,
-                        s if s.starts_with("debian-") => {
-                            let series = &s["debian-".len()..];
-                            if series.is_empty() || !series.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-                                return Err(Error::new(
-                                    Kind::Usage,
-                                    format!("variant {name}: kernel:{s}: give a series, e.g. kernel:debian-6.12"),
-                                ));
-                            }
-                            KernelChoice::DebianSeries(series.to_string())
-                        }
-                        "build" => KernelChoice::Build,
-                        "" => return Err(Error::new(Kind::Usage, format!("variant {name}: kernel: needs a value"))),
-                        dir => KernelChoice::Dir(PathBuf::from(dir)),
-                    }
+        }
+        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let kernel = match get("kernel") {
+            Some(v) => KernelChoice::parse(v).map_err(usage)?,
+            None => KernelChoice::Default,
+        };
+        let mut steps = match (get("modules"), get("steps")) {
+            (Some(_), Some(_)) => return Err(usage("give modules: or steps:, not both".into())),
+            (Some(m), None) => {
+                step::preset(m).ok_or_else(|| usage(format!("modules:{m}: use {}", step::preset_names())))?.to_vec()
+            }
+            (None, Some(list)) => list
+                .split('+')
+                .map(|s| {
+                    Step::parse(s)
+                        .filter(|s| s.stage() == step::Stage::Modules)
+                        .ok_or_else(|| usage(format!("steps:{list}: unknown module step {s:?}")))
+                })
+                .collect::<Result<Vec<_>>>()?,
+            (None, None) => Vec::new(),
+        };
+        match get("manifest") {
+            Some("on") => steps.push(Step::Manifest),
+            Some("off") | None => {}
+            Some(v) => return Err(usage(format!("manifest:{v}: use on or off"))),
+        }
+        if let Some(v) = get("raw") {
+            let (module, file) = v
+                .split_once('=')
+                .filter(|(m, f)| !m.is_empty() && !f.is_empty())
+                .ok_or_else(|| usage(format!("raw:{v}: give raw:MODULE=FILE")))?;
+            steps.push(Step::Raw { module: module.to_string(), file: PathBuf::from(file) });
+        }
+        if let Some(v) = get("cmdline") {
+            steps.push(Step::Cmdline(v.to_string()));
+        }
+        step::check_order(name, &steps)?;
+        let loader = match get("loader") {
+            Some(v) => crate::lab::loaders::parse_name(v).ok_or_else(|| {
+                usage(format!(
+                    "loader:{v}: use insmod, batch, batch-N (1..64 workers), modprobe, modprobe-parallel or storm"
+                ))
+            })?,
+            None => Loader::Insmod,
+        };
+        let mut workloads = Vec::new();
+        if let Some(v) = get("run") {
+            if !v.starts_with('/') {
+                return Err(usage(format!("run:{v}: give a program's absolute path")));
+            }
+            workloads.push(workload::Spec::Run(v.to_string()));
+        }
+        let starts = match get("starts") {
+            Some(v) => Some(
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=100).contains(n))
+                    .ok_or_else(|| usage(format!("starts:{v}: give 1 to 100")))?,
+            ),
+            None => None,
+        };
+        let flash = get("flash").map(crate::lab::order::Flash::parse).transpose().map_err(usage)?;
+        match (get("ddlink"), get("order")) {
+            (Some(_), Some(_)) => return Err(usage("give ddlink: or order:, not both".into())),
+            (Some(d), None) => {
+                let mut d = crate::lab::ddlink::Spec::parse(d).map_err(usage)?;
+                if let Some(n) = starts {
+                    d.starts = n;
                 }
-                "modules" => {
-                    v.transform = Transform::parse(value).ok_or_else(|| {
-                        Error::new(Kind::Usage, format!("variant {name}: modules:{value}: use {}", transforms()))
-                    })?
+                // DDLink's starts come before a run: program's, as /init ran them.
+                workloads.insert(0, workload::Spec::Ddlink(d));
+            }
+            (None, Some(o)) => {
+                let mut o = crate::lab::order::Spec::parse(o).map_err(usage)?;
+                if let Some(n) = starts {
+                    o.starts = n;
                 }
-                "loader" => {
-                    v.loader = crate::lab::loaders::parse_name(value).ok_or_else(|| {
-                        Error::new(
-                            Kind::Usage,
-                            format!(
-                                "variant {name}: loader:{value}: use insmod, batch, batch-N (1..64 workers), modprobe, modprobe-parallel or storm"
-                            ),
-                        )
-                    })?
+                if let Some(f) = flash {
+                    o.flash = f;
                 }
-                "cmdline" => v.cmdline = value.to_string(),
-                "run" if value.starts_with('/') => v.run = Some(value.to_string()),
-                "run" => {
-                    return Err(Error::new(
-                        Kind::Usage,
-                        format!("variant {name}: run:{value}: give a program's absolute path"),
-                    ));
-                }
-                "ddlink" => {
-                    v.ddlink = Some(
-                        crate::lab::ddlink::Spec::parse(value)
-                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
-                    )
-                }
-                "manifest" => {
-                    v.manifest = match value {
-                        "on" => true,
-                        "off" => false,
-                        _ => {
-                            return Err(Error::new(
-                                Kind::Usage,
-                                format!("variant {name}: manifest:{value}: use on or off"),
-                            ));
-                        }
-                    }
-                }
-                "raw" => {
-                    let (module, file) = value.split_once('=').filter(|(m, f)| !m.is_empty() && !f.is_empty()).ok_or_else(|| {
-                        Error::new(Kind::Usage, format!("variant {name}: raw:{value}: give raw:MODULE=FILE"))
-                    })?;
-                    v.raw = Some((module.to_string(), PathBuf::from(file)));
-                }
-                "order" => {
-                    v.order = Some(
-                        crate::lab::order::Spec::parse(value)
-                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
-                    )
-                }
-                "flash" => {
-                    flash = Some(
-                        crate::lab::order::Flash::parse(value)
-                            .map_err(|m| Error::new(Kind::Usage, format!("variant {name}: {m}")))?,
-                    )
-                }
-                "starts" => {
-                    starts = Some(value.parse::<usize>().ok().filter(|n| (1..=100).contains(n)).ok_or_else(|| {
-                        Error::new(Kind::Usage, format!("variant {name}: starts:{value}: give 1 to 100"))
-                    })?)
-                }
-                _ => {
-                    return Err(Error::new(
-                        Kind::Usage,
-                        format!(
-                            "variant {name}: unknown key {key:?} (kernel, modules, loader, cmdline, run, ddlink, order, flash, starts, manifest, raw)"
-                        ),
+                workloads.insert(0, workload::Spec::Order(o));
+            }
+            (None, None) => {
+                if starts.is_some() {
+                    return Err(usage(
+                        "starts: counts the starts of a ddlink: or order: program; give ddlink: or order: too".into(),
                     ));
                 }
             }
         }
-        if v.ddlink.is_some() && v.order.is_some() {
-            return Err(Error::new(Kind::Usage, format!("variant {name}: give ddlink: or order:, not both")));
+        if flash.is_some() && get("order").is_none() {
+            return Err(usage("flash: is the device of order:; give order: too".into()));
         }
-        match (&mut v.ddlink, &mut v.order, starts) {
-            (Some(d), _, Some(n)) => d.starts = n,
-            (_, Some(o), Some(n)) => o.starts = n,
-            (None, None, Some(_)) => {
-                return Err(Error::new(
-                    Kind::Usage,
-                    format!(
-                        "variant {name}: starts: counts the starts of a ddlink: or order: program; give ddlink: or order: too"
-                    ),
-                ));
-            }
-            _ => {}
-        }
-        match (&mut v.order, flash) {
-            (Some(o), Some(f)) => o.flash = f,
-            (None, Some(_)) => {
-                return Err(Error::new(
-                    Kind::Usage,
-                    format!("variant {name}: flash: is the device of order:; give order: too"),
-                ));
-            }
-            _ => {}
-        }
-        Ok(v)
+        Ok(Variant { name: name.to_string(), kernel, steps, loader, workloads })
     }
 }
 
@@ -383,22 +257,31 @@ mod tests {
 
     #[test]
     fn shorthands_and_composed_variants() {
-        assert_eq!(VariantSpec::parse("folded").unwrap(), VariantSpec::of(Transform::Folded));
-        let v = VariantSpec::parse("ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=1 quiet").unwrap();
+        let folded = Variant::parse("folded").unwrap();
+        assert_eq!((folded.steps.as_slice(), folded.transform().as_str()), (&[Step::Fold][..], "folded"));
+        let v = Variant::parse("ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=1 quiet").unwrap();
         assert_eq!(v.name, "ours");
         assert_eq!(v.kernel, KernelChoice::Build);
-        assert_eq!(v.transform, Transform::Unsigned);
-        assert_eq!(v.cmdline, "module.sig_enforce=1 quiet");
-        let v = VariantSpec::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
-        let d = v.ddlink.unwrap();
-        assert_eq!((d.program, d.starts), (crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
-        let v = VariantSpec::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
-        let o = v.order.unwrap();
-        assert_eq!((o.blocks, o.flash, o.starts), (vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1));
-        let v = VariantSpec::parse("t=manifest:on,raw:nls_cp437=/tmp/cut.ko").unwrap();
-        assert_eq!(v.raw, Some(("nls_cp437".to_string(), PathBuf::from("/tmp/cut.ko"))));
-        let v = VariantSpec::parse("x=kernel:/k/dir").unwrap();
-        assert_eq!((v.kernel, v.transform), (KernelChoice::Dir("/k/dir".into()), Transform::Stock));
+        assert_eq!(v.steps, [Step::Unsign, Step::Cmdline("module.sig_enforce=1 quiet".into())]);
+        assert_eq!(v.transform(), "unsigned");
+        let v = Variant::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
+        let [workload::Spec::Ddlink(d)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
+        assert_eq!((&d.program, d.starts), (&crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
+        let v = Variant::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
+        let [workload::Spec::Order(o)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
+        assert_eq!(
+            (&o.blocks, o.flash, o.starts),
+            (&vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1)
+        );
+        let v = Variant::parse("t=manifest:on,raw:nls_cp437=/tmp/cut.ko").unwrap();
+        assert_eq!(v.steps, [Step::Manifest, Step::Raw { module: "nls_cp437".into(), file: "/tmp/cut.ko".into() }]);
+        let v = Variant::parse("x=kernel:/k/dir").unwrap();
+        assert_eq!((v.kernel, v.steps), (KernelChoice::Dir("/k/dir".into()), vec![]));
+        let v = Variant::parse("ff=steps:fold+unsign+finalize,manifest:on").unwrap();
+        assert_eq!(v.steps, [Step::Fold, Step::Unsign, Step::Finalize, Step::Manifest]);
+        assert_eq!(v.transform(), "folded-finalized");
+        let v = Variant::parse("both=run:/bin/true,ddlink:synth").unwrap();
+        assert!(matches!(v.workloads.as_slice(), [workload::Spec::Ddlink(_), workload::Spec::Run(_)]));
     }
 
     #[test]
@@ -418,14 +301,36 @@ mod tests {
             ("a=order:synth-32k", "block size \"32k\": use 4k, 64k or 128k"),
             ("a=order:/bin/ls", "order:/bin/ls: give synth"),
             ("a=flash:nand", "give order: too"),
-            ("a=order:synth,flash:fast", "flash:fast: give seed, nand, nor or MIBS-USEC"),
+            ("a=order:synth,flash:fast", "flash:fast: give slow, nand, nor or MIBS-USEC"),
             ("a=order:synth,ddlink:synth", "not both"),
             ("a=manifest:yes", "manifest:yes: use on or off"),
             ("a=raw:sctp", "raw:sctp: give raw:MODULE=FILE"),
             ("a=raw:=/f", "give raw:MODULE=FILE"),
+            ("a=modules:folded,steps:fold", "not both"),
+            ("a=steps:fold+manifest", "unknown module step \"manifest\""),
+            ("a=run:ls", "run:ls: give a program's absolute path"),
         ] {
-            let e = VariantSpec::parse(arg).unwrap_err().to_string();
+            let e = Variant::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
+        }
+    }
+
+    #[test]
+    fn docs_lab_md_holds_the_grammar() {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab.md")).unwrap();
+        assert!(doc.contains(GRAMMAR), "docs/lab.md: copy src/lab/variant.txt into its grammar block");
+    }
+
+    #[test]
+    fn the_grammar_names_every_key_and_step() {
+        for k in KEYS {
+            assert!(GRAMMAR.contains(&format!("{k}:")), "{k}");
+        }
+        for s in Step::ALL.iter().filter(|s| s.stage() == step::Stage::Modules) {
+            assert!(GRAMMAR.contains(s.name()), "{}", s.name());
+        }
+        for (p, _) in step::PRESETS {
+            assert!(GRAMMAR.contains(p), "{p}");
         }
     }
 

@@ -49,6 +49,7 @@ pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
     let bad = |e: serde_json::Error| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}"));
     let mut value: serde_json::Value = serde_json::from_slice(data).map_err(bad)?;
     processes_to_repetitions(&mut value);
+    tag_user_space(&mut value);
     let run: Run = serde_json::from_value(value).map_err(bad)?;
     if run.format > FORMAT_VERSION {
         return Err(Error::file(
@@ -73,6 +74,23 @@ fn processes_to_repetitions(run: &mut serde_json::Value) {
                 && !rep.contains_key("processes")
             {
                 rep.insert("processes".into(), old);
+            }
+        }
+    }
+}
+
+/// Runs written before user-space results were tagged by their workload
+/// kept DDLink's starts untagged and reordering's as `"kind":"order"`: tag
+/// the untagged ones `ddlink`.
+fn tag_user_space(run: &mut serde_json::Value) {
+    let Some(variants) = run.get_mut("variants").and_then(|v| v.as_array_mut()) else { return };
+    for v in variants {
+        let Some(reps) = v.get_mut("repetitions").and_then(|r| r.as_array_mut()) else { continue };
+        for rep in reps.iter_mut().filter_map(|r| r.as_object_mut()) {
+            let Some(u) = rep.get_mut("userspace").and_then(|u| u.as_object_mut()) else { continue };
+            let untagged = u.get("kind").and_then(|k| k.as_str()).is_none_or(str::is_empty);
+            if untagged {
+                u.insert("kind".into(), "ddlink".into());
             }
         }
     }
@@ -135,7 +153,7 @@ mod tests {
         let reps = &run.variants[0].repetitions;
         let p = &reps[0].processes;
         assert_eq!((p.len(), p[0].pid, p[0].name.as_str(), p[0].end_us), (1, 75, "unordered", Some(2_600_000.0)));
-        assert_eq!(reps[0].userspace.as_ref().unwrap().kind, "order");
+        assert!(reps[0].userspace.as_ref().unwrap().is_order());
         assert!(reps[1].processes.is_empty());
         // Before the guest CPU was pinned, a run did not record it.
         assert_eq!(run.cpu_model, "");
@@ -144,5 +162,21 @@ mod tests {
         assert_eq!(json.matches(r#""processes""#).count(), 1, "{json}");
         assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
         assert!(parse_run_json(b"{\"format\":1}", Path::new("x.json")).unwrap_err().to_string().contains("x.json"));
+    }
+
+    #[test]
+    fn old_ddlink_starts_read_as_tagged() {
+        // DDLink's starts were written without a kind before results were
+        // tagged by workload; new runs write "kind":"ddlink".
+        let old = r#"{"format":1,"source":"lab","kernel_release":"6.1","kernel":"/k","cmdline":"","timing":"deterministic",
+            "module_set":"none","variants":[{"name":"d","repetitions":[
+              {"index":0,"boot_wall_s":1.0,"initcalls":[],"modules":[],"log":"logs/d-0.log",
+               "userspace":{"command":"/ld.so /p","starts":[{"mode":"skip","index":0,"start_us":1.0,"duration_us":2.0,"exit":0}]}}]}]}"#;
+        let run = parse_run_json(old.as_bytes(), Path::new("run.json")).unwrap();
+        let u = run.variants[0].repetitions[0].userspace.as_ref().unwrap();
+        assert_eq!((u.kind(), u.command.as_str(), u.starts.len()), ("ddlink", "/ld.so /p", 1));
+        let json = serde_json::to_string(&run).unwrap();
+        assert!(json.contains(r#""kind":"ddlink""#), "{json}");
+        assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
     }
 }

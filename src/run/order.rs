@@ -80,13 +80,8 @@ fn side(st: &[&UserStart]) -> Option<Side> {
 pub fn tables(runs: &[Run]) -> Vec<OrderTable> {
     let mut out = Vec::new();
     for s in series(runs) {
-        let us: Vec<_> = s
-            .variant
-            .repetitions
-            .iter()
-            .filter_map(|r| r.userspace.as_ref())
-            .filter(|u| u.kind == crate::run::results::ORDER_KIND)
-            .collect();
+        let us: Vec<_> =
+            s.variant.repetitions.iter().filter_map(|r| r.userspace.as_ref()).filter(|u| u.is_order()).collect();
         let Some(first) = us.first() else { continue };
         let all: Vec<&UserStart> = us.iter().flat_map(|u| &u.starts).filter(|x| x.duration_us > 0.0).collect();
         // Builds in the order they were started, then cells by block size
@@ -191,8 +186,9 @@ pub fn goals(t: &OrderTable) -> Vec<String> {
                     None => out.push("major faults: none counted for the reordered build".into()),
                 }
             }
-            None => out
-                .push("no 64 KiB / readahead 0 cell measured (the seed's goals need order:synth or synth-64k)".into()),
+            None => out.push(
+                "no 64 KiB / readahead 0 cell measured (the 64 KiB comparison needs order:synth or synth-64k)".into(),
+            ),
         }
     }
     out.push(format!("program output: {}", if t.output_identical { "identical in every start" } else { "DIFFERS" }));
@@ -257,7 +253,7 @@ pub fn render_text(runs: &[Run]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::results::UserSpace;
+    use crate::run::results::{Starts, UserSpace};
 
     fn start(mode: &str, dur: f64, major: u64, bytes: u64) -> UserStart {
         UserStart {
@@ -281,7 +277,7 @@ mod tests {
             start("unordered/4k/ra128", 400_000.0, 20, 200_000),
             start("reordered/4k/ra128", 200_000.0, 5, 100_000),
         ];
-        let u = UserSpace { command: "a vs b".into(), starts, kind: "order".into(), ..Default::default() };
+        let u = UserSpace::Order(Starts { command: "a vs b".into(), starts, ..Default::default() });
         let mut run = crate::run::userspace::tests::run();
         run.variants[0].repetitions.truncate(1);
         run.variants[0].repetitions[0].userspace = Some(u);
@@ -307,12 +303,7 @@ mod tests {
             start("reordered/4k/ra0", 600_000.0, 260, 1_000_000),
             start("bolt/4k/ra0", 500_000.0, 200, 800_000),
         ];
-        let u = UserSpace {
-            command: "python -c print(42): ...".into(),
-            starts,
-            kind: "order".into(),
-            ..Default::default()
-        };
+        let u = UserSpace::Order(Starts { command: "python -c print(42): ...".into(), starts, ..Default::default() });
         let mut run = crate::run::userspace::tests::run();
         run.variants[0].repetitions.truncate(1);
         run.variants[0].repetitions[0].userspace = Some(u);

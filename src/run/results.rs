@@ -139,15 +139,67 @@ pub struct Repetition {
 /// cache), Relocation Skip Mode (prelinked images, relocation skipped).
 pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
 
-/// `UserSpace::kind` of function reordering's cold starts.
-pub const ORDER_KIND: &str = "order";
+/// What a workload that starts a program in the guest measured in one
+/// boot, tagged by the workload (`"kind"` in run.json): DDLink's starts
+/// under the patched ld.so, or function reordering's cold starts from
+/// emulated flash. Both are a series of [`Starts`]; the tag says which
+/// fields of [`UserStart`] are filled and which table and checks apply.
+/// run.json files written before the tag (DDLink's starts had none) are
+/// read by [`crate::run::parse_run_json`], which adds it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum UserSpace {
+    /// A program started under DDLink's patched ld.so in each mode of
+    /// [`USER_MODES`] (the lab's `ddlink:` workload).
+    Ddlink(Starts),
+    /// Function reordering's cold starts (the lab's `order:` workload).
+    Order(Starts),
+}
 
-/// A program started several times in the guest, after the modules load,
-/// under the patched ld.so in each mode of [`USER_MODES`].
+impl UserSpace {
+    /// The workload's name, as run.json tags it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            UserSpace::Ddlink(_) => "ddlink",
+            UserSpace::Order(_) => "order",
+        }
+    }
+
+    pub fn starts(&self) -> &Starts {
+        match self {
+            UserSpace::Ddlink(s) | UserSpace::Order(s) => s,
+        }
+    }
+
+    pub fn starts_mut(&mut self) -> &mut Starts {
+        match self {
+            UserSpace::Ddlink(s) | UserSpace::Order(s) => s,
+        }
+    }
+
+    pub fn is_order(&self) -> bool {
+        matches!(self, UserSpace::Order(_))
+    }
+}
+
+impl std::ops::Deref for UserSpace {
+    type Target = Starts;
+    fn deref(&self) -> &Starts {
+        self.starts()
+    }
+}
+
+impl std::ops::DerefMut for UserSpace {
+    fn deref_mut(&mut self) -> &mut Starts {
+        self.starts_mut()
+    }
+}
+
+/// A program started several times in the guest, after the modules load.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct UserSpace {
+pub struct Starts {
     /// What was started: `LD.SO PROGRAM ARGS`, host paths (the guest holds
-    /// the files at the same paths).
+    /// the files at the same paths), or the reordering case's label.
     pub command: String,
     /// The guest's TSC rate (MHz, from the kernel log) the loader's cycle
     /// counts are converted with; None when the log did not say.
@@ -155,10 +207,6 @@ pub struct UserSpace {
     pub tsc_mhz: Option<f64>,
     /// Every start, in the order they ran.
     pub starts: Vec<UserStart>,
-    /// Empty for DDLink's starts; [`ORDER_KIND`] for function reordering's
-    /// cold starts from emulated flash (the lab's `order:` variants).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
 }
 
 /// One process of the guest's user space: forked (or first seen at its

@@ -76,7 +76,7 @@ fn table(s: &Series) -> Option<UserTable> {
         s.variant.repetitions.iter().filter_map(|r| r.userspace.as_ref()).flat_map(|u| &u.starts).collect();
     let u = s.variant.repetitions.iter().find_map(|r| r.userspace.as_ref())?;
     // Function reordering's starts have their own table (crate::run::order).
-    if !u.kind.is_empty() {
+    if u.is_order() {
         return None;
     }
     let command = u.command.clone();
@@ -218,7 +218,7 @@ pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::run::results::{Repetition, UserSpace, Variant};
+    use crate::run::results::{Repetition, Starts, UserSpace, Variant};
 
     fn start(mode: &str, index: usize, dur: f64, reloc: f64, decision: &str) -> UserStart {
         UserStart {
@@ -252,12 +252,11 @@ pub(crate) mod tests {
             ));
         }
         let rep = Repetition {
-            userspace: Some(UserSpace {
+            userspace: Some(UserSpace::Ddlink(Starts {
                 command: "/p/ld.so /c/synth-main".into(),
                 tsc_mhz: Some(1000.0),
                 starts,
-                kind: String::new(),
-            }),
+            })),
             ..Default::default()
         };
         Run {

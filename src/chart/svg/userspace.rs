@@ -24,7 +24,7 @@ pub fn mode_colors(mode: &str) -> [&'static str; 3] {
 /// Legend entries for the modes that have starts.
 pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
-    if !u.kind.is_empty() {
+    if u.is_order() {
         // Function reordering's cold starts: one bar per start, no loader spans.
         out.push(("cold start (marker to exit)".to_string(), mode_colors("")[0]));
         if u.starts.iter().any(|s| s.ui_us.is_some()) {
@@ -123,7 +123,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         p.rsplit('/').next().unwrap_or(p).to_string()
     };
     let mut y = y + 18.0;
-    let title = if u.kind.is_empty() {
+    let title = if !u.is_order() {
         format!("User space: {program} under the patched ld.so")
     } else {
         "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)"
@@ -132,7 +132,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(&title));
     let a = u.starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
     let b = u.starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
-    let what = if u.kind.is_empty() {
+    let what = if !u.is_order() {
         "darker: ld.so, darkest: its relocation"
     } else {
         "mark: time to UI (the first output line)"

@@ -1,0 +1,23 @@
+//! `symhash` and `symhash-sorted`: `bootlink symhash` (with
+//! `--sort-versions`): the modules' symbol hash tables.
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::preresolve;
+use crate::symhash;
+
+use super::Tree;
+
+pub fn apply(t: &mut Tree, dir: &Path, sort_versions: bool) -> Result<()> {
+    let opts = symhash::Options {
+        output: preresolve::Output::Dir(dir.to_path_buf()),
+        sign: None,
+        sort_versions,
+        dry_run: false,
+    };
+    let report = symhash::run(t.image, &super::inputs(t), &opts)?;
+    super::first_error("symhash", &report.errors)?;
+    t.modules = super::in_dir(&t.modules, dir);
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Function reordering's cold starts from emulated flash (see
+//! [`crate::lab::order`]).
+
+use crate::error::Result;
+use crate::lab::Initramfs;
+use crate::lab::order::{self, Prepared, Spec};
+use crate::progress;
+use crate::run::results::{Repetition, UserSpace};
+
+use super::{Console, Context, Workload};
+
+pub struct OrderStarts {
+    pub spec: Spec,
+    pub prepared: Option<Prepared>,
+}
+
+impl OrderStarts {
+    fn prepared(&self) -> &Prepared {
+        self.prepared.as_ref().expect("prepared before use")
+    }
+}
+
+impl Workload for OrderStarts {
+    fn prepare(&mut self, cx: &Context) -> Result<()> {
+        progress::status(&format!("{}: the reordering case and its SquashFS images", cx.variant));
+        self.prepared = Some(order::prepare(&self.spec, cx.tree, &cx.work.join("order"))?);
+        Ok(())
+    }
+
+    fn add_files(&self, ir: &mut Initramfs, _cx: &Context) -> Result<()> {
+        order::add_to(ir, self.prepared());
+        Ok(())
+    }
+
+    fn script(&self, _traced: bool) -> String {
+        order::script(self.prepared())
+    }
+
+    fn parse(&self, c: &Console, rep: &mut Repetition) {
+        rep.userspace = order::parse(c.main, c.dmesg);
+    }
+
+    fn problems(&self, rep: &mut Repetition) -> Vec<String> {
+        let p = self.prepared();
+        let u = rep.userspace.get_or_insert_with(|| UserSpace::Order(Default::default()));
+        u.command = order::label(p);
+        order::problems(u, p)
+    }
+}
