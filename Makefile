@@ -3,7 +3,7 @@
 BIN := target/release/bootlink
 CARGO ?= cargo
 
-.PHONY: all deps build test test-offline demo bench clean
+.PHONY: all deps build test test-offline test-extended demo bench clean
 
 all: build
 
@@ -22,6 +22,13 @@ test: build
 # Tier 1 only: offline, under a minute.
 test-offline: build
 	@scripts/run-tests --tier 1
+
+# The extended tier only (not part of `make test`): the kernel series'
+# kernel/module/ compiled with -Werror in each combination of CONFIG_MODULE_SIG
+# and CONFIG_MODULE_SYMHASH (tests/kernel_configs.rs; see docs/kernel-series.md
+# for its time).
+test-extended: build
+	@scripts/run-tests --tier X
 
 bench: build
 	bench/inspect
