@@ -89,6 +89,33 @@ impl Series {
     }
 }
 
+impl Series {
+    /// `first`'s patches, then those of each directory in `then` (a series
+    /// applied on top, such as the kernel's lab-only one), as one series.
+    /// A later series' patches are named `DIR/NAME` (DIR its directory's
+    /// name), so two series may use the same file names.
+    pub fn read_stacked(first: &Path, then: &[&Path]) -> Result<Series> {
+        let mut all = Series::read(first)?;
+        let mut seen = vec![std::fs::canonicalize(first).map_err(|e| Error::io(first, e))?];
+        for dir in then {
+            let real = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+            if seen.contains(&real) {
+                return Err(Error::file(Kind::Format, dir, "this series is already applied: it would apply twice"));
+            }
+            seen.push(real);
+            let prefix = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            for mut p in Series::read(dir)?.patches {
+                p.name = format!("{prefix}/{}", p.name);
+                if all.patches.iter().any(|q| q.name == p.name) {
+                    return Err(Error::file(Kind::Format, dir, format!("{} is in two series", p.name)));
+                }
+                all.patches.push(p);
+            }
+        }
+        Ok(all)
+    }
+}
+
 /// A cache key built from named, length-prefixed fields (so no two field
 /// lists hash alike), shown as the first 20 hex digits of their SHA-256.
 pub struct KeyHash(sha2::Sha256);
@@ -166,6 +193,23 @@ mod tests {
         // A plain diff after a message whose text has a "---" line.
         assert_eq!(p(DIFF).diff(), "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n".as_bytes());
         assert_eq!(p("no diff\n").diff(), b"no diff\n");
+    }
+
+    #[test]
+    fn a_second_series_applies_after_the_first_under_its_directory_name() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("patches"), t.path().join("lab-patches"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        write_for_test(&a, &[("0001-x.patch", DIFF), ("0002-y.patch", DIFF)]);
+        write_for_test(&b, &[("0001-x.patch", DIFF)]);
+        let s = Series::read_stacked(&a, &[&b]).unwrap();
+        let names: Vec<&str> = s.patches.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["0001-x.patch", "0002-y.patch", "lab-patches/0001-x.patch"]);
+        assert_eq!(s.patches[2].path, b.join("0001-x.patch"));
+        // The same directory twice would apply its patches twice: refused.
+        let e = Series::read_stacked(&b, &[&b]).unwrap_err().to_string();
+        assert!(e.contains("lab-patches: this series is already applied"), "{e}");
     }
 
     #[test]

@@ -46,10 +46,13 @@ fn the_build_is_complete_and_cached_by_content() {
         assert!(p.is_file(), "{} missing", p.display());
     }
     assert!(b.release.starts_with("6.1."), "{}", b.release);
-    assert_eq!(
-        b.patches.first().map(String::as_str),
-        Some("0001-module-say-at-boot-that-bootlink-s-lab-series-is-applied.patch")
-    );
+    // kernel/patches, then the lab-only kernel/lab-patches under its directory's name.
+    let kernel = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
+    let both = bootlink::series::Series::read_stacked(&kernel.join("patches"), &[&kernel.join("lab-patches")]).unwrap();
+    let names: Vec<&str> = both.patches.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(b.patches, names);
+    assert!(names.first().is_some_and(|n| !n.starts_with("lab-patches/")), "{names:?}");
+    assert!(names.last().is_some_and(|n| n.starts_with("lab-patches/")), "{names:?}");
     // A second call finds it: same directory, nothing built.
     let again = build_json();
     assert!(again.cached, "second build was not cached");

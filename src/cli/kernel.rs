@@ -17,6 +17,12 @@ pub enum Cmd {
         /// Directory with a quilt-style `series` file and its patches (default: kernel/patches)
         #[arg(long)]
         series: Option<PathBuf>,
+        /// A second series applied after it (default: kernel/lab-patches, the lab-only patches)
+        #[arg(long, conflicts_with = "no_lab_series")]
+        lab_series: Option<PathBuf>,
+        /// Apply no second series (the upstreamable one alone)
+        #[arg(long)]
+        no_lab_series: bool,
         /// Config fragment merged onto tinyconfig (default: kernel/configs/lab.config)
         #[arg(long)]
         config: Option<PathBuf>,
@@ -33,10 +39,11 @@ pub enum Cmd {
 }
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
-    let Cmd::Build { series, config, jobs, tree, json } = cmd;
+    let Cmd::Build { series, lab_series, no_lab_series, config, jobs, tree, json } = cmd;
     let mut opts = kbuild::Options::defaults();
     opts.tree = tree;
     opts.series = series.unwrap_or(opts.series);
+    opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
     opts.config = config.unwrap_or(opts.config);
     opts.jobs = jobs.unwrap_or(opts.jobs);
     let b = kbuild::build(&opts)?;

@@ -44,6 +44,9 @@ const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 pub struct Options {
     /// The directory with the `series` file and its patches.
     pub series: PathBuf,
+    /// A second series applied after `series`: the lab-only patches
+    /// (`kernel/lab-patches`), none when `None`.
+    pub lab_series: Option<PathBuf>,
     /// The config fragment merged onto tinyconfig.
     pub config: PathBuf,
     /// make -j.
@@ -54,12 +57,13 @@ pub struct Options {
 }
 
 impl Options {
-    /// The repository's `kernel/patches` and `kernel/configs/lab.config`
-    /// (when run from a checkout), `jobs` = the number of CPUs.
+    /// The repository's `kernel/patches`, then `kernel/lab-patches`, and
+    /// `kernel/configs/lab.config` (when run from a checkout), `jobs` = the number of CPUs.
     pub fn defaults() -> Options {
         let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
         Options {
             series: kernel.join("patches"),
+            lab_series: Some(kernel.join("lab-patches")),
             config: kernel.join("configs").join("lab.config"),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             tree: false,
@@ -128,16 +132,16 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The cache key: recipe, source version, config fragment, patches (names
-/// and diffs, in order: a reworded message makes no new build) and the
-/// signing certificate.
+/// The cache key: recipe, source version, config fragment, the patches'
+/// diffs in order (not their messages or file names: a reworded message, a
+/// renamed file or a patch moved between the two series with the same diff
+/// makes no new build) and the signing certificate.
 pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
     let mut h = crate::series::KeyHash::new();
     h.field("recipe", RECIPE.as_bytes());
     h.field("source", version.as_bytes());
     h.field("config", fragment);
     for p in &series.patches {
-        h.field("patch", p.name.as_bytes());
         h.field("diff", p.diff());
     }
     h.field("cert", cert);
@@ -147,7 +151,8 @@ pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -
 /// Build (or find in the cache) the kernel.
 pub fn build(opts: &Options) -> Result<Built> {
     let t0 = Instant::now();
-    let series = Series::read(&opts.series)?;
+    let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
+    let series = Series::read_stacked(&opts.series, &lab)?;
     let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
     let cache = fsutil::cache_dir();
@@ -403,4 +408,29 @@ fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> R
         ));
     }
     fsutil::write_atomic(&made_from, wanted.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAIL: &str = "From: a <a@localhost>\nSubject: [PATCH 1/2] x\n\nWhy: 3 ms.\n\nSigned-off-by: a <a@localhost>\n---\n\
+                        diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n";
+
+    fn series(patches: &[(&str, &str)]) -> Series {
+        let d = tempfile::tempdir().unwrap();
+        crate::series::write_for_test(d.path(), patches)
+    }
+
+    #[test]
+    fn the_key_follows_the_diffs_not_the_messages_or_names() {
+        let k = |s: &Series| cache_key("6.1.1-1", b"CONFIG_X=y\n", s, b"cert");
+        let base = k(&series(&[("0001-x.patch", MAIL)]));
+        let reworded = MAIL.replace("Why: 3 ms.", "Why, remeasured: 2.5 ms.").replace("[PATCH 1/2]", "[PATCH v2 1/3]");
+        assert_eq!(base, k(&series(&[("0001-x.patch", &reworded)])), "a reworded message");
+        assert_eq!(base, k(&series(&[("0003-renamed.patch", MAIL)])), "a renamed file");
+        assert_ne!(base, k(&series(&[("0001-x.patch", &MAIL.replace("+b", "+c"))])), "a changed diff");
+        assert_ne!(base, k(&series(&[])), "a patch fewer");
+        assert_ne!(base, cache_key("6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert"));
+    }
 }

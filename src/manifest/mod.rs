@@ -179,7 +179,7 @@ fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
         Error::file(
             Kind::WrongKernel,
             path,
-            format!("no {SECTION} section: a kernel built without bootlink's module hashes (kernel/patches 0012)"),
+            format!("no {SECTION} section: a kernel built without bootlink's module hashes (kernel/patches: \"module: accept unsigned modules whose SHA-256 the kernel image lists\")"),
         )
     })
 }
