@@ -177,14 +177,14 @@ fn sample_cache() -> Vec<u8> {
     let cache = Cache {
         loader_build_id: vec![1, 2, 3, 4],
         objects: vec![
-            obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3 }], None),
+            obj("", OBJ_MAIN, vec![Entry { symidx: 1, tclass: 1, defobj: 2, defsym: 3, name_hash: 0 }], None),
             obj("/lib64/ld-linux-x86-64.so.2", OBJ_LOADER, vec![], None),
             obj(
                 "/lib/libx.so",
                 OBJ_PRELINKED,
                 vec![
-                    Entry { symidx: 2, tclass: 0, defobj: 2, defsym: 9 },
-                    Entry { symidx: 5, tclass: 0, defobj: UNRESOLVED, defsym: 0 },
+                    Entry { symidx: 2, tclass: 0, defobj: 2, defsym: 9, name_hash: 0 },
+                    Entry { symidx: 5, tclass: 0, defobj: UNRESOLVED, defsym: 0, name_hash: 0 },
                 ],
                 Some(Prelink { base: 0x30_0000_0000, runtime: vec![1, 4, 9] }),
             ),

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::lab::Initramfs;
-use crate::lab::variant::Loader;
+use crate::lab::loaders::Loader;
 use crate::run::results::Repetition;
 
 /// A workload the variant asks for (besides loading its modules).

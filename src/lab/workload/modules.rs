@@ -6,8 +6,8 @@ use crate::error::Result;
 use crate::lab::Initramfs;
 use crate::lab::batchloader;
 use crate::lab::loaders;
+use crate::lab::loaders::Loader;
 use crate::lab::procs;
-use crate::lab::variant::Loader;
 use crate::run::ftrace as trace;
 use crate::run::results::Repetition;
 
