@@ -60,26 +60,7 @@ fn manifest_write_refuses_what_is_not_a_module_of_the_kernel() {
 
     // Signing: the lab kernel has no EFI stub, so its bzImage is no PE
     // image; refused before anything is written.
-    let (key, cert) = (dir.join("k.pem"), dir.join("c.pem"));
-    sh(
-        "openssl",
-        &[
-            "req",
-            "-new",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=bootlink test/",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ],
-    );
+    let (key, cert) = key_pair(&dir, "lab");
     let (vm2, bz2) = (dir.join("vmlinux.signed"), dir.join("bzImage.signed"));
     let o = run(&[
         &"manifest",

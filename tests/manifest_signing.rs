@@ -7,36 +7,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use bootlink::manifest::secureboot;
 use common::*;
-
-/// A fresh RSA key and self-signed certificate (PEM) in `dir`.
-fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let (key, cert) = (dir.join(format!("{name}.key")), dir.join(format!("{name}.crt")));
-    sh(
-        "openssl",
-        &[
-            "req",
-            "-new",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            &format!("/CN=bootlink test {name}/"),
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ],
-    );
-    (key, cert)
-}
 
 fn verifies(image: &Path, cert: &Path) -> bool {
     Command::new("sbverify").arg("--cert").arg(cert).arg(image).output().unwrap().status.success()

@@ -339,3 +339,28 @@ pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, boo
     .expect("run.json parses");
     (dir, out, run)
 }
+
+/// A fresh RSA key and self-signed certificate (PEM) in `dir`.
+pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let (key, cert) = (dir.join(format!("{name}.key")), dir.join(format!("{name}.crt")));
+    sh(
+        "openssl",
+        &[
+            "req",
+            "-new",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            &format!("/CN=bootlink test {name}/"),
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ],
+    );
+    (key, cert)
+}
