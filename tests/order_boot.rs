@@ -177,7 +177,7 @@ fn bad_requests_fail_before_booting_in_one_line() {
         ("x=order:synth-32k", "order:synth-32k: block size \"32k\": use 4k, 64k or 128k"),
         ("x=order:/nonexistent/prog", "order:/nonexistent/prog: give synth or python, or PROGRAM-BLOCK"),
         ("x=flash:nand", "flash: is the device of order:; give order: too"),
-        ("x=order:synth,flash:0-5", "flash:0-5: give seed, nand, nor or MIBS-USEC"),
+        ("x=order:synth,flash:0-5", "flash:0-5: give slow, nand, nor or MIBS-USEC"),
     ] {
         let dir = out.join("run");
         let err = common::lab_without_modules(variant, &dir).fails_with(want);
