@@ -364,3 +364,14 @@ pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     );
     (key, cert)
 }
+
+/// `bootlink lab ARGS` whose run directory is `out`, read whether or not
+/// the lab's checks passed (a refused module fails them by design): the
+/// run and the command's output. Panics, quoting the output, without a
+/// run.json.
+pub fn lab_run_either_way(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> (bootlink::run::results::Run, Output) {
+    let o = TestCommand::new(args).cmd_output();
+    let bytes = std::fs::read(out.join("run.json"))
+        .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", stdout(&o), stderr(&o)));
+    (serde_json::from_slice(&bytes).unwrap(), o)
+}
