@@ -246,6 +246,30 @@ pub fn apply_all(steps: &[Step], t: &mut Tree) -> Result<()> {
     Ok(())
 }
 
+/// Each module without its appended signature, rewritten by `edit` (None:
+/// kept as it is), written as `dir/<name>.ko`; the variant's modules become
+/// those files.
+fn rewrite_unsigned(
+    t: &mut Tree,
+    dir: &Path,
+    mut edit: impl FnMut(&Path, &[u8]) -> Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut files = Vec::new();
+    for (name, path) in &t.modules {
+        let (data, _) = crate::module::load_bytes(path)?;
+        let (len, _) = crate::module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let dest = dir.join(format!("{name}.ko"));
+        match edit(path, &data[..len])? {
+            Some(b) => crate::fsutil::write_atomic_nosync(&dest, &b)?,
+            None => crate::fsutil::write_atomic_nosync(&dest, &data[..len])?,
+        }
+        files.push((name.clone(), dest));
+    }
+    t.modules = files;
+    Ok(())
+}
+
 /// The variant's modules by the file names a tool wrote into `dir`.
 fn in_dir(modules: &[(String, PathBuf)], dir: &Path) -> Vec<(String, PathBuf)> {
     modules.iter().map(|(name, p)| (name.clone(), dir.join(p.file_name().unwrap_or_default()))).collect()
