@@ -227,11 +227,19 @@ impl Acc {
     fn finish(self) -> Option<ModuleLoad> {
         let (l0, l1) = self.load?;
         let (r0, r1) = self.read.or(self.read_inner).map(|(a, b)| (a.min(l0), b.min(l0))).unwrap_or((l0, l0));
-        let mut phases = Vec::new();
+        let mut phases = vec![Phase { name: "read".to_string(), start_us: r0, duration_us: (r1 - r0).max(0.0) }];
+        // The phases inside load_module follow one another: a leaf's printed
+        // time is its ring-buffer entry, a few µs after the call, so its
+        // entry + duration can overlap the next phase or pass load_module's
+        // return. Each phase starts where the previous one ended and stops
+        // at the return, so together they never exceed the load.
+        let mut cursor = l0;
         let mut push = |name: &str, a: f64, b: f64| {
-            phases.push(Phase { name: name.to_string(), start_us: a, duration_us: (b - a).max(0.0) });
+            let start = a.max(cursor).min(l1);
+            let end = b.min(l1).max(start);
+            cursor = end;
+            phases.push(Phase { name: name.to_string(), start_us: start, duration_us: end - start });
         };
-        push("read", r0, r1);
         let sig_end = match self.sig {
             Some((a, b)) => {
                 push("signature", a, b);
@@ -257,10 +265,7 @@ impl Acc {
         push("finalize", fin_start, init_start);
         let finalize_steps = finalize_steps(&self.marks, fin_start, init_start);
         if let Some((a, b)) = self.init {
-            // A leaf's printed time is its ring-buffer entry event, a few µs
-            // after the call itself, so entry + duration can land past
-            // load_module's return: keep the phase inside load_module.
-            push("init", a, b.min(l1));
+            push("init", a, b);
         }
         Some(ModuleLoad {
             name: self.name,
@@ -431,6 +436,39 @@ mod tests {
     }
 
     // Debian 6.12: finit_module reads through kernel_read_file directly.
+    // A resolve_symbol leaf whose entry + duration passes the first
+    // relocation, and a signature check printed late: the phases follow one
+    // another, each starts where the previous ended, and their sum stays
+    // inside the load (jbd2 once came out 7 µs over).
+    #[test]
+    fn overlapping_leaves_do_not_add_up_past_the_load() {
+        let t = "    5.000000 |   0)               |  /* bootlink begin jbd2 */
+    5.000100 |   0) ! 100.000 us  |  kernel_read_file_from_fd();
+    5.000300 |   0)               |  load_module() {
+    5.000305 |   0) ! 200.000 us  |    module_sig_check();
+    5.000400 |   0)   1.000 us    |    module_enable_x();
+    5.001000 |   0)  30.000 us    |    resolve_symbol();
+    5.001020 |   0)  10.000 us    |    apply_relocate_add();
+    5.001100 |   0) ! 150.000 us  |    do_init_module();
+    5.001240 |   0) * 940.000 us  |  }
+";
+        let m = &parse(t)[0];
+        let sum: f64 = m.phases.iter().map(|p| p.duration_us).sum();
+        assert!(sum <= m.total_us + 1e-6, "{sum} > {}", m.total_us);
+        let mut end = f64::MIN;
+        for p in m.phases.iter().skip(1) {
+            assert!(p.start_us >= end - 1e-6, "{} starts at {} before {end}", p.name, p.start_us);
+            end = p.start_us + p.duration_us;
+        }
+        let sig = m.phases.iter().find(|p| p.name == "signature").unwrap();
+        assert!((sig.duration_us - 200.0).abs() < 1e-3, "{}", sig.duration_us);
+        let rel = m.phases.iter().find(|p| p.name == "relocation").unwrap();
+        // Symbols keep their 30 µs; the relocation, printed inside them, starts after.
+        assert!(rel.duration_us.abs() < 1e-3, "{}", rel.duration_us);
+        let init = m.phases.iter().find(|p| p.name == "init").unwrap();
+        assert!((init.duration_us - 140.0).abs() < 1e-3, "{}", init.duration_us);
+    }
+
     #[test]
     fn read_phase_from_kernel_read_file_on_newer_kernels() {
         let t = "    2.000000 |   0)               |  /* bootlink begin fat */
