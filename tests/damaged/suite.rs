@@ -252,3 +252,83 @@ pub fn kernels(dir: &Path, images: &[Damaged], module: &Path, counts: &mut Count
         }
     }
 }
+
+/// Put damaged file `f` at `path`: its bytes, or for the class of paths
+/// that are not regular files a FIFO, a directory or a symbolic link to
+/// /dev/zero (by its copy number).
+pub fn place(path: &Path, f: &Damaged, k: usize) {
+    if f.class != "not-a-regular-file" {
+        std::fs::write(path, &f.bytes).unwrap();
+        return;
+    }
+    match k % 3 {
+        0 => {
+            let st = Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+            assert!(st.success(), "mkfifo {}", path.display());
+        }
+        1 => std::fs::create_dir(path).unwrap(),
+        _ => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+    }
+}
+
+/// A command over one input: its arguments given the damaged file and an
+/// output path (which must not exist after a refusal).
+pub type OneInput<'a> = (&'static str, Box<dyn Fn(&Path, &Path) -> Vec<std::ffi::OsString> + 'a>);
+
+/// Every damaged file alone through every command of `commands`, checked:
+/// no panic, no hang, every stderr line `bootlink: ...`; a marked file
+/// refused (non-zero exit, exactly one line `bootlink: FILE: ...`); nothing
+/// written and no temporary file left for a refused one.
+pub fn each_alone(dir: &Path, files: &[Damaged], commands: &[OneInput], counts: &mut Counts) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (n, f) in files.iter().enumerate() {
+        let d = dir.join(format!("{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join(&f.name);
+        place(&path, f, n);
+        counts.files += 1;
+        counts.invalid += f.invalid as usize;
+        counts.by_class.entry(f.class).or_default().0 += 1;
+        for (label, args) in commands {
+            let out = d.join(format!("out-{}", label.replace([' ', '-'], "_")));
+            let a = args(&path, &out);
+            let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
+            let r = run_timed(&a, Duration::from_secs(60));
+            counts.runs += 1;
+            for line in r.stderr.lines() {
+                assert!(
+                    line.starts_with("bootlink: "),
+                    "{label} {}: a stderr line not `bootlink: ...`: {line}",
+                    f.name
+                );
+            }
+            let lines = refusal_lines(&r.stderr, &path);
+            let refused = r.code != 0 && lines.len() == 1;
+            let e = counts.by_class.get_mut(f.class).unwrap();
+            e.2 += 1;
+            e.1 += refused as usize;
+            if f.invalid {
+                assert!(
+                    refused,
+                    "{label}: {} ({}) was not refused in one line `bootlink: {}: ...` (exit {}):\n{}",
+                    f.name,
+                    f.class,
+                    path.display(),
+                    r.code,
+                    r.stderr
+                );
+            }
+            if r.code != 0 {
+                assert!(!out.exists(), "{label}: {} was refused but {} was written", f.name, out.display());
+            }
+            let leftovers: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.'))
+                .collect();
+            assert!(leftovers.is_empty(), "{label} {}: temporary files left: {leftovers:?}", f.name);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+}
