@@ -163,7 +163,7 @@ impl KernelImage {
     /// from; otherwise an embedded IKCONFIG, then `config-<release>` or
     /// `.config` beside the image, are used.
     pub fn open(path: &Path, config: Option<&Path>) -> Result<KernelImage> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let meta = fsutil::follow_once(path)?;
         if meta.is_dir() {
             return Self::open_dir(path, config);
         }
