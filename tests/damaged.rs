@@ -1,8 +1,10 @@
 //! The damaged-input suite, offline: several hundred modules and kernel
 //! images damaged one way each (tests/damaged/generate.rs, seeded:
 //! BOOTLINK_DAMAGED_SEED replays another seed) from the checked-in fixtures,
-//! through every command of the real binary (tests/damaged/suite.rs).
-//! tests/damaged_real.rs does the same from real Debian modules.
+//! and DDLink records and caches, order traces and programs made in the
+//! test (tests/damaged/records.rs), through every command of the real
+//! binary that reads them (tests/damaged/suite.rs). tests/damaged_real.rs
+//! does the same from real Debian modules and Debian's vmlinuz.
 
 mod common;
 #[path = "damaged/generate.rs"]
