@@ -113,14 +113,15 @@ fn every_module_of_the_set_loads_with_its_phases() {
 }
 
 /// Two boots of the same variant in deterministic mode measure the same:
-/// -icount on the pinned guest CPU (`qemu::CPU_MODEL`) leaves nothing to
+/// -icount on the pinned guest CPU (`Target::x86_64().cpu_model`) leaves nothing to
 /// chance, so every figure — the totals, and each module's load time and
 /// each of its phases — agrees within 0.1 % (docs/reproducibility.md).
 #[test]
 fn deterministic_repetitions_agree() {
     const TOLERANCE_PCT: f64 = 0.1;
     let l = lab();
-    assert_eq!(l.run.cpu_model, bootlink::lab::qemu::CPU_MODEL, "run.json records the guest CPU");
+    assert_eq!(l.run.cpu_model, bootlink::lab::target::Target::x86_64().cpu_model, "run.json records the guest CPU");
+    assert_eq!((l.run.machine.as_str(), l.run.arch.as_str()), ("pc", "x86-64"), "run.json records the machine");
     let d = |x: f64, y: f64| if x == y { 0.0 } else { (x - y).abs() / x.abs().max(y.abs()) * 100.0 };
     let mut figures = 0;
     let mut worst = (0.0, String::new());

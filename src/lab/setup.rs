@@ -25,6 +25,8 @@ pub const NO_MODULES: &str = "none";
 
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// What the run boots on (default: x86-64, [`Target::x86_64`]).
+    pub target: Target,
     /// vmlinux (boots through PVH) or bzImage; None: the default Debian kernel.
     pub kernel: Option<PathBuf>,
     /// `lib/modules/<release>` of that kernel (required with `kernel`).
@@ -135,7 +137,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 let b = kbuild::build(&kbuild::Options::defaults())?;
                 (b.vmlinux, b.modules)
             }
-            KernelChoice::Dir(d) => variant::kernel_dir(d)?,
+            KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
         };
         if dir != tree_dir && !trees.iter().any(|(d, _)| *d == dir) {
             trees.push((dir.clone(), ModTree::read(&dir)?));
@@ -195,7 +197,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
     }
     Ok(Scenario {
-        target: Target::x86_64(),
+        target: req.target.clone(),
         kernel,
         modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
         module_set: set_name,

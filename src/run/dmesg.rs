@@ -282,6 +282,8 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         cmdline: p.cmdline,
         qemu_version: String::new(),
         cpu_model: String::new(),
+        machine: String::new(),
+        arch: String::new(),
         qemu_command: Vec::new(),
         timing: "realtime".into(),
         module_set: String::new(),

@@ -496,6 +496,8 @@ mod tests {
             cmdline: String::new(),
             qemu_version: String::new(),
             cpu_model: String::new(),
+            machine: String::new(),
+            arch: String::new(),
             qemu_command: vec![],
             timing: "deterministic".into(),
             module_set: "t".into(),

@@ -388,6 +388,14 @@ pub struct Run {
     /// `,enforce`); empty in runs written before it was pinned (`max`).
     #[serde(default)]
     pub cpu_model: String,
+    /// QEMU's `-machine` (`pc` on x86-64); empty in runs written before the
+    /// lab named it (QEMU's default machine, which was `pc`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub machine: String,
+    /// The guest's architecture (`x86-64`); empty in runs written before
+    /// the lab recorded it (all of them x86-64).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arch: String,
     /// "deterministic" (-icount shift=0,sleep=off) or "realtime".
     pub timing: String,
     pub module_set: String,

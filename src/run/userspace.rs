@@ -267,6 +267,8 @@ pub(crate) mod tests {
             cmdline: String::new(),
             qemu_version: String::new(),
             cpu_model: String::new(),
+            machine: String::new(),
+            arch: String::new(),
             qemu_command: Vec::new(),
             timing: "deterministic".into(),
             module_set: "none".into(),
