@@ -49,7 +49,7 @@ const PROBE: &str = "run:/bin/cat /proc/sys/kernel/tainted; cd /sys/kernel/traci
 
 /// The probe's lines by kind and key: AFF module, FMT file, ENA.
 fn probe(r: &bootlink::run::results::Repetition) -> BTreeMap<String, String> {
-    let out = r.run_output.as_deref().unwrap_or_default();
+    let out = r.program().map(|p| p.output.as_str()).unwrap_or_default();
     let mut m = BTreeMap::new();
     for l in out.lines() {
         let mut w = l.splitn(3, ' ');
@@ -273,9 +273,9 @@ fn wrong_marks_fall_back_and_say_so() {
         ],
     );
     // Checked at load as before: bl_weak's weak function is disabled.
-    let out = r.run_output.as_deref().unwrap_or_default();
+    let out = r.program().map(|p| p.output.as_str()).unwrap_or_default();
     let invalid: usize = out.lines().next().unwrap_or_default().trim().parse().unwrap_or(0);
-    assert_eq!(invalid, 1, "invalid records listed: {:?}", r.run_output);
+    assert_eq!(invalid, 1, "invalid records listed: {:?}", r.program());
 }
 
 /// The finalize steps of module `m` (ms) in a repetition.

@@ -484,7 +484,7 @@ fn a_variant_runs_a_dynamic_program_in_the_guest() {
     ]);
     assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
     let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
-    let out = run.variants[0].repetitions[0].run_output.clone().expect("the program's output");
+    let out = run.variants[0].repetitions[0].program().expect("the program's output").output.clone();
     println!("{out}");
     for want in ["libc.so.6", "libselinux.so.1", "ld-linux-x86-64.so.2", "RUN-EXIT 0"] {
         assert!(out.lines().any(|l| l.trim() == want), "{want} missing from:\n{out}");

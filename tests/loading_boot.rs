@@ -46,7 +46,7 @@ fn stat(s: &Storm, name: &str) -> i64 {
 
 fn storm_of<'a>(run: &'a Run, variant: &str) -> &'a Storm {
     let v = run.variants.iter().find(|v| v.name == variant).unwrap();
-    v.repetitions[0].storm.as_ref().unwrap_or_else(|| panic!("{variant}: no storm figures"))
+    v.repetitions[0].storm().unwrap_or_else(|| panic!("{variant}: no storm figures"))
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
 fn check_batch_run(run: &Run, tree: &ModTree, n: usize) {
     for v in &run.variants {
         let r = &v.repetitions[0];
-        let l = r.loader.as_ref().unwrap_or_else(|| panic!("{}: no loader report", v.name));
+        let l = r.loader().unwrap_or_else(|| panic!("{}: no loader report", v.name));
         assert_eq!(l.exit, 0, "{}: {:?}", v.name, l.not_loaded);
         assert_eq!(l.load_calls as usize, n, "{}: one finit_module per module", v.name);
         assert!(l.duplicates.is_empty(), "{}: loaded twice: {:?}", v.name, l.duplicates);

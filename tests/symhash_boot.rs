@@ -63,7 +63,7 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         let failed: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
         assert!(failed.is_empty(), "{}: modules failed to load: {failed:?}", v.name);
         assert!(r.modules.len() >= 190, "{}: {} modules", v.name, r.modules.len());
-        let stats = r.run_output.as_deref().unwrap_or_default();
+        let stats = r.program().map(|p| p.output.as_str()).unwrap_or_default();
         println!("{}: {} modules, {stats}", v.name, r.modules.len());
         assert!(stats.contains("vmlinux_tables=1"), "{}: {stats}", v.name);
         assert!(stats.contains(" disagreements=0"), "{}: {stats}", v.name);

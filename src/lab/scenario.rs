@@ -316,7 +316,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
             let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
             // A storm's requests are counted, not its modules' loads.
-            let measured = if r.storm.is_some() { files.len() } else { r.modules.len() };
+            let measured = if r.storm().is_some() { files.len() } else { r.modules.len() };
             if failed || measured != files.len() {
                 r.partial = true;
                 let why = if failed {

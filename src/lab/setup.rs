@@ -15,7 +15,7 @@ use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
 use crate::lab::target::Target;
 use crate::lab::variant::{self, KernelChoice, Variant};
-use crate::run::results::{Run, USER_MODES, UserSpace};
+use crate::run::results::{Run, USER_MODES, WorkloadResult};
 
 /// The set `bootlink lab` loads when none is named.
 pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
@@ -235,7 +235,7 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
             let user_ok = user_problems.is_empty();
             c.problems.extend(user_problems.into_iter().map(|p| format!("{} #{}: {p}", v.name, r.index + 1)));
             // A storm counts requests, not per-module loads.
-            if r.storm.is_some() {
+            if r.storm().is_some() {
                 complete += (!r.partial && user_ok) as usize;
                 continue;
             }
@@ -277,15 +277,22 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
     c
 }
 
-/// A program started under DDLink: every mode as often as the most-started
-/// one, the caches used, the same output (none without such a program).
+/// What is wrong with the programs a repetition started, from run.json
+/// alone: under DDLink, every mode as often as the most-started one, the
+/// caches used, the same output; reordering's cold starts, each measured.
 fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
-    let Some(u) = &r.userspace else { return Vec::new() };
-    if u.is_order() {
-        return crate::lab::order::problems_alone(u);
+    let mut out = Vec::new();
+    for w in &r.workloads {
+        match w {
+            WorkloadResult::Ddlink(u) => {
+                let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
+                out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
+            }
+            WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
+            WorkloadResult::Loader(_) | WorkloadResult::Storm(_) | WorkloadResult::Program(_) => {}
+        }
     }
-    let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
-    crate::lab::ddlink::problems(u, starts)
+    out
 }
 
 /// The report `bootlink lab --json` prints.
@@ -348,20 +355,13 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
         None => {}
     }
     for (name, ok, n) in &checks.complete {
-        let kind = run
-            .variants
-            .iter()
-            .filter(|v| v.name == *name)
-            .flat_map(|v| &v.repetitions)
-            .find_map(|r| r.userspace.as_ref());
-        let user = match kind {
-            None => "",
-            Some(UserSpace::Order(_)) => {
-                "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
-            }
-            Some(UserSpace::Ddlink(_)) => {
-                "; the DDLink program started in every mode, the caches taken, the same output"
-            }
+        let reps: Vec<_> = run.variants.iter().filter(|v| v.name == *name).flat_map(|v| &v.repetitions).collect();
+        let user = if reps.iter().any(|r| r.order().is_some()) {
+            "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
+        } else if reps.iter().any(|r| r.ddlink().is_some()) {
+            "; the DDLink program started in every mode, the caches taken, the same output"
+        } else {
+            ""
         };
         o.push_str(&format!(
             "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",
@@ -419,7 +419,7 @@ mod tests {
         let c = check(&run, 0, false);
         assert!(c.problems.is_empty(), "{:?}", c.problems);
         assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);
-        let u = run.variants[0].repetitions[0].userspace.as_mut().unwrap();
+        let u = run.variants[0].repetitions[0].ddlink_mut();
         u.starts[5].decision = "normal loading: /s: libsynth03.so: another mtime".into();
         u.starts.pop();
         let c = check(&run, 0, false);

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::run::model::{Med, series};
-use crate::run::results::{Run, UserStart};
+use crate::run::results::{OrderStart, Run};
 use crate::table::{Table, ms};
 
 /// One build in one cell.
@@ -60,8 +60,8 @@ pub fn split_mode(mode: &str) -> Option<(&str, u32, u32)> {
     Some((build, block, ra))
 }
 
-fn side(st: &[&UserStart]) -> Option<Side> {
-    let med = |f: &dyn Fn(&UserStart) -> Option<u64>| {
+fn side(st: &[&OrderStart]) -> Option<Side> {
+    let med = |f: &dyn Fn(&OrderStart) -> Option<u64>| {
         Med::of(st.iter().filter_map(|s| f(s)).map(|v| v as f64)).map(|m| m.median).unwrap_or(f64::NAN)
     };
     Some(Side {
@@ -80,10 +80,9 @@ fn side(st: &[&UserStart]) -> Option<Side> {
 pub fn tables(runs: &[Run]) -> Vec<OrderTable> {
     let mut out = Vec::new();
     for s in series(runs) {
-        let us: Vec<_> =
-            s.variant.repetitions.iter().filter_map(|r| r.userspace.as_ref()).filter(|u| u.is_order()).collect();
+        let us: Vec<_> = s.variant.repetitions.iter().filter_map(|r| r.order()).collect();
         let Some(first) = us.first() else { continue };
-        let all: Vec<&UserStart> = us.iter().flat_map(|u| &u.starts).filter(|x| x.duration_us > 0.0).collect();
+        let all: Vec<&OrderStart> = us.iter().flat_map(|u| &u.starts).filter(|x| x.duration_us > 0.0).collect();
         // Builds in the order they were started, then cells by block size
         // and readahead.
         let mut builds: Vec<&str> = Vec::new();
@@ -105,7 +104,7 @@ pub fn tables(runs: &[Run]) -> Vec<OrderTable> {
         let cells = keys
             .iter()
             .filter_map(|&(b, ra, i)| {
-                let of = |build: &str| -> Vec<&UserStart> {
+                let of = |build: &str| -> Vec<&OrderStart> {
                     all.iter().copied().filter(|x| split_mode(&x.mode) == Some((build, b, ra))).collect()
                 };
                 let unordered = side(&of("unordered"))?;
@@ -253,19 +252,16 @@ pub fn render_text(runs: &[Run]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::results::{Starts, UserSpace};
+    use crate::run::results::{OrderStarts, Start, WorkloadResult};
 
-    fn start(mode: &str, dur: f64, major: u64, bytes: u64) -> UserStart {
-        UserStart {
-            mode: mode.into(),
-            duration_us: dur,
-            output: "checksum 1".into(),
+    fn start(mode: &str, dur: f64, major: u64, bytes: u64) -> OrderStart {
+        OrderStart {
+            start: Start { mode: mode.into(), duration_us: dur, output: "checksum 1".into(), ..Default::default() },
             major_faults: Some(major),
             minor_faults: Some(100),
             read_bytes: Some(bytes),
             read_requests: Some(bytes / 4096),
             ui_us: Some(dur - 1000.0),
-            ..Default::default()
         }
     }
 
@@ -277,10 +273,10 @@ mod tests {
             start("unordered/4k/ra128", 400_000.0, 20, 200_000),
             start("reordered/4k/ra128", 200_000.0, 5, 100_000),
         ];
-        let u = UserSpace::Order(Starts { command: "a vs b".into(), starts, ..Default::default() });
+        let u = WorkloadResult::Order(OrderStarts { command: "a vs b".into(), starts });
         let mut run = crate::run::userspace::tests::run();
         run.variants[0].repetitions.truncate(1);
-        run.variants[0].repetitions[0].userspace = Some(u);
+        run.variants[0].repetitions[0].workloads = vec![u];
         let t = &tables(std::slice::from_ref(&run))[0];
         assert_eq!(t.cells.len(), 2);
         assert_eq!((t.cells[0].block_kib, t.cells[0].readahead_kib), (4, 128));
@@ -303,10 +299,10 @@ mod tests {
             start("reordered/4k/ra0", 600_000.0, 260, 1_000_000),
             start("bolt/4k/ra0", 500_000.0, 200, 800_000),
         ];
-        let u = UserSpace::Order(Starts { command: "python -c print(42): ...".into(), starts, ..Default::default() });
+        let u = WorkloadResult::Order(OrderStarts { command: "python -c print(42): ...".into(), starts });
         let mut run = crate::run::userspace::tests::run();
         run.variants[0].repetitions.truncate(1);
-        run.variants[0].repetitions[0].userspace = Some(u);
+        run.variants[0].repetitions[0].workloads = vec![u];
         let t = &tables(std::slice::from_ref(&run))[0];
         assert_eq!(t.cells.iter().map(|c| c.build.as_str()).collect::<Vec<_>>(), ["reordered", "bolt"]);
         assert_eq!(t.cells[1].fault_ratio, Some(2.0));
