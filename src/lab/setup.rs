@@ -134,7 +134,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 (f.vmlinux, f.modules)
             }
             KernelChoice::Build => {
-                let b = kbuild::build(&kbuild::Options::defaults())?;
+                let b = kbuild::run(&kbuild::Options::defaults())?;
                 (b.vmlinux, b.modules)
             }
             KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
