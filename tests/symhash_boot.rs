@@ -1,5 +1,5 @@
 //! The symbol hash tables on the self-built kernel (kernel/patches
-//! 0002-0005), under QEMU: vmlinux's tables filled by the build; every
+//! 0001-0004), under QEMU: vmlinux's tables filled by the build; every
 //! method loading the whole 194-module set with the kernel's self-check on
 //! (every hashed search also done with bsearch and compared: 0
 //! disagreements); direct binding of preresolved modules; and modules with

@@ -4,7 +4,7 @@
 //! from a cache) and Relocation Skip Mode (prelinked images bind-mounted
 //! over the libraries, relocation skipped), a few times each.
 //!
-//! On the host: the program (the seed's case from `ddlink synth`, or any
+//! On the host: the program (the synthetic case from `ddlink synth`, or any
 //! host program) is profiled under the patched ld.so, and two portable
 //! caches are written (`ddlink write --portable`: files identified by name,
 //! size, mtime in seconds and build ID, since the initramfs gives them new
@@ -40,7 +40,7 @@ const IMAGES: &str = "/bootlink-ddlink/images";
 /// Scratch space in the guest: each start's output and ld.so's debug files.
 const SCRATCH: &str = "/tmp/bootlink-ddlink";
 
-/// The seed's case as the lab starts it by default: 12 libraries, 50,000
+/// The synthetic case as the lab starts it by default: 12 libraries, 50,000
 /// symbols (a quarter of `ddlink synth`'s default: its files go into the
 /// initramfs twice, as libraries and as prelinked images).
 pub const DEFAULT_SYMBOLS: usize = 50_000;
@@ -122,7 +122,7 @@ pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
         return Err(Error::new(Kind::Usage, "ddlink: starts must be at least 1"));
     }
     spec.check()?;
-    let loader = crate::glibc::build(&crate::glibc::Options::defaults())?.ld_so;
+    let loader = crate::glibc::run(&crate::glibc::Options::defaults())?.ld_so;
     let (program, args) = match &spec.program {
         Program::Synth { symbols } => {
             let s = ddlink::synth::SynthSpec { symbols: *symbols, ..Default::default() };

@@ -1,7 +1,7 @@
 //! Function reordering in the lab: a program as linked (GNU ld, unordered)
 //! and relinked by GNU ld with its startup order, started cold from a
 //! SquashFS image on an emulated slow flash device inside the guest. The
-//! program is the seed's synthetic one (`order:synth`: `bootlink order
+//! program is the synthetic one (`order:synth`: `bootlink order
 //! synth`, 10,000 small functions, 1,000 run at startup) or the real one
 //! (`order:python`: `bootlink order python`, CPython 3.11 from Debian's
 //! source in its installed layout, `python -c "print(42)"`), which also
@@ -91,10 +91,6 @@ impl Flash {
     pub fn parse(value: &str) -> std::result::Result<Flash, String> {
         match value {
             "slow" => return Ok(Flash::SLOW),
-            "seed" => {
-                eprintln!("bootlink: note: flash:seed is now called flash:slow (1 MiB/s, 100 us per request)");
-                return Ok(Flash::SLOW);
-            }
             "nand" => return Ok(Flash::NAND),
             "nor" => return Ok(Flash::NOR),
             _ => {}

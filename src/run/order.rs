@@ -2,7 +2,7 @@
 //! (the lab's `order:` variants): per series, one row per (SquashFS block size,
 //! readahead, build) cell with the unordered build and another (the
 //! reordered one; for python also BOLT's) side by side (medians over every
-//! start of every repetition), and the issue's goals.
+//! start of every repetition), and the headline comparisons under them.
 
 use serde::Serialize;
 
@@ -148,39 +148,34 @@ fn kib(v: f64) -> String {
     if v.is_finite() { format!("{:.0}", v / 1024.0) } else { "-".into() }
 }
 
-/// The goals: for the synthetic program the seed's, on the 64 KiB /
-/// readahead 0 cell; for python (a command starting `python`) issue 13's,
-/// >= 30 % fewer major faults with readahead off.
-pub fn goals(t: &OrderTable) -> Vec<String> {
+/// The lines under the table: for the synthetic program the 64 KiB /
+/// readahead-off cell (its speedup and major faults); for python (a
+/// command starting `python`) every readahead-off cell's major faults and
+/// speedup; then whether every start printed the same output.
+pub fn headline(t: &OrderTable) -> Vec<String> {
     let mut out = Vec::new();
     if t.command.starts_with("python") {
         for c in t.cells.iter().filter(|c| c.readahead_kib == 0) {
             let (u, r) = (c.unordered.major_faults, c.reordered.major_faults);
             let fewer = 100.0 * (1.0 - r / u);
             out.push(format!(
-                "{} {}k, readahead off: major faults {} -> {} ({fewer:.0} % fewer; goal >= 30 %: {}), {:.2}x faster",
+                "{} {}k, readahead off: major faults {} -> {} ({fewer:.0} % fewer), {:.2}x faster",
                 c.build,
                 c.block_kib,
                 n(u),
                 n(r),
-                if fewer >= 30.0 { "met" } else { "not met" },
                 c.speedup
             ));
         }
     } else {
         match t.cells.iter().find(|c| c.block_kib == 64 && c.readahead_kib == 0 && c.build == "reordered") {
             Some(c) => {
-                out.push(format!(
-                    "cold start 64 KiB blocks, readahead off: {:.2}x faster (goal >= 4.2x: {})",
-                    c.speedup,
-                    if c.speedup >= 4.2 { "met" } else { "not met" }
-                ));
+                out.push(format!("cold start 64 KiB blocks, readahead off: {:.2}x faster", c.speedup));
                 match c.fault_ratio {
                     Some(r) => out.push(format!(
-                        "major faults {} -> {}: {r:.1}x fewer (goal >= 8x: {})",
+                        "major faults {} -> {}: {r:.1}x fewer",
                         n(c.unordered.major_faults),
-                        n(c.reordered.major_faults),
-                        if r >= 8.0 { "met" } else { "not met" }
+                        n(c.reordered.major_faults)
                     )),
                     None => out.push("major faults: none counted for the reordered build".into()),
                 }
@@ -242,7 +237,7 @@ pub fn render_text(runs: &[Run]) -> String {
             ]);
         }
         out.push_str(&tab.render());
-        for g in goals(&t) {
+        for g in headline(&t) {
             out.push_str(&format!("  {g}\n"));
         }
     }
@@ -266,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn cells_pair_the_builds_and_check_the_goals() {
+    fn cells_pair_the_builds_and_headline_the_64k_cell() {
         let starts = vec![
             start("unordered/64k/ra0", 600_000.0, 11, 300_000),
             start("reordered/64k/ra0", 120_000.0, 1, 60_000),
@@ -283,8 +278,9 @@ mod tests {
         assert_eq!(t.cells[1].speedup, 5.0);
         assert_eq!(t.cells[1].fault_ratio, Some(11.0));
         let text = render_text(std::slice::from_ref(&run));
-        assert!(text.contains("5.00x faster (goal >= 4.2x: met)"), "{text}");
-        assert!(text.contains("major faults 11 -> 1: 11.0x fewer (goal >= 8x: met)"), "{text}");
+        assert!(text.contains("cold start 64 KiB blocks, readahead off: 5.00x faster\n"), "{text}");
+        assert!(text.contains("major faults 11 -> 1: 11.0x fewer\n"), "{text}");
+        assert!(!text.contains("goal"), "{text}");
         assert!(text.contains("| 11 -> 1") || text.contains("11 -> 1"), "{text}");
         // Time to UI beside the wall time (medians, ms).
         assert_eq!((t.cells[1].unordered.ui_us, t.cells[1].reordered.ui_us), (599_000.0, 119_000.0));
@@ -306,13 +302,8 @@ mod tests {
         let t = &tables(std::slice::from_ref(&run))[0];
         assert_eq!(t.cells.iter().map(|c| c.build.as_str()).collect::<Vec<_>>(), ["reordered", "bolt"]);
         assert_eq!(t.cells[1].fault_ratio, Some(2.0));
-        let g = goals(t).join("\n");
-        assert!(
-            g.contains(
-                "reordered 4k, readahead off: major faults 400 -> 260 (35 % fewer; goal >= 30 %: met), 1.50x faster"
-            ),
-            "{g}"
-        );
+        let g = headline(t).join("\n");
+        assert!(g.contains("reordered 4k, readahead off: major faults 400 -> 260 (35 % fewer), 1.50x faster"), "{g}");
         assert!(g.contains("bolt 4k, readahead off: major faults 400 -> 200 (50 % fewer"), "{g}");
     }
 }
