@@ -130,7 +130,7 @@ pub fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
 }
 
 impl Report {
-    /// The human report: kernel, the top modules (or all) in the seed's
+    /// The human report: kernel, the top modules (or all) in the
     /// Std/Preres form, totals, and any errors.
     pub fn render(&self, top: Option<usize>) -> String {
         let k = &self.kernel;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bootlink::chart;
 use bootlink::lab::{Initramfs, QemuOptions, TempDir, busybox, initramfs, qemu};
 use bootlink::run::results::{
-    FORMAT_VERSION, Initcall, LoaderResult, ModuleLoad, Phase, Repetition, Run, Storm, Variant,
+    FORMAT_VERSION, Initcall, LoaderResult, ModuleLoad, Phase, Repetition, Run, Storm, Variant, WorkloadResult,
 };
 use bootlink::run::{self, dmesg};
 
@@ -263,10 +263,7 @@ fn fixture() -> Run {
                         log: "chart-dmesg.log".into(),
                         partial: false,
                         failure: None,
-                        run_output: None,
-                        loader: None,
-                        storm: None,
-                        userspace: None,
+                        workloads: Vec::new(),
                         tainted: None,
                         module_taints: Default::default(),
                         processes: Vec::new(),
@@ -284,6 +281,8 @@ fn fixture() -> Run {
         cmdline: CMDLINE.into(),
         qemu_version: String::new(),
         cpu_model: String::new(),
+        machine: String::new(),
+        arch: String::new(),
         qemu_command: Vec::new(),
         timing: "deterministic".into(),
         module_set: format!("test: {} (insmod spans from /dev/kmsg markers, one boot)", MODULES.join(" ")),
@@ -707,6 +706,8 @@ fn synth_run(variants: Vec<(&str, Vec<Repetition>)>) -> Run {
         cmdline: String::new(),
         qemu_version: String::new(),
         cpu_model: String::new(),
+        machine: String::new(),
+        arch: String::new(),
         qemu_command: Vec::new(),
         timing: "deterministic".into(),
         module_set: "synthetic".into(),
@@ -768,7 +769,7 @@ fn synth_batch_rep(index: usize, wall_us: f64) -> Repetition {
         })
         .collect();
     Repetition {
-        loader: Some(LoaderResult {
+        workloads: vec![WorkloadResult::Loader(LoaderResult {
             kind: "batch".into(),
             workers: 3,
             exit: 0,
@@ -776,7 +777,7 @@ fn synth_batch_rep(index: usize, wall_us: f64) -> Repetition {
             load_calls: BATCH.len() as u64,
             duplicates: Vec::new(),
             not_loaded: Vec::new(),
-        }),
+        })],
         ..synth_rep(index, mods)
     }
 }
@@ -895,7 +896,7 @@ fn storm(requests: u64, eexist: u64, quiescence_us: f64, stats: &[(&str, i64)]) 
 }
 
 fn storm_rep(index: usize, s: Storm) -> Repetition {
-    Repetition { index, storm: Some(s), log: "console.log".into(), ..Default::default() }
+    Repetition { index, workloads: vec![WorkloadResult::Storm(s)], log: "console.log".into(), ..Default::default() }
 }
 
 fn synth_storms() -> Run {
@@ -1008,7 +1009,8 @@ fn storm_table_shows_the_duplicate_requests() {
 fn loader_table_and_mixed_variants() {
     let mut batch: Vec<Repetition> =
         [12_000.0, 10_000.0, 11_000.0].iter().enumerate().map(|(i, w)| synth_batch_rep(i, *w)).collect();
-    if let Some(l) = batch[2].loader.as_mut() {
+    {
+        let l = batch[2].loader_mut();
         l.load_calls = 7;
         l.duplicates = vec!["alpha".into()];
         l.not_loaded = vec![("bl_fail".into(), "Invalid argument".into())];

@@ -418,7 +418,7 @@ fn bindings_past_a_symbol_table_or_to_another_name_are_refused() {
     assert!(file_read(&dbg), "{dbg}");
 }
 
-/// A cache for a root file system image (`write --portable`, patch 0006:
+/// A cache for a root file system image (`write --portable`, glibc/patches 0006:
 /// no device and inode) identifies each library by name, size, mtime in
 /// seconds and build ID: a library changed with the same name and size is
 /// refused, whether its mtime or its content and build ID differ.

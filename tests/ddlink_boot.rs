@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::sync::OnceLock;
 
-use bootlink::run::results::{Run, USER_MODES, UserSpace, UserStart};
+use bootlink::run::results::{DdlinkStart, DdlinkStarts, Run, USER_MODES};
 use common::TestCommand;
 
 /// The lab's default DDLink program: the seed's case at 50,000 symbols.
@@ -41,13 +41,13 @@ fn booted() -> &'static Booted {
     })
 }
 
-fn userspace(b: &Booted) -> &UserSpace {
+fn userspace(b: &Booted) -> &DdlinkStarts {
     let v = &b.run.variants[0];
     assert_eq!(v.repetitions.len(), 1);
-    v.repetitions[0].userspace.as_ref().expect("the repetition has the program's starts")
+    v.repetitions[0].ddlink().expect("the repetition has the program's starts")
 }
 
-fn starts<'a>(u: &'a UserSpace, mode: &str) -> Vec<&'a UserStart> {
+fn starts<'a>(u: &'a DdlinkStarts, mode: &str) -> Vec<&'a DdlinkStart> {
     u.starts.iter().filter(|s| s.mode == mode).collect()
 }
 
@@ -121,8 +121,8 @@ fn the_starts_follow_the_kernels_timeline_in_order() {
         let (ld, reloc, load) = (s.loader_us.unwrap(), s.relocation_us.unwrap(), s.load_objects_us.unwrap());
         assert!(s.duration_us > ld && ld > reloc && reloc > 0.0 && ld > load, "{s:?}");
     }
-    let med = |m: &str, f: fn(&UserStart) -> f64| median(starts(u, m).into_iter().map(f).collect());
-    let (startup, reloc) = (|s: &UserStart| s.duration_us, |s: &UserStart| s.relocation_us.unwrap());
+    let med = |m: &str, f: fn(&DdlinkStart) -> f64| median(starts(u, m).into_iter().map(f).collect());
+    let (startup, reloc) = (|s: &DdlinkStart| s.duration_us, |s: &DdlinkStart| s.relocation_us.unwrap());
     println!(
         "guest ms: startup normal {:.1}, file-read {:.1}, skip {:.1}; relocation {:.2}, {:.2}, {:.2}",
         med("normal", startup) / 1e3,

@@ -1,4 +1,4 @@
-//! `bootlink finalize` and the finalize patches (kernel/patches 0006-0009)
+//! `bootlink finalize` and the finalize patches (kernel/patches 0005-0008)
 //! on the self-built kernel under QEMU: the same ftrace records, the same
 //! event formats and the same stack traces as the stock paths, for the
 //! 194-module set plus nfsv4, and test modules built against the kernel
@@ -51,7 +51,7 @@ const PROBE: &str = "run:/bin/cat /proc/sys/kernel/tainted; cd /sys/kernel/traci
 
 /// The probe's lines by kind and key: AFF module, FMT file, ENA.
 fn probe(r: &bootlink::run::results::Repetition) -> BTreeMap<String, String> {
-    let out = r.run_output.as_deref().unwrap_or_default();
+    let out = r.program().map(|p| p.output.as_str()).unwrap_or_default();
     let mut m = BTreeMap::new();
     for l in out.lines() {
         let mut w = l.splitn(3, ' ');
@@ -275,9 +275,9 @@ fn wrong_marks_fall_back_and_say_so() {
         ],
     );
     // Checked at load as before: bl_weak's weak function is disabled.
-    let out = r.run_output.as_deref().unwrap_or_default();
+    let out = r.program().map(|p| p.output.as_str()).unwrap_or_default();
     let invalid: usize = out.lines().next().unwrap_or_default().trim().parse().unwrap_or(0);
-    assert_eq!(invalid, 1, "invalid records listed: {:?}", r.run_output);
+    assert_eq!(invalid, 1, "invalid records listed: {:?}", r.program());
 }
 
 /// The finalize steps of module `m` (ms) in a repetition.

@@ -19,16 +19,16 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use bootlink::glibc::GlibcBuild;
+use bootlink::glibc::Report;
 
-fn build_json() -> GlibcBuild {
+fn build_json() -> Report {
     let o = common::TestCommand::new(&[&"glibc", &"build", &"--json"]).ok();
     serde_json::from_slice(&o.stdout).expect("glibc build --json")
 }
 
 /// The build, made (or found) once for every test here.
-fn built() -> &'static GlibcBuild {
-    static B: OnceLock<GlibcBuild> = OnceLock::new();
+fn built() -> &'static Report {
+    static B: OnceLock<Report> = OnceLock::new();
     B.get_or_init(|| {
         let b = build_json();
         println!(

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bootlink::error::Kind;
-use bootlink::glibc::{self, GlibcBuild, Options};
+use bootlink::glibc::{self, Options, Report};
 
 /// A stand-in for glibc's configure: writes a Makefile whose `all` makes a
 /// "libc.so.6" and whose `install` puts it and an "ld.so" under
@@ -152,7 +152,7 @@ fn a_malformed_series_is_refused_before_anything_is_fetched() {
     let cache = t.join("cache");
     let s = series(&t, &[("a.patch", &mode_patch("x"))]);
     std::fs::write(s.join("series"), "a.patch -p0\n").unwrap();
-    let e = glibc::build(&opts(&s, &cache)).unwrap_err();
+    let e = glibc::run(&opts(&s, &cache)).unwrap_err();
     assert_eq!(e.kind, Kind::Format, "{e}");
     assert_eq!(e.path.as_deref(), Some(s.join("series").as_path()), "{e}");
     assert!(e.to_string().contains("line 1") && e.to_string().contains("-p1"), "{e}");
@@ -169,7 +169,7 @@ fn a_missing_patch_file_is_named() {
     let cache = t.join("cache");
     let s = series(&t, &[]);
     std::fs::write(s.join("series"), "# ours\n0001-not-there.patch\n").unwrap();
-    let e = glibc::build(&opts(&s, &cache)).unwrap_err();
+    let e = glibc::run(&opts(&s, &cache)).unwrap_err();
     assert_eq!(e.kind, Kind::Io, "{e}");
     assert_eq!(e.path.as_deref(), Some(s.join("0001-not-there.patch").as_path()), "{e}");
     assert!(e.to_string().contains("no such file"), "{e}");
@@ -182,7 +182,7 @@ fn a_patch_that_does_not_apply_is_refused_with_patchs_reasons() {
     let t = common::tmpdir("glibc-noapply-series");
     let bad = "--- a/mode\n+++ b/mode\n@@ -1 +1 @@\n-nothing like this\n+x\n";
     let s = series(&t, &[("0001-good.patch", &mode_patch("still-ok")), ("0002-bad.patch", bad)]);
-    let e = glibc::build(&opts(&s, &cache)).unwrap_err();
+    let e = glibc::run(&opts(&s, &cache)).unwrap_err();
     assert_eq!(e.kind, Kind::Build, "{e}");
     assert_eq!(e.path.as_deref(), Some(s.join("0002-bad.patch").as_path()), "{e}");
     let msg = e.to_string();
@@ -202,7 +202,7 @@ fn a_failing_configure_or_make_names_the_log_and_quotes_it() {
     {
         let t = common::tmpdir(&format!("glibc-{mode}"));
         let s = series(&t, &[("0001-mode.patch", &mode_patch(mode))]);
-        let e = glibc::build(&opts(&s, &cache)).unwrap_err();
+        let e = glibc::run(&opts(&s, &cache)).unwrap_err();
         assert_eq!(e.kind, Kind::Build, "{e}");
         let log = e.path.clone().unwrap();
         assert_eq!(log.file_name().unwrap(), "build.log", "{e}");
@@ -217,7 +217,7 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     let Some(cache) = cache_with_fake("glibc-ok") else { return };
     let t = common::tmpdir("glibc-ok-series");
     let empty = series(&t, &[]);
-    let b: GlibcBuild = glibc::build(&opts(&empty, &cache)).unwrap();
+    let b: Report = glibc::run(&opts(&empty, &cache)).unwrap();
     assert!(!b.from_cache);
     assert_eq!(b.debian_version, installed_version());
     let keydir = cache.join("glibc").join(&b.key);
@@ -249,7 +249,7 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     assert_eq!(left, [".lock", "build.log", "done.json", "prefix"]);
 
     // Again: from the cache, at once, through the library and the binary.
-    let again = glibc::build(&opts(&empty, &cache)).unwrap();
+    let again = glibc::run(&opts(&empty, &cache)).unwrap();
     assert!(again.from_cache && again.key == b.key && again.seconds < 2.0, "{again:?}");
     assert!(b.build_seconds > 0.0 && again.build_seconds == b.build_seconds, "{again:?}");
     let log = std::fs::read_to_string(keydir.join("build.log")).unwrap();
@@ -282,17 +282,17 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
 
     // A patch makes another key, with its own prefix; a reworded patch does not.
     let patched = series(&t.join("p"), &[("0001-mode.patch", &mode_patch("patched"))]);
-    let p = glibc::build(&opts(&patched, &cache)).unwrap();
+    let p = glibc::run(&opts(&patched, &cache)).unwrap();
     assert_ne!(p.key, b.key);
     assert_eq!(p.patches, ["0001-mode.patch"]);
     assert_eq!(std::fs::read_to_string(p.libdir.join("libc.so.6")).unwrap(), "fake libc patched\n");
     let reworded = series(&t.join("r"), &[("0001-renamed.patch", &format!("Reworded.\n\n{}", mode_patch("patched")))]);
-    let r = glibc::build(&opts(&reworded, &cache)).unwrap();
+    let r = glibc::run(&opts(&reworded, &cache)).unwrap();
     assert!(r.from_cache && r.key == p.key, "{r:?}");
 
     // A prefix whose done marker is gone is not taken for a build.
     std::fs::remove_file(keydir.join("done.json")).unwrap();
-    let rebuilt = glibc::build(&opts(&empty, &cache)).unwrap();
+    let rebuilt = glibc::run(&opts(&empty, &cache)).unwrap();
     assert!(!rebuilt.from_cache && rebuilt.key == b.key);
 }
 
@@ -332,7 +332,7 @@ fn a_killed_build_leaves_nothing_that_looks_complete() {
     let keydir = log.parent().unwrap();
     assert!(keydir.join("build/libc.so.6.part").exists(), "the killed make's half-made file is there");
     // The next call starts the key over and finishes.
-    let b = glibc::build(&opts(&s, &cache)).unwrap();
+    let b = glibc::run(&opts(&s, &cache)).unwrap();
     assert!(!b.from_cache && keydir == cache.join("glibc").join(&b.key).as_path());
     assert!(!keydir.join("build").exists());
 }

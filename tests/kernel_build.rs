@@ -15,11 +15,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use bootlink::kbuild::Built;
+use bootlink::kbuild::Report;
 use bootlink::kmod::ModTree;
 use bootlink::lab::{Initramfs, QemuOptions, busybox, initramfs, qemu};
 
-fn build_json() -> Built {
+fn build_json() -> Report {
     let o = Command::new(common::bin())
         .args(["kernel", "build", "--json"])
         .env("BOOTLINK_QUIET", "1")
@@ -30,8 +30,8 @@ fn build_json() -> Built {
 }
 
 /// The build, made (or found in the cache) once per test run.
-fn built() -> &'static Built {
-    static B: OnceLock<Built> = OnceLock::new();
+fn built() -> &'static Report {
+    static B: OnceLock<Report> = OnceLock::new();
     B.get_or_init(|| {
         let b = build_json();
         println!("kernel build: {} ({} in {:.1} s)", b.release, if b.cached { "cached" } else { "built" }, b.seconds);

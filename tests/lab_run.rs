@@ -113,14 +113,15 @@ fn every_module_of_the_set_loads_with_its_phases() {
 }
 
 /// Two boots of the same variant in deterministic mode measure the same:
-/// -icount on the pinned guest CPU (`qemu::CPU_MODEL`) leaves nothing to
+/// -icount on the pinned guest CPU (`Target::x86_64().cpu_model`) leaves nothing to
 /// chance, so every figure — the totals, and each module's load time and
 /// each of its phases — agrees within 0.1 % (docs/reproducibility.md).
 #[test]
 fn deterministic_repetitions_agree() {
     const TOLERANCE_PCT: f64 = 0.1;
     let l = lab();
-    assert_eq!(l.run.cpu_model, bootlink::lab::qemu::CPU_MODEL, "run.json records the guest CPU");
+    assert_eq!(l.run.cpu_model, bootlink::lab::target::Target::x86_64().cpu_model, "run.json records the guest CPU");
+    assert_eq!((l.run.machine.as_str(), l.run.arch.as_str()), ("pc", "x86-64"), "run.json records the machine");
     let d = |x: f64, y: f64| if x == y { 0.0 } else { (x - y).abs() / x.abs().max(y.abs()) * 100.0 };
     let mut figures = 0;
     let mut worst = (0.0, String::new());
@@ -483,7 +484,7 @@ fn a_variant_runs_a_dynamic_program_in_the_guest() {
     ]);
     assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
     let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
-    let out = run.variants[0].repetitions[0].run_output.clone().expect("the program's output");
+    let out = run.variants[0].repetitions[0].program().expect("the program's output").output.clone();
     println!("{out}");
     for want in ["libc.so.6", "libselinux.so.1", "ld-linux-x86-64.so.2", "RUN-EXIT 0"] {
         assert!(out.lines().any(|l| l.trim() == want), "{want} missing from:\n{out}");

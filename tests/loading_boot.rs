@@ -1,5 +1,5 @@
 //! Duplicate-free, parallel module loading on the self-built kernel under
-//! QEMU (kernel/patches 0010-0011 and the batch loader in loader/):
+//! QEMU (kernel/patches 0009-0010 and the batch loader in loader/):
 //! - a duplicate-request storm (one kmod insmod worker per CPU over the same
 //!   set) reads each module once with module.dedup on, and wastes reads and
 //!   vmalloc with it off (the stock path, same build) and on Debian's 6.1;
@@ -46,7 +46,7 @@ fn stat(s: &Storm, name: &str) -> i64 {
 
 fn storm_of<'a>(run: &'a Run, variant: &str) -> &'a Storm {
     let v = run.variants.iter().find(|v| v.name == variant).unwrap();
-    v.repetitions[0].storm.as_ref().unwrap_or_else(|| panic!("{variant}: no storm figures"))
+    v.repetitions[0].storm().unwrap_or_else(|| panic!("{variant}: no storm figures"))
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
 fn check_batch_run(run: &Run, tree: &ModTree, n: usize) {
     for v in &run.variants {
         let r = &v.repetitions[0];
-        let l = r.loader.as_ref().unwrap_or_else(|| panic!("{}: no loader report", v.name));
+        let l = r.loader().unwrap_or_else(|| panic!("{}: no loader report", v.name));
         assert_eq!(l.exit, 0, "{}: {:?}", v.name, l.not_loaded);
         assert_eq!(l.load_calls as usize, n, "{}: one finit_module per module", v.name);
         assert!(l.duplicates.is_empty(), "{}: loaded twice: {:?}", v.name, l.duplicates);

@@ -88,7 +88,7 @@ fn section_range(vmlinux: &std::path::Path) -> (usize, usize) {
     use object::read::{Object, ObjectSection};
     let data = std::fs::read(vmlinux).unwrap();
     let f = object::File::parse(&*data).unwrap();
-    let s = f.section_by_name("__modhashes").expect("a kernel with kernel/patches 0012");
+    let s = f.section_by_name("__modhashes").expect("a kernel with kernel/patches 0011");
     let (off, size) = s.file_range().unwrap();
     (off as usize, size as usize)
 }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::sync::OnceLock;
 
-use bootlink::run::results::{Run, UserSpace, UserStart};
+use bootlink::run::results::{OrderStart, OrderStarts, Run};
 use common::TestCommand;
 
 struct Booted {
@@ -35,13 +35,13 @@ fn booted() -> &'static Booted {
     })
 }
 
-fn userspace(b: &Booted) -> &UserSpace {
+fn userspace(b: &Booted) -> &OrderStarts {
     let v = &b.run.variants[0];
     assert_eq!(v.repetitions.len(), 1);
-    v.repetitions[0].userspace.as_ref().expect("the repetition has the program's starts")
+    v.repetitions[0].order().expect("the repetition has the program's starts")
 }
 
-fn start<'a>(u: &'a UserSpace, mode: &str) -> &'a UserStart {
+fn start<'a>(u: &'a OrderStarts, mode: &str) -> &'a OrderStart {
     u.starts.iter().find(|s| s.mode == mode).unwrap_or_else(|| panic!("no start {mode}"))
 }
 
@@ -52,7 +52,8 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
     assert!(b.out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&b.out), common::stderr(&b.out));
     assert!(!b.run.partial);
     let u = userspace(b);
-    assert_eq!(u.kind(), "order");
+    let tags: Vec<&str> = b.run.variants[0].repetitions[0].workloads.iter().map(|w| w.name()).collect();
+    assert_eq!(tags.iter().filter(|t| **t == "order").count(), 1, "run.json tags the starts order: {tags:?}");
     // 3 block sizes x readahead 0 and default x 2 builds, once each.
     assert_eq!(u.starts.len(), 12, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     let out = &u.starts[0].output;
@@ -96,7 +97,7 @@ fn python_reordered_and_bolted_starts_fault_less() {
     let (_, out, run) = common::boot_without_modules("order-boot-python", "p=order:python-4k,starts:1");
     print!("{}", common::stdout(&out));
     assert!(out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&out), common::stderr(&out));
-    let u = run.variants[0].repetitions[0].userspace.as_ref().expect("the python starts");
+    let u = run.variants[0].repetitions[0].order().expect("the python starts");
     // 1 block size x readahead 0 and default x 4 builds.
     assert_eq!(u.starts.len(), 8, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     for s in &u.starts {

@@ -93,7 +93,7 @@ fn is_counter(name: &str) -> bool {
 }
 
 fn storms<'a>(s: &'a Series) -> Vec<&'a Storm> {
-    s.variant.repetitions.iter().filter_map(|r| r.storm.as_ref()).collect()
+    s.variant.repetitions.iter().filter_map(|r| r.storm()).collect()
 }
 
 /// The storm figures of every series that has some.
@@ -165,8 +165,8 @@ fn stat_value(s: &Storm, name: &str) -> Option<f64> {
 pub fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
     let mut out = Vec::new();
     for s in series {
-        let reps: Vec<&Repetition> = s.variant.repetitions.iter().filter(|r| r.loader.is_some()).collect();
-        let ls: Vec<_> = reps.iter().filter_map(|r| r.loader.as_ref()).collect();
+        let reps: Vec<&Repetition> = s.variant.repetitions.iter().filter(|r| r.loader().is_some()).collect();
+        let ls: Vec<_> = reps.iter().filter_map(|r| r.loader()).collect();
         if ls.is_empty() {
             continue;
         }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::run::order::{OrderTable, goals, tables};
+use crate::run::order::{OrderTable, headline, tables};
 use crate::run::results::Run;
 use crate::table::ms;
 
@@ -73,7 +73,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
             );
         }
         o.push_str("</table><ul class=\"note\">");
-        for g in goals(t) {
+        for g in headline(t) {
             let _ = write!(o, "<li>{}</li>", esc(&g));
         }
         o.push_str("</ul>");

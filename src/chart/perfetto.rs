@@ -11,10 +11,10 @@
 
 use std::fmt::Write;
 
-use crate::run::results::{Initcall, ModuleLoad, Process, Repetition, Run, USER_MODES, UserSpace, UserStart};
+use crate::run::results::{DdlinkStart, Initcall, ModuleLoad, OrderStart, Process, Repetition, Run, USER_MODES};
 
 use super::svg::segments;
-use super::svg::userspace::{inner_spans as user_spans, process_lanes};
+use super::svg::userspace::{StartBar, process_lanes, program_name};
 use crate::run::model;
 
 /// Threads per kind per repetition: overlapping slices go to further lanes.
@@ -183,51 +183,79 @@ fn module_slices(t: &mut Trace, pid: u64, tid: u64, m: &ModuleLoad) {
     }
 }
 
-/// A program started under DDLink's ld.so: a track per loader mode
-/// ("ddlink MODE"), each start a slice with ld.so's part and its
-/// relocation nested inside. Thread ids come from `next`.
-fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, next: &mut u64) {
-    let program = u.command.split_whitespace().nth(1).unwrap_or(&u.command);
-    let program = program.rsplit('/').next().unwrap_or(program);
+/// A start's own arguments in its Perfetto slice.
+trait SliceArgs: StartBar {
+    fn args(&self, args: &mut String);
+}
+
+impl SliceArgs for DdlinkStart {
+    fn args(&self, args: &mut String) {
+        for (k, v) in [
+            ("ld_so_us", self.loader_us),
+            ("load_objects_us", self.load_objects_us),
+            ("relocation_us", self.relocation_us),
+        ] {
+            if let Some(v) = v {
+                let _ = write!(args, r#","{k}":{}"#, num(v));
+            }
+        }
+        if let Some(l) = self.lookups {
+            let _ = write!(args, r#","symbol_lookups":{l}"#);
+        }
+        let _ = write!(args, r#","decision":{}"#, js(&self.decision));
+    }
+}
+
+impl SliceArgs for OrderStart {
+    fn args(&self, args: &mut String) {
+        for (k, v) in [
+            ("major_faults", self.major_faults),
+            ("minor_faults", self.minor_faults),
+            ("read_bytes", self.read_bytes),
+            ("read_requests", self.read_requests),
+        ] {
+            if let Some(v) = v {
+                let _ = write!(args, r#","{k}":{v}"#);
+            }
+        }
+    }
+}
+
+/// A program's starts (`what`: the workload, "ddlink" or "order"): a track
+/// per mode ("ddlink MODE"), each start a slice with ld.so's part and its
+/// relocation nested inside, or its time-to-UI instant. Thread ids come
+/// from `next`.
+#[allow(clippy::too_many_arguments)]
+fn user_tracks<S: SliceArgs>(
+    t: &mut Trace,
+    pid: u64,
+    sort: u64,
+    tag: &str,
+    what: &str,
+    command: &str,
+    starts: &[S],
+    next: &mut u64,
+) {
+    let program = program_name(command);
     let mut modes: Vec<&str> = USER_MODES.to_vec();
-    for s in &u.starts {
+    for s in starts {
         if !modes.contains(&s.mode.as_str()) {
             modes.push(&s.mode);
         }
     }
     for m in modes {
-        let starts: Vec<&UserStart> = u.starts.iter().filter(|s| s.mode == m).collect();
-        if starts.is_empty() {
+        let row: Vec<&S> = starts.iter().filter(|s| s.mode == m).collect();
+        if row.is_empty() {
             continue;
         }
         let tid = *next;
         *next += 1;
-        for s in starts {
+        for s in row {
             let mut args = format!(r#""mode":{},"exit":{}"#, js(&s.mode), s.exit);
-            for (k, v) in
-                [("ld_so_us", s.loader_us), ("load_objects_us", s.load_objects_us), ("relocation_us", s.relocation_us)]
-            {
-                if let Some(v) = v {
-                    let _ = write!(args, r#","{k}":{}"#, num(v));
-                }
-            }
-            if let Some(l) = s.lookups {
-                let _ = write!(args, r#","symbol_lookups":{l}"#);
-            }
-            let _ = write!(args, r#","decision":{}"#, js(&s.decision));
-            for (k, v) in [
-                ("major_faults", s.major_faults),
-                ("minor_faults", s.minor_faults),
-                ("read_bytes", s.read_bytes),
-                ("read_requests", s.read_requests),
-            ] {
-                if let Some(v) = v {
-                    let _ = write!(args, r#","{k}":{v}"#);
-                }
-            }
+            s.args(&mut args);
             let name = format!("{program} ({} #{})", s.mode, s.index + 1);
             t.slice(&name, "ddlink", s.start_us, s.duration_us, pid, tid, &args);
-            let (ldso, reloc) = user_spans(s);
+            let (ldso, reloc) = s.spans();
             let margs = format!(r#""mode":{}"#, js(&s.mode));
             if let Some((a, d)) = ldso {
                 t.slice("ld.so", "ddlink-loader", a, d, pid, tid, &margs);
@@ -235,7 +263,7 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
             if let Some((a, d)) = reloc {
                 t.slice("relocation", "ddlink-loader", a, d, pid, tid, &margs);
             }
-            if let Some(ui) = s.ui_us {
+            if let Some(ui) = s.ui_us() {
                 let args = format!(r#""mode":{},"time_to_ui_us":{}"#, js(&s.mode), num(ui));
                 t.instant(
                     &format!("UI: {program} ({} #{})", s.mode, s.index + 1),
@@ -247,7 +275,6 @@ fn user_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, u: &UserSpace, nex
                 );
             }
         }
-        let what = u.kind();
         t.meta("thread_name", pid, tid, &format!("{tag}{what} {m}"));
         t.sort("thread_sort_index", pid, tid, sort);
     }
@@ -287,9 +314,12 @@ fn repetition(t: &mut Trace, pid: u64, k: usize, n: usize, rep: &Repetition, nex
     initcalls(t, pid, base, &format!("{tag}initcalls"), &builtin);
     let inits: Vec<&Initcall> = model::module_inits(rep).collect();
     initcalls(t, pid, base + 2 * LANES, &format!("{tag}module init"), &inits);
-    if let Some(u) = &rep.userspace {
-        // After the kernel's tracks of this repetition.
-        user_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, u, next);
+    // After the kernel's tracks of this repetition.
+    if let Some(u) = rep.ddlink() {
+        user_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, "ddlink", &u.command, &u.starts, next);
+    }
+    if let Some(u) = rep.order() {
+        user_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, "order", &u.command, &u.starts, next);
     }
     process_tracks(t, pid, base + TIDS_PER_REP - 1, &tag, &rep.processes, next);
 

@@ -65,7 +65,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::run::results::{Process, Starts, UserSpace, UserStart};
+    use crate::run::results::{OrderStart, OrderStarts, Process, Start, WorkloadResult};
     use crate::run::userspace::tests::run;
 
     fn process(pid: u32, parent: u32, name: &str, t: f64, end: Option<f64>) -> Process {
@@ -78,7 +78,7 @@ mod tests {
         // running at the end), two insmods one after the other.
         let mut plain = run();
         let rep = &mut plain.variants[0].repetitions[0];
-        rep.userspace = None;
+        rep.workloads.clear();
         rep.processes = vec![
             process(1, 0, "init", 1_000_000.0, None),
             process(60, 1, "sh", 1_100_000.0, None),
@@ -112,19 +112,21 @@ mod tests {
         // Reordering's starts: a time-to-UI mark inside each bar, an instant in Perfetto.
         let mut ord = run();
         let starts = (0..2)
-            .map(|k| UserStart {
-                mode: "unordered/4k/ra0".into(),
-                index: k,
-                start_us: 2_000_000.0 + k as f64 * 400_000.0,
-                duration_us: 300_000.0,
-                exit: 0,
+            .map(|k| OrderStart {
+                start: Start {
+                    mode: "unordered/4k/ra0".into(),
+                    index: k,
+                    start_us: 2_000_000.0 + k as f64 * 400_000.0,
+                    duration_us: 300_000.0,
+                    exit: 0,
+                    output: "checksum 1".into(),
+                },
                 ui_us: Some(290_000.0),
-                output: "checksum 1".into(),
                 ..Default::default()
             })
             .collect();
-        ord.variants[0].repetitions[0].userspace =
-            Some(UserSpace::Order(Starts { command: "synth: a vs b".into(), starts, ..Default::default() }));
+        ord.variants[0].repetitions[0].workloads =
+            vec![WorkloadResult::Order(OrderStarts { command: "synth: a vs b".into(), starts })];
         let svg = super::super::render_svg(std::slice::from_ref(&ord));
         assert_eq!(svg.matches(r#"<rect class="tl-ui" data-ui-us="290000""#).count(), 2, "{svg}");
         assert!(svg.contains("time to UI (first output line): 290 ms") && svg.contains("UI 290 ms"), "{svg}");

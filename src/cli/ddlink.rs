@@ -111,7 +111,7 @@ pub enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<String>,
     },
-    /// Generate and build the seed's case: a program with 12 libraries and ~200,000 symbols
+    /// Generate and build the synthetic case: a program with 12 libraries and ~200,000 symbols
     /// whose startup relocation is symbol lookups (cached by content)
     Synth {
         #[arg(long, default_value_t = 12)]
@@ -145,7 +145,7 @@ fn parse_address(s: &str) -> Result<u64, String> {
 fn loader_or_default(loader: Option<PathBuf>) -> Result<PathBuf, Error> {
     match loader {
         Some(l) => Ok(l),
-        None => Ok(glibc::build(&glibc::Options::defaults())?.ld_so),
+        None => Ok(glibc::run(&glibc::Options::defaults())?.ld_so),
     }
 }
 

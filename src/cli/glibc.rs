@@ -30,19 +30,11 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     let mut opts = glibc::Options::defaults();
     opts.series = series.unwrap_or(opts.series);
     opts.jobs = jobs.unwrap_or(opts.jobs);
-    let b = glibc::build(&opts)?;
+    let report = glibc::run(&opts)?;
     if json {
-        print_json(&b);
+        print_json(&report);
     } else {
-        println!("key             {}", b.key);
-        println!("debian_version  {}", b.debian_version);
-        println!("prefix          {}", b.prefix.display());
-        println!("ld_so           {}", b.ld_so.display());
-        println!("libdir          {}", b.libdir.display());
-        println!("from_cache      {}", b.from_cache);
-        println!("patches         {}", if b.patches.is_empty() { "(none)".into() } else { b.patches.join(" ") });
-        println!("seconds         {:.1}", b.seconds);
-        println!("build_seconds   {:.1}", b.build_seconds);
+        print!("{}", report.render());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -46,24 +46,11 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
     opts.config = config.unwrap_or(opts.config);
     opts.jobs = jobs.unwrap_or(opts.jobs);
-    let b = kbuild::build(&opts)?;
+    let report = kbuild::run(&opts)?;
     if json {
-        print_json(&b);
+        print_json(&report);
     } else {
-        let how = if b.cached { "cached" } else { "built" };
-        println!(
-            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es))",
-            b.release,
-            b.seconds,
-            b.source_package,
-            b.source_version,
-            b.patches.len()
-        );
-        println!("vmlinux   {}", b.vmlinux.display());
-        println!("bzImage   {}", b.bzimage.display());
-        println!("config    {}", b.config.display());
-        println!("modules   {}", b.modules.display());
-        println!("key       {} (certificate {})", b.signing_key.display(), b.signing_cert.display());
+        print!("{}", report.render());
     }
     Ok(ExitCode::SUCCESS)
 }

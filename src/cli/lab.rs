@@ -64,6 +64,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let req = match a.scenario {
         Some(file) => lab::scenario_file::load(&file, a.output)?.with_variants(variants),
         None => lab::setup::Request {
+            target: lab::target::Target::default(),
             kernel: a.kernel,
             modules_dir: a.modules,
             set: a.set,

@@ -57,7 +57,7 @@ pub enum Cmd {
         #[command(flatten)]
         t: TraceArgs,
     },
-    /// The seed's test end to end: generate and build a program of FUNCTIONS small functions
+    /// The synthetic test end to end: generate and build a program of FUNCTIONS small functions
     /// of which STARTUP run at startup, trace it, order it, relink it with every installed
     /// linker, check its output, count blocks
     Synth {

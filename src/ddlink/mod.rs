@@ -4,7 +4,7 @@
 //! against the files and writes the cache the loader reads instead of
 //! searching the scope (`write`, `format`); `run` profiles, verifies and
 //! reports the loader's decision; `measure` times startup in each mode;
-//! `synth` generates the seed's case (12 libraries, ~200,000 symbols).
+//! `synth` generates the synthetic case (12 libraries, ~200,000 symbols).
 
 pub mod format;
 pub mod measure;

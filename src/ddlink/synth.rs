@@ -1,4 +1,4 @@
-//! The seed's case, generated: a program with many shared libraries and
+//! DDLink's synthetic case, generated: a program with many shared libraries and
 //! many symbols whose startup relocation is dominated by symbol lookups
 //! ("12 libraries, ~200,000 symbols, relocation 1,900 ms → 300 ms"), built
 //! with the real gcc and GNU ld, deterministic, cached by content.
@@ -107,7 +107,7 @@ const MAIN_LIBC_LOOKUPS: usize = 6;
 /// Debian 12's glibc 2.36 (another glibc differs by a few).
 const SYSTEM_LOOKUPS: usize = 91;
 
-/// What to generate. `Default` is the seed's case.
+/// What to generate. `Default` is the standard case (12 libraries, 200,000 symbols).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SynthSpec {
     /// Shared libraries, `libsynth00.so` up.
@@ -231,7 +231,7 @@ impl Manifest {
 /// the generator predicts), so a killed build leaves nothing that looks
 /// complete. An `out_dir` that holds another case (or nothing) is
 /// replaced; one that holds anything else is refused. Cached cases stay
-/// until removed (the seed's is about 60 MB; a generator change makes new
+/// until removed (the default case's is about 60 MB; a generator change makes new
 /// keys and leaves the old cases unused).
 pub fn build(spec: &SynthSpec, out_dir: Option<&Path>) -> Result<SynthCase> {
     spec.check()?;

@@ -10,7 +10,7 @@
 //! hash of the Debian version and its `.dsc`, the series' diffs in order,
 //! the configure arguments and [`RECIPE`]: `prefix/` (the install prefix,
 //! baked into ld.so, so one per key), `build.log`, and `done.json` (this
-//! build's [`GlibcBuild`]), written last. While building it also holds
+//! build's [`Report`]), written last. While building it also holds
 //! `src/` and `build/` (removed when done; ccache keeps a rebuild fast).
 //! Without `done.json` nothing in the directory counts: the next call
 //! starts that key over.
@@ -56,9 +56,9 @@ impl Options {
     }
 }
 
-/// A finished build.
+/// A finished build, what `bootlink glibc build` prints (`--json`: this).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GlibcBuild {
+pub struct Report {
     /// The cache key (hex), the name of the build's directory.
     pub key: String,
     /// The version of Debian's glibc built (the installed libc6's).
@@ -79,6 +79,33 @@ pub struct GlibcBuild {
     /// original build's).
     #[serde(default)]
     pub build_seconds: f64,
+}
+
+impl Report {
+    /// What `bootlink glibc build` prints: one `name value` line per field.
+    pub fn render(&self) -> String {
+        let patches = if self.patches.is_empty() { "(none)".to_string() } else { self.patches.join(" ") };
+        format!(
+            "key             {}\ndebian_version  {}\nprefix          {}\nld_so           {}\nlibdir          {}\n\
+             from_cache      {}\npatches         {patches}\nseconds         {:.1}\nbuild_seconds   {:.1}\n",
+            self.key,
+            self.debian_version,
+            self.prefix.display(),
+            self.ld_so.display(),
+            self.libdir.display(),
+            self.from_cache,
+            self.seconds,
+            self.build_seconds
+        )
+    }
+}
+
+/// The former name of [`Report`], kept for callers on other branches.
+pub type GlibcBuild = Report;
+
+/// The former name of [`run`], kept for callers on other branches.
+pub fn build(opts: &Options) -> Result<Report> {
+    run(opts)
 }
 
 /// The cache key: the recipe and `configparms`, the Debian version and its
@@ -102,13 +129,13 @@ pub fn cache_key(version: &str, dsc: &[u8], series: &Series) -> String {
 }
 
 /// The complete build in `keydir`, if there is one.
-fn done(keydir: &Path, key: &str) -> Option<GlibcBuild> {
-    let b: GlibcBuild = serde_json::from_slice(&std::fs::read(keydir.join(DONE)).ok()?).ok()?;
+fn done(keydir: &Path, key: &str) -> Option<Report> {
+    let b: Report = serde_json::from_slice(&std::fs::read(keydir.join(DONE)).ok()?).ok()?;
     (b.key == key && b.ld_so.is_file() && b.libdir.join("libc.so.6").is_file()).then_some(b)
 }
 
 /// Build (or find in the cache) Debian's glibc with the series.
-pub fn build(opts: &Options) -> Result<GlibcBuild> {
+pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let series = Series::read(&opts.series)?;
     let cache = std::path::absolute(&opts.cache).map_err(|e| Error::io(&opts.cache, e))?;
@@ -122,7 +149,7 @@ pub fn build(opts: &Options) -> Result<GlibcBuild> {
     let dsc_bytes = std::fs::read(&dsc).map_err(|e| Error::io(&dsc, e))?;
     let key = cache_key(&version, &dsc_bytes, &series);
     let keydir = glibc.join(&key);
-    let hit = |mut b: GlibcBuild| {
+    let hit = |mut b: Report| {
         b.from_cache = true;
         b.seconds = t0.elapsed().as_secs_f64();
         b
@@ -171,7 +198,7 @@ pub fn build(opts: &Options) -> Result<GlibcBuild> {
     progress::status(&format!("building glibc {version} in {} (log: {})", builddir.display(), log.display()));
     build::build_and_install(&env, &configure, &prefix)?;
     let libdir = prefix.join("lib");
-    let built = GlibcBuild {
+    let built = Report {
         key: key.clone(),
         debian_version: version,
         ld_so: libdir.join(LD_SO),
@@ -188,7 +215,7 @@ pub fn build(opts: &Options) -> Result<GlibcBuild> {
     // them again quickly.
     build::remove_tree(&builddir)?;
     build::remove_tree(&src)?;
-    Ok(GlibcBuild { seconds: t0.elapsed().as_secs_f64(), ..built })
+    Ok(Report { seconds: t0.elapsed().as_secs_f64(), ..built })
 }
 
 /// Remove what an unfinished build of this key left: a marker that no

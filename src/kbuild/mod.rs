@@ -71,9 +71,11 @@ impl Options {
     }
 }
 
-/// A finished build: every path in its output directory.
+/// A finished build, what `bootlink kernel build` prints (`--json`: this,
+/// as the build.json beside its vmlinux holds it): every path in its
+/// output directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Built {
+pub struct Report {
     pub dir: PathBuf,
     pub release: String,
     pub vmlinux: PathBuf,
@@ -105,6 +107,37 @@ pub struct Built {
     pub tree: PathBuf,
 }
 
+impl Report {
+    /// What `bootlink kernel build` prints: the release, how it was got,
+    /// and its paths.
+    pub fn render(&self) -> String {
+        let how = if self.cached { "cached" } else { "built" };
+        format!(
+            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es))\n\
+             vmlinux   {}\nbzImage   {}\nconfig    {}\nmodules   {}\nkey       {} (certificate {})\n",
+            self.release,
+            self.seconds,
+            self.source_package,
+            self.source_version,
+            self.patches.len(),
+            self.vmlinux.display(),
+            self.bzimage.display(),
+            self.config.display(),
+            self.modules.display(),
+            self.signing_key.display(),
+            self.signing_cert.display()
+        )
+    }
+}
+
+/// The former name of [`Report`], kept for callers on other branches.
+pub type Built = Report;
+
+/// The former name of [`run`], kept for callers on other branches.
+pub fn build(opts: &Options) -> Result<Report> {
+    run(opts)
+}
+
 /// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
 /// read from the build.json beside it (what `--bzimage` replays the boot
 /// image's chain in). A usage error when there is none.
@@ -118,7 +151,7 @@ pub fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
         )
     };
     let text = std::fs::read(&json).map_err(|_| no_tree())?;
-    let built: Built = serde_json::from_slice(&text).map_err(|e| Error::json(&json, e))?;
+    let built: Report = serde_json::from_slice(&text).map_err(|e| Error::json(&json, e))?;
     if built.tree.as_os_str().is_empty() {
         return Err(no_tree());
     }
@@ -149,7 +182,7 @@ pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -
 }
 
 /// Build (or find in the cache) the kernel.
-pub fn build(opts: &Options) -> Result<Built> {
+pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
     let series = Series::read_stacked(&opts.series, &lab)?;
@@ -162,7 +195,7 @@ pub fn build(opts: &Options) -> Result<Built> {
     let key = cache_key(&version, &fragment_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
-    let tree_holds = |b: &Built| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
@@ -177,7 +210,7 @@ pub fn build(opts: &Options) -> Result<Built> {
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // Another process may have built it while we waited.
-    let tree_holds = |b: &Built| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
@@ -268,7 +301,7 @@ pub fn build(opts: &Options) -> Result<Built> {
     copy(&obj.join(".config"), &format!("config-{release}"))?;
     copy(&signing.pem, "module-signing.pem")?;
     copy(&signing.cert, "module-signing.crt")?;
-    let mut built = Built {
+    let mut built = Report {
         dir: out.clone(),
         release: release.clone(),
         vmlinux: out.join("vmlinux"),
@@ -349,9 +382,9 @@ fn prune_objects(kbuild: &Path, current: &Path, keep: usize) {
 }
 
 /// A complete earlier build in `out`, if there is one.
-fn cached(out: &Path) -> Option<Built> {
+fn cached(out: &Path) -> Option<Report> {
     let text = std::fs::read(out.join("build.json")).ok()?;
-    let b: Built = serde_json::from_slice(&text).ok()?;
+    let b: Report = serde_json::from_slice(&text).ok()?;
     (b.vmlinux.is_file() && b.modules.is_dir()).then_some(b)
 }
 
@@ -413,6 +446,43 @@ fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_prints_the_paths_and_reads_back_from_its_json() {
+        let d = PathBuf::from("/c/kernel/k1");
+        let r = Report {
+            dir: d.clone(),
+            release: "6.1.192".into(),
+            vmlinux: d.join("vmlinux"),
+            bzimage: d.join("bzImage"),
+            system_map: d.join("System.map"),
+            module_symvers: d.join("Module.symvers"),
+            config: d.join("config"),
+            modules: d.join("lib/modules/6.1.192"),
+            signing_key: "/c/keys/signing.pem".into(),
+            signing_cert: "/c/keys/signing.crt".into(),
+            key: "k1".into(),
+            source_package: "linux-source-6.1".into(),
+            source_version: "6.1.192-1".into(),
+            patches: vec!["0001-a.patch".into(), "0002-b.patch".into()],
+            config_fragment: "lab.config".into(),
+            seconds: 0.04,
+            cached: true,
+            tree: "/c/kernel/obj".into(),
+        };
+        let text = r.render();
+        assert!(
+            text.starts_with("kernel    6.1.192 (cached in 0.0 s; linux-source-6.1 6.1.192-1, 2 patch(es))\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nvmlinux   /c/kernel/k1/vmlinux\n")
+                && text.ends_with("(certificate /c/keys/signing.crt)\n")
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.key, back.tree, back.cached), (r.key, r.tree, true));
+    }
 
     const MAIL: &str = "From: a <a@localhost>\nSubject: [PATCH 1/2] x\n\nWhy: 3 ms.\n\nSigned-off-by: a <a@localhost>\n---\n\
                         diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n";

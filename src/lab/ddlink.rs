@@ -4,7 +4,7 @@
 //! from a cache) and Relocation Skip Mode (prelinked images bind-mounted
 //! over the libraries, relocation skipped), a few times each.
 //!
-//! On the host: the program (the seed's case from `ddlink synth`, or any
+//! On the host: the program (the synthetic case from `ddlink synth`, or any
 //! host program) is profiled under the patched ld.so, and two portable
 //! caches are written (`ddlink write --portable`: files identified by name,
 //! size, mtime in seconds and build ID, since the initramfs gives them new
@@ -28,7 +28,7 @@ use crate::ddlink::measure::stat_value;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::dmesg;
-use crate::run::results::{Starts, USER_MODES, UserSpace};
+use crate::run::results::{DdlinkStart, DdlinkStarts, USER_MODES};
 
 pub const SECTION: &str = "@@@ bootlink ddlink @@@";
 pub const END: &str = "@@@ bootlink ddlink end @@@";
@@ -40,7 +40,7 @@ const IMAGES: &str = "/bootlink-ddlink/images";
 /// Scratch space in the guest: each start's output and ld.so's debug files.
 const SCRATCH: &str = "/tmp/bootlink-ddlink";
 
-/// The seed's case as the lab starts it by default: 12 libraries, 50,000
+/// The synthetic case as the lab starts it by default: 12 libraries, 50,000
 /// symbols (a quarter of `ddlink synth`'s default: its files go into the
 /// initramfs twice, as libraries and as prelinked images).
 pub const DEFAULT_SYMBOLS: usize = 50_000;
@@ -122,7 +122,7 @@ pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
         return Err(Error::new(Kind::Usage, "ddlink: starts must be at least 1"));
     }
     spec.check()?;
-    let loader = crate::glibc::build(&crate::glibc::Options::defaults())?.ld_so;
+    let loader = crate::glibc::run(&crate::glibc::Options::defaults())?.ld_so;
     let (program, args) = match &spec.program {
         Program::Synth { symbols } => {
             let s = ddlink::synth::SynthSpec { symbols: *symbols, ..Default::default() };
@@ -238,7 +238,7 @@ pub fn script(p: &Prepared) -> String {
     s
 }
 
-/// The command line a [`UserSpace`] records.
+/// The command line a [`DdlinkStarts`] records.
 pub fn label(p: &Prepared) -> String {
     let mut words = vec![p.loader.display().to_string(), p.program.display().to_string()];
     words.extend(p.args.iter().cloned());
@@ -266,7 +266,7 @@ pub fn tsc_mhz(dmesg_text: &str) -> Option<f64> {
 /// The starts of one boot: the section /init printed (`main`, the framed
 /// console output) and the markers in the kernel log. None when the boot
 /// printed no section.
-pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
+pub fn parse(main: &str, dmesg_text: &str) -> Option<DdlinkStarts> {
     let (_, rest) = main.split_once(SECTION)?;
     let text = rest.split_once(END).map(|(a, _)| a).unwrap_or(rest);
     let mhz = tsc_mhz(dmesg_text);
@@ -293,7 +293,10 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             cur.2.push('\n');
         }
     }
-    let mut starts = crate::run::userspace::marked_starts(dmesg_text, "bootlink: ddlink ");
+    let mut starts: Vec<DdlinkStart> = crate::run::userspace::marked_starts(dmesg_text, "bootlink: ddlink ")
+        .into_iter()
+        .map(|(start, _)| DdlinkStart { start, ..Default::default() })
+        .collect();
     // ld.so prints cycles (rdtsc) with the last digit dropped (glibc 2.36).
     let us = |cycles: Option<u64>| Some(cycles? as f64 * 10.0 / mhz?);
     for s in &mut starts {
@@ -305,13 +308,13 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
         s.lookups = stat_value(debug, "final number of relocations:");
         s.decision = ddlink::run::ddlink_lines(debug).map(str::trim).collect::<Vec<_>>().join("; ");
     }
-    Some(UserSpace::Ddlink(Starts { command: String::new(), tsc_mhz: mhz, starts }))
+    Some(DdlinkStarts { command: String::new(), tsc_mhz: mhz, starts })
 }
 
 /// What a boot's starts must show: every mode `starts` times, each exited
 /// 0, File Read Mode and Skip Mode taken by the loader (its decision line),
 /// the same output in every start. One line per problem.
-pub fn problems(u: &UserSpace, starts: usize) -> Vec<String> {
+pub fn problems(u: &DdlinkStarts, starts: usize) -> Vec<String> {
     let mut out = Vec::new();
     for mode in USER_MODES {
         let n = u.starts.iter().filter(|s| s.mode == *mode).count();

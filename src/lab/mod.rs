@@ -6,13 +6,15 @@
 //! - [`busybox`]: a static busybox from Debian's `busybox-static`, cached;
 //! - [`initramfs`]: busybox, applet links, a generated `/init` that frames
 //!   the caller's output with marker lines, and any extra files;
-//! - [`qemu`]: boot a kernel under `qemu-system-x86_64 -accel tcg`, capture
-//!   the serial console, time it, and tell a clean power-off from a panic;
+//! - [`target`]: what a run boots on: the emulator, machine, pinned CPU
+//!   model, console and kernel images of an architecture;
+//! - [`qemu`]: boot a kernel under QEMU (TCG) on a target, capture the
+//!   serial console, time it, and tell a clean power-off from a panic;
 //! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
 //!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
 //!   batch loader from `loader/` and reads its report;
-//! - [`order`]: function reordering on emulated slow flash: the seed's
-//!   synthetic program, unordered and reordered, started cold from SquashFS.
+//! - [`order`]: function reordering on emulated slow flash: `order synth`'s
+//!   program (or CPython), unordered and reordered, started cold from SquashFS.
 //! - [`ddlink`]: a program started under DDLink's patched ld.so in each
 //!   loader mode after the modules load, its starts on the kernel's timeline;
 //! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,

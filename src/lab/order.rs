@@ -1,7 +1,7 @@
 //! Function reordering in the lab: a program as linked (GNU ld, unordered)
 //! and relinked by GNU ld with its startup order, started cold from a
 //! SquashFS image on an emulated slow flash device inside the guest. The
-//! program is the seed's synthetic one (`order:synth`: `bootlink order
+//! program is the synthetic one (`order:synth`: `bootlink order
 //! synth`, 10,000 small functions, 1,000 run at startup) or the real one
 //! (`order:python`: `bootlink order python`, CPython 3.11 from Debian's
 //! source in its installed layout, `python -c "print(42)"`), which also
@@ -31,7 +31,7 @@ use std::process::Command;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
-use crate::run::results::{Starts, UserSpace};
+use crate::run::results::{OrderStart, OrderStarts};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
 pub const END: &str = "@@@ bootlink order end @@@";
@@ -91,10 +91,6 @@ impl Flash {
     pub fn parse(value: &str) -> std::result::Result<Flash, String> {
         match value {
             "slow" => return Ok(Flash::SLOW),
-            "seed" => {
-                eprintln!("bootlink: note: flash:seed is now called flash:slow (1 MiB/s, 100 us per request)");
-                return Ok(Flash::SLOW);
-            }
             "nand" => return Ok(Flash::NAND),
             "nor" => return Ok(Flash::NOR),
             _ => {}
@@ -393,7 +389,7 @@ pub fn script(p: &Prepared) -> String {
     s
 }
 
-/// The command a [`UserSpace`] records.
+/// The command an [`OrderStarts`] records.
 pub fn label(p: &Prepared) -> String {
     let builds: Vec<String> = p.builds.iter().map(|(n, f)| format!("{n} {}", f.display())).collect();
     let args = if p.args.is_empty() { String::new() } else { format!(" {}", p.args.join(" ")) };
@@ -419,7 +415,7 @@ struct Printed {
 }
 
 /// The starts of one boot, or None when /init printed no section.
-pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
+pub fn parse(main: &str, dmesg_text: &str) -> Option<OrderStarts> {
     let (_, rest) = main.split_once(SECTION)?;
     let text = rest.split_once(END).map(|(a, _)| a).unwrap_or(rest);
     let mut printed: Vec<Printed> = Vec::new();
@@ -447,7 +443,10 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             cur.output.push('\n');
         }
     }
-    let mut starts = crate::run::userspace::marked_starts(dmesg_text, "bootlink: order ");
+    let mut starts: Vec<OrderStart> = crate::run::userspace::marked_starts(dmesg_text, "bootlink: order ")
+        .into_iter()
+        .map(|(start, ui_us)| OrderStart { start, ui_us, ..Default::default() })
+        .collect();
     for s in &mut starts {
         let Some(p) = printed.iter().find(|p| p.mode == s.mode && p.index == s.index) else { continue };
         s.exit = p.exit;
@@ -462,13 +461,13 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<UserSpace> {
             s.read_bytes = Some(p.dev1[2].saturating_sub(p.dev0[2]) * 512);
         }
     }
-    Some(UserSpace::Order(Starts { command: String::new(), tsc_mhz: None, starts }))
+    Some(OrderStarts { command: String::new(), starts })
 }
 
 /// What a boot's starts must show, from run.json alone: each start exited
 /// 0 with the faults and device reads counted, every start printed what the
 /// first printed, every mode started as often as the most-started one.
-pub fn problems_alone(u: &UserSpace) -> Vec<String> {
+pub fn problems_alone(u: &OrderStarts) -> Vec<String> {
     let mut out = Vec::new();
     let mut modes: Vec<&str> = Vec::new();
     for s in &u.starts {
@@ -504,7 +503,7 @@ pub fn problems_alone(u: &UserSpace) -> Vec<String> {
 
 /// [`problems_alone`], and: every (block size, readahead, build) measured
 /// `starts` times, the output the host printed.
-pub fn problems(u: &UserSpace, p: &Prepared) -> Vec<String> {
+pub fn problems(u: &OrderStarts, p: &Prepared) -> Vec<String> {
     let mut out = problems_alone(u);
     let measured = u.starts.iter().filter(|s| s.duration_us > 0.0).count();
     let want = p.images.len() * 2 * p.builds.len() * p.starts;
@@ -554,7 +553,6 @@ checksum 42
     #[test]
     fn starts_come_from_the_markers_and_the_section() {
         let u = parse(MAIN, DMESG).unwrap();
-        assert!(u.is_order());
         let s = &u.starts[0];
         assert_eq!(
             (s.mode.as_str(), s.start_us, s.duration_us, s.exit),

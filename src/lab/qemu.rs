@@ -1,9 +1,10 @@
-//! Boot a kernel under `qemu-system-x86_64 -accel tcg -cpu CPU_MODEL,enforce`,
-//! with the serial console captured to a file, under a timeout.
+//! Boot a kernel under QEMU (`-accel tcg -machine M -cpu MODEL,enforce`, the
+//! emulator, machine and CPU model from a [`Target`]), with the serial
+//! console captured to a file, under a timeout.
 //!
-//! An uncompressed vmlinux given to `-kernel` boots through its PVH entry
-//! point: no decompressor, and no KASLR (the kernel runs at its link-time
-//! addresses). A bzImage boots too, the slow way.
+//! On x86-64 an uncompressed vmlinux given to `-kernel` boots through its
+//! PVH entry point: no decompressor, and no KASLR (the kernel runs at its
+//! link-time addresses). A bzImage boots too, the slow way.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -14,20 +15,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::fsutil::TempDir;
-
-pub const QEMU: &str = "qemu-system-x86_64";
-pub const QEMU_PACKAGE: &str = "qemu-system-x86";
-
-/// The guest CPU: QEMU's Haswell model, version 2 (no TSX; the model
-/// `Haswell-noTSX` names), without the four features QEMU 7.2's TCG does
-/// not implement, so that `enforce` holds: QEMU refuses to start rather
-/// than boot a CPU other than this one. `max` under TCG is QEMU's own
-/// AMD-vendor CPU with every feature this QEMU build emulates: it follows
-/// the QEMU version, not the host, and grows with each release. Haswell is
-/// the x86-64-v3 baseline: AVX2, BMI2 and XSAVE, which the kernel's
-/// `sha256-avx2` (the module hash manifest's SHA-256) needs. See
-/// docs/reproducibility.md.
-pub const CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid";
+pub use crate::lab::target::Target;
 
 /// In a deterministic boot, the seed of QEMU's guest random numbers
 /// (`-seed`: RDRAND's values, which the kernel mixes into its random pool
@@ -59,8 +47,8 @@ pub const FAULT_PATTERNS: &[&str] = &[
 
 #[derive(Debug, Clone)]
 pub struct QemuOptions {
-    /// The emulator (default `qemu-system-x86_64` on PATH).
-    pub qemu: PathBuf,
+    /// The emulator, the machine, the CPU model.
+    pub target: Target,
     /// vmlinux (PVH entry) or bzImage.
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
@@ -68,9 +56,6 @@ pub struct QemuOptions {
     pub cmdline: String,
     pub memory_mib: u32,
     pub cpus: u32,
-    /// `-cpu`: a QEMU CPU model and its feature changes ([`CPU_MODEL`] by
-    /// default); `,enforce` is added, so QEMU refuses what TCG lacks.
-    pub cpu: String,
     /// QEMU is killed when this runs out.
     pub timeout: Duration,
     /// `-icount shift=0,sleep=off`: one instruction per virtual nanosecond,
@@ -86,17 +71,21 @@ pub struct QemuOptions {
 }
 
 impl QemuOptions {
-    /// Defaults: 1 GiB, 1 CPU, 60 s timeout, not deterministic, command line
-    /// `console=ttyS0`.
+    /// [`QemuOptions::on`] the x86-64 target.
     pub fn new(kernel: impl Into<PathBuf>) -> QemuOptions {
+        QemuOptions::on(&Target::x86_64(), kernel)
+    }
+
+    /// Boot `kernel` on `target`. Defaults: 1 GiB, 1 CPU, 60 s timeout, not
+    /// deterministic, command line `console=` the target's console.
+    pub fn on(target: &Target, kernel: impl Into<PathBuf>) -> QemuOptions {
         QemuOptions {
-            qemu: PathBuf::from(QEMU),
+            target: target.clone(),
             kernel: kernel.into(),
             initrd: None,
-            cmdline: "console=ttyS0".to_string(),
+            cmdline: format!("console={}", target.console),
             memory_mib: 1024,
             cpus: 1,
-            cpu: CPU_MODEL.to_string(),
             timeout: Duration::from_secs(60),
             deterministic: false,
             extra_args: Vec::new(),
@@ -110,8 +99,10 @@ impl QemuOptions {
         let mut push = |s: &str| a.push(OsString::from(s));
         push("-accel");
         push("tcg");
+        push("-machine");
+        push(&self.target.machine);
         push("-cpu");
-        push(&format!("{},enforce", self.cpu));
+        push(&format!("{},enforce", self.target.cpu_model));
         push("-m");
         push(&format!("{}M", self.memory_mib));
         push("-smp");
@@ -268,28 +259,29 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
     let log_file = work.path().join("console.log");
     let err_file = work.path().join("qemu.stderr");
     let args = opts.args(&log_file);
-    let command = std::iter::once(opts.qemu.as_os_str())
+    let qemu = &opts.target.qemu;
+    let command = std::iter::once(qemu.as_os_str())
         .chain(args.iter().map(|a| a.as_os_str()))
         .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ");
     let stderr = File::create(&err_file).map_err(|e| Error::io(&err_file, e))?;
-    let prog = opts.qemu.display().to_string();
+    let prog = qemu.display().to_string();
 
     let start = Instant::now();
-    let mut child = Command::new(&opts.qemu)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::new(
-                Kind::Tool,
-                format!("{prog}: missing tool, needed to boot kernels (install the Debian package {QEMU_PACKAGE})"),
-            ),
-            _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
-        })?;
+    let mut child =
+        Command::new(qemu).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().map_err(
+            |e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::new(
+                    Kind::Tool,
+                    format!(
+                        "{prog}: missing tool, needed to boot kernels (install the Debian package {})",
+                        opts.target.qemu_package
+                    ),
+                ),
+                _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
+            },
+        )?;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -368,7 +360,8 @@ mod tests {
     fn opts(dir: &Path, qemu: PathBuf) -> QemuOptions {
         let kernel = dir.join("vmlinux");
         std::fs::write(&kernel, b"\x7fELF").unwrap();
-        QemuOptions { qemu, timeout: Duration::from_secs(20), ..QemuOptions::new(kernel) }
+        let target = Target { qemu, ..Target::x86_64() };
+        QemuOptions { timeout: Duration::from_secs(20), ..QemuOptions::on(&target, kernel) }
     }
 
     #[test]
@@ -381,7 +374,8 @@ mod tests {
         let text = a.join(" ");
         assert!(
             text.starts_with(&format!(
-                "-accel tcg -cpu {CPU_MODEL},enforce -m 1024M -smp 1 -nodefaults -display none -monitor none -no-reboot"
+                "-accel tcg -machine pc -cpu {},enforce -m 1024M -smp 1 -nodefaults -display none -monitor none -no-reboot",
+                crate::lab::target::X86_64_CPU_MODEL
             )),
             "{text}"
         );
@@ -402,7 +396,7 @@ mod tests {
         let err = run(&o).unwrap_err().to_string();
         assert!(err.contains("no-such-qemu-system-x86_64") && err.contains("qemu-system-x86"), "{err}");
         let mut o = QemuOptions::new(tmp.path().join("no-kernel"));
-        o.qemu = "true".into();
+        o.target.qemu = "true".into();
         assert!(run(&o).unwrap_err().to_string().contains("no-kernel"));
     }
 

@@ -40,7 +40,8 @@ pub struct Prepared {
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
-    /// What the run boots on (architecture, emulator, boot method).
+    /// What the run boots on (architecture, emulator, machine, CPU model,
+    /// console); QEMU is started only through it.
     pub target: crate::lab::target::Target,
     /// The run's kernel (variants may boot others).
     pub kernel: PathBuf,
@@ -76,7 +77,8 @@ pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppre
 /// counts guest instructions, and their figures stay as measured.
 pub const REALTIME_CMDLINE: &str = "no_timer_check";
 
-pub const BASE_CMDLINE: &str = "console=ttyS0 nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
+/// Every lab boot's command line, after `console=` the target's console.
+pub const BASE_CMDLINE: &str = "nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
 
 const TRACE_SECTION: &str = "@@@ bootlink trace @@@";
 const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
@@ -218,7 +220,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     // host does not run for a while looks like a lockup to the guest.
     let smp_quiet = if !sc.deterministic && sc.cpus > 1 { REALTIME_SMP_CMDLINE } else { "" };
     let realtime = if sc.deterministic { "" } else { REALTIME_CMDLINE };
-    let base_cmdline = format!("{BASE_CMDLINE} {realtime} {smp_quiet} {}", sc.extra_cmdline)
+    let base_cmdline = format!("console={} {BASE_CMDLINE} {realtime} {smp_quiet} {}", sc.target.console, sc.extra_cmdline)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
@@ -258,7 +260,9 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         cmdline: first.cmdline.clone(),
         qemu_version: qemu_version(&sc.target.qemu),
         qemu_command: Vec::new(),
-        cpu_model: qemu::CPU_MODEL.into(),
+        cpu_model: sc.target.cpu_model.clone(),
+        machine: sc.target.machine.clone(),
+        arch: sc.target.arch.name().into(),
         timing: match (sc.deterministic, sc.cpus) {
             (true, _) => "deterministic".into(),
             (false, 1) => "realtime".into(),
@@ -295,8 +299,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
     let mut n = 0;
     let boot = |v: &Variant, img: &Path, log: &Path| -> Result<qemu::Boot> {
-        let mut o = QemuOptions::new(&v.kernel);
-        o.qemu = sc.target.qemu.clone();
+        let mut o = QemuOptions::on(&sc.target, &v.kernel);
         o.initrd = Some(img.to_path_buf());
         o.cmdline = v.cmdline.clone();
         o.timeout = sc.timeout;
@@ -323,7 +326,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
             let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
             // A storm's requests are counted, not its modules' loads.
-            let measured = if r.storm.is_some() { files.len() } else { r.modules.len() };
+            let measured = if r.storm().is_some() { files.len() } else { r.modules.len() };
             if failed || measured != files.len() {
                 r.partial = true;
                 let why = if failed {

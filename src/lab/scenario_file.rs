@@ -3,11 +3,18 @@
 //! variants. Each `[[variant]]` table is a `name` and the keys of the
 //! variant grammar ([`crate::lab::variant::GRAMMAR`]), parsed by the same
 //! [`Variant::from_pairs`] as `--variant` strings; `steps` is a list,
-//! `manifest` a boolean, `starts` a number. Example files: docs/examples/.
+//! `manifest` a boolean, `starts` a number. An optional `[target]` table
+//! names what boots: `arch` (the target's constructor, default `x86-64`)
+//! and, replacing that target's values, `qemu`, `machine` and `cpu` (see
+//! [`crate::lab::target`]). Example files: docs/examples/.
 //!
 //! ```toml
 //! set = "fs-nls-crypto-net-194"   # or names = ["crc16"]
 //! repetitions = 1
+//!
+//! [target]
+//! arch = "x86-64"
+//! machine = "pc"
 //!
 //! [[variant]]
 //! name = "stock"
@@ -26,6 +33,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::setup::Request;
+use crate::lab::target::{Arch, Target};
 use crate::lab::variant::Variant;
 
 #[derive(Debug, Deserialize)]
@@ -54,7 +62,49 @@ struct File {
     #[serde(default)]
     cmdline: String,
     #[serde(default)]
+    target: Option<TargetTable>,
+    #[serde(default)]
     variant: Vec<toml::Table>,
+}
+
+/// `[target]`: an architecture's target, and what replaces its values.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetTable {
+    arch: Option<String>,
+    qemu: Option<PathBuf>,
+    machine: Option<String>,
+    cpu: Option<String>,
+}
+
+impl TargetTable {
+    fn target(self) -> Result<Target> {
+        let arch = match self.arch.as_deref() {
+            None => Arch::X86_64,
+            Some(a) => Arch::parse(a).ok_or_else(|| {
+                let known: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+                Error::new(Kind::Usage, format!("scenario: target: arch {a:?}: not one of {}", known.join(", ")))
+            })?,
+        };
+        let mut t = Target::of(arch);
+        let nonempty = |key: &str, v: String| {
+            if v.trim().is_empty() || v.contains(char::is_whitespace) {
+                Err(Error::new(Kind::Usage, format!("scenario: target: {key} {v:?}: one word, not empty")))
+            } else {
+                Ok(v)
+            }
+        };
+        if let Some(q) = self.qemu {
+            t.qemu = q;
+        }
+        if let Some(m) = self.machine {
+            t.machine = nonempty("machine", m)?;
+        }
+        if let Some(c) = self.cpu {
+            t.cpu_model = nonempty("cpu", c)?;
+        }
+        Ok(t)
+    }
 }
 
 fn one() -> usize {
@@ -86,7 +136,12 @@ pub fn load(path: &Path, out: Option<PathBuf>) -> Result<Request> {
 pub fn parse(text: &str, out: Option<PathBuf>) -> Result<Request> {
     let f: File = toml::from_str(text).map_err(|e| Error::new(Kind::Usage, format!("scenario: {}", e.message())))?;
     let variants = f.variant.iter().map(variant).collect::<Result<Vec<_>>>()?;
+    let target = match f.target {
+        Some(t) => t.target()?,
+        None => Target::default(),
+    };
     Ok(Request {
+        target,
         kernel: f.kernel,
         modules_dir: f.modules,
         set: f.set,
@@ -163,6 +218,14 @@ mod tests {
         assert_eq!(r.variants[0], same);
         assert_eq!(r.variants[1], Variant::parse("o=order:synth-64k,flash:nand,starts:1").unwrap());
         assert_eq!(r.variants[0].steps[3], Step::Manifest);
+        assert_eq!(r.target, Target::x86_64());
+    }
+
+    #[test]
+    fn a_scenario_file_names_its_target() {
+        let r = parse("[target]\narch = \"x86-64\"\nmachine = \"q35\"\ncpu = \"Skylake-Client-v4\"\n", None).unwrap();
+        assert_eq!((r.target.machine.as_str(), r.target.cpu_model.as_str()), ("q35", "Skylake-Client-v4"));
+        assert_eq!((r.target.arch, r.target.console), (Arch::X86_64, "ttyS0"));
     }
 
     #[test]
@@ -175,6 +238,9 @@ mod tests {
             ("[[variant]]\nname = \"a\"\nmanifest = 1.5", "not a value"),
             ("[[variant]]\nname = \"a\"\nsteps = [\"fold\", \"sign\"]", "unknown module step \"sign\""),
             ("[[variant]]\nname = \"a\"\nloader = \"fast\"", "loader:fast"),
+            ("[target]\narch = \"arm64\"", "arch \"arm64\": not one of x86-64"),
+            ("[target]\ncpu = \"\"", "cpu \"\": one word"),
+            ("[target]\nconsole = \"ttyS1\"", "unknown field `console`"),
         ] {
             let e = parse(text, None).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");

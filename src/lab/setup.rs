@@ -15,7 +15,7 @@ use crate::kmod::{self as modset, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
 use crate::lab::target::Target;
 use crate::lab::variant::{self, KernelChoice, Variant};
-use crate::run::results::{Run, USER_MODES, UserSpace};
+use crate::run::results::{Run, USER_MODES, WorkloadResult};
 
 /// The set `bootlink lab` loads when none is named.
 pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
@@ -25,6 +25,8 @@ pub const NO_MODULES: &str = "none";
 
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// What the run boots on (default: x86-64, [`Target::x86_64`]).
+    pub target: Target,
     /// vmlinux (boots through PVH) or bzImage; None: the default Debian kernel.
     pub kernel: Option<PathBuf>,
     /// `lib/modules/<release>` of that kernel (required with `kernel`).
@@ -132,10 +134,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 (f.vmlinux, f.modules)
             }
             KernelChoice::Build => {
-                let b = kbuild::build(&kbuild::Options::defaults())?;
+                let b = kbuild::run(&kbuild::Options::defaults())?;
                 (b.vmlinux, b.modules)
             }
-            KernelChoice::Dir(d) => variant::kernel_dir(d)?,
+            KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
         };
         if dir != tree_dir && !trees.iter().any(|(d, _)| *d == dir) {
             trees.push((dir.clone(), ModTree::read(&dir)?));
@@ -195,7 +197,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
     }
     Ok(Scenario {
-        target: Target::x86_64(),
+        target: req.target.clone(),
         kernel,
         modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
         module_set: set_name,
@@ -233,7 +235,7 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
             let user_ok = user_problems.is_empty();
             c.problems.extend(user_problems.into_iter().map(|p| format!("{} #{}: {p}", v.name, r.index + 1)));
             // A storm counts requests, not per-module loads.
-            if r.storm.is_some() {
+            if r.storm().is_some() {
                 complete += (!r.partial && user_ok) as usize;
                 continue;
             }
@@ -275,15 +277,22 @@ pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
     c
 }
 
-/// A program started under DDLink: every mode as often as the most-started
-/// one, the caches used, the same output (none without such a program).
+/// What is wrong with the programs a repetition started, from run.json
+/// alone: under DDLink, every mode as often as the most-started one, the
+/// caches used, the same output; reordering's cold starts, each measured.
 fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
-    let Some(u) = &r.userspace else { return Vec::new() };
-    if u.is_order() {
-        return crate::lab::order::problems_alone(u);
+    let mut out = Vec::new();
+    for w in &r.workloads {
+        match w {
+            WorkloadResult::Ddlink(u) => {
+                let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
+                out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
+            }
+            WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
+            WorkloadResult::Loader(_) | WorkloadResult::Storm(_) | WorkloadResult::Program(_) => {}
+        }
     }
-    let starts = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count()).max().unwrap_or(0).max(1);
-    crate::lab::ddlink::problems(u, starts)
+    out
 }
 
 /// The report `bootlink lab --json` prints.
@@ -346,20 +355,13 @@ pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
         None => {}
     }
     for (name, ok, n) in &checks.complete {
-        let kind = run
-            .variants
-            .iter()
-            .filter(|v| v.name == *name)
-            .flat_map(|v| &v.repetitions)
-            .find_map(|r| r.userspace.as_ref());
-        let user = match kind {
-            None => "",
-            Some(UserSpace::Order(_)) => {
-                "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
-            }
-            Some(UserSpace::Ddlink(_)) => {
-                "; the DDLink program started in every mode, the caches taken, the same output"
-            }
+        let reps: Vec<_> = run.variants.iter().filter(|v| v.name == *name).flat_map(|v| &v.repetitions).collect();
+        let user = if reps.iter().any(|r| r.order().is_some()) {
+            "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
+        } else if reps.iter().any(|r| r.ddlink().is_some()) {
+            "; the DDLink program started in every mode, the caches taken, the same output"
+        } else {
+            ""
         };
         o.push_str(&format!(
             "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",
@@ -417,7 +419,7 @@ mod tests {
         let c = check(&run, 0, false);
         assert!(c.problems.is_empty(), "{:?}", c.problems);
         assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);
-        let u = run.variants[0].repetitions[0].userspace.as_mut().unwrap();
+        let u = run.variants[0].repetitions[0].ddlink_mut();
         u.starts[5].decision = "normal loading: /s: libsynth03.so: another mtime".into();
         u.starts.pop();
         let c = check(&run, 0, false);

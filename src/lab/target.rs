@@ -1,13 +1,38 @@
-//! The target a run boots on: the architecture, the emulator, how the
-//! kernel is started. Variants pick their kernel ([`KernelChoice`]); the
-//! target says what runs it. Another architecture or emulator is another
-//! constructor here, and the values it sets reach QEMU through
-//! [`crate::lab::qemu::QemuOptions`].
+//! The target a run boots on: the architecture, the emulator and the
+//! machine it emulates, the pinned guest CPU, the kernel's console, the
+//! kernel images it boots. Variants pick their kernel ([`KernelChoice`]);
+//! the target says what runs it. QEMU is reached only through a target
+//! ([`crate::lab::qemu::QemuOptions::on`]); run.json records its machine
+//! and CPU model.
+//!
+//! Another architecture is another constructor here and nothing else.
+//! What an aarch64 target sets differently from [`Target::x86_64`]:
+//! - the emulator: `qemu-system-aarch64` (Debian package `qemu-system-arm`);
+//! - the machine: `virt` (x86-64: `pc`, i440FX);
+//! - the CPU model: a named core such as `cortex-a57` (x86-64: Haswell
+//!   minus what TCG lacks, see [`X86_64_CPU_MODEL`]);
+//! - the console: `ttyAMA0`, virt's PL011 UART (x86-64: `ttyS0`, the 16550A);
+//! - the kernel image: `arch/arm64/boot/Image` (x86-64: a vmlinux through
+//!   its PVH entry, or a bzImage).
+//!
+//! What stays the same on every target lives in [`crate::lab::qemu`]: TCG,
+//! the deterministic clock (`-icount`), the guest's random seed and
+//! real-time clock (`-seed`, `-rtc`), which QEMU offers for every machine.
 
 use std::path::PathBuf;
 
-use crate::lab::qemu;
 pub use crate::lab::variant::KernelChoice;
+
+/// The x86-64 guest CPU: QEMU's Haswell model, version 2 (no TSX; the model
+/// `Haswell-noTSX` names), without the four features QEMU 7.2's TCG does
+/// not implement, so that `enforce` holds: QEMU refuses to start rather
+/// than boot a CPU other than this one. `max` under TCG is QEMU's own
+/// AMD-vendor CPU with every feature this QEMU build emulates: it follows
+/// the QEMU version, not the host, and grows with each release. Haswell is
+/// the x86-64-v3 baseline: AVX2, BMI2 and XSAVE, which the kernel's
+/// `sha256-avx2` (the module hash manifest's SHA-256) needs. See
+/// docs/reproducibility.md.
+pub const X86_64_CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid";
 
 /// The guest's architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,17 +41,25 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// Every architecture, by the name a scenario file gives it.
+    pub const ALL: &[Arch] = &[Arch::X86_64];
+
     pub fn name(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86-64",
         }
+    }
+
+    /// The architecture a scenario file names (`x86-64`, also `x86_64`).
+    pub fn parse(s: &str) -> Option<Arch> {
+        Arch::ALL.iter().copied().find(|a| a.name() == s || a.name().replace('-', "_") == s)
     }
 }
 
 /// How the emulator starts the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootMethod {
-    /// QEMU's `-kernel`: a vmlinux through its PVH entry, or a bzImage.
+    /// QEMU's `-kernel`: one of the target's [`Target::kernel_images`].
     DirectKernel,
 }
 
@@ -37,17 +70,61 @@ pub struct Target {
     pub qemu: PathBuf,
     /// The Debian package that provides it (named when it is missing).
     pub qemu_package: &'static str,
+    /// QEMU's `-machine`.
+    pub machine: String,
+    /// QEMU's `-cpu`: a model and its feature changes; `,enforce` is added,
+    /// so QEMU refuses what TCG lacks. run.json records it (`cpu_model`).
+    pub cpu_model: String,
+    /// The serial console the kernel writes to (`console=` on its command
+    /// line), which QEMU's `-serial` captures.
+    pub console: &'static str,
+    /// The kernel images a kernel directory may hold, in order of
+    /// preference (`kernel:DIR`, `bootlink kernel build`'s output).
+    pub kernel_images: &'static [&'static str],
     pub boot: BootMethod,
 }
 
 impl Target {
-    /// `qemu-system-x86_64` (TCG), the kernel started directly.
+    /// `qemu-system-x86_64` (TCG) emulating a PC with the pinned Haswell
+    /// CPU, the console on the first 16550A UART, the kernel started
+    /// directly: an uncompressed vmlinux through its PVH entry (no
+    /// decompressor, no KASLR), or a bzImage.
     pub fn x86_64() -> Target {
         Target {
             arch: Arch::X86_64,
-            qemu: PathBuf::from(qemu::QEMU),
-            qemu_package: qemu::QEMU_PACKAGE,
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            qemu_package: "qemu-system-x86",
+            machine: "pc".to_string(),
+            cpu_model: X86_64_CPU_MODEL.to_string(),
+            console: "ttyS0",
+            kernel_images: &["vmlinux", "bzImage"],
             boot: BootMethod::DirectKernel,
         }
+    }
+
+    /// The target of an architecture, with its defaults.
+    pub fn of(arch: Arch) -> Target {
+        match arch {
+            Arch::X86_64 => Target::x86_64(),
+        }
+    }
+}
+
+impl Default for Target {
+    fn default() -> Target {
+        Target::x86_64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn architectures_by_name() {
+        assert_eq!(Arch::parse("x86-64"), Some(Arch::X86_64));
+        assert_eq!(Arch::parse("x86_64"), Some(Arch::X86_64));
+        assert_eq!(Arch::parse("arm64"), None);
+        assert_eq!(Target::of(Arch::X86_64), Target::default());
     }
 }

@@ -228,13 +228,14 @@ impl Variant {
     }
 }
 
-/// A kernel directory: its bootable image and its module tree.
-pub fn kernel_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
-    let image = ["vmlinux", "bzImage"].iter().map(|n| dir.join(n)).find(|p| p.is_file()).ok_or_else(|| {
+/// A kernel directory: its bootable image (the first of `images`, the
+/// target's kernel images, it holds) and its module tree.
+pub fn kernel_dir(dir: &Path, images: &[&str]) -> Result<(PathBuf, PathBuf)> {
+    let image = images.iter().map(|n| dir.join(n)).find(|p| p.is_file()).ok_or_else(|| {
         Error::file(
             Kind::Usage,
             dir,
-            "no vmlinux or bzImage in this kernel directory (give a `bootlink kernel build` output)",
+            format!("no {} in this kernel directory (give a `bootlink kernel build` output)", images.join(" or ")),
         )
     })?;
     let lm = dir.join("lib/modules");
@@ -336,15 +337,16 @@ mod tests {
 
     #[test]
     fn kernel_dirs_need_an_image_and_one_tree() {
+        const IMAGES: &[&str] = &["vmlinux", "bzImage"];
         let t = tempfile::tempdir().unwrap();
-        let e = kernel_dir(t.path()).unwrap_err().to_string();
+        let e = kernel_dir(t.path(), IMAGES).unwrap_err().to_string();
         assert!(e.contains("no vmlinux or bzImage"), "{e}");
         std::fs::write(t.path().join("vmlinux"), b"x").unwrap();
-        assert!(kernel_dir(t.path()).unwrap_err().to_string().contains("lib/modules"));
+        assert!(kernel_dir(t.path(), IMAGES).unwrap_err().to_string().contains("lib/modules"));
         std::fs::create_dir_all(t.path().join("lib/modules/6.1.0-x")).unwrap();
-        let (img, tree) = kernel_dir(t.path()).unwrap();
+        let (img, tree) = kernel_dir(t.path(), IMAGES).unwrap();
         assert_eq!((img, tree), (t.path().join("vmlinux"), t.path().join("lib/modules/6.1.0-x")));
         std::fs::create_dir_all(t.path().join("lib/modules/6.1.0-y")).unwrap();
-        assert!(kernel_dir(t.path()).unwrap_err().to_string().contains("2 module trees"));
+        assert!(kernel_dir(t.path(), IMAGES).unwrap_err().to_string().contains("2 module trees"));
     }
 }

@@ -1,4 +1,4 @@
-//! The module hash manifest (kernel/patches 0012): the SHA-256 of every
+//! The module hash manifest (kernel/patches 0011): the SHA-256 of every
 //! final module of a build, sorted, written into the `__modhashes` section
 //! the kernel image reserves at link time, so the kernel accepts those
 //! modules without a per-module signature check and nothing in the image

@@ -87,7 +87,7 @@ fn run_output(program: &Path) -> Result<Vec<u8>> {
     Ok(o.stdout)
 }
 
-/// Build the seed's case, profile it, order it and relink it with every
+/// Build the synthetic case, profile it, order it and relink it with every
 /// installed linker (into `case.dir`/order).
 pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
     let case = synth::build(spec, None)?;

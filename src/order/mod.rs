@@ -1,9 +1,9 @@
-//! Function reordering (seeds 002 and 004): a startup trace of a program's
+//! Function reordering: a startup trace of a program's
 //! first calls (`trace/bl-trace.c`, linked into a build made with
 //! `-finstrument-functions`) mapped to the program's functions (`symbols`),
 //! written as link orders for GNU ld, gold and lld (`script`), with a
 //! prediction of the pages and storage blocks startup touches before and
-//! after (`report`). `synth` generates the seed's test program; `python`
+//! after (`report`). `synth` generates the synthetic test program; `python`
 //! builds the real one (CPython 3.11 from Debian's source); `bolt` is the
 //! post-link optimizer beside the order; `case` runs either end to end.
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::symbols::Function;
 
-/// Block sizes reported: the page, and the seeds' SquashFS block sizes.
+/// Block sizes reported: the page, and the SquashFS block sizes the lab compares.
 pub const BLOCKS: [u64; 4] = [4096, 16 << 10, 64 << 10, 128 << 10];
 const ALIGN: u64 = 16;
 

@@ -1,6 +1,5 @@
-//! The seed's reordering test (seed 004: "calls of 1,000 different
-//! functions among 10,000; function size is very small", 657 → 157 ms on
-//! flash): a generated C program of `functions` small functions spread over
+//! The synthetic reordering test (calls of 1,000 different functions
+//! among 10,000, each very small; see docs/order.md): a generated C program of `functions` small functions spread over
 //! `files` source files, of which `main` calls `startup`, chosen and ordered
 //! by a seeded generator, then prints a checksum. Every file has a static
 //! `helper` (the same name in each: a trace must keep them apart).
@@ -73,8 +72,8 @@ pub fn sources(spec: &SynthSpec) -> Vec<(String, String)> {
         );
         for i in (k * per)..((k + 1) * per).min(spec.functions) {
             let (a, b) = (i % 97 + 1, i % 89 + 2);
-            // About 100 bytes of code each at -O1 (the seed's "very small"
-            // functions: dozens to a page).
+            // About 100 bytes of code each at -O1 ("very small" functions:
+            // dozens to a page).
             let body = match i % 4 {
                 0 => format!(
                     "int y = x * {a} + {b}; y ^= y >> 5; y *= {}; y += (y << 2) ^ {b}; \

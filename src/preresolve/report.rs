@@ -69,7 +69,7 @@ impl ModuleResult {
         if self.mode == Some(Mode::Folded) { ", folded" } else { "" }
     }
 
-    /// The seed's line: `PRERESV fs/ext4/ext4.ko (551/616 preresolved)`.
+    /// The line printed per module: `PRERESV fs/ext4/ext4.ko (551/616 preresolved)`.
     pub fn line(&self) -> String {
         match self.status {
             Status::AlreadyPreresolved => {

@@ -48,16 +48,20 @@ pub fn load(path: &Path) -> Result<Run> {
 pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
     let bad = |e: serde_json::Error| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}"));
     let mut value: serde_json::Value = serde_json::from_slice(data).map_err(bad)?;
-    processes_to_repetitions(&mut value);
-    tag_user_space(&mut value);
-    let run: Run = serde_json::from_value(value).map_err(bad)?;
-    if run.format > FORMAT_VERSION {
+    let format = value.get("format").and_then(|f| f.as_u64()).unwrap_or(0);
+    if format > FORMAT_VERSION as u64 {
         return Err(Error::file(
             Kind::Format,
             path,
-            format!("run.json format {} is newer than this bootlink reads ({FORMAT_VERSION})", run.format),
+            format!("run.json format {format} is newer than this bootlink reads ({FORMAT_VERSION})"),
         ));
     }
+    if format < 2 {
+        processes_to_repetitions(&mut value);
+        workloads_of_format_1(&mut value);
+    }
+    let mut run: Run = serde_json::from_value(value).map_err(bad)?;
+    run.format = FORMAT_VERSION;
     Ok(run)
 }
 
@@ -79,18 +83,39 @@ fn processes_to_repetitions(run: &mut serde_json::Value) {
     }
 }
 
-/// Runs written before user-space results were tagged by their workload
-/// kept DDLink's starts untagged and reordering's as `"kind":"order"`: tag
-/// the untagged ones `ddlink`.
-fn tag_user_space(run: &mut serde_json::Value) {
+/// Format 1 kept each workload's results in fields of the repetition:
+/// `loader`, `storm`, `userspace` (DDLink's starts untagged or
+/// `"kind":"ddlink"`, reordering's `"kind":"order"`) and `run_output`. Move
+/// them into `workloads`, tagged, in the order /init ran them.
+fn workloads_of_format_1(run: &mut serde_json::Value) {
     let Some(variants) = run.get_mut("variants").and_then(|v| v.as_array_mut()) else { return };
     for v in variants {
         let Some(reps) = v.get_mut("repetitions").and_then(|r| r.as_array_mut()) else { continue };
         for rep in reps.iter_mut().filter_map(|r| r.as_object_mut()) {
-            let Some(u) = rep.get_mut("userspace").and_then(|u| u.as_object_mut()) else { continue };
-            let untagged = u.get("kind").and_then(|k| k.as_str()).is_none_or(str::is_empty);
-            if untagged {
-                u.insert("kind".into(), "ddlink".into());
+            let mut workloads = Vec::new();
+            let tagged = |tag: &str, v: serde_json::Value| {
+                let mut o = v.as_object().cloned().unwrap_or_default();
+                o.insert("workload".into(), tag.into());
+                serde_json::Value::Object(o)
+            };
+            for key in ["loader", "storm"] {
+                if let Some(x) = rep.remove(key).filter(|x| !x.is_null()) {
+                    workloads.push(tagged(key, x));
+                }
+            }
+            if let Some(mut u) = rep.remove("userspace").filter(|x| x.is_object()) {
+                let kind = u.as_object_mut().and_then(|o| o.remove("kind"));
+                let tag = match kind.as_ref().and_then(|k| k.as_str()) {
+                    Some("order") => "order",
+                    _ => "ddlink",
+                };
+                workloads.push(tagged(tag, u));
+            }
+            if let Some(out) = rep.remove("run_output").filter(|x| !x.is_null()) {
+                workloads.push(serde_json::json!({ "workload": "program", "output": out }));
+            }
+            if !workloads.is_empty() {
+                rep.insert("workloads".into(), workloads.into());
             }
         }
     }
@@ -153,30 +178,54 @@ mod tests {
         let reps = &run.variants[0].repetitions;
         let p = &reps[0].processes;
         assert_eq!((p.len(), p[0].pid, p[0].name.as_str(), p[0].end_us), (1, 75, "unordered", Some(2_600_000.0)));
-        assert!(reps[0].userspace.as_ref().unwrap().is_order());
+        assert_eq!(reps[0].order().unwrap().command, "synth");
         assert!(reps[1].processes.is_empty());
         // Before the guest CPU was pinned, a run did not record it.
         assert_eq!(run.cpu_model, "");
         // Written again, they are where new runs have them, once.
         let json = serde_json::to_string(&run).unwrap();
+        assert!(json.contains(r#""format":2"#) && json.contains(r#""workload":"order""#), "{json}");
         assert_eq!(json.matches(r#""processes""#).count(), 1, "{json}");
         assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
         assert!(parse_run_json(b"{\"format\":1}", Path::new("x.json")).unwrap_err().to_string().contains("x.json"));
     }
 
     #[test]
-    fn old_ddlink_starts_read_as_tagged() {
-        // DDLink's starts were written without a kind before results were
-        // tagged by workload; new runs write "kind":"ddlink".
+    fn format_1_workload_fields_read_as_tagged_results() {
+        // Format 1: DDLink's starts untagged (before the tag) or tagged by
+        // "kind", a loader's report, a storm, a program's output, each a
+        // field of the repetition.
         let old = r#"{"format":1,"source":"lab","kernel_release":"6.1","kernel":"/k","cmdline":"","timing":"deterministic",
             "module_set":"none","variants":[{"name":"d","repetitions":[
               {"index":0,"boot_wall_s":1.0,"initcalls":[],"modules":[],"log":"logs/d-0.log",
-               "userspace":{"command":"/ld.so /p","starts":[{"mode":"skip","index":0,"start_us":1.0,"duration_us":2.0,"exit":0}]}}]}]}"#;
+               "userspace":{"command":"/ld.so /p","starts":[{"mode":"skip","index":0,"start_us":1.0,"duration_us":2.0,"exit":0,
+                 "relocation_us":0.5,"decision":"skip mode"}]},
+               "loader":{"kind":"batch","workers":2,"exit":0,"wall_us":10.0},
+               "run_output":"hello\nRUN-EXIT 0"},
+              {"index":1,"boot_wall_s":1.0,"initcalls":[],"modules":[],"log":"logs/d-1.log",
+               "userspace":{"kind":"ddlink","command":"/ld.so /p","starts":[]},
+               "storm":{"workers":2,"requests":4,"results":[["0",2],["EEXIST",2]],"kernel_reads":4,"bytes_read":100,
+                 "duplicate_read_bytes":50,"vmalloc_before_kb":1,"vmalloc_peak_kb":2,"quiescence_us":3.0}}]}]}"#;
         let run = parse_run_json(old.as_bytes(), Path::new("run.json")).unwrap();
-        let u = run.variants[0].repetitions[0].userspace.as_ref().unwrap();
-        assert_eq!((u.kind(), u.command.as_str(), u.starts.len()), ("ddlink", "/ld.so /p", 1));
+        let reps = &run.variants[0].repetitions;
+        let d = reps[0].ddlink().unwrap();
+        assert_eq!((d.command.as_str(), d.starts.len(), d.starts[0].mode.as_str()), ("/ld.so /p", 1, "skip"));
+        assert_eq!((d.starts[0].relocation_us, d.starts[0].decision.as_str()), (Some(0.5), "skip mode"));
+        assert_eq!(reps[0].loader().unwrap().workers, 2);
+        assert_eq!(reps[0].program().unwrap().output, "hello\nRUN-EXIT 0");
+        let names: Vec<&str> = reps[0].workloads.iter().map(|w| w.name()).collect();
+        assert_eq!(names, ["loader", "ddlink", "program"]);
+        assert_eq!(reps[1].ddlink().unwrap().starts.len(), 0);
+        assert_eq!(reps[1].storm().unwrap().duplicate_read_bytes, 50);
+        assert!(reps[1].order().is_none() && reps[1].loader().is_none());
         let json = serde_json::to_string(&run).unwrap();
-        assert!(json.contains(r#""kind":"ddlink""#), "{json}");
+        assert!(json.contains(r#""workload":"ddlink""#) && !json.contains("run_output"), "{json}");
         assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused() {
+        let e = parse_run_json(br#"{"format":3}"#, Path::new("r.json")).unwrap_err().to_string();
+        assert!(e.contains("r.json") && e.contains("format 3 is newer"), "{e}");
     }
 }

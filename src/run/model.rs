@@ -87,7 +87,7 @@ impl Stat {
     }
 }
 
-/// (new - old) / old * 100, the seeds' gain; None when old is 0.
+/// (new - old) / old * 100, the gain; None when old is 0.
 pub fn gain_pct(old: f64, new: f64) -> Option<f64> {
     (old != 0.0).then(|| (new - old) / old * 100.0)
 }
@@ -264,7 +264,7 @@ pub struct Row {
     pub gain_pct: Vec<Option<f64>>,
 }
 
-/// A module's total in each series (the seeds' per-module table).
+/// A module's total in each series (the per-module table).
 #[derive(Debug, Clone, Serialize)]
 pub struct ModuleRow {
     pub module: String,
@@ -496,6 +496,8 @@ mod tests {
             cmdline: String::new(),
             qemu_version: String::new(),
             cpu_model: String::new(),
+            machine: String::new(),
+            arch: String::new(),
             qemu_command: vec![],
             timing: "deterministic".into(),
             module_set: "t".into(),

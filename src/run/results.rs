@@ -7,7 +7,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: each workload's results in `workloads`, tagged by `"workload"`
+/// (format 1 had `loader`, `storm`, `userspace` and `run_output` fields on
+/// the repetition; [`crate::run::parse_run_json`] reads both).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The phases of loading one module, in the order the kernel runs them.
 pub const PHASES: &[&str] = &[
@@ -100,22 +103,13 @@ pub struct Repetition {
     /// The boot failed or timed out: what is here is what was parsed.
     #[serde(default)]
     pub partial: bool,
-    /// What the variant's user-space program printed (its output, then
-    /// `RUN-EXIT <status>`), when the variant runs one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_output: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
-    /// How the modules were loaded, when not one insmod after the other.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loader: Option<LoaderResult>,
-    /// A duplicate-request storm's figures (`loader:storm`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storm: Option<Storm>,
-    /// A program started in the guest under DDLink's patched ld.so, in
-    /// each loader mode (`--variant NAME=...,ddlink:PROGRAM`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub userspace: Option<UserSpace>,
+    /// What each workload of the variant measured beyond the module loads,
+    /// in the order /init ran them, each tagged by its workload
+    /// (`"workload"` in run.json).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadResult>,
     /// The kernel's taint mask (`/proc/sys/kernel/tainted`) once the
     /// modules were loaded (see [`crate::run::taint`]; lab boots only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,81 +126,6 @@ pub struct Repetition {
     /// moves them here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
-}
-
-/// The DDLink loader modes the lab starts a program in, in order: the
-/// patched ld.so without a cache, File Read Mode (the bindings from a
-/// cache), Relocation Skip Mode (prelinked images, relocation skipped).
-pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
-
-/// What a workload that starts a program in the guest measured in one
-/// boot, tagged by the workload (`"kind"` in run.json): DDLink's starts
-/// under the patched ld.so, or function reordering's cold starts from
-/// emulated flash. Both are a series of [`Starts`]; the tag says which
-/// fields of [`UserStart`] are filled and which table and checks apply.
-/// run.json files written before the tag (DDLink's starts had none) are
-/// read by [`crate::run::parse_run_json`], which adds it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum UserSpace {
-    /// A program started under DDLink's patched ld.so in each mode of
-    /// [`USER_MODES`] (the lab's `ddlink:` workload).
-    Ddlink(Starts),
-    /// Function reordering's cold starts (the lab's `order:` workload).
-    Order(Starts),
-}
-
-impl UserSpace {
-    /// The workload's name, as run.json tags it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            UserSpace::Ddlink(_) => "ddlink",
-            UserSpace::Order(_) => "order",
-        }
-    }
-
-    pub fn starts(&self) -> &Starts {
-        match self {
-            UserSpace::Ddlink(s) | UserSpace::Order(s) => s,
-        }
-    }
-
-    pub fn starts_mut(&mut self) -> &mut Starts {
-        match self {
-            UserSpace::Ddlink(s) | UserSpace::Order(s) => s,
-        }
-    }
-
-    pub fn is_order(&self) -> bool {
-        matches!(self, UserSpace::Order(_))
-    }
-}
-
-impl std::ops::Deref for UserSpace {
-    type Target = Starts;
-    fn deref(&self) -> &Starts {
-        self.starts()
-    }
-}
-
-impl std::ops::DerefMut for UserSpace {
-    fn deref_mut(&mut self) -> &mut Starts {
-        self.starts_mut()
-    }
-}
-
-/// A program started several times in the guest, after the modules load.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Starts {
-    /// What was started: `LD.SO PROGRAM ARGS`, host paths (the guest holds
-    /// the files at the same paths), or the reordering case's label.
-    pub command: String,
-    /// The guest's TSC rate (MHz, from the kernel log) the loader's cycle
-    /// counts are converted with; None when the log did not say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tsc_mhz: Option<f64>,
-    /// Every start, in the order they ran.
-    pub starts: Vec<UserStart>,
 }
 
 /// One process of the guest's user space: forked (or first seen at its
@@ -227,10 +146,87 @@ pub struct Process {
     pub end_us: Option<f64>,
 }
 
-/// One start of the program.
+/// One workload's results in one boot, tagged by the workload
+/// (`"workload"` in run.json). Adding a workload that reports results is a
+/// variant here and its type.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "workload", rename_all = "lowercase")]
+pub enum WorkloadResult {
+    /// Module loading with a loader other than sequential insmod (`loader:`).
+    Loader(LoaderResult),
+    /// A duplicate-request storm (`loader:storm`).
+    Storm(Storm),
+    /// A program started under DDLink's patched ld.so in each mode of
+    /// [`USER_MODES`] (`ddlink:`).
+    Ddlink(DdlinkStarts),
+    /// Function reordering's cold starts from emulated flash (`order:`).
+    Order(OrderStarts),
+    /// A host program run once (`run:`).
+    Program(ProgramRun),
+}
+
+impl WorkloadResult {
+    /// The workload's name, as run.json tags it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkloadResult::Loader(_) => "loader",
+            WorkloadResult::Storm(_) => "storm",
+            WorkloadResult::Ddlink(_) => "ddlink",
+            WorkloadResult::Order(_) => "order",
+            WorkloadResult::Program(_) => "program",
+        }
+    }
+}
+
+/// Each workload's result in a repetition, by its type.
+macro_rules! workload_accessors {
+    ($($get:ident, $get_mut:ident, $variant:ident, $ty:ty;)*) => {
+        impl Repetition {
+            $(
+                pub fn $get(&self) -> Option<&$ty> {
+                    self.workloads.iter().find_map(|w| match w {
+                        WorkloadResult::$variant(x) => Some(x),
+                        _ => None,
+                    })
+                }
+                /// The result, added (empty) if the boot recorded none.
+                pub fn $get_mut(&mut self) -> &mut $ty {
+                    let i = match self.workloads.iter().position(|w| matches!(w, WorkloadResult::$variant(_))) {
+                        Some(i) => i,
+                        None => {
+                            self.workloads.push(WorkloadResult::$variant(Default::default()));
+                            self.workloads.len() - 1
+                        }
+                    };
+                    match &mut self.workloads[i] {
+                        WorkloadResult::$variant(x) => x,
+                        _ => unreachable!("found above"),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+workload_accessors! {
+    loader, loader_mut, Loader, LoaderResult;
+    storm, storm_mut, Storm, Storm;
+    ddlink, ddlink_mut, Ddlink, DdlinkStarts;
+    order, order_mut, Order, OrderStarts;
+    program, program_mut, Program, ProgramRun;
+}
+
+/// The DDLink loader modes the lab starts a program in, in order: the
+/// patched ld.so without a cache, File Read Mode (the bindings from a
+/// cache), Relocation Skip Mode (prelinked images, relocation skipped).
+pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
+
+/// One start of a program in the guest, whichever workload started it:
+/// what the kernel log's markers and the shell say.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct UserStart {
-    /// One of [`USER_MODES`].
+pub struct Start {
+    /// The start's series: one of [`USER_MODES`] for DDLink, `BLOCK/RA/BUILD`
+    /// for reordering.
     pub mode: String,
     /// The how-manieth start in this mode (from 0).
     pub index: usize,
@@ -241,6 +237,30 @@ pub struct UserStart {
     pub duration_us: f64,
     /// The program's exit status.
     pub exit: i32,
+    /// What the program printed (stdout and stderr).
+    #[serde(default)]
+    pub output: String,
+}
+
+/// A program started under DDLink's patched ld.so in each mode.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DdlinkStarts {
+    /// What was started: `LD.SO PROGRAM ARGS`, host paths (the guest holds
+    /// the files at the same paths).
+    pub command: String,
+    /// The guest's TSC rate (MHz, from the kernel log) the loader's cycle
+    /// counts are converted with; None when the log did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tsc_mhz: Option<f64>,
+    /// Every start, in the order they ran.
+    pub starts: Vec<DdlinkStart>,
+}
+
+/// One start under DDLink's ld.so: the start, and ld.so's own figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DdlinkStart {
+    #[serde(flatten)]
+    pub start: Start,
     /// ld.so's own figures (`LD_DEBUG=statistics`, converted with the
     /// guest's TSC rate and glibc 2.36's missing factor 10): its whole
     /// startup, loading the objects, and relocation.
@@ -256,12 +276,24 @@ pub struct UserStart {
     /// The loader's DDLink decision lines (`LD_DEBUG=ddlink`), joined with "; ".
     #[serde(default)]
     pub decision: String,
-    /// What the program printed (stdout and stderr).
-    #[serde(default)]
-    pub output: String,
-    /// Cold starts from emulated flash (`order:`): the program's page
-    /// faults (the starting shell's cminflt/cmajflt) and what the device
-    /// served during the start (`/sys/block/DEV/stat`: requests, bytes).
+}
+
+/// Function reordering's cold starts, unordered and reordered builds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct OrderStarts {
+    /// The reordering case's label: the program, its builds, the flash.
+    pub command: String,
+    /// Every start, in the order they ran.
+    pub starts: Vec<OrderStart>,
+}
+
+/// One cold start from emulated flash: the start, the program's page
+/// faults (the starting shell's cminflt/cmajflt), what the device served
+/// during it (`/sys/block/DEV/stat`: requests, bytes) and its time to UI.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct OrderStart {
+    #[serde(flatten)]
+    pub start: Start,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minor_faults: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -270,12 +302,50 @@ pub struct UserStart {
     pub read_requests: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bytes: Option<u64>,
-    /// Time to UI (`order:`): from the start marker to the moment the
-    /// program's first output line reached the shell reading it (its
-    /// `bootlink: order ui MODE K` kernel log marker), guest microseconds;
-    /// None when the program printed nothing.
+    /// Time to UI: from the start marker to the moment the program's first
+    /// output line reached the shell reading it (its `bootlink: order ui
+    /// MODE K` kernel log marker), guest microseconds; None when the
+    /// program printed nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui_us: Option<f64>,
+}
+
+/// The common part of a DDLink or reordering start, read through it.
+impl std::ops::Deref for DdlinkStart {
+    type Target = Start;
+    fn deref(&self) -> &Start {
+        &self.start
+    }
+}
+
+impl std::ops::DerefMut for DdlinkStart {
+    fn deref_mut(&mut self) -> &mut Start {
+        &mut self.start
+    }
+}
+
+impl std::ops::Deref for OrderStart {
+    type Target = Start;
+    fn deref(&self) -> &Start {
+        &self.start
+    }
+}
+
+impl std::ops::DerefMut for OrderStart {
+    fn deref_mut(&mut self) -> &mut Start {
+        &mut self.start
+    }
+}
+
+/// A host program run once in the guest after the modules load (`run:`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ProgramRun {
+    /// The program's path and arguments (empty in runs written before
+    /// results were tagged by workload).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// What it printed, then `RUN-EXIT <status>`.
+    pub output: String,
 }
 
 /// What a loader other than sequential insmod reported for one boot.
@@ -388,6 +458,14 @@ pub struct Run {
     /// `,enforce`); empty in runs written before it was pinned (`max`).
     #[serde(default)]
     pub cpu_model: String,
+    /// QEMU's `-machine` (`pc` on x86-64); empty in runs written before the
+    /// lab named it (QEMU's default machine, which was `pc`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub machine: String,
+    /// The guest's architecture (`x86-64`); empty in runs written before
+    /// the lab recorded it (all of them x86-64).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arch: String,
     /// "deterministic" (-icount shift=0,sleep=off) or "realtime".
     pub timing: String,
     pub module_set: String,

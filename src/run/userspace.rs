@@ -1,5 +1,5 @@
 //! A program started in the guest under DDLink's patched ld.so
-//! ([`crate::run::results::UserSpace`]): per series and loader mode, the
+//! ([`crate::run::results::DdlinkStarts`]): per series and loader mode, the
 //! medians over every start of every repetition, and the before/after
 //! table (normal loading is the baseline) that `bootlink lab` and
 //! `bootlink chart` print and the HTML report shows.
@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::run::model::{Med, Series, series};
-use crate::run::results::{Run, USER_MODES, UserStart};
+use crate::run::results::{DdlinkStart, Run, Start, USER_MODES};
 use crate::table::{Table, ms, thousands};
 
 /// One loader mode of one series.
@@ -55,7 +55,7 @@ impl UserTable {
 }
 
 /// The decision line that says what this mode did (else the first line).
-fn decision(s: &UserStart) -> String {
+fn decision(s: &DdlinkStart) -> String {
     let want = match s.mode.as_str() {
         "skip" => "skip mode",
         "file-read" => "file-read mode",
@@ -72,13 +72,9 @@ pub fn tables(runs: &[Run]) -> Vec<UserTable> {
 }
 
 fn table(s: &Series) -> Option<UserTable> {
-    let all: Vec<&UserStart> =
-        s.variant.repetitions.iter().filter_map(|r| r.userspace.as_ref()).flat_map(|u| &u.starts).collect();
-    let u = s.variant.repetitions.iter().find_map(|r| r.userspace.as_ref())?;
-    // Function reordering's starts have their own table (crate::run::order).
-    if u.is_order() {
-        return None;
-    }
+    let all: Vec<&DdlinkStart> =
+        s.variant.repetitions.iter().filter_map(|r| r.ddlink()).flat_map(|u| &u.starts).collect();
+    let u = s.variant.repetitions.iter().find_map(|r| r.ddlink())?;
     let command = u.command.clone();
     let first = all.first().map(|x| x.output.as_str());
     let mut modes: Vec<&str> = USER_MODES.to_vec();
@@ -90,7 +86,7 @@ fn table(s: &Series) -> Option<UserTable> {
     let rows = modes
         .iter()
         .filter_map(|m| {
-            let st: Vec<&UserStart> = all.iter().copied().filter(|x| x.mode == *m).collect();
+            let st: Vec<&DdlinkStart> = all.iter().copied().filter(|x| x.mode == *m).collect();
             Some(ModeRow {
                 mode: m.to_string(),
                 starts: st.len(),
@@ -176,35 +172,38 @@ pub fn render_text(runs: &[Run]) -> String {
 /// The starts a guest script brackets with kernel log markers, `PREFIX
 /// start MODE K` and `PREFIX end MODE K [STATUS]`: each one's mode, index,
 /// printk time and duration, and its exit status when the end marker gives
-/// one (else -1); a `PREFIX ui MODE K` marker in between is its time to UI
-/// (the first one, from the start marker).
-pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
-    let mut starts: Vec<UserStart> = Vec::new();
+/// one (else -1); with it, a `PREFIX ui MODE K` marker in between as its
+/// time to UI (the first one, from the start marker).
+pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<(Start, Option<f64>)> {
+    let mut starts: Vec<(Start, Option<f64>)> = Vec::new();
     for line in dmesg_text.lines() {
         let Some((t, msg)) = crate::run::dmesg::timed_message(line.as_bytes()) else { continue };
         let msg = String::from_utf8_lossy(msg);
         let Some(m) = msg.strip_prefix(prefix) else { continue };
         let w: Vec<&str> = m.split_whitespace().collect();
         match w[..] {
-            ["start", mode, k] => starts.push(UserStart {
-                mode: mode.to_string(),
-                index: k.parse().unwrap_or(0),
-                start_us: t,
-                exit: -1,
-                ..Default::default()
-            }),
+            ["start", mode, k] => starts.push((
+                Start {
+                    mode: mode.to_string(),
+                    index: k.parse().unwrap_or(0),
+                    start_us: t,
+                    exit: -1,
+                    ..Default::default()
+                },
+                None,
+            )),
             ["ui", mode, k] => {
                 let k: usize = k.parse().unwrap_or(0);
-                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k)
+                if let Some((s, ui)) = starts.iter_mut().rev().find(|(s, _)| s.mode == mode && s.index == k)
                     && s.duration_us == 0.0
-                    && s.ui_us.is_none()
+                    && ui.is_none()
                 {
-                    s.ui_us = Some(t - s.start_us);
+                    *ui = Some(t - s.start_us);
                 }
             }
             ["end", mode, k, ref rest @ ..] if rest.len() <= 1 => {
                 let k: usize = k.parse().unwrap_or(0);
-                if let Some(s) = starts.iter_mut().rev().find(|s| s.mode == mode && s.index == k) {
+                if let Some((s, _)) = starts.iter_mut().rev().find(|(s, _)| s.mode == mode && s.index == k) {
                     s.duration_us = t - s.start_us;
                     s.exit = rest.first().and_then(|rc| rc.parse().ok()).unwrap_or(-1);
                 }
@@ -218,22 +217,23 @@ pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<UserStart> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::run::results::{Repetition, Starts, UserSpace, Variant};
+    use crate::run::results::{DdlinkStarts, Repetition, Variant, WorkloadResult};
 
-    fn start(mode: &str, index: usize, dur: f64, reloc: f64, decision: &str) -> UserStart {
-        UserStart {
-            mode: mode.into(),
-            index,
-            start_us: 1e6 + index as f64 * 1e5,
-            duration_us: dur,
-            exit: 0,
+    fn start(mode: &str, index: usize, dur: f64, reloc: f64, decision: &str) -> DdlinkStart {
+        DdlinkStart {
+            start: Start {
+                mode: mode.into(),
+                index,
+                start_us: 1e6 + index as f64 * 1e5,
+                duration_us: dur,
+                exit: 0,
+                output: "checksum 1".into(),
+            },
             loader_us: Some(reloc + 1000.0),
             load_objects_us: Some(500.0),
             relocation_us: Some(reloc),
             lookups: Some(if mode == "normal" { 40_740 } else { 48 }),
             decision: decision.into(),
-            output: "checksum 1".into(),
-            ..Default::default()
         }
     }
 
@@ -252,21 +252,23 @@ pub(crate) mod tests {
             ));
         }
         let rep = Repetition {
-            userspace: Some(UserSpace::Ddlink(Starts {
+            workloads: vec![WorkloadResult::Ddlink(DdlinkStarts {
                 command: "/p/ld.so /c/synth-main".into(),
                 tsc_mhz: Some(1000.0),
                 starts,
-            })),
+            })],
             ..Default::default()
         };
         Run {
-            format: 1,
+            format: crate::run::FORMAT_VERSION,
             source: "lab".into(),
             kernel_release: "6.1.192".into(),
             kernel: "/k/vmlinux".into(),
             cmdline: String::new(),
             qemu_version: String::new(),
             cpu_model: String::new(),
+            machine: String::new(),
+            arch: String::new(),
             qemu_command: Vec::new(),
             timing: "deterministic".into(),
             module_set: "none".into(),
@@ -298,7 +300,7 @@ pub(crate) mod tests {
         assert!(skip.contains("4.67x") && skip.contains("42.50x") && skip.contains("identical"), "{skip}");
         // Old runs (no starts) print nothing.
         let mut old = run();
-        old.variants[0].repetitions[0].userspace = None;
+        old.variants[0].repetitions[0].workloads.clear();
         assert_eq!(render_text(&[old]), "");
     }
 }

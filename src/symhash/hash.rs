@@ -1,7 +1,7 @@
 //! The hash functions the tables use, identical in the kernel patch.
 
-/// Dan Bernstein's string hash (h = h * 33 + c from 5381), the seed's
-/// "simple hash" and glibc's DT_GNU_HASH function.
+/// Dan Bernstein's string hash (h = h * 33 + c from 5381), the "simple
+/// hash" and glibc's DT_GNU_HASH function.
 pub fn djb(name: &[u8]) -> u32 {
     name.iter().fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32))
 }

@@ -1,5 +1,5 @@
 //! The tables' binary layout (little-endian 32-bit words), built here and
-//! read by the kernel patch (kernel/patches/0002, kernel/module/symhash.c)
+//! read by the kernel (kernel/patches 0001, kernel/module/symhash.c)
 //! and by `Tables::lookup` below, which mirrors the kernel's search so the
 //! host can check every table it writes.
 //!
@@ -32,7 +32,7 @@ pub const OVERFLOW: u32 = 0x8000_0000;
 pub const VERSIONS_SORTED: u32 = 1;
 const BLOOM_SHIFT: u32 = 26;
 
-/// The SysV bucket counts binutils uses (the seed's modpost table).
+/// The SysV bucket counts binutils uses (modpost's table).
 const ELF_BUCKETS: [u32; 16] = [1, 3, 17, 37, 67, 97, 131, 197, 263, 521, 1031, 2053, 4099, 8209, 16411, 32771];
 
 /// The search methods, as `module.symlookup=` names them.

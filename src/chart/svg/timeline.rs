@@ -434,7 +434,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         );
     }
     y += 32.0;
-    if rep.storm.is_some() && rep.modules.is_empty() && rep.initcalls.is_empty() {
+    if rep.storm().is_some() && rep.modules.is_empty() && rep.initcalls.is_empty() {
         y += 20.0;
         let _ = write!(
             o,
@@ -449,9 +449,13 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
     } else if model::module_inits(rep).next().is_some() {
         entries.push(("module init function".into(), phase_color("init")));
     }
-    let user = rep.userspace.as_ref().filter(|u| !u.starts.is_empty());
-    if let Some(u) = user {
-        entries.extend(super::userspace::legend_entries(u));
+    let ddlink = rep.ddlink().filter(|u| !u.starts.is_empty());
+    let order = rep.order().filter(|u| !u.starts.is_empty());
+    if let Some(u) = ddlink {
+        entries.extend(super::userspace::legend_ddlink(u));
+    }
+    if let Some(u) = order {
+        entries.extend(super::userspace::legend_order(u));
     }
     y += 14.0;
     y += legend(&mut o, 12.0, y, &entries);
@@ -488,11 +492,14 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
             y = panel(&mut o, y, title, &note, &s, &mods, DETAIL_MODULES, what, init);
         }
     }
-    if let Some(u) = user {
-        y = super::userspace::panel(&mut o, y, u);
+    if let Some(u) = ddlink {
+        y = super::userspace::panel_ddlink(&mut o, y, u);
+    }
+    if let Some(u) = order {
+        y = super::userspace::panel_order(&mut o, y, u);
     }
     y = super::userspace::processes_panel(&mut o, y, &rep.processes);
-    if builtin.is_empty() && mods.is_empty() && user.is_none() && rep.processes.is_empty() {
+    if builtin.is_empty() && mods.is_empty() && ddlink.is_none() && order.is_none() && rep.processes.is_empty() {
         y += 20.0;
         let _ = write!(
             o,

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::run::model::Med;
-use crate::run::results::{Process, USER_MODES, UserSpace, UserStart};
+use crate::run::results::{DdlinkStart, DdlinkStarts, OrderStart, OrderStarts, Process, Start, USER_MODES};
 
 use super::panel::{finish_panel, stripe};
 use super::*;
@@ -21,18 +21,71 @@ pub fn mode_colors(mode: &str) -> [&'static str; 3] {
     }
 }
 
-/// Legend entries for the modes that have starts.
-pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
-    let mut out = Vec::new();
-    if u.is_order() {
-        // Function reordering's cold starts: one bar per start, no loader spans.
-        out.push(("cold start (marker to exit)".to_string(), mode_colors("")[0]));
-        if u.starts.iter().any(|s| s.ui_us.is_some()) {
-            out.push(("time to UI (first output line)".to_string(), UI));
-        }
-        return out;
+/// What the panel and the Perfetto tracks draw of one start, whichever
+/// workload started it: the bar is the common [`Start`]; the rest is the
+/// workload's own figures.
+pub trait StartBar: std::ops::Deref<Target = Start> {
+    /// ld.so's part and the relocation inside it (DDLink's starts).
+    fn spans(&self) -> (Option<Span>, Option<Span>) {
+        (None, None)
     }
-    for m in modes(u) {
+    /// Time to UI from the start marker (reordering's starts).
+    fn ui_us(&self) -> Option<f64> {
+        None
+    }
+    /// ld.so's relocation (DDLink's starts).
+    fn relocation_us(&self) -> Option<f64> {
+        None
+    }
+    /// The tooltip's lines of the workload's figures (before the exit status).
+    fn figures(&self, _t: &mut String) {}
+    /// The tooltip's lines after the exit status.
+    fn notes(&self, _t: &mut String) {}
+}
+
+impl StartBar for DdlinkStart {
+    fn spans(&self) -> (Option<Span>, Option<Span>) {
+        inner_spans(self)
+    }
+    fn relocation_us(&self) -> Option<f64> {
+        self.relocation_us
+    }
+    fn figures(&self, t: &mut String) {
+        if let Some(l) = self.loader_us {
+            let _ = write!(t, "\nld.so: {} ms", ms(l));
+        }
+        if let Some(l) = self.load_objects_us {
+            let _ = write!(t, "\n  loading objects: {} ms", ms(l));
+        }
+        if let Some(r) = self.relocation_us {
+            let _ = write!(t, "\n  relocation: {} ms", ms(r));
+        }
+        if let Some(n) = self.lookups {
+            let _ = write!(t, "\nsymbol lookups: {}", crate::table::thousands(n as usize));
+        }
+    }
+    fn notes(&self, t: &mut String) {
+        for d in self.decision.split("; ").filter(|d| !d.is_empty()) {
+            let _ = write!(t, "\n{d}");
+        }
+    }
+}
+
+impl StartBar for OrderStart {
+    fn ui_us(&self) -> Option<f64> {
+        self.ui_us
+    }
+    fn figures(&self, t: &mut String) {
+        if let Some(u) = self.ui_us {
+            let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
+        }
+    }
+}
+
+/// Legend entries of DDLink's starts: the modes that have starts.
+pub fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for m in modes(&u.starts) {
         let [start, ldso, reloc] = mode_colors(m);
         out.push((format!("{m}: start"), start));
         out.push((format!("{m}: ld.so"), ldso));
@@ -41,10 +94,20 @@ pub fn legend_entries(u: &UserSpace) -> Vec<(String, &'static str)> {
     out
 }
 
+/// Legend entries of reordering's cold starts: one bar per start, no
+/// loader spans, the time-to-UI mark.
+pub fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
+    let mut out = vec![("cold start (marker to exit)".to_string(), mode_colors("")[0])];
+    if u.starts.iter().any(|s| s.ui_us.is_some()) {
+        out.push(("time to UI (first output line)".to_string(), UI));
+    }
+    out
+}
+
 /// The modes with starts, [`USER_MODES`] first.
-fn modes(u: &UserSpace) -> Vec<&str> {
-    let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| u.starts.iter().any(|s| s.mode == *m)).collect();
-    for s in &u.starts {
+fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
+    let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| starts.iter().any(|s| s.mode == *m)).collect();
+    for s in starts {
         if !out.contains(&s.mode.as_str()) {
             out.push(&s.mode);
         }
@@ -53,20 +116,20 @@ fn modes(u: &UserSpace) -> Vec<&str> {
 }
 
 /// "median 12.4 ms, relocation 1.23 ms" (or ", UI 12.0 ms": time to UI) for a mode's starts.
-fn median_label(starts: &[UserStart], mode: &str) -> String {
-    let st: Vec<&UserStart> = starts.iter().filter(|x| x.mode == mode).collect();
+fn median_label<S: StartBar>(starts: &[S], mode: &str) -> String {
+    let st: Vec<&S> = starts.iter().filter(|x| x.mode == mode).collect();
     let med = Med::of(st.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
     let mut label = format!("median {} ms", ms(med));
-    if let Some(u) = Med::of(st.iter().filter_map(|x| x.ui_us)) {
+    if let Some(u) = Med::of(st.iter().filter_map(|x| x.ui_us())) {
         let _ = write!(label, ", UI {} ms", ms(u.median));
     }
-    if let Some(r) = Med::of(st.iter().filter_map(|x| x.relocation_us)) {
+    if let Some(r) = Med::of(st.iter().filter_map(|x| x.relocation_us())) {
         let _ = write!(label, ", relocation {} ms", ms(r.median));
     }
     label
 }
 
-fn tooltip(s: &UserStart, program: &str) -> String {
+fn tooltip<S: StartBar>(s: &S, program: &str) -> String {
     let mut t = format!(
         "{program}, {} #{}: {} ms from the start marker to the exit (from {} ms)",
         s.mode,
@@ -74,27 +137,11 @@ fn tooltip(s: &UserStart, program: &str) -> String {
         ms(s.duration_us),
         ms(s.start_us)
     );
-    if let Some(u) = s.ui_us {
-        let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
-    }
-    if let Some(l) = s.loader_us {
-        let _ = write!(t, "\nld.so: {} ms", ms(l));
-    }
-    if let Some(l) = s.load_objects_us {
-        let _ = write!(t, "\n  loading objects: {} ms", ms(l));
-    }
-    if let Some(r) = s.relocation_us {
-        let _ = write!(t, "\n  relocation: {} ms", ms(r));
-    }
-    if let Some(n) = s.lookups {
-        let _ = write!(t, "\nsymbol lookups: {}", crate::table::thousands(n as usize));
-    }
+    s.figures(&mut t);
     if s.exit != 0 {
         let _ = write!(t, "\nexit status: {}", s.exit);
     }
-    for d in s.decision.split("; ").filter(|d| !d.is_empty()) {
-        let _ = write!(t, "\n{d}");
-    }
+    s.notes(&mut t);
     t
 }
 
@@ -105,7 +152,7 @@ pub type Span = (f64, f64);
 /// duration) clamped to the start's bar: ld.so runs first (the fork and
 /// exec before it are not told apart), relocation after it loaded the
 /// objects.
-pub fn inner_spans(s: &UserStart) -> (Option<Span>, Option<Span>) {
+pub fn inner_spans(s: &DdlinkStart) -> (Option<Span>, Option<Span>) {
     let end = s.start_us + s.duration_us.max(0.0);
     let ldso = s.loader_us.map(|l| (s.start_us, l.min(end - s.start_us).max(0.0)));
     let ld_end = ldso.map(|(a, d)| a + d).unwrap_or(end);
@@ -116,37 +163,42 @@ pub fn inner_spans(s: &UserStart) -> (Option<Span>, Option<Span>) {
     (ldso, reloc)
 }
 
-/// The panel; returns the new y.
-pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
-    let program = {
-        let p = u.command.split_whitespace().nth(1).unwrap_or(&u.command);
-        p.rsplit('/').next().unwrap_or(p).to_string()
-    };
+/// The program's file name in a DDLink command (`LD.SO PROGRAM ARGS`).
+pub fn program_name(command: &str) -> String {
+    let p = command.split_whitespace().nth(1).unwrap_or(command);
+    p.rsplit('/').next().unwrap_or(p).to_string()
+}
+
+/// DDLink's panel; returns the new y.
+pub fn panel_ddlink(o: &mut String, y: f64, u: &DdlinkStarts) -> f64 {
+    let program = program_name(&u.command);
+    let title = format!("User space: {program} under the patched ld.so");
+    panel(o, y, &title, "darker: ld.so, darkest: its relocation", &program, &u.starts)
+}
+
+/// Reordering's panel; returns the new y.
+pub fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
+    let program = program_name(&u.command);
+    let title = "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)";
+    panel(o, y, title, "mark: time to UI (the first output line)", &program, &u.starts)
+}
+
+/// The panel of a series of starts; returns the new y.
+fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str, program: &str, starts: &[S]) -> f64 {
     let mut y = y + 18.0;
-    let title = if !u.is_order() {
-        format!("User space: {program} under the patched ld.so")
-    } else {
-        "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)"
-            .to_string()
-    };
-    let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(&title));
-    let a = u.starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
-    let b = u.starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
-    let what = if !u.is_order() {
-        "darker: ld.so, darkest: its relocation"
-    } else {
-        "mark: time to UI (the first output line)"
-    };
+    let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(title));
+    let a = starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
+    let b = starts.iter().map(|s| s.start_us + s.duration_us).fold(0.0, f64::max);
     let note = format!(
         "{} starts, {}–{} ms after boot; bar: marker before the start to the exit, {what}",
-        u.starts.len(),
+        starts.len(),
         ms(a),
         ms(b)
     );
     let _ = write!(
         o,
         r#"<text class="note" x="{:.1}" y="{y:.1}">{}</text>"#,
-        16.0 + text_width(&title, 13.0) + 8.0,
+        16.0 + text_width(title, 13.0) + 8.0,
         esc(&note)
     );
     y += 30.0;
@@ -156,8 +208,8 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
     let t0 = (((a - pad) / step).floor() * step).max(0.0);
     let mut t1 = ((b + pad) / step).ceil() * step;
     // Room right of the last bars for the rows' median labels.
-    let modes = modes(u);
-    let labels: Vec<String> = modes.iter().map(|m| median_label(&u.starts, m)).collect();
+    let modes = modes(starts);
+    let labels: Vec<String> = modes.iter().map(|m| median_label(starts, m)).collect();
     let widest = labels.iter().map(|l| text_width(l, 11.0)).fold(0.0, f64::max);
     let x1 = WIDTH - RIGHT;
     while GUTTER + (b - t0) / (t1 - t0) * (x1 - GUTTER) + 5.0 + widest > WIDTH - 8.0 && t1 < b + 100.0 * (b - t0) {
@@ -173,7 +225,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         if k % 2 == 1 {
             stripe(&mut under, &s, ry, row_h);
         }
-        let starts: Vec<&UserStart> = u.starts.iter().filter(|x| x.mode == *mode).collect();
+        let row: Vec<&S> = starts.iter().filter(|x| x.mode == *mode).collect();
         let _ = write!(
             o,
             r#"<text class="lane-label" data-user-mode="{}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
@@ -184,7 +236,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
         );
         let [c_start, c_ldso, c_reloc] = mode_colors(mode);
         let (bh, by) = (row_h - 6.0, ry + 3.0);
-        for st in &starts {
+        for st in &row {
             let x = s.x(st.start_us);
             let w = (st.duration_us * s.px_per_us()).max(1.0);
             let _ = write!(
@@ -192,9 +244,9 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
                 r#"<g class="tl-user" data-mode="{}" data-start="{}"><title>{}</title><rect x="{x:.2}" y="{by:.1}" width="{w:.2}" height="{bh:.1}" fill="{c_start}"/>"#,
                 esc(mode),
                 st.index,
-                esc(&tooltip(st, &program))
+                esc(&tooltip(*st, program))
             );
-            let (ldso, reloc) = inner_spans(st);
+            let (ldso, reloc) = st.spans();
             for (span, color, what) in [(ldso, c_ldso, "ld.so"), (reloc, c_reloc, "relocation")] {
                 if let Some((sa, sd)) = span {
                     let sw = sd * s.px_per_us();
@@ -207,7 +259,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
                     }
                 }
             }
-            if let Some(ui) = st.ui_us {
+            if let Some(ui) = st.ui_us() {
                 let _ = write!(
                     inner,
                     r#"<rect class="tl-ui" data-ui-us="{}" x="{:.2}" y="{:.1}" width="2" height="{:.1}" fill="{UI}"/>"#,
@@ -220,7 +272,7 @@ pub fn panel(o: &mut String, y: f64, u: &UserSpace) -> f64 {
             inner.push_str("</g>");
         }
         // The median beside the row's last bar.
-        if let Some(last) = starts.iter().map(|x| x.start_us + x.duration_us).reduce(f64::max) {
+        if let Some(last) = row.iter().map(|x| x.start_us + x.duration_us).reduce(f64::max) {
             let _ = write!(
                 inner,
                 r#"<text class="bar-label" x="{:.1}" y="{:.1}">{}</text>"#,
@@ -356,10 +408,8 @@ mod tests {
 
     #[test]
     fn inner_parts_stay_inside_the_bar() {
-        let s = UserStart {
-            mode: "normal".into(),
-            start_us: 1000.0,
-            duration_us: 100.0,
+        let s = DdlinkStart {
+            start: Start { mode: "normal".into(), start_us: 1000.0, duration_us: 100.0, ..Default::default() },
             loader_us: Some(80.0),
             load_objects_us: Some(10.0),
             relocation_us: Some(60.0),
@@ -367,9 +417,9 @@ mod tests {
         };
         assert_eq!(inner_spans(&s), (Some((1000.0, 80.0)), Some((1010.0, 60.0))));
         // Figures larger than the span (another clock) are cut to it.
-        let s = UserStart { loader_us: Some(500.0), relocation_us: Some(400.0), ..s };
+        let s = DdlinkStart { loader_us: Some(500.0), relocation_us: Some(400.0), ..s };
         assert_eq!(inner_spans(&s), (Some((1000.0, 100.0)), Some((1010.0, 90.0))));
-        let s = UserStart { loader_us: None, load_objects_us: None, ..s };
+        let s = DdlinkStart { loader_us: None, load_objects_us: None, ..s };
         assert_eq!(inner_spans(&s), (None, Some((1000.0, 100.0))));
     }
 }

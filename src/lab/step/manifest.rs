@@ -1,5 +1,5 @@
 //! `manifest`: boot a copy of the kernel (a vmlinux with kernel/patches
-//! 0012) whose module hash manifest lists the variant's final modules,
+//! 0011) whose module hash manifest lists the variant's final modules,
 //! kept in the run directory as `kernels/<variant>-vmlinux`.
 
 use std::path::PathBuf;

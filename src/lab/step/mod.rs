@@ -50,7 +50,7 @@ pub enum Step {
     /// `preresolve --trim-symtab` does, without preresolving): shorter
     /// kallsyms scans on a stock kernel.
     Trim,
-    /// Boot a copy of the kernel (a vmlinux with kernel/patches 0012)
+    /// Boot a copy of the kernel (a vmlinux with kernel/patches 0011)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
     /// FILE's bytes, as they are, in the guest as module NAME's file (after

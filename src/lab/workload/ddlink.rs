@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::lab::Initramfs;
 use crate::lab::ddlink::{self, Prepared, Spec};
 use crate::progress;
-use crate::run::results::{Repetition, UserSpace};
+use crate::run::results::{Repetition, WorkloadResult};
 
 use super::{Console, Context, Workload};
 
@@ -37,14 +37,14 @@ impl Workload for DdlinkStarts {
     }
 
     fn parse(&self, c: &Console, rep: &mut Repetition) {
-        rep.userspace = ddlink::parse(c.main, c.dmesg);
+        rep.workloads.extend(ddlink::parse(c.main, c.dmesg).map(WorkloadResult::Ddlink));
     }
 
     /// A guest that printed nothing gets an empty record: its checks then
     /// say that no start was measured.
     fn problems(&self, rep: &mut Repetition) -> Vec<String> {
         let p = self.prepared();
-        let u = rep.userspace.get_or_insert_with(|| UserSpace::Ddlink(Default::default()));
+        let u = rep.ddlink_mut();
         u.command = ddlink::label(p);
         ddlink::problems(u, p.starts)
     }

@@ -9,7 +9,7 @@ use crate::lab::loaders;
 use crate::lab::loaders::Loader;
 use crate::lab::procs;
 use crate::run::ftrace as trace;
-use crate::run::results::Repetition;
+use crate::run::results::{Repetition, WorkloadResult};
 
 use super::{Console, Context, Workload};
 
@@ -62,12 +62,12 @@ impl Workload for ModuleLoading {
 
     fn parse(&self, c: &Console, rep: &mut Repetition) {
         if let Some(text) = section(c.main, loaders::LOADER_SECTION, loaders::LOADER_END) {
-            rep.loader = Some(batchloader::result(text));
+            rep.workloads.push(WorkloadResult::Loader(batchloader::result(text)));
         }
         if let Some(text) = section(c.main, loaders::STORM_SECTION, loaders::STORM_END) {
             let mut storm = loaders::parse_storm(text, c.sizes);
             storm.quiescence_us = rep.modules_total_us;
-            rep.storm = Some(storm);
+            rep.workloads.push(WorkloadResult::Storm(storm));
         }
     }
 }

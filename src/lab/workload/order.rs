@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::lab::Initramfs;
 use crate::lab::order::{self, Prepared, Spec};
 use crate::progress;
-use crate::run::results::{Repetition, UserSpace};
+use crate::run::results::{Repetition, WorkloadResult};
 
 use super::{Console, Context, Workload};
 
@@ -37,12 +37,12 @@ impl Workload for OrderStarts {
     }
 
     fn parse(&self, c: &Console, rep: &mut Repetition) {
-        rep.userspace = order::parse(c.main, c.dmesg);
+        rep.workloads.extend(order::parse(c.main, c.dmesg).map(WorkloadResult::Order));
     }
 
     fn problems(&self, rep: &mut Repetition) -> Vec<String> {
         let p = self.prepared();
-        let u = rep.userspace.get_or_insert_with(|| UserSpace::Order(Default::default()));
+        let u = rep.order_mut();
         u.command = order::label(p);
         order::problems(u, p)
     }

@@ -1,12 +1,12 @@
 //! A host program (`run:/PATH ARGS`) run in the guest after the modules
 //! load, with its ld.so and libraries copied in; its output and exit
-//! status go to the repetition's `run_output`.
+//! status are its [`ProgramRun`].
 
 use std::path::Path;
 
 use crate::error::Result;
 use crate::lab::Initramfs;
-use crate::run::results::Repetition;
+use crate::run::results::{ProgramRun, Repetition, WorkloadResult};
 
 use super::{Console, Context, Workload};
 
@@ -33,7 +33,8 @@ impl Workload for Program {
         if let Some((_, r)) = c.main.split_once(SECTION)
             && let Some((text, _)) = r.split_once(END)
         {
-            rep.run_output = Some(text.trim_matches(['\r', '\n']).replace("\r\n", "\n"));
+            let output = text.trim_matches(['\r', '\n']).replace("\r\n", "\n");
+            rep.workloads.push(WorkloadResult::Program(ProgramRun { command: self.command.clone(), output }));
         }
     }
 }
