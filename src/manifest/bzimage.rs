@@ -140,9 +140,9 @@ fn payload_target(tree: &Path) -> Result<String> {
 /// `a` and `b` are the same vmlinux but for `__modhashes`.
 fn same_but_manifest(a: &[u8], b: &[u8], a_path: &Path, b_path: &Path) -> Result<()> {
     let range = |data: &[u8], path: &Path| -> Result<(usize, usize)> {
-        let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
         elf.reserved_range(super::SECTION)
-            .map_err(|e| Error::file(Kind::Format, path, e))?
+            .map_err(|e| e.at(path))?
             .ok_or_else(|| Error::file(Kind::WrongKernel, path, format!("no {} section", super::SECTION)))
     };
     let (ra, rb) = (range(a, a_path)?, range(b, b_path)?);

@@ -148,7 +148,7 @@ pub fn of_modules_for(
 /// The digest of a module that parses as a module of `k` (machine, vermagic).
 fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
     let (bytes, compression) = crate::module::load_bytes(path)?;
-    let m = crate::module::parse(path, &bytes, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let m = crate::module::parse(path, &bytes, compression).map_err(|e| e.at(path))?;
     if m.machine != k.machine {
         return Err(Error::file(
             Kind::WrongKernel,
@@ -174,8 +174,8 @@ fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
 
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).
 fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
-    let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
-    elf.reserved_range(SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
+    let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
+    elf.reserved_range(SECTION).map_err(|e| e.at(path))?.ok_or_else(|| {
         Error::file(
             Kind::WrongKernel,
             path,
@@ -227,7 +227,7 @@ pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillRepor
 pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
     let mut data = crate::fsutil::map_file(vmlinux)?;
     if !data.starts_with(&object::elf::ELFMAG) {
-        data = crate::kernel::find_vmlinux(data).map_err(|e| Error::file(Kind::Format, vmlinux, e))?.data;
+        data = crate::kernel::find_vmlinux(data).map_err(|e| e.at(vmlinux))?.data;
     }
     let (off, size) = section_range(&data, vmlinux)?;
     Manifest::decode(&data[off..off + size])

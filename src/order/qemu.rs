@@ -65,7 +65,7 @@ impl Log {
 /// The link-time address of `program`'s first executable PT_LOAD.
 fn code_vaddr(program: &Path) -> Result<u64> {
     let data = crate::fsutil::map_file(program)?;
-    let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, program, m))?;
+    let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(program))?;
     let phdrs = parsed
         .header
         .program_headers(LE, &*data)

@@ -258,7 +258,7 @@ fn rewrite_unsigned(
     let mut files = Vec::new();
     for (name, path) in &t.modules {
         let (data, _) = crate::module::load_bytes(path)?;
-        let (len, _) = crate::module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let (len, _) = crate::module::split_signature(&data).map_err(|e| e.at(path))?;
         let dest = dir.join(format!("{name}.ko"));
         match edit(path, &data[..len])? {
             Some(b) => crate::fsutil::write_atomic_nosync(&dest, &b)?,
