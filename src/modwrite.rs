@@ -249,7 +249,7 @@ pub fn run_batch<T: Send>(
     for r in results {
         match r {
             Ok(m) => done.push(m),
-            Err(e) => errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg }),
+            Err(e) => errors.push(FileError::from(e)),
         }
     }
     Ok((done, errors))

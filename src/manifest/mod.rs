@@ -46,6 +46,11 @@ fn hex_list<S: serde::Serializer>(d: &[Sha], s: S) -> std::result::Result<S::Ok,
     s.collect_seq(d.iter().map(|x| x.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
+/// A manifest section the kernel would ignore as invalid.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 impl Manifest {
     pub fn new(mut digests: Vec<Sha>) -> Manifest {
         digests.sort_unstable();
@@ -71,20 +76,20 @@ impl Manifest {
 
     /// Read a section as the kernel does: None for an empty (all-zero) one;
     /// an error for what the kernel would ignore as invalid.
-    pub fn decode(area: &[u8]) -> std::result::Result<Option<Manifest>, String> {
+    pub fn decode(area: &[u8]) -> std::result::Result<Option<Manifest>, Error> {
         if area.len() < HEADER {
-            return Err("section too small".into());
+            return Err(corrupt("section too small"));
         }
         if &area[..8] != MAGIC {
-            return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err("bad magic".into()) };
+            return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err(corrupt("bad magic")) };
         }
         let n = u32::from_le_bytes(area[8..12].try_into().unwrap()) as usize;
         if area[12..16] != [0; 4] || n > (area.len() - HEADER) / 32 {
-            return Err("count or reserved field out of range".into());
+            return Err(corrupt("count or reserved field out of range"));
         }
         let digests: Vec<Sha> = area[HEADER..HEADER + 32 * n].chunks_exact(32).map(|c| c.try_into().unwrap()).collect();
         if digests.windows(2).any(|w| w[0] >= w[1]) {
-            return Err("digests not strictly increasing".into());
+            return Err(corrupt("digests not strictly increasing"));
         }
         Ok(Some(Manifest { digests }))
     }
@@ -135,11 +140,7 @@ pub fn of_modules_for(
                 listed.push(Listed { path, sha256: d.iter().map(|b| format!("{b:02x}")).collect() });
                 digests.push(d);
             }
-            Err(e) => errors.push(crate::tree::FileError {
-                kind: e.kind,
-                path: e.path.clone().unwrap_or_default(),
-                error: e.msg,
-            }),
+            Err(e) => errors.push(crate::tree::FileError::from(e)),
         }
     }
     Ok((Manifest::new(digests), listed, errors))
@@ -231,7 +232,7 @@ pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
     }
     let (off, size) = section_range(&data, vmlinux)?;
     Manifest::decode(&data[off..off + size])
-        .map_err(|m| Error::file(Kind::Format, vmlinux, format!("{SECTION}: {m} (the kernel ignores it)")))
+        .map_err(|e| e.context(vmlinux, |m| format!("{SECTION}: {m} (the kernel ignores it)")))
 }
 
 #[cfg(test)]
@@ -248,12 +249,12 @@ mod tests {
         assert_eq!(Manifest::decode(&[0; 64]).unwrap(), None);
         let mut dup = area.clone();
         dup[HEADER + 32..HEADER + 64].copy_from_slice(&[1; 32]);
-        assert!(Manifest::decode(&dup).unwrap_err().contains("strictly"));
+        assert!(Manifest::decode(&dup).unwrap_err().msg.contains("strictly"));
         let mut big = area.clone();
         big[8..12].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(Manifest::decode(&big).unwrap_err().contains("count"));
+        assert!(Manifest::decode(&big).unwrap_err().msg.contains("count"));
         let mut magic = area;
         magic[0] = b'X';
-        assert!(Manifest::decode(&magic).unwrap_err().contains("magic"));
+        assert!(Manifest::decode(&magic).unwrap_err().msg.contains("magic"));
     }
 }

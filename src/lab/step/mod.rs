@@ -283,7 +283,7 @@ fn inputs(t: &Tree) -> Vec<PathBuf> {
 /// The first error of a batch tool's report, as the step's error.
 fn first_error(tool: &str, errors: &[crate::tree::FileError]) -> Result<()> {
     match errors.first() {
-        Some(e) => Err(Error::file(Kind::Format, &e.path, format!("{tool}: {}", e.error))),
+        Some(e) => Err(Error::file(e.kind, &e.path, format!("{tool}: {}", e.error)).because(e.clone())),
         None => Ok(()),
     }
 }
