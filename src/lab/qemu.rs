@@ -283,12 +283,15 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::new(
-                Kind::Tool,
-                format!("{prog}: missing tool, needed to boot kernels (install the Debian package {QEMU_PACKAGE})"),
-            ),
-            _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
+        .map_err(|e| {
+            (match e.kind() {
+                std::io::ErrorKind::NotFound => Error::new(
+                    Kind::Tool,
+                    format!("{prog}: missing tool, needed to boot kernels (install the Debian package {QEMU_PACKAGE})"),
+                ),
+                _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
+            })
+            .because(e)
         })?;
     let exit = loop {
         match child.try_wait() {

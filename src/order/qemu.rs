@@ -69,7 +69,7 @@ fn code_vaddr(program: &Path) -> Result<u64> {
     let phdrs = parsed
         .header
         .program_headers(LE, &*data)
-        .map_err(|e| Error::file(Kind::Format, program, format!("bad program headers: {e}")))?;
+        .map_err(|e| Error::file(Kind::Format, program, format!("bad program headers: {e}")).because(e))?;
     phdrs
         .iter()
         .find(|p| p.p_type(LE) == elf::PT_LOAD && p.p_flags(LE).0 & elf::PF_X.0 != 0)

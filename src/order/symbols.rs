@@ -70,7 +70,7 @@ impl Functions {
         let phdrs = parsed
             .header
             .program_headers(LE, &*data)
-            .map_err(|e| Error::file(Kind::Format, path, format!("bad program headers: {e}")))?;
+            .map_err(|e| Error::file(Kind::Format, path, format!("bad program headers: {e}")).because(e))?;
         let loads: Vec<(u64, u64, u64)> = phdrs
             .iter()
             .filter(|p| p.p_type(LE) == elf::PT_LOAD)

@@ -138,8 +138,9 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
 
     // Check what we wrote reads back: same names, tables that find them.
     {
-        let check = Elf::parse(&bytes, Want::Relocatable)
-            .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written module: {e}")))?;
+        let check = Elf::parse(&bytes, Want::Relocatable).map_err(|e| {
+            Error::file(Kind::Internal, path, format!("internal error: written module: {e}")).because(e)
+        })?;
         let again = names(&check).map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
         let data = check
             .named_section_data(EXPORTS_SECTION)
