@@ -57,24 +57,54 @@ fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
     }
 }
 
+/// What a path names once its last symbolic link is followed: the path's
+/// own metadata, or its one link's target's. bootlink follows one link
+/// (`/vmlinuz -> boot/vmlinuz-...`, `libz.so.1 -> libz.so.1.2.13`), not a
+/// link to a link: a chain or a loop is refused naming what the links
+/// point to. Links among the directories above the last component (a
+/// module tree's `build -> /usr/src/...`, merged /usr) are the file
+/// system's layout and are not checked.
+pub fn follow_once(path: &Path) -> Result<std::fs::Metadata> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(meta);
+    }
+    let target = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
+    // A relative target is relative to the directory holding the link.
+    let resolved = match path.parent() {
+        Some(dir) if target.is_relative() => dir.join(&target),
+        _ => target.clone(),
+    };
+    let t = std::fs::symlink_metadata(&resolved).map_err(|e| {
+        let why = Error::io(&resolved, e).msg;
+        Error::file(Kind::Io, path, format!("is a symbolic link to {}: {why}", target.display()))
+    })?;
+    if t.file_type().is_symlink() {
+        let next = std::fs::read_link(&resolved).map(|n| format!(" (to {})", n.display())).unwrap_or_default();
+        return Err(Error::file(
+            Kind::Io,
+            path,
+            format!(
+                "is a symbolic link to {}, itself a symbolic link{next}: bootlink follows one link, not a chain or a loop: not read",
+                target.display()
+            ),
+        ));
+    }
+    Ok(t)
+}
+
 /// Open an input file for reading: every file bootlink reads that a user
 /// names (modules, kernel images, configs, records, caches, traces,
-/// run.json) goes through here. Symbolic links are followed (a loop is
-/// refused); anything but a regular file (a FIFO, a device such as
-/// /dev/zero named `x.ko`, a socket, a directory) is refused in one line
-/// without blocking: the path is checked before it is opened, opened with
-/// O_NONBLOCK (a FIFO swapped in between cannot block the open), and the
-/// open file is checked again.
+/// run.json) goes through here. One symbolic link is followed, a chain or
+/// a loop is refused ([`follow_once`]); anything but a regular file (a
+/// FIFO, a device such as /dev/zero named `x.ko`, a socket, a directory) is
+/// refused in one line without blocking: the path is checked before it is
+/// opened, opened with O_NONBLOCK (a FIFO swapped in between cannot block
+/// the open), and the open file is checked again (the same inode: a link
+/// swapped in between is refused too).
 pub fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let loop_or_io = |e: std::io::Error| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            Error::file(Kind::Io, path, "too many levels of symbolic links (a loop): not read")
-        } else {
-            Error::io(path, e)
-        }
-    };
-    let before = std::fs::metadata(path).map_err(loop_or_io)?;
+    let before = follow_once(path)?;
     if let Some(what) = not_regular(&before) {
         return Err(Error::file(Kind::Io, path, what));
     }
@@ -82,7 +112,7 @@ pub fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(loop_or_io)?;
+        .map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if let Some(what) = not_regular(&meta) {
         return Err(Error::file(Kind::Io, path, what));
@@ -314,16 +344,27 @@ mod tests {
         let zero = t.path().join("zero.ko");
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
         let (a, b) = (t.path().join("a.ko"), t.path().join("b.ko"));
-        std::os::unix::fs::symlink(&b, &a).unwrap();
-        std::os::unix::fs::symlink(&a, &b).unwrap();
+        std::os::unix::fs::symlink("b.ko", &a).unwrap();
+        std::os::unix::fs::symlink("a.ko", &b).unwrap();
         let good = t.path().join("good.ko");
         std::fs::write(&good, b"0123456789").unwrap();
         let link = t.path().join("link.ko");
         std::os::unix::fs::symlink("good.ko", &link).unwrap();
+        let chain = t.path().join("chain.ko");
+        std::os::unix::fs::symlink("link.ko", &chain).unwrap();
+        let dangling = t.path().join("dangling.ko");
+        std::os::unix::fs::symlink("gone.ko", &dangling).unwrap();
+        // One link by its absolute path, through a linked directory.
+        let linked_dir = t.path().join("linked-dir");
+        std::os::unix::fs::symlink(t.path(), &linked_dir).unwrap();
+        let abs = t.path().join("abs.ko");
+        std::os::unix::fs::symlink(linked_dir.join("good.ko"), &abs).unwrap();
         for (p, want) in [
             (&fifo, "is a FIFO (named pipe), not a regular file"),
             (&zero, "is a device, not a regular file"),
-            (&a, "too many levels of symbolic links (a loop)"),
+            (&a, "is a symbolic link to b.ko, itself a symbolic link (to a.ko): bootlink follows one link"),
+            (&chain, "is a symbolic link to link.ko, itself a symbolic link (to good.ko)"),
+            (&dangling, "is a symbolic link to gone.ko: no such file or directory"),
             (&t.path().to_path_buf(), "is a directory"),
         ] {
             let e = read_input(p, MAX_BINARY).unwrap_err();
@@ -331,6 +372,8 @@ mod tests {
             assert!(map_file(p).is_err());
         }
         assert_eq!(read_input(&link, 10).unwrap(), b"0123456789");
+        assert_eq!(read_input(&abs, 10).unwrap(), b"0123456789");
+        assert_eq!(read_input(&linked_dir.join("link.ko"), 10).unwrap(), b"0123456789");
         assert_eq!(&map_file(&link).unwrap()[..], b"0123456789");
         let e = read_input(&good, 9).unwrap_err();
         assert!(e.msg.starts_with("larger than 0 MiB"), "{e}");

@@ -10,14 +10,16 @@ use crate::progress::Progress;
 
 /// Expand files and directories into the module files they hold, sorted.
 /// Directories are walked recursively; symlinked directories (such as
-/// `build` and `source` in lib/modules/<release>) are not followed.
+/// `build` and `source` in lib/modules/<release>) are not followed. A
+/// symbolic link named like a module is read as the files given are: one
+/// link followed, a chain or a loop refused (`fsutil::follow_once`).
 pub fn find_modules(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
-        // Anything but a directory is a file of the batch: a missing file, a
-        // FIFO or a symlink loop is that file's error when it is read, and
-        // the rest of the batch goes on.
-        if std::fs::metadata(input).is_ok_and(|m| m.is_dir()) {
+        // Anything but a directory (or one link to one) is a file of the
+        // batch: a missing file, a FIFO, a chain of links or a loop is that
+        // file's error when it is read, and the rest of the batch goes on.
+        if crate::fsutil::follow_once(input).is_ok_and(|m| m.is_dir()) {
             let before = out.len();
             walk(input, &mut out)?;
             if out.len() == before {

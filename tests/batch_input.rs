@@ -1,5 +1,6 @@
 //! Files, batches and outputs (issue 23): only regular files are read (a
-//! FIFO or /dev/zero named `x.ko` is refused in one line, never blocks), two
+//! FIFO or /dev/zero named `x.ko` is refused in one line, never blocks; one
+//! symbolic link is followed, a chain or a loop refused), two
 //! inputs that would write one output are refused before anything is
 //! written, a decompression bomb is refused at the stated limit, and an
 //! internal error is one line naming the file being processed.
@@ -66,7 +67,10 @@ fn non_regular_files_are_refused_in_one_line_by_every_subcommand() {
     let bad: [(&Path, &str); 3] = [
         (&fifo, "is a FIFO (named pipe), not a regular file"),
         (&zero, "is a device, not a regular file"),
-        (&l1, "too many levels of symbolic links (a loop)"),
+        (
+            &l1,
+            "is a symbolic link to loop2.ko, itself a symbolic link (to loop1.ko): bootlink follows one link, not a chain or a loop",
+        ),
     ];
     let good = copy_to(&module("fs/fat/fat.ko"), &dir, "fat.ko");
     let tree = dir.join("modules");
@@ -404,4 +408,74 @@ fn manifest_lists_only_modules_of_the_kernel() {
         assert!(e.error.contains(want) && !e.error.contains('\n'), "{name}: {}", e.error);
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Symbolic links are followed once (issue 23): one link to a module, a
+/// kernel, a config or a tree is read, in a tree too; a link to a link is
+/// refused in one line naming what each points to, and the rest of the
+/// batch is done. A module tree with lib/modules' one level of links
+/// (`build` to the headers, whose files link into a common directory) reads
+/// as before: linked directories are not walked, files read through them.
+#[test]
+fn symbolic_links_are_followed_once() {
+    use std::os::unix::fs::symlink;
+    let k = &kernel().vmlinuz;
+    let dir = tmpdir("symlinks-once");
+    // lib/modules/R: a module, one link to it, a chain, build -> headers.
+    let tree = dir.join("lib/modules/R");
+    std::fs::create_dir_all(tree.join("kernel/fs/fat")).unwrap();
+    copy_to(&module("fs/fat/fat.ko"), &tree.join("kernel/fs/fat"), "fat.ko");
+    symlink("kernel/fs/fat/fat.ko", tree.join("one.ko")).unwrap();
+    symlink("one.ko", tree.join("chain.ko")).unwrap();
+    let headers = dir.join("usr/src/headers-amd64");
+    let common_dir = dir.join("usr/src/headers-common");
+    std::fs::create_dir_all(&headers).unwrap();
+    std::fs::create_dir_all(&common_dir).unwrap();
+    std::fs::write(common_dir.join("config"), "CONFIG_MODULES=y\nCONFIG_RANDOMIZE_BASE=n\n").unwrap();
+    symlink("../headers-common/config", headers.join(".config")).unwrap();
+    copy_to(&module("fs/fat/fat.ko"), &headers, "in_headers.ko");
+    symlink(&headers, tree.join("build")).unwrap();
+    // The kernel by one link and by a chain of two.
+    let kernel_link = dir.join("vmlinuz");
+    symlink(k, &kernel_link).unwrap();
+    let kernel_chain = dir.join("vmlinuz.old");
+    symlink("vmlinuz", &kernel_chain).unwrap();
+    let tree_link = dir.join("modules");
+    symlink(&tree, &tree_link).unwrap();
+    let tree_chain = dir.join("modules.old");
+    symlink("modules", &tree_chain).unwrap();
+
+    let chain_line = |p: &Path, to: &str, then: &str| {
+        format!(
+            "bootlink: {}: is a symbolic link to {to}, itself a symbolic link (to {then}): bootlink follows one link, not a chain or a loop: not read",
+            p.display()
+        )
+    };
+    // The tree (given by one link): fat.ko and one.ko read, chain.ko one
+    // line, nothing under build/.
+    let o = run_within(&[&"inspect", &kernel_link, &tree_link], &dir);
+    assert!(!o.status.success());
+    assert_eq!(error_lines(&o), [chain_line(&tree_link.join("chain.ko"), "one.ko", "kernel/fs/fat/fat.ko")]);
+    let out = stdout(&o);
+    assert!(out.contains("one.ko") && out.contains("fat.ko"), "{out}");
+    assert!(!out.contains("in_headers"), "a linked directory was walked: {out}");
+    // The same in a batch that writes: the good ones are written.
+    let outdir = dir.join("out");
+    let o = run_within(&[&"preresolve", &"--kernel", &kernel_link, &"--assume-nokaslr", &"-o", &outdir, &tree], &dir);
+    assert_eq!(error_lines(&o), [chain_line(&tree.join("chain.ko"), "one.ko", "kernel/fs/fat/fat.ko")]);
+    assert!(outdir.join("kernel/fs/fat/fat.ko").is_file() && outdir.join("one.ko").is_file());
+    assert!(!outdir.join("chain.ko").exists());
+    // Files read through the one level of links a kernel tree has.
+    let o = run_within(&[&"kernel-info", &"--config", &tree.join("build/.config"), &kernel_link], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_within(&[&"inspect", &kernel_link, &tree.join("build/in_headers.ko")], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Chains given directly: the kernel, a tree.
+    let o = run_within(&[&"kernel-info", &kernel_chain], &dir);
+    assert!(!o.status.success());
+    assert_eq!(error_lines(&o), [chain_line(&kernel_chain, "vmlinuz", &k.display().to_string())]);
+    let o = run_within(&[&"inspect", &kernel_link, &tree_chain], &dir);
+    assert!(!o.status.success());
+    assert_eq!(error_lines(&o), [chain_line(&tree_chain, "modules", &tree.display().to_string())]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,17 +34,19 @@ fn kernel_with_test_modules(b: &SelfBuilt, dir: &Path) -> (PathBuf, PathBuf) {
 /// What the guest prints after loading: per module, the count of its
 /// available_filter_functions lines; a digest of all modules' valid ones;
 /// per event system, a digest of its events' format files; the functions
-/// enabled for xfs and bl_weak under the function tracer. One pass over
+/// enabled for xfs and bl_weak under the function tracer (sorted, without
+/// addresses: the loads run in parallel, so which module's records come
+/// first and where the trampoline lands differ from boot to boot). One pass over
 /// each file (busybox under TCG is slow); no commas (the variant syntax).
 const PROBE: &str = "run:/bin/cat /proc/sys/kernel/tainted; cd /sys/kernel/tracing; \
     grep '\\]$' available_filter_functions > /aff; \
-    echo \"AFFALL $(grep -v __ftrace_invalid_address /aff | md5sum)\"; \
+    echo \"AFFALL $(grep -v __ftrace_invalid_address /aff | sort | md5sum)\"; \
     sed -n 's/.*\\[\\(.*\\)\\]$/\\1/p' /aff | sort | uniq -c | while read n m; do echo \"AFF $m $n\"; done; \
     for d in events/*/; do echo \"FMT $d $(cat $d*/format | md5sum)\"; done; \
     grep '\\[bl_weak\\]$' /aff | sed 's/^/BLWEAK /'; \
     echo ':mod:xfs' > set_ftrace_filter; echo ':mod:bl_weak' >> set_ftrace_filter; \
     echo function > current_tracer; \
-    echo \"ENA $(wc -l < enabled_functions) $(sed 's/^[0-9a-f]* //' enabled_functions | md5sum)\"; \
+    echo \"ENA $(wc -l < enabled_functions) $(sed 's/0x[0-9a-f]*//g' enabled_functions | sort | md5sum)\"; \
     echo nop > current_tracer";
 
 /// The probe's lines by kind and key: AFF module, FMT file, ENA.

@@ -1,4 +1,4 @@
-//! The module hash manifest on the self-built kernel (kernel/patches 0012)
+//! The module hash manifest on the self-built kernel (kernel/patches 0011)
 //! under QEMU, with `module.sig_enforce=1`: unsigned modules load when the
 //! kernel image lists them (`--variant ...,manifest:on`), are refused
 //! without the list and with `module.hashes=0`; the image the variant booted
@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use bootlink::run::results::Run;
 use common::TestCommand;
+use sha2::Digest;
 
 /// A few modules of the lab's set with dependencies among them.
 const MODULES: &[&str] = &["sctp", "nls_cp437", "crc32c_generic"];
@@ -207,7 +208,10 @@ impl Genuine {
 /// renamed files reach the guest as raw bytes (`raw:`), past the host's
 /// tree reader. Another listed module's file under the victim's name loads,
 /// as itself: the list trusts a module's bytes, never a file name (as a
-/// signature does); the victim's name is never loaded.
+/// signature does); the victim's name is never loaded. The victim signed by
+/// a key the kernel does not hold (standing for a revoked one) and listed
+/// is refused by the signature path: a signed module never takes the list,
+/// so the list cannot undo a revocation.
 #[test]
 fn tampered_modules_and_manifests_are_refused() {
     let g = genuine("manifest-matrix");
@@ -264,6 +268,23 @@ fn tampered_modules_and_manifests_are_refused() {
     a.splice(16..16, first);
     with_area(&g.vmlinux, &duplicate, &a);
 
+    // The victim signed by a key this kernel does not trust (as a revoked
+    // key would be), and listed: a signed module never takes the list, so
+    // the signature path refuses it as it would without the list.
+    let (key, cert) = common::key_pair(&g.root, "untrusted");
+    let sign_key = bootlink::sign::SignKey { key, cert, hash: bootlink::sign::Hash::Sha256 };
+    let signed = bootlink::sign::sign(&victim, &sign_key, &g.root, "untrusted").unwrap();
+    let signed_tree = g.tree_with_victim("signed-listed", &signed);
+    let signed_listed = g.root.join("vmlinux.signed-listed");
+    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &g.vmlinux, &"-o", &signed_listed, &signed_tree]).ok();
+    let shown = TestCommand::new(&[&"manifest", &"show", &"--json", &signed_listed]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let digest: String = sha2::Sha256::digest(&signed).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        v["digests"].as_array().unwrap().iter().any(|d| d.as_str() == Some(digest.as_str())),
+        "the signed victim's digest is listed: {v}"
+    );
+
     let e = format!(",cmdline:{ENFORCE}");
     let raw = |f: &PathBuf| format!(",cmdline:{ENFORCE},raw:nls_cp437={}", f.display());
     let (run, out) = g.lab(&[
@@ -276,8 +297,9 @@ fn tampered_modules_and_manifests_are_refused() {
         ("empty", &empty, &g.tree, e.clone()),
         ("bad-magic", &bad_magic, &g.tree, e.clone()),
         ("duplicate", &duplicate, &g.tree, e.clone()),
+        ("signed-listed", &signed_listed, &signed_tree, e.clone()),
     ]);
-    assert_eq!(run.variants.len(), 9, "every case booted");
+    assert_eq!(run.variants.len(), 10, "every case booted");
     for v in &run.variants {
         let rep = &v.repetitions[0];
         let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
@@ -297,12 +319,12 @@ fn tampered_modules_and_manifests_are_refused() {
                 assert!(others.iter().all(|&s| s == 0), "{others:?}");
                 assert_eq!(inits("nls_cp437"), 1, "nls_cp437's init ran");
             }
-            "flipped" | "other-build" | "truncated" | "renamed" => {
+            "flipped" | "other-build" | "truncated" | "renamed" | "signed-listed" => {
                 assert!(v.name != "truncated" && v.name != "renamed" || !v.raw_module.is_empty(), "raw: recorded");
                 assert_ne!(victim, 0, "{}: a changed module loaded", v.name);
                 assert!(others.iter().all(|&s| s == 0), "{}: the listed ones still load: {others:?}", v.name);
                 // Debian's module is signed, by a key this kernel does not hold.
-                let line = if v.name == "other-build" {
+                let line = if v.name == "other-build" || v.name == "signed-listed" {
                     "Loading of module with unavailable key is rejected"
                 } else {
                     "Loading of unsigned module is rejected"

@@ -80,10 +80,15 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
         assert!(re.read_bytes < un.read_bytes, "{block}k: bytes read");
         assert!(re.duration_us < un.duration_us, "{block}k: wall");
     }
-    // Page-sized blocks, no readahead: what the reordering is for (TCG, -icount: deterministic).
+    // Page-sized blocks, no readahead: what the reordering is for. TCG with
+    // -icount and the pinned CPU is deterministic, so the floors sit within
+    // 10 % of what was measured (2026-11-25: major faults 167 -> 22, 7.59x;
+    // 1,871.8 -> 263.5 ms, 7.10x).
     let (un, re) = (start(u, "unordered/4k/ra0"), start(u, "reordered/4k/ra0"));
-    assert!(un.major_faults.unwrap() >= 5 * re.major_faults.unwrap(), "4k: major faults cut 5x at least");
-    assert!(un.duration_us >= 4.2 * re.duration_us, "4k: 4.2x faster at least");
+    let faults = un.major_faults.unwrap() as f64 / re.major_faults.unwrap() as f64;
+    assert!(faults >= 0.9 * 7.59, "4k: major faults cut {faults:.2}x, measured 7.59x");
+    let speed = un.duration_us / re.duration_us;
+    assert!(speed >= 0.9 * 7.10, "4k: {speed:.2}x faster, measured 7.10x");
 }
 
 #[test]
@@ -100,7 +105,11 @@ fn python_reordered_and_bolted_starts_fault_less() {
         assert!(ui > 0.0 && ui <= s.duration_us, "{}: UI {ui} outside 0..{}", s.mode, s.duration_us);
     }
     let un = start(u, "unordered/4k/ra0");
-    for build in ["reordered", "qemu", "bolt"] {
+    // Major faults of the unordered build over each build's, as measured
+    // (2026-11-25, TCG, -icount, the pinned CPU: deterministic): 755 -> 599
+    // (reordered), 588 (the order recorded under QEMU), 518 (BOLT). Each
+    // must stay within 10 % of its measured cut.
+    for (build, measured) in [("reordered", 755.0 / 599.0), ("qemu", 755.0 / 588.0), ("bolt", 755.0 / 518.0)] {
         let b = start(u, &format!("{build}/4k/ra0"));
         let (m0, m1) = (un.major_faults.unwrap(), b.major_faults.unwrap());
         common::report(
@@ -111,9 +120,8 @@ fn python_reordered_and_bolted_starts_fault_less() {
                 b.duration_us / 1e3
             ),
         );
-        // 755 -> 612 (reordered) and 527 (BOLT) when this was written
-        // (TCG, -icount: deterministic): at least 15 % fewer.
-        assert!(m1 * 100 <= m0 * 85, "{build}: major faults {m0} -> {m1}");
+        let cut = m0 as f64 / m1 as f64;
+        assert!(cut >= 0.9 * measured, "{build}: major faults {m0} -> {m1} ({cut:.3}x, measured {measured:.3}x)");
         assert!(b.read_bytes < un.read_bytes && b.duration_us < un.duration_us, "{build}: bytes read, wall");
     }
 }

@@ -373,6 +373,9 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
     let (runtime_off, nruntime) = (u64_at(d, 128) as usize, u32_at(d, 136) as usize);
     let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
     if !objs_off.is_multiple_of(8)
+        || !scope_off.is_multiple_of(4)
+        || !entries_off.is_multiple_of(4)
+        || !sorted_off.is_multiple_of(4)
         || !fits(objs_off, nobjs, OBJ_SIZE)
         || !fits(scope_off, nscope, 4)
         || !fits(entries_off, nentries, ENTRY_SIZE)
@@ -475,7 +478,10 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         }
         first += o.entries.len();
     }
-    let scope = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
+    let scope: Vec<u32> = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
+    if scope.iter().any(|&s| s as usize >= nobjs) {
+        return Err(corrupt("malformed DDLink cache: the search list names an object the cache does not list"));
+    }
     Ok(Cache { loader_build_id: d[88..88 + idlen].to_vec(), objects, scope })
 }
 
@@ -573,5 +579,8 @@ mod tests {
         let mut c = sample();
         c.objects[0].entries[0].defobj = 3; // no such object
         assert!(decode(&encode(&c).unwrap()).is_err());
+        let mut c = sample();
+        c.scope = vec![0, 3]; // no such object
+        assert!(decode(&encode(&c).unwrap()).unwrap_err().msg.contains("search list"));
     }
 }

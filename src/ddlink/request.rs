@@ -61,7 +61,9 @@ pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
         },
         portable: req.portable,
     };
-    let (cache, prelink) = write::write(&rec, &req.loader, &req.program, &req.output, &opts)?;
+    // A binding the files do not have is the record's error: name it.
+    let (cache, prelink) =
+        write::write(&rec, &req.loader, &req.program, &req.output, &opts).map_err(|e| e.at(&req.record))?;
     Ok(CacheReport { cache, prelink })
 }
 

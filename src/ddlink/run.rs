@@ -228,6 +228,10 @@ impl VerifyReport {
 pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyReport, RunOutput)> {
     need_file(loader, "the patched ld.so")?;
     need_file(cache, "the DDLink cache")?;
+    // A damaged cache is refused here in one line, as `status` does; the
+    // loader would only fall back to loading as usual.
+    let bytes = crate::fsutil::read_input(cache, crate::fsutil::MAX_BINARY)?;
+    format::decode(&bytes).map_err(|e| e.at(cache))?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");
     let env = [

@@ -95,17 +95,32 @@ impl Functions {
             // one function of that name, not a static of some file.
             let hidden = s.st_visibility() == elf::STV_HIDDEN;
             let local = s.st_bind() == elf::STB_LOCAL && !hidden && file.as_deref().is_some_and(|f| !f.is_empty());
-            let addr = s.st_value(LE);
-            let Some(file_off) =
-                loads.iter().find(|(v, sz, _)| addr >= *v && addr < v + sz).map(|(v, _, off)| off + (addr - v))
+            let (addr, size) = (s.st_value(LE), s.st_size(LE));
+            // The segment whose file data holds the function's first byte
+            // (end computed without wrapping: the headers are the file's).
+            let Some(&(v, filesz, off)) =
+                loads.iter().find(|(v, sz, _)| addr >= *v && v.checked_add(*sz).is_none_or(|end| addr < end))
             else {
                 continue;
+            };
+            // Its last byte must be there too: the prediction walks every
+            // block of it.
+            let inside = addr.checked_add(size).zip(v.checked_add(filesz)).is_some_and(|(end, seg)| end <= seg);
+            let file_off = off.checked_add(addr - v);
+            let Some(file_off) = file_off.filter(|_| inside) else {
+                return Err(Error::file(
+                    Kind::Format,
+                    path,
+                    format!(
+                        "function `{name}` ({size} bytes at {addr:#x}) runs past its segment's file data: a damaged symbol table"
+                    ),
+                ));
             };
             if local {
                 *seen_local.entry(name.clone()).or_default() += 1;
             }
             let id = FunctionId { name, file: if local { file.clone() } else { None } };
-            list.push(Function { id, addr, size: s.st_size(LE), file_off });
+            list.push(Function { id, addr, size, file_off });
         }
         if list.is_empty() {
             return Err(Error::file(Kind::Unsupported, path, "no function symbols with a size in .symtab"));

@@ -343,3 +343,52 @@ pub fn kernels(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
     }
     out
 }
+
+pub const PROGRAM_CLASSES: &[&str] = &["function-size-huge", "function-past-its-segment"];
+
+/// Damage only a program's function symbols can have (the order reader):
+/// a function whose size runs past the end of the address space or past
+/// its segment's file data.
+fn damage_program(class: &'static str, d: &mut [u8], s: &Sections, rng: &mut Rng) -> Option<bool> {
+    let i = (1..s.count).find(|&i| s.get(d, i, TYPE) == SHT_SYMTAB as u64)?;
+    let (off, n) = (s.get(d, i, OFFSET) as usize, s.get(d, i, SIZE) as usize / 24);
+    // Defined functions with a size.
+    let funcs: Vec<usize> = (0..n)
+        .map(|k| off + 24 * k)
+        .filter(|&e| d[e + 4] & 0xf == 2 && u16_at(d, e + 6) != 0 && u64_at(d, e + 16) > 0)
+        .collect();
+    let e = pick(rng, &funcs)?;
+    let v = match class {
+        "function-size-huge" => [u64::MAX - rng.below(4096) as u64, 1 << (40 + rng.below(20))][rng.below(2)],
+        "function-past-its-segment" => d.len() as u64 + (1 << 20) + rng.below(1 << 20) as u64,
+        _ => return None,
+    };
+    put64(d, e + 16, v);
+    Some(true)
+}
+
+/// `per_class` damaged copies of the program `base` (named `stem`): the ELF
+/// damage a program reader must refuse (any machine and ET_DYN or ET_EXEC
+/// are valid for one: a foreign machine and a change between the two are
+/// left out) and the damage of its function symbols.
+pub fn programs(stem: &str, base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
+    let s = Sections::read(base);
+    let mut out = Vec::new();
+    for &class in ELF_CLASSES.iter().filter(|&&c| c != "foreign-machine").chain(PROGRAM_CLASSES) {
+        for k in 0..per_class {
+            let mut d = base.to_vec();
+            let invalid = match class {
+                "wrong-elf-type" => {
+                    put16(&mut d, 0x10, [0u16, 1, 4][rng.below(3)]);
+                    Some(true)
+                }
+                c if PROGRAM_CLASSES.contains(&c) => damage_program(class, &mut d, &s, rng),
+                _ => damage_elf(class, &mut d, &s, rng),
+            };
+            if let Some(invalid) = invalid {
+                out.push(Damaged { name: format!("{class}-{k}-{stem}"), class, bytes: d, invalid });
+            }
+        }
+    }
+    out
+}

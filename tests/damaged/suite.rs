@@ -20,8 +20,14 @@ pub struct Ran {
 
 /// Run the binary with a deadline: a hang is a failure, not a stuck test.
 pub fn run_timed(args: &[&std::ffi::OsStr], timeout: Duration) -> Ran {
+    run_timed_env(args, timeout, &[])
+}
+
+/// [`run_timed`] with these environment variables set.
+pub fn run_timed_env(args: &[&std::ffi::OsStr], timeout: Duration, env: &[(&str, &str)]) -> Ran {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bootlink"))
         .args(args)
+        .envs(env.iter().copied())
         .env("BOOTLINK_QUIET", "1")
         .env_remove("RUST_BACKTRACE")
         .stdin(Stdio::null())
@@ -251,4 +257,85 @@ pub fn kernels(dir: &Path, images: &[Damaged], module: &Path, counts: &mut Count
             }
         }
     }
+}
+
+/// Put damaged file `f` at `path`: its bytes, or for the class of paths
+/// that are not regular files a FIFO, a directory or a symbolic link to
+/// /dev/zero (by its copy number).
+pub fn place(path: &Path, f: &Damaged, k: usize) {
+    if f.class != "not-a-regular-file" {
+        std::fs::write(path, &f.bytes).unwrap();
+        return;
+    }
+    match k % 3 {
+        0 => {
+            let st = Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+            assert!(st.success(), "mkfifo {}", path.display());
+        }
+        1 => std::fs::create_dir(path).unwrap(),
+        _ => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+    }
+}
+
+/// A command over one input: its arguments given the damaged file and an
+/// output path (which must not exist after a refusal).
+pub type OneInput<'a> = (&'static str, Box<dyn Fn(&Path, &Path) -> Vec<std::ffi::OsString> + 'a>);
+
+/// Every damaged file alone through every command of `commands`, checked:
+/// no panic, no hang, every stderr line `bootlink: ...`; a marked file
+/// refused (non-zero exit, exactly one line `bootlink: FILE: ...`); nothing
+/// written and no temporary file left for a refused one.
+pub fn each_alone(dir: &Path, files: &[Damaged], commands: &[OneInput], counts: &mut Counts) {
+    each_alone_env(dir, files, commands, &[], counts)
+}
+
+/// [`each_alone`] with these environment variables set for every run.
+/// Every file is run before the test fails, and the failure lists them all.
+pub fn each_alone_env(dir: &Path, files: &[Damaged], commands: &[OneInput], env: &[(&str, &str)], counts: &mut Counts) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut failures = Vec::new();
+    for (n, f) in files.iter().enumerate() {
+        let d = dir.join(format!("{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let path = d.join(&f.name);
+        place(&path, f, n);
+        counts.files += 1;
+        counts.invalid += f.invalid as usize;
+        counts.by_class.entry(f.class).or_default().0 += 1;
+        for (label, args) in commands {
+            let out = d.join(format!("out-{}", label.replace([' ', '-'], "_")));
+            let a = args(&path, &out);
+            let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
+            let r = run_timed_env(&a, Duration::from_secs(60), env);
+            counts.runs += 1;
+            let mut fail = |what: String| failures.push(format!("{label} {} ({}): {what}", path.display(), f.class));
+            // A refusal says only `bootlink: ...` lines (a success may also
+            // say what it did).
+            if let Some(line) = r.stderr.lines().filter(|_| r.code != 0).find(|l| !l.starts_with("bootlink: ")) {
+                fail(format!("a stderr line not `bootlink: ...`: {line}"));
+            }
+            let lines = refusal_lines(&r.stderr, &path);
+            let refused = r.code != 0 && lines.len() == 1;
+            let e = counts.by_class.get_mut(f.class).unwrap();
+            e.2 += 1;
+            e.1 += refused as usize;
+            if f.invalid && !refused {
+                fail(format!("not refused in one line `bootlink: FILE: ...` (exit {}):\n{}", r.code, r.stderr));
+            }
+            if r.code != 0 && out.exists() {
+                fail(format!("refused but {} was written", out.display()));
+            }
+            let leftovers: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.'))
+                .collect();
+            if !leftovers.is_empty() {
+                fail(format!("temporary files left: {leftovers:?}"));
+            }
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

@@ -1,0 +1,128 @@
+#![allow(dead_code)]
+//! The damaged-input generator for x86 boot images (bzImage/vmlinuz): from
+//! a real one and a seed, images damaged one way each, by class: the boot
+//! header (Documentation/arch/x86/boot.rst: `setup_sects` at 0x1f1, "HdrS"
+//! at 0x202, `payload_offset` and `payload_length` at 0x248 and 0x24c,
+//! the payload at (setup_sects + 1) * 512 + payload_offset) and the
+//! compressed payload. Read by hand, not through bootlink's reader.
+
+use bootlink::rng::Rng;
+
+use super::generate::Damaged;
+
+fn put32(d: &mut [u8], at: usize, v: u32) {
+    d[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Where the payload lies in the image: (start, length).
+pub fn payload(d: &[u8]) -> (usize, usize) {
+    assert_eq!(&d[0x202..0x206], b"HdrS", "not an x86 boot image");
+    let sects = match d[0x1f1] {
+        0 => 4,
+        n => n as usize,
+    };
+    let off = u32::from_le_bytes(d[0x248..0x24c].try_into().unwrap()) as usize;
+    let len = u32::from_le_bytes(d[0x24c..0x250].try_into().unwrap()) as usize;
+    ((sects + 1) * 512 + off, len)
+}
+
+/// `base` with its payload replaced by `new` (the header's length with it).
+fn with_payload(base: &[u8], new: &[u8]) -> Vec<u8> {
+    let (start, len) = payload(base);
+    let mut d = base[..start].to_vec();
+    d.extend_from_slice(new);
+    d.extend_from_slice(&base[start + len..]);
+    put32(&mut d, 0x24c, new.len() as u32);
+    d
+}
+
+fn xz(data: &[u8]) -> Vec<u8> {
+    bootlink::compress::compress(data, bootlink::compress::Compression::Xz).unwrap()
+}
+
+pub const CLASSES: &[&str] = &[
+    "bit-flips",
+    "truncated",
+    "wrong-magic",
+    "setup-sects-wrong",
+    "payload-outside-file",
+    "payload-cut-short",
+    "payload-not-compressed",
+    "payload-corrupt",
+    "payload-not-elf",
+    "bomb-payload",
+    "foreign-elf-payload",
+];
+
+/// `per_class` damaged copies of the boot image `base` for every class.
+/// `foreign` is a small ELF kernel image of another machine (the payload
+/// of the class of that name, raw and xz-compressed).
+pub fn images(base: &[u8], foreign: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
+    let (start, len) = payload(base);
+    let flen = base.len();
+    // One bomb for all: 80 MiB of zeros, xz-compressed to a few KiB, more
+    // than the 64 MiB bootlink unpacks of such a small stream.
+    let bomb = xz(&vec![0u8; 80 << 20]);
+    let mut out = Vec::new();
+    for &class in CLASSES {
+        for k in 0..per_class {
+            let mut d = base.to_vec();
+            let mut invalid = true;
+            match class {
+                "bit-flips" => {
+                    for _ in 0..1 + rng.below(8) {
+                        // In the header most of the time: the payload's own
+                        // damage has its classes.
+                        let i = if rng.below(4) > 0 { rng.below(start) } else { rng.below(flen) };
+                        d[i] ^= 1 << rng.below(8);
+                    }
+                    invalid = false;
+                }
+                "truncated" => d.truncate(rng.below(start + len)),
+                "wrong-magic" => d[0x202 + rng.below(4)] ^= 1 << rng.below(8),
+                "setup-sects-wrong" => {
+                    let now = d[0x1f1];
+                    let v = loop {
+                        let v =
+                            [now.wrapping_add(1 + rng.below(8) as u8), now.wrapping_sub(1 + rng.below(8) as u8), 0xff]
+                                [rng.below(3)];
+                        if v != now && !(v == 0 && now == 4) {
+                            break v;
+                        }
+                    };
+                    d[0x1f1] = v;
+                }
+                "payload-outside-file" => match rng.below(4) {
+                    0 => put32(&mut d, 0x248, (flen + rng.below(1 << 20)) as u32),
+                    1 => put32(&mut d, 0x24c, (flen - start + 1 + rng.below(1 << 20)) as u32),
+                    2 => put32(&mut d, 0x248, u32::MAX - rng.below(4096) as u32),
+                    _ => put32(&mut d, 0x24c, u32::MAX - rng.below(4096) as u32),
+                },
+                "payload-cut-short" => put32(&mut d, 0x24c, (len / 2 + rng.below(len / 4)) as u32),
+                "payload-not-compressed" => {
+                    for b in &mut d[start..start + 6] {
+                        *b = rng.below(256) as u8;
+                    }
+                }
+                "payload-corrupt" => {
+                    // Inside the stream's first block, past its headers.
+                    for _ in 0..4 {
+                        let i = start + 64 + rng.below(len / 2);
+                        d[i] ^= 1 << rng.below(8);
+                    }
+                }
+                "payload-not-elf" => {
+                    let junk: Vec<u8> = (0..4096 + rng.below(1 << 16)).map(|_| rng.below(256) as u8).collect();
+                    d = with_payload(base, &xz(&junk));
+                }
+                "bomb-payload" => d = with_payload(base, &bomb),
+                "foreign-elf-payload" => {
+                    d = if k % 2 == 0 { with_payload(base, &xz(foreign)) } else { with_payload(base, foreign) };
+                }
+                _ => unreachable!("{class}"),
+            }
+            out.push(Damaged { name: format!("vmlinuz-{class}-{k}"), class, bytes: d, invalid });
+        }
+    }
+    out
+}
