@@ -5,6 +5,8 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Kind};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -66,11 +68,14 @@ pub fn output_limit(input_len: usize) -> usize {
     input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
 }
 
-fn too_large(kind: Compression, limit: usize) -> String {
-    format!(
-        "{} data decompresses to more than {} MiB (the most bootlink unpacks of this input, {MAX_RATIO} times its size): refused as a decompression bomb",
-        kind.name(),
-        limit >> 20
+fn too_large(kind: Compression, limit: usize) -> Error {
+    Error::new(
+        Kind::Format,
+        format!(
+            "{} data decompresses to more than {} MiB (the most bootlink unpacks of this input, {MAX_RATIO} times its size): refused as a decompression bomb",
+            kind.name(),
+            limit >> 20
+        ),
     )
 }
 
@@ -79,7 +84,7 @@ fn too_large(kind: Compression, limit: usize) -> String {
 /// is ignored, as the kernel's own decompressors do (a bzImage appends the
 /// uncompressed size after the stream). `size_hint` pre-sizes the output
 /// buffer (within the limit).
-pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Vec<u8>, String> {
+pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Vec<u8>, Error> {
     let limit = output_limit(data.len());
     let mut out = Vec::with_capacity(size_hint.min(limit));
     let res = match kind {
@@ -91,7 +96,9 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
             return xz_first_stream(data, out, limit);
         }
         Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| format!("zstd: {e}"))?.single_frame();
+            let dec = zstd::stream::read::Decoder::with_buffer(data)
+                .map_err(|e| Error::new(Kind::Format, format!("zstd: {e}")).because(e))?
+                .single_frame();
             dec.take(limit as u64 + 1).read_to_end(&mut out)
         }
         Compression::Gzip => flate2::bufread::GzDecoder::new(data).take(limit as u64 + 1).read_to_end(&mut out),
@@ -101,18 +108,19 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
     }
     match res {
         Ok(_) if out.is_empty() && kind != Compression::None => {
-            Err(format!("corrupt {} data: it decompresses to nothing", kind.name()))
+            Err(Error::new(Kind::Format, format!("corrupt {} data: it decompresses to nothing", kind.name())))
         }
         Ok(_) => Ok(out),
-        Err(e) => Err(format!("corrupt {} data: {}", kind.name(), e)),
+        Err(e) => Err(Error::new(Kind::Format, format!("corrupt {} data: {}", kind.name(), e)).because(e)),
     }
 }
 
 /// liblzma's stream API, stopped at the end of the first stream so that
 /// trailing bytes are never fed to a finished decoder.
-fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8>, String> {
+fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
     use liblzma::stream::{Action, Status, Stream};
-    let mut stream = Stream::new_stream_decoder(u64::MAX, 0).map_err(|e| format!("xz: {e}"))?;
+    let mut stream = Stream::new_stream_decoder(u64::MAX, 0)
+        .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
     loop {
         if out.len() > limit {
             return Err(too_large(Compression::Xz, limit));
@@ -128,13 +136,15 @@ fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8
         let before = (stream.total_in(), stream.total_out());
         match stream.process_vec(input, &mut out, action) {
             Ok(Status::StreamEnd) if out.len() > limit => return Err(too_large(Compression::Xz, limit)),
-            Ok(Status::StreamEnd) if out.is_empty() => return Err("corrupt xz data: it decompresses to nothing".into()),
+            Ok(Status::StreamEnd) if out.is_empty() => {
+                return Err(Error::new(Kind::Format, "corrupt xz data: it decompresses to nothing"));
+            }
             Ok(Status::StreamEnd) => return Ok(out),
             Ok(_) if input.is_empty() && before == (stream.total_in(), stream.total_out()) => {
-                return Err("corrupt xz data: truncated stream".into());
+                return Err(Error::new(Kind::Format, "corrupt xz data: truncated stream"));
             }
             Ok(_) => {}
-            Err(e) => return Err(format!("corrupt xz data: {e}")),
+            Err(e) => return Err(Error::new(Kind::Format, format!("corrupt xz data: {e}")).because(e)),
         }
     }
 }
@@ -250,12 +260,17 @@ fn xz_first_block_dict(b: &[u8]) -> Option<u32> {
 
 /// Compress `data` the way the kernel's `make modules_install` does for
 /// modules (XZ with a CRC32 check and a 1 MiB dictionary, zstd, gzip -9).
-pub fn compress(data: &[u8], kind: Compression) -> Result<Vec<u8>, String> {
+pub fn compress(data: &[u8], kind: Compression) -> Result<Vec<u8>, Error> {
     compress_with(data, Params::kernel_default(kind))
 }
 
+/// An encoder that failed writing into memory: out of memory or a bug.
+fn encoder(e: std::io::Error) -> Error {
+    Error::new(Kind::Internal, e.to_string()).because(e)
+}
+
 /// Compress `data` with these parameters.
-pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, String> {
+pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, Error> {
     use std::io::Write;
     match params {
         Params::None => Ok(data.to_vec()),
@@ -266,30 +281,32 @@ pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, String> {
                 1 => Check::Crc32,
                 4 => Check::Crc64,
                 10 => Check::Sha256,
-                c => return Err(format!("xz: unsupported check type {c}")),
+                c => return Err(Error::new(Kind::Unsupported, format!("xz: unsupported check type {c}"))),
             };
-            let mut opts = LzmaOptions::new_preset(6).map_err(|e| format!("xz: {e}"))?;
+            let mut opts =
+                LzmaOptions::new_preset(6).map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
             opts.dict_size(dict.clamp(4096, 1 << 30));
             let mut filters = Filters::new();
             filters.lzma2(&opts);
-            let stream = Stream::new_stream_encoder(&filters, check).map_err(|e| format!("xz: {e}"))?;
+            let stream = Stream::new_stream_encoder(&filters, check)
+                .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
             let mut enc = liblzma::write::XzEncoder::new_stream(Vec::new(), stream);
-            enc.write_all(data).map_err(|e| e.to_string())?;
-            enc.finish().map_err(|e| e.to_string())
+            enc.write_all(data).map_err(encoder)?;
+            enc.finish().map_err(encoder)
         }
         Params::Zstd { checksum, window_log } => {
-            let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).map_err(|e| e.to_string())?;
-            enc.include_checksum(checksum).map_err(|e| e.to_string())?;
+            let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).map_err(encoder)?;
+            enc.include_checksum(checksum).map_err(encoder)?;
             if let Some(w) = window_log {
-                enc.window_log(w).map_err(|e| e.to_string())?;
+                enc.window_log(w).map_err(encoder)?;
             }
-            enc.write_all(data).map_err(|e| e.to_string())?;
-            enc.finish().map_err(|e| e.to_string())
+            enc.write_all(data).map_err(encoder)?;
+            enc.finish().map_err(encoder)
         }
         Params::Gzip { level } => {
             let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
-            enc.write_all(data).map_err(|e| e.to_string())?;
-            enc.finish().map_err(|e| e.to_string())
+            enc.write_all(data).map_err(encoder)?;
+            enc.finish().map_err(encoder)
         }
     }
 }
@@ -393,14 +410,14 @@ mod tests {
                     }
                 }
             };
-            let err = decompress(&packed, kind, 0).unwrap_err();
+            let err = decompress(&packed, kind, 0).unwrap_err().to_string();
             assert!(err.contains("refused as a decompression bomb"), "{kind:?}: {err}");
             assert!(!err.contains('\n'), "{err}");
         }
         let small = compress(&zeros[..1 << 20], Compression::Xz).unwrap();
         assert_eq!(decompress(&small, Compression::Xz, 0).unwrap().len(), 1 << 20, "under the floor: read");
         let empty = compress(b"", Compression::Xz).unwrap();
-        assert!(decompress(&empty, Compression::Xz, 0).unwrap_err().contains("decompresses to nothing"));
+        assert!(decompress(&empty, Compression::Xz, 0).unwrap_err().msg.contains("decompresses to nothing"));
     }
 
     #[test]
@@ -413,7 +430,7 @@ mod tests {
                 *b ^= 0x5a;
             }
             let err = decompress(&packed, kind, 0).unwrap_err();
-            assert!(err.starts_with("corrupt "), "{kind:?}: {err}");
+            assert!(err.msg.starts_with("corrupt ") && err.kind == crate::error::Kind::Format, "{kind:?}: {err}");
             let short = &compress(&text, kind).unwrap()[..10];
             assert!(decompress(short, kind, 0).is_err(), "{kind:?} truncated");
         }

@@ -163,6 +163,7 @@ fn fetch(apt: &PrivateApt, dl: &Path, package: &str, version: &str) -> Result<()
                 e.kind,
                 format!("{} (is {version} still in the {} archives? {})", e.msg, codename(), apt.list.display()),
             )
+            .because(e)
         })
 }
 

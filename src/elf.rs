@@ -6,6 +6,8 @@ use object::LittleEndian;
 use object::elf::{self, FileHeader64, SectionHeader64, Sym64};
 use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
 
+use crate::error::{Error, Kind};
+
 pub type Endian = LittleEndian;
 pub const LE: LittleEndian = LittleEndian;
 pub type Header = FileHeader64<Endian>;
@@ -43,49 +45,117 @@ impl Want {
     }
 }
 
+/// Why bytes are not the ELF file (or the kernel module) a command wants to
+/// read: the reading layer's errors (`elf`, `modcheck`, `module`). Each
+/// displays as the one line the CLI prints after the file's name; callers
+/// and tests can match on the variant, and [`Error`] keeps it as its source
+/// with the [`Kind`] from [`ReadError::kind`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("not an ELF file (no ELF magic)")]
+    NotElf,
+    #[error("truncated ELF file: {len} bytes, shorter than an ELF header")]
+    ShorterThanHeader { len: usize },
+    #[error("32-bit ELF (ELFCLASS32) is not supported: bootlink reads 64-bit little-endian kernels and modules")]
+    Class32,
+    #[error("big-endian ELF is not supported: bootlink reads 64-bit little-endian kernels and modules")]
+    BigEndian,
+    #[error("invalid ELF class {0}")]
+    InvalidClass(u8),
+    #[error("invalid ELF data encoding {0}")]
+    InvalidEncoding(u8),
+    /// The header could not be parsed by `object` (the cause is kept).
+    #[error("bad ELF header: {0}")]
+    Header(#[source] object::read::Error),
+    /// An ELF file of another type (a shared object where a module is wanted).
+    #[error("{}", wrong_type(*.want, *.found))]
+    WrongType { want: Want, found: elf::FileType },
+    /// Built for another machine than the one asked for.
+    #[error(
+        "{what} built for {} (e_machine {}), not {}: bootlink reads {} {what}s here",
+        machine_name(*.found), .found.0, machine_name(*.expected), machine_name(*.expected), what = .want.what()
+    )]
+    WrongMachine { want: Want, found: elf::Machine, expected: elf::Machine },
+    /// A table `object` could not read (`what` names it; the cause is kept).
+    #[error("{what}: {source}")]
+    Table { what: &'static str, source: object::read::Error },
+    /// A section (or a table inside one) lies outside the file: truncated.
+    #[error("{0}")]
+    OutsideFile(String),
+    /// A valid ELF relocatable object that is not a kernel module.
+    #[error("not a kernel module: {0}")]
+    NotModule(&'static str),
+    /// Any other inconsistency, said in one line.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+impl ReadError {
+    /// What sort of failure this is: a foreign class, byte order or
+    /// machine is valid input bootlink does not handle; the rest is input
+    /// that is not what it claims.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ReadError::Class32 | ReadError::BigEndian | ReadError::WrongMachine { .. } => Kind::Unsupported,
+            _ => Kind::Format,
+        }
+    }
+
+    /// This error about the file `path`.
+    pub fn at(self, path: &std::path::Path) -> Error {
+        Error::from(self).at(path)
+    }
+}
+
+impl From<ReadError> for Error {
+    fn from(e: ReadError) -> Error {
+        Error::new(e.kind(), e.to_string()).because(e)
+    }
+}
+
+fn corrupt(msg: impl Into<String>) -> ReadError {
+    ReadError::Corrupt(msg.into())
+}
+
+fn wrong_type(want: Want, ty: elf::FileType) -> String {
+    match want {
+        Want::Relocatable => {
+            format!("not a kernel module: ELF type is {} (a module is a relocatable object, ET_REL)", type_name(ty))
+        }
+        Want::Executable => {
+            format!("not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)", type_name(ty))
+        }
+        Want::Dynamic => {
+            format!("not a program or shared library: ELF type is {} (want ET_DYN or ET_EXEC)", type_name(ty))
+        }
+    }
+}
+
 /// Check the ELF identification and file type, with messages a person can act on.
-pub fn check_ident(data: &[u8], want: Want) -> Result<(), String> {
+pub fn check_ident(data: &[u8], want: Want) -> Result<(), ReadError> {
     if data.len() < 4 || data[..4] != elf::ELFMAG {
-        return Err("not an ELF file (no ELF magic)".into());
+        return Err(ReadError::NotElf);
     }
     if data.len() < std::mem::size_of::<Header>() {
-        return Err(format!("truncated ELF file: {} bytes, shorter than an ELF header", data.len()));
+        return Err(ReadError::ShorterThanHeader { len: data.len() });
     }
     match elf::FileClass(data[4]) {
         elf::ELFCLASS64 => {}
-        elf::ELFCLASS32 => {
-            return Err(
-                "32-bit ELF (ELFCLASS32) is not supported: bootlink reads 64-bit little-endian kernels and modules"
-                    .into(),
-            );
-        }
-        c => return Err(format!("invalid ELF class {}", c.0)),
+        elf::ELFCLASS32 => return Err(ReadError::Class32),
+        c => return Err(ReadError::InvalidClass(c.0)),
     }
     match elf::DataEncoding(data[5]) {
         elf::ELFDATA2LSB => {}
-        elf::ELFDATA2MSB => {
-            return Err(
-                "big-endian ELF is not supported: bootlink reads 64-bit little-endian kernels and modules".into()
-            );
-        }
-        d => return Err(format!("invalid ELF data encoding {}", d.0)),
+        elf::ELFDATA2MSB => return Err(ReadError::BigEndian),
+        d => return Err(ReadError::InvalidEncoding(d.0)),
     }
-    let hdr = Header::parse(data).map_err(|e| format!("bad ELF header: {e}"))?;
+    let hdr = Header::parse(data).map_err(ReadError::Header)?;
     let ty = hdr.e_type(LE);
     match (want, ty) {
         (Want::Relocatable, elf::ET_REL)
         | (Want::Executable, elf::ET_EXEC)
         | (Want::Dynamic, elf::ET_DYN | elf::ET_EXEC) => Ok(()),
-        (Want::Relocatable, _) => Err(format!(
-            "not a kernel module: ELF type is {} (a module is a relocatable object, ET_REL)",
-            type_name(ty)
-        )),
-        (Want::Executable, _) => {
-            Err(format!("not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)", type_name(ty)))
-        }
-        (Want::Dynamic, _) => {
-            Err(format!("not a program or shared library: ELF type is {} (want ET_DYN or ET_EXEC)", type_name(ty)))
-        }
+        _ => Err(ReadError::WrongType { want, found: ty }),
     }
 }
 
@@ -110,32 +180,25 @@ pub struct Elf<'d> {
 impl<'d> Elf<'d> {
     /// Parse and check a file of kind `want` for its default machine
     /// ([`Want::default_machine`]).
-    pub fn parse(data: &'d [u8], want: Want) -> Result<Elf<'d>, String> {
+    pub fn parse(data: &'d [u8], want: Want) -> Result<Elf<'d>, ReadError> {
         Elf::parse_for(data, want, want.default_machine())
     }
 
     /// Parse and check a file of kind `want` built for `machine` (None:
     /// any). Every section header is checked against the file before any
     /// reader uses it ([`crate::elf::check_layout`]).
-    pub fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, String> {
+    pub fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, ReadError> {
         check_ident(data, want)?;
-        let header = Header::parse(data).map_err(|e| format!("bad ELF header: {e}"))?;
-        if let Some(m) = machine {
-            let got = header.e_machine(LE);
-            if got != m {
-                return Err(format!(
-                    "{} built for {} (e_machine {}), not {}: bootlink reads {} {}s here",
-                    want.what(),
-                    machine_name(got),
-                    got.0,
-                    machine_name(m),
-                    machine_name(m),
-                    want.what()
-                ));
+        let header = Header::parse(data).map_err(ReadError::Header)?;
+        if let Some(expected) = machine {
+            let found = header.e_machine(LE);
+            if found != expected {
+                return Err(ReadError::WrongMachine { want, found, expected });
             }
         }
-        let sections =
-            header.sections(LE, data).map_err(|e| format!("truncated or corrupt ELF section headers: {e}"))?;
+        let sections = header
+            .sections(LE, data)
+            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF section headers", source })?;
         let elf = Elf { data, header, sections };
         check_layout(&elf, want)?;
         Ok(elf)
@@ -152,15 +215,15 @@ impl<'d> Elf<'d> {
     /// The file range of a section reserved at link time for a host tool
     /// to fill in place (None when absent); an error when it holds no file
     /// data or lies outside the file.
-    pub fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, String> {
+    pub fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, ReadError> {
         let Some((_, sh)) = self.section(name) else { return Ok(None) };
         if sh.sh_type(LE) != elf::SHT_PROGBITS {
-            return Err(format!("{name} holds no file data"));
+            return Err(corrupt(format!("{name} holds no file data")));
         }
-        let (off, size) = sh.file_range(LE).ok_or_else(|| format!("{name} has no file data"))?;
+        let (off, size) = sh.file_range(LE).ok_or_else(|| corrupt(format!("{name} has no file data")))?;
         let (off, size) = (off as usize, size as usize);
         if off.checked_add(size).is_none_or(|end| end > self.data.len()) {
-            return Err(format!("truncated ELF: {name} lies outside the file"));
+            return Err(ReadError::OutsideFile(format!("truncated ELF: {name} lies outside the file")));
         }
         Ok(Some((off, size)))
     }
@@ -175,16 +238,16 @@ impl<'d> Elf<'d> {
 
     /// The bytes of a section; empty for SHT_NOBITS. Errors if the section
     /// points outside the file.
-    pub fn section_data(&self, shdr: &Shdr) -> Result<&'d [u8], String> {
+    pub fn section_data(&self, shdr: &Shdr) -> Result<&'d [u8], ReadError> {
         shdr.data(LE, self.data).map_err(|_| {
-            format!(
+            ReadError::OutsideFile(format!(
                 "truncated or corrupt ELF: section {} lies outside the file",
                 String::from_utf8_lossy(self.section_name(shdr))
-            )
+            ))
         })
     }
 
-    pub fn named_section_data(&self, name: &str) -> Result<Option<&'d [u8]>, String> {
+    pub fn named_section_data(&self, name: &str) -> Result<Option<&'d [u8]>, ReadError> {
         match self.section(name) {
             Some((_, s)) => self.section_data(s).map(Some),
             None => Ok(None),
@@ -192,21 +255,25 @@ impl<'d> Elf<'d> {
     }
 
     /// The dynamic symbol table (.dynsym), as the dynamic loader indexes it.
-    pub fn dynamic_symbols(&self) -> Result<SymbolTable<'d, Header>, String> {
+    pub fn dynamic_symbols(&self) -> Result<SymbolTable<'d, Header>, ReadError> {
         self.sections
             .symbols(LE, self.data, elf::SHT_DYNSYM)
-            .map_err(|e| format!("truncated or corrupt ELF dynamic symbol table: {e}"))
+            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF dynamic symbol table", source })
     }
 
     /// The GNU build ID (NT_GNU_BUILD_ID in an SHT_NOTE section), if any.
-    pub fn build_id(&self) -> Result<Option<&'d [u8]>, String> {
+    pub fn build_id(&self) -> Result<Option<&'d [u8]>, ReadError> {
         for shdr in self.sections.iter() {
             if shdr.sh_type(LE) != elf::SHT_NOTE {
                 continue;
             }
-            let notes = shdr.notes(LE, self.data).map_err(|e| format!("corrupt ELF note section: {e}"))?;
+            let notes = shdr
+                .notes(LE, self.data)
+                .map_err(|source| ReadError::Table { what: "corrupt ELF note section", source })?;
             let Some(mut notes) = notes else { continue };
-            while let Some(note) = notes.next().map_err(|e| format!("corrupt ELF note: {e}"))? {
+            while let Some(note) =
+                notes.next().map_err(|source| ReadError::Table { what: "corrupt ELF note", source })?
+            {
                 if note.name() == elf::ELF_NOTE_GNU && note.n_type(LE) == elf::NT_GNU_BUILD_ID {
                     return Ok(Some(note.desc()));
                 }
@@ -215,10 +282,10 @@ impl<'d> Elf<'d> {
         Ok(None)
     }
 
-    pub fn symbols(&self) -> Result<SymbolTable<'d, Header>, String> {
+    pub fn symbols(&self) -> Result<SymbolTable<'d, Header>, ReadError> {
         self.sections
             .symbols(LE, self.data, elf::SHT_SYMTAB)
-            .map_err(|e| format!("truncated or corrupt ELF symbol table: {e}"))
+            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF symbol table", source })
     }
 }
 
@@ -229,42 +296,49 @@ impl<'d> Elf<'d> {
 /// size checked against overflow); and in a module (which bootlink edits in
 /// place) no two of them, the ELF header or the section header table
 /// overlap.
-pub fn check_layout(elf: &Elf, want: Want) -> Result<(), String> {
+pub fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
     let len = elf.data.len() as u64;
     let shnum = elf.sections.len();
     if shnum == 0 {
         return match want {
-            Want::Relocatable => Err("corrupt ELF: no section headers (a module needs its sections)".into()),
+            Want::Relocatable => Err(corrupt("corrupt ELF: no section headers (a module needs its sections)")),
             _ => Ok(()),
         };
     }
     let shentsize = elf.header.e_shentsize(LE);
     if shentsize as usize != std::mem::size_of::<Shdr>() {
-        return Err(format!("corrupt ELF: section header size {shentsize}, not {}", std::mem::size_of::<Shdr>()));
+        return Err(corrupt(format!(
+            "corrupt ELF: section header size {shentsize}, not {}",
+            std::mem::size_of::<Shdr>()
+        )));
     }
-    let zero = elf.sections.iter().next().ok_or("corrupt ELF: no section 0")?;
+    let zero = elf.sections.iter().next().ok_or_else(|| corrupt("corrupt ELF: no section 0"))?;
     if zero.sh_type(LE) != elf::SHT_NULL {
-        return Err(format!("corrupt ELF: section 0 is of type {}, not SHT_NULL", zero.sh_type(LE).0));
+        return Err(corrupt(format!("corrupt ELF: section 0 is of type {}, not SHT_NULL", zero.sh_type(LE).0)));
     }
     // (With more than 0xff00 sections, section 0's sh_size holds the count;
     // the kernel refuses such modules.)
     let extended = elf.header.e_shnum(LE) == 0 && want != Want::Relocatable;
     if !extended && (zero.sh_size(LE) != 0 || zero.sh_addr(LE) != 0) {
-        return Err("corrupt ELF: section 0 has a size or an address (it must be empty)".into());
+        return Err(corrupt("corrupt ELF: section 0 has a size or an address (it must be empty)"));
     }
-    let strndx = elf.header.shstrndx(LE, elf.data).map_err(|e| format!("corrupt ELF: {e}"))? as usize;
+    let strndx =
+        elf.header.shstrndx(LE, elf.data).map_err(|source| ReadError::Table { what: "corrupt ELF", source })? as usize;
     let names = match strndx {
         0 => &[][..],
         i => {
-            let sh = elf
-                .sections
-                .section(object::SectionIndex(i))
-                .map_err(|_| format!("corrupt ELF: the section name table index {i} is past the {shnum} sections"))?;
-            let d = sh
-                .data(LE, elf.data)
-                .map_err(|_| format!("corrupt ELF: the section name table (section {i}) lies outside the file"))?;
+            let sh = elf.sections.section(object::SectionIndex(i)).map_err(|_| {
+                corrupt(format!("corrupt ELF: the section name table index {i} is past the {shnum} sections"))
+            })?;
+            let d = sh.data(LE, elf.data).map_err(|_| {
+                ReadError::OutsideFile(format!(
+                    "corrupt ELF: the section name table (section {i}) lies outside the file"
+                ))
+            })?;
             if d.last() != Some(&0) {
-                return Err(format!("corrupt ELF: the section name table (section {i}) does not end in a NUL"));
+                return Err(corrupt(format!(
+                    "corrupt ELF: the section name table (section {i}) does not end in a NUL"
+                )));
             }
             d
         }
@@ -273,10 +347,10 @@ pub fn check_layout(elf: &Elf, want: Want) -> Result<(), String> {
     for (i, sh) in elf.sections.iter().enumerate().skip(1) {
         let name_off = sh.sh_name(LE) as usize;
         if name_off >= names.len().max(1) {
-            return Err(format!(
+            return Err(corrupt(format!(
                 "corrupt ELF: the name of section {i} lies at {name_off}, past the {}-byte section name table",
                 names.len()
-            ));
+            )));
         }
         let ty = sh.sh_type(LE);
         if ty == elf::SHT_NULL || ty == elf::SHT_NOBITS {
@@ -288,10 +362,10 @@ pub fn check_layout(elf: &Elf, want: Want) -> Result<(), String> {
         };
         let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
         if off.checked_add(size).is_none_or(|end| end > len) {
-            return Err(format!(
+            return Err(ReadError::OutsideFile(format!(
                 "truncated or corrupt ELF: section {} lies outside the file (offset {off:#x}, size {size:#x}, file {len:#x} bytes)",
                 name()
-            ));
+            )));
         }
         if want == Want::Relocatable && size > 0 {
             ranges.push((off, off + size, format!("section {}", name())));
@@ -304,16 +378,16 @@ pub fn check_layout(elf: &Elf, want: Want) -> Result<(), String> {
         ranges.sort();
         for w in ranges.windows(2) {
             if w[1].0 < w[0].1 {
-                return Err(format!("corrupt ELF: {} overlaps {} in the file", w[1].2, w[0].2));
+                return Err(corrupt(format!("corrupt ELF: {} overlaps {} in the file", w[1].2, w[0].2)));
             }
         }
     }
     Ok(())
 }
 
-pub fn sym_name<'d>(symtab: &SymbolTable<'d, Header>, sym: &Symbol) -> Result<&'d [u8], String> {
+pub fn sym_name<'d>(symtab: &SymbolTable<'d, Header>, sym: &Symbol) -> Result<&'d [u8], ReadError> {
     sym.name(LE, symtab.strings())
-        .map_err(|_| "corrupt ELF symbol table: a symbol name lies outside the string table".to_string())
+        .map_err(|_| corrupt("corrupt ELF symbol table: a symbol name lies outside the string table"))
 }
 
 /// A NUL-terminated string at `offset` in `data`.

@@ -11,6 +11,7 @@ use object::elf::{
 use object::read::elf::{FileHeader, SectionHeader};
 
 use crate::elf::{Elf, Header, LE, Shdr, Want};
+use crate::error::{Error, Kind};
 
 const SYM_SIZE: usize = 24;
 const SHDR_SIZE: usize = 64;
@@ -78,20 +79,26 @@ pub struct ElfEdit {
     symtab_count: usize,
 }
 
+/// What an edit refuses: a module of a shape bootlink cannot rewrite in
+/// place (its callers name the file).
+fn unsupported(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Unsupported, msg)
+}
+
 impl ElfEdit {
-    pub fn new(data: Vec<u8>) -> Result<ElfEdit, String> {
+    pub fn new(data: Vec<u8>) -> Result<ElfEdit, Error> {
         let (symtab_off, symtab_count) = {
             let elf = Elf::parse(&data, Want::Relocatable)?;
             let (_, sh) = elf
                 .sections
                 .enumerate()
                 .find(|(_, s)| s.sh_type(LE) == object::elf::SHT_SYMTAB)
-                .ok_or("module has no symbol table (.symtab)")?;
-            let (off, size) = sh.file_range(LE).ok_or("symbol table has no file data")?;
+                .ok_or_else(|| unsupported("module has no symbol table (.symtab)"))?;
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported("symbol table has no file data"))?;
             let entsize = sh.sh_entsize(LE);
             if entsize != SYM_SIZE as u64 || size % SYM_SIZE as u64 != 0 || off.saturating_add(size) > data.len() as u64
             {
-                return Err("corrupt symbol table header".into());
+                return Err(Error::new(Kind::Format, "corrupt symbol table header"));
             }
             (off as usize, (size / SYM_SIZE as u64) as usize)
         };
@@ -121,7 +128,7 @@ impl ElfEdit {
     /// other section linked to .symtab), relocation types whose result
     /// depends on more than the symbol's value, or a machine other than
     /// x86-64 are refused with the reason.
-    pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, String> {
+    pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, Error> {
         let plan = self.plan_fold(values, "--fold-symbols", "fold symbols")?;
         let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
         folded.extend(values.iter().copied());
@@ -163,7 +170,7 @@ impl ElfEdit {
     /// move down, every relocation is renumbered and .symtab's sh_info (one
     /// past the last local) shrinks to match. Refused, changing nothing,
     /// where `fold_symbols` is. Returns how many were removed.
-    pub fn trim_local_symbols(&mut self, droppable: &[bool]) -> Result<usize, String> {
+    pub fn trim_local_symbols(&mut self, droppable: &[bool]) -> Result<usize, Error> {
         let plan = self.plan_fold(&[], "--trim-symtab", "trim symbols")?;
         let mut used = vec![false; self.symtab_count];
         for &(off, size) in &plan.rela {
@@ -215,14 +222,14 @@ impl ElfEdit {
 
     /// Check everything `fold_symbols` relies on; returns where the
     /// relocation tables and the symbol table's header are.
-    fn plan_fold(&self, values: &[(usize, u64)], option: &str, verb: &str) -> Result<FoldPlan, String> {
+    fn plan_fold(&self, values: &[(usize, u64)], option: &str, verb: &str) -> Result<FoldPlan, Error> {
         let d = &self.data;
         let elf = Elf::parse(d, Want::Relocatable)?;
         let machine = elf.header.e_machine(LE);
         if machine != EM_X86_64 {
-            return Err(format!(
+            return Err(unsupported(format!(
                 "{option} supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
-            ));
+            )));
         }
         let shoff = elf.header.e_shoff(LE) as usize;
         let symtab = elf
@@ -230,23 +237,28 @@ impl ElfEdit {
             .enumerate()
             .find(|(_, sh)| sh.sh_type(LE) == SHT_SYMTAB && sh.sh_offset(LE) as usize == self.symtab_off)
             .map(|(k, _)| k.0)
-            .ok_or("the symbol table is not where it was read")?;
-        let first_global =
-            elf.sections.section(object::read::SectionIndex(symtab)).map_err(|e| e.to_string())?.sh_info(LE) as usize;
+            .ok_or_else(|| unsupported("the symbol table is not where it was read"))?;
+        let first_global = elf
+            .sections
+            .section(object::read::SectionIndex(symtab))
+            .map_err(|e| unsupported(e.to_string()).because(e))?
+            .sh_info(LE) as usize;
         let mut seen = vec![false; self.symtab_count];
         for &(i, _) in values {
             if i == 0 || i >= self.symtab_count {
-                return Err(format!("symbol index {i} out of range"));
+                return Err(unsupported(format!("symbol index {i} out of range")));
             }
             if i < first_global {
-                return Err(format!("symbol {i} is local (sh_info {first_global}): only global symbols can be folded"));
+                return Err(unsupported(format!(
+                    "symbol {i} is local (sh_info {first_global}): only global symbols can be folded"
+                )));
             }
             if std::mem::replace(&mut seen[i], true) {
-                return Err(format!("symbol {i} given twice"));
+                return Err(unsupported(format!("symbol {i} given twice")));
             }
             let sym: &Sym = view(d, self.symtab_off + i * SYM_SIZE);
             if sym.st_shndx.get(LE) != SHN_UNDEF {
-                return Err(format!("symbol {i} is not undefined"));
+                return Err(unsupported(format!("symbol {i} is not undefined")));
             }
         }
         let mut rela = Vec::new();
@@ -255,7 +267,7 @@ impl ElfEdit {
             let (ty, flags, link) = (sh.sh_type(LE), sh.sh_flags(LE), sh.sh_link(LE) as usize);
             let refuse = |why: &str| {
                 let name = elf.sections.section_name(LE, sh).map(|n| String::from_utf8_lossy(n).into_owned());
-                Err(format!("cannot {verb}: section {} {why}", name.unwrap_or_else(|_| format!("#{k}"))))
+                Err(unsupported(format!("cannot {verb}: section {} {why}", name.unwrap_or_else(|_| format!("#{k}")))))
             };
             match ty {
                 SHT_REL => return refuse("is SHT_REL (relocations without addends cannot take the address)"),
@@ -309,24 +321,26 @@ impl ElfEdit {
         name: &str,
         record: usize,
         key: impl Fn(&[u8]) -> Vec<u8>,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<Option<usize>, Error> {
         let (off, size) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
             let Some((index, sh)) = elf.section(name) else { return Ok(None) };
             for s in elf.sections.iter() {
                 let t = s.sh_type(LE);
                 if (t == SHT_RELA || t == SHT_REL) && s.sh_info(LE) as usize == index {
-                    return Err(format!("section {name} has relocations; its records cannot be reordered"));
+                    return Err(unsupported(format!(
+                        "section {name} has relocations; its records cannot be reordered"
+                    )));
                 }
             }
             if sh.sh_type(LE) != SHT_PROGBITS {
-                return Err(format!("section {name} holds no data"));
+                return Err(unsupported(format!("section {name} holds no data")));
             }
-            let (off, size) = sh.file_range(LE).ok_or_else(|| format!("section {name} has no data"))?;
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported(format!("section {name} has no data")))?;
             (off as usize, size as usize)
         };
         if size % record != 0 || off + size > self.data.len() {
-            return Err(format!("section {name} is not a whole number of {record}-byte records"));
+            return Err(unsupported(format!("section {name} is not a whole number of {record}-byte records")));
         }
         let bytes = &mut self.data[off..off + size];
         let mut recs: Vec<Vec<u8>> = bytes.chunks(record).map(<[u8]>::to_vec).collect();
@@ -345,45 +359,45 @@ impl ElfEdit {
     /// those of dropped records are removed. Refused for SHT_REL, for more
     /// than one relocation section, or an `order` naming a record twice or
     /// out of range. Returns the number of relocations kept.
-    pub fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, String> {
+    pub fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, Error> {
         let (off, size, header, rela) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
-            let (index, sh) = elf.section(name).ok_or_else(|| format!("no section {name}"))?;
+            let (index, sh) = elf.section(name).ok_or_else(|| unsupported(format!("no section {name}")))?;
             let shoff = elf.header.e_shoff(LE) as usize;
             let mut rela = None;
             for (k, s) in elf.sections.enumerate() {
                 let t = s.sh_type(LE);
                 if t == SHT_REL && s.sh_info(LE) as usize == index {
-                    return Err(format!("section {name} has SHT_REL relocations"));
+                    return Err(unsupported(format!("section {name} has SHT_REL relocations")));
                 }
                 if t == SHT_RELA && s.sh_info(LE) as usize == index {
                     if rela.is_some() {
-                        return Err(format!("section {name} has two relocation sections"));
+                        return Err(unsupported(format!("section {name} has two relocation sections")));
                     }
                     let (o, z) = (s.sh_offset(LE) as usize, s.sh_size(LE) as usize);
                     if s.sh_entsize(LE) != RELA_SIZE as u64
                         || z % RELA_SIZE != 0
                         || o.checked_add(z).is_none_or(|e| e > self.data.len())
                     {
-                        return Err(format!("the relocations of {name} have a corrupt header"));
+                        return Err(unsupported(format!("the relocations of {name} have a corrupt header")));
                     }
                     rela = Some((o, z, shoff + k.0 * SHDR_SIZE));
                 }
             }
             if sh.sh_type(LE) != SHT_PROGBITS {
-                return Err(format!("section {name} holds no data"));
+                return Err(unsupported(format!("section {name} holds no data")));
             }
-            let (o, z) = sh.file_range(LE).ok_or_else(|| format!("section {name} has no data"))?;
+            let (o, z) = sh.file_range(LE).ok_or_else(|| unsupported(format!("section {name} has no data")))?;
             (o as usize, z as usize, shoff + index * SHDR_SIZE, rela)
         };
         if record == 0 || size % record != 0 || off + size > self.data.len() {
-            return Err(format!("section {name} is not a whole number of {record}-byte records"));
+            return Err(unsupported(format!("section {name} is not a whole number of {record}-byte records")));
         }
         let count = size / record;
         let mut new_index = vec![usize::MAX; count];
         for (k, &old) in order.iter().enumerate() {
             if old >= count || new_index[old] != usize::MAX {
-                return Err(format!("record {old} of {name} is out of range or placed twice"));
+                return Err(unsupported(format!("record {old} of {name} is out of range or placed twice")));
             }
             new_index[old] = k;
         }
@@ -391,7 +405,7 @@ impl ElfEdit {
             for e in (roff..roff + rsize).step_by(RELA_SIZE) {
                 let at = view::<Rela>(&self.data, e).r_offset.get(LE);
                 if at >= size as u64 {
-                    return Err(format!("a relocation of {name} lies outside it (offset {at})"));
+                    return Err(unsupported(format!("a relocation of {name} lies outside it (offset {at})")));
                 }
             }
         }
@@ -428,7 +442,7 @@ impl ElfEdit {
     }
 
     /// Append an empty section named `name`; see `add_section`.
-    pub fn add_empty_section(&mut self, name: &str) -> Result<(), String> {
+    pub fn add_empty_section(&mut self, name: &str) -> Result<(), Error> {
         self.add_section(name, &[])
     }
 
@@ -438,7 +452,7 @@ impl ElfEdit {
     /// of the section data, followed by the contents and then the section
     /// header table with one more entry; the existing section indices do not
     /// change.
-    pub fn add_section(&mut self, name: &str, contents: &[u8]) -> Result<(), String> {
+    pub fn add_section(&mut self, name: &str, contents: &[u8]) -> Result<(), Error> {
         self.add_section_with(name, contents, object::elf::SectionFlags::default(), 1)
     }
 
@@ -451,9 +465,9 @@ impl ElfEdit {
         contents: &[u8],
         flags: object::elf::SectionFlags,
         align: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         if !(1..=8).contains(&align) || !align.is_power_of_two() {
-            return Err(format!("unsupported section alignment {align}"));
+            return Err(unsupported(format!("unsupported section alignment {align}")));
         }
         let (shoff, shnum, shstrndx, shstr_off, shstr_size) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
@@ -461,15 +475,15 @@ impl ElfEdit {
             let shoff = h.e_shoff(LE) as usize;
             let shnum = h.e_shnum(LE) as usize;
             let shstrndx = h.e_shstrndx(LE).0 as usize;
-            let sh: &Shdr = elf.section_by_index(shstrndx).ok_or("no section name table")?;
-            let (off, size) = sh.file_range(LE).ok_or("section name table has no data")?;
+            let sh: &Shdr = elf.section_by_index(shstrndx).ok_or_else(|| unsupported("no section name table"))?;
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported("section name table has no data"))?;
             (shoff, shnum, shstrndx, off as usize, size as usize)
         };
         if shnum == 0 || shnum + 1 >= object::elf::SHN_LORESERVE as usize {
-            return Err("unsupported section count".into());
+            return Err(unsupported("unsupported section count"));
         }
         if shoff + shnum * SHDR_SIZE != self.data.len() {
-            return Err("section headers are not at the end of the file; cannot append a section".into());
+            return Err(unsupported("section headers are not at the end of the file; cannot append a section"));
         }
         let mut strtab = self.data[shstr_off..shstr_off + shstr_size].to_vec();
         let name_off = strtab.len() as u32;
@@ -683,12 +697,12 @@ mod tests {
         );
         let before = ed.data.clone();
         for (order, why) in [(&[0, 0][..], "placed twice"), (&[3][..], "out of range")] {
-            assert!(ed.rearrange_records(".text", 8, order).unwrap_err().contains(why));
+            assert!(ed.rearrange_records(".text", 8, order).unwrap_err().msg.contains(why));
             assert!(ed.data == before, "refused but changed");
         }
-        assert!(ed.rearrange_records(".text", 7, &[]).unwrap_err().contains("whole number"));
+        assert!(ed.rearrange_records(".text", 7, &[]).unwrap_err().msg.contains("whole number"));
         let mut rel = ElfEdit::new(tiny_elf(RELOCS, SHT_REL.0)).unwrap();
-        assert!(rel.rearrange_records(".text", 8, &[0]).unwrap_err().contains("SHT_REL"));
+        assert!(rel.rearrange_records(".text", 8, &[0]).unwrap_err().msg.contains("SHT_REL"));
     }
 
     #[test]
@@ -696,7 +710,7 @@ mod tests {
         let refused = |d: Vec<u8>, values: &[(usize, u64)], why: &str| {
             let mut ed = ElfEdit::new(d.clone()).unwrap();
             let e = ed.fold_symbols(values).unwrap_err();
-            assert!(e.contains(why), "{e}");
+            assert!(e.msg.contains(why), "{e}");
             assert!(ed.data == d, "refused but changed");
         };
         // Relocations without addends.
@@ -724,7 +738,8 @@ mod tests {
         let mut arm = tiny_elf(RELOCS, SHT_RELA.0);
         arm[0x12..0x14].copy_from_slice(&183u16.to_le_bytes());
         let e = ElfEdit::new(arm).err().unwrap();
-        assert!(e.contains("module built for aarch64 (e_machine 183), not x86_64"), "{e}");
+        assert!(e.msg.contains("module built for aarch64 (e_machine 183), not x86_64"), "{e}");
+        assert_eq!(e.kind, crate::error::Kind::Unsupported, "another machine is valid input bootlink does not handle");
         // Livepatch relocations (.rela.text is section 2).
         let mut klp = tiny_elf(RELOCS, SHT_RELA.0);
         let at = view::<Header>(&klp, 0).e_shoff(LE) as usize + 2 * 64 + 8;

@@ -2,7 +2,10 @@
 //! of thing went wrong, for callers and tests to match on), names the file
 //! it is about (when there is one), says what is wrong in one line, and
 //! keeps the error that caused it (an `io::Error`, a JSON error, ...) as its
-//! [`std::error::Error::source`].
+//! [`std::error::Error::source`]. Layers whose callers tell failures apart
+//! have their own enums ([`crate::elf::ReadError`],
+//! [`crate::hosttool::ToolError`]) that convert into this type with `From`,
+//! choosing the kind and staying reachable as the source.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

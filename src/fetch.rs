@@ -203,7 +203,7 @@ fn unpack(deb: &Path, tmp: &Path, package: &str, version: &str, release: &str, d
     std::fs::create_dir_all(tmp).map_err(|e| Error::io(tmp, e))?;
     run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tmp), &format!("unpacking {}", deb.display()))?;
     let rel_dirs: Vec<String> = std::fs::read_dir(tmp.join("lib/modules"))
-        .map_err(|e| Error::file(Kind::Format, deb, format!("package has no lib/modules: {e}")))?
+        .map_err(|e| Error::file(Kind::Format, deb, format!("package has no lib/modules: {e}")).because(e))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
     let release = if rel_dirs.iter().any(|r| r == release) {

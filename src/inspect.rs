@@ -76,7 +76,7 @@ pub fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
     for m in mods {
         match m {
             Ok(m) => ok.push(m),
-            Err(e) => errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg }),
+            Err(e) => errors.push(FileError::from(e)),
         }
     }
     let mut mod_exports: HashMap<&str, usize> = HashMap::new();
@@ -199,5 +199,36 @@ impl Report {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module missing from a batch is that file's error, and the chain of
+    /// sources leads from the batch's report down to the operating
+    /// system's error.
+    #[test]
+    fn a_missing_module_in_a_batch_keeps_its_io_error() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("gone.ko");
+        let inputs = [fixtures.join("modules/bl_plain.ko"), missing.clone()];
+        let config = fixtures.join("config-6.1.0-56-amd64");
+        let report = run(&fixtures.join("vmlinux"), Some(&config), &inputs).unwrap();
+        assert_eq!(report.modules.len(), 1, "the rest of the batch is read");
+        let [e] = &report.errors[..] else { panic!("one error: {:?}", report.errors) };
+        assert_eq!((e.kind, e.path.as_path()), (Kind::Io, missing.as_path()));
+        let mut chain = vec![e.to_string()];
+        let mut at: &dyn std::error::Error = e;
+        while let Some(next) = at.source() {
+            chain.push(next.to_string());
+            at = next;
+        }
+        let io = at.downcast_ref::<std::io::Error>().unwrap_or_else(|| panic!("ends in an io::Error: {chain:?}"));
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(chain.len(), 3, "file error, bootlink's error, the io::Error: {chain:?}");
+        assert_eq!(chain[0], format!("{}: no such file or directory", missing.display()));
     }
 }

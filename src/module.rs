@@ -10,8 +10,8 @@ use object::read::elf::Sym;
 use serde::Serialize;
 
 use crate::compress::{self, Compression};
-use crate::elf::{self, Elf, LE, Want};
-use crate::error::{Error, Kind, Result};
+use crate::elf::{self, Elf, LE, ReadError, Want};
+use crate::error::Result;
 use crate::fsutil::{self, Bytes};
 
 pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
@@ -37,16 +37,21 @@ pub fn folded_section(pairs: &[(&str, u64)]) -> Vec<u8> {
 }
 
 /// Read what `folded_section` wrote.
-pub fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64)>, String> {
-    let text = std::str::from_utf8(data).map_err(|_| format!("corrupt {PRERESOLVED_SECTION} section: not text"))?;
+pub fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64)>, ReadError> {
+    let text = std::str::from_utf8(data)
+        .map_err(|_| ReadError::Corrupt(format!("corrupt {PRERESOLVED_SECTION} section: not text")))?;
     if !text.is_empty() && !text.ends_with('\n') {
-        return Err(format!("corrupt {PRERESOLVED_SECTION} section: no newline at its end"));
+        return Err(ReadError::Corrupt(format!("corrupt {PRERESOLVED_SECTION} section: no newline at its end")));
     }
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            let bad =
-                || format!("corrupt {PRERESOLVED_SECTION} section, line {}: {line:?} is not \"address name\"", i + 1);
+            let bad = || {
+                ReadError::Corrupt(format!(
+                    "corrupt {PRERESOLVED_SECTION} section, line {}: {line:?} is not \"address name\"",
+                    i + 1
+                ))
+            };
             let (addr, name) = line.split_once(' ').ok_or_else(bad)?;
             if addr.len() != 16 || name.is_empty() || name.contains(' ') {
                 return Err(bad());
@@ -146,35 +151,38 @@ pub fn load_bytes(path: &Path) -> Result<(Bytes, Compression)> {
     if kind == Compression::None {
         return Ok((data, kind));
     }
-    let raw = compress::decompress(&data, kind, data.len() * 4).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let raw = compress::decompress(&data, kind, data.len() * 4).map_err(|e| e.at(path))?;
     Ok((raw.into(), kind))
 }
 
 /// Split off an appended signature: the ELF part's length and the signature.
-pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signature>), String> {
+pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signature>), ReadError> {
     if !data.ends_with(SIG_MAGIC) {
         return Ok((data.len(), None));
     }
     let info_end = data.len() - SIG_MAGIC.len();
-    let info = info_end.checked_sub(SIG_INFO_LEN).map(|s| &data[s..info_end]).ok_or("truncated module signature")?;
+    let info = info_end
+        .checked_sub(SIG_INFO_LEN)
+        .map(|s| &data[s..info_end])
+        .ok_or_else(|| ReadError::OutsideFile("truncated module signature".into()))?;
     let sig_len = u32::from_be_bytes(info[8..12].try_into().unwrap()) as usize;
     let extra = info[3] as usize + info[4] as usize;
     let offset = (info_end - SIG_INFO_LEN)
         .checked_sub(sig_len.saturating_add(extra))
-        .ok_or("corrupt module signature: its length exceeds the file")?;
+        .ok_or_else(|| ReadError::OutsideFile("corrupt module signature: its length exceeds the file".into()))?;
     Ok((offset, Some(Signature { offset, sig_len, id_type: info[2] })))
 }
 
 pub fn read(path: &Path) -> Result<Module> {
     let (data, compression) = load_bytes(path)?;
-    parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))
+    parse(path, &data, compression).map_err(|e| e.at(path))
 }
 
 /// A symbol's section index must name a section of the file, or be one of
 /// the reserved indexes the kernel's loader handles (SHN_UNDEF, SHN_ABS,
 /// SHN_LIVEPATCH): anything else would make simplify_symbols read a section
 /// header past the table.
-fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::result::Result<(), String> {
+fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::result::Result<(), ReadError> {
     const SHN_LIVEPATCH: u16 = 0xff20;
     let ok = match shndx {
         s if s == SHN_UNDEF.0 || s == SHN_ABS.0 || s == SHN_LIVEPATCH => true,
@@ -185,18 +193,18 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
         return Ok(());
     }
     let name = String::from_utf8_lossy(name);
-    Err(if shndx >= object::elf::SHN_LORESERVE {
+    Err(ReadError::Corrupt(if shndx >= object::elf::SHN_LORESERVE {
         format!(
             "corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load"
         )
     } else {
         format!("corrupt symbol table: symbol {name} (#{i}) has section index {shndx}, past the {sections} sections")
-    })
+    }))
 }
 
 /// Read a module for the default machine (x86-64): every check of
 /// [`crate::elf::check_layout`] and [`crate::modcheck`] first.
-pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, String> {
+pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, ReadError> {
     parse_for(path, data, compression, Want::Relocatable.default_machine())
 }
 
@@ -206,12 +214,12 @@ pub fn parse_for(
     data: &[u8],
     compression: Compression,
     machine: Option<object::elf::Machine>,
-) -> std::result::Result<Module, String> {
+) -> std::result::Result<Module, ReadError> {
     let (elf_len, signature) = split_signature(data)?;
     let elf = Elf::parse_for(&data[..elf_len], Want::Relocatable, machine)?;
-    let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or("not a kernel module: no .modinfo section")?;
+    let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or(ReadError::NotModule("no .modinfo section"))?;
     if elf.section(".gnu.linkonce.this_module").is_none() {
-        return Err("not a kernel module: no .gnu.linkonce.this_module section".into());
+        return Err(ReadError::NotModule("no .gnu.linkonce.this_module section"));
     }
     let modinfo: Vec<(String, String)> = modinfo_raw
         .split(|&b| b == 0)
@@ -224,7 +232,7 @@ pub fn parse_for(
 
     let symtab = elf.symbols()?;
     if symtab.is_empty() {
-        return Err("module has no symbol table (.symtab)".into());
+        return Err(ReadError::Corrupt("module has no symbol table (.symtab)".into()));
     }
     let mut undefined = Vec::new();
     let mut undefined_index = Vec::new();
@@ -284,7 +292,10 @@ pub fn parse_for(
     let mut versions = Vec::new();
     if let Some(v) = elf.named_section_data("__versions")? {
         if v.len() % MODVERSION_LEN != 0 {
-            return Err(format!("corrupt __versions section: {} bytes is not a multiple of {MODVERSION_LEN}", v.len()));
+            return Err(ReadError::Corrupt(format!(
+                "corrupt __versions section: {} bytes is not a multiple of {MODVERSION_LEN}",
+                v.len()
+            )));
         }
         for entry in v.chunks_exact(MODVERSION_LEN) {
             let crc = u64::from_le_bytes(entry[..8].try_into().unwrap()) as u32;
@@ -338,8 +349,8 @@ mod tests {
             vec![("_printk".to_string(), 0xffff_ffff_8123_4560), ("kfree".to_string(), 1)]
         );
         assert!(parse_folded_section(b"").unwrap().is_empty());
-        assert!(parse_folded_section(b"ffffffff81234560 _printk").unwrap_err().contains("no newline"));
-        assert!(parse_folded_section(b"81234560 _printk\n").unwrap_err().contains("line 1"));
+        assert!(parse_folded_section(b"ffffffff81234560 _printk").unwrap_err().to_string().contains("no newline"));
+        assert!(parse_folded_section(b"81234560 _printk\n").unwrap_err().to_string().contains("line 1"));
         assert!(parse_folded_section(b"ffffffff8123456g _printk\n").is_err());
     }
 
@@ -357,7 +368,7 @@ mod tests {
         let mut bad = m.clone();
         let n = bad.len();
         bad[n - SIG_MAGIC.len() - 1] = 200; // sig_len larger than the file
-        assert!(split_signature(&bad).unwrap_err().contains("corrupt module signature"));
+        assert!(split_signature(&bad).unwrap_err().to_string().contains("corrupt module signature"));
         assert_eq!(split_signature(b"plain").unwrap(), (5, None));
     }
 }

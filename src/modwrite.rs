@@ -188,7 +188,7 @@ pub fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> R
         let n = std::io::Read::read(&mut f, &mut head).map_err(|e| Error::io(path, e))?;
         compress::Params::detect(&head[..n], compression)
     };
-    compress::compress_with(bytes, params).map_err(|e| Error::file(Kind::Format, path, e))
+    compress::compress_with(bytes, params).map_err(|e| e.at(path))
 }
 
 /// Refuse a module built for another kernel than `k` (by vermagic).
@@ -249,7 +249,7 @@ pub fn run_batch<T: Send>(
     for r in results {
         match r {
             Ok(m) => done.push(m),
-            Err(e) => errors.push(FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg }),
+            Err(e) => errors.push(FileError::from(e)),
         }
     }
     Ok((done, errors))

@@ -82,15 +82,20 @@ impl Drop for Processing {
     }
 }
 
+/// A panic caught in one file's job: its message, with where it happened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Caught(pub String);
+
 /// Run one file's job, processing `path`: a panic in it is returned as its
 /// message (with where it happened), silently; the caller reports it as
 /// that file's error and goes on with the rest of its batch.
-pub fn catching<T>(path: &Path, job: impl FnOnce() -> T) -> Result<T, String> {
+pub fn catching<T>(path: &Path, job: impl FnOnce() -> T) -> Result<T, Caught> {
     let _current = processing(path);
     let was = CATCHING.with(|c| c.replace(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     CATCHING.with(|c| c.set(was));
-    r.map_err(|payload| CAUGHT.with(|c| c.borrow_mut().take()).unwrap_or_else(|| message(&*payload)))
+    r.map_err(|payload| Caught(CAUGHT.with(|c| c.borrow_mut().take()).unwrap_or_else(|| message(&*payload))))
 }
 
 #[cfg(test)]
@@ -100,8 +105,8 @@ mod tests {
     #[test]
     fn a_caught_panic_is_its_message_and_the_current_file_is_restored() {
         let outer = processing(Path::new("/m/outer.ko"));
-        let r: Result<(), String> = catching(Path::new("/m/bad.ko"), || panic!("index out of bounds"));
-        assert!(r.unwrap_err().contains("index out of bounds"));
+        let r: Result<(), Caught> = catching(Path::new("/m/bad.ko"), || panic!("index out of bounds"));
+        assert!(r.unwrap_err().0.contains("index out of bounds"));
         assert_eq!(CURRENT.with(|c| c.borrow().clone()), Some(PathBuf::from("/m/outer.ko")));
         drop(outer);
         assert_eq!(CURRENT.with(|c| c.borrow().clone()), None);

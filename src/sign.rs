@@ -90,11 +90,14 @@ pub fn sign(elf: &[u8], key: &SignKey, scratch: &Path, tag: &str) -> Result<Vec<
         .arg("-out")
         .arg(output.path())
         .output();
-    let out = res.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::new(Kind::Tool, "openssl: missing tool, needed to sign modules (apt-get install openssl)")
-        }
-        _ => Error::new(Kind::Tool, format!("openssl: {e}")),
+    let out = res.map_err(|e| {
+        (match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                Error::new(Kind::Tool, "openssl: missing tool, needed to sign modules (apt-get install openssl)")
+            }
+            _ => Error::new(Kind::Tool, format!("openssl: {e}")),
+        })
+        .because(e)
     })?;
     let sig = std::fs::read(output.path());
     if !out.status.success() {

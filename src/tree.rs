@@ -73,7 +73,7 @@ pub fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
 /// yet) becomes that file's error, and the rest of a batch goes on.
 pub fn isolated<T>(path: &Path, job: impl FnOnce() -> Result<T>) -> Result<T> {
     crate::panic::catching(path, job).unwrap_or_else(|what| {
-        Err(Error::file(Kind::Internal, path, format!("internal error: {what} — please report this")))
+        Err(Error::file(Kind::Internal, path, format!("internal error: {what} — please report this")).because(what))
     })
 }
 
@@ -83,6 +83,27 @@ pub struct FileError {
     pub kind: Kind,
     pub path: PathBuf,
     pub error: String,
+    /// The error itself, its causes kept (not part of a JSON report).
+    #[serde(skip)]
+    pub cause: Option<Error>,
+}
+
+impl From<Error> for FileError {
+    fn from(e: Error) -> FileError {
+        FileError { kind: e.kind, path: e.path.clone().unwrap_or_default(), error: e.msg.clone(), cause: Some(e) }
+    }
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.error)
+    }
+}
+
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 #[cfg(test)]

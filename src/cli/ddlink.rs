@@ -131,13 +131,13 @@ pub enum Cmd {
 }
 
 /// `--base`: decimal or 0x-hexadecimal.
-fn parse_address(s: &str) -> Result<u64, String> {
+fn parse_address(s: &str) -> Result<u64, Error> {
     let t = s.trim();
     let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16),
         None => t.parse(),
     };
-    v.map_err(|e| format!("`{s}` is not an address: {e}"))
+    v.map_err(|e| Error::new(bootlink::error::Kind::Usage, format!("`{s}` is not an address: {e}")).because(e))
 }
 
 /// The given ld.so, or the one `bootlink glibc build` makes from this

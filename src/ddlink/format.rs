@@ -22,6 +22,18 @@
 
 use serde::Serialize;
 
+use crate::error::{Error, Kind};
+
+/// Bytes that are not a DDLink cache this bootlink reads.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
+/// A program the cache format cannot describe.
+fn unsupported(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Unsupported, msg)
+}
+
 pub const MAGIC: &[u8; 8] = b"DDLINK\0\x04";
 pub const VERSION: u32 = 4;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
@@ -168,32 +180,32 @@ impl Out {
 
 /// The cache as the loader reads it. Refuses what cannot be expressed
 /// (too many objects, a build ID longer than 32 bytes, unsorted entries).
-pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
+pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     let nobjs = cache.objects.len();
     if nobjs == 0 || nobjs >= UNRESOLVED as usize {
-        return Err(format!("{nobjs} objects: a cache holds 1 to {} objects", UNRESOLVED - 1));
+        return Err(unsupported(format!("{nobjs} objects: a cache holds 1 to {} objects", UNRESOLVED - 1)));
     }
     if cache.loader_build_id.len() > BUILD_ID_MAX {
-        return Err("the loader's build ID is longer than 32 bytes".into());
+        return Err(unsupported("the loader's build ID is longer than 32 bytes"));
     }
     let mut strtab = vec![0u8];
     let mut name_off = Vec::with_capacity(nobjs);
     for o in &cache.objects {
         if o.build_id.len() > BUILD_ID_MAX {
-            return Err(format!("{}: build ID longer than 32 bytes", o.name));
+            return Err(unsupported(format!("{}: build ID longer than 32 bytes", o.name)));
         }
         if o.name.contains('\0') {
-            return Err(format!("{}: NUL in the name", o.name));
+            return Err(unsupported(format!("{}: NUL in the name", o.name)));
         }
         let mut keys: Vec<(u32, u8)> = o.entries.iter().map(|e| (e.symidx, e.tclass)).collect();
         keys.sort_unstable();
         if keys.windows(2).any(|w| w[0] == w[1]) {
-            return Err(format!("{}: two entries for one symbol and type class", o.name));
+            return Err(unsupported(format!("{}: two entries for one symbol and type class", o.name)));
         }
         if prelink_error(o.flags, o.prelink.as_ref()) {
-            return Err(format!("{}: bad prelink flags or data", o.name));
+            return Err(unsupported(format!("{}: bad prelink flags or data", o.name)));
         }
-        name_off.push(u32::try_from(strtab.len()).map_err(|_| "string table over 4 GiB")?);
+        name_off.push(u32::try_from(strtab.len()).map_err(|_| unsupported("string table over 4 GiB"))?);
         strtab.extend_from_slice(o.name.as_bytes());
         strtab.push(0);
     }
@@ -206,7 +218,7 @@ pub fn encode(cache: &Cache) -> Result<Vec<u8>, String> {
     let runtime_off = sorted_off + nentries * 4;
     let strtab_off = runtime_off + nruntime * 4;
     let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
-    let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| format!("too many {what}"));
+    let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| unsupported(format!("too many {what}")));
 
     let mut out = Out(Vec::with_capacity(file_size));
     out.0.extend_from_slice(MAGIC);
@@ -328,23 +340,26 @@ fn u64_at(d: &[u8], off: usize) -> u64 {
 /// Read a cache, with every check the loader makes on the file itself (the
 /// checks against the loaded objects are `status`'s). The message says
 /// what is wrong, for a one-line error naming the file.
-pub fn decode(d: &[u8]) -> Result<Cache, String> {
+pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
     if d.len() < HEADER_SIZE {
-        return Err(format!("truncated DDLink cache: {} bytes, shorter than its header", d.len()));
+        return Err(corrupt(format!("truncated DDLink cache: {} bytes, shorter than its header", d.len())));
     }
     if &d[..8] != MAGIC {
-        return Err("not a DDLink cache (bad magic)".into());
+        return Err(corrupt("not a DDLink cache (bad magic)"));
     }
     let version = u32_at(d, 8);
     if version != VERSION || u32_at(d, 12) as usize != HEADER_SIZE {
-        return Err(format!("DDLink cache version {version}, this bootlink writes {VERSION}"));
+        return Err(corrupt(format!("DDLink cache version {version}, this bootlink writes {VERSION}")));
     }
     let size = u64_at(d, 16);
     if size != d.len() as u64 || !d.len().is_multiple_of(8) {
-        return Err(format!("truncated or padded DDLink cache: header says {size} bytes, file has {}", d.len()));
+        return Err(corrupt(format!(
+            "truncated or padded DDLink cache: header says {size} bytes, file has {}",
+            d.len()
+        )));
     }
     if checksum(d) != u64_at(d, CHECKSUM_AT) {
-        return Err("corrupt DDLink cache: checksum mismatch".into());
+        return Err(corrupt("corrupt DDLink cache: checksum mismatch"));
     }
     let (nobjs, nscope, nentries, strsize) =
         (u32_at(d, 32) as usize, u32_at(d, 36) as usize, u32_at(d, 40) as usize, u32_at(d, 44) as usize);
@@ -375,11 +390,11 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         || nobjs >= UNRESOLVED as usize
         || u32_at(d, 124) != 0
     {
-        return Err("malformed DDLink cache: a table lies outside the file".into());
+        return Err(corrupt("malformed DDLink cache: a table lies outside the file"));
     }
     let idlen = u32_at(d, 120) as usize;
     if idlen > BUILD_ID_MAX {
-        return Err("malformed DDLink cache: loader build ID length".into());
+        return Err(corrupt("malformed DDLink cache: loader build ID length"));
     }
     let strtab = &d[str_off..str_off + strsize];
     let mut objects = Vec::with_capacity(nobjs);
@@ -387,26 +402,28 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         let b = objs_off + i * OBJ_SIZE;
         let name_off = u32_at(d, b) as usize;
         let name = crate::elf::cstr(strtab, name_off)
-            .ok_or_else(|| format!("malformed DDLink cache: object {i}'s name lies outside the strings"))?;
+            .ok_or_else(|| corrupt(format!("malformed DDLink cache: object {i}'s name lies outside the strings")))?;
         let (first, n) = (u32_at(d, b + 48) as usize, u32_at(d, b + 52) as usize);
         let blen = u32_at(d, b + 60) as usize;
         if first > nentries || n > nentries - first || blen > BUILD_ID_MAX {
-            return Err(format!("malformed DDLink cache: object {i}'s entries lie outside the table"));
+            return Err(corrupt(format!("malformed DDLink cache: object {i}'s entries lie outside the table")));
         }
         if (first..first + n).any(|k| d[entries_off + k * ENTRY_SIZE + 11] != 0) {
-            return Err(format!("malformed DDLink cache: object {i} has an entry with unknown flags"));
+            return Err(corrupt(format!("malformed DDLink cache: object {i} has an entry with unknown flags")));
         }
         let flags = u32_at(d, b + 4);
         let (base, rfirst, rn) = (u64_at(d, b + 96), u32_at(d, b + 104) as usize, u32_at(d, b + 108) as usize);
         if rfirst > nruntime || rn > nruntime - rfirst {
-            return Err(format!("malformed DDLink cache: object {i}'s runtime relocations lie outside the table"));
+            return Err(corrupt(format!(
+                "malformed DDLink cache: object {i}'s runtime relocations lie outside the table"
+            )));
         }
         let prelink = (flags & (OBJ_PRELINKED | OBJ_PLACED) != 0).then(|| Prelink {
             base,
             runtime: (rfirst..rfirst + rn).map(|k| u32_at(d, runtime_off + 4 * k)).collect(),
         });
         if prelink_error(flags, prelink.as_ref()) || (prelink.is_none() && (base != 0 || rn != 0)) {
-            return Err(format!("malformed DDLink cache: object {i}'s prelink flags or data"));
+            return Err(corrupt(format!("malformed DDLink cache: object {i}'s prelink flags or data")));
         }
         let entries = (first..first + n)
             .map(|k| {
@@ -438,13 +455,16 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
     }
     for o in &objects {
         if o.flags & !(OBJ_MAIN | OBJ_LOADER | OBJ_PRELINKED | OBJ_PLACED) != 0 {
-            return Err(format!("malformed DDLink cache: {} has unknown flags", o.name));
+            return Err(corrupt(format!("malformed DDLink cache: {} has unknown flags", o.name)));
         }
         for (k, e) in o.entries.iter().enumerate() {
             let def_ok =
                 e.defobj == UNRESOLVED || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms);
             if e.symidx >= o.nsyms || !def_ok {
-                return Err(format!("malformed DDLink cache: {}'s entry {k} points outside a symbol table", o.name));
+                return Err(corrupt(format!(
+                    "malformed DDLink cache: {}'s entry {k} points outside a symbol table",
+                    o.name
+                )));
             }
         }
     }
@@ -454,13 +474,13 @@ pub fn decode(d: &[u8]) -> Result<Cache, String> {
         let idx: Vec<u32> = (0..o.entries.len()).map(|k| u32_at(d, sorted_off + 4 * (first + k))).collect();
         let ascending = idx.iter().all(|&i| key(i).is_some()) && idx.windows(2).all(|w| key(w[0]) < key(w[1]));
         if !ascending {
-            return Err(format!("malformed DDLink cache: {}'s sorted index is not sorted", o.name));
+            return Err(corrupt(format!("malformed DDLink cache: {}'s sorted index is not sorted", o.name)));
         }
         first += o.entries.len();
     }
     let scope: Vec<u32> = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
     if scope.iter().any(|&s| s as usize >= nobjs) {
-        return Err("malformed DDLink cache: the search list names an object the cache does not list".into());
+        return Err(corrupt("malformed DDLink cache: the search list names an object the cache does not list"));
     }
     Ok(Cache { loader_build_id: d[88..88 + idlen].to_vec(), objects, scope })
 }
@@ -551,16 +571,16 @@ mod tests {
     fn unsorted_or_out_of_range_entries_are_refused() {
         let mut c = sample();
         c.objects[2].entries[1].tclass = 0;
-        assert!(encode(&c).unwrap_err().contains("two entries"));
+        assert!(encode(&c).unwrap_err().msg.contains("two entries"));
         let mut c = sample();
         c.objects[0].entries[0].defsym = 10;
         let b = encode(&c).unwrap();
-        assert!(decode(&b).unwrap_err().contains("outside a symbol table"));
+        assert!(decode(&b).unwrap_err().msg.contains("outside a symbol table"));
         let mut c = sample();
         c.objects[0].entries[0].defobj = 3; // no such object
         assert!(decode(&encode(&c).unwrap()).is_err());
         let mut c = sample();
         c.scope = vec![0, 3]; // no such object
-        assert!(decode(&encode(&c).unwrap()).unwrap_err().contains("search list"));
+        assert!(decode(&encode(&c).unwrap()).unwrap_err().msg.contains("search list"));
     }
 }

@@ -42,9 +42,9 @@ impl ObjFile {
     pub fn read(path: &Path) -> Result<ObjFile> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let data = crate::fsutil::map_file(path)?;
-        let elf = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, path, m))?;
-        let build_id = elf.build_id().map_err(|m| Error::file(Kind::Format, path, m))?.unwrap_or_default().to_vec();
-        let syms = elf.dynamic_symbols().map_err(|m| Error::file(Kind::Format, path, m))?;
+        let elf = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(path))?;
+        let build_id = elf.build_id().map_err(|m| m.at(path))?.unwrap_or_default().to_vec();
+        let syms = elf.dynamic_symbols().map_err(|m| m.at(path))?;
         let mut names = Vec::with_capacity(syms.len());
         let mut unique = Vec::with_capacity(syms.len());
         let mut name_hashes = Vec::with_capacity(syms.len());

@@ -33,6 +33,11 @@ use super::record::{Def, Record};
 use crate::elf::{Elf, Header, LE, Want, read_u64};
 use crate::error::{Error, Kind, Result};
 
+/// Why an object cannot be prelinked (it is left to the loader).
+fn not_placeable(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Unsupported, msg)
+}
+
 /// prelink's x86-64 default first base, for a reproducible build
 /// (`ddlink write --base`): far from the program and its heap (0x55...,
 /// 0x56...) and from the top-down mmap area and stack (0x7f...). Without
@@ -127,16 +132,18 @@ impl Image {
     }
 
     /// Parse `data`; Err(why) when it cannot even be placed at a base.
-    fn parse(data: &[u8]) -> std::result::Result<Image, String> {
+    fn parse(data: &[u8]) -> std::result::Result<Image, Error> {
         let parsed = Elf::parse(data, Want::Dynamic)?;
         let hdr: &Header = parsed.header;
         if hdr.e_type(LE) != elf::ET_DYN {
-            return Err("not a shared object (ET_DYN)".into());
+            return Err(not_placeable("not a shared object (ET_DYN)"));
         }
         if hdr.e_machine(LE) != elf::EM_X86_64 {
-            return Err("not x86-64".into());
+            return Err(not_placeable("not x86-64"));
         }
-        let phdrs = hdr.program_headers(LE, data).map_err(|e| format!("bad program headers: {e}"))?;
+        let phdrs = hdr
+            .program_headers(LE, data)
+            .map_err(|e| Error::new(Kind::Format, format!("bad program headers: {e}")).because(e))?;
         let mut loads = Vec::new();
         let mut dynamic = None;
         let (mut start, mut end, mut align) = (u64::MAX, 0u64, PAGE);
@@ -154,10 +161,11 @@ impl Image {
             }
         }
         if loads.is_empty() {
-            return Err("no PT_LOAD segment".into());
+            return Err(not_placeable("no PT_LOAD segment"));
         }
-        let (doff, dsize) = dynamic.ok_or("no PT_DYNAMIC segment")?;
-        let dyn_bytes = data.get(doff..doff + dsize).ok_or("PT_DYNAMIC lies outside the file")?;
+        let (doff, dsize) = dynamic.ok_or_else(|| not_placeable("no PT_DYNAMIC segment"))?;
+        let dyn_bytes =
+            data.get(doff..doff + dsize).ok_or_else(|| not_placeable("PT_DYNAMIC lies outside the file"))?;
         let mut tags: HashMap<i64, u64> = HashMap::new();
         for e in dyn_bytes.chunks_exact(16) {
             let tag = i64::from_le_bytes(e[..8].try_into().unwrap());
@@ -198,7 +206,7 @@ impl Image {
             if image.unsuitable.is_some() {
                 break;
             }
-            let off = image.file_off(addr, size).ok_or("relocations outside the file")?;
+            let off = image.file_off(addr, size).ok_or_else(|| not_placeable("relocations outside the file"))?;
             for r in data[off..off + size as usize].chunks_exact(24) {
                 let info = u64::from_le_bytes(r[8..16].try_into().unwrap());
                 image.relocs.push(Rela {
@@ -230,7 +238,7 @@ impl Image {
                 }
             }
             if r.sym as usize >= image.syms.len().max(1) {
-                return Err(format!("a relocation names symbol {}, beyond .dynsym", r.sym));
+                return Err(not_placeable(format!("a relocation names symbol {}, beyond .dynsym", r.sym)));
             }
         }
         Ok(image)
@@ -318,7 +326,7 @@ fn plan(
             Some(d) => match Image::parse(d) {
                 Ok(img) => Some(img),
                 Err(why) => {
-                    report.not_prelinked.push((o.name.clone(), why));
+                    report.not_prelinked.push((o.name.clone(), why.msg));
                     None
                 }
             },

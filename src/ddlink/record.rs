@@ -69,21 +69,26 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
+/// A record that is not what `bootlink ddlink record` writes.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 impl Record {
     pub fn read(path: &Path) -> Result<Record> {
         let text = crate::fsutil::read_input(path, crate::fsutil::MAX_TEXT)?;
-        Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, path, m))
+        Record::parse(&String::from_utf8_lossy(&text)).map_err(|e| e.at(path))
     }
 
     /// Parse a record; the message names the line that is wrong.
-    pub fn parse(text: &str) -> std::result::Result<Record, String> {
+    pub fn parse(text: &str) -> std::result::Result<Record, Error> {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, "ddlink-record 1")) => {}
             Some((_, l)) if l.starts_with("ddlink-record ") => {
-                return Err(format!("line 1: record version {}, this bootlink reads 1", &l[14..]));
+                return Err(corrupt(format!("line 1: record version {}, this bootlink reads 1", &l[14..])));
             }
-            _ => return Err("not a DDLink record (no `ddlink-record 1` line)".into()),
+            _ => return Err(corrupt("not a DDLink record (no `ddlink-record 1` line)")),
         }
         let mut rec = Record {
             loader_build_id: Vec::new(),
@@ -95,12 +100,13 @@ impl Record {
         let mut ended = false;
         for (i, line) in lines {
             let n = i + 1;
-            let bad = |what: &str| format!("line {n}: {what}: `{}`", line.chars().take(120).collect::<String>());
+            let bad =
+                |what: &str| corrupt(format!("line {n}: {what}: `{}`", line.chars().take(120).collect::<String>()));
             if ended {
                 return Err(bad("text after the end line"));
             }
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
-            let nums = |k: usize| -> std::result::Result<Vec<u64>, String> {
+            let nums = |k: usize| -> std::result::Result<Vec<u64>, Error> {
                 let v: Vec<u64> = rest.split(' ').take(k).map_while(|t| t.parse().ok()).collect();
                 if v.len() == k { Ok(v) } else { Err(bad("expected numbers")) }
             };
@@ -166,16 +172,16 @@ impl Record {
             }
         }
         if !ended {
-            return Err("truncated record (no `end` line): the program's startup relocation did not finish".into());
+            return Err(corrupt("truncated record (no `end` line): the program's startup relocation did not finish"));
         }
         let nobj = rec.objects.len() as u32;
         if nobj == 0 {
-            return Err("the record lists no objects".into());
+            return Err(corrupt("the record lists no objects"));
         }
         let out_of_range = rec.scope.iter().any(|&s| s >= nobj)
             || rec.binds.iter().any(|b| b.refobj >= nobj || matches!(b.def, Def::Sym { obj, .. } if obj >= nobj));
         if out_of_range {
-            return Err("a binding or the scope names an object the record does not list".into());
+            return Err(corrupt("a binding or the scope names an object the record does not list"));
         }
         Ok(rec)
     }
@@ -253,11 +259,11 @@ end 3\n";
     #[test]
     fn refuses_truncated_foreign_and_inconsistent_records() {
         let cut = &GOOD[..GOOD.find("end").unwrap()];
-        assert!(Record::parse(cut).unwrap_err().contains("truncated record"));
-        assert!(Record::parse("hello\n").unwrap_err().contains("not a DDLink record"));
+        assert!(Record::parse(cut).unwrap_err().msg.contains("truncated record"));
+        assert!(Record::parse("hello\n").unwrap_err().msg.contains("not a DDLink record"));
         let bad = GOOD.replace("bind 0 3 1 2 7", "bind 0 3 1 9 7");
-        assert!(Record::parse(&bad).unwrap_err().contains("does not list"));
+        assert!(Record::parse(&bad).unwrap_err().msg.contains("does not list"));
         let bad = GOOD.replace("bind 0 3 1 2 7", "bind 0 x 1 2 7");
-        assert!(Record::parse(&bad).unwrap_err().starts_with("line 7"));
+        assert!(Record::parse(&bad).unwrap_err().msg.starts_with("line 7"));
     }
 }

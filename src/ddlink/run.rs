@@ -123,9 +123,9 @@ pub fn overlay_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub fn run(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Result<RunOutput> {
-    let out = command(loader, program, env)
-        .output()
-        .map_err(|e| Error::file(Kind::Tool, loader, format!("cannot run {}: {e}", program.path.display())))?;
+    let out = command(loader, program, env).output().map_err(|e| {
+        Error::file(Kind::Tool, loader, format!("cannot run {}: {e}", program.path.display())).because(e)
+    })?;
     Ok(RunOutput { code: out.status.code(), stdout: out.stdout, stderr: out.stderr })
 }
 
@@ -190,7 +190,7 @@ pub fn profile(loader: &Path, program: &Program, out: &Path) -> Result<(Record, 
         ));
     }
     let text = crate::fsutil::read_input(&rec_path, crate::fsutil::MAX_TEXT)?;
-    let rec = Record::parse(&String::from_utf8_lossy(&text)).map_err(|m| Error::file(Kind::Format, &rec_path, m))?;
+    let rec = Record::parse(&String::from_utf8_lossy(&text)).map_err(|e| e.at(&rec_path))?;
     crate::fsutil::write_atomic(out, &text)?;
     Ok((rec, output))
 }
@@ -231,7 +231,7 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
     // A damaged cache is refused here in one line, as `status` does; the
     // loader would only fall back to loading as usual.
     let bytes = crate::fsutil::read_input(cache, crate::fsutil::MAX_BINARY)?;
-    format::decode(&bytes).map_err(|m| Error::file(Kind::Format, cache, m))?;
+    format::decode(&bytes).map_err(|e| e.at(cache))?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");
     let env = [
@@ -305,7 +305,7 @@ pub struct StatusReport {
 pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<StatusReport> {
     need_file(loader, "the patched ld.so")?;
     let bytes = crate::fsutil::read_input(cache_path, crate::fsutil::MAX_BINARY)?;
-    let cache = format::decode(&bytes).map_err(|m| Error::file(Kind::Format, cache_path, m))?;
+    let cache = format::decode(&bytes).map_err(|e| e.at(cache_path))?;
     let tmp = scratch()?;
     let env = [("LD_DDLINK", cache_path.as_os_str().to_owned())];
     let (_, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;

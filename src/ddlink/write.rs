@@ -171,7 +171,7 @@ pub fn write(
             o.identity = FileIdentity { dev: 0, ino: 0, mtime_nsec: 0, ..o.identity };
         }
     }
-    let bytes = format::encode(&cache).map_err(|m| Error::file(Kind::Unsupported, out, m))?;
+    let bytes = format::encode(&cache).map_err(|e| e.at(out))?;
     report.bytes = bytes.len();
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

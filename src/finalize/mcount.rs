@@ -9,7 +9,9 @@
 
 use super::symbols::SectionSymbols;
 use super::targets::{self, Target};
+use super::unsupported;
 use crate::elf::Elf;
+use crate::error::Error;
 
 pub const SECTION: &str = "__mcount_loc";
 pub const CHECKED_SECTION: &str = ".ftrace_checked";
@@ -34,7 +36,7 @@ pub struct Plan {
 /// `__mcount_loc`. A record whose answer depends on the layout (no symbol
 /// before it in its own section, within MAX_OFFSET of the section start)
 /// refuses the whole module.
-pub fn plan(elf: &Elf, syms: &SectionSymbols) -> Result<Option<Plan>, String> {
+pub fn plan(elf: &Elf, syms: &SectionSymbols) -> std::result::Result<Option<Plan>, Error> {
     let Some(targets) = targets::of_records(elf, SECTION, 8, R_X86_64_64)? else { return Ok(None) };
     let mut p = Plan { keep: Vec::new(), syms: Vec::new(), dropped: 0 };
     for (i, &Target { section, offset }) in targets.iter().enumerate() {
@@ -48,9 +50,9 @@ pub fn plan(elf: &Elf, syms: &SectionSymbols) -> Result<Option<Plan>, String> {
             Some(_) => p.dropped += 1,
             None if offset > MAX_OFFSET => p.dropped += 1,
             None => {
-                return Err(format!(
+                return Err(unsupported(format!(
                     "record {i} at offset {offset:#x} of section {section} has no symbol before it in its section"
-                ));
+                )));
             }
         }
     }
@@ -67,13 +69,13 @@ pub fn section_bytes(syms: &[u32]) -> Vec<u8> {
 }
 
 /// The symbol indices of a `.ftrace_checked` section.
-pub fn parse_section(data: &[u8]) -> Result<Vec<u32>, String> {
+pub fn parse_section(data: &[u8]) -> std::result::Result<Vec<u32>, Error> {
     let words: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     match words[..] {
         [MAGIC, VERSION, n, ref rest @ ..] if data.len().is_multiple_of(4) && rest.len() == n as usize => {
             Ok(rest.to_vec())
         }
-        _ => Err(format!("{CHECKED_SECTION} is malformed")),
+        _ => Err(unsupported(format!("{CHECKED_SECTION} is malformed"))),
     }
 }
 

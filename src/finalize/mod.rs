@@ -11,12 +11,18 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Kind, Result};
 use crate::kernel::{KernelImage, KernelSummary};
 use crate::modwrite::{self, Output};
 use crate::sign::SignKey;
 use crate::table::{Table, thousands};
 use crate::tree::FileError;
+
+/// Why a step cannot be done on a module (a table of a shape the step
+/// does not handle): the step is skipped or the module refused.
+fn unsupported(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Unsupported, msg)
+}
 
 pub mod mcount;
 mod module;

@@ -1,7 +1,7 @@
 //! Finalizing one module: read it, plan each step from the unchanged
 //! file, edit, check the result plans to nothing more, re-sign, write.
 
-use super::{ModuleResult, Options, mcount, orc, symbols::SectionSymbols};
+use super::{ModuleResult, Options, mcount, orc, symbols::SectionSymbols, unsupported};
 use crate::elf::{Elf, Want};
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
@@ -12,13 +12,13 @@ use crate::modwrite::{Job, sign_for, write_module};
 pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let m = module::parse(path, &data, compression).map_err(|e| e.at(path))?;
     if let Some(k) = k {
         crate::modwrite::check_vermagic(path, &m, k)?;
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let elf_part = &data[..elf_len];
-    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| e.at(path))?;
     for s in [orc::SORTED_SECTION, mcount::CHECKED_SECTION] {
         if elf.section(s).is_some() {
             return Err(Error::file(Kind::Usage, path, format!("already finalized ({s})")));
@@ -60,7 +60,7 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
         }
         return Ok(r);
     }
-    let unsupported = |e: String| Error::file(Kind::Unsupported, path, e);
+    let unsupported = |e: Error| e.at(path);
     let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(unsupported)?;
     if let Some(order) = &orc_order {
         ed.rearrange_records(orc::IP_SECTION, 4, order).map_err(unsupported)?;
@@ -79,7 +79,8 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
     }
     let mut bytes = ed.data;
     check_written(&bytes, &orc_order, &mcount_plan).map_err(|e| {
-        Error::file(Kind::Internal, path, format!("internal error: the finalized module does not check: {e}"))
+        Error::file(Kind::Internal, path, format!("internal error: the finalized module does not check: {}", e.msg))
+            .because(e)
     })?;
 
     if let Some(key) = &opts.sign {
@@ -98,23 +99,23 @@ fn check_written(
     bytes: &[u8],
     orc_order: &Option<Vec<usize>>,
     mcount_plan: &Option<mcount::Plan>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Error> {
     let elf = Elf::parse(bytes, Want::Relocatable)?;
     if let Some(order) = orc_order {
-        let again = orc::plan(&elf)?.ok_or("the ORC table is gone")?;
+        let again = orc::plan(&elf)?.ok_or_else(|| unsupported("the ORC table is gone"))?;
         if again != (0..order.len()).collect::<Vec<_>>() {
-            return Err("the ORC table is not in order".into());
+            return Err(unsupported("the ORC table is not in order"));
         }
     }
     if let Some(p) = mcount_plan {
         let syms = SectionSymbols::read(&elf)?;
-        let again = mcount::plan(&elf, &syms)?.ok_or("__mcount_loc is gone")?;
+        let again = mcount::plan(&elf, &syms)?.ok_or_else(|| unsupported("__mcount_loc is gone"))?;
         let written = mcount::parse_section(elf.named_section_data(mcount::CHECKED_SECTION)?.unwrap_or_default())?;
         if again.dropped != 0 || again.keep != (0..p.keep.len()).collect::<Vec<_>>() || written != p.syms {
-            return Err("the ftrace records or their symbols differ from the plan".into());
+            return Err(unsupported("the ftrace records or their symbols differ from the plan"));
         }
         if again.syms != written {
-            return Err(format!("{} names other symbols than the records start", mcount::CHECKED_SECTION));
+            return Err(unsupported(format!("{} names other symbols than the records start", mcount::CHECKED_SECTION)));
         }
     }
     Ok(())

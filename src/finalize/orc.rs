@@ -10,7 +10,9 @@ use object::elf::{SHF_ALLOC, SHF_EXECINSTR};
 use object::read::elf::SectionHeader;
 
 use super::targets;
+use super::unsupported;
 use crate::elf::{Elf, LE};
+use crate::error::Error;
 
 pub const IP_SECTION: &str = ".orc_unwind_ip";
 pub const ORC_SECTION: &str = ".orc_unwind";
@@ -30,18 +32,25 @@ fn is_terminator(e: &[u8]) -> bool {
 /// ORC tables. Refused when two entries share an address other than as a
 /// terminator before a real entry (the kernel's sort has no one answer
 /// for them), or an entry points outside executable code.
-pub fn plan(elf: &Elf) -> Result<Option<Vec<usize>>, String> {
+pub fn plan(elf: &Elf) -> std::result::Result<Option<Vec<usize>>, Error> {
     let Some(targets) = targets::of_records(elf, IP_SECTION, 4, R_X86_64_PC32)? else { return Ok(None) };
-    let orc = elf.named_section_data(ORC_SECTION)?.ok_or_else(|| format!("{IP_SECTION} without {ORC_SECTION}"))?;
+    let orc = elf
+        .named_section_data(ORC_SECTION)?
+        .ok_or_else(|| unsupported(format!("{IP_SECTION} without {ORC_SECTION}")))?;
     if orc.len() != targets.len() * ENTRY {
-        return Err(format!("{ORC_SECTION} has {} bytes for {} entries of {IP_SECTION}", orc.len(), targets.len()));
+        return Err(unsupported(format!(
+            "{ORC_SECTION} has {} bytes for {} entries of {IP_SECTION}",
+            orc.len(),
+            targets.len()
+        )));
     }
     let mut keys = Vec::with_capacity(targets.len());
     for (k, t) in targets.iter().enumerate() {
-        let sh = elf.section_by_index(t.section).ok_or("an ORC entry points past the section table")?;
+        let sh =
+            elf.section_by_index(t.section).ok_or_else(|| unsupported("an ORC entry points past the section table"))?;
         let want = (SHF_ALLOC | SHF_EXECINSTR).0;
         if sh.sh_flags(LE).0 & want != want {
-            return Err(format!("ORC entry {k} points into a section that is not code ({})", t.section));
+            return Err(unsupported(format!("ORC entry {k} points into a section that is not code ({})", t.section)));
         }
         // The kernel's module_init_layout_section() with MODULE_UNLOAD.
         let init = elf.section_name(sh).starts_with(b".init");
@@ -55,7 +64,10 @@ pub fn plan(elf: &Elf) -> Result<Option<Vec<usize>>, String> {
         // At one address only a terminator (real = false) before a real entry.
         let terminator_first = !a.3 && b.3;
         if (a.0, a.1, a.2) == (b.0, b.1, b.2) && !terminator_first {
-            return Err(format!("ORC entries {} and {} are both at offset {:#x} of section {}", w[0], w[1], a.2, a.1));
+            return Err(unsupported(format!(
+                "ORC entries {} and {} are both at offset {:#x} of section {}",
+                w[0], w[1], a.2, a.1
+            )));
         }
     }
     Ok(Some(order))

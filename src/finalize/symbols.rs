@@ -8,7 +8,9 @@
 use object::elf::{SHN_ABS, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, SHN_XINDEX};
 use object::read::elf::{SectionHeader, Sym};
 
+use super::unsupported;
 use crate::elf::{self, Elf, LE};
+use crate::error::Error;
 
 /// x86-64's MODULES_VADDR without KASLR (the lowest it can be): kernel
 /// image addresses (what preresolving makes SHN_ABS) are all below it.
@@ -31,7 +33,7 @@ impl SectionSymbols {
     /// could land where the build cannot see it: a value past its
     /// section's end, SHN_COMMON or SHN_XINDEX, or an absolute value in the
     /// module area.
-    pub fn read(elf: &Elf) -> Result<SectionSymbols, String> {
+    pub fn read(elf: &Elf) -> std::result::Result<SectionSymbols, Error> {
         let symtab = elf.symbols()?;
         let nsec = elf.sections.len();
         let mut by_section = vec![Vec::new(); nsec];
@@ -45,20 +47,30 @@ impl SectionSymbols {
             let show = || String::from_utf8_lossy(name).into_owned();
             match shndx {
                 SHN_ABS if value >= MODULE_AREA => {
-                    return Err(format!("absolute symbol {} = {value:#x} lies in the module area", show()));
+                    return Err(unsupported(format!(
+                        "absolute symbol {} = {value:#x} lies in the module area",
+                        show()
+                    )));
                 }
                 SHN_ABS => continue,
-                SHN_COMMON | SHN_XINDEX => return Err(format!("symbol {} has section index {:#x}", show(), shndx.0)),
-                s if s.0 >= SHN_LORESERVE => return Err(format!("symbol {} has section index {:#x}", show(), s.0)),
+                SHN_COMMON | SHN_XINDEX => {
+                    return Err(unsupported(format!("symbol {} has section index {:#x}", show(), shndx.0)));
+                }
+                s if s.0 >= SHN_LORESERVE => {
+                    return Err(unsupported(format!("symbol {} has section index {:#x}", show(), s.0)));
+                }
                 _ => {}
             }
             let sec = shndx.0 as usize;
             let size = elf
                 .section_by_index(sec)
                 .map(|s| s.sh_size(LE))
-                .ok_or_else(|| format!("symbol {} is in section {sec}, past the section table", show()))?;
+                .ok_or_else(|| unsupported(format!("symbol {} is in section {sec}, past the section table", show())))?;
             if value > size {
-                return Err(format!("symbol {} = {value:#x} lies past the end of its section ({size:#x})", show()));
+                return Err(unsupported(format!(
+                    "symbol {} = {value:#x} lies past the end of its section ({size:#x})",
+                    show()
+                )));
             }
             by_section[sec].push((value, i as u32));
         }

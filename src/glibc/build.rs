@@ -188,7 +188,7 @@ fn run_logged(mut cmd: Command, what: &str, log: &Path) -> Result<()> {
         let _ = t.join();
     }
     drop(ticker);
-    let status = status.map_err(|e| Error::file(Kind::Build, log, format!("{what}: {e}")))?;
+    let status = status.map_err(|e| Error::file(Kind::Build, log, format!("{what}: {e}")).because(e))?;
     if let Ok(mut f) = logf.lock() {
         let _ = writeln!(f, "# {what}: {status} after {:.0} s", t0.elapsed().as_secs_f64());
     }

@@ -27,7 +27,7 @@ pub struct Env<'a> {
 /// binary, or the `bootlink` beside a test binary's directory.
 pub fn symhash_hook() -> Result<String> {
     let exe = std::env::current_exe()
-        .map_err(|e| Error::new(Kind::Internal, format!("cannot find bootlink's own binary: {e}")))?;
+        .map_err(|e| Error::new(Kind::Internal, format!("cannot find bootlink's own binary: {e}")).because(e))?;
     let bin = if exe.file_stem().is_some_and(|s| s == "bootlink") {
         exe
     } else {
@@ -91,7 +91,7 @@ impl Env<'_> {
         let show = std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none();
         copy_lines(child.stdout.take().expect("piped"), logf, show.then_some(what));
         let tail = err_thread.join().unwrap_or_default();
-        let status = child.wait().map_err(|e| Error::new(Kind::Build, format!("make: {e}")))?;
+        let status = child.wait().map_err(|e| Error::new(Kind::Build, format!("make: {e}")).because(e))?;
         if show {
             eprint!("\r\x1b[K");
         }

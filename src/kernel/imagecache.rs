@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use super::{Source, Vmlinux, find_vmlinux};
+use crate::error::Error;
 use crate::fsutil;
 
 const KEEP: usize = 4;
@@ -28,7 +29,7 @@ fn dir() -> PathBuf {
 }
 
 /// The vmlinux inside a compressed image, from the cache when it is there.
-pub fn vmlinux(image: &[u8]) -> Result<Vmlinux, String> {
+pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
     if std::env::var_os("BOOTLINK_NO_IMAGE_CACHE").is_some() {
         return find_vmlinux(image.to_vec().into());
     }

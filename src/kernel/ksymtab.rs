@@ -8,7 +8,9 @@
 
 use serde::Serialize;
 
+use super::corrupt;
 use crate::elf::{self, Elf, LE, Shdr};
+use crate::error::Error;
 use object::read::elf::SectionHeader;
 
 #[derive(Debug, Clone, Serialize)]
@@ -107,7 +109,7 @@ fn detect(tables: &[&Table], strings: &Strings) -> Option<EntryFormat> {
     })
 }
 
-fn table<'d>(elf: &Elf<'d>, name: &str) -> Result<Option<Table<'d>>, String> {
+fn table<'d>(elf: &Elf<'d>, name: &str) -> std::result::Result<Option<Table<'d>>, Error> {
     match elf.section(name) {
         None => Ok(None),
         Some((_, s)) => Ok(Some(Table { addr: s.sh_addr(LE), data: elf.section_data(s)? })),
@@ -116,20 +118,24 @@ fn table<'d>(elf: &Elf<'d>, name: &str) -> Result<Option<Table<'d>>, String> {
 
 /// Read every export of a linked vmlinux, with its GPL flag, namespace and
 /// modversions CRC.
-pub fn read_exports(elf: &Elf) -> Result<(Vec<Export>, EntryFormat), String> {
+pub fn read_exports(elf: &Elf) -> std::result::Result<(Vec<Export>, EntryFormat), Error> {
     let strings_sh: &Shdr = elf
         .section("__ksymtab_strings")
-        .ok_or("no __ksymtab_strings section: the kernel exports no symbols (or its section headers were stripped)")?
+        .ok_or_else(|| {
+            corrupt(
+                "no __ksymtab_strings section: the kernel exports no symbols (or its section headers were stripped)",
+            )
+        })?
         .1;
     let strings = Strings { addr: strings_sh.sh_addr(LE), data: elf.section_data(strings_sh)? };
     let plain = table(elf, "__ksymtab")?;
     let gpl = table(elf, "__ksymtab_gpl")?;
     let present: Vec<&Table> = [plain.as_ref(), gpl.as_ref()].into_iter().flatten().collect();
     if present.is_empty() {
-        return Err("no __ksymtab or __ksymtab_gpl section".into());
+        return Err(corrupt("no __ksymtab or __ksymtab_gpl section"));
     }
-    let fmt =
-        detect(&present, &strings).ok_or("__ksymtab entries are in no known layout (PREL32 or absolute pointers)")?;
+    let fmt = detect(&present, &strings)
+        .ok_or_else(|| corrupt("__ksymtab entries are in no known layout (PREL32 or absolute pointers)"))?;
 
     let mut out = Vec::new();
     for (tab, crc_name, is_gpl) in [(plain, "__kcrctab", false), (gpl, "__kcrctab_gpl", true)] {
@@ -138,8 +144,12 @@ pub fn read_exports(elf: &Elf) -> Result<(Vec<Export>, EntryFormat), String> {
         let crcs = elf.named_section_data(crc_name)?.filter(|c| c.len() == 4 * n);
         out.reserve(n);
         for i in 0..n {
-            let bad =
-                || format!("corrupt export table entry {i} in {}", if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" });
+            let bad = || {
+                corrupt(format!(
+                    "corrupt export table entry {i} in {}",
+                    if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" }
+                ))
+            };
             let addr = field(&tab, fmt, i, 0).ok_or_else(bad)?;
             let name = strings.at(field(&tab, fmt, i, 1).ok_or_else(bad)?).ok_or_else(bad)?;
             let namespace = match fmt {

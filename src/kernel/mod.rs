@@ -74,10 +74,15 @@ pub struct Vmlinux {
     pub source: Source,
 }
 
+/// A kernel image or table that is not what it claims to be.
+pub(crate) fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 const BZIMAGE_MAGIC_OFFSET: usize = 0x202;
 
 /// Locate the vmlinux ELF inside `data` (which may itself be it).
-pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, String> {
+pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
     if data.starts_with(&object::elf::ELFMAG) {
         return Ok(Vmlinux { data, source: Source::Vmlinux });
     }
@@ -88,13 +93,13 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, String>
     // is a damaged bzImage, not another wrapper to search for a stream: the
     // boot loader would not start it.
     if data.get(0x1fe..0x200) == Some(&[0x55, 0xaa]) && data.len() > BZIMAGE_MAGIC_OFFSET {
-        return Err("damaged bzImage: an x86 boot sector without the \"HdrS\" boot header".into());
+        return Err(corrupt("damaged bzImage: an x86 boot sector without the \"HdrS\" boot header"));
     }
     let kind = Compression::detect(&data);
     if kind != Compression::None {
         let out = compress::decompress(&data, kind, data.len() * 5)?;
         if !out.starts_with(&object::elf::ELFMAG) {
-            return Err(format!("{}-compressed data does not hold an ELF vmlinux", kind.name()));
+            return Err(corrupt(format!("{}-compressed data does not hold an ELF vmlinux", kind.name())));
         }
         return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset: 0 } });
     }
@@ -112,10 +117,10 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, String>
             }
         }
     }
-    Err("not a kernel image: no ELF header, bzImage header or compressed vmlinux found".into())
+    Err(corrupt("not a kernel image: no ELF header, bzImage header or compressed vmlinux found"))
 }
 
-fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> {
+fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
     if data.get(BZIMAGE_MAGIC_OFFSET..BZIMAGE_MAGIC_OFFSET + 4) != Some(b"HdrS") {
         return Ok(None);
     }
@@ -125,25 +130,28 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> 
         None => return Ok(None),
     };
     let (Some(off), Some(len)) = (elf::read_u32(data, 0x248), elf::read_u32(data, 0x24c)) else {
-        return Err("truncated bzImage header".into());
+        return Err(corrupt("truncated bzImage header"));
     };
     let start = (setup_sects + 1) * 512 + off as usize;
     let end = start.saturating_add(len as usize);
-    let payload = data
-        .get(start..end)
-        .ok_or_else(|| format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))?;
+    let payload = data.get(start..end).ok_or_else(|| {
+        corrupt(format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))
+    })?;
     let kind = Compression::detect(payload);
     if kind == Compression::None {
         if payload.starts_with(&object::elf::ELFMAG) {
             return Ok(Some(Vmlinux { data: payload.to_vec().into(), source: Source::BzImage { compression: kind } }));
         }
-        return Err("bzImage payload is in an unsupported compression (supported: xz, zstd, gzip)".into());
+        return Err(Error::new(
+            Kind::Unsupported,
+            "bzImage payload is in an unsupported compression (supported: xz, zstd, gzip)",
+        ));
     }
     // The build appends the uncompressed size (le32) after the stream.
     let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
     let out = compress::decompress(payload, kind, hint)?;
     if !out.starts_with(&object::elf::ELFMAG) {
-        return Err("bzImage payload does not decompress to an ELF vmlinux".into());
+        return Err(corrupt("bzImage payload does not decompress to an ELF vmlinux"));
     }
     Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: kind } }))
 }
@@ -151,10 +159,10 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, String> 
 /// Extract the uncompressed vmlinux from any supported image.
 pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     let data = fsutil::map_file(path)?;
-    let v = find_vmlinux(data).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let v = find_vmlinux(data).map_err(|e| e.at(path))?;
     // The whole ELF check, machine included: an image of another machine
     // (or a damaged one) is not extracted as if it were a vmlinux.
-    Elf::parse(&v.data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
+    Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
     Ok(v)
 }
 
@@ -175,7 +183,7 @@ impl KernelImage {
         let v = if data.starts_with(&object::elf::ELFMAG) {
             Vmlinux { data, source: Source::Vmlinux }
         } else {
-            imagecache::vmlinux(&data).map_err(|e| Error::file(Kind::Format, path, e))?
+            imagecache::vmlinux(&data).map_err(|e| e.at(path))?
         };
         Self::from_vmlinux(path, &v.data, v.source, config)
     }
@@ -193,11 +201,10 @@ impl KernelImage {
     }
 
     pub fn from_vmlinux(path: &Path, data: &[u8], source: Source, config: Option<&Path>) -> Result<KernelImage> {
-        let e = |m: String| Error::file(Kind::Format, path, m);
-        let elf = Elf::parse(data, Want::Executable).map_err(e)?;
-        let (exports, fmt) = ksymtab::read_exports(&elf).map_err(e)?;
+        let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
+        let (exports, fmt) = ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
         let rodata = match elf.section(".rodata") {
-            Some((_, s)) => elf.section_data(s).map_err(e)?,
+            Some((_, s)) => elf.section_data(s).map_err(|e| e.at(path))?,
             None => data,
         };
         let release = find_release(rodata);
@@ -331,6 +338,6 @@ mod tests {
         assert!(matches!(find_vmlinux(image.clone().into()), Ok(Vmlinux { source: Source::Compressed { .. }, .. })));
         image[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
         let err = find_vmlinux(image.into()).err().expect("refused");
-        assert!(err.contains("HdrS"), "{err}");
+        assert!(err.msg.contains("HdrS"), "{err}");
     }
 }

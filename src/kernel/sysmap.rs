@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{Kaslr, KernelImage, Source, beside_config, load_config_file};
+use super::{Kaslr, KernelImage, Source, beside_config, corrupt, load_config_file};
 use crate::error::{Error, Kind, Result};
 use crate::kernel::ksymtab::Export;
 
@@ -55,7 +55,7 @@ pub struct SymversEntry<'a> {
     pub namespace: Option<&'a str>,
 }
 
-pub fn parse_symvers(text: &str) -> std::result::Result<Vec<SymversEntry<'_>>, String> {
+pub fn parse_symvers(text: &str) -> std::result::Result<Vec<SymversEntry<'_>>, Error> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.is_empty() {
@@ -63,10 +63,13 @@ pub fn parse_symvers(text: &str) -> std::result::Result<Vec<SymversEntry<'_>>, S
         }
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() < 4 {
-            return Err(format!("line {}: not a Module.symvers line (want CRC, symbol, module, export type)", i + 1));
+            return Err(corrupt(format!(
+                "line {}: not a Module.symvers line (want CRC, symbol, module, export type)",
+                i + 1
+            )));
         }
         let crc = u32::from_str_radix(f[0].trim_start_matches("0x"), 16)
-            .map_err(|_| format!("line {}: bad CRC {:?}", i + 1, f[0]))?;
+            .map_err(|_| corrupt(format!("line {}: bad CRC {:?}", i + 1, f[0])))?;
         out.push(SymversEntry {
             crc,
             name: f[1],
@@ -91,7 +94,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         ));
     }
     let sv_text = crate::fsutil::read_input_text(symvers)?;
-    let entries = parse_symvers(&sv_text).map_err(|e| Error::file(Kind::Format, symvers, e))?;
+    let entries = parse_symvers(&sv_text).map_err(|e| e.at(symvers))?;
     let addrs = parse_system_map(&map_text);
     let mut exports = Vec::new();
     let mut missing = Vec::new();
@@ -168,6 +171,6 @@ mod tests {
         let e = parse_symvers(t).unwrap();
         assert_eq!((e[0].crc, e[0].name, e[0].gpl, e[0].namespace), (0x12345678, "foo", false, None));
         assert_eq!((e[1].module, e[1].gpl, e[1].namespace), ("fs/x", true, Some("NS")));
-        assert!(parse_symvers("garbage\n").unwrap_err().contains("line 1"));
+        assert!(parse_symvers("garbage\n").unwrap_err().msg.contains("line 1"));
     }
 }

@@ -27,7 +27,7 @@ pub fn named_set_paths(name: &str) -> Result<Vec<PathBuf>> {
         let known: Vec<&str> = NAMED_SETS.iter().map(|(n, _)| *n).collect();
         Error::new(Kind::Usage, format!("no module set named {name:?} (known: {})", known.join(", ")))
     })?;
-    parse_list(text).map_err(|e| Error::new(Kind::Usage, format!("module set {name}: {}", e.msg)))
+    parse_list(text).map_err(|e| Error::new(Kind::Usage, format!("module set {name}: {}", e.msg)).because(e))
 }
 
 /// Parse a list file's text: one module path per line, relative to

@@ -208,19 +208,25 @@ impl CpioEntry {
     }
 }
 
-fn hex_field(data: &[u8], at: usize) -> std::result::Result<u32, String> {
-    let raw = data.get(at..at + 8).ok_or_else(|| format!("truncated header at offset {at}"))?;
-    let text = std::str::from_utf8(raw).map_err(|_| format!("non-ASCII header field at offset {at}"))?;
-    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("header field {text:?} at offset {at} is not 8 hex digits"));
-    }
-    u32::from_str_radix(text, 16).map_err(|_| format!("bad header field {text:?} at offset {at}"))
+/// Bytes that are not a newc archive.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(error::Kind::Format, msg)
 }
 
-fn check_padding(data: &[u8], from: usize, to: usize) -> std::result::Result<(), String> {
-    let pad = data.get(from..to).ok_or_else(|| format!("truncated archive: padding at offset {from} is missing"))?;
+fn hex_field(data: &[u8], at: usize) -> std::result::Result<u32, Error> {
+    let raw = data.get(at..at + 8).ok_or_else(|| corrupt(format!("truncated header at offset {at}")))?;
+    let text = std::str::from_utf8(raw).map_err(|_| corrupt(format!("non-ASCII header field at offset {at}")))?;
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(corrupt(format!("header field {text:?} at offset {at} is not 8 hex digits")));
+    }
+    u32::from_str_radix(text, 16).map_err(|_| corrupt(format!("bad header field {text:?} at offset {at}")))
+}
+
+fn check_padding(data: &[u8], from: usize, to: usize) -> std::result::Result<(), Error> {
+    let pad =
+        data.get(from..to).ok_or_else(|| corrupt(format!("truncated archive: padding at offset {from} is missing")))?;
     if pad.iter().any(|&b| b != 0) {
-        return Err(format!("non-zero padding at offset {from}"));
+        return Err(corrupt(format!("non-zero padding at offset {from}")));
     }
     Ok(())
 }
@@ -232,26 +238,27 @@ fn align4(n: usize) -> usize {
 /// Read every entry of a newc archive (the trailer is checked, not
 /// returned). Anything after the trailer must be zero padding.
 pub fn read(data: &[u8]) -> Result<Vec<CpioEntry>> {
-    read_inner(data).map_err(|e| Error::new(error::Kind::Format, format!("cpio archive: {e}")))
+    read_inner(data).map_err(|e| Error::new(error::Kind::Format, format!("cpio archive: {}", e.msg)).because(e))
 }
 
 /// [`read`] a file.
 pub fn read_file(path: &Path) -> Result<Vec<CpioEntry>> {
     let data = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
-    read_inner(&data).map_err(|e| Error::file(error::Kind::Format, path, format!("cpio archive: {e}")))
+    read_inner(&data).map_err(|e| e.context(path, |why| format!("cpio archive: {why}")))
 }
 
-fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, String> {
+fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, Error> {
     let mut out = Vec::new();
     let mut pos = 0;
     loop {
-        let magic =
-            data.get(pos..pos + 6).ok_or_else(|| format!("truncated archive: no trailer (ends at offset {pos})"))?;
+        let magic = data
+            .get(pos..pos + 6)
+            .ok_or_else(|| corrupt(format!("truncated archive: no trailer (ends at offset {pos})")))?;
         if magic != MAGIC {
-            return Err(format!(
+            return Err(corrupt(format!(
                 "bad magic {:?} at offset {pos} (want \"070701\", newc)",
                 String::from_utf8_lossy(magic)
-            ));
+            )));
         }
         let mut f = [0u32; 13];
         for (i, v) in f.iter_mut().enumerate() {
@@ -260,36 +267,36 @@ fn read_inner(data: &[u8]) -> std::result::Result<Vec<CpioEntry>, String> {
         let [ino, mode, uid, gid, nlink, mtime, size, dev_major, dev_minor, rdev_major, rdev_minor, namesize, check] =
             f;
         if check != 0 {
-            return Err(format!("check field {check:#x} at offset {pos} is not 0 (newc has no checksum)"));
+            return Err(corrupt(format!("check field {check:#x} at offset {pos} is not 0 (newc has no checksum)")));
         }
         let name_start = pos + HEADER_LEN;
         let namesize = namesize as usize;
         if namesize == 0 {
-            return Err(format!("entry at offset {pos} has an empty name"));
+            return Err(corrupt(format!("entry at offset {pos} has an empty name")));
         }
         let name_raw = data
             .get(name_start..name_start + namesize)
-            .ok_or_else(|| format!("truncated archive: name of entry at offset {pos}"))?;
+            .ok_or_else(|| corrupt(format!("truncated archive: name of entry at offset {pos}")))?;
         if name_raw[namesize - 1] != 0 || name_raw[..namesize - 1].contains(&0) {
-            return Err(format!("name of entry at offset {pos} is not NUL-terminated at its recorded size"));
+            return Err(corrupt(format!("name of entry at offset {pos} is not NUL-terminated at its recorded size")));
         }
         let name = std::str::from_utf8(&name_raw[..namesize - 1])
-            .map_err(|_| format!("name of entry at offset {pos} is not UTF-8"))?
+            .map_err(|_| corrupt(format!("name of entry at offset {pos} is not UTF-8")))?
             .to_string();
         let data_start = align4(name_start + namesize);
         check_padding(data, name_start + namesize, data_start)?;
         let data_end = data_start + size as usize;
         let body = data.get(data_start..data_end).ok_or_else(|| {
-            format!(
+            corrupt(format!(
                 "truncated archive: {name:?} claims {size} bytes at offset {data_start}, archive has {}",
                 data.len()
-            )
+            ))
         })?;
         let next = align4(data_end);
         if name == TRAILER {
             check_padding(data, data_end, next.min(data.len()))?;
             check_padding(data, next.min(data.len()), data.len())
-                .map_err(|e| format!("data after the trailer ({e})"))?;
+                .map_err(|e| corrupt(format!("data after the trailer ({})", e.msg)).because(e))?;
             return Ok(out);
         }
         check_padding(data, data_end, next)?;

@@ -269,9 +269,14 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
     let prog = qemu.display().to_string();
 
     let start = Instant::now();
-    let mut child =
-        Command::new(qemu).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().map_err(
-            |e| match e.kind() {
+    let mut child = Command::new(qemu)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| {
+            (match e.kind() {
                 std::io::ErrorKind::NotFound => Error::new(
                     Kind::Tool,
                     format!(
@@ -280,8 +285,9 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
                     ),
                 ),
                 _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
-            },
-        )?;
+            })
+            .because(e)
+        })?;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),

@@ -126,10 +126,7 @@ fn memory() -> u32 {
 /// The request a scenario file describes; `out` is the run directory.
 pub fn load(path: &Path, out: Option<PathBuf>) -> Result<Request> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse(&text, out).map_err(|e| match e.path {
-        Some(_) => e,
-        None => Error::file(e.kind, path, e.msg),
-    })
+    parse(&text, out).map_err(|e| e.at(path))
 }
 
 /// A scenario file's text.

@@ -93,13 +93,18 @@ fn recorded_command(tree: &Path, target: &str) -> Result<String> {
     let line = text.lines().find_map(|l| l.strip_prefix(&prefix)).ok_or_else(|| {
         Error::file(Kind::Format, &file, format!("no `cmd_{target} :=` line: not a kbuild command file"))
     })?;
-    unescape_make(line).map_err(|m| Error::file(Kind::Unsupported, &file, m))
+    unescape_make(line).map_err(|e| e.at(&file))
+}
+
+/// A recorded command bootlink does not replay (make would expand it).
+fn not_replayable(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Unsupported, msg)
 }
 
 /// A recorded command is a make right-hand side: `$$` is `$` and
 /// `$(pound)` is `#`; anything else make would expand is refused.
 /// kbuild's ccache prefix is dropped (nothing goes into a compiler cache).
-pub fn unescape_make(line: &str) -> std::result::Result<String, String> {
+pub fn unescape_make(line: &str) -> std::result::Result<String, Error> {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(i) = rest.find('$') {
@@ -113,7 +118,7 @@ pub fn unescape_make(line: &str) -> std::result::Result<String, String> {
             rest = t;
         } else {
             let what: String = tail.chars().take(20).collect();
-            return Err(format!("make would expand {what:?} in this command: not replayed"));
+            return Err(not_replayable(format!("make would expand {what:?} in this command: not replayed")));
         }
     }
     out.push_str(rest);
@@ -140,9 +145,9 @@ fn payload_target(tree: &Path) -> Result<String> {
 /// `a` and `b` are the same vmlinux but for `__modhashes`.
 fn same_but_manifest(a: &[u8], b: &[u8], a_path: &Path, b_path: &Path) -> Result<()> {
     let range = |data: &[u8], path: &Path| -> Result<(usize, usize)> {
-        let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
         elf.reserved_range(super::SECTION)
-            .map_err(|e| Error::file(Kind::Format, path, e))?
+            .map_err(|e| e.at(path))?
             .ok_or_else(|| Error::file(Kind::WrongKernel, path, format!("no {} section", super::SECTION)))
     };
     let (ra, rb) = (range(a, a_path)?, range(b, b_path)?);
@@ -261,8 +266,9 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
         ));
     }
     let built = std::fs::read(s.join("arch/x86/boot/bzImage")).map_err(|e| Error::io(&s.join(BOOT), e))?;
-    let inside = crate::kernel::find_vmlinux(built.clone().into())
-        .map_err(|e| Error::file(Kind::Internal, out, format!("internal error: the new bzImage: {e}")))?;
+    let inside = crate::kernel::find_vmlinux(built.clone().into()).map_err(|e| {
+        Error::file(Kind::Internal, out, format!("internal error: the new bzImage: {}", e.msg)).because(e)
+    })?;
     if !bin.starts_with(&inside.data) {
         return Err(Error::file(
             Kind::Internal,
@@ -294,7 +300,7 @@ mod tests {
             "nm vmlinux | sed -n -e 's/^\\([0-9]*\\)$/#define/p'"
         );
         assert_eq!(unescape_make("ccache gcc -c x.S").unwrap(), "gcc -c x.S");
-        assert!(unescape_make("gcc $(CFLAGS) x.c").unwrap_err().contains("$(CFLAGS)"));
+        assert!(unescape_make("gcc $(CFLAGS) x.c").unwrap_err().msg.contains("$(CFLAGS)"));
     }
 
     #[test]

@@ -46,6 +46,11 @@ fn hex_list<S: serde::Serializer>(d: &[Sha], s: S) -> std::result::Result<S::Ok,
     s.collect_seq(d.iter().map(|x| x.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
+/// A manifest section the kernel would ignore as invalid.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 impl Manifest {
     pub fn new(mut digests: Vec<Sha>) -> Manifest {
         digests.sort_unstable();
@@ -71,20 +76,20 @@ impl Manifest {
 
     /// Read a section as the kernel does: None for an empty (all-zero) one;
     /// an error for what the kernel would ignore as invalid.
-    pub fn decode(area: &[u8]) -> std::result::Result<Option<Manifest>, String> {
+    pub fn decode(area: &[u8]) -> std::result::Result<Option<Manifest>, Error> {
         if area.len() < HEADER {
-            return Err("section too small".into());
+            return Err(corrupt("section too small"));
         }
         if &area[..8] != MAGIC {
-            return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err("bad magic".into()) };
+            return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err(corrupt("bad magic")) };
         }
         let n = u32::from_le_bytes(area[8..12].try_into().unwrap()) as usize;
         if area[12..16] != [0; 4] || n > (area.len() - HEADER) / 32 {
-            return Err("count or reserved field out of range".into());
+            return Err(corrupt("count or reserved field out of range"));
         }
         let digests: Vec<Sha> = area[HEADER..HEADER + 32 * n].chunks_exact(32).map(|c| c.try_into().unwrap()).collect();
         if digests.windows(2).any(|w| w[0] >= w[1]) {
-            return Err("digests not strictly increasing".into());
+            return Err(corrupt("digests not strictly increasing"));
         }
         Ok(Some(Manifest { digests }))
     }
@@ -135,11 +140,7 @@ pub fn of_modules_for(
                 listed.push(Listed { path, sha256: d.iter().map(|b| format!("{b:02x}")).collect() });
                 digests.push(d);
             }
-            Err(e) => errors.push(crate::tree::FileError {
-                kind: e.kind,
-                path: e.path.clone().unwrap_or_default(),
-                error: e.msg,
-            }),
+            Err(e) => errors.push(crate::tree::FileError::from(e)),
         }
     }
     Ok((Manifest::new(digests), listed, errors))
@@ -148,7 +149,7 @@ pub fn of_modules_for(
 /// The digest of a module that parses as a module of `k` (machine, vermagic).
 fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
     let (bytes, compression) = crate::module::load_bytes(path)?;
-    let m = crate::module::parse(path, &bytes, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let m = crate::module::parse(path, &bytes, compression).map_err(|e| e.at(path))?;
     if m.machine != k.machine {
         return Err(Error::file(
             Kind::WrongKernel,
@@ -174,8 +175,8 @@ fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
 
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).
 fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
-    let elf = Elf::parse(data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
-    elf.reserved_range(SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
+    let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
+    elf.reserved_range(SECTION).map_err(|e| e.at(path))?.ok_or_else(|| {
         Error::file(
             Kind::WrongKernel,
             path,
@@ -227,11 +228,11 @@ pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillRepor
 pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
     let mut data = crate::fsutil::map_file(vmlinux)?;
     if !data.starts_with(&object::elf::ELFMAG) {
-        data = crate::kernel::find_vmlinux(data).map_err(|e| Error::file(Kind::Format, vmlinux, e))?.data;
+        data = crate::kernel::find_vmlinux(data).map_err(|e| e.at(vmlinux))?.data;
     }
     let (off, size) = section_range(&data, vmlinux)?;
     Manifest::decode(&data[off..off + size])
-        .map_err(|m| Error::file(Kind::Format, vmlinux, format!("{SECTION}: {m} (the kernel ignores it)")))
+        .map_err(|e| e.context(vmlinux, |m| format!("{SECTION}: {m} (the kernel ignores it)")))
 }
 
 #[cfg(test)]
@@ -248,12 +249,12 @@ mod tests {
         assert_eq!(Manifest::decode(&[0; 64]).unwrap(), None);
         let mut dup = area.clone();
         dup[HEADER + 32..HEADER + 64].copy_from_slice(&[1; 32]);
-        assert!(Manifest::decode(&dup).unwrap_err().contains("strictly"));
+        assert!(Manifest::decode(&dup).unwrap_err().msg.contains("strictly"));
         let mut big = area.clone();
         big[8..12].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(Manifest::decode(&big).unwrap_err().contains("count"));
+        assert!(Manifest::decode(&big).unwrap_err().msg.contains("count"));
         let mut magic = area;
         magic[0] = b'X';
-        assert!(Manifest::decode(&magic).unwrap_err().contains("magic"));
+        assert!(Manifest::decode(&magic).unwrap_err().msg.contains("magic"));
     }
 }

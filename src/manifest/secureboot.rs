@@ -58,7 +58,9 @@ pub fn sign(image: &Path, key: &Path, cert: &Path) -> Result<()> {
         &format!("checking the signature of {}", image.display()),
         "sbsigntool",
     )
-    .map_err(|e| Error::file(Kind::Internal, image, format!("the signed image does not verify: {}", e.msg)))?;
+    .map_err(|e| {
+        Error::file(Kind::Internal, image, format!("the signed image does not verify: {}", e.msg)).because(e)
+    })?;
     let mode = std::fs::metadata(image).map(|m| m.permissions()).map_err(|e| Error::io(image, e))?;
     tmp.as_file().set_permissions(mode).map_err(|e| Error::io(image, e))?;
     tmp.as_file().sync_all().map_err(|e| Error::io(image, e))?;

@@ -33,7 +33,7 @@ pub fn profile_with(mut cmd: Command, program: &Path, out: &Path) -> Result<(Tra
         .env("BL_TRACE_FILE", &tmp)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")))?;
+        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")).because(e))?;
     if !o.status.success() {
         return Err(Error::file(Kind::Tool, program, format!("exited {} while profiling", o.status)));
     }
@@ -80,7 +80,7 @@ fn run_output(program: &Path) -> Result<Vec<u8>> {
     let o = Command::new(program)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")))?;
+        .map_err(|e| Error::file(Kind::Tool, program, format!("cannot run it: {e}")).because(e))?;
     if !o.status.success() {
         return Err(Error::file(Kind::Tool, program, format!("exited {}", o.status)));
     }
@@ -248,7 +248,7 @@ fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
 fn layout_output(root: &Path, binary: &Path, name: &str) -> Result<Vec<u8>> {
     let o = in_layout(root, binary, name)?
         .output()
-        .map_err(|e| Error::file(Kind::Tool, binary, format!("cannot run it: {e}")))?;
+        .map_err(|e| Error::file(Kind::Tool, binary, format!("cannot run it: {e}")).because(e))?;
     if !o.status.success() {
         return Err(Error::file(Kind::Tool, binary, format!("exited {} in the layout", o.status)));
     }

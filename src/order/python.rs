@@ -90,7 +90,7 @@ pub fn build() -> Result<PythonBuild> {
         let link_file = dir.join("link.json");
         let text = std::fs::read(&link_file).map_err(|e| Error::io(&link_file, e))?;
         let link = serde_json::from_slice(&text)
-            .map_err(|e| Error::file(Kind::Format, &link_file, format!("not a list of arguments: {e}")))?;
+            .map_err(|e| Error::file(Kind::Format, &link_file, format!("not a list of arguments: {e}")).because(e))?;
         Ok(PythonBuild {
             version: version.clone(),
             dir: dir.clone(),

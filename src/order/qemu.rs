@@ -65,11 +65,11 @@ impl Log {
 /// The link-time address of `program`'s first executable PT_LOAD.
 fn code_vaddr(program: &Path) -> Result<u64> {
     let data = crate::fsutil::map_file(program)?;
-    let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, program, m))?;
+    let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(program))?;
     let phdrs = parsed
         .header
         .program_headers(LE, &*data)
-        .map_err(|e| Error::file(Kind::Format, program, format!("bad program headers: {e}")))?;
+        .map_err(|e| Error::file(Kind::Format, program, format!("bad program headers: {e}")).because(e))?;
     phdrs
         .iter()
         .find(|p| p.p_type(LE) == elf::PT_LOAD && p.p_flags(LE).0 & elf::PF_X.0 != 0)

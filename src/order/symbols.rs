@@ -58,8 +58,8 @@ impl Functions {
     /// Read `path`'s function symbols (`.symtab`).
     pub fn read(path: &Path) -> Result<Functions> {
         let data = crate::fsutil::map_file(path)?;
-        let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| Error::file(Kind::Format, path, m))?;
-        let syms = parsed.symbols().map_err(|m| Error::file(Kind::Format, path, m))?;
+        let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(path))?;
+        let syms = parsed.symbols().map_err(|m| m.at(path))?;
         if syms.is_empty() {
             return Err(Error::file(
                 Kind::Unsupported,
@@ -70,7 +70,7 @@ impl Functions {
         let phdrs = parsed
             .header
             .program_headers(LE, &*data)
-            .map_err(|e| Error::file(Kind::Format, path, format!("bad program headers: {e}")))?;
+            .map_err(|e| Error::file(Kind::Format, path, format!("bad program headers: {e}")).because(e))?;
         let loads: Vec<(u64, u64, u64)> = phdrs
             .iter()
             .filter(|p| p.p_type(LE) == elf::PT_LOAD)
@@ -80,7 +80,7 @@ impl Functions {
         let mut file: Option<String> = None;
         let mut seen_local: HashMap<String, usize> = HashMap::new();
         for s in syms.iter() {
-            let name = sym_name(&syms, s).map_err(|m| Error::file(Kind::Format, path, m))?;
+            let name = sym_name(&syms, s).map_err(|m| m.at(path))?;
             let name = String::from_utf8_lossy(name).into_owned();
             if s.st_type() == elf::STT_FILE {
                 file = Some(name);

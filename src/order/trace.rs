@@ -30,25 +30,30 @@ pub struct Trace {
     pub overflow: bool,
 }
 
+/// Text that is not a trace `bl-trace` writes.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 impl Trace {
     /// Parse a trace; the message names the line.
-    pub fn parse(text: &str) -> std::result::Result<Trace, String> {
+    pub fn parse(text: &str) -> std::result::Result<Trace, Error> {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, "bl-trace 1")) => {}
             Some((_, l)) if l.starts_with("bl-trace ") => {
-                return Err(format!("line 1: trace version `{l}`, this bootlink reads `bl-trace 1`"));
+                return Err(corrupt(format!("line 1: trace version `{l}`, this bootlink reads `bl-trace 1`")));
             }
-            _ => return Err("not a bl-trace file (no `bl-trace 1` header)".into()),
+            _ => return Err(corrupt("not a bl-trace file (no `bl-trace 1` header)")),
         }
         let mut t = Trace { objects: Vec::new(), calls: Vec::new(), total_calls: 0, overflow: false };
         let mut ended = false;
         for (i, line) in lines {
             let n = i + 1;
             if ended {
-                return Err(format!("line {n}: text after the `end` line"));
+                return Err(corrupt(format!("line {n}: text after the `end` line")));
             }
-            let bad = || format!("line {n}: malformed `{}`", line.chars().take(60).collect::<String>());
+            let bad = || corrupt(format!("line {n}: malformed `{}`", line.chars().take(60).collect::<String>()));
             let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
             let mut w = line.splitn(3, ' ');
             match (w.next(), w.next(), w.next()) {
@@ -61,10 +66,10 @@ impl Trace {
                     let count: usize = count.parse().map_err(|_| bad())?;
                     t.total_calls = total.parse().map_err(|_| bad())?;
                     if count != t.calls.len() {
-                        return Err(format!(
+                        return Err(corrupt(format!(
                             "line {n}: the end line counts {count} functions, the trace has {}: truncated or edited",
                             t.calls.len()
-                        ));
+                        )));
                     }
                     ended = true;
                 }
@@ -72,10 +77,10 @@ impl Trace {
             }
         }
         if !ended {
-            return Err(format!(
+            return Err(corrupt(format!(
                 "truncated trace: no `end` line after {} functions (the program was killed before bl-trace wrote it)",
                 t.calls.len()
-            ));
+            )));
         }
         Ok(t)
     }
@@ -84,7 +89,7 @@ impl Trace {
         let bytes = crate::fsutil::read_input(path, crate::fsutil::MAX_TEXT)?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| Error::file(Kind::Format, path, "not a bl-trace file (not text)"))?;
-        Trace::parse(text).map_err(|m| Error::file(Kind::Format, path, m))
+        Trace::parse(text).map_err(|e| e.at(path))
     }
 
     /// The load bias of the object named `path` ("-" is the program).
@@ -112,10 +117,10 @@ mod tests {
     #[test]
     fn truncation_and_garbage_name_the_line() {
         let cut = &GOOD[..GOOD.find("end").unwrap()];
-        assert!(Trace::parse(cut).unwrap_err().contains("truncated"));
-        assert!(Trace::parse(&GOOD.replace("end 2", "end 3")).unwrap_err().contains("line 6"));
-        assert!(Trace::parse(&GOOD.replace("fn 555555555150", "fn zz")).unwrap_err().contains("line 5"));
-        assert!(Trace::parse("hello").unwrap_err().contains("not a bl-trace"));
-        assert!(Trace::parse(&format!("{GOOD}fn 1\n")).unwrap_err().contains("after the `end`"));
+        assert!(Trace::parse(cut).unwrap_err().msg.contains("truncated"));
+        assert!(Trace::parse(&GOOD.replace("end 2", "end 3")).unwrap_err().msg.contains("line 6"));
+        assert!(Trace::parse(&GOOD.replace("fn 555555555150", "fn zz")).unwrap_err().msg.contains("line 5"));
+        assert!(Trace::parse("hello").unwrap_err().msg.contains("not a bl-trace"));
+        assert!(Trace::parse(&format!("{GOOD}fn 1\n")).unwrap_err().msg.contains("after the `end`"));
     }
 }

@@ -21,7 +21,7 @@ pub(super) fn one(
 ) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let m = module::parse(path, &data, compression).map_err(|e| e.at(path))?;
     crate::modwrite::check_vermagic(path, &m, k)?;
     let mut result = ModuleResult {
         name: m.name.clone(),
@@ -86,7 +86,7 @@ pub(super) fn one(
         return Ok(result);
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
-    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| e.at(path))?;
     if opts.fold {
         let finalized = crate::elf::Elf::parse(&data[..elf_len], crate::elf::Want::Relocatable)
             .is_ok_and(|e| e.section(crate::finalize::mcount::CHECKED_SECTION).is_some());
@@ -97,28 +97,27 @@ pub(super) fn one(
                 "finalized already: folding would move the symbols .ftrace_checked names (preresolve, then finalize)",
             ));
         }
-        ed.fold_symbols(&edits).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+        ed.fold_symbols(&edits).map_err(|e| e.at(path))?;
         let name_of: HashMap<usize, &str> =
             m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
         let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
-        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs))
-            .map_err(|e| Error::file(Kind::Format, path, e))?;
+        ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs)).map_err(|e| e.at(path))?;
         result.mode = Some(Mode::Folded);
     } else {
         for (idx, addr) in &edits {
             ed.make_absolute(*idx, *addr);
         }
-        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?;
+        ed.add_empty_section(PRERESOLVED_SECTION).map_err(|e| e.at(path))?;
         result.mode = Some(Mode::Abs);
     }
     if opts.trim {
-        result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+        result.symbols_trimmed = trim(&mut ed).map_err(|e| e.at(path))?;
     }
     let bytes;
     (bytes, result.signature) = signed(ed.data, &m, job, opts)?;
     // Check what we wrote reads back as the module we meant.
     let check = module::parse(path, &bytes, Compression::None).map_err(|e| {
-        Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}"))
+        Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}")).because(e)
     })?;
     let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
     if !check.preresolved
@@ -155,8 +154,8 @@ fn finish_unchanged(
         return if opts.dry_run { Ok(()) } else { copy_unchanged(path, &job.output, &opts.output) };
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
-    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
-    result.symbols_trimmed = trim(&mut ed).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| e.at(path))?;
+    result.symbols_trimmed = trim(&mut ed).map_err(|e| e.at(path))?;
     if result.symbols_trimmed == 0 {
         return if opts.dry_run { Ok(()) } else { copy_unchanged(path, &job.output, &opts.output) };
     }
@@ -187,7 +186,7 @@ const KEEP_PREFIXES: &[&[u8]] = &[b"__ksymtab_", b"__kstrtab", b"__crc_"];
 /// its records) does not change; the kernel's scans of the symbol table
 /// get shorter. Lost: those names in /proc/kallsyms, and lookups of them
 /// by name (a livepatch naming such data).
-pub fn trim(ed: &mut ElfEdit) -> std::result::Result<usize, String> {
+pub fn trim(ed: &mut ElfEdit) -> Result<usize> {
     use object::elf::{SHF_EXECINSTR, SHN_LORESERVE, STT_FUNC};
     use object::read::elf::{SectionHeader, Sym};
     let droppable: Vec<bool> = {

@@ -15,6 +15,11 @@ use crate::kernel::KernelImage;
 use crate::module;
 use crate::modwrite::{Job, sign_for, write_module};
 
+/// Export tables that are not what the module's symbols say.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
 /// `struct modversion_info` on 64-bit: an unsigned long CRC, then the name.
 const MODVERSION_SIZE: usize = 64;
 
@@ -29,7 +34,7 @@ pub(super) struct Names {
 
 /// Each export has a symbol `__ksymtab_NAME` at its entry: its value over
 /// the entry size is the index.
-pub(super) fn names(elf: &Elf) -> std::result::Result<Names, String> {
+pub(super) fn names(elf: &Elf) -> std::result::Result<Names, Error> {
     let symtab = elf.symbols()?;
     let mut slots: [Vec<Option<String>>; 2] = [Vec::new(), Vec::new()];
     let mut sizes = [0usize; 2];
@@ -61,12 +66,12 @@ pub(super) fn names(elf: &Elf) -> std::result::Result<Names, String> {
         let count = entries.iter().filter(|e| e.0 == t).count();
         if count == 0 {
             if sizes[t] != 0 {
-                return Err(format!("export table {t} has {} bytes but no __ksymtab_ symbols", sizes[t]));
+                return Err(corrupt(format!("export table {t} has {} bytes but no __ksymtab_ symbols", sizes[t])));
             }
             continue;
         }
         if sizes[t] % count != 0 {
-            return Err(format!("export table {t}: {} bytes do not hold {count} equal entries", sizes[t]));
+            return Err(corrupt(format!("export table {t}: {} bytes do not hold {count} equal entries", sizes[t])));
         }
         slots[t] = vec![None; count];
     }
@@ -75,15 +80,15 @@ pub(super) fn names(elf: &Elf) -> std::result::Result<Names, String> {
         let slot = slots[t]
             .get_mut(value / size)
             .filter(|_| value % size == 0)
-            .ok_or_else(|| format!("__ksymtab_{name} does not point at an entry of its export table"))?;
+            .ok_or_else(|| corrupt(format!("__ksymtab_{name} does not point at an entry of its export table")))?;
         if slot.replace(name.clone()).is_some() {
-            return Err(format!("two symbols name export table entry {}", value / size));
+            return Err(corrupt(format!("two symbols name export table entry {}", value / size)));
         }
     }
     let mut exports: [Vec<String>; 2] = [Vec::new(), Vec::new()];
     for t in 0..2 {
         for (i, s) in std::mem::take(&mut slots[t]).into_iter().enumerate() {
-            exports[t].push(s.ok_or_else(|| format!("export table entry {i} has no __ksymtab_ symbol"))?);
+            exports[t].push(s.ok_or_else(|| corrupt(format!("export table entry {i} has no __ksymtab_ symbol")))?);
         }
     }
     Ok(Names { exports, undefined })
@@ -102,52 +107,52 @@ fn version_name(rec: &[u8]) -> Vec<u8> {
 pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let m = module::parse(path, &data, compression).map_err(|e| e.at(path))?;
     crate::modwrite::check_vermagic(path, &m, k)?;
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let elf_part = &data[..elf_len];
-    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| e.at(path))?;
     for s in [EXPORTS_SECTION, UNDEF_SECTION] {
         if elf.section(s).is_some() {
             return Err(Error::file(Kind::Usage, path, format!("already has symbol hash tables ({s})")));
         }
     }
-    let n = names(&elf).map_err(|e| Error::file(Kind::Format, path, e))?;
+    let n = names(&elf).map_err(|e| e.at(path))?;
     let exports = [strs(&n.exports[0]), strs(&n.exports[1])];
-    let blob = tables::build([&exports[0], &exports[1]]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+    let blob = tables::build([&exports[0], &exports[1]])
+        .map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
 
-    let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(|e| e.at(path))?;
     let mut versions_sorted = 0;
     let mut flags = 0;
     if opts.sort_versions
-        && let Some(count) = ed
-            .sort_records("__versions", MODVERSION_SIZE, version_name)
-            .map_err(|e| Error::file(Kind::Unsupported, path, e))?
+        && let Some(count) = ed.sort_records("__versions", MODVERSION_SIZE, version_name).map_err(|e| e.at(path))?
     {
         versions_sorted = count;
         flags |= VERSIONS_SORTED;
     }
     let undef = tables::undef(&strs(&n.undefined), flags);
-    ed.add_section_with(EXPORTS_SECTION, &blob, SHF_ALLOC, 8).map_err(|e| Error::file(Kind::Unsupported, path, e))?;
-    ed.add_section_with(UNDEF_SECTION, &undef, Default::default(), 4)
-        .map_err(|e| Error::file(Kind::Unsupported, path, e))?;
+    ed.add_section_with(EXPORTS_SECTION, &blob, SHF_ALLOC, 8).map_err(|e| e.at(path))?;
+    ed.add_section_with(UNDEF_SECTION, &undef, Default::default(), 4).map_err(|e| e.at(path))?;
     let mut bytes = ed.data;
 
     // Check what we wrote reads back: same names, tables that find them.
     {
-        let check = Elf::parse(&bytes, Want::Relocatable)
-            .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written module: {e}")))?;
-        let again = names(&check).map_err(|e| Error::file(Kind::Internal, path, e))?;
+        let check = Elf::parse(&bytes, Want::Relocatable).map_err(|e| {
+            Error::file(Kind::Internal, path, format!("internal error: written module: {e}")).because(e)
+        })?;
+        let again = names(&check).map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
         let data = check
             .named_section_data(EXPORTS_SECTION)
             .ok()
             .flatten()
             .ok_or_else(|| Error::file(Kind::Internal, path, "internal error: tables missing after writing"))?;
-        let t = Tables::parse(data).map_err(|e| Error::file(Kind::Internal, path, e))?;
+        let t = Tables::parse(data).map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
         if again.exports != n.exports || again.undefined != n.undefined {
             return Err(Error::file(Kind::Internal, path, "internal error: names changed while writing tables"));
         }
-        t.verify([&exports[0], &exports[1]]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+        t.verify([&exports[0], &exports[1]])
+            .map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
     }
     if let Some(key) = &opts.sign {
         bytes = sign_for(job, key, &m.name, &bytes)?;

@@ -21,6 +21,17 @@
 //! the CRC arrays index them), so the chain names the export by index.
 
 use super::hash::{checksum, djb, mix};
+use crate::error::{Error, Kind};
+
+/// Bytes that are not symbol hash tables.
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
+/// Tables that do not come out as they must: a bug in bootlink.
+fn internal(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Internal, msg)
+}
 
 pub const MAGIC: u32 = 0x4853_594b; // "KYSH"
 pub const UNDEF_MAGIC: u32 = 0x4844_4e55; // "UNDH"
@@ -145,7 +156,7 @@ fn gnu(w: &mut Writer, hashes: &[u32]) -> u32 {
 /// slot `mix(h ^ seed[bucket]) % nslots`; the seeds are found at build time,
 /// largest buckets first. Exports whose names share a 32-bit hash share a
 /// slot that points to a counted list in `overflow`.
-fn perfect(w: &mut Writer, hashes: &[u32]) -> Result<u32, String> {
+fn perfect(w: &mut Writer, hashes: &[u32]) -> std::result::Result<u32, Error> {
     let off = w.off();
     let n = hashes.len();
     let mut keys: Vec<(u32, Vec<u32>)> = Vec::new();
@@ -187,7 +198,7 @@ fn perfect(w: &mut Writer, hashes: &[u32]) -> Result<u32, String> {
             if ok {
                 break;
             }
-            s = s.checked_add(1).ok_or("perfect hash: no seed places a bucket")?;
+            s = s.checked_add(1).ok_or_else(|| internal("perfect hash: no seed places a bucket"))?;
         }
         seed[b] = s;
         for (&k, &t) in buckets[b].iter().zip(&taken) {
@@ -212,7 +223,7 @@ fn perfect(w: &mut Writer, hashes: &[u32]) -> Result<u32, String> {
 
 /// Build the tables for two export tables (`__ksymtab`, `__ksymtab_gpl`),
 /// each given as its names in table order.
-pub fn build(tables: [&[&str]; 2]) -> Result<Vec<u8>, String> {
+pub fn build(tables: [&[&str]; 2]) -> std::result::Result<Vec<u8>, Error> {
     let mut w = Writer { out: vec![0; HEADER_SIZE] };
     let mut entries = [[0u32; 5]; 2];
     for (t, names) in tables.iter().enumerate() {
@@ -260,17 +271,17 @@ pub struct Tables<'d> {
 }
 
 impl<'d> Tables<'d> {
-    pub fn parse(data: &'d [u8]) -> Result<Tables<'d>, String> {
+    pub fn parse(data: &'d [u8]) -> std::result::Result<Tables<'d>, Error> {
         let t = Tables { data };
         if data.len() < HEADER_SIZE || t.word(0) != MAGIC {
-            return Err("no symbol hash tables (bad magic)".into());
+            return Err(corrupt("no symbol hash tables (bad magic)"));
         }
         if t.word(4) != VERSION {
-            return Err(format!("symbol hash tables of unknown version {}", t.word(4)));
+            return Err(corrupt(format!("symbol hash tables of unknown version {}", t.word(4))));
         }
         let size = t.word(8) as usize;
         if size < HEADER_SIZE || size > data.len() || checksum(&data[HEADER_SIZE..size]) != t.word(12) {
-            return Err("symbol hash tables are corrupt (size or checksum)".into());
+            return Err(corrupt("symbol hash tables are corrupt (size or checksum)"));
         }
         Ok(t)
     }
@@ -359,15 +370,19 @@ impl<'d> Tables<'d> {
 
     /// Check what the kernel checks before using the tables: every export
     /// found at its own index by every method.
-    pub fn verify(&self, tables: [&[&str]; 2]) -> Result<(), String> {
+    pub fn verify(&self, tables: [&[&str]; 2]) -> std::result::Result<(), Error> {
         for (tab, names) in tables.iter().enumerate() {
             if self.nsyms(tab) as usize != names.len() {
-                return Err(format!("table {tab}: {} entries, the export table has {}", self.nsyms(tab), names.len()));
+                return Err(internal(format!(
+                    "table {tab}: {} entries, the export table has {}",
+                    self.nsyms(tab),
+                    names.len()
+                )));
             }
             for m in Method::ALL {
                 for (i, name) in names.iter().enumerate() {
                     if self.lookup(m, tab, names, name) != Some(i as u32) {
-                        return Err(format!("{} table does not find {name} at index {i}", m.name()));
+                        return Err(internal(format!("{} table does not find {name} at index {i}", m.name())));
                     }
                 }
             }
@@ -419,7 +434,7 @@ mod tests {
         let mut blob = build([&a, &[]]).unwrap();
         let last = blob.len() - 8;
         blob[last] ^= 1;
-        assert!(Tables::parse(&blob).unwrap_err().contains("checksum"));
+        assert!(Tables::parse(&blob).unwrap_err().msg.contains("checksum"));
         assert!(Tables::parse(&blob[..20]).is_err());
     }
 

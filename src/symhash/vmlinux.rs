@@ -27,20 +27,21 @@ pub struct VmlinuxResult {
 pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
     let mut data = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
     let (off, size, exports) = {
-        let elf = Elf::parse(&data, Want::Executable).map_err(|e| Error::file(Kind::Format, path, e))?;
-        let (off, size) = elf.reserved_range(VMLINUX_SECTION).map_err(|e| Error::file(Kind::Format, path, e))?.ok_or_else(|| {
+        let elf = Elf::parse(&data, Want::Executable).map_err(|e| e.at(path))?;
+        let (off, size) = elf.reserved_range(VMLINUX_SECTION).map_err(|e| e.at(path))?.ok_or_else(|| {
             Error::file(
                 Kind::WrongKernel,
                 path,
                 format!("no {VMLINUX_SECTION} section: the kernel was built without CONFIG_MODULE_SYMHASH (kernel/patches 0002)"),
             )
         })?;
-        let (exports, _) = ksymtab::read_exports(&elf).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let (exports, _) = ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
         (off, size, exports)
     };
     let plain: Vec<&str> = exports.iter().filter(|e| !e.gpl).map(|e| e.name.as_str()).collect();
     let gpl: Vec<&str> = exports.iter().filter(|e| e.gpl).map(|e| e.name.as_str()).collect();
-    let blob = tables::build([&plain, &gpl]).map_err(|e| Error::file(Kind::Internal, path, e))?;
+    let blob =
+        tables::build([&plain, &gpl]).map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
     if blob.len() > size {
         return Err(Error::file(
             Kind::Unsupported,
@@ -58,7 +59,7 @@ pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
     region[..blob.len()].copy_from_slice(&blob);
     Tables::parse(&data[off..off + size])
         .and_then(|t| t.verify([&plain, &gpl]))
-        .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written tables: {e}")))?;
+        .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written tables: {e}")).because(e))?;
     fsutil::write_atomic(path, &data)?;
     Ok(VmlinuxResult { exports: plain.len(), gpl_exports: gpl.len(), table_bytes: blob.len(), reserved_bytes: size })
 }

@@ -258,7 +258,7 @@ fn rewrite_unsigned(
     let mut files = Vec::new();
     for (name, path) in &t.modules {
         let (data, _) = crate::module::load_bytes(path)?;
-        let (len, _) = crate::module::split_signature(&data).map_err(|e| Error::file(Kind::Format, path, e))?;
+        let (len, _) = crate::module::split_signature(&data).map_err(|e| e.at(path))?;
         let dest = dir.join(format!("{name}.ko"));
         match edit(path, &data[..len])? {
             Some(b) => crate::fsutil::write_atomic_nosync(&dest, &b)?,
@@ -283,7 +283,7 @@ fn inputs(t: &Tree) -> Vec<PathBuf> {
 /// The first error of a batch tool's report, as the step's error.
 fn first_error(tool: &str, errors: &[crate::tree::FileError]) -> Result<()> {
     match errors.first() {
-        Some(e) => Err(Error::file(Kind::Format, &e.path, format!("{tool}: {}", e.error))),
+        Some(e) => Err(Error::file(e.kind, &e.path, format!("{tool}: {}", e.error)).because(e.clone())),
         None => Ok(()),
     }
 }
