@@ -9,6 +9,8 @@
 # ``` block, "markdown" takes it as it is), then exits with its status.
 # Otherwise doc_output returns and the script runs as always: running a
 # bench to check a figure never rewrites the docs by surprise.
+# DOC_OUTPUT_THEN, if set, is a command run once the region is written
+# (another page's region made from this one: scripts/readme-headline).
 doc_output() {
     local file=$1 name=$2 format=$3
     shift 3
@@ -26,6 +28,9 @@ doc_output() {
             { echo '```'; cat "$out"; echo '```'; } | "$root/scripts/doc-region" "$root/$file" "$name" || rc=1
         else
             "$root/scripts/doc-region" "$root/$file" "$name" <"$out" || rc=1
+        fi
+        if [ "$rc" -eq 0 ] && [ -n "${DOC_OUTPUT_THEN:-}" ]; then
+            $DOC_OUTPUT_THEN || rc=1
         fi
     else
         echo "$0: exit $rc: $file region $name left as it was" >&2
