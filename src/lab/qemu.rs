@@ -269,25 +269,22 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
     let prog = qemu.display().to_string();
 
     let start = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .map_err(|e| {
-            (match e.kind() {
-                std::io::ErrorKind::NotFound => Error::new(
-                    Kind::Tool,
-                    format!(
-                        "{prog}: missing tool, needed to boot kernels (install the Debian package {})",
-                        opts.target.qemu_package
+    let mut child =
+        Command::new(qemu).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().map_err(
+            |e| {
+                (match e.kind() {
+                    std::io::ErrorKind::NotFound => Error::new(
+                        Kind::Tool,
+                        format!(
+                            "{prog}: missing tool, needed to boot kernels (install the Debian package {})",
+                            opts.target.qemu_package
+                        ),
                     ),
-                ),
-                _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
-            })
-            .because(e)
-        })?;
+                    _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
+                })
+                .because(e)
+            },
+        )?;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),

@@ -220,10 +220,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     // host does not run for a while looks like a lockup to the guest.
     let smp_quiet = if !sc.deterministic && sc.cpus > 1 { REALTIME_SMP_CMDLINE } else { "" };
     let realtime = if sc.deterministic { "" } else { REALTIME_CMDLINE };
-    let base_cmdline = format!("console={} {BASE_CMDLINE} {realtime} {smp_quiet} {}", sc.target.console, sc.extra_cmdline)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let base_cmdline =
+        format!("console={} {BASE_CMDLINE} {realtime} {smp_quiet} {}", sc.target.console, sc.extra_cmdline)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
     // Each kernel image is opened once, however many variants boot it.
     let mut images_open: Vec<(PathBuf, KernelImage)> = Vec::new();
     let mut variants: Vec<(Variant, Vec<(String, PathBuf)>)> = Vec::new();

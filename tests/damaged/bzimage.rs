@@ -8,11 +8,7 @@
 
 use bootlink::rng::Rng;
 
-use super::generate::Damaged;
-
-fn put32(d: &mut [u8], at: usize, v: u32) {
-    d[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
+use super::generate::{Damaged, put32};
 
 /// Where the payload lies in the image: (start, length).
 pub fn payload(d: &[u8]) -> (usize, usize) {

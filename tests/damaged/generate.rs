@@ -15,22 +15,22 @@ pub struct Damaged {
     pub invalid: bool,
 }
 
-fn u16_at(d: &[u8], at: usize) -> u16 {
+pub fn u16_at(d: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(d[at..at + 2].try_into().unwrap())
 }
-fn u32_at(d: &[u8], at: usize) -> u32 {
+pub fn u32_at(d: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(d[at..at + 4].try_into().unwrap())
 }
-fn u64_at(d: &[u8], at: usize) -> u64 {
+pub fn u64_at(d: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(d[at..at + 8].try_into().unwrap())
 }
-fn put16(d: &mut [u8], at: usize, v: u16) {
+pub fn put16(d: &mut [u8], at: usize, v: u16) {
     d[at..at + 2].copy_from_slice(&v.to_le_bytes());
 }
-fn put32(d: &mut [u8], at: usize, v: u32) {
+pub fn put32(d: &mut [u8], at: usize, v: u32) {
     d[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
-fn put64(d: &mut [u8], at: usize, v: u64) {
+pub fn put64(d: &mut [u8], at: usize, v: u64) {
     d[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 

@@ -8,7 +8,7 @@
 
 use bootlink::rng::Rng;
 
-use super::generate::Damaged;
+use super::generate::{Damaged, put32, put64, u32_at, u64_at};
 
 /// The class of a path that is not a regular file: the runner makes a FIFO,
 /// a directory or a symbolic link to /dev/zero in its place (per copy).
@@ -153,19 +153,6 @@ pub const CACHE_CLASSES: &[&str] = &[
     "name-past-strings",
     "bit-flips-checksum-fixed",
 ];
-
-fn u32_at(d: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(d[at..at + 4].try_into().unwrap())
-}
-fn u64_at(d: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(d[at..at + 8].try_into().unwrap())
-}
-fn put32(d: &mut [u8], at: usize, v: u32) {
-    d[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put64(d: &mut [u8], at: usize, v: u64) {
-    d[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
 
 /// The checksum field again after a damage: the damage itself is what
 /// must be found, not the stale checksum (the loader's FNV-1a over
