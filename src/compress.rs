@@ -16,9 +16,9 @@ pub enum Compression {
     Gzip,
 }
 
-pub const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0x00];
-pub const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
-pub const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08];
+pub(crate) const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0x00];
+pub(crate) const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+pub(crate) const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08];
 
 impl Compression {
     pub fn detect(data: &[u8]) -> Compression {
@@ -55,16 +55,16 @@ impl Compression {
 
 /// How many times its compressed size a stream may grow to: more than any
 /// module or kernel payload does (they shrink 3-10 times).
-pub const MAX_RATIO: usize = 64;
+pub(crate) const MAX_RATIO: usize = 64;
 /// The least output a stream may always grow to, whatever its size.
-pub const MIN_OUTPUT: usize = 64 << 20;
+pub(crate) const MIN_OUTPUT: usize = 64 << 20;
 /// The most output any one stream may decompress to.
-pub const MAX_OUTPUT: usize = 1 << 30;
+pub(crate) const MAX_OUTPUT: usize = 1 << 30;
 
 /// The most bytes `input_len` compressed bytes may decompress to: 64 times
 /// the input, at least 64 MiB, never more than 1 GiB. A stream that would
 /// grow past it (a decompression bomb) is refused, not decompressed.
-pub fn output_limit(input_len: usize) -> usize {
+pub(crate) fn output_limit(input_len: usize) -> usize {
     input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
 }
 
@@ -176,7 +176,7 @@ pub enum Params {
 impl Params {
     /// What the kernel's own build writes: `xz --check=crc32
     /// --lzma2=dict=1MiB`, `zstd` with a checksum, `gzip -9`.
-    pub fn kernel_default(kind: Compression) -> Params {
+    pub(crate) fn kernel_default(kind: Compression) -> Params {
         match kind {
             Compression::None => Params::None,
             Compression::Xz => Params::Xz { check: 1, dict: 1 << 20 },
@@ -270,7 +270,7 @@ fn encoder(e: std::io::Error) -> Error {
 }
 
 /// Compress `data` with these parameters.
-pub fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, Error> {
+pub(crate) fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, Error> {
     use std::io::Write;
     match params {
         Params::None => Ok(data.to_vec()),

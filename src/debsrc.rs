@@ -12,13 +12,13 @@ use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool, progress};
 
 /// The `.dsc` file name of a version (the epoch is not part of file names).
-pub fn dsc_name(package: &str, version: &str) -> String {
+pub(crate) fn dsc_name(package: &str, version: &str) -> String {
     let bare = version.split_once(':').map_or(version, |(_, v)| v);
     format!("{package}_{bare}.dsc")
 }
 
 /// The distribution's code name (`bookworm` on Debian 12), from /etc/os-release.
-pub fn codename() -> String {
+pub(crate) fn codename() -> String {
     let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
@@ -29,7 +29,7 @@ pub fn codename() -> String {
 
 /// The private sources list: source packages only, from the release, its
 /// updates and its security archive (where a `+debNNuM` version lives).
-pub fn sources_list(codename: &str) -> String {
+pub(crate) fn sources_list(codename: &str) -> String {
     format!(
         "deb-src http://deb.debian.org/debian {codename} main\n\
          deb-src http://deb.debian.org/debian {codename}-updates main\n\
@@ -38,7 +38,7 @@ pub fn sources_list(codename: &str) -> String {
 }
 
 /// The files a `.dsc` lists (`Checksums-Sha256`, else `Files`): name and size.
-pub fn dsc_files(dsc: &str) -> Vec<(String, u64)> {
+pub(crate) fn dsc_files(dsc: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for section in ["Checksums-Sha256:", "Files:"] {
         let mut inside = false;
@@ -168,7 +168,7 @@ fn fetch(apt: &PrivateApt, dl: &Path, package: &str, version: &str) -> Result<()
 }
 
 /// The versions `apt-cache showsrc` lists, newest first.
-pub fn versions_in(showsrc: &str) -> Vec<String> {
+pub(crate) fn versions_in(showsrc: &str) -> Vec<String> {
     let mut v: Vec<String> =
         showsrc.lines().filter_map(|l| l.strip_prefix("Version: ")).map(|v| v.trim().to_string()).collect();
     v.sort_by(|a, b| deb_version_cmp(b, a));
@@ -179,7 +179,7 @@ pub fn versions_in(showsrc: &str) -> Vec<String> {
 /// Debian's version order (epoch, then upstream and revision compared by
 /// dpkg's rules: `~` before everything, letters before other characters,
 /// digit runs as numbers).
-pub fn deb_version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn deb_version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn split(v: &str) -> (u64, &str, &str) {
         let (epoch, rest) = match v.split_once(':') {
             Some((e, r)) if e.chars().all(|c| c.is_ascii_digit()) => (e.parse().unwrap_or(0), r),
@@ -235,7 +235,7 @@ pub fn deb_version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// The newest version of `package` whose source can be had: one already in
 /// `<base>/dl/` (no network), else the archives' versions newest first
 /// (an index may list a version whose files are gone from the mirror).
-pub fn download_newest(base: &Path, package: &str) -> Result<(String, PathBuf)> {
+pub(crate) fn download_newest(base: &Path, package: &str) -> Result<(String, PathBuf)> {
     let dl = base.join("dl");
     let prefix = format!("{package}_");
     let mut have: Vec<String> = std::fs::read_dir(&dl)

@@ -8,10 +8,10 @@ use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTabl
 
 use crate::error::{Error, Kind};
 
-pub type Endian = LittleEndian;
+pub(crate) type Endian = LittleEndian;
 pub const LE: LittleEndian = LittleEndian;
-pub type Header = FileHeader64<Endian>;
-pub type Shdr = SectionHeader64<Endian>;
+pub(crate) type Header = FileHeader64<Endian>;
+pub(crate) type Shdr = SectionHeader64<Endian>;
 pub type Symbol = Sym64<Endian>;
 
 /// The ELF file types bootlink reads.
@@ -29,7 +29,7 @@ impl Want {
     /// The machine a command reads this kind of file for unless it is asked
     /// for another: x86-64 for modules and kernel images; any machine for
     /// programs and libraries (they are checked against each other).
-    pub fn default_machine(self) -> Option<elf::Machine> {
+    pub(crate) fn default_machine(self) -> Option<elf::Machine> {
         match self {
             Want::Relocatable | Want::Executable => Some(elf::EM_X86_64),
             Want::Dynamic => None,
@@ -132,7 +132,7 @@ fn wrong_type(want: Want, ty: elf::FileType) -> String {
 }
 
 /// Check the ELF identification and file type, with messages a person can act on.
-pub fn check_ident(data: &[u8], want: Want) -> Result<(), ReadError> {
+pub(crate) fn check_ident(data: &[u8], want: Want) -> Result<(), ReadError> {
     if data.len() < 4 || data[..4] != elf::ELFMAG {
         return Err(ReadError::NotElf);
     }
@@ -187,7 +187,7 @@ impl<'d> Elf<'d> {
     /// Parse and check a file of kind `want` built for `machine` (None:
     /// any). Every section header is checked against the file before any
     /// reader uses it ([`crate::elf::check_layout`]).
-    pub fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, ReadError> {
+    pub(crate) fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, ReadError> {
         check_ident(data, want)?;
         let header = Header::parse(data).map_err(ReadError::Header)?;
         if let Some(expected) = machine {
@@ -215,7 +215,7 @@ impl<'d> Elf<'d> {
     /// The file range of a section reserved at link time for a host tool
     /// to fill in place (None when absent); an error when it holds no file
     /// data or lies outside the file.
-    pub fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, ReadError> {
+    pub(crate) fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, ReadError> {
         let Some((_, sh)) = self.section(name) else { return Ok(None) };
         if sh.sh_type(LE) != elf::SHT_PROGBITS {
             return Err(corrupt(format!("{name} holds no file data")));
@@ -255,7 +255,7 @@ impl<'d> Elf<'d> {
     }
 
     /// The dynamic symbol table (.dynsym), as the dynamic loader indexes it.
-    pub fn dynamic_symbols(&self) -> Result<SymbolTable<'d, Header>, ReadError> {
+    pub(crate) fn dynamic_symbols(&self) -> Result<SymbolTable<'d, Header>, ReadError> {
         self.sections
             .symbols(LE, self.data, elf::SHT_DYNSYM)
             .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF dynamic symbol table", source })
@@ -296,7 +296,7 @@ impl<'d> Elf<'d> {
 /// size checked against overflow); and in a module (which bootlink edits in
 /// place) no two of them, the ELF header or the section header table
 /// overlap.
-pub fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
+pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
     let len = elf.data.len() as u64;
     let shnum = elf.sections.len();
     if shnum == 0 {
@@ -391,25 +391,25 @@ pub fn sym_name<'d>(symtab: &SymbolTable<'d, Header>, sym: &Symbol) -> Result<&'
 }
 
 /// A NUL-terminated string at `offset` in `data`.
-pub fn cstr(data: &[u8], offset: usize) -> Option<&[u8]> {
+pub(crate) fn cstr(data: &[u8], offset: usize) -> Option<&[u8]> {
     let rest = data.get(offset..)?;
     let end = rest.iter().position(|&b| b == 0)?;
     Some(&rest[..end])
 }
 
-pub fn read_u32(data: &[u8], offset: usize) -> Option<u32> {
+pub(crate) fn read_u32(data: &[u8], offset: usize) -> Option<u32> {
     data.get(offset..offset.checked_add(4)?).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
 }
 
-pub fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
+pub(crate) fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
     read_u32(data, offset).map(|v| v as i32)
 }
 
-pub fn read_u64(data: &[u8], offset: usize) -> Option<u64> {
+pub(crate) fn read_u64(data: &[u8], offset: usize) -> Option<u64> {
     data.get(offset..offset.checked_add(8)?).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
 }
 
-pub fn machine_name(m: elf::Machine) -> &'static str {
+pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
     match m {
         elf::EM_X86_64 => "x86_64",
         elf::EM_AARCH64 => "aarch64",

@@ -106,7 +106,7 @@ impl ElfEdit {
     }
 
     /// Make symbol `index` absolute with value `value` (SHN_UNDEF -> SHN_ABS).
-    pub fn make_absolute(&mut self, index: usize, value: u64) {
+    pub(crate) fn make_absolute(&mut self, index: usize, value: u64) {
         assert!(index < self.symtab_count, "symbol index out of range");
         let sym: &mut Sym = view_mut(&mut self.data, self.symtab_off + index * SYM_SIZE);
         sym.st_shndx.set(LE, SHN_ABS);
@@ -170,7 +170,7 @@ impl ElfEdit {
     /// move down, every relocation is renumbered and .symtab's sh_info (one
     /// past the last local) shrinks to match. Refused, changing nothing,
     /// where `fold_symbols` is. Returns how many were removed.
-    pub fn trim_local_symbols(&mut self, droppable: &[bool]) -> Result<usize, Error> {
+    pub(crate) fn trim_local_symbols(&mut self, droppable: &[bool]) -> Result<usize, Error> {
         let plan = self.plan_fold(&[], "--trim-symtab", "trim symbols")?;
         let mut used = vec![false; self.symtab_count];
         for &(off, size) in &plan.rela {
@@ -316,7 +316,7 @@ impl ElfEdit {
     /// Refused when a relocation section applies to it (a record's meaning
     /// would move away from its relocation). Returns the record count, or
     /// None when there is no such section.
-    pub fn sort_records(
+    pub(crate) fn sort_records(
         &mut self,
         name: &str,
         record: usize,
@@ -359,7 +359,7 @@ impl ElfEdit {
     /// those of dropped records are removed. Refused for SHT_REL, for more
     /// than one relocation section, or an `order` naming a record twice or
     /// out of range. Returns the number of relocations kept.
-    pub fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, Error> {
+    pub(crate) fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, Error> {
         let (off, size, header, rela) = {
             let elf = Elf::parse(&self.data, Want::Relocatable)?;
             let (index, sh) = elf.section(name).ok_or_else(|| unsupported(format!("no section {name}")))?;
@@ -459,7 +459,7 @@ impl ElfEdit {
     /// Append a PROGBITS section as `add_section` does, with these flags
     /// (e.g. SHF_ALLOC: the kernel copies it into the module's memory) and
     /// alignment (at most 8).
-    pub fn add_section_with(
+    pub(crate) fn add_section_with(
         &mut self,
         name: &str,
         contents: &[u8],

@@ -43,7 +43,7 @@ pub enum Kind {
 
 /// The lower-level error behind an [`Error`], shared so that errors stay
 /// cheap to clone.
-pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 #[derive(Debug, Clone)]
 pub struct Error {
@@ -96,7 +96,7 @@ impl Error {
     /// message `msg` makes from this one's (to quote it), keeping this
     /// error's kind (chosen where the failure happened) and this error as
     /// the source.
-    pub fn context(self, path: &Path, msg: impl FnOnce(&str) -> String) -> Error {
+    pub(crate) fn context(self, path: &Path, msg: impl FnOnce(&str) -> String) -> Error {
         let text = msg(&self.msg);
         Error { kind: self.kind, path: Some(path.to_path_buf()), msg: text, source: Some(Arc::new(self)) }
     }

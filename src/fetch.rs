@@ -13,9 +13,9 @@ use crate::kernel;
 use crate::progress;
 
 /// The kernel whose figures the project's tests and notes quote.
-pub const REFERENCE_PACKAGE: &str = "linux-image-6.1.0-56-amd64";
-pub const REFERENCE_VERSION: &str = "6.1.192-2";
-pub const DEFAULT_SERIES: &str = "6.1";
+pub(crate) const REFERENCE_PACKAGE: &str = "linux-image-6.1.0-56-amd64";
+pub(crate) const REFERENCE_VERSION: &str = "6.1.192-2";
+pub(crate) const DEFAULT_SERIES: &str = "6.1";
 
 #[derive(Debug, Clone)]
 pub enum Request {
@@ -78,7 +78,7 @@ fn version_key(name: &str) -> Vec<u64> {
 }
 
 /// The newest generic amd64 image package of a series.
-pub fn newest_in_series(series: &str) -> Result<String> {
+pub(crate) fn newest_in_series(series: &str) -> Result<String> {
     let list = |_: ()| {
         run(Command::new("apt-cache").args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames")
     };
@@ -106,7 +106,7 @@ pub fn newest_in_series(series: &str) -> Result<String> {
     })
 }
 
-pub fn release_of(package: &str) -> String {
+pub(crate) fn release_of(package: &str) -> String {
     package.trim_start_matches("linux-image-").trim_end_matches("-unsigned").to_string()
 }
 

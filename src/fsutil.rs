@@ -32,11 +32,11 @@ impl From<Vec<u8>> for Bytes {
 
 /// The most bytes [`read_input`] reads of a binary input (a vmlinux with
 /// debug info, a kernel package, a record or cache): 4 GiB.
-pub const MAX_BINARY: u64 = 4 << 30;
+pub(crate) const MAX_BINARY: u64 = 4 << 30;
 
 /// The most bytes [`read_input_text`] reads of a text input (a config, a
 /// list, run.json, System.map, an order trace): 256 MiB.
-pub const MAX_TEXT: u64 = 256 << 20;
+pub(crate) const MAX_TEXT: u64 = 256 << 20;
 
 /// What a path names, in the words of a refusal.
 fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
@@ -64,7 +64,7 @@ fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
 /// point to. Links among the directories above the last component (a
 /// module tree's `build -> /usr/src/...`, merged /usr) are the file
 /// system's layout and are not checked.
-pub fn follow_once(path: &Path) -> Result<std::fs::Metadata> {
+pub(crate) fn follow_once(path: &Path) -> Result<std::fs::Metadata> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.file_type().is_symlink() {
         return Ok(meta);
@@ -102,7 +102,7 @@ pub fn follow_once(path: &Path) -> Result<std::fs::Metadata> {
 /// opened, opened with O_NONBLOCK (a FIFO swapped in between cannot block
 /// the open), and the open file is checked again (the same inode: a link
 /// swapped in between is refused too).
-pub fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
+pub(crate) fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let before = follow_once(path)?;
     if let Some(what) = not_regular(&before) {
@@ -125,7 +125,7 @@ pub fn open_input(path: &Path) -> Result<(File, std::fs::Metadata)> {
 
 /// Read a whole input file (see [`open_input`]), refusing one larger than
 /// `limit` bytes (before reading it, and again if it grows while read).
-pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>> {
     use std::io::Read;
     let (file, meta) = open_input(path)?;
     let too_big = || {
@@ -148,7 +148,7 @@ pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>> {
 
 /// Read a text input file (at most [`MAX_TEXT`] bytes), refusing one that is
 /// not UTF-8.
-pub fn read_input_text(path: &Path) -> Result<String> {
+pub(crate) fn read_input_text(path: &Path) -> Result<String> {
     String::from_utf8(read_input(path, MAX_TEXT)?)
         .map_err(|_| Error::file(Kind::Format, path, "not a text file (not UTF-8)"))
 }
@@ -171,7 +171,7 @@ pub fn map_file(path: &Path) -> Result<Bytes> {
 
 /// Copy the directory `src` into `dest` (created): directories and regular
 /// files, permissions kept; anything else is an error naming it.
-pub fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
+pub(crate) fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
     std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
     for e in std::fs::read_dir(src).map_err(|e| Error::io(src, e))? {
         let e = e.map_err(|e| Error::io(src, e))?;
@@ -197,7 +197,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 
 /// Like [`write_atomic`] without the fsync: for new files in an output
 /// directory, where a crash loses only output that can be made again.
-pub fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
     write_atomic_impl(path, data, false)
 }
 
@@ -232,7 +232,7 @@ const TMP_MARK: &str = ".bootlink-tmp.";
 /// Remove the temporary files a killed bootlink left in `dir`: those named
 /// `.<name>.bootlink-tmp.<pid>[.<random>]` whose process is gone (no /proc/<pid>).
 /// A live run's files are left alone. Returns how many were removed.
-pub fn remove_stale_temps(dir: &Path) -> usize {
+pub(crate) fn remove_stale_temps(dir: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
     let mut removed = 0;
     for e in rd.flatten() {
@@ -259,7 +259,7 @@ pub fn remove_stale_temps(dir: &Path) -> usize {
 
 /// bootlink's cache: $BOOTLINK_CACHE, else $XDG_CACHE_HOME/bootlink, else
 /// ~/.cache/bootlink.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("BOOTLINK_CACHE") {
         return PathBuf::from(d);
     }
@@ -284,7 +284,7 @@ impl TempDir {
 
     /// Create `<dir>/<label>-<random>` (same file system as `dir`, so its
     /// contents can be renamed into place there).
-    pub fn new_in(dir: &Path, label: &str) -> Result<TempDir> {
+    pub(crate) fn new_in(dir: &Path, label: &str) -> Result<TempDir> {
         tempfile::Builder::new()
             .prefix(&format!("{label}-"))
             .tempdir_in(dir)

@@ -10,7 +10,7 @@ use crate::error::{Error, Kind, Result};
 /// error once it becomes an [`Error`] (which keeps it as its source), so
 /// callers can tell a tool that is not installed from one that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ToolError {
+pub(crate) enum ToolError {
     /// Not on the PATH: install `package`.
     #[error("{prog}: missing tool, needed for {what} (install the Debian package {package})")]
     Missing { prog: String, what: String, package: String, source: std::io::Error },
@@ -46,7 +46,7 @@ pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
 }
 
 /// The error for a tool that could not be started.
-pub fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> Error {
+pub(crate) fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> Error {
     let (prog, what) = (prog.to_string(), what.to_string());
     match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::Missing { prog, what, package: package.to_string(), source: e },

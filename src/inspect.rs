@@ -69,7 +69,7 @@ pub fn run(kernel: &Path, config: Option<&Path>, inputs: &[PathBuf]) -> Result<R
     Ok(analyse(&k, mods))
 }
 
-pub fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
+pub(crate) fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
     let kexports: HashSet<&str> = k.exports.iter().map(|e| e.name.as_str()).collect();
     let mut errors = Vec::new();
     let mut ok = Vec::new();

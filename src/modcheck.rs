@@ -12,11 +12,11 @@ use object::read::elf::{SectionHeader, Sym, SymbolTable};
 
 use crate::elf::{Elf, Header, LE, ReadError};
 
-pub const THIS_MODULE: &str = ".gnu.linkonce.this_module";
+pub(crate) const THIS_MODULE: &str = ".gnu.linkonce.this_module";
 /// struct module's first fields: state (4, padded to 8), list (16), name
 /// (MODULE_NAME_LEN, 56). A section smaller than that cannot be a struct
 /// module of any configuration (6.1 x86-64's is 896 bytes in Debian's).
-pub const THIS_MODULE_MIN: u64 = 80;
+pub(crate) const THIS_MODULE_MIN: u64 = 80;
 /// struct modversion_info on 64-bit: u64 crc + char name[56].
 const MODVERSION_LEN: usize = 64;
 /// sizeof(struct orc_entry).
@@ -107,7 +107,7 @@ fn x86_64_width(ty: u32) -> u64 {
 /// Every relocation section lies inside the file (checked by the layout),
 /// holds whole entries, applies to a section of the file, and each entry
 /// names a symbol of the symbol table and writes inside its target section.
-pub fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError> {
+pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError> {
     let x86_64 = elf.machine() == object::elf::EM_X86_64;
     for (idx, sh) in elf.sections.iter().enumerate() {
         let ty = sh.sh_type(LE);

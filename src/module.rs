@@ -17,9 +17,9 @@ use crate::fsutil::{self, Bytes};
 pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
 /// struct module_signature: algo, hash, id_type, signer_len, key_id_len,
 /// pad[3], sig_len (big-endian u32).
-pub const SIG_INFO_LEN: usize = 12;
+pub(crate) const SIG_INFO_LEN: usize = 12;
 /// struct modversion_info on 64-bit: u64 crc + char name[56].
-pub const MODVERSION_LEN: usize = 64;
+pub(crate) const MODVERSION_LEN: usize = 64;
 /// The section the preresolver adds to mark a module. Empty when the
 /// preresolved symbols stay in .symtab as SHN_ABS; with `--fold-symbols`
 /// (the symbols are gone, their addresses folded into the relocations) it
@@ -28,7 +28,7 @@ pub const MODVERSION_LEN: usize = 64;
 pub const PRERESOLVED_SECTION: &str = ".preresolved";
 
 /// The `.preresolved` text of folded symbols.
-pub fn folded_section(pairs: &[(&str, u64)]) -> Vec<u8> {
+pub(crate) fn folded_section(pairs: &[(&str, u64)]) -> Vec<u8> {
     let mut s = String::new();
     for (name, addr) in pairs {
         s.push_str(&format!("{addr:016x} {name}\n"));
@@ -37,7 +37,7 @@ pub fn folded_section(pairs: &[(&str, u64)]) -> Vec<u8> {
 }
 
 /// Read what `folded_section` wrote.
-pub fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64)>, ReadError> {
+pub(crate) fn parse_folded_section(data: &[u8]) -> std::result::Result<Vec<(String, u64)>, ReadError> {
     let text = std::str::from_utf8(data)
         .map_err(|_| ReadError::Corrupt(format!("corrupt {PRERESOLVED_SECTION} section: not text")))?;
     if !text.is_empty() && !text.ends_with('\n') {
@@ -110,7 +110,7 @@ impl Module {
         self.modinfo.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    pub fn modinfo_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub(crate) fn modinfo_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.modinfo.iter().filter(move |(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
@@ -209,7 +209,7 @@ pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result:
 }
 
 /// Read a module built for `machine` (None: any machine).
-pub fn parse_for(
+pub(crate) fn parse_for(
     path: &Path,
     data: &[u8],
     compression: Compression,

@@ -24,7 +24,7 @@ pub enum Output {
 }
 
 /// One module to rewrite: where it is read and where it is written.
-pub struct Job {
+pub(crate) struct Job {
     pub input: PathBuf,
     pub display: String,
     pub output: PathBuf,
@@ -34,7 +34,7 @@ pub struct Job {
 /// one output (`a/fat.ko` and `b/fat.ko` into one directory, two trees that
 /// both hold `fs/fat/fat.ko`, one file named twice through a symlink with
 /// --in-place) are refused here, before anything is written, naming both.
-pub fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
+pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for input in inputs {
         let is_dir = std::fs::metadata(input).is_ok_and(|m| m.is_dir());
@@ -127,7 +127,7 @@ fn extras_collide(inputs: &[PathBuf], out: &Path) -> Result<()> {
 }
 
 /// Files beside the modules that depmod reads (modules.order, modules.builtin...).
-pub fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
+pub(crate) fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
     for (p, name) in tree_extras(inputs) {
         let data = fsutil::read_input(&p, fsutil::MAX_TEXT)?;
         fsutil::write_atomic(&out.join(&name), &data)?;
@@ -135,7 +135,7 @@ pub fn copy_tree_extras(inputs: &[PathBuf], out: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn probe_writable(dir: &Path) -> Result<()> {
+pub(crate) fn probe_writable(dir: &Path) -> Result<()> {
     let probe = dir.join(format!(".bootlink-probe-{}", std::process::id()));
     std::fs::write(&probe, b"").map_err(|e| {
         Error::file(Kind::Io, dir, format!("output directory is not writable: {}", Error::io(dir, e).msg))
@@ -144,7 +144,7 @@ pub fn probe_writable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
+pub(crate) fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
@@ -155,7 +155,7 @@ pub fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
     }
 }
 
-pub fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> {
+pub(crate) fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> {
     if let Output::Dir(_) = mode {
         let data = fsutil::read_input(input, fsutil::MAX_BINARY)?;
         write_output(output, &data, mode)?;
@@ -165,21 +165,21 @@ pub fn copy_unchanged(input: &Path, output: &Path, mode: &Output) -> Result<()> 
 
 /// A rewritten module's bytes signed with `key` (the signer's scratch files
 /// go beside the job's output).
-pub fn sign_for(job: &Job, key: &SignKey, name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn sign_for(job: &Job, key: &SignKey, name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
     let scratch = job.output.parent().unwrap_or(Path::new("."));
     crate::sign::sign(bytes, key, scratch, name)
 }
 
 /// Write a rewritten module to the job's output, compressed as its input
 /// was (see [`recompress_like`]).
-pub fn write_module(job: &Job, compression: Compression, bytes: Vec<u8>, mode: &Output) -> Result<()> {
+pub(crate) fn write_module(job: &Job, compression: Compression, bytes: Vec<u8>, mode: &Output) -> Result<()> {
     let out = if compression == Compression::None { bytes } else { recompress_like(&job.input, compression, &bytes)? };
     write_output(&job.output, &out, mode)
 }
 
 /// Compress `bytes` as the module at `path` was (check, dictionary or
 /// window, level where the header tells), so the kernel needs no more memory.
-pub fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> Result<Vec<u8>> {
     let params = if compression == Compression::None {
         compress::Params::None
     } else {
@@ -192,7 +192,7 @@ pub fn recompress_like(path: &Path, compression: Compression, bytes: &[u8]) -> R
 }
 
 /// Refuse a module built for another kernel than `k` (by vermagic).
-pub fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
+pub(crate) fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
     let kv = k.vermagic.as_deref().unwrap_or_default();
     match m.vermagic() {
         Some(v) if v == kv => Ok(()),
@@ -214,7 +214,7 @@ pub fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
 /// (unless `write` is false), a killed earlier run's temporaries are
 /// removed, and the files beside the modules are copied after. Returns
 /// each module's result and each failed module's error.
-pub fn run_batch<T: Send>(
+pub(crate) fn run_batch<T: Send>(
     inputs: &[PathBuf],
     output: &Output,
     write: bool,

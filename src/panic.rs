@@ -50,7 +50,7 @@ pub fn install() {
 }
 
 /// The line an uncaught internal error prints.
-pub fn report_line(what: &str, file: Option<&Path>) -> String {
+pub(crate) fn report_line(what: &str, file: Option<&Path>) -> String {
     match file {
         Some(f) => format!("bootlink: internal error: {what} (while processing {}) — please report this", f.display()),
         None => format!("bootlink: internal error: {what} — please report this"),
@@ -85,12 +85,12 @@ impl Drop for Processing {
 /// A panic caught in one file's job: its message, with where it happened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Caught(pub String);
+pub(crate) struct Caught(pub String);
 
 /// Run one file's job, processing `path`: a panic in it is returned as its
 /// message (with where it happened), silently; the caller reports it as
 /// that file's error and goes on with the rest of its batch.
-pub fn catching<T>(path: &Path, job: impl FnOnce() -> T) -> Result<T, Caught> {
+pub(crate) fn catching<T>(path: &Path, job: impl FnOnce() -> T) -> Result<T, Caught> {
     let _current = processing(path);
     let was = CATCHING.with(|c| c.replace(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));

@@ -11,7 +11,7 @@ fn shown() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("BOOTLINK_QUIET").is_none()
 }
 
-pub struct Progress {
+pub(crate) struct Progress {
     done: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -38,7 +38,7 @@ impl Progress {
         Progress { done, stop, thread }
     }
 
-    pub fn inc(&self) {
+    pub(crate) fn inc(&self) {
         self.done.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -61,7 +61,7 @@ pub fn status(msg: &str) {
 
 /// A step of unknown length (a configure or make run): "label m:ss detail"
 /// on one line of a terminal, refreshed until dropped; nothing when piped.
-pub struct Ticker {
+pub(crate) struct Ticker {
     detail: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,

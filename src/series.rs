@@ -20,7 +20,7 @@ impl Patch {
     /// by `+++ `) up to a mail signature (`-- `). A patch whose message
     /// alone changed has the same diff, so it is neither re-applied nor
     /// rebuilt.
-    pub fn diff(&self) -> &[u8] {
+    pub(crate) fn diff(&self) -> &[u8] {
         let t = &self.text[..];
         let mut starts = Vec::new();
         let mut at = 0;
@@ -118,7 +118,7 @@ impl Series {
 
 /// A cache key built from named, length-prefixed fields (so no two field
 /// lists hash alike), shown as the first 20 hex digits of their SHA-256.
-pub struct KeyHash(sha2::Sha256);
+pub(crate) struct KeyHash(sha2::Sha256);
 
 impl KeyHash {
     pub fn new() -> KeyHash {
@@ -147,7 +147,7 @@ impl Default for KeyHash {
 
 /// A series of `patches` (name, text) written into `dir` and read back (tests).
 #[cfg(test)]
-pub fn write_for_test(dir: &Path, patches: &[(&str, &str)]) -> Series {
+pub(crate) fn write_for_test(dir: &Path, patches: &[(&str, &str)]) -> Series {
     let mut list = String::from("# test\n");
     for (n, t) in patches {
         std::fs::write(dir.join(n), t).unwrap();

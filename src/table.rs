@@ -28,7 +28,7 @@ pub fn ms(us: f64) -> String {
     }
 }
 
-pub fn percent(part: usize, whole: usize) -> String {
+pub(crate) fn percent(part: usize, whole: usize) -> String {
     if whole == 0 { "-".into() } else { format!("{:.2} %", 100.0 * part as f64 / whole as f64) }
 }
 

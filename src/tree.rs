@@ -57,7 +57,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// Read modules in parallel. Each result is kept: one bad module does not
 /// stop the others.
-pub fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
+pub(crate) fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
     let progress = Progress::new("reading modules", paths.len());
     paths
         .par_iter()

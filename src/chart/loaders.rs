@@ -13,13 +13,13 @@ use crate::table::{Table, thousands};
 use super::svg::{esc, ms};
 
 /// The kernel statistic that says how much memory failed loads took.
-pub const WASTED: &str = "Virtual mem wasted bytes";
+pub(crate) const WASTED: &str = "Virtual mem wasted bytes";
 
 pub use crate::run::model::Med;
 
 /// One series' storm figures.
 #[derive(Debug, Clone)]
-pub struct StormRow {
+pub(crate) struct StormRow {
     pub label: String,
     pub workers: Med,
     pub requests: Med,
@@ -41,7 +41,7 @@ pub struct StormRow {
 
 /// One series' parallel (or other non-insmod) loader figures.
 #[derive(Debug, Clone)]
-pub struct LoaderRow {
+pub(crate) struct LoaderRow {
     pub label: String,
     /// The loader kinds seen, joined with "/".
     pub kind: String,
@@ -59,7 +59,7 @@ pub struct LoaderRow {
 }
 
 /// A result as busybox insmod prints it, by its errno name.
-pub fn result_name(r: &str) -> String {
+pub(crate) fn result_name(r: &str) -> String {
     let name = match r {
         "0" | "loaded" => "loaded",
         "File exists" => "EEXIST",
@@ -97,7 +97,7 @@ fn storms<'a>(s: &'a Series) -> Vec<&'a Storm> {
 }
 
 /// The storm figures of every series that has some.
-pub fn storm_rows(series: &[Series]) -> Vec<StormRow> {
+pub(crate) fn storm_rows(series: &[Series]) -> Vec<StormRow> {
     let mut out = Vec::new();
     for s in series {
         let st = storms(s);
@@ -162,7 +162,7 @@ fn stat_value(s: &Storm, name: &str) -> Option<f64> {
 }
 
 /// The loader figures of every series whose repetitions have some.
-pub fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
+pub(crate) fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
     let mut out = Vec::new();
     for s in series {
         let reps: Vec<&Repetition> = s.variant.repetitions.iter().filter(|r| r.loader().is_some()).collect();
@@ -219,7 +219,7 @@ pub fn mib(bytes: f64) -> String {
 }
 
 /// "40 loaded, 120 EEXIST" (medians).
-pub fn results_text(results: &[(String, Med)]) -> String {
+pub(crate) fn results_text(results: &[(String, Med)]) -> String {
     if results.is_empty() {
         return "—".into();
     }
@@ -371,7 +371,7 @@ fn opt_text(m: Option<Med>, f: &dyn Fn(f64) -> String) -> String {
 }
 
 /// The two tables as plain text (empty when no series has such figures).
-pub fn render_text(series: &[Series]) -> String {
+pub(crate) fn render_text(series: &[Series]) -> String {
     let mut out = String::new();
     let loaders = loader_rows(series);
     if !loaders.is_empty() {

@@ -84,7 +84,7 @@ pub fn html(o: &mut String, runs: &[Run]) {
 
 /// The grid as a bar plot: one group per (block size, readahead) cell, a
 /// bar per build, height the median cold-start wall time.
-pub fn grid_svg(t: &OrderTable) -> String {
+pub(crate) fn grid_svg(t: &OrderTable) -> String {
     let (w, h, left, top, bottom) = (760.0, 260.0, 60.0, 20.0, 50.0);
     let max = t.cells.iter().map(|c| c.unordered.wall_us.median.max(c.reordered.wall_us.median)).fold(1.0, f64::max);
     let n = t.cells.len().max(1) as f64;

@@ -34,12 +34,12 @@ fn unsupported(msg: impl Into<String>) -> Error {
     Error::new(Kind::Unsupported, msg)
 }
 
-pub const MAGIC: &[u8; 8] = b"DDLINK\0\x04";
-pub const VERSION: u32 = 4;
+pub(crate) const MAGIC: &[u8; 8] = b"DDLINK\0\x04";
+pub(crate) const VERSION: u32 = 4;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
-pub const HEADER_SIZE: usize = 144;
-pub const OBJ_SIZE: usize = 112;
-pub const ENTRY_SIZE: usize = 16;
+pub(crate) const HEADER_SIZE: usize = 144;
+pub(crate) const OBJ_SIZE: usize = 112;
+pub(crate) const ENTRY_SIZE: usize = 16;
 /// Byte offset of the checksum field in the header.
 const CHECKSUM_AT: usize = 24;
 const BUILD_ID_MAX: usize = 32;

@@ -60,7 +60,7 @@ pub struct ProgramResult {
 }
 
 /// The 1-minute load average (0 when /proc/loadavg cannot be read).
-pub fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
@@ -71,7 +71,7 @@ pub fn load_average() -> f64 {
 const BUSY_PER_CORE: f64 = 0.75;
 
 /// TSC ticks per second, measured against the monotonic clock.
-pub fn tsc_hz() -> f64 {
+pub(crate) fn tsc_hz() -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         let t0 = std::time::Instant::now();
@@ -97,7 +97,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// The number after `key` in the loader's `LD_DEBUG=statistics` text.
-pub fn stat_value(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (_, rest) = l.split_once(key)?;
         rest.split_whitespace().next()?.parse().ok()
@@ -160,7 +160,7 @@ fn perf_stat(mode: &Mode, program: &Program, runs: usize) -> Result<(f64, f64, f
 }
 
 /// Debian's ld.so, the patched one with no cache, the patched one with `cache`.
-pub fn standard_modes(stock: &Path, loader: &Path, cache: &Path) -> Vec<Mode> {
+pub(crate) fn standard_modes(stock: &Path, loader: &Path, cache: &Path) -> Vec<Mode> {
     let env = |c: &Path| vec![("LD_DDLINK".to_string(), c.display().to_string())];
     vec![
         Mode { name: "debian ld.so".into(), loader: stock.to_path_buf(), env: vec![], expect: None, overlay: None },

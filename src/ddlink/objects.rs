@@ -98,7 +98,7 @@ pub fn mismatch(file: &ObjFile, flags: u32, build_id: &[u8], identity: &FileIden
 
 /// Every recorded object read from disk and checked against the record
 /// (`mismatch`).
-pub fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<ObjFile>> {
+pub(crate) fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<ObjFile>> {
     objs.iter()
         .map(|o| {
             let path = file_of(o.flags, &o.name, loader, program);
@@ -111,6 +111,6 @@ pub fn read_all(objs: &[RecObj], loader: &Path, program: &Path) -> Result<Vec<Ob
         .collect()
 }
 
-pub fn show_id(id: &[u8]) -> String {
+pub(crate) fn show_id(id: &[u8]) -> String {
     if id.is_empty() { "(none)".into() } else { hex(id) }
 }

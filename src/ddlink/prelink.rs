@@ -269,7 +269,7 @@ pub struct PrelinkReport {
 }
 
 /// One library's image (or placement): where it goes and what it holds.
-pub struct Planned {
+pub(crate) struct Planned {
     pub index: usize,
     pub base: u64,
     pub runtime: Vec<u32>,
@@ -474,7 +474,7 @@ pub fn image_path(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// How the cache describes an object of the program after prelinking.
-pub struct Placement {
+pub(crate) struct Placement {
     /// The image's identity (None: placed only, the original file).
     pub image: Option<FileIdentity>,
     /// `OBJ_PRELINKED` or `OBJ_PLACED`.
@@ -488,7 +488,7 @@ pub struct Placement {
 /// addresses, so every process that uses them shares these addresses:
 /// a random base per build keeps them from being the same on every
 /// machine (docs/ddlink-security.md, the ASLR trade-off).
-pub fn random_base() -> Result<u64> {
+pub(crate) fn random_base() -> Result<u64> {
     use std::io::Read;
     let path = Path::new("/dev/urandom");
     let mut b = [0u8; 8];
@@ -505,7 +505,7 @@ fn base_from(r: u64) -> u64 {
 /// Write the prelinked images of `rec`'s libraries under `dir` (each at
 /// its own absolute path below it, atomically, with the original's mode)
 /// and return, per object index, how the cache must describe it.
-pub fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashMap<usize, Placement>, PrelinkReport)> {
+pub(crate) fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashMap<usize, Placement>, PrelinkReport)> {
     if !base.is_multiple_of(PAGE) || base == 0 {
         return Err(Error::new(Kind::Usage, format!("base {base:#x} is not a nonzero multiple of the page size")));
     }

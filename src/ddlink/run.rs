@@ -48,7 +48,7 @@ pub fn command(loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Co
 
 /// `PREFIX... loader PROGRAM ARGS` (e.g. perf stat), inside the program's
 /// overlay if it has one, with a clean `LD_*` environment plus `env`.
-pub fn command_with(prefix: &[&str], loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Command {
+pub(crate) fn command_with(prefix: &[&str], loader: &Path, program: &Program, env: &[(&str, OsString)]) -> Command {
     let mut argv: Vec<OsString> = Vec::new();
     if program.overlay.is_some() {
         // Only the measured command gets the environment, not the
@@ -106,7 +106,7 @@ fn overlay_command(dir: &Path, argv: &[OsString]) -> Command {
 
 /// The regular files under `dir`, sorted (none if it cannot be read: the
 /// run then fails to find what it needs and says so).
-pub fn overlay_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn overlay_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -139,7 +139,7 @@ fn need_file(path: &Path, what: &str) -> Result<()> {
 
 /// Run with `LD_DEBUG=categories` written into `dir` (LD_DEBUG_OUTPUT
 /// files are named PREFIX.PID): the output and the loader's debug text.
-pub fn run_debug(
+pub(crate) fn run_debug(
     loader: &Path,
     program: &Program,
     env: &[(&str, OsString)],
@@ -160,7 +160,7 @@ pub fn run_debug(
 }
 
 /// The loader's `LD_DEBUG=ddlink` lines, without their "PID: ddlink: " prefix.
-pub fn ddlink_lines(debug: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn ddlink_lines(debug: &str) -> impl Iterator<Item = &str> {
     debug.lines().filter_map(|l| l.split_once("ddlink: ").map(|(_, r)| r))
 }
 

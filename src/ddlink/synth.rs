@@ -78,13 +78,13 @@ use crate::progress::Progress;
 
 /// Changes whenever the generated sources or the build change, so older
 /// cases are not served from the cache.
-pub const GENERATOR_VERSION: u32 = 1;
+pub(crate) const GENERATOR_VERSION: u32 = 1;
 /// The program's file name in a case's directory.
 pub const PROGRAM: &str = "synth-main";
-pub const MAX_LIBS: usize = 99;
+pub(crate) const MAX_LIBS: usize = 99;
 /// Every library gets at least this many symbols.
-pub const MIN_SYMBOLS_PER_LIB: usize = 16;
-pub const MAX_SYMBOLS: usize = 4_000_000;
+pub(crate) const MIN_SYMBOLS_PER_LIB: usize = 16;
+pub(crate) const MAX_SYMBOLS: usize = 4_000_000;
 
 /// Under `fsutil::cache_dir()`.
 const CACHE_SUBDIR: &str = "ddlink-synth";
@@ -355,7 +355,7 @@ fn remove_stale_stages(parent: &Path) {
 }
 
 /// `libsynthNN.so`, library k's file name and soname.
-pub fn lib_file(k: usize) -> String {
+pub(crate) fn lib_file(k: usize) -> String {
     format!("libsynth{k:02}.so")
 }
 

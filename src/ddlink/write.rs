@@ -28,7 +28,7 @@ pub struct WriteReport {
 
 /// Build the cache for a record. `loader` is the ld.so that recorded it
 /// and `program` the program it ran.
-pub fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, WriteReport)> {
+pub(crate) fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> Result<(Cache, WriteReport)> {
     let files = objects::read_all(&rec.objects, loader, program)?;
     // In the order the loader asked (its lookups come in that order again).
     let mut per_obj: Vec<Vec<Entry>> = vec![Vec::new(); rec.objects.len()];

@@ -20,7 +20,7 @@ const VERSION: u32 = 1;
 const R_X86_64_64: u32 = 1;
 /// x86-64's FTRACE_MCOUNT_MAX_OFFSET with IBT (ENDBR64 before the call):
 /// a kernel without IBT (0) finds the marker wrong and checks at load.
-pub const MAX_OFFSET: u64 = 4;
+pub(crate) const MAX_OFFSET: u64 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -60,7 +60,7 @@ pub fn plan(elf: &Elf, syms: &SectionSymbols) -> std::result::Result<Option<Plan
 }
 
 /// `.ftrace_checked`: magic, version, count, then the symbol indices.
-pub fn section_bytes(syms: &[u32]) -> Vec<u8> {
+pub(crate) fn section_bytes(syms: &[u32]) -> Vec<u8> {
     let mut v = Vec::with_capacity(12 + 4 * syms.len());
     for w in [MAGIC, VERSION, syms.len() as u32].iter().chain(syms) {
         v.extend_from_slice(&w.to_le_bytes());

@@ -14,12 +14,12 @@ use super::unsupported;
 use crate::elf::{Elf, LE};
 use crate::error::Error;
 
-pub const IP_SECTION: &str = ".orc_unwind_ip";
-pub const ORC_SECTION: &str = ".orc_unwind";
+pub(crate) const IP_SECTION: &str = ".orc_unwind_ip";
+pub(crate) const ORC_SECTION: &str = ".orc_unwind";
 pub const SORTED_SECTION: &str = ".orc_unwind_sorted";
 /// sizeof(struct orc_entry): sp_offset, bp_offset, then sp_reg:4 bp_reg:4
 /// and type:2 end:1.
-pub const ENTRY: usize = 6;
+pub(crate) const ENTRY: usize = 6;
 const R_X86_64_PC32: u32 = 2;
 
 /// A "weak" terminator (ORC_REG_UNDEFINED and not end): orc_sort_cmp()

@@ -82,7 +82,7 @@ impl SectionSymbols {
 
     /// The closest symbol at or before `offset` in section `sec`: (its
     /// offset, its index); the lowest index among symbols at one offset.
-    pub fn at_or_before(&self, sec: usize, offset: u64) -> Option<(u64, u32)> {
+    pub(crate) fn at_or_before(&self, sec: usize, offset: u64) -> Option<(u64, u32)> {
         let v = self.by_section.get(sec)?;
         let n = v.partition_point(|&(o, _)| o <= offset);
         let (best, _) = *v.get(n.checked_sub(1)?)?;

@@ -19,7 +19,12 @@ pub struct Target {
 /// The targets of the `record`-byte records of section `name`, one
 /// relocation of type `rtype` at the start of each; None when the module
 /// has no such section. Anything else is refused with the reason.
-pub fn of_records(elf: &Elf, name: &str, record: u64, rtype: u32) -> std::result::Result<Option<Vec<Target>>, Error> {
+pub(crate) fn of_records(
+    elf: &Elf,
+    name: &str,
+    record: u64,
+    rtype: u32,
+) -> std::result::Result<Option<Vec<Target>>, Error> {
     let Some((index, sh)) = elf.section(name) else { return Ok(None) };
     let size = sh.sh_size(LE);
     if size % record != 0 {

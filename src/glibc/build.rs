@@ -15,14 +15,14 @@ use crate::{hosttool, progress};
 /// The build directory's `configparms`: the built ld.so searches its own
 /// prefix's lib (slibdir) first, then Debian's multiarch directories, for
 /// every library, without LD_LIBRARY_PATH.
-pub const CONFIGPARMS: &str = "user-defined-trusted-dirs = /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu\n";
+pub(crate) const CONFIGPARMS: &str = "user-defined-trusted-dirs = /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu\n";
 
 /// Stands for the per-key prefix in the arguments that go into the key
 /// (the prefix is derived from the key).
-pub const PREFIX_PLACEHOLDER: &str = "@PREFIX@";
+pub(crate) const PREFIX_PLACEHOLDER: &str = "@PREFIX@";
 
 /// `configure`'s arguments for Debian version `version` installed in `prefix`.
-pub fn configure_args(prefix: &str, version: &str) -> Vec<String> {
+pub(crate) fn configure_args(prefix: &str, version: &str) -> Vec<String> {
     vec![
         format!("--prefix={prefix}"),
         "--disable-werror".into(),
@@ -45,7 +45,7 @@ fn is_root() -> bool {
 }
 
 /// Every build tool present, installing gawk and bison as root if needed.
-pub fn ensure_tools() -> Result<()> {
+pub(crate) fn ensure_tools() -> Result<()> {
     let missing: Vec<&str> = INSTALLABLE.iter().copied().filter(|t| !hosttool::exists(t)).collect();
     if !missing.is_empty() && is_root() {
         progress::status(&format!("installing {} with apt-get (needed to build glibc)", missing.join(" ")));
@@ -72,7 +72,7 @@ pub fn ensure_tools() -> Result<()> {
 }
 
 /// What every configure and make call of one build shares.
-pub struct Env<'a> {
+pub(crate) struct Env<'a> {
     pub src: &'a Path,
     pub build: &'a Path,
     pub log: &'a Path,
@@ -120,7 +120,7 @@ impl Env<'_> {
 
 /// Configure, make and install into `prefix`: the whole prefix appears at
 /// once (a rename) or not at all.
-pub fn build_and_install(env: &Env, configure: &[String], prefix: &Path) -> Result<()> {
+pub(crate) fn build_and_install(env: &Env, configure: &[String], prefix: &Path) -> Result<()> {
     env.configure(configure)?;
     env.make("make", &[])?;
     let keydir = prefix.parent().expect("the prefix is inside the key directory");
@@ -219,7 +219,7 @@ fn doing(line: &str) -> Option<&str> {
 /// The lines of a failed step's output worth quoting: the first error
 /// lines (a compiler's `error:`, configure's `configure: error:`) and the
 /// last two lines, at most six, in order.
-pub fn last_lines(tail: &[String]) -> Vec<String> {
+pub(crate) fn last_lines(tail: &[String]) -> Vec<String> {
     let lines: Vec<&String> = tail.iter().filter(|l| !l.trim().is_empty()).collect();
     let is_error = |l: &str| {
         let l = l.to_ascii_lowercase();
@@ -234,7 +234,7 @@ pub fn last_lines(tail: &[String]) -> Vec<String> {
 }
 
 /// Remove a directory tree if it is there.
-pub fn remove_tree(dir: &Path) -> Result<()> {
+pub(crate) fn remove_tree(dir: &Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -243,7 +243,7 @@ pub fn remove_tree(dir: &Path) -> Result<()> {
 }
 
 /// A fresh, empty build directory with the `configparms` file.
-pub fn fresh_build_dir(build: &Path) -> Result<PathBuf> {
+pub(crate) fn fresh_build_dir(build: &Path) -> Result<PathBuf> {
     remove_tree(build)?;
     std::fs::create_dir_all(build).map_err(|e| Error::io(build, e))?;
     let parms = build.join("configparms");

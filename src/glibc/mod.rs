@@ -28,9 +28,9 @@ use crate::series::Series;
 use crate::{fsutil, hosttool, progress};
 
 /// Changes when what the build does changes its output.
-pub const RECIPE: &str = "bootlink glibc build 1";
+pub(crate) const RECIPE: &str = "bootlink glibc build 1";
 /// The dynamic loader's name in `prefix/lib`.
-pub const LD_SO: &str = "ld-linux-x86-64.so.2";
+pub(crate) const LD_SO: &str = "ld-linux-x86-64.so.2";
 /// Written last into a key's directory: the build is complete.
 const DONE: &str = "done.json";
 
@@ -113,7 +113,7 @@ pub fn build(opts: &Options) -> Result<Report> {
 /// series order (not its message: a reworded patch builds nothing new),
 /// and the configure arguments with the prefix left out (it is made from
 /// the key).
-pub fn cache_key(version: &str, dsc: &[u8], series: &Series) -> String {
+pub(crate) fn cache_key(version: &str, dsc: &[u8], series: &Series) -> String {
     let mut h = crate::series::KeyHash::new();
     h.field("recipe", RECIPE.as_bytes());
     h.field("configparms", build::CONFIGPARMS.as_bytes());

@@ -13,8 +13,8 @@ use crate::series::Series;
 use crate::{debsrc, fsutil, hosttool, progress};
 
 /// The source package, and the binary package whose installed version is built.
-pub const PACKAGE: &str = "glibc";
-pub const BINARY: &str = "libc6";
+pub(crate) const PACKAGE: &str = "glibc";
+pub(crate) const BINARY: &str = "libc6";
 
 /// Written into an unpacked tree once the whole series is applied.
 const COMPLETE_MARK: &str = ".bootlink-source";
@@ -34,7 +34,7 @@ pub fn installed_version() -> Result<String> {
 }
 
 /// The `.dsc` file name of a version.
-pub fn dsc_name(version: &str) -> String {
+pub(crate) fn dsc_name(version: &str) -> String {
     debsrc::dsc_name(PACKAGE, version)
 }
 
@@ -46,7 +46,7 @@ pub fn download(glibc: &Path, version: &str) -> Result<PathBuf> {
 /// The source tree for one build: `<key>/src`, made once (Debian's source
 /// unpacked, then `series` applied, in a temporary directory renamed into
 /// place when all of it is done; a killed run leaves only the temporary).
-pub fn prepare(keydir: &Path, dsc: &Path, series: &Series, version: &str) -> Result<PathBuf> {
+pub(crate) fn prepare(keydir: &Path, dsc: &Path, series: &Series, version: &str) -> Result<PathBuf> {
     let src = keydir.join("src");
     if src.join(COMPLETE_MARK).is_file() {
         return Ok(src);

@@ -64,7 +64,7 @@ impl Fragment {
 
     /// The lines of the fragment that `dotconfig` (a full `.config`) does
     /// not honour, as "CONFIG_X: wanted m, got n".
-    pub fn unmet(&self, dotconfig: &str) -> Vec<String> {
+    pub(crate) fn unmet(&self, dotconfig: &str) -> Vec<String> {
         let have: HashMap<&str, &str> = dotconfig
             .lines()
             .filter_map(|l| l.trim().split_once('='))

@@ -29,7 +29,7 @@ authorityKeyIdentifier=keyid
 ";
 
 #[derive(Debug, Clone)]
-pub struct SigningKey {
+pub(crate) struct SigningKey {
     /// Private key and certificate, PEM (what CONFIG_MODULE_SIG_KEY takes).
     pub pem: PathBuf,
     /// The certificate alone, PEM.
@@ -38,7 +38,7 @@ pub struct SigningKey {
 
 /// The key in `dir` (`module-signing.pem`, `module-signing.crt`), made if
 /// absent. Written atomically: a killed run leaves no half key.
-pub fn ensure(dir: &Path) -> Result<SigningKey> {
+pub(crate) fn ensure(dir: &Path) -> Result<SigningKey> {
     let key = SigningKey { pem: dir.join("module-signing.pem"), cert: dir.join("module-signing.crt") };
     if key.pem.is_file() && key.cert.is_file() {
         return Ok(key);

@@ -11,7 +11,7 @@ use crate::hosttool;
 
 /// What every make call gets: reproducible build stamps, ccache's
 /// directory and base (so a tree at another path still hits the cache).
-pub struct Env<'a> {
+pub(crate) struct Env<'a> {
     pub tree: &'a Path,
     pub obj: &'a Path,
     pub ccache_dir: &'a Path,
@@ -25,7 +25,7 @@ pub struct Env<'a> {
 
 /// `bootlink symhash --vmlinux`, as a command line for KSYMHASH: this
 /// binary, or the `bootlink` beside a test binary's directory.
-pub fn symhash_hook() -> Result<String> {
+pub(crate) fn symhash_hook() -> Result<String> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::new(Kind::Internal, format!("cannot find bootlink's own binary: {e}")).because(e))?;
     let bin = if exe.file_stem().is_some_and(|s| s == "bootlink") {

@@ -141,7 +141,7 @@ pub fn build(opts: &Options) -> Result<Report> {
 /// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
 /// read from the build.json beside it (what `--bzimage` replays the boot
 /// image's chain in). A usage error when there is none.
-pub fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
+pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
     let json = vmlinux.parent().unwrap_or(Path::new(".")).join("build.json");
     let no_tree = || {
         Error::file(
@@ -169,7 +169,7 @@ fn hex(d: &[u8]) -> String {
 /// diffs in order (not their messages or file names: a reworded message, a
 /// renamed file or a patch moved between the two series with the same diff
 /// makes no new build) and the signing certificate.
-pub fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
+pub(crate) fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
     let mut h = crate::series::KeyHash::new();
     h.field("recipe", RECIPE.as_bytes());
     h.field("source", version.as_bytes());

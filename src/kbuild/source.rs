@@ -18,7 +18,7 @@ use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool};
 
 /// The source package bootlink builds.
-pub const PACKAGE: &str = "linux-source-6.1";
+pub(crate) const PACKAGE: &str = "linux-source-6.1";
 /// Where Debian's package puts the tarball.
 pub const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 
@@ -27,7 +27,7 @@ const APPLIED_DIR: &str = ".bootlink-applied";
 
 /// The installed source package's version; installs the package with apt
 /// when it is missing (as root) or says how to.
-pub fn package_version() -> Result<String> {
+pub(crate) fn package_version() -> Result<String> {
     let query = || {
         Command::new("dpkg-query")
             .args(["-W", "-f=${Status}\t${Version}", PACKAGE])
@@ -147,7 +147,7 @@ fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
 
 /// Make the tree hold exactly `series` on top of the pristine source.
 /// Returns how many patches were reverted and applied.
-pub fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usize, usize)> {
+pub(crate) fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usize, usize)> {
     let record = tree.join(APPLIED_DIR);
     std::fs::create_dir_all(&record).map_err(|e| Error::io(&record, e))?;
     let have = applied(tree)?;

@@ -32,7 +32,7 @@ impl KernelConfig {
     }
 
     /// Does this text look like a kernel config at all?
-    pub fn looks_like_config(text: &str) -> bool {
+    pub(crate) fn looks_like_config(text: &str) -> bool {
         text.lines().take(200).any(|l| l.starts_with("CONFIG_") || l.starts_with("# CONFIG_"))
     }
 
@@ -40,7 +40,7 @@ impl KernelConfig {
         self.values.get(key).map(String::as_str)
     }
 
-    pub fn is_enabled(&self, key: &str) -> bool {
+    pub(crate) fn is_enabled(&self, key: &str) -> bool {
         matches!(self.get(key), Some("y") | Some("m"))
     }
 
@@ -54,7 +54,7 @@ impl KernelConfig {
 }
 
 /// Find the configuration a kernel embeds with CONFIG_IKCONFIG.
-pub fn find_ikconfig(vmlinux: &[u8]) -> Option<String> {
+pub(crate) fn find_ikconfig(vmlinux: &[u8]) -> Option<String> {
     let start = memchr::memmem::find(vmlinux, b"IKCFG_ST")? + 8;
     let rest = &vmlinux[start..];
     let end = memchr::memmem::find(rest, b"IKCFG_ED")?;
@@ -81,7 +81,7 @@ pub enum Kaslr {
 }
 
 impl Kaslr {
-    pub fn from_config(cfg: Option<&KernelConfig>, source: &str) -> Kaslr {
+    pub(crate) fn from_config(cfg: Option<&KernelConfig>, source: &str) -> Kaslr {
         match cfg {
             None => Kaslr::Unknown,
             Some(c) if c.is_enabled("CONFIG_RANDOMIZE_BASE") => Kaslr::Possible { source: source.to_string() },

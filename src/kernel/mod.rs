@@ -267,7 +267,7 @@ pub(crate) fn beside_config(path: &Path, release: Option<&str>) -> Result<(Optio
 }
 
 /// The release from the `linux_banner` string ("Linux version 6.1.0-56-amd64 (...").
-pub fn find_release(rodata: &[u8]) -> Option<String> {
+pub(crate) fn find_release(rodata: &[u8]) -> Option<String> {
     for pos in memchr::memmem::find_iter(rodata, b"Linux version ") {
         let rest = &rodata[pos + 14..];
         let end = rest.iter().position(|&b| b == b' ' || b == 0)?;
@@ -280,7 +280,7 @@ pub fn find_release(rodata: &[u8]) -> Option<String> {
 }
 
 /// The kernel's vermagic: "<release> SMP preempt mod_unload modversions ".
-pub fn find_vermagic(rodata: &[u8], release: &str) -> Option<String> {
+pub(crate) fn find_vermagic(rodata: &[u8], release: &str) -> Option<String> {
     let mut needle = release.as_bytes().to_vec();
     needle.push(b' ');
     for pos in memchr::memmem::find_iter(rodata, &needle) {

@@ -10,7 +10,7 @@ use crate::error::{Error, Kind, Result};
 use crate::kernel::ksymtab::Export;
 
 /// "ffffffff81000000 T _stext": a hex address, a type letter, a name.
-pub fn looks_like_system_map(data: &[u8]) -> bool {
+pub(crate) fn looks_like_system_map(data: &[u8]) -> bool {
     let head = &data[..data.len().min(4096)];
     let Ok(text) = std::str::from_utf8(head) else { return false };
     let mut lines = text.lines().filter(|l| !l.is_empty()).take(3).peekable();
@@ -25,7 +25,7 @@ pub fn looks_like_system_map(data: &[u8]) -> bool {
 /// Name -> address. A name can appear more than once (a static symbol and
 /// an exported global of the same name, e.g. acpi_gpe_count on 6.1); the
 /// global definition (an upper-case type letter) is the one exports refer to.
-pub fn parse_system_map(text: &str) -> HashMap<&str, u64> {
+pub(crate) fn parse_system_map(text: &str) -> HashMap<&str, u64> {
     let mut map: HashMap<&str, (u64, bool)> = HashMap::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();

@@ -142,7 +142,7 @@ impl ModTree {
     }
 
     /// Built into the kernel under this module name.
-    pub fn is_builtin(&self, name: &str) -> bool {
+    pub(crate) fn is_builtin(&self, name: &str) -> bool {
         self.builtin.contains(&normalize(name))
     }
 

@@ -78,7 +78,7 @@ impl ModprobeConf {
     }
 
     /// The built-in runtime dependencies ([`RUNTIME_DEPS`]).
-    pub fn runtime_deps() -> ModprobeConf {
+    pub(crate) fn runtime_deps() -> ModprobeConf {
         ModprobeConf::parse(RUNTIME_DEPS)
     }
 }
@@ -87,7 +87,7 @@ impl ModTree {
     /// The batch loader's plan for `order` (modules of this tree, each
     /// once, dependencies first). `path_of` gives each module's path in the
     /// guest; `options` its parameters.
-    pub fn loader_plan(
+    pub(crate) fn loader_plan(
         &self,
         order: &[&Entry],
         path_of: impl Fn(&Entry) -> String,

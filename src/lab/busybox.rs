@@ -11,7 +11,7 @@ use crate::fsutil::TempDir;
 use crate::hosttool::run as run_tool;
 use crate::progress;
 
-pub const PACKAGE: &str = "busybox-static";
+pub(crate) const PACKAGE: &str = "busybox-static";
 
 /// The version apt would download, if apt knows the package.
 fn candidate() -> Result<Option<String>> {
@@ -24,12 +24,12 @@ fn candidate() -> Result<Option<String>> {
 }
 
 /// A version as a directory name: "1:1.35.0-4+deb12u1+b1" -> "1_1.35.0-4+deb12u1+b1".
-pub fn version_dir(version: &str) -> String {
+pub(crate) fn version_dir(version: &str) -> String {
     version.chars().map(|c| if c.is_ascii_alphanumeric() || ".+~-".contains(c) { c } else { '_' }).collect()
 }
 
 /// `<cache>/busybox`.
-pub fn cache_root() -> PathBuf {
+pub(crate) fn cache_root() -> PathBuf {
     fsutil::cache_dir().join("busybox")
 }
 

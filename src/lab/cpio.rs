@@ -12,15 +12,15 @@ use std::path::Path;
 use crate::error::{self, Error, Result};
 use crate::fsutil;
 
-pub const MAGIC: &[u8; 6] = b"070701";
-pub const TRAILER: &str = "TRAILER!!!";
-pub const HEADER_LEN: usize = 110;
+pub(crate) const MAGIC: &[u8; 6] = b"070701";
+pub(crate) const TRAILER: &str = "TRAILER!!!";
+pub(crate) const HEADER_LEN: usize = 110;
 
-pub const S_IFMT: u32 = 0o170_000;
-pub const S_IFDIR: u32 = 0o040_000;
-pub const S_IFREG: u32 = 0o100_000;
-pub const S_IFLNK: u32 = 0o120_000;
-pub const S_IFCHR: u32 = 0o020_000;
+pub(crate) const S_IFMT: u32 = 0o170_000;
+pub(crate) const S_IFDIR: u32 = 0o040_000;
+pub(crate) const S_IFREG: u32 = 0o100_000;
+pub(crate) const S_IFLNK: u32 = 0o120_000;
+pub(crate) const S_IFCHR: u32 = 0o020_000;
 
 /// Builds a newc archive in memory. Owner is root, times are `mtime`
 /// (0 unless set) or the one given with [`CpioWriter::file_at`], inode
@@ -35,7 +35,7 @@ pub struct CpioWriter {
 
 /// Check and normalise an entry name: relative, '/'-separated, no empty,
 /// "." or ".." components. A leading "/" or "./" is dropped.
-pub fn normalize_name(name: &str) -> Result<String> {
+pub(crate) fn normalize_name(name: &str) -> Result<String> {
     let trimmed = name.trim_start_matches('/');
     let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
     let bad = |why: &str| Error::new(error::Kind::Format, format!("cpio entry {name:?}: {why}"));
@@ -91,7 +91,7 @@ impl CpioWriter {
     /// e.g. a host file's: the kernel keeps it when it unpacks the archive
     /// (`CONFIG_INITRAMFS_PRESERVE_MTIME`, on since 5.19), and what
     /// identifies a file by its mtime (DDLink's portable caches) needs it.
-    pub fn file_at(&mut self, name: &str, perm: u32, data: &[u8], mtime: u32) -> Result<()> {
+    pub(crate) fn file_at(&mut self, name: &str, perm: u32, data: &[u8], mtime: u32) -> Result<()> {
         let saved = std::mem::replace(&mut self.mtime, mtime);
         let r = self.file(name, perm, data);
         self.mtime = saved;

@@ -43,9 +43,9 @@ const SCRATCH: &str = "/tmp/bootlink-ddlink";
 /// The synthetic case as the lab starts it by default: 12 libraries, 50,000
 /// symbols (a quarter of `ddlink synth`'s default: its files go into the
 /// initramfs twice, as libraries and as prelinked images).
-pub const DEFAULT_SYMBOLS: usize = 50_000;
+pub(crate) const DEFAULT_SYMBOLS: usize = 50_000;
 /// Starts per mode per boot.
-pub const DEFAULT_STARTS: usize = 3;
+pub(crate) const DEFAULT_STARTS: usize = 3;
 
 /// What to start in the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub struct Prepared {
 
 /// Build (or find) the program, profile it under the patched ld.so and
 /// write both caches and the images into `work`.
-pub fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
+pub(crate) fn prepare(spec: &Spec, work: &Path) -> Result<Prepared> {
     if spec.starts == 0 {
         return Err(Error::new(Kind::Usage, "ddlink: starts must be at least 1"));
     }
@@ -175,7 +175,7 @@ fn closure(loader: &Path, program: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Put the files, the caches and the images into the initramfs.
-pub fn add_to(ir: &mut Initramfs, p: &Prepared) {
+pub(crate) fn add_to(ir: &mut Initramfs, p: &Prepared) {
     for f in &p.files {
         ir.copy_file(&f.to_string_lossy(), f);
     }

@@ -22,7 +22,7 @@ use crate::fsutil;
 use crate::lab::cpio::{CpioWriter, normalize_name};
 
 /// Applets linked into /bin: what a boot test script needs.
-pub const DEFAULT_APPLETS: &[&str] = &[
+pub(crate) const DEFAULT_APPLETS: &[&str] = &[
     "[",
     "awk",
     "basename",
@@ -83,16 +83,16 @@ pub const DEFAULT_APPLETS: &[&str] = &[
 ];
 
 /// The marker tag used when the caller sets none.
-pub const DEFAULT_TAG: &str = "run";
+pub(crate) const DEFAULT_TAG: &str = "run";
 
 /// Where the caller's body script lives in the initramfs.
-pub const BODY_PATH: &str = "etc/bootlink/body.sh";
+pub(crate) const BODY_PATH: &str = "etc/bootlink/body.sh";
 
-pub fn begin_marker(tag: &str) -> String {
+pub(crate) fn begin_marker(tag: &str) -> String {
     format!("=== BOOTLINK BEGIN {tag} ===")
 }
 
-pub fn end_marker(tag: &str) -> String {
+pub(crate) fn end_marker(tag: &str) -> String {
     format!("=== BOOTLINK END {tag} ===")
 }
 
@@ -101,7 +101,7 @@ fn status_prefix(tag: &str) -> String {
 }
 
 /// Tags go into marker lines and shell code: letters, digits, '.', '_', '-'.
-pub fn check_tag(tag: &str) -> Result<()> {
+pub(crate) fn check_tag(tag: &str) -> Result<()> {
     if tag.is_empty() || tag.len() > 64 || !tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
         return Err(Error::new(
             Kind::Usage,
@@ -210,7 +210,7 @@ impl Initramfs {
     /// Lines /init itself (PID 1) runs after mounting the kernel file
     /// systems and printing the begin marker, before the body: what must
     /// see the body's whole life (e.g. starting to trace its processes).
-    pub fn prologue(&mut self, script: &str) -> &mut Self {
+    pub(crate) fn prologue(&mut self, script: &str) -> &mut Self {
         self.prologue = script.to_string();
         self
     }
@@ -239,7 +239,7 @@ impl Initramfs {
 
     /// A host directory tree (files, directories, symlinks) at `dest`,
     /// e.g. `copy_tree("/lib/modules/6.1.0-56-amd64", modules_dir)`.
-    pub fn copy_tree(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
+    pub(crate) fn copy_tree(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
         self.extra.push((dest.to_string(), Node::Tree(src.into())));
         self
     }
@@ -260,7 +260,7 @@ impl Initramfs {
     }
 
     /// The generated /init.
-    pub fn init_script(&self) -> String {
+    pub(crate) fn init_script(&self) -> String {
         let (begin, end, status) = (begin_marker(&self.tag), end_marker(&self.tag), status_prefix(&self.tag));
         let mut prologue = self.prologue.clone();
         if !prologue.is_empty() && !prologue.ends_with('\n') {
@@ -351,7 +351,7 @@ impl Initramfs {
 
     /// The archive's bytes. Entries are in path order, so every directory
     /// comes before what it holds (the kernel creates nothing implicitly).
-    pub fn archive(&self) -> Result<Vec<u8>> {
+    pub(crate) fn archive(&self) -> Result<Vec<u8>> {
         let nodes = self.nodes()?;
         let mut w = CpioWriter::new();
         for (name, node) in &nodes {

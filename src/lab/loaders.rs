@@ -22,20 +22,20 @@ use crate::lab::Initramfs;
 use crate::run::results::Storm;
 
 /// Where the loaders find things in the guest.
-pub const PLAN: &str = "/etc/bootlink/plan";
-pub const LIST: &str = "/etc/bootlink/modules";
-pub const BATCH_BIN: &str = "/bin/bl-modload";
+pub(crate) const PLAN: &str = "/etc/bootlink/plan";
+pub(crate) const LIST: &str = "/etc/bootlink/modules";
+pub(crate) const BATCH_BIN: &str = "/bin/bl-modload";
 /// kmod under the name it answers as modprobe.
-pub const KMOD_MODPROBE: &str = "/kmod/modprobe";
+pub(crate) const KMOD_MODPROBE: &str = "/kmod/modprobe";
 /// kmod's insmod: finit_module only (busybox's insmod retries a failed
 /// finit_module with init_module, a second duplicate load of its own).
-pub const KMOD_INSMOD: &str = "/kmod/insmod";
-pub const KMOD: &str = "/usr/bin/kmod";
+pub(crate) const KMOD_INSMOD: &str = "/kmod/insmod";
+pub(crate) const KMOD: &str = "/usr/bin/kmod";
 
-pub const LOADER_SECTION: &str = "@@@ bootlink loader @@@";
-pub const LOADER_END: &str = "@@@ bootlink loader end @@@";
-pub const STORM_SECTION: &str = "@@@ bootlink storm @@@";
-pub const STORM_END: &str = "@@@ bootlink storm end @@@";
+pub(crate) const LOADER_SECTION: &str = "@@@ bootlink loader @@@";
+pub(crate) const LOADER_END: &str = "@@@ bootlink loader end @@@";
+pub(crate) const STORM_SECTION: &str = "@@@ bootlink storm @@@";
+pub(crate) const STORM_END: &str = "@@@ bootlink storm end @@@";
 
 /// How the modules are loaded in the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,7 +54,7 @@ pub enum Loader {
 }
 
 /// What a loader puts into the initramfs beyond the modules and their list.
-pub struct Extras<'a> {
+pub(crate) struct Extras<'a> {
     pub plan: &'a str,
     /// The kernel release and each module's path in its tree, for kmod.
     pub release: &'a str,
@@ -64,7 +64,7 @@ pub struct Extras<'a> {
 
 /// Add what `loader` needs: the batch loader and its plan; kmod, the
 /// module tree and depmod's indexes.
-pub fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path) -> Result<()> {
+pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path) -> Result<()> {
     match loader {
         Loader::Insmod => Ok(()),
         Loader::Storm => {
@@ -188,7 +188,7 @@ echo '{STORM_END}'
 
 /// Read the storm section of a boot's output. `sizes` are the set's module
 /// file sizes (one read of each is not a duplicate).
-pub fn parse_storm(section: &str, sizes: &[(String, u64)]) -> Storm {
+pub(crate) fn parse_storm(section: &str, sizes: &[(String, u64)]) -> Storm {
     let mut s = Storm::default();
     let (main, stats) = section.split_once("@@@ kernel stats @@@").unwrap_or((section, ""));
     let mut results: Vec<(String, u64)> = Vec::new();
@@ -256,7 +256,7 @@ fn read_bytes(ret: &str) -> u64 {
 }
 
 /// One loader's name on the command line.
-pub fn parse_name(value: &str) -> Option<Loader> {
+pub(crate) fn parse_name(value: &str) -> Option<Loader> {
     Some(match value {
         "insmod" => Loader::Insmod,
         "batch" => Loader::Batch(None),
@@ -275,7 +275,7 @@ pub fn parse_name(value: &str) -> Option<Loader> {
 
 /// Loaders whose loads cannot be traced per module (their load runs in a
 /// process other than the one that wrote the marker, or many at once).
-pub fn traceable(loader: Loader) -> bool {
+pub(crate) fn traceable(loader: Loader) -> bool {
     matches!(loader, Loader::Insmod | Loader::Modprobe | Loader::Batch(_))
 }
 

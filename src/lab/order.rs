@@ -40,9 +40,9 @@ const DIR: &str = "/bootlink-order";
 const SCRATCH: &str = "/tmp/bootlink-order";
 const MNT: &str = "/mnt/bootlink-order";
 /// SquashFS block sizes the lab knows (KiB).
-pub const BLOCKS: [u32; 3] = [4, 64, 128];
+pub(crate) const BLOCKS: [u32; 3] = [4, 64, 128];
 /// Starts per mode per boot.
-pub const DEFAULT_STARTS: usize = 2;
+pub(crate) const DEFAULT_STARTS: usize = 2;
 /// The program of an `order:` variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Program {
@@ -74,16 +74,16 @@ impl Flash {
     /// through SquashFS on a 500 MHz MIPS set-top box; null_blk's unit is
     /// 1 MiB/s. 100 us per request is a raw NAND page read (tR 25-50 us)
     /// plus the controller.
-    pub const SLOW: Flash = Flash { mib_s: 1, latency_us: 100 };
+    pub(crate) const SLOW: Flash = Flash { mib_s: 1, latency_us: 100 };
     /// A faster raw NAND behind a DMA controller (ONFI SDR: ~20 MB/s raw;
     /// 8 MiB/s after ECC and the MTD stack), 50 us per page read.
-    pub const NAND: Flash = Flash { mib_s: 8, latency_us: 50 };
+    pub(crate) const NAND: Flash = Flash { mib_s: 8, latency_us: 50 };
     /// Parallel NOR read through a memory controller without burst mode
     /// (an embedded board with JFFS2/SquashFS on NOR): ~4 MiB/s, 5 us per request.
-    pub const NOR: Flash = Flash { mib_s: 4, latency_us: 5 };
+    pub(crate) const NOR: Flash = Flash { mib_s: 4, latency_us: 5 };
 
     /// How long the device takes for one request of [`REQUEST`] bytes.
-    pub fn request_ns(self) -> u64 {
+    pub(crate) fn request_ns(self) -> u64 {
         u64::from(self.latency_us) * 1000 + REQUEST * 1_000_000_000 / (u64::from(self.mib_s) << 20)
     }
 
@@ -209,7 +209,7 @@ pub struct Prepared {
 /// Build (cached) the variant's program and its relinks, check that every
 /// build prints the same, and make one SquashFS image per block size with
 /// the builds under `bin/` (and python's library beside it).
-pub fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
+pub(crate) fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared> {
     let modules = check(tree)?;
     let root = work.join("root");
     if root.exists() {
@@ -302,7 +302,7 @@ fn same_output<'a>(program: &'a Path, identical: bool, what: &str) -> Result<&'a
 }
 
 /// Put the libraries, the images and the modules into the initramfs.
-pub fn add_to(ir: &mut Initramfs, p: &Prepared) {
+pub(crate) fn add_to(ir: &mut Initramfs, p: &Prepared) {
     for f in &p.files {
         ir.copy_file(&f.to_string_lossy(), f);
     }
@@ -467,7 +467,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<OrderStarts> {
 /// What a boot's starts must show, from run.json alone: each start exited
 /// 0 with the faults and device reads counted, every start printed what the
 /// first printed, every mode started as often as the most-started one.
-pub fn problems_alone(u: &OrderStarts) -> Vec<String> {
+pub(crate) fn problems_alone(u: &OrderStarts) -> Vec<String> {
     let mut out = Vec::new();
     let mut modes: Vec<&str> = Vec::new();
     for s in &u.starts {

@@ -29,7 +29,7 @@
 
 use crate::run::results::Process;
 
-pub const TRACEFS: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 const INSTANCE: &str = "/sys/kernel/tracing/instances/bootlink-procs";
 pub const SECTION: &str = "@@@ bootlink processes @@@";
 pub const END: &str = "@@@ bootlink processes end @@@";
@@ -53,7 +53,7 @@ pub fn start() -> String {
 }
 
 /// The body's last lines before the trace: stop the instance, print it.
-pub fn stop_and_print() -> String {
+pub(crate) fn stop_and_print() -> String {
     format!(
         "echo 0 > {INSTANCE}/tracing_on 2>/dev/null\necho '{SECTION}'\ncat {INSTANCE}/trace 2>/dev/null\necho '{END}'\n"
     )
@@ -67,7 +67,7 @@ pub fn parse(main: &str) -> Vec<Process> {
 
 /// `procs` with /init (PID 1) first: exec'd by the kernel at `init_start_us`
 /// (0: unknown, nothing added), still running when the trace stopped.
-pub fn with_init(mut procs: Vec<Process>, init_start_us: f64) -> Vec<Process> {
+pub(crate) fn with_init(mut procs: Vec<Process>, init_start_us: f64) -> Vec<Process> {
     if init_start_us > 0.0 && !procs.is_empty() && !procs.iter().any(|p| p.pid == 1) {
         let init = Process {
             pid: 1,

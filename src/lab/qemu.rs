@@ -21,21 +21,21 @@ pub use crate::lab::target::Target;
 /// (`-seed`: RDRAND's values, which the kernel mixes into its random pool
 /// and so into ASLR, hash seeds and slab freelists): without it two boots
 /// of one kernel differ by some microseconds from the first `insmod` on.
-pub const GUEST_RANDOM_SEED: u32 = 1;
+pub(crate) const GUEST_RANDOM_SEED: u32 = 1;
 
 /// In a deterministic boot, the guest's real-time clock: a fixed date on
 /// the virtual clock (`-rtc`), not the host's time, which the kernel reads
 /// at boot and mixes into its random pool.
-pub const GUEST_RTC: &str = "base=2030-01-01T00:00:00,clock=vm";
+pub(crate) const GUEST_RTC: &str = "base=2030-01-01T00:00:00,clock=vm";
 
 /// How many console lines a failed boot's error quotes.
-pub const EXCERPT_LINES: usize = 40;
+pub(crate) const EXCERPT_LINES: usize = 40;
 
 /// What the kernel prints when it powers off (`reboot: Power down`).
-pub const POWER_DOWN: &str = "reboot: Power down";
+pub(crate) const POWER_DOWN: &str = "reboot: Power down";
 
 /// Console text that means the kernel failed, whatever happened next.
-pub const FAULT_PATTERNS: &[&str] = &[
+pub(crate) const FAULT_PATTERNS: &[&str] = &[
     "Kernel panic - not syncing",
     "Oops: ",
     "BUG: ",
@@ -234,7 +234,7 @@ pub fn excerpt(log: &str, n: usize) -> String {
 }
 
 /// Console lines showing a panic, an Oops or a BUG.
-pub fn find_faults(log: &str) -> Vec<String> {
+pub(crate) fn find_faults(log: &str) -> Vec<String> {
     log.lines().filter(|l| FAULT_PATTERNS.iter().any(|p| l.contains(p))).map(|l| l.trim_end().to_string()).collect()
 }
 

@@ -75,10 +75,10 @@ pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppre
 /// kernel panics ("IO-APIC + timer doesn't work!"). KVM guests skip the
 /// check the same way. Deterministic runs (-icount) keep it: their TSC
 /// counts guest instructions, and their figures stay as measured.
-pub const REALTIME_CMDLINE: &str = "no_timer_check";
+pub(crate) const REALTIME_CMDLINE: &str = "no_timer_check";
 
 /// Every lab boot's command line, after `console=` the target's console.
-pub const BASE_CMDLINE: &str = "nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
+pub(crate) const BASE_CMDLINE: &str = "nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M";
 
 const TRACE_SECTION: &str = "@@@ bootlink trace @@@";
 const DMESG_SECTION: &str = "@@@ bootlink dmesg @@@";
@@ -117,7 +117,12 @@ fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: 
 
 /// Parse one boot's framed output into a repetition: what every boot
 /// prints (the kernel log, the loads, the taint), then each workload's part.
-pub fn parse_boot(out: &str, traced: bool, sizes: &[(String, u64)], workloads: &[Box<dyn Workload>]) -> Repetition {
+pub(crate) fn parse_boot(
+    out: &str,
+    traced: bool,
+    sizes: &[(String, u64)],
+    workloads: &[Box<dyn Workload>],
+) -> Repetition {
     let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
     let (trace_text, dmesg) = match rest {
         Some(r) => r.split_once(DMESG_SECTION).unwrap_or((r, "")),

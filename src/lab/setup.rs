@@ -18,10 +18,10 @@ use crate::lab::variant::{self, KernelChoice, Variant};
 use crate::run::results::{Run, USER_MODES, WorkloadResult};
 
 /// The set `bootlink lab` loads when none is named.
-pub const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
+pub(crate) const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
 
 /// `--set none`: load no module (a boot for what runs after, e.g. DDLink's program).
-pub const NO_MODULES: &str = "none";
+pub(crate) const NO_MODULES: &str = "none";
 
 #[derive(Debug, Clone, Default)]
 pub struct Request {

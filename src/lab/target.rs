@@ -32,7 +32,7 @@ pub use crate::lab::variant::KernelChoice;
 /// the x86-64-v3 baseline: AVX2, BMI2 and XSAVE, which the kernel's
 /// `sha256-avx2` (the module hash manifest's SHA-256) needs. See
 /// docs/reproducibility.md.
-pub const X86_64_CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid";
+pub(crate) const X86_64_CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid";
 
 /// The guest's architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

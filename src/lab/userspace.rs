@@ -13,7 +13,7 @@ use crate::lab::Initramfs;
 
 /// The files a dynamically linked program needs: itself, its interpreter,
 /// its libraries (absolute host paths), in a stable order.
-pub fn closure(program: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn closure(program: &Path) -> Result<Vec<PathBuf>> {
     if !program.is_absolute() || !program.is_file() {
         return Err(Error::file(Kind::Usage, program, "give the absolute path of a program on the host"));
     }
@@ -35,7 +35,7 @@ pub fn closure(program: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The files `ldd` (or `ld.so --list`) names, in order, each once.
-pub fn listed_files(out: &str) -> Vec<PathBuf> {
+pub(crate) fn listed_files(out: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = Vec::new();
     for line in out.lines() {
         // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or

@@ -69,7 +69,7 @@ pub struct Variant {
 pub type VariantSpec = Variant;
 
 /// The keys of a variant, in the order [`GRAMMAR`] lists them.
-pub const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "kernel", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash", "starts",
 ];
 
@@ -114,7 +114,7 @@ impl Variant {
     }
 
     /// A variant from its name and `key`/`value` pairs ([`GRAMMAR`]'s keys).
-    pub fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<Variant> {
+    pub(crate) fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<Variant> {
         let usage = |m: String| Error::new(Kind::Usage, format!("variant {name}: {m}"));
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
             return Err(Error::new(

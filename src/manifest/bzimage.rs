@@ -104,7 +104,7 @@ fn not_replayable(msg: impl Into<String>) -> Error {
 /// A recorded command is a make right-hand side: `$$` is `$` and
 /// `$(pound)` is `#`; anything else make would expand is refused.
 /// kbuild's ccache prefix is dropped (nothing goes into a compiler cache).
-pub fn unescape_make(line: &str) -> std::result::Result<String, Error> {
+pub(crate) fn unescape_make(line: &str) -> std::result::Result<String, Error> {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(i) = rest.find('$') {

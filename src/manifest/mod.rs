@@ -30,10 +30,10 @@ use crate::elf::{Elf, Want};
 use crate::error::{Error, Kind, Result};
 
 pub const SECTION: &str = "__modhashes";
-pub const MAGIC: &[u8; 8] = b"MODHASH1";
+pub(crate) const MAGIC: &[u8; 8] = b"MODHASH1";
 const HEADER: usize = 16;
 
-pub type Sha = [u8; 32];
+pub(crate) type Sha = [u8; 32];
 
 /// The digests, sorted, without repeats.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -96,7 +96,7 @@ impl Manifest {
 }
 
 /// The SHA-256 of a module as the kernel receives it (decompressed).
-pub fn digest_of(path: &Path) -> Result<Sha> {
+pub(crate) fn digest_of(path: &Path) -> Result<Sha> {
     let (bytes, _) = crate::module::load_bytes(path)?;
     Ok(Sha256::digest(&bytes[..]).into())
 }
@@ -108,7 +108,7 @@ pub struct Listed {
 }
 
 /// The manifest of these modules (files or directories of modules).
-pub fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
+pub(crate) fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
     let files = crate::tree::find_modules(inputs)?;
     let mut listed = Vec::with_capacity(files.len());
     let mut digests = Vec::with_capacity(files.len());

@@ -14,7 +14,7 @@ use crate::hosttool;
 /// image (a bzImage with the EFI stub, CONFIG_EFI_STUB), key and
 /// certificate regular files, sbsign installed. Checked before anything
 /// is written.
-pub fn check_signable(image: &Path, key: &Path, cert: &Path) -> Result<()> {
+pub(crate) fn check_signable(image: &Path, key: &Path, cert: &Path) -> Result<()> {
     for p in [key, cert] {
         crate::fsutil::open_input(p)?;
     }

@@ -17,7 +17,7 @@ use crate::error::{Error, Kind, Result};
 use crate::hosttool;
 
 /// The rewriting options, as printed in reports.
-pub const OPTIONS: &[&str] =
+pub(crate) const OPTIONS: &[&str] =
     &["-reorder-functions=hfsort+", "-reorder-blocks=ext-tsp", "-split-functions", "-split-all-cold"];
 
 /// `llvm-bolt` on the PATH, else the newest `llvm-bolt-NN` (Debian's
@@ -53,7 +53,7 @@ fn bolt(tool: &Path, args: &[&std::ffi::OsStr], what: &str) -> Result<()> {
 }
 
 /// `input` instrumented into `out`; running `out` writes its profile to `profile`.
-pub fn instrument(tool: &Path, input: &Path, profile: &Path, out: &Path) -> Result<()> {
+pub(crate) fn instrument(tool: &Path, input: &Path, profile: &Path, out: &Path) -> Result<()> {
     let file = format!("-instrumentation-file={}", profile.display());
     let tmp = out.with_extension("tmp-bolt");
     let r = bolt(
@@ -65,7 +65,7 @@ pub fn instrument(tool: &Path, input: &Path, profile: &Path, out: &Path) -> Resu
 }
 
 /// `input` rewritten with `profile` into `out`.
-pub fn optimize(tool: &Path, input: &Path, profile: &Path, out: &Path) -> Result<()> {
+pub(crate) fn optimize(tool: &Path, input: &Path, profile: &Path, out: &Path) -> Result<()> {
     if !profile.is_file() {
         return Err(Error::file(Kind::Tool, profile, "no BOLT profile: the instrumented run wrote none"));
     }

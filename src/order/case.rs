@@ -25,7 +25,7 @@ pub fn profile(program: &Path, args: &[String], out: &Path) -> Result<(Trace, Ve
 }
 
 /// [`profile`] with a command the caller set up (environment, directory).
-pub fn profile_with(mut cmd: Command, program: &Path, out: &Path) -> Result<(Trace, Vec<u8>)> {
+pub(crate) fn profile_with(mut cmd: Command, program: &Path, out: &Path) -> Result<(Trace, Vec<u8>)> {
     // Written beside `out` and renamed: a reader never sees half a trace.
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Kind, Result};
 use crate::{debsrc, fsutil, hosttool, progress};
 
-pub const PACKAGE: &str = "python3.11";
+pub(crate) const PACKAGE: &str = "python3.11";
 /// `configure`'s options: a static interpreter without pip, -O2 without
 /// debug information (the build takes a minute on two cores), every
 /// function in a section of its own, relocations kept for BOLT, not
@@ -56,7 +56,7 @@ const CONFIGURE: &[&str] = &[
 /// script double-quotes each argument).
 pub const ARGS: [&str; 2] = ["-c", "print(42)"];
 /// Under `root/`: where the interpreter's library goes.
-pub const LIB: &str = "lib/python3.11";
+pub(crate) const LIB: &str = "lib/python3.11";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PythonBuild {
@@ -176,7 +176,7 @@ fn make(dir: &Path, vars: &[&str]) -> Result<String> {
 }
 
 /// The interpreter's link in make's output: gcc's arguments after `gcc`.
-pub fn link_line(log: &str) -> Option<Vec<String>> {
+pub(crate) fn link_line(log: &str) -> Option<Vec<String>> {
     log.lines().find_map(|l| {
         let words: Vec<&str> = l.split_whitespace().collect();
         let at = words.windows(2).position(|w| w == ["-o", "python"])?;

@@ -33,7 +33,7 @@ pub const QEMU: &str = "qemu-x86_64";
 /// What a log holds: the code segment's load address and the translated
 /// blocks' first addresses, in order.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Log {
+pub(crate) struct Log {
     pub start_code: Option<u64>,
     pub blocks: Vec<u64>,
 }
@@ -78,7 +78,7 @@ fn code_vaddr(program: &Path) -> Result<u64> {
 }
 
 /// The bl-trace text of `log` for `program` (its functions `funcs`).
-pub fn to_trace(log: &Log, funcs: &Functions, code_vaddr: u64, program: &Path) -> Result<(String, usize)> {
+pub(crate) fn to_trace(log: &Log, funcs: &Functions, code_vaddr: u64, program: &Path) -> Result<(String, usize)> {
     let Some(start_code) = log.start_code else {
         return Err(Error::file(Kind::Tool, program, "the QEMU log has no start_code line (-d page)"));
     };

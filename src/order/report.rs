@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::symbols::Function;
 
 /// Block sizes reported: the page, and the SquashFS block sizes the lab compares.
-pub const BLOCKS: [u64; 4] = [4096, 16 << 10, 64 << 10, 128 << 10];
+pub(crate) const BLOCKS: [u64; 4] = [4096, 16 << 10, 64 << 10, 128 << 10];
 const ALIGN: u64 = 16;
 
 #[derive(Debug, Clone, Serialize)]
@@ -38,7 +38,7 @@ fn touched(spans: impl Iterator<Item = (u64, u64)>, block: u64) -> usize {
 }
 
 /// `funcs`: the startup functions in call order, as the binary lays them out now.
-pub fn predict(funcs: &[&Function]) -> Prediction {
+pub(crate) fn predict(funcs: &[&Function]) -> Prediction {
     let start = funcs.iter().map(|f| f.file_off).min().unwrap_or(0);
     let mut after = Vec::with_capacity(funcs.len());
     let mut at = start;

@@ -35,7 +35,7 @@ fn object_of(file: &str) -> String {
 }
 
 /// GNU ld: `ld -T order.ld` (or `gcc -Wl,-T,order.ld`).
-pub fn gnu_ld(order: &[FunctionId], funcs: &Functions) -> String {
+pub(crate) fn gnu_ld(order: &[FunctionId], funcs: &Functions) -> String {
     let mut s = String::from(
         "/* bootlink order: the functions startup calls, in first-call order.\n   \
          Use with -T (the default script stays in force: INSERT). */\nSECTIONS\n{\n  .text.bootlink_order :\n  {\n",
@@ -63,7 +63,7 @@ pub fn lld(order: &[FunctionId]) -> String {
 }
 
 /// Write `order.ld`, `order.gold` and `order.lld` into `dir`, atomically.
-pub fn write_all(dir: &Path, order: &[FunctionId], funcs: &Functions) -> Result<Vec<PathBuf>> {
+pub(crate) fn write_all(dir: &Path, order: &[FunctionId], funcs: &Functions) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
     let files = [("order.ld", gnu_ld(order, funcs)), ("order.gold", gold(order)), ("order.lld", lld(order))];
     let mut out = Vec::new();

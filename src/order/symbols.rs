@@ -200,7 +200,7 @@ pub fn map(trace: &Trace, trace_path: &Path, funcs: &Functions, object: &str) ->
 
 /// A function's name without GCC's clone suffixes (`.constprop.N`,
 /// `.isra.N`, `.part.N`, `.cold`): `f.part.0.isra.0` -> `f`.
-pub fn base_name(name: &str) -> &str {
+pub(crate) fn base_name(name: &str) -> &str {
     let mut cut = name.len();
     for suffix in [".constprop.", ".isra.", ".part.", ".cold"] {
         if let Some(i) = name.find(suffix) {
@@ -216,7 +216,7 @@ impl Mapped {
     /// cloned them under another suffix): a traced function it lacks under
     /// its own name stands for its clones of the same file there (`f` for
     /// `f.constprop.0`); the others are left out and counted in `missing`.
-    pub fn keep_present(&mut self, funcs: &Functions) {
+    pub(crate) fn keep_present(&mut self, funcs: &Functions) {
         let mut clones: HashMap<(&str, Option<&str>), Vec<&FunctionId>> = HashMap::new();
         for f in &funcs.list {
             let base = base_name(&f.id.name);

@@ -48,7 +48,7 @@ pub struct SynthCase {
 }
 
 /// The functions main calls, in the order it calls them.
-pub fn startup_set(spec: &SynthSpec) -> Vec<u32> {
+pub(crate) fn startup_set(spec: &SynthSpec) -> Vec<u32> {
     let mut rng = Rng(spec.seed);
     let mut all: Vec<u32> = (0..spec.functions).collect();
     // Partial Fisher-Yates: a uniform sample, in a random order.
@@ -256,7 +256,7 @@ pub fn relink(objects: &[PathBuf], linker: Linker, order_dir: &Path, out: &Path)
 
 /// gcc `args` (inputs and options, no `-o`) run in `dir`, with `linker`
 /// and the order in `order_dir`, into `out` (written whole or not at all).
-pub fn link_ordered(
+pub(crate) fn link_ordered(
     args: &[std::ffi::OsString],
     dir: &Path,
     linker: Linker,

@@ -93,7 +93,7 @@ impl Trace {
     }
 
     /// The load bias of the object named `path` ("-" is the program).
-    pub fn bias_of(&self, path: &str) -> Option<u64> {
+    pub(crate) fn bias_of(&self, path: &str) -> Option<u64> {
         self.objects.iter().find(|o| o.path == path).map(|o| o.bias)
     }
 }

@@ -61,7 +61,7 @@ pub fn timestamp(line: &[u8]) -> Option<(f64, usize)> {
 
 /// A line's printk time (µs) and its message (see [`timestamp`]); None for
 /// a line without a printk time.
-pub fn timed_message(line: &[u8]) -> Option<(f64, &[u8])> {
+pub(crate) fn timed_message(line: &[u8]) -> Option<(f64, &[u8])> {
     let (t, end) = timestamp(line)?;
     Some((t, message(line, Some(end))))
 }

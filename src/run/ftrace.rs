@@ -24,7 +24,7 @@
 use crate::run::results::{ModuleLoad, Phase};
 
 /// The functions that cut a load into its phases.
-pub const PHASE_FUNCTIONS: &[&str] = &[
+pub(crate) const PHASE_FUNCTIONS: &[&str] = &[
     "kernel_read_file_from_fd",
     "kernel_read_file",
     "load_module",
@@ -146,7 +146,7 @@ fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Pha
 }
 
 /// The marker the init script writes to trace_marker before each insmod.
-pub const MARKER: &str = "bootlink begin ";
+pub(crate) const MARKER: &str = "bootlink begin ";
 
 #[derive(Debug, Clone, PartialEq)]
 struct Event {

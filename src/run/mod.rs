@@ -122,7 +122,7 @@ fn workloads_of_format_1(run: &mut serde_json::Value) {
 }
 
 /// Write `run.json` into the run directory `out`, atomically.
-pub fn save(run: &Run, out: &Path) -> Result<()> {
+pub(crate) fn save(run: &Run, out: &Path) -> Result<()> {
     let json = serde_json::to_vec_pretty(run).expect("serializable");
     fsutil::write_atomic(&out.join("run.json"), &json)
 }

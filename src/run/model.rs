@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::run::results::{Initcall, ModuleLoad, PHASES, Repetition, Run, Variant};
 
 /// Time in a module's load that no phase accounts for.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 /// Median and range of one figure over repetitions (or starts).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -95,7 +95,7 @@ pub fn gain_pct(old: f64, new: f64) -> Option<f64> {
 /// The phases that occur in any of the runs: [`PHASES`] order first, then
 /// unknown names in the order met, then [`OTHER`] if any load has time no
 /// phase accounts for.
-pub fn phase_order(runs: &[Run]) -> Vec<String> {
+pub(crate) fn phase_order(runs: &[Run]) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();
     let mut other = false;
     for m in runs.iter().flat_map(|r| &r.variants).flat_map(|v| &v.repetitions).flat_map(|r| &r.modules) {
@@ -123,7 +123,7 @@ pub fn unattributed(m: &ModuleLoad) -> f64 {
 }
 
 /// The time of `phase` in one load ([`OTHER`]: the unattributed rest).
-pub fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
+pub(crate) fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
     if phase == OTHER {
         return unattributed(m) + m.phases.iter().filter(|p| p.name == OTHER).map(|p| p.duration_us).sum::<f64>();
     }
@@ -131,12 +131,12 @@ pub fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
 }
 
 /// The time of one of finalize's links ([`crate::run::results::FINALIZE_STEPS`]) in one load.
-pub fn step_time(m: &ModuleLoad, step: &str) -> f64 {
+pub(crate) fn step_time(m: &ModuleLoad, step: &str) -> f64 {
     m.finalize_steps.iter().filter(|p| p.name == step).map(|p| p.duration_us).sum()
 }
 
 /// The finalize links any load of `variants` has, in kernel order.
-pub fn step_order<'a>(variants: impl IntoIterator<Item = &'a Variant>) -> Vec<String> {
+pub(crate) fn step_order<'a>(variants: impl IntoIterator<Item = &'a Variant>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     for v in variants {
         for m in v.repetitions.iter().flat_map(|r| &r.modules) {
@@ -147,7 +147,7 @@ pub fn step_order<'a>(variants: impl IntoIterator<Item = &'a Variant>) -> Vec<St
 }
 
 /// A link's name: "finalize: ORC sort" for a finalize step.
-pub fn step_link(step: &str) -> String {
+pub(crate) fn step_link(step: &str) -> String {
     format!("finalize: {step}")
 }
 
@@ -173,7 +173,7 @@ pub struct ModuleMean {
 }
 
 /// Per-module means, longest first.
-pub fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
+pub(crate) fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
     let mut by: Vec<(String, Vec<&ModuleLoad>)> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for rep in &s.variant.repetitions {
@@ -220,7 +220,7 @@ pub fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
 }
 
 /// Modules that failed to load in some repetition: (name, status).
-pub fn failed_modules(s: &Series) -> Vec<(String, i32)> {
+pub(crate) fn failed_modules(s: &Series) -> Vec<(String, i32)> {
     let mut out: Vec<(String, i32)> = Vec::new();
     for m in s.variant.repetitions.iter().flat_map(|r| &r.modules).filter(|m| m.status != 0) {
         if !out.iter().any(|(n, _)| n == &m.name) {
@@ -232,7 +232,7 @@ pub fn failed_modules(s: &Series) -> Vec<(String, i32)> {
 
 /// The repetition a timeline shows: the median by module-set time (or by
 /// the end of the last initcall when no modules were loaded).
-pub fn median_repetition(v: &Variant) -> Option<(usize, &Repetition)> {
+pub(crate) fn median_repetition(v: &Variant) -> Option<(usize, &Repetition)> {
     let key = |r: &Repetition| {
         let m: f64 = loaded(r).map(|m| m.total_us).sum();
         if m > 0.0 { m } else { r.initcalls.iter().map(|i| i.start_us + i.duration_us).fold(0.0, f64::max) }
@@ -247,7 +247,7 @@ pub fn builtin(rep: &Repetition) -> impl Iterator<Item = &Initcall> {
     rep.initcalls.iter().filter(|i| i.module.is_empty())
 }
 
-pub fn module_inits(rep: &Repetition) -> impl Iterator<Item = &Initcall> {
+pub(crate) fn module_inits(rep: &Repetition) -> impl Iterator<Item = &Initcall> {
     rep.initcalls.iter().filter(|i| !i.module.is_empty())
 }
 
@@ -395,7 +395,7 @@ pub fn summary(runs: &[Run]) -> Summary {
 
 /// One line of a "longest links" ranking.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Link {
+pub(crate) struct Link {
     pub what: String,
     /// The phase, for (module, phase) links; the module for phase totals.
     pub detail: String,
@@ -406,7 +406,7 @@ pub struct Link {
 
 /// The module set's time per phase (mean per repetition; finalize by its
 /// links where traced), largest first, with the module that spends most in each.
-pub fn links_by_phase(means: &[ModuleMean]) -> Vec<Link> {
+pub(crate) fn links_by_phase(means: &[ModuleMean]) -> Vec<Link> {
     let total: f64 = means.iter().map(|m| m.total.mean).sum();
     let Some(first) = means.first() else { return Vec::new() };
     let mut out: Vec<Link> = (0..first.links.len())
@@ -427,7 +427,7 @@ pub fn links_by_phase(means: &[ModuleMean]) -> Vec<Link> {
 }
 
 /// The longest (module, phase) pairs of the module set.
-pub fn links_by_module_phase(means: &[ModuleMean], n: usize) -> Vec<Link> {
+pub(crate) fn links_by_module_phase(means: &[ModuleMean], n: usize) -> Vec<Link> {
     let total: f64 = means.iter().map(|m| m.total.mean).sum();
     let mut out: Vec<Link> = means
         .iter()
@@ -446,7 +446,7 @@ pub fn links_by_module_phase(means: &[ModuleMean], n: usize) -> Vec<Link> {
 }
 
 /// The longest initcalls of one repetition (built-in and module init).
-pub fn longest_initcalls(rep: &Repetition, n: usize) -> Vec<Link> {
+pub(crate) fn longest_initcalls(rep: &Repetition, n: usize) -> Vec<Link> {
     let total: f64 = rep.initcalls.iter().map(|i| i.duration_us).sum();
     let mut v: Vec<&Initcall> = rep.initcalls.iter().collect();
     v.sort_by(|a, b| b.duration_us.total_cmp(&a.duration_us).then_with(|| a.start_us.total_cmp(&b.start_us)));

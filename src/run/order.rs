@@ -52,7 +52,7 @@ pub struct OrderTable {
 }
 
 /// (build, block KiB, readahead KiB) of a mode `build/64k/ra0`.
-pub fn split_mode(mode: &str) -> Option<(&str, u32, u32)> {
+pub(crate) fn split_mode(mode: &str) -> Option<(&str, u32, u32)> {
     let mut w = mode.split('/');
     let build = w.next()?;
     let block = w.next()?.strip_suffix('k')?.parse().ok()?;
@@ -190,7 +190,7 @@ pub fn headline(t: &OrderTable) -> Vec<String> {
 }
 
 /// The tables as plain text (empty without reordering starts).
-pub fn render_text(runs: &[Run]) -> String {
+pub(crate) fn render_text(runs: &[Run]) -> String {
     let mut out = String::new();
     for t in tables(runs) {
         if !out.is_empty() {

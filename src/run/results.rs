@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The phases of loading one module, in the order the kernel runs them.
-pub const PHASES: &[&str] = &[
+pub(crate) const PHASES: &[&str] = &[
     "read",       // copying the file into the kernel (finit_module: kernel_read_file)
     "decompress", // in-kernel decompression (CONFIG_MODULE_DECOMPRESS)
     "signature",  // module_sig_check
@@ -62,7 +62,7 @@ pub struct ModuleLoad {
 }
 
 /// The links of the finalize phase, in the order load_module runs them.
-pub const FINALIZE_STEPS: &[&str] = &[
+pub(crate) const FINALIZE_STEPS: &[&str] = &[
     "kallsyms",             // add_kallsyms: the module's load-time symbol table
     "alternatives",         // module_finalize minus the ORC sort: alternatives, retpolines, returns, paravirt
     "ORC sort",             // unwind_module_init: heapsort of .orc_unwind_ip

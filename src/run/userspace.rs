@@ -110,13 +110,13 @@ fn table(s: &Series) -> Option<UserTable> {
 }
 
 /// `12.3 (12.1–12.9)` in ms, or the median alone for one value.
-pub fn ms_spread(m: &Med) -> String {
+pub(crate) fn ms_spread(m: &Med) -> String {
     let (lo, hi) = (ms(m.min), ms(m.max));
     if m.n > 1 && lo != hi { format!("{} ({lo}–{hi})", ms(m.median)) } else { ms(m.median) }
 }
 
 /// How many times faster than the baseline: `3.41x`.
-pub fn speedup(base: Option<&Med>, this: Option<&Med>) -> String {
+pub(crate) fn speedup(base: Option<&Med>, this: Option<&Med>) -> String {
     match (base, this) {
         (Some(b), Some(t)) if t.median > 0.0 => format!("{:.2}x", b.median / t.median),
         _ => "-".into(),
@@ -124,7 +124,7 @@ pub fn speedup(base: Option<&Med>, this: Option<&Med>) -> String {
 }
 
 /// The tables as plain text (empty when no series started a program).
-pub fn render_text(runs: &[Run]) -> String {
+pub(crate) fn render_text(runs: &[Run]) -> String {
     let mut out = String::new();
     for t in tables(runs) {
         if !out.is_empty() {
@@ -174,7 +174,7 @@ pub fn render_text(runs: &[Run]) -> String {
 /// printk time and duration, and its exit status when the end marker gives
 /// one (else -1); with it, a `PREFIX ui MODE K` marker in between as its
 /// time to UI (the first one, from the start marker).
-pub fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<(Start, Option<f64>)> {
+pub(crate) fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<(Start, Option<f64>)> {
     let mut starts: Vec<(Start, Option<f64>)> = Vec::new();
     for line in dmesg_text.lines() {
         let Some((t, msg)) = crate::run::dmesg::timed_message(line.as_bytes()) else { continue };

@@ -7,7 +7,7 @@ pub fn djb(name: &[u8]) -> u32 {
 }
 
 /// MurmurHash3's 32-bit finalizer: spreads a hash for the perfect table.
-pub fn mix(mut x: u32) -> u32 {
+pub(crate) fn mix(mut x: u32) -> u32 {
     x ^= x >> 16;
     x = x.wrapping_mul(0x85eb_ca6b);
     x ^= x >> 13;

@@ -36,8 +36,8 @@ pub use tables::{Method, Tables};
 pub use vmlinux::{VmlinuxResult, fill_vmlinux};
 
 /// Section names, as the kernel patch knows them.
-pub const EXPORTS_SECTION: &str = ".ksymhash";
-pub const UNDEF_SECTION: &str = ".undef.hash";
+pub(crate) const EXPORTS_SECTION: &str = ".ksymhash";
+pub(crate) const UNDEF_SECTION: &str = ".undef.hash";
 pub const VMLINUX_SECTION: &str = "__ksymhash";
 
 #[derive(Debug, Clone)]

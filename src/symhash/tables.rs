@@ -33,12 +33,12 @@ fn internal(msg: impl Into<String>) -> Error {
     Error::new(Kind::Internal, msg)
 }
 
-pub const MAGIC: u32 = 0x4853_594b; // "KYSH"
+pub(crate) const MAGIC: u32 = 0x4853_594b; // "KYSH"
 pub const UNDEF_MAGIC: u32 = 0x4844_4e55; // "UNDH"
-pub const VERSION: u32 = 1;
-pub const HEADER_SIZE: usize = 16 + 2 * 20;
-pub const NONE: u32 = u32::MAX;
-pub const OVERFLOW: u32 = 0x8000_0000;
+pub(crate) const VERSION: u32 = 1;
+pub(crate) const HEADER_SIZE: usize = 16 + 2 * 20;
+pub(crate) const NONE: u32 = u32::MAX;
+pub(crate) const OVERFLOW: u32 = 0x8000_0000;
 /// `.undef.hash` flag: `__versions` is sorted by name.
 pub const VERSIONS_SORTED: u32 = 1;
 const BLOOM_SHIFT: u32 = 26;

@@ -8,14 +8,14 @@ use std::fmt::Write;
 use crate::run::model::OTHER;
 
 /// Width of every chart, in CSS pixels.
-pub const WIDTH: f64 = 1200.0;
+pub(crate) const WIDTH: f64 = 1200.0;
 /// Colour of built-in initcalls.
-pub const BUILTIN: &str = "#5b7083";
+pub(crate) const BUILTIN: &str = "#5b7083";
 const MUTED: &str = "#616e7c";
 const GRID: &str = "#e4e7eb";
 
 /// Fill colour of a phase.
-pub fn phase_color(phase: &str) -> &'static str {
+pub(crate) fn phase_color(phase: &str) -> &'static str {
     match phase {
         "read" => "#0072b2",
         "decompress" => "#56b4e9",
@@ -43,7 +43,7 @@ pub fn phase_color(phase: &str) -> &'static str {
 }
 
 /// What a phase means, for legends and tooltips.
-pub fn phase_title(phase: &str) -> String {
+pub(crate) fn phase_title(phase: &str) -> String {
     match phase {
         OTHER => "other (not in any phase)".into(),
         p => p.to_string(),
@@ -51,7 +51,7 @@ pub fn phase_title(phase: &str) -> String {
 }
 
 /// Text for HTML and SVG: `& < > " '` escaped, control characters dropped.
-pub fn esc(s: &str) -> Cow<'_, str> {
+pub(crate) fn esc(s: &str) -> Cow<'_, str> {
     if !s.bytes().any(|b| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'') || b < 0x20 && b != b'\n' && b != b'\t') {
         return Cow::Borrowed(s);
     }
@@ -74,7 +74,7 @@ pub fn esc(s: &str) -> Cow<'_, str> {
 pub use crate::table::ms;
 
 /// Rough width of text in the charts' font (DejaVu Sans is wide).
-pub fn text_width(s: &str, size: f64) -> f64 {
+pub(crate) fn text_width(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.61
 }
 
@@ -94,7 +94,7 @@ fn fit(s: &str, px: f64, size: f64) -> String {
 
 /// A linear map from microseconds to x.
 #[derive(Debug, Clone, Copy)]
-pub struct Scale {
+pub(crate) struct Scale {
     pub t0: f64,
     pub t1: f64,
     pub x0: f64,
@@ -108,13 +108,13 @@ impl Scale {
         }
         self.x0 + (t - self.t0) / (self.t1 - self.t0) * (self.x1 - self.x0)
     }
-    pub fn px_per_us(&self) -> f64 {
+    pub(crate) fn px_per_us(&self) -> f64 {
         if self.t1 <= self.t0 { 0.0 } else { (self.x1 - self.x0) / (self.t1 - self.t0) }
     }
 }
 
 /// Tick positions (µs) on a 1-2-5 step in ms, and the decimals labels need.
-pub fn ticks(t0: f64, t1: f64, target: usize) -> (Vec<f64>, usize) {
+pub(crate) fn ticks(t0: f64, t1: f64, target: usize) -> (Vec<f64>, usize) {
     let span_ms = ((t1 - t0) / 1000.0).max(1e-6);
     let raw = span_ms / target.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
@@ -191,11 +191,11 @@ pub fn legend(o: &mut String, x0: f64, y: f64, entries: &[(String, &str)]) -> f6
     row + 20.0
 }
 
-pub const GUTTER: f64 = 118.0;
+pub(crate) const GUTTER: f64 = 118.0;
 pub(crate) const RIGHT: f64 = 90.0;
 /// Detail rows shown per timeline panel.
-pub const DETAIL_INITCALLS: usize = 30;
-pub const DETAIL_MODULES: usize = 60;
+pub(crate) const DETAIL_INITCALLS: usize = 30;
+pub(crate) const DETAIL_MODULES: usize = 60;
 
 mod bars;
 mod panel;
@@ -207,7 +207,7 @@ pub use timeline::*;
 
 /// Styles shared by all charts (inside the SVG, so a standalone file
 /// looks the same).
-pub const STYLE: &str = concat!(
+pub(crate) const STYLE: &str = concat!(
     "text{font-family:'DejaVu Sans','Segoe UI',Roboto,Helvetica,Arial,sans-serif;fill:#1f2933}",
     ".chart-title{font-size:16px;font-weight:bold}",
     ".panel-title{font-size:13px;font-weight:bold}",

@@ -335,7 +335,7 @@ const LANE_CLASS: &str = "tl-bar tl-lane";
 /// The lane of each module of a repetition loaded by parallel workers, and
 /// the lane labels: one per worker 0..=max, then "no worker" for loads
 /// without one (if any). None when no module carries a worker.
-pub fn worker_lanes(modules: &[ModuleLoad]) -> Option<(Vec<usize>, Vec<String>)> {
+pub(crate) fn worker_lanes(modules: &[ModuleLoad]) -> Option<(Vec<usize>, Vec<String>)> {
     let max = modules.iter().filter_map(|m| m.worker).max()?;
     let n = max as usize + 1;
     let mut labels: Vec<String> = (0..n).map(|w| format!("worker {w}")).collect();
@@ -407,7 +407,7 @@ fn worker_panel(
 
 /// The timeline of a series' median repetition (None without repetitions),
 /// noting which repetition it is when there are several.
-pub fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Option<String> {
+pub(crate) fn series_timeline(s: &crate::run::model::Series, phases: &[String]) -> Option<String> {
     let (i, rep) = crate::run::model::median_repetition(s.variant)?;
     let n = s.variant.repetitions.len();
     let note = if n > 1 { format!("repetition {} of {n} (the median)", i + 1) } else { String::new() };

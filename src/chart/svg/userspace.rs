@@ -12,7 +12,7 @@ use super::panel::{finish_panel, stripe};
 use super::*;
 
 /// The colours of a mode: the start, ld.so's part, its relocation.
-pub fn mode_colors(mode: &str) -> [&'static str; 3] {
+pub(crate) fn mode_colors(mode: &str) -> [&'static str; 3] {
     match mode {
         "normal" => ["#f2b8a0", "#d8643a", "#8f2d0c"],
         "file-read" => ["#a9c8ea", "#3d7cc9", "#173f78"],
@@ -24,7 +24,7 @@ pub fn mode_colors(mode: &str) -> [&'static str; 3] {
 /// What the panel and the Perfetto tracks draw of one start, whichever
 /// workload started it: the bar is the common [`Start`]; the rest is the
 /// workload's own figures.
-pub trait StartBar: std::ops::Deref<Target = Start> {
+pub(crate) trait StartBar: std::ops::Deref<Target = Start> {
     /// ld.so's part and the relocation inside it (DDLink's starts).
     fn spans(&self) -> (Option<Span>, Option<Span>) {
         (None, None)
@@ -83,7 +83,7 @@ impl StartBar for OrderStart {
 }
 
 /// Legend entries of DDLink's starts: the modes that have starts.
-pub fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
+pub(crate) fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
     for m in modes(&u.starts) {
         let [start, ldso, reloc] = mode_colors(m);
@@ -96,7 +96,7 @@ pub fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
 
 /// Legend entries of reordering's cold starts: one bar per start, no
 /// loader spans, the time-to-UI mark.
-pub fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
+pub(crate) fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
     let mut out = vec![("cold start (marker to exit)".to_string(), mode_colors("")[0])];
     if u.starts.iter().any(|s| s.ui_us.is_some()) {
         out.push(("time to UI (first output line)".to_string(), UI));
@@ -146,13 +146,13 @@ fn tooltip<S: StartBar>(s: &S, program: &str) -> String {
 }
 
 /// (start, duration) in µs.
-pub type Span = (f64, f64);
+pub(crate) type Span = (f64, f64);
 
 /// ld.so's part of a start and the relocation inside it, as (start,
 /// duration) clamped to the start's bar: ld.so runs first (the fork and
 /// exec before it are not told apart), relocation after it loaded the
 /// objects.
-pub fn inner_spans(s: &DdlinkStart) -> (Option<Span>, Option<Span>) {
+pub(crate) fn inner_spans(s: &DdlinkStart) -> (Option<Span>, Option<Span>) {
     let end = s.start_us + s.duration_us.max(0.0);
     let ldso = s.loader_us.map(|l| (s.start_us, l.min(end - s.start_us).max(0.0)));
     let ld_end = ldso.map(|(a, d)| a + d).unwrap_or(end);
@@ -164,20 +164,20 @@ pub fn inner_spans(s: &DdlinkStart) -> (Option<Span>, Option<Span>) {
 }
 
 /// The program's file name in a DDLink command (`LD.SO PROGRAM ARGS`).
-pub fn program_name(command: &str) -> String {
+pub(crate) fn program_name(command: &str) -> String {
     let p = command.split_whitespace().nth(1).unwrap_or(command);
     p.rsplit('/').next().unwrap_or(p).to_string()
 }
 
 /// DDLink's panel; returns the new y.
-pub fn panel_ddlink(o: &mut String, y: f64, u: &DdlinkStarts) -> f64 {
+pub(crate) fn panel_ddlink(o: &mut String, y: f64, u: &DdlinkStarts) -> f64 {
     let program = program_name(&u.command);
     let title = format!("User space: {program} under the patched ld.so");
     panel(o, y, &title, "darker: ld.so, darkest: its relocation", &program, &u.starts)
 }
 
 /// Reordering's panel; returns the new y.
-pub fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
+pub(crate) fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
     let program = program_name(&u.command);
     let title = "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)";
     panel(o, y, title, "mark: time to UI (the first output line)", &program, &u.starts)
@@ -295,7 +295,7 @@ pub const UI: &str = "#d6336c";
 /// lane free at its fork. Returns each one's (lane, end: its exit, or the
 /// end of the trace for one still running then), the number of lanes, and
 /// that end (the latest time any process was seen).
-pub fn process_lanes(procs: &[Process]) -> (Vec<(usize, f64)>, usize, f64) {
+pub(crate) fn process_lanes(procs: &[Process]) -> (Vec<(usize, f64)>, usize, f64) {
     let last =
         procs.iter().flat_map(|p| [Some(p.start_us), p.exec_us, p.end_us]).flatten().fold(f64::NEG_INFINITY, f64::max);
     let mut lane_end: Vec<f64> = Vec::new();
@@ -317,7 +317,7 @@ pub fn process_lanes(procs: &[Process]) -> (Vec<(usize, f64)>, usize, f64) {
 
 /// The boot's processes from /init on (fork to exit, exec darker), packed
 /// into lanes like bootchart, on the kernel's time axis; returns the new y.
-pub fn processes_panel(o: &mut String, y: f64, procs: &[Process]) -> f64 {
+pub(crate) fn processes_panel(o: &mut String, y: f64, procs: &[Process]) -> f64 {
     if procs.is_empty() {
         return y;
     }

@@ -169,7 +169,7 @@ impl Step {
 
 /// The module transforms of `--variant NAME=modules:PRESET` (and the bare
 /// `--variant PRESET`): named step lists.
-pub const PRESETS: &[(&str, &[Step])] = &[
+pub(crate) const PRESETS: &[(&str, &[Step])] = &[
     ("stock", &[]),
     ("unsigned", &[Step::Unsign]),
     ("preresolved", &[Step::Preresolve]),
@@ -190,7 +190,7 @@ pub fn preset(name: &str) -> Option<&'static [Step]> {
     PRESETS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
 }
 
-pub fn preset_names() -> String {
+pub(crate) fn preset_names() -> String {
     PRESETS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
 
@@ -231,7 +231,7 @@ pub fn check_order(variant: &str, steps: &[Step]) -> Result<()> {
 
 /// Apply `steps` in order, the modules made plain when the module steps
 /// are done.
-pub fn apply_all(steps: &[Step], t: &mut Tree) -> Result<()> {
+pub(crate) fn apply_all(steps: &[Step], t: &mut Tree) -> Result<()> {
     let mut plain = false;
     for (n, s) in steps.iter().enumerate() {
         if !plain && matches!(s.stage(), Stage::Image | Stage::Guest) {

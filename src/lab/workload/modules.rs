@@ -13,7 +13,7 @@ use crate::run::results::{Repetition, WorkloadResult};
 
 use super::{Console, Context, Workload};
 
-pub struct ModuleLoading {
+pub(crate) struct ModuleLoading {
     pub loader: Loader,
 }
 
