@@ -66,19 +66,22 @@ pub struct Spec {
 
 impl Spec {
     /// `synth`, `synth-SYMBOLS` or `/PATH ARGS` (words split at spaces).
-    pub fn parse(value: &str) -> std::result::Result<Spec, String> {
+    pub fn parse(value: &str) -> Result<Spec> {
         let program = if value == "synth" {
             Program::Synth { symbols: DEFAULT_SYMBOLS }
         } else if let Some(n) = value.strip_prefix("synth-") {
-            let symbols = n.parse().map_err(|_| format!("ddlink:{value}: synth-N takes a number of symbols"))?;
+            let symbols = n.parse().map_err(|e: std::num::ParseIntError| {
+                Error::new(Kind::Usage, format!("ddlink:{value}: synth-N takes a number of symbols")).because(e)
+            })?;
             Program::Synth { symbols }
         } else if value.starts_with('/') {
             let mut words = value.split_whitespace();
             let path = PathBuf::from(words.next().unwrap_or_default());
             Program::Host { path, args: words.map(str::to_string).collect() }
         } else {
-            return Err(format!(
-                "ddlink:{value}: give synth, synth-SYMBOLS or a program's absolute path and its arguments"
+            return Err(Error::new(
+                Kind::Usage,
+                format!("ddlink:{value}: give synth, synth-SYMBOLS or a program's absolute path and its arguments"),
             ));
         };
         Ok(Spec { program, starts: DEFAULT_STARTS })
@@ -434,8 +437,8 @@ checksum 2
             Spec::parse("/usr/bin/llc-14 --version").unwrap().program,
             Program::Host { path: "/usr/bin/llc-14".into(), args: vec!["--version".into()] }
         );
-        assert!(Spec::parse("synth-x").unwrap_err().contains("number of symbols"));
-        assert!(Spec::parse("llc").unwrap_err().contains("absolute path"));
+        assert!(Spec::parse("synth-x").unwrap_err().to_string().contains("number of symbols"));
+        assert!(Spec::parse("llc").unwrap_err().to_string().contains("absolute path"));
     }
 
     #[test]

@@ -88,14 +88,19 @@ impl Flash {
     }
 
     /// `slow`, `nand`, `nor` or `MIBS-USEC` (e.g. `2-100`).
-    pub fn parse(value: &str) -> std::result::Result<Flash, String> {
+    pub fn parse(value: &str) -> Result<Flash> {
         match value {
             "slow" => return Ok(Flash::SLOW),
             "nand" => return Ok(Flash::NAND),
             "nor" => return Ok(Flash::NOR),
             _ => {}
         }
-        let bad = || format!("flash:{value}: give slow, nand, nor or MIBS-USEC (MiB/s 1..10000, latency 0..100000 us)");
+        let bad = || {
+            Error::new(
+                Kind::Usage,
+                format!("flash:{value}: give slow, nand, nor or MIBS-USEC (MiB/s 1..10000, latency 0..100000 us)"),
+            )
+        };
         let (a, b) = value.split_once('-').ok_or_else(bad)?;
         let mib_s: u32 = a.parse().ok().filter(|n| (1..=10_000).contains(n)).ok_or_else(bad)?;
         let latency_us: u32 = b.parse().ok().filter(|n| *n <= 100_000).ok_or_else(bad)?;
@@ -123,14 +128,17 @@ pub struct Spec {
 impl Spec {
     /// `PROGRAM` (every block size of [`BLOCKS`]) or `PROGRAM-BLOCKk[+BLOCKk...]`,
     /// PROGRAM `synth` or `python`.
-    pub fn parse(value: &str) -> std::result::Result<Spec, String> {
+    pub fn parse(value: &str) -> Result<Spec> {
         let (name, list) = value.split_once('-').map_or((value, None), |(n, l)| (n, Some(l)));
         let program = match name {
             "synth" => Program::Synth,
             "python" => Program::Python,
             _ => {
-                return Err(format!(
-                    "order:{value}: give synth or python, or PROGRAM-BLOCK (4k, 64k, 128k; several joined by +)"
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!(
+                        "order:{value}: give synth or python, or PROGRAM-BLOCK (4k, 64k, 128k; several joined by +)"
+                    ),
                 ));
             }
         };
@@ -141,7 +149,8 @@ impl Spec {
                 for b in list.split('+') {
                     let n = b.strip_suffix('k').and_then(|n| n.parse::<u32>().ok()).filter(|n| BLOCKS.contains(n));
                     let Some(n) = n else {
-                        return Err(format!("order:{value}: block size {b:?}: use 4k, 64k or 128k"));
+                        let msg = format!("order:{value}: block size {b:?}: use 4k, 64k or 128k");
+                        return Err(Error::new(Kind::Usage, msg));
                     };
                     if !blocks.contains(&n) {
                         blocks.push(n);
@@ -586,14 +595,14 @@ checksum 42
     fn specs() {
         assert_eq!(Spec::parse("synth").unwrap().blocks, [4, 64, 128]);
         assert_eq!(Spec::parse("synth-64k+4k").unwrap().blocks, [64, 4]);
-        assert!(Spec::parse("synth-32k").unwrap_err().contains("block size \"32k\": use 4k, 64k or 128k"));
-        assert!(Spec::parse("/bin/ls").unwrap_err().contains("give synth or python"));
+        assert!(Spec::parse("synth-32k").unwrap_err().to_string().contains("block size \"32k\": use 4k, 64k or 128k"));
+        assert!(Spec::parse("/bin/ls").unwrap_err().to_string().contains("give synth or python"));
         let py = Spec::parse("python-4k").unwrap();
         assert_eq!((py.program, py.blocks), (Program::Python, vec![4]));
         assert_eq!(Spec::parse("python").unwrap().blocks, [4, 64, 128]);
         assert_eq!(Flash::parse("nand").unwrap(), Flash::NAND);
         assert_eq!(Flash::parse("2-300").unwrap(), Flash { mib_s: 2, latency_us: 300 });
-        assert!(Flash::parse("0-1").unwrap_err().contains("MIBS-USEC"));
+        assert!(Flash::parse("0-1").unwrap_err().to_string().contains("MIBS-USEC"));
         assert!(Flash::parse("fast").is_err());
     }
 

@@ -36,19 +36,19 @@ pub enum KernelChoice {
 }
 
 impl KernelChoice {
-    pub fn parse(value: &str) -> std::result::Result<KernelChoice, String> {
+    pub fn parse(value: &str) -> Result<KernelChoice> {
         Ok(match value {
             "default" => KernelChoice::Default,
             "debian" => KernelChoice::Debian,
             s if s.starts_with("debian-") => {
                 let series = &s["debian-".len()..];
                 if series.is_empty() || !series.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-                    return Err(format!("kernel:{s}: give a series, e.g. kernel:debian-6.12"));
+                    return Err(Error::new(Kind::Usage, format!("kernel:{s}: give a series, e.g. kernel:debian-6.12")));
                 }
                 KernelChoice::DebianSeries(series.to_string())
             }
             "build" => KernelChoice::Build,
-            "" => return Err("kernel: needs a value".into()),
+            "" => return Err(Error::new(Kind::Usage, "kernel: needs a value")),
             dir => KernelChoice::Dir(PathBuf::from(dir)),
         })
     }
@@ -116,6 +116,8 @@ impl Variant {
     /// A variant from its name and `key`/`value` pairs ([`GRAMMAR`]'s keys).
     pub(crate) fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<Variant> {
         let usage = |m: String| Error::new(Kind::Usage, format!("variant {name}: {m}"));
+        // A value's own parser says what is wrong with it; the variant's name leads.
+        let in_variant = |e: Error| Error::new(e.kind, format!("variant {name}: {}", e.msg)).because(e);
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
             return Err(Error::new(
                 Kind::Usage,
@@ -134,7 +136,7 @@ impl Variant {
         }
         let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         let kernel = match get("kernel") {
-            Some(v) => KernelChoice::parse(v).map_err(usage)?,
+            Some(v) => KernelChoice::parse(v).map_err(in_variant)?,
             None => KernelChoice::Default,
         };
         let mut steps = match (get("modules"), get("steps")) {
@@ -192,11 +194,11 @@ impl Variant {
             ),
             None => None,
         };
-        let flash = get("flash").map(crate::lab::order::Flash::parse).transpose().map_err(usage)?;
+        let flash = get("flash").map(crate::lab::order::Flash::parse).transpose().map_err(in_variant)?;
         match (get("ddlink"), get("order")) {
             (Some(_), Some(_)) => return Err(usage("give ddlink: or order:, not both".into())),
             (Some(d), None) => {
-                let mut d = crate::lab::ddlink::Spec::parse(d).map_err(usage)?;
+                let mut d = crate::lab::ddlink::Spec::parse(d).map_err(in_variant)?;
                 if let Some(n) = starts {
                     d.starts = n;
                 }
@@ -204,7 +206,7 @@ impl Variant {
                 workloads.insert(0, workload::Spec::Ddlink(d));
             }
             (None, Some(o)) => {
-                let mut o = crate::lab::order::Spec::parse(o).map_err(usage)?;
+                let mut o = crate::lab::order::Spec::parse(o).map_err(in_variant)?;
                 if let Some(n) = starts {
                     o.starts = n;
                 }
