@@ -100,14 +100,6 @@ impl Report {
     }
 }
 
-/// The former name of [`Report`], kept for callers on other branches.
-pub type GlibcBuild = Report;
-
-/// The former name of [`run`], kept for callers on other branches.
-pub fn build(opts: &Options) -> Result<Report> {
-    run(opts)
-}
-
 /// The cache key: the recipe and `configparms`, the Debian version and its
 /// `.dsc` (which names the tarballs' checksums), every patch's diff in
 /// series order (not its message: a reworded patch builds nothing new),

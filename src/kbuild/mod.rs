@@ -130,14 +130,6 @@ impl Report {
     }
 }
 
-/// The former name of [`Report`], kept for callers on other branches.
-pub type Built = Report;
-
-/// The former name of [`run`], kept for callers on other branches.
-pub fn build(opts: &Options) -> Result<Report> {
-    run(opts)
-}
-
 /// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
 /// read from the build.json beside it (what `--bzimage` replays the boot
 /// image's chain in). A usage error when there is none.
