@@ -180,12 +180,12 @@ fn closure(loader: &Path, program: &Path) -> Result<Vec<PathBuf>> {
 /// Put the files, the caches and the images into the initramfs.
 pub(crate) fn add_to(ir: &mut Initramfs, p: &Prepared) {
     for f in &p.files {
-        ir.copy_file(&f.to_string_lossy(), f);
+        ir.copy_file_timed(&f.to_string_lossy(), f);
     }
-    ir.copy_file(FILE_READ_CACHE, &p.file_read_cache);
-    ir.copy_file(SKIP_CACHE, &p.skip_cache);
+    ir.copy_file_timed(FILE_READ_CACHE, &p.file_read_cache);
+    ir.copy_file_timed(SKIP_CACHE, &p.skip_cache);
     for (image, original) in &p.images {
-        ir.copy_file(&format!("{IMAGES}{}", original.display()), image);
+        ir.copy_file_timed(&format!("{IMAGES}{}", original.display()), image);
     }
 }
 

@@ -159,9 +159,20 @@ enum Node {
 #[derive(Debug, Clone)]
 enum Data {
     Bytes(Vec<u8>),
-    /// Read when the archive is built.
+    /// Read when the archive is built; in the archive with [`FIXED_MTIME`].
     Host(PathBuf),
+    /// The same, with the host file's mtime: what a DDLink cache
+    /// identifies the file by.
+    HostTimed(PathBuf),
 }
+
+/// The mtime of host files in the archive unless a workload needs theirs:
+/// the guest's own clock base (2030-01-01, `qemu::GUEST_RTC`). Files
+/// bootlink rewrites are new on the host every run, and their host times
+/// in the archive made the kernel's instruction stream differ a little
+/// from run to run, enough to move a timer interrupt's work from one
+/// module's load to another's (libcrc32c 868 or 1,168 µs).
+const FIXED_MTIME: u32 = 1_893_456_000;
 
 /// Builds an initramfs. Adding never fails; every problem (a bad path, a
 /// missing host file) is reported by [`Initramfs::archive`] / [`Initramfs::write`].
@@ -234,6 +245,14 @@ impl Initramfs {
     pub fn copy_file(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
         let src = src.into();
         self.extra.push((dest.to_string(), Node::File { mode: u32::MAX, data: Data::Host(src) }));
+        self
+    }
+
+    /// A host file as [`Initramfs::copy_file`], keeping its host mtime (a
+    /// DDLink cache identifies files by it).
+    pub fn copy_file_timed(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
+        let src = src.into();
+        self.extra.push((dest.to_string(), Node::File { mode: u32::MAX, data: Data::HostTimed(src) }));
         self
     }
 
@@ -360,11 +379,12 @@ impl Initramfs {
                 Node::Symlink(target) => w.symlink(name, target)?,
                 Node::CharDevice { mode, major, minor } => w.char_device(name, *mode, *major, *minor)?,
                 Node::File { mode, data: Data::Bytes(b) } => w.file(name, *mode, b)?,
-                Node::File { mode, data: Data::Host(src) } => {
+                Node::File { mode, data: Data::Host(src) | Data::HostTimed(src) } => {
                     let bytes = crate::fsutil::read_input(src, crate::fsutil::MAX_BINARY)?;
-                    let (host_mode, mtime) = host_meta(src)?;
+                    let (host_mode, host_mtime) = host_meta(src)?;
                     let mode = if *mode == u32::MAX { host_mode } else { *mode };
-                    // With its host mtime: a DDLink cache identifies files by it.
+                    let timed = matches!(node, Node::File { data: Data::HostTimed(_), .. });
+                    let mtime = if timed { host_mtime } else { FIXED_MTIME };
                     w.file_at(name, mode, &bytes, mtime).map_err(|e| e.at(src))?
                 }
                 Node::Tree(_) => unreachable!("trees are expanded in nodes()"),
@@ -432,6 +452,21 @@ mod tests {
     }
 
     #[test]
+    fn timed_files_keep_their_host_mtime() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = crate::fsutil::TempDir::new("initramfs-timed").unwrap();
+        let (bb, lib) = (tmp.path().join("busybox"), tmp.path().join("libx.so"));
+        std::fs::write(&bb, b"bb").unwrap();
+        std::fs::write(&lib, b"lib").unwrap();
+        let mut ir = Initramfs::new(&bb);
+        ir.copy_file_timed("/lib/libx.so", &lib).copy_file("/lib/liby.so", &lib);
+        let entries = crate::lab::cpio::read(&ir.archive().unwrap()).unwrap();
+        let mtime = |n: &str| entries.iter().find(|e| e.name == n).unwrap().mtime;
+        assert_eq!(mtime("lib/libx.so") as i64, std::fs::metadata(&lib).unwrap().mtime());
+        assert_eq!(mtime("lib/liby.so"), FIXED_MTIME);
+    }
+
+    #[test]
     fn layout_init_and_parents_first() {
         let tmp = TempDir::new("initramfs-test").unwrap();
         let tree = tmp.path().join("tree");
@@ -474,11 +509,10 @@ mod tests {
         assert_eq!(by_name("data/deep/x.txt").perm(), 0o600);
         assert_eq!(by_name("data/deep").kind(), Kind::Dir);
         assert_eq!(by_name("lib/modules/6.1.0-test/kernel/fs/a.ko").data, b"module");
-        // Host files keep their mtime (seconds); generated ones have 0.
-        use std::os::unix::fs::MetadataExt;
-        let mtime = std::fs::metadata(tree.join("kernel/fs/a.ko")).unwrap().mtime();
-        assert_eq!(by_name("lib/modules/6.1.0-test/kernel/fs/a.ko").mtime as i64, mtime);
-        assert_eq!(by_name("bin/busybox").mtime as i64, std::fs::metadata(tmp.path().join("busybox")).unwrap().mtime());
+        // Host files carry the fixed time, whatever their host mtime (a
+        // rewritten module is new every run); generated ones have 0.
+        assert_eq!(by_name("lib/modules/6.1.0-test/kernel/fs/a.ko").mtime, FIXED_MTIME);
+        assert_eq!(by_name("bin/busybox").mtime, FIXED_MTIME);
         assert_eq!(by_name("init").mtime, 0);
         assert_eq!(by_name("lib/modules/6.1.0-test/k").link_target(), Some("kernel"));
         assert_eq!(by_name("tmp").perm(), 0o1777);

@@ -62,7 +62,7 @@ fn lacks_interpreter(files: &[PathBuf]) -> bool {
 pub fn add(ir: &mut Initramfs, program: &Path) -> Result<Vec<PathBuf>> {
     let files = closure(program)?;
     for f in &files {
-        ir.copy_file(&f.to_string_lossy(), f);
+        ir.copy_file_timed(&f.to_string_lossy(), f);
     }
     Ok(files)
 }
