@@ -153,12 +153,14 @@ fn damaged_ddlink_records_and_caches_are_refused() {
             ])
         }),
     )];
-    let mut counts = suite::Counts::default();
-    suite::each_alone(&dir.join("records"), &records, &write, &mut counts);
-    for class in records::RECORD_CLASSES {
-        assert!(counts.by_class.contains_key(class), "no damaged record of class {class}");
-    }
-    common::report("damaged", &counts.render("damaged DDLink records"));
+    each_class_alone(
+        &dir.join("records"),
+        &records,
+        &write,
+        records::RECORD_CLASSES,
+        "record",
+        "damaged DDLink records",
+    );
 
     let caches = records::caches(&cache, &mut rng, 8);
     let read: Vec<suite::OneInput> = ["status", "verify"]
@@ -172,12 +174,7 @@ fn damaged_ddlink_records_and_caches_are_refused() {
             )
         })
         .collect();
-    let mut counts = suite::Counts::default();
-    suite::each_alone(&dir.join("caches"), &caches, &read, &mut counts);
-    for class in records::CACHE_CLASSES {
-        assert!(counts.by_class.contains_key(class), "no damaged cache of class {class}");
-    }
-    common::report("damaged", &counts.render("damaged DDLink caches"));
+    each_class_alone(&dir.join("caches"), &caches, &read, records::CACHE_CLASSES, "cache", "damaged DDLink caches");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -241,12 +238,14 @@ fn damaged_order_traces_and_programs_are_refused() {
             Box::new(|p: &Path, _: &Path| os(&[&"order", &"report", &"--trace", &p, &"--binary", &prog2])),
         ),
     ];
-    let mut counts = suite::Counts::default();
-    suite::each_alone(&dir.join("traces"), &traces, &with_trace, &mut counts);
-    for class in records::TRACE_CLASSES {
-        assert!(counts.by_class.contains_key(class), "no damaged trace of class {class}");
-    }
-    common::report("damaged", &counts.render("damaged order traces"));
+    each_class_alone(
+        &dir.join("traces"),
+        &traces,
+        &with_trace,
+        records::TRACE_CLASSES,
+        "trace",
+        "damaged order traces",
+    );
 
     let programs = generate::programs("prog", &std::fs::read(&prog).unwrap(), &mut rng, 5);
     let (t1, t2, t3) = (good_trace.clone(), good_trace.clone(), good_trace.clone());
@@ -269,11 +268,31 @@ fn damaged_order_traces_and_programs_are_refused() {
             }),
         ),
     ];
-    let mut counts = suite::Counts::default();
-    suite::each_alone(&dir.join("programs"), &programs, &with_program, &mut counts);
-    for class in generate::PROGRAM_CLASSES {
-        assert!(counts.by_class.contains_key(class), "no damaged program of class {class}");
-    }
-    common::report("damaged", &counts.render("damaged programs (order's traced and layout binaries)"));
+    each_class_alone(
+        &dir.join("programs"),
+        &programs,
+        &with_program,
+        generate::PROGRAM_CLASSES,
+        "program",
+        "damaged programs (order's traced and layout binaries)",
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each damaged file alone under every command; every class of `classes`
+/// among them; the counts reported under `title`.
+fn each_class_alone(
+    dir: &Path,
+    files: &[generate::Damaged],
+    commands: &[suite::OneInput],
+    classes: &[&str],
+    noun: &str,
+    title: &str,
+) {
+    let mut counts = suite::Counts::default();
+    suite::each_alone(dir, files, commands, &mut counts);
+    for class in classes {
+        assert!(counts.by_class.contains_key(*class), "no damaged {noun} of class {class}");
+    }
+    common::report("damaged", &counts.render(title));
 }

@@ -177,12 +177,7 @@ pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: 
                     r.stderr
                 );
             }
-            let leftovers: Vec<_> = std::fs::read_dir(&out)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with('.'))
-                .collect();
+            let leftovers = temporaries(&out);
             assert!(leftovers.is_empty(), "{label}: temporary files left in the output: {leftovers:?}");
         }
     }
@@ -325,12 +320,7 @@ pub fn each_alone_env(dir: &Path, files: &[Damaged], commands: &[OneInput], env:
             if r.code != 0 && out.exists() {
                 fail(format!("refused but {} was written", out.display()));
             }
-            let leftovers: Vec<_> = std::fs::read_dir(&d)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with('.'))
-                .collect();
+            let leftovers = temporaries(&d);
             if !leftovers.is_empty() {
                 fail(format!("temporary files left: {leftovers:?}"));
             }
@@ -338,4 +328,14 @@ pub fn each_alone_env(dir: &Path, files: &[Damaged], commands: &[OneInput], env:
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The hidden files in `dir`: a temporary bootlink left behind.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
 }
