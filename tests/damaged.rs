@@ -163,7 +163,9 @@ fn damaged_ddlink_records_and_caches_are_refused() {
     );
 
     let caches = records::caches(&cache, &mut rng, 8);
-    let read: Vec<suite::OneInput> = ["status", "verify"]
+    // `measure` too: it hands the cache to the loader, which would only
+    // fall back and leave every run "not using the cache".
+    let read: Vec<suite::OneInput> = ["status", "verify", "measure"]
         .into_iter()
         .map(|cmd| -> suite::OneInput {
             (

@@ -88,6 +88,12 @@ pub struct MeasureRequest {
 }
 
 pub fn measure(req: &MeasureRequest) -> Result<ProgramResult> {
+    // A damaged cache would be measured as "the loader did not use the
+    // cache" after every run of every mode: refuse it first, in one line.
+    crate::ddlink::run::read_cache(&req.cache)?;
+    if let Some((cache, _)) = &req.skip {
+        crate::ddlink::run::read_cache(cache)?;
+    }
     let mut modes = measure::standard_modes(&req.stock, &req.loader, &req.cache);
     if let Some((cache, images)) = &req.skip {
         modes.push(measure::skip_mode(&req.loader, cache, images));

@@ -137,6 +137,14 @@ fn need_file(path: &Path, what: &str) -> Result<()> {
     if path.is_file() { Ok(()) } else { Err(Error::file(Kind::Io, path, format!("{what}: no such file"))) }
 }
 
+/// The cache at `path`, decoded: a damaged or foreign file is refused in
+/// one line naming it, before the loader (which would only fall back to
+/// loading as usual, and so hide the damage) is given it.
+pub(crate) fn read_cache(path: &Path) -> Result<format::Cache> {
+    let bytes = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
+    format::decode(&bytes).map_err(|e| e.at(path))
+}
+
 /// Run with `LD_DEBUG=categories` written into `dir` (LD_DEBUG_OUTPUT
 /// files are named PREFIX.PID): the output and the loader's debug text.
 pub(crate) fn run_debug(
@@ -230,8 +238,7 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
     need_file(cache, "the DDLink cache")?;
     // A damaged cache is refused here in one line, as `status` does; the
     // loader would only fall back to loading as usual.
-    let bytes = crate::fsutil::read_input(cache, crate::fsutil::MAX_BINARY)?;
-    format::decode(&bytes).map_err(|e| e.at(cache))?;
+    read_cache(cache)?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");
     let env = [
@@ -304,8 +311,7 @@ pub struct StatusReport {
 /// object of the cache whether its file still matches.
 pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<StatusReport> {
     need_file(loader, "the patched ld.so")?;
-    let bytes = crate::fsutil::read_input(cache_path, crate::fsutil::MAX_BINARY)?;
-    let cache = format::decode(&bytes).map_err(|e| e.at(cache_path))?;
+    let cache = read_cache(cache_path)?;
     let tmp = scratch()?;
     let env = [("LD_DDLINK", cache_path.as_os_str().to_owned())];
     let (_, debug) = run_debug(loader, program, &env, "ddlink", tmp.path())?;
