@@ -263,6 +263,19 @@ impl<'d> Elf<'d> {
 
     /// The GNU build ID (NT_GNU_BUILD_ID in an SHT_NOTE section), if any.
     pub fn build_id(&self) -> Result<Option<&'d [u8]>, ReadError> {
+        let mut id = None;
+        self.each_note(|name, n_type, desc| {
+            if id.is_none() && name == elf::ELF_NOTE_GNU && n_type == elf::NT_GNU_BUILD_ID.0 {
+                id = Some(desc);
+            }
+        })?;
+        Ok(id)
+    }
+
+    /// Every note of every SHT_NOTE section, in file order: its name (the
+    /// owner, without the NUL), type and descriptor. A note that does not
+    /// fit its section is the file's error.
+    pub(crate) fn each_note(&self, mut f: impl FnMut(&'d [u8], u32, &'d [u8])) -> Result<(), ReadError> {
         for shdr in self.sections.iter() {
             if shdr.sh_type(LE) != elf::SHT_NOTE {
                 continue;
@@ -274,12 +287,10 @@ impl<'d> Elf<'d> {
             while let Some(note) =
                 notes.next().map_err(|source| ReadError::Table { what: "corrupt ELF note", source })?
             {
-                if note.name() == elf::ELF_NOTE_GNU && note.n_type(LE) == elf::NT_GNU_BUILD_ID {
-                    return Ok(Some(note.desc()));
-                }
+                f(note.name(), note.n_type(LE).0, note.desc());
             }
         }
-        Ok(None)
+        Ok(())
     }
 
     pub fn symbols(&self) -> Result<SymbolTable<'d, Header>, ReadError> {

@@ -48,6 +48,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         println!("exports   {} ({} GPL-only)", s.exports, s.gpl_exports);
         println!("config    {}", k.config_source.as_deref().unwrap_or("none found"));
         println!("KASLR     {}", s.kaslr.describe());
+        println!("loader    {}", s.loader_features.describe());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! `Module.symvers` as a fallback when no image is at hand.
 
 pub mod config;
+pub mod features;
 pub mod imagecache;
 pub mod ksymtab;
 pub mod sysmap;
@@ -17,6 +18,7 @@ use crate::elf::{self, Elf, Want};
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 pub use config::{Kaslr, KernelConfig};
+pub use features::LoaderFeatures;
 pub use ksymtab::{EntryFormat, Export};
 
 /// Where the exports were read from.
@@ -64,6 +66,9 @@ pub struct KernelImage {
     pub exports: Vec<Export>,
     pub config_source: Option<String>,
     pub kaslr: Kaslr,
+    /// The module loader's build-time features the image names
+    /// (kernel/patches 0012).
+    pub loader_features: LoaderFeatures,
     #[serde(skip)]
     pub config: Option<KernelConfig>,
 }
@@ -217,6 +222,7 @@ impl KernelImage {
             },
         };
         let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
+        let loader_features = LoaderFeatures::of(&elf).map_err(|e| e.at(path))?;
         Ok(KernelImage {
             path: path.to_path_buf(),
             source,
@@ -227,6 +233,7 @@ impl KernelImage {
             exports,
             config_source: cfg_source,
             kaslr,
+            loader_features,
             config: cfg,
         })
     }
@@ -306,6 +313,7 @@ pub struct KernelSummary {
     pub exports: usize,
     pub gpl_exports: usize,
     pub kaslr: Kaslr,
+    pub loader_features: LoaderFeatures,
 }
 
 impl KernelSummary {
@@ -319,6 +327,7 @@ impl KernelSummary {
             exports: k.exports.len(),
             gpl_exports: k.gpl_exports(),
             kaslr: k.kaslr.clone(),
+            loader_features: k.loader_features.clone(),
         }
     }
 }

@@ -137,6 +137,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         exports,
         config_source: cfg_source,
         kaslr,
+        loader_features: super::LoaderFeatures::Unknown,
         config: cfg,
     })
 }

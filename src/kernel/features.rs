@@ -1,0 +1,144 @@
+//! The module loader's build-time features a kernel names in its image:
+//! "Linux" ELF notes of type LINUX_ELFNOTE_MODULE_FEATURE (kernel/patches
+//! 0012), one per feature, each placed next to the code it names, so a
+//! note is in vmlinux exactly when that code is built in.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::elf::{Elf, ReadError};
+
+/// The note type (after LINUX_ELFNOTE_BUILD_SALT 0x100, LTO_INFO 0x101).
+pub(crate) const NOTE_TYPE: u32 = 0x102;
+const OWNER: &[u8] = b"Linux";
+
+/// What a kernel says of its module loader.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "known", content = "names")]
+pub enum LoaderFeatures {
+    /// Read from the notes of a vmlinux (empty: a kernel without the
+    /// series, such as a distribution's stock one).
+    Named(BTreeSet<String>),
+    /// The exports came from System.map: no image, so nothing is known.
+    #[default]
+    Unknown,
+}
+
+/// The features by name, as the kernel spells them.
+pub mod name {
+    pub const SYMHASH: &str = "symhash";
+    pub const SYMHASH_VMLINUX: &str = "symhash-vmlinux";
+    pub const VERSIONS_SORTED: &str = "versions-sorted";
+    pub const SYMLOOKUP_DIRECT: &str = "symlookup-direct";
+    pub const FTRACE_CHECK_SORTED: &str = "ftrace-check-sorted";
+    pub const FTRACE_CHECKED: &str = "ftrace-checked";
+    pub const ORC_SORTED: &str = "orc-sorted";
+    pub const EVAL_ONE_PASS: &str = "eval-one-pass";
+    pub const LOAD_STATS: &str = "load-stats";
+    pub const DEDUP: &str = "dedup";
+    pub const HASHES: &str = "hashes";
+}
+
+impl LoaderFeatures {
+    /// The feature notes of a vmlinux. A descriptor that is not one
+    /// NUL-terminated printable name is the image's error.
+    pub(crate) fn of(elf: &Elf) -> Result<LoaderFeatures, ReadError> {
+        let mut names = BTreeSet::new();
+        let mut bad = None;
+        elf.each_note(|owner, n_type, desc| {
+            if owner != OWNER || n_type != NOTE_TYPE {
+                return;
+            }
+            // The descriptor is padded to 4 bytes: the name ends at the
+            // first NUL, and what follows it is padding.
+            match desc.iter().position(|&b| b == 0) {
+                Some(end) if end > 0 && desc[..end].iter().all(|b| b.is_ascii_graphic()) => {
+                    names.insert(String::from_utf8_lossy(&desc[..end]).into_owned());
+                }
+                _ => bad = Some(desc.len()),
+            }
+        })?;
+        if let Some(len) = bad {
+            return Err(ReadError::Corrupt(format!(
+                "module-loader feature note ({len} bytes) is not a NUL-terminated name"
+            )));
+        }
+        Ok(LoaderFeatures::Named(names))
+    }
+
+    pub fn has(&self, feature: &str) -> bool {
+        matches!(self, LoaderFeatures::Named(n) if n.contains(feature))
+    }
+
+    /// "none" (stock), "unknown", or the names joined by ", ".
+    pub fn describe(&self) -> String {
+        match self {
+            LoaderFeatures::Named(n) if n.is_empty() => "none (no feature notes: a kernel without the series)".into(),
+            LoaderFeatures::Named(n) => n.iter().cloned().collect::<Vec<_>>().join(", "),
+            LoaderFeatures::Unknown => "unknown (no kernel image read)".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::Want;
+
+    /// A static executable whose notes are laid out as the kernel's
+    /// ELFNOTE32() lays them out (name "Linux", 4-byte aligned descriptor),
+    /// built by gcc: one feature note per name, plus a note of another
+    /// owner and another type that must not count.
+    fn executable(features: &[&str], extra: &str) -> Vec<u8> {
+        let dir = std::env::temp_dir().join(format!("bootlink-features-{}-{}", std::process::id(), features.len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = String::from(
+            "#define NOTE(owner, type, name, tag) \\\n\
+             static const struct { unsigned int n[3]; char o[sizeof(owner)] __attribute__((aligned(4))); \\\n\
+             char d[sizeof(name)] __attribute__((aligned(4))); } tag __attribute__((used, \\\n\
+             section(\".note.\" owner), aligned(4))) = { { sizeof(owner), sizeof(name), type }, owner, name };\n",
+        );
+        for (i, f) in features.iter().enumerate() {
+            c += &format!("NOTE(\"Linux\", 0x102, \"{f}\", n{i})\n");
+        }
+        c += "NOTE(\"Linux\", 0x100, \"salt\", salt)\nNOTE(\"Other\", 0x102, \"not-ours\", other)\n";
+        c += extra;
+        c += "void _start(void) { for (;;); }\n";
+        std::fs::write(dir.join("k.c"), c).unwrap();
+        let out = std::process::Command::new("gcc")
+            .args(["-nostdlib", "-static", "-O1", "-o", "k", "k.c"])
+            .current_dir(&dir)
+            .output()
+            .expect("gcc runs");
+        assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
+        let bytes = std::fs::read(dir.join("k")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn feature_notes_are_read_by_owner_and_type() {
+        let data = executable(&["orc-sorted", "hashes", "symhash"], "");
+        let elf = Elf::parse(&data, Want::Executable).unwrap();
+        let f = LoaderFeatures::of(&elf).unwrap();
+        assert_eq!(f.describe(), "hashes, orc-sorted, symhash");
+        assert!(f.has(name::HASHES) && !f.has(name::DEDUP));
+
+        let stock = executable(&[], "");
+        let f = LoaderFeatures::of(&Elf::parse(&stock, Want::Executable).unwrap()).unwrap();
+        assert_eq!(f, LoaderFeatures::Named(BTreeSet::new()));
+        assert!(f.describe().starts_with("none"));
+    }
+
+    #[test]
+    fn a_feature_note_without_its_nul_is_refused() {
+        // Four bytes of descriptor, no NUL: the name does not end.
+        let bad = "static const struct { unsigned int n[3]; char o[8]; char d[4]; } bad \
+                   __attribute__((used, section(\".note.Linux\"), aligned(4))) = \
+                   { { 6, 4, 0x102 }, \"Linux\", { 'a', 'b', 'c', 'd' } };\n";
+        let data = executable(&["dedup"], bad);
+        let e = LoaderFeatures::of(&Elf::parse(&data, Want::Executable).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("not a NUL-terminated name"), "{e}");
+    }
+}
