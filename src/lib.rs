@@ -33,6 +33,7 @@ pub mod rng;
 pub mod run;
 pub mod series;
 pub mod sign;
+pub mod steps;
 pub mod symhash;
 pub mod table;
 pub mod tree;

@@ -30,8 +30,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "manifest",
         ],
     ),
+    // build-time steps in order (the lab's variants and `bootlink apply`)
+    ("steps", &["steps"]),
     ("run results", &["run"]),
-    ("lab", &["lab"]),
+    ("lab", &["lab", "apply"]),
     ("chart", &["chart"]),
     // the binary's command line (src/main.rs `mod cli;`), over everything
     ("cli", &["cli"]),

@@ -32,7 +32,6 @@ pub mod qemu;
 pub mod scenario;
 pub mod scenario_file;
 pub mod setup;
-pub mod step;
 pub mod target;
 pub mod userspace;
 pub mod variant;

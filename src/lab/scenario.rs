@@ -12,12 +12,12 @@ use crate::lab::busybox;
 use crate::lab::initramfs::Initramfs;
 use crate::lab::procs;
 use crate::lab::qemu::{self, BootStatus, QemuOptions};
-use crate::lab::step::{self, Tree};
 use crate::lab::workload::{self, Console, Context, Workload};
 use crate::progress;
 use crate::run::dmesg;
 use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
+use crate::steps::{self as step, Tree};
 
 pub use crate::lab::variant::{Loader, VariantSpec};
 
@@ -244,9 +244,8 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             modules: v.modules.clone(),
             cmdline: Vec::new(),
             raw_module: String::new(),
-            variant: v.spec.name.clone(),
             work: work.path().join(format!("v{i}")),
-            out: sc.out.clone(),
+            kernel_copy: sc.out.join("kernels").join(format!("{}-vmlinux", v.spec.name)),
         };
         step::apply_all(&v.spec.steps, &mut tree)?;
         let mut meta = Variant::named(&v.spec.name);

@@ -185,7 +185,7 @@ fn variant(t: &toml::Table) -> Result<Variant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::step::Step;
+    use crate::steps::Step;
 
     #[test]
     fn a_scenario_file_is_the_same_model_as_variant_strings() {

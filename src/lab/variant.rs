@@ -6,15 +6,15 @@
 //! [`Variant::parse`], a scenario file's table by
 //! [`crate::lab::scenario_file`]), both through [`Variant::from_pairs`];
 //! the lab acts on the parsed model only: its kernel ([`KernelChoice`]),
-//! its [`Step`]s (see [`crate::lab::step`]), its loader and its workloads
+//! its [`Step`]s (see [`crate::steps`]), its loader and its workloads
 //! ([`crate::lab::workload`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Kind, Result};
 pub use crate::lab::loaders::Loader;
-use crate::lab::step::{self, Step};
 use crate::lab::workload;
+use crate::steps::{self as step, Step};
 
 /// The variant grammar, as `bootlink lab --help` shows it.
 pub const GRAMMAR: &str = include_str!("variant.txt");

@@ -1,7 +1,9 @@
-//! Steps: what a variant does to its module files and its kernel before
-//! the boot, applied in the order the variant lists them. Each step is one
-//! file here with its own `apply` on the variant's [`Tree`]; adding a step
-//! is a variant of [`Step`], its file, and its line in [`Step::ALL`].
+//! Build-time steps: what is done to a kernel's module files and its image
+//! before they boot, applied in the order a list gives them. The lab's
+//! variants and `bootlink apply` run the same steps on a [`Tree`]: a
+//! variant's modules in a scratch directory, or a build's installed tree.
+//! Each step is one file here with its own `apply`; adding a step is a
+//! variant of [`Step`], its file, and its line in [`Step::ALL`].
 //!
 //! Module steps come first (they rewrite the set's `.ko` files), then the
 //! modules are made plain (compressed ones decompressed on the host, see
@@ -71,12 +73,13 @@ pub enum Stage {
     Any,
 }
 
-/// What the steps work on: one variant's modules and kernel.
+/// What the steps work on: one variant's (or one build's) modules and kernel.
 pub struct Tree<'a> {
     /// The kernel the variant boots, opened (preresolve, symhash and
     /// finalize read its exports and sections).
     pub image: &'a KernelImage,
-    /// The image QEMU boots (the manifest step replaces it by a copy).
+    /// The image that boots (the manifest step replaces it by a copy
+    /// written to `kernel_copy`).
     pub kernel: PathBuf,
     /// Module name and file, in load order.
     pub modules: Vec<(String, PathBuf)>,
@@ -84,12 +87,10 @@ pub struct Tree<'a> {
     pub cmdline: Vec<String>,
     /// `NAME=FILE` of a raw module, for run.json.
     pub raw_module: String,
-    /// The variant's name (for the files it leaves in the run directory).
-    pub variant: String,
-    /// Scratch space for this variant's steps.
+    /// Scratch space for the steps.
     pub work: PathBuf,
-    /// The run directory (kernels the variant boots are kept there).
-    pub out: PathBuf,
+    /// Where the manifest step writes the kernel with its list.
+    pub kernel_copy: PathBuf,
 }
 
 impl Step {
