@@ -3,6 +3,7 @@
 //! The library follows the capabilities; the `bootlink` binary is a thin CLI
 //! over it.
 
+pub mod apply;
 pub mod cbuild;
 pub mod chart;
 pub mod compress;

@@ -2,6 +2,7 @@
 //! struct mapped onto the library's request, a call, and the printing.
 //! Nothing here decides anything the library could.
 
+mod apply;
 mod chart;
 mod ddlink;
 mod extract_vmlinux;
@@ -54,6 +55,10 @@ enum Cmd {
     Lab(lab::Args),
     /// Chart boots: timeline, module load phases, longest links, before/after
     Chart(chart::Args),
+    /// Take a kernel build and its installed modules through every build-time step the kernel
+    /// supports (read from its image), in the lab's order; then the module hash list or
+    /// signatures, the bzImage, depmod. Idempotent; --dry-run shows the plan
+    Apply(apply::Args),
     /// Show what bootlink reads from a kernel image: release, exports, KASLR
     KernelInfo(kernel_info::Args),
     /// Write the uncompressed vmlinux held in a bzImage or compressed image
@@ -124,6 +129,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Plan(a) => plan::run(a),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Chart(a) => chart::run(a),
+        Cmd::Apply(a) => apply::run(a),
         Cmd::KernelInfo(a) => kernel_info::run(a),
         Cmd::ExtractVmlinux(a) => extract_vmlinux::run(a),
         Cmd::Ddlink { cmd } => ddlink::run(cmd),

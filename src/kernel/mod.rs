@@ -238,6 +238,33 @@ impl KernelImage {
         })
     }
 
+    /// Refuse module `m` if it is for another machine or was built for
+    /// another kernel (vermagic), as this kernel's loader would; `then`
+    /// says what the caller does with a refused module ("not listed").
+    pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        if m.machine != self.machine {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!("a module for {}, the kernel is {}: {then}", m.machine, self.machine),
+            ));
+        }
+        let kv = self.vermagic.as_deref().unwrap_or_default();
+        match m.vermagic() {
+            Some(v) if v == kv => Ok(()),
+            Some(v) => Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!(
+                    "built for another kernel: vermagic \"{}\", the kernel's is \"{}\": {then}",
+                    v.trim(),
+                    kv.trim()
+                ),
+            )),
+            None => Err(Error::file(Kind::WrongKernel, &m.path, format!("module has no vermagic: {then}"))),
+        }
+    }
+
     pub fn gpl_exports(&self) -> usize {
         self.exports.iter().filter(|e| e.gpl).count()
     }

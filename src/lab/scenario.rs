@@ -246,6 +246,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             raw_module: String::new(),
             work: work.path().join(format!("v{i}")),
             kernel_copy: sc.out.join("kernels").join(format!("{}-vmlinux", v.spec.name)),
+            sign_key: None,
         };
         step::apply_all(&v.spec.steps, &mut tree)?;
         let mut meta = Variant::named(&v.spec.name);

@@ -150,27 +150,8 @@ pub fn of_modules_for(
 fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
     let (bytes, compression) = crate::module::load_bytes(path)?;
     let m = crate::module::parse(path, &bytes, compression).map_err(|e| e.at(path))?;
-    if m.machine != k.machine {
-        return Err(Error::file(
-            Kind::WrongKernel,
-            path,
-            format!("a module for {}, the kernel is {}: not listed", m.machine, k.machine),
-        ));
-    }
-    let kv = k.vermagic.as_deref().unwrap_or_default();
-    match m.vermagic() {
-        Some(v) if v == kv => Ok(Sha256::digest(&bytes[..]).into()),
-        Some(v) => Err(Error::file(
-            Kind::WrongKernel,
-            path,
-            format!(
-                "built for another kernel: vermagic \"{}\", the kernel's is \"{}\": not listed",
-                v.trim(),
-                kv.trim()
-            ),
-        )),
-        None => Err(Error::file(Kind::WrongKernel, path, "module has no vermagic: not listed")),
-    }
+    k.accepts(&m, "not listed")?;
+    Ok(Sha256::digest(&bytes[..]).into())
 }
 
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).

@@ -17,6 +17,7 @@ mod finalize;
 mod manifest;
 mod preresolve;
 mod raw;
+mod sign;
 mod symhash;
 mod trim;
 mod unsign;
@@ -55,6 +56,10 @@ pub enum Step {
     /// Boot a copy of the kernel (a vmlinux with kernel/patches 0011)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
+    /// Each module signed with the tree's `sign_key` (after every other
+    /// module step): `bootlink apply` for a kernel that checks signatures
+    /// and has no module hash list. Not a lab variant's step.
+    Sign,
     /// FILE's bytes, as they are, in the guest as module NAME's file (after
     /// the manifest): what the kernel does with a module the host-side
     /// tree reader would refuse (truncated) or know by another name.
@@ -91,6 +96,8 @@ pub struct Tree<'a> {
     pub work: PathBuf,
     /// Where the manifest step writes the kernel with its list.
     pub kernel_copy: PathBuf,
+    /// The key the sign step signs with.
+    pub sign_key: Option<crate::sign::SignKey>,
 }
 
 impl Step {
@@ -120,6 +127,7 @@ impl Step {
             Step::FinalizeMcount => "finalize-mcount",
             Step::Trim => "trim",
             Step::Manifest => "manifest",
+            Step::Sign => "sign",
             Step::Raw { .. } => "raw",
             Step::Cmdline(_) => "cmdline",
         }
@@ -153,6 +161,7 @@ impl Step {
             Step::FinalizeMcount => finalize::apply(t, &dir, false, true),
             Step::Trim => trim::apply(t, &dir),
             Step::Manifest => manifest::apply(t),
+            Step::Sign => sign::apply(t, &dir),
             Step::Raw { module, file } => raw::apply(t, module, file),
             Step::Cmdline(args) => cmdline::apply(t, args),
         }

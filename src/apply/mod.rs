@@ -1,0 +1,341 @@
+//! `bootlink apply`: take a kernel build and its installed modules through
+//! every build-time step the kernel supports, in order, with the lab's own
+//! step list ([`crate::steps`]): the kernel names what it supports in its
+//! image (loader-feature notes, kernel/patches 0012), [`plan`] chooses the
+//! steps, the steps run in a scratch directory, then the results are
+//! installed file by file, each atomically: the kernel image (vmlinux with
+//! the module hash list, its bzImage made again) first, then the modules,
+//! then the record of what was written ([`record`]), then depmod.
+//!
+//! Why the image first: until a rewritten (unsigned) module replaces the
+//! signed one, the old module still loads through its signature; a run
+//! killed at any point leaves every module loadable. A second run finds
+//! every module as it wrote it (by the record's digests) and changes
+//! nothing; a module installed since is taken through the steps alone.
+
+pub mod build;
+pub mod plan;
+pub(crate) mod record;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::compress::{self, Compression};
+use crate::error::{Error, Kind, Result};
+use crate::kernel::{KernelImage, LoaderFeatures};
+use crate::sign::SignKey;
+use crate::steps::{self, Stage, Step, Tree};
+use crate::tree::FileError;
+use crate::{fsutil, hosttool, module};
+
+pub use plan::{Facts, Plan};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kernel's build (object) directory: vmlinux, .config, System.map,
+    /// arch/x86/boot/bzImage, the signing key.
+    pub build: PathBuf,
+    /// INSTALL_MOD_PATH (or its lib/modules/<release>).
+    pub modules: PathBuf,
+    /// Write vmlinux and bzImage here instead of over the build's own.
+    pub kernel_out: Option<PathBuf>,
+    /// The kernel boots with `nokaslr` although it could randomize.
+    pub assume_nokaslr: bool,
+    /// Sign with this key instead of the build's.
+    pub sign_key: Option<SignKey>,
+    /// Leave rewritten modules unsigned on a kernel that checks but does
+    /// not enforce signatures, when neither a key nor a list is at hand.
+    pub allow_unsigned: bool,
+    /// Run depmod on the tree afterwards (`make modules_install`'s DEPMOD
+    /// hook runs the real depmod itself).
+    pub depmod: bool,
+    /// Say what would be done; write nothing.
+    pub dry_run: bool,
+}
+
+/// What [`run`] did (or, with `dry_run`, would do).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub release: String,
+    pub modules_dir: PathBuf,
+    pub loader_features: LoaderFeatures,
+    pub plan: Plan,
+    /// Modules taken through the steps (to be, with `dry_run`).
+    pub applied: usize,
+    /// Modules found as an earlier run wrote them.
+    pub already: usize,
+    /// Files whose bytes the steps left as they were (not rewritten).
+    pub unchanged: usize,
+    /// Files written (modules, vmlinux, bzImage, the record).
+    pub written: Vec<PathBuf>,
+    /// The modules refused (each left as it is), one line each.
+    pub errors: Vec<FileError>,
+    pub depmod: bool,
+    pub dry_run: bool,
+}
+
+impl Report {
+    /// Nothing was (or would be) changed.
+    pub fn nothing_to_do(&self) -> bool {
+        self.applied == 0 && self.written.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "kernel   {} ({})\nloader   {}\nsteps    {}\n",
+            self.release,
+            self.modules_dir.display(),
+            self.loader_features.describe(),
+            if self.plan.steps.is_empty() {
+                "none".to_string()
+            } else {
+                self.plan.steps.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+            }
+        );
+        for l in &self.plan.left_out {
+            s += &format!("left out {l}\n");
+        }
+        if !self.plan.cmdline.is_empty() {
+            s += &format!("cmdline  add to the kernel command line: {}\n", self.plan.cmdline.join(" "));
+        }
+        let verb = if self.dry_run { "would take" } else { "took" };
+        s += &format!(
+            "modules  {verb} {} through the steps; {} already applied by an earlier run\n",
+            self.applied, self.already
+        );
+        if self.dry_run {
+            s += "dry run: nothing written\n";
+        } else if self.plan.steps.is_empty() {
+            s += "nothing applied (see \"left out\"), nothing written\n";
+        } else if self.nothing_to_do() {
+            s += "nothing to do: the tree is as an earlier run left it, nothing written\n";
+        } else {
+            s += &format!("written  {} files", self.written.len());
+            if self.unchanged > 0 {
+                s += &format!(" ({} modules the steps left byte for byte as they were)", self.unchanged);
+            }
+            s += "\n";
+            if self.depmod {
+                s += "depmod   run\n";
+            }
+        }
+        s
+    }
+}
+
+/// One installed module: its file, its path below the release directory,
+/// its name.
+struct Installed {
+    path: PathBuf,
+    rel: String,
+    name: String,
+}
+
+pub fn run(opts: &Options) -> Result<Report> {
+    let build = build::Build::find(&opts.build)?;
+    let k = KernelImage::open(&build.vmlinux, None)?;
+    let release = k.release.clone().ok_or_else(|| {
+        Error::file(Kind::Format, &build.vmlinux, "no release string (linux_banner) found in vmlinux")
+    })?;
+    let (dir, root) = build::module_tree(&opts.modules, &release)?;
+    if opts.depmod && root.is_none() && !opts.dry_run {
+        return Err(Error::file(
+            Kind::Usage,
+            &dir,
+            "depmod needs ROOT/lib/modules/<release>: give INSTALL_MOD_PATH, or pass --no-depmod",
+        ));
+    }
+    let record = record::Record::load(&dir)?;
+    let files = crate::tree::find_modules(std::slice::from_ref(&dir))?;
+
+    // Each module: already written by apply, or to be checked and taken
+    // through the steps. A module the kernel would refuse is left alone.
+    let mut errors = Vec::new();
+    let mut todo: Vec<Installed> = Vec::new();
+    let mut already: Vec<Installed> = Vec::new();
+    let mut signed = false;
+    let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for path in files {
+        let rel = path.strip_prefix(&dir).unwrap_or(&path).to_string_lossy().into_owned();
+        let name = module::name_from_path(&path);
+        let checked = crate::tree::isolated(&path, || {
+            let sha = record::sha256_file(&path)?;
+            if record.wrote(&rel, &sha) {
+                return Ok(None);
+            }
+            let m = module::read(&path)?;
+            k.accepts(&m, "left as it is")?;
+            Ok(Some(m.signature.is_some()))
+        });
+        match checked {
+            Err(e) => errors.push(FileError::from(e)),
+            Ok(s) => {
+                // The steps write <name>.ko: one name, one module.
+                if let Some(first) = names.insert(name.clone(), path.clone()) {
+                    errors.push(FileError::from(Error::file(
+                        Kind::Usage,
+                        &path,
+                        format!("module {name} also at {}: both left as they are", first.display()),
+                    )));
+                    todo.retain(|m| m.path != first);
+                    already.retain(|m| m.path != first);
+                    continue;
+                }
+                let m = Installed { path: path.clone(), rel, name };
+                match s {
+                    None => already.push(m),
+                    Some(sig) => {
+                        signed |= sig;
+                        todo.push(m);
+                    }
+                }
+            }
+        }
+    }
+    // Both copies of a name were dropped above; later copies too.
+    let dropped: Vec<PathBuf> = errors.iter().map(|e| e.path.clone()).collect();
+    todo.retain(|m| !dropped.contains(&m.path));
+
+    let config = k.config.as_ref();
+    let sign_key = opts.sign_key.clone().or_else(|| build::Build::signing_key(&opts.build, config));
+    let facts = Facts {
+        features: k.loader_features.clone(),
+        fixed_base: opts.assume_nokaslr || matches!(k.kaslr, crate::kernel::Kaslr::No { .. }),
+        signed_modules: signed,
+        checks_signatures: config.is_some_and(|c| c.is_enabled("CONFIG_MODULE_SIG")),
+        key: sign_key.is_some(),
+        manifest_room: crate::manifest::read(&build.vmlinux).is_ok(),
+        allow_unsigned: opts.allow_unsigned,
+    };
+    let plan = Plan::of(&facts);
+    let mut report = Report {
+        release: release.clone(),
+        modules_dir: dir.clone(),
+        loader_features: k.loader_features.clone(),
+        plan,
+        applied: todo.len(),
+        already: already.len(),
+        unchanged: 0,
+        written: Vec::new(),
+        errors,
+        depmod: false,
+        dry_run: opts.dry_run,
+    };
+    if report.plan.steps.is_empty() {
+        report.applied = 0;
+    }
+    let kernel_out = opts.kernel_out.clone().unwrap_or_else(|| opts.build.clone());
+    let manifest = report.plan.steps.contains(&Step::Manifest);
+    if manifest {
+        if let Some((_, tree)) = &build.bzimage {
+            crate::manifest::bzimage::check(tree, &build.vmlinux)?;
+        }
+    }
+    if opts.dry_run || report.plan.steps.is_empty() {
+        return Ok(report);
+    }
+    if todo.is_empty() && !manifest_stale(manifest, &build.vmlinux, &already)? {
+        return Ok(report);
+    }
+
+    let work = fsutil::TempDir::new("apply")?;
+    let mut tree = Tree {
+        image: &k,
+        kernel: build.vmlinux.clone(),
+        modules: todo.iter().map(|m| (m.name.clone(), m.path.clone())).collect(),
+        cmdline: Vec::new(),
+        raw_module: String::new(),
+        work: work.path().to_path_buf(),
+        kernel_copy: work.path().join("vmlinux"),
+        sign_key,
+    };
+    let (module_steps, image_steps): (Vec<Step>, Vec<Step>) =
+        report.plan.steps.iter().cloned().partition(|s| s.stage() == Stage::Modules);
+    if !tree.modules.is_empty() {
+        steps::apply_all(&module_steps, &mut tree)?;
+    }
+    let finals: Vec<(PathBuf, PathBuf)> =
+        todo.iter().zip(&tree.modules).map(|(m, (_, f))| (m.path.clone(), f.clone())).collect();
+    // The list covers every module: those rewritten now and those an
+    // earlier run wrote.
+    tree.modules.extend(already.iter().map(|m| (m.name.clone(), m.path.clone())));
+    if !image_steps.is_empty() {
+        steps::apply_all(&image_steps, &mut tree)?;
+    }
+
+    // Install: the image first (see the module's doc), then the modules.
+    let mut new_record = record::Record { format: 1, steps: names_of(&report.plan.steps), ..record };
+    if manifest {
+        std::fs::create_dir_all(&kernel_out).map_err(|e| Error::io(&kernel_out, e))?;
+        let out = kernel_out.join("vmlinux");
+        let bytes = fsutil::read_input(&tree.kernel, fsutil::MAX_BINARY)?;
+        fsutil::write_atomic(&out, &bytes)?;
+        report.written.push(out.clone());
+        if let Some((bz, obj)) = &build.bzimage {
+            let bz_out = if opts.kernel_out.is_some() { kernel_out.join("bzImage") } else { bz.clone() };
+            crate::manifest::bzimage::rebuild(obj, &out, &bz_out)?;
+            report.written.push(bz_out);
+        }
+        new_record.vmlinux = Some(record::sha256_file(&out)?);
+    }
+    for (m, (orig, fin)) in todo.iter().zip(&finals) {
+        let (plain, _) = module::load_bytes(fin)?;
+        let (_, kind) = module::load_bytes(orig)?;
+        // Written back under its own name, compressed as it was: the
+        // paths in modules.order and the initramfs tools' lists still hold.
+        let bytes = if kind == Compression::None {
+            plain.to_vec()
+        } else {
+            compress::compress(&plain, kind).map_err(|e| e.at(orig))?
+        };
+        let current = fsutil::map_file(orig)?;
+        if current[..] == bytes[..] {
+            report.unchanged += 1;
+        } else {
+            fsutil::write_atomic(orig, &bytes)?;
+            report.written.push(orig.clone());
+        }
+        new_record.modules.insert(m.rel.clone(), record::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+    }
+    for m in &already {
+        new_record.modules.insert(m.rel.clone(), record::sha256_file(&m.path)?);
+    }
+    report.written.push(new_record.save(&dir)?);
+
+    if opts.depmod {
+        let root = root.expect("checked above");
+        let mut cmd = Command::new("depmod");
+        cmd.arg("-a").arg("-b").arg(&root);
+        if let Some(map) = &build.system_map {
+            cmd.arg("-F").arg(map);
+        }
+        cmd.arg(&release);
+        hosttool::run(&mut cmd, "depmod for the applied modules", "kmod")?;
+        report.depmod = true;
+    }
+    Ok(report)
+}
+
+fn names_of(steps: &[Step]) -> Vec<String> {
+    steps.iter().map(|s| s.name().to_string()).collect()
+}
+
+/// With every module as an earlier run wrote it: does the kernel's list
+/// still need writing (a vmlinux rebuilt since, without the list)?
+fn manifest_stale(manifest: bool, vmlinux: &Path, modules: &[Installed]) -> Result<bool> {
+    if !manifest {
+        return Ok(false);
+    }
+    let listed = crate::manifest::read(vmlinux)?;
+    let Some(listed) = listed else { return Ok(true) };
+    for m in modules {
+        let d = crate::manifest::digest_of(&m.path)?;
+        if !listed.contains(&d) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

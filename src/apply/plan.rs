@@ -1,0 +1,211 @@
+//! Which steps a kernel build gets: chosen from what the kernel says it
+//! supports (its loader-feature notes), whether its base is randomized,
+//! whether its modules are signed, and whether a signing key is at hand.
+//! The module steps are the lab's best combination (`folded-finalized`,
+//! then the manifest: bench/manifest's `all-listed`), narrowed to what this
+//! kernel uses.
+
+use serde::Serialize;
+
+use crate::kernel::LoaderFeatures;
+use crate::kernel::features::name;
+use crate::steps::Step;
+
+/// What the choice depends on.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub features: LoaderFeatures,
+    /// The kernel does not randomize its base (no CONFIG_RANDOMIZE_BASE),
+    /// or the user said it boots with `nokaslr`.
+    pub fixed_base: bool,
+    /// At least one installed module carries a signature.
+    pub signed_modules: bool,
+    /// The kernel checks module signatures (CONFIG_MODULE_SIG).
+    pub checks_signatures: bool,
+    /// A signing key (the build's, or one given) is at hand.
+    pub key: bool,
+    /// vmlinux has room for the module hash list (`__modhashes`).
+    pub manifest_room: bool,
+    /// The user accepts unsigned modules on a kernel that checks
+    /// signatures without enforcing them (a tainted kernel).
+    pub allow_unsigned: bool,
+}
+
+/// The steps, what else to do, and why anything was left out.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// In order (the steps' names).
+    #[serde(serialize_with = "step_names")]
+    pub steps: Vec<Step>,
+    /// Boot parameters that turn on what the steps prepared (bootlink
+    /// cannot write a boot loader's configuration: added by the user).
+    pub cmdline: Vec<String>,
+    /// One line per step left out, and why.
+    pub left_out: Vec<String>,
+}
+
+fn step_names<S: serde::Serializer>(steps: &[Step], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(steps.iter().map(|st| st.name()))
+}
+
+impl Plan {
+    pub fn of(f: &Facts) -> Plan {
+        let mut steps = Vec::new();
+        let mut cmdline = Vec::new();
+        let mut left_out = Vec::new();
+        let patched = matches!(&f.features, LoaderFeatures::Named(n) if !n.is_empty());
+        // Rewriting a signed module drops its signature: it must then be
+        // listed in the image or signed again, else the kernel refuses it.
+        let finish = if !f.checks_signatures || !f.signed_modules {
+            Some(None)
+        } else if f.features.has(name::HASHES) && f.manifest_room {
+            Some(Some(Step::Manifest))
+        } else if f.key {
+            Some(Some(Step::Sign))
+        } else if f.allow_unsigned {
+            Some(None)
+        } else {
+            None
+        };
+        let Some(finish) = finish else {
+            left_out.push(
+                "every step: the modules are signed and the kernel checks signatures (CONFIG_MODULE_SIG), \
+                 and there is neither a signing key (--sign-key) nor a module hash list in the kernel \
+                 (kernel/patches 0011): a rewritten module would be refused with module.sig_enforce=1 or \
+                 Secure Boot, and taint the kernel otherwise (--allow-unsigned takes that)"
+                    .into(),
+            );
+            return Plan { steps, cmdline, left_out };
+        };
+        if f.fixed_base {
+            steps.push(Step::Fold);
+        } else {
+            left_out.push(
+                "fold: the kernel randomizes its base (CONFIG_RANDOMIZE_BASE); pass --assume-nokaslr if it boots \
+                 with nokaslr"
+                    .into(),
+            );
+        }
+        if !patched {
+            steps.push(Step::Trim);
+            left_out.push(
+                "finalize, symbol tables, module hash list: the kernel names no loader features (a kernel \
+                 without bootlink's series, kernel/patches); a patched kernel would add them"
+                    .into(),
+            );
+        } else {
+            steps.push(Step::Unsign);
+            let (orc, mcount) = (f.features.has(name::ORC_SORTED), f.features.has(name::FTRACE_CHECKED));
+            match (orc, mcount) {
+                (true, true) => steps.push(Step::Finalize),
+                (true, false) => steps.push(Step::FinalizeOrc),
+                (false, true) => steps.push(Step::FinalizeMcount),
+                (false, false) => {
+                    left_out.push("finalize: the kernel names neither orc-sorted nor ftrace-checked".into())
+                }
+            }
+            // Folded modules keep few lookups (module-to-module only): the
+            // lab's best combination has no tables. Without folding, the
+            // tables are the symbols phase's gain.
+            if !f.fixed_base && f.features.has(name::SYMHASH) {
+                if f.features.has(name::VERSIONS_SORTED) {
+                    steps.push(Step::SymhashSorted);
+                } else {
+                    steps.push(Step::Symhash);
+                }
+                cmdline.push("module.symlookup=gnu".into());
+            } else if f.features.has(name::SYMHASH) {
+                left_out.push("symhash: folded modules keep only module-to-module lookups".into());
+            }
+            if f.features.has(name::EVAL_ONE_PASS) {
+                cmdline.push("trace_events.eval_one_pass=1".into());
+            }
+        }
+        if let Some(s) = finish {
+            if s == Step::Sign && patched {
+                left_out.push(
+                    "manifest: the kernel has no module hash list (hashes): modules are signed again instead".into(),
+                );
+            }
+            steps.push(s);
+        }
+        Plan { steps, cmdline, left_out }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(features: &[&str]) -> Facts {
+        Facts {
+            features: LoaderFeatures::Named(features.iter().map(|s| s.to_string()).collect()),
+            fixed_base: true,
+            signed_modules: true,
+            checks_signatures: true,
+            key: true,
+            manifest_room: true,
+            allow_unsigned: false,
+        }
+    }
+
+    const ALL: &[&str] = &[
+        "symhash",
+        "symhash-vmlinux",
+        "versions-sorted",
+        "symlookup-direct",
+        "ftrace-check-sorted",
+        "ftrace-checked",
+        "orc-sorted",
+        "eval-one-pass",
+        "load-stats",
+        "dedup",
+        "hashes",
+    ];
+
+    #[test]
+    fn a_patched_kernel_gets_the_labs_best_combination() {
+        let p = Plan::of(&facts(ALL));
+        assert_eq!(p.steps, [Step::Fold, Step::Unsign, Step::Finalize, Step::Manifest]);
+        assert_eq!(p.cmdline, ["trace_events.eval_one_pass=1"]);
+        // The same module steps as the lab's preset.
+        assert_eq!(&p.steps[..3], crate::steps::preset("folded-finalized").unwrap());
+    }
+
+    #[test]
+    fn a_randomized_base_gets_tables_instead_of_folding() {
+        let mut f = facts(ALL);
+        f.fixed_base = false;
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::Unsign, Step::Finalize, Step::SymhashSorted, Step::Manifest]);
+        assert!(p.cmdline.contains(&"module.symlookup=gnu".to_string()));
+        assert!(p.left_out[0].starts_with("fold:"), "{:?}", p.left_out);
+    }
+
+    #[test]
+    fn a_stock_kernel_gets_what_needs_no_patch_and_is_told_the_rest() {
+        let mut f = facts(&[]);
+        f.signed_modules = false;
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::Fold, Step::Trim]);
+        assert!(p.left_out.iter().any(|l| l.contains("a patched kernel would add them")), "{:?}", p.left_out);
+        // Signed modules on a stock kernel: signed again with the key.
+        let p = Plan::of(&facts(&[]));
+        assert_eq!(p.steps, [Step::Fold, Step::Trim, Step::Sign]);
+    }
+
+    #[test]
+    fn signed_modules_without_a_key_or_a_list_are_left_alone() {
+        let mut f = facts(&["orc-sorted"]);
+        f.key = false;
+        let p = Plan::of(&f);
+        assert!(p.steps.is_empty());
+        assert!(p.left_out[0].contains("would be refused"), "{:?}", p.left_out);
+        // Without hashes but with a key: finalized, then signed again.
+        // Unsigned modules taken on purpose.
+        f.allow_unsigned = true;
+        assert_eq!(Plan::of(&f).steps, [Step::Fold, Step::Unsign, Step::FinalizeOrc]);
+        f.key = true;
+        assert_eq!(Plan::of(&f).steps, [Step::Fold, Step::Unsign, Step::FinalizeOrc, Step::Sign]);
+    }
+}

@@ -1,0 +1,53 @@
+//! `bootlink apply`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::{Error, apply};
+
+use super::{Signing, print_batch};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The kernel's build (object) directory: vmlinux, .config, System.map, arch/x86/boot/bzImage
+    #[arg(long, value_name = "DIR")]
+    build: PathBuf,
+    /// The installed modules: INSTALL_MOD_PATH, or its lib/modules/<release>
+    #[arg(long, value_name = "DIR")]
+    modules: PathBuf,
+    /// Write vmlinux and bzImage (with the module hash list) here, not over the build's own
+    #[arg(long, value_name = "DIR")]
+    kernel_out: Option<PathBuf>,
+    /// The kernel boots with `nokaslr`: fold symbols although it could randomize its base
+    #[arg(long)]
+    assume_nokaslr: bool,
+    /// With neither a signing key nor a module hash list: leave rewritten modules unsigned (refused
+    /// under module.sig_enforce=1 or Secure Boot, a tainted kernel otherwise)
+    #[arg(long)]
+    allow_unsigned: bool,
+    /// Leave depmod to the caller (kbuild's DEPMOD hook runs it)
+    #[arg(long)]
+    no_depmod: bool,
+    /// Print the plan and what would change; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    signing: Signing,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let opts = apply::Options {
+        build: a.build,
+        modules: a.modules,
+        kernel_out: a.kernel_out,
+        assume_nokaslr: a.assume_nokaslr,
+        sign_key: a.signing.key(),
+        allow_unsigned: a.allow_unsigned,
+        depmod: !a.no_depmod,
+        dry_run: a.dry_run,
+    };
+    let report = apply::run(&opts)?;
+    Ok(print_batch(&report, &report.errors, false, a.json, || report.render()))
+}
