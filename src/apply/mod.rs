@@ -237,7 +237,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     if opts.dry_run || report.plan.steps.is_empty() {
         return Ok(report);
     }
-    if todo.is_empty() && !manifest_stale(manifest, &build.vmlinux, &already)? {
+    if todo.is_empty() && !manifest_stale(manifest, &build.vmlinux, &kernel_out.join("vmlinux"), &already)? {
         return Ok(report);
     }
 
@@ -324,12 +324,22 @@ fn names_of(steps: &[Step]) -> Vec<String> {
 }
 
 /// With every module as an earlier run wrote it: does the kernel's list
-/// still need writing (a vmlinux rebuilt since, without the list)?
-fn manifest_stale(manifest: bool, vmlinux: &Path, modules: &[Installed]) -> Result<bool> {
+/// still need writing into `target` (absent, made before the build's
+/// vmlinux was linked again, or missing a module)?
+fn manifest_stale(manifest: bool, built: &Path, target: &Path, modules: &[Installed]) -> Result<bool> {
     if !manifest {
         return Ok(false);
     }
-    let listed = crate::manifest::read(vmlinux)?;
+    if !target.is_file() {
+        return Ok(true);
+    }
+    if target != built {
+        let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).map_err(|e| Error::io(p, e));
+        if mtime(built)? > mtime(target)? {
+            return Ok(true);
+        }
+    }
+    let listed = crate::manifest::read(target)?;
     let Some(listed) = listed else { return Ok(true) };
     for m in modules {
         let d = crate::manifest::digest_of(&m.path)?;

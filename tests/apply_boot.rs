@@ -1,0 +1,108 @@
+//! The lab's kernel build taken through kbuild's own `make modules_install`
+//! with bootlink's DEPMOD hook (hooks/kbuild/depmod), no other command:
+//! the installed tree and the image the hook wrote boot in the lab under
+//! module.sig_enforce=1 with every module loaded through the hash list, and
+//! load as fast as the lab's best variant (the same steps: folded,
+//! finalized, listed) in one deterministic run. A second `make
+//! modules_install` installs the signed modules again: apply takes them
+//! through the steps again and the result is the same bytes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::TestCommand;
+
+const MODULES: &[&str] = &["sctp", "nls_cp437", "crc32c_generic", "vfat"];
+const CMDLINE: &str = "module.sig_enforce=1 trace_events.eval_one_pass=1";
+
+/// `make -C OBJ modules_install` as a kernel engineer runs it, with the hook.
+fn modules_install(obj: &Path, root: &Path) -> String {
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/kbuild/depmod");
+    let o = Command::new("make")
+        .arg("-C")
+        .arg(obj)
+        .arg("-s")
+        .arg("modules_install")
+        .arg(format!("INSTALL_MOD_PATH={}", root.display()))
+        .arg("INSTALL_MOD_STRIP=1")
+        .arg(format!("DEPMOD={}", hook.display()))
+        .env("BOOTLINK", common::bin())
+        .env("BOOTLINK_APPLY_OPTS", format!("--kernel-out {}", root.display()))
+        .output()
+        .expect("make runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "make modules_install failed:\n{text}");
+    text
+}
+
+fn digest_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(".ko") {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
+    let k = common::self_built(true);
+    let dir = common::tmpdir("apply-boot");
+    let root = dir.join("installed");
+    let text = modules_install(&k.tree, &root);
+    common::report("make modules_install DEPMOD=hooks/kbuild/depmod", &text);
+    assert!(text.contains("BOOTLINK apply"), "the hook ran apply:\n{text}");
+    for step in ["fold", "unsign", "finalize", "manifest"] {
+        assert!(text.lines().any(|l| l.starts_with("steps") && l.contains(step)), "step {step} planned:\n{text}");
+    }
+    let rel = root.join("lib/modules").join(&k.release);
+    assert!(rel.join("modules.dep").is_file() && rel.join("bootlink-applied.json").is_file());
+    assert!(root.join("vmlinux").is_file() && root.join("bzImage").is_file(), "image written to --kernel-out");
+
+    // The image names its features and lists every installed module.
+    let info = common::stdout(&TestCommand::new(&[&"kernel-info", &root.join("vmlinux")]).ok());
+    assert!(info.contains("orc-sorted") && info.contains("hashes"), "{info}");
+    let shown = TestCommand::new(&[&"manifest", &"show", &"--json", &root.join("vmlinux")]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let installed = digest_tree(&rel);
+    assert_eq!(v["digests"].as_array().unwrap().len(), installed.len(), "every module listed");
+
+    // Installed again (signed, as kbuild installs): the same result.
+    let first = installed;
+    modules_install(&k.tree, &root);
+    assert_eq!(digest_tree(&rel), first, "a second make modules_install gave other modules");
+
+    // The lab: the installed tree and image as they are, against the lab's
+    // best variant of the same build, one deterministic traced run.
+    let out = dir.join("run");
+    let applied = format!("applied=kernel:{},cmdline:{CMDLINE}", root.display());
+    let best = format!("best=kernel:build,modules:folded-finalized,manifest:on,cmdline:{CMDLINE}");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"lab", &"-o", &out, &"--variant", &best, &"--variant", &applied];
+    for m in MODULES {
+        args.push(m);
+    }
+    let o = TestCommand::new(&args).show_dir(&out).ok();
+    common::report("apply vs the lab's best variant", &common::stdout(&o));
+    let run: bootlink::run::results::Run = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let rep = |n: &str| &run.variants.iter().find(|v| v.name == n).unwrap().repetitions[0];
+    let (a, b) = (rep("applied"), rep("best"));
+    assert!(!a.modules.is_empty() && a.modules.iter().all(|m| m.status == 0), "applied: a module was refused");
+    let log = std::fs::read_to_string(out.join(&a.log)).unwrap();
+    assert!(log.contains(&format!("module hashes: {} modules of this build trusted", a.modules.len())), "{log}");
+    assert!(!log.contains("tainting kernel"), "a module tainted the kernel");
+    // The same steps on the same modules: the same load, up to the list's
+    // length (every installed module against the set's own).
+    let (ta, tb) = (a.modules_total_us, b.modules_total_us);
+    assert!((ta - tb).abs() <= 0.01 * tb, "apply {ta:.0} us vs the lab's best {tb:.0} us: more than 1 % apart");
+}
