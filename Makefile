@@ -3,7 +3,7 @@
 BIN := target/release/bootlink
 CARGO ?= cargo
 
-.PHONY: all deps build test test-offline test-extended demo bench clean
+.PHONY: all deps build test test-offline test-extended demo demo-full bench clean
 
 all: build
 
@@ -15,6 +15,11 @@ build: deps
 
 demo: build
 	@scripts/demo
+
+# The demo, with the patched kernel built first if it is not in the cache
+# (about 25 minutes on 2 cores, once): every fix against stock.
+demo-full: build
+	@scripts/demo --build-kernel
 
 test: build
 	@scripts/run-tests

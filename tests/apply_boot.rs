@@ -94,7 +94,8 @@ fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
     }
     let o = TestCommand::new(&args).show_dir(&out).ok();
     common::report("apply vs the lab's best variant", &common::stdout(&o));
-    let run: bootlink::run::results::Run = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let run: bootlink::run::results::Run =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
     let rep = |n: &str| &run.variants.iter().find(|v| v.name == n).unwrap().repetitions[0];
     let (a, b) = (rep("applied"), rep("best"));
     assert!(!a.modules.is_empty() && a.modules.iter().all(|m| m.status == 0), "applied: a module was refused");

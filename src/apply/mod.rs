@@ -73,6 +73,8 @@ pub struct Report {
     pub written: Vec<PathBuf>,
     /// The modules refused (each left as it is), one line each.
     pub errors: Vec<FileError>,
+    /// What was not done, and why (one line each).
+    pub notes: Vec<String>,
     pub depmod: bool,
     pub dry_run: bool,
 }
@@ -97,6 +99,9 @@ impl Report {
         );
         for l in &self.plan.left_out {
             s += &format!("left out {l}\n");
+        }
+        for l in &self.notes {
+            s += &format!("note     {l}\n");
         }
         if !self.plan.cmdline.is_empty() {
             s += &format!("cmdline  add to the kernel command line: {}\n", self.plan.cmdline.join(" "));
@@ -221,6 +226,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         unchanged: 0,
         written: Vec::new(),
         errors,
+        notes: Vec::new(),
         depmod: false,
         dry_run: opts.dry_run,
     };
@@ -229,9 +235,17 @@ pub fn run(opts: &Options) -> Result<Report> {
     }
     let kernel_out = opts.kernel_out.clone().unwrap_or_else(|| opts.build.clone());
     let manifest = report.plan.steps.contains(&Step::Manifest);
-    if manifest {
-        if let Some((_, tree)) = &build.bzimage {
-            crate::manifest::bzimage::check(tree, &build.vmlinux)?;
+    let mut build = build;
+    if manifest && let Some((_, tree)) = &build.bzimage {
+        // A kbuild tree's own bzImage must be made again; bootlink's
+        // cached build shares its object tree with later builds, which may
+        // have replaced its vmlinux: then only vmlinux gets the list.
+        if let Err(e) = crate::manifest::bzimage::check(tree, &build.vmlinux) {
+            if *tree == opts.build {
+                return Err(e);
+            }
+            report.notes.push(format!("bzImage not made again: {e}"));
+            build.bzimage = None;
         }
     }
     if opts.dry_run || report.plan.steps.is_empty() {

@@ -33,15 +33,19 @@ pub enum Cmd {
         /// build used it since), to build external modules against it (printed as `tree`)
         #[arg(long)]
         tree: bool,
+        /// Only print a build already in the cache; fail (building nothing) when it is not there
+        #[arg(long)]
+        cached_only: bool,
         #[arg(long)]
         json: bool,
     },
 }
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
-    let Cmd::Build { series, lab_series, no_lab_series, config, jobs, tree, json } = cmd;
+    let Cmd::Build { series, lab_series, no_lab_series, config, jobs, tree, cached_only, json } = cmd;
     let mut opts = kbuild::Options::defaults();
     opts.tree = tree;
+    opts.cached_only = cached_only;
     opts.series = series.unwrap_or(opts.series);
     opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
     opts.config = config.unwrap_or(opts.config);

@@ -54,6 +54,9 @@ pub struct Options {
     /// The object tree must hold this build (for external modules): a
     /// cached build whose tree another build has used since is made again.
     pub tree: bool,
+    /// Only look in the cache: a build that is not there is an error,
+    /// nothing is built (`make demo` asks before it offers the patched kernel).
+    pub cached_only: bool,
 }
 
 impl Options {
@@ -67,6 +70,7 @@ impl Options {
             config: kernel.join("configs").join("lab.config"),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             tree: false,
+            cached_only: false,
         }
     }
 }
@@ -192,6 +196,12 @@ pub fn run(opts: &Options) -> Result<Report> {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
         return Ok(b);
+    }
+    if opts.cached_only {
+        return Err(Error::new(
+            Kind::Build,
+            format!("this kernel build is not in the cache ({}): `bootlink kernel build` makes it", out.display()),
+        ));
     }
     let kbuild = cache.join("kbuild");
     std::fs::create_dir_all(&kbuild).map_err(|e| Error::io(&kbuild, e))?;
