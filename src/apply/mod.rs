@@ -281,7 +281,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     }
 
     // Install: the image first (see the module's doc), then the modules.
-    let mut new_record = record::Record { format: 1, steps: names_of(&report.plan.steps), ..record };
+    let mut new_record = record::Record { format: 1, steps: names_of(&report.plan.steps), ..Default::default() };
     if manifest {
         std::fs::create_dir_all(&kernel_out).map_err(|e| Error::io(&kernel_out, e))?;
         let out = kernel_out.join("vmlinux");
