@@ -84,6 +84,27 @@ fn inspect_and_kernel_info_read_the_build() {
     assert!(exports > 3000, "only {exports} exports");
     let text = common::stdout(&common::run(&[&"kernel-info", &b.vmlinux]));
     assert!(text.contains("KASLR     no (CONFIG_RANDOMIZE_BASE not set"), "{text}");
+    // The series' feature notes (kernel/patches 0012): with the lab config
+    // every feature's code is built in, so every note is there.
+    let names: Vec<&str> =
+        info["loader_features"]["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "dedup",
+            "eval-one-pass",
+            "ftrace-check-sorted",
+            "ftrace-checked",
+            "hashes",
+            "load-stats",
+            "orc-sorted",
+            "symhash",
+            "symhash-vmlinux",
+            "symlookup-direct",
+            "versions-sorted"
+        ],
+        "{info}"
+    );
     // Every module's undefined symbols are exported by vmlinux or a module.
     let o = common::run(&[&"inspect", &b.vmlinux, &b.modules, &"--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
