@@ -331,18 +331,33 @@ fn dracut_base(t: &Installed, base: &Path) -> PathBuf {
 /// dracut for the scratch kernel: the given dracut modules only, the test
 /// modules added as drivers, no compression (the image is one cpio).
 fn run_dracut(t: &Installed, bin: &Path, base: &Path, mods: &str, img: &Path, env: &[(&str, &str)]) -> Output {
+    dracut_cmd(t, bin, base, mods, img, env, Some("vfat nls_cp437 isofs")).output().unwrap()
+}
+
+fn dracut_cmd(
+    t: &Installed,
+    bin: &Path,
+    base: &Path,
+    mods: &str,
+    img: &Path,
+    env: &[(&str, &str)],
+    drivers: Option<&str>,
+) -> Command {
     let empty = t.dir.join("dracut.conf.d");
     std::fs::create_dir_all(&empty).unwrap();
     let mut c = Command::new("bash");
     c.arg(bin).args(["--kver", &t.release]).arg("--kmoddir").arg(&t.rel);
     c.args(["--conf", "/dev/null"]).arg("--confdir").arg(&empty);
-    c.args(["--modules", mods, "--add-drivers", "vfat nls_cp437 isofs", "--no-hostonly"]);
+    c.args(["--modules", mods, "--no-hostonly"]);
+    if let Some(d) = drivers {
+        c.args(["--add-drivers", d]);
+    }
     c.args(["--no-compress", "--no-early-microcode", "--force"]).arg(img);
     c.env("dracutbasedir", base).env("TMPDIR", &t.dir);
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().unwrap()
+    c
 }
 
 fn unpack_cpio(img: &Path, to: &Path) {
@@ -383,6 +398,24 @@ fn dracut_module_puts_the_applied_modules_and_the_record_in_the_image() {
     let err = common::stderr(&o);
     let failed = lines_with(&err, "bootlink: 1 of ");
     assert!(failed.len() == 1 && failed[0].ends_with("(BOOTLINK_STRICT=1)"), "{}", out(&o));
+
+    // No drivers asked for, dracut run from a shell whose stdin holds
+    // something: the module installs nothing of its own (dracut's instmods
+    // reads a list from stdin when given no names).
+    let bare = t.dir.join("bare.img");
+    let mut c = dracut_cmd(&t, &bin, &mine, "bash zz-bootlink", &bare, &[], None);
+    c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"isofs\n").unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    unpack_cpio(&bare, &t.dir.join("bare"));
+    let isofs = t.dir.join("bare/usr/lib/modules").join(&t.release).join("kernel/fs/isofs/isofs.ko");
+    assert!(!isofs.exists() && !t.dir.join("bare/lib/modules").join(&t.release).join("kernel/fs/isofs").exists());
 }
 
 #[test]

@@ -1,7 +1,5 @@
 #!/bin/bash
-# dracut sets initdir, kernel, srcmods, drivers, add_drivers, ... before it
-# sources this file.
-# shellcheck disable=SC2154
+# shellcheck disable=SC2154 # initdir, kernel, drivers...: set by dracut, which sources this file
 # dracut module "zz-bootlink": the kernel modules dracut copies into the
 # initramfs must be the bytes `bootlink apply` wrote (the kernel's module
 # hash list, or the signatures apply made again, trust only those).
@@ -61,9 +59,13 @@ installkernel() {
     fi
 
     # What dracut installs after the module loop, installed now (optional,
-    # as dracut's own later call reports a missing one).
-    # shellcheck disable=SC2086
-    hostonly='' instmods $drivers $add_drivers $force_drivers $filesystems
+    # as dracut's own later call reports a missing one). instmods without
+    # arguments would read the list from stdin: called only with some.
+    local later="${drivers:-} ${add_drivers:-} ${force_drivers:-} ${filesystems:-}"
+    if [[ -n ${later// /} ]]; then
+        # shellcheck disable=SC2086
+        hostonly='' instmods $later
+    fi
 
     while read -r d p; do
         want[$p]=$d
