@@ -266,6 +266,54 @@ fn initramfs_tools_hook_puts_the_applied_modules_and_the_record_in_the_image() {
     assert!(warned[0].contains("has no bootlink-applied.json"), "{err}");
 }
 
+#[test]
+fn initramfs_tools_hook_checks_compressed_modules_before_mkinitramfs_decompresses_them() {
+    let test = "initramfs_tools_hook_xz";
+    if !can_mkinitramfs(test) {
+        return;
+    }
+    if Command::new("xz").arg("--version").output().is_err() {
+        return common::skip(test, "no xz (apt-get install xz-utils): mkinitramfs would keep .ko.xz as they are");
+    }
+    // Modules installed compressed (CONFIG_MODULE_COMPRESS_XZ): apply
+    // writes them back compressed, the record holds the .ko.xz files'
+    // digests; mkinitramfs decompresses after the hooks.
+    let t = installed("hooks-itools-xz");
+    for rel in modules_below(&t.rel).keys() {
+        common::sh("xz", &["--check=crc32", "--lzma2=dict=1MiB", t.rel.join(rel).to_str().unwrap()]);
+    }
+    common::sh("depmod", &["-b", t.root.to_str().unwrap(), &t.release]);
+    t.apply_but_isofs(&[]);
+    let rec = t.record();
+    assert!(rec.contains_key("kernel/fs/fat/vfat.ko.xz"), "{rec:?}");
+    let conf = t.dir.join("conf");
+    for d in ["hooks", "scripts", "conf.d"] {
+        std::fs::create_dir_all(conf.join(d)).unwrap();
+    }
+    let mut ic = std::fs::read_to_string("/etc/initramfs-tools/initramfs.conf").unwrap_or_default();
+    ic += "\nMODULES=list\nCOMPRESS=gzip\n";
+    std::fs::write(conf.join("initramfs.conf"), ic).unwrap();
+    std::fs::write(conf.join("modules"), "vfat\nnls_cp437\n").unwrap();
+    std::fs::copy(repo("hooks/initramfs-tools/bootlink"), conf.join("hooks/bootlink")).unwrap();
+    let img = t.dir.join("initrd.img");
+    let o = mkinitramfs(&t, &conf, &img, &[("BOOTLINK_STRICT", "1")]);
+    assert!(o.status.success(), "every copied .ko.xz as recorded, so strict passes: {}", out(&o));
+    assert!(lines_with(&common::stderr(&o), "bootlink").is_empty(), "{}", out(&o));
+    let unpacked = t.dir.join("unpacked");
+    common::sh("unmkinitramfs", &[img.to_str().unwrap(), unpacked.to_str().unwrap()]);
+    let dir = release_dir(&unpacked, &t.release);
+    let got = modules_below(&dir);
+    // Decompressed in the image: the bytes of the applied .ko.xz, which is
+    // what the kernel receives and the hash list holds.
+    for m in ["kernel/fs/fat/vfat.ko", "kernel/fs/fat/fat.ko", "kernel/fs/nls/nls_cp437.ko"] {
+        let xz = t.rel.join(format!("{m}.xz"));
+        assert_eq!(sha(&xz), rec[&format!("{m}.xz")], "{m}.xz is as apply wrote it");
+        let plain = common::sh("xz", &["-dc", xz.to_str().unwrap()]);
+        assert_eq!(std::fs::read(&got[m]).unwrap(), plain, "{m} in the image is not the applied module");
+    }
+    assert!(dir.join(RECORD).is_file());
+}
+
 // ---------------------------------------------------------------- dracut
 
 /// dracut's own files: the installed package's, else Debian's packages
@@ -558,4 +606,21 @@ fn postinst_hook_applies_an_installed_kernel_before_the_initramfs_is_made() {
     // No version (a broken caller): refused as initramfs-tools' script does.
     let o = Command::new(parts.join(POSTINST)).env("BOOTLINK_DEFAULTS", "/nonexistent").output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+}
+
+#[test]
+fn apply_image_is_read_only_and_exclusive_with_build() {
+    let t = installed("hooks-image-args");
+    let out_dir = t.dir.join("out");
+    let err =
+        common::TestCommand::new(&[&"apply", &"--image", &t.image, &"--modules", &t.root, &"--kernel-out", &out_dir])
+            .fails_with("--kernel-out with --image");
+    assert!(err.contains("never written"), "{err}");
+    assert!(!out_dir.exists());
+    let o = common::TestCommand::new(&[&"apply", &"--image", &t.image, &"--build", &t.boot, &"--modules", &t.root])
+        .cmd_output();
+    assert_eq!(o.status.code(), Some(2), "clap refuses both: {}", out(&o));
+    assert!(common::stderr(&o).contains("cannot be used with"), "{}", out(&o));
+    // A directory given as the image: said so, in one line.
+    common::TestCommand::new(&[&"apply", &"--image", &t.boot, &"--modules", &t.root]).fails_with("not a file");
 }
