@@ -1,5 +1,6 @@
 //! What `bootlink apply` is given, found: the kernel build (a kbuild output
-//! directory, or the directory `bootlink kernel build` leaves in its cache)
+//! directory, or the directory `bootlink kernel build` leaves in its cache),
+//! or an installed kernel's image (`/boot/vmlinuz-<release>`, only read),
 //! and the installed module tree (`INSTALL_MOD_PATH`, or its
 //! `lib/modules/<release>`).
 
