@@ -1,5 +1,6 @@
 //! What `bootlink apply` is given, found: the kernel build (a kbuild output
-//! directory, or the directory `bootlink kernel build` leaves in its cache)
+//! directory, or the directory `bootlink kernel build` leaves in its cache),
+//! or an installed kernel's image (`/boot/vmlinuz-<release>`, only read),
 //! and the installed module tree (`INSTALL_MOD_PATH`, or its
 //! `lib/modules/<release>`).
 
@@ -16,13 +17,21 @@ pub(crate) struct Build {
     /// whose recorded commands make it (see `manifest::bzimage`).
     pub bzimage: Option<(PathBuf, PathBuf)>,
     pub system_map: Option<PathBuf>,
+    /// An installed image (`/boot/vmlinuz-<release>`), not a build: no
+    /// step may rewrite it (the module hash list goes into a vmlinux, and
+    /// a bzImage is made again from its build's object tree).
+    pub installed: bool,
 }
 
 impl Build {
     pub(crate) fn find(dir: &Path) -> Result<Build> {
         let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
         if !meta.is_dir() {
-            return Err(Error::file(Kind::Usage, dir, "not a directory: give the kernel's build (object) directory"));
+            return Err(Error::file(
+                Kind::Usage,
+                dir,
+                "not a directory: give the kernel's build (object) directory, or an installed image with --image",
+            ));
         }
         let vmlinux = dir.join("vmlinux");
         if !vmlinux.is_file() {
@@ -43,7 +52,31 @@ impl Build {
             None
         };
         let map = dir.join("System.map");
-        Ok(Build { vmlinux, bzimage, system_map: map.is_file().then_some(map) })
+        Ok(Build { vmlinux, bzimage, system_map: map.is_file().then_some(map), installed: false })
+    }
+
+    /// An installed kernel, as a distribution's package leaves it in /boot:
+    /// `vmlinuz-<release>` (a bzImage, read through its compressed vmlinux),
+    /// with `config-<release>` and `System.map-<release>` beside it. The
+    /// image is only read.
+    pub(crate) fn installed(image: &Path) -> Result<Build> {
+        let meta = std::fs::metadata(image).map_err(|e| Error::io(image, e))?;
+        if !meta.is_file() {
+            return Err(Error::file(
+                Kind::Usage,
+                image,
+                "not a file: give the installed image (/boot/vmlinuz-<release>), or a build directory with --build",
+            ));
+        }
+        Ok(Build { vmlinux: image.to_path_buf(), bzimage: None, system_map: None, installed: true })
+    }
+
+    /// `System.map-<release>` beside an installed image, as Debian's /boot
+    /// has it.
+    pub(crate) fn find_installed_map(&mut self, release: &str) {
+        let dir = self.vmlinux.parent().unwrap_or(Path::new("."));
+        let map = dir.join(format!("System.map-{release}"));
+        self.system_map = map.is_file().then_some(map);
     }
 
     /// The build's module signing key: CONFIG_MODULE_SIG_KEY (a PEM holding

@@ -33,11 +33,22 @@ use crate::{fsutil, hosttool, module};
 
 pub use plan::{Facts, Plan};
 
+/// The kernel apply reads.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub enum Kernel {
     /// The kernel's build (object) directory: vmlinux, .config, System.map,
     /// arch/x86/boot/bzImage, the signing key.
-    pub build: PathBuf,
+    Build(PathBuf),
+    /// An installed image (`/boot/vmlinuz-<release>`, with `config-` and
+    /// `System.map-<release>` beside it), as a distribution's package
+    /// installs it: read, never written. Only the steps that need no image
+    /// rewrite are taken (the module hash list is written into a vmlinux).
+    Image(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub kernel: Kernel,
     /// INSTALL_MOD_PATH (or its lib/modules/<release>).
     pub modules: PathBuf,
     /// Write vmlinux and bzImage here instead of over the build's own.
@@ -140,11 +151,26 @@ struct Installed {
 }
 
 pub fn run(opts: &Options) -> Result<Report> {
-    let build = build::Build::find(&opts.build)?;
+    let (mut build, build_dir) = match &opts.kernel {
+        Kernel::Build(dir) => (build::Build::find(dir)?, Some(dir.clone())),
+        Kernel::Image(image) => {
+            if let Some(out) = &opts.kernel_out {
+                return Err(Error::file(
+                    Kind::Usage,
+                    out,
+                    "--kernel-out with --image: an installed image is never written (give --build)",
+                ));
+            }
+            (build::Build::installed(image)?, None)
+        }
+    };
     let k = KernelImage::open(&build.vmlinux, None)?;
     let release = k.release.clone().ok_or_else(|| {
-        Error::file(Kind::Format, &build.vmlinux, "no release string (linux_banner) found in vmlinux")
+        Error::file(Kind::Format, &build.vmlinux, "no release string (linux_banner) found in the kernel image")
     })?;
+    if build.installed {
+        build.find_installed_map(&release);
+    }
     let (dir, root) = build::module_tree(&opts.modules, &release)?;
     if opts.depmod && root.is_none() && !opts.dry_run {
         return Err(Error::file(
@@ -205,14 +231,16 @@ pub fn run(opts: &Options) -> Result<Report> {
     todo.retain(|m| !dropped.contains(&m.path));
 
     let config = k.config.as_ref();
-    let sign_key = opts.sign_key.clone().or_else(|| build::Build::signing_key(&opts.build, config));
+    let sign_key =
+        opts.sign_key.clone().or_else(|| build_dir.as_deref().and_then(|d| build::Build::signing_key(d, config)));
     let facts = Facts {
         features: k.loader_features.clone(),
         fixed_base: opts.assume_nokaslr || matches!(k.kaslr, crate::kernel::Kaslr::No { .. }),
         signed_modules: signed,
         checks_signatures: config.is_some_and(|c| c.is_enabled("CONFIG_MODULE_SIG")),
         key: sign_key.is_some(),
-        manifest_room: crate::manifest::read(&build.vmlinux).is_ok(),
+        // The list is written into a vmlinux; an installed bzImage has none.
+        manifest_room: !build.installed && crate::manifest::read(&build.vmlinux).is_ok(),
         allow_unsigned: opts.allow_unsigned,
     };
     let plan = Plan::of(&facts);
@@ -233,15 +261,17 @@ pub fn run(opts: &Options) -> Result<Report> {
     if report.plan.steps.is_empty() {
         report.applied = 0;
     }
-    let kernel_out = opts.kernel_out.clone().unwrap_or_else(|| opts.build.clone());
+    if build.installed {
+        report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
+    }
+    let kernel_out = opts.kernel_out.clone().or_else(|| build_dir.clone()).unwrap_or_default();
     let manifest = report.plan.steps.contains(&Step::Manifest);
-    let mut build = build;
     if manifest && let Some((_, tree)) = &build.bzimage {
         // A kbuild tree's own bzImage must be made again; bootlink's
         // cached build shares its object tree with later builds, which may
         // have replaced its vmlinux: then only vmlinux gets the list.
         if let Err(e) = crate::manifest::bzimage::check(tree, &build.vmlinux) {
-            if *tree == opts.build {
+            if Some(tree) == build_dir.as_ref() {
                 return Err(e);
             }
             report.notes.push(format!("bzImage not made again: {e}"));
@@ -331,6 +361,22 @@ pub fn run(opts: &Options) -> Result<Report> {
         report.depmod = true;
     }
     Ok(report)
+}
+
+/// What an installed image leaves out, and what the build would add.
+fn installed_note(image: &Path, features: &LoaderFeatures) -> String {
+    let what = if features.has(crate::kernel::features::name::HASHES) {
+        "the module hash list (the kernel names `hashes`; it is written into vmlinux, then the bzImage is made \
+         again), in place of the signatures"
+    } else {
+        "nothing for this kernel (it names no module hash list, `hashes`, kernel/patches 0011): the list needs \
+         the series and vmlinux"
+    };
+    format!(
+        "{} is an installed image: read, never written; only steps that need no image rewrite are taken. \
+         The build directory (--build, with vmlinux) would add {what}",
+        image.display()
+    )
 }
 
 fn names_of(steps: &[Step]) -> Vec<String> {

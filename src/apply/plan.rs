@@ -123,9 +123,14 @@ impl Plan {
         }
         if let Some(s) = finish {
             if s == Step::Sign && patched {
-                left_out.push(
-                    "manifest: the kernel has no module hash list (hashes): modules are signed again instead".into(),
-                );
+                left_out.push(if f.features.has(name::HASHES) {
+                    "manifest: the kernel has a module hash list (hashes) but the image given has no room for it \
+                     (it is written into vmlinux's __modhashes, from the build directory): modules are signed \
+                     again instead"
+                        .into()
+                } else {
+                    "manifest: the kernel has no module hash list (hashes): modules are signed again instead".into()
+                });
             }
             steps.push(s);
         }
@@ -207,5 +212,19 @@ mod tests {
         assert_eq!(Plan::of(&f).steps, [Step::Fold, Step::Unsign, Step::FinalizeOrc]);
         f.key = true;
         assert_eq!(Plan::of(&f).steps, [Step::Fold, Step::Unsign, Step::FinalizeOrc, Step::Sign]);
+    }
+
+    #[test]
+    fn an_image_without_room_for_the_list_is_signed_again_and_says_why() {
+        // An installed bzImage (apply --image): the kernel names hashes,
+        // but the list can only be written into vmlinux.
+        let mut f = facts(ALL);
+        f.manifest_room = false;
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::Fold, Step::Unsign, Step::Finalize, Step::Sign]);
+        let l = p.left_out.iter().find(|l| l.starts_with("manifest:")).expect("manifest left out");
+        assert!(l.contains("no room") && l.contains("build directory"), "{l}");
+        f.key = false;
+        assert!(Plan::of(&f).steps.is_empty(), "no key, no room: nothing may be rewritten");
     }
 }

@@ -10,8 +10,12 @@ use super::{Signing, print_batch};
 #[derive(clap::Args)]
 pub struct Args {
     /// The kernel's build (object) directory: vmlinux, .config, System.map, arch/x86/boot/bzImage
-    #[arg(long, value_name = "DIR")]
-    build: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "image", conflicts_with = "image")]
+    build: Option<PathBuf>,
+    /// An installed kernel instead of its build: /boot/vmlinuz-<release> (config- and System.map-<release>
+    /// beside it); only read: steps that rewrite the image (the module hash list) are left out
+    #[arg(long, value_name = "FILE")]
+    image: Option<PathBuf>,
     /// The installed modules: INSTALL_MOD_PATH, or its lib/modules/<release>
     #[arg(long, value_name = "DIR")]
     modules: PathBuf,
@@ -38,8 +42,13 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let kernel = match (a.build, a.image) {
+        (Some(dir), _) => apply::Kernel::Build(dir),
+        (None, Some(image)) => apply::Kernel::Image(image),
+        (None, None) => unreachable!("clap requires --build or --image"),
+    };
     let opts = apply::Options {
-        build: a.build,
+        kernel,
         modules: a.modules,
         kernel_out: a.kernel_out,
         assume_nokaslr: a.assume_nokaslr,
