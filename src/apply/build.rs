@@ -26,6 +26,8 @@ pub(crate) struct Build {
 impl Build {
     pub(crate) fn find(dir: &Path) -> Result<Build> {
         let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+        // Absolute from here on: kbuild's DEPMOD hook gives ".".
+        let dir = &std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
         if !meta.is_dir() {
             return Err(Error::file(
                 Kind::Usage,

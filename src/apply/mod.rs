@@ -152,7 +152,12 @@ struct Installed {
 
 pub fn run(opts: &Options) -> Result<Report> {
     let (mut build, build_dir) = match &opts.kernel {
-        Kernel::Build(dir) => (build::Build::find(dir)?, Some(dir.clone())),
+        Kernel::Build(dir) => {
+            let b = build::Build::find(dir)?;
+            // The directory as Build::find made it absolute.
+            let dir = b.vmlinux.parent().map(Path::to_path_buf);
+            (b, dir)
+        }
         Kernel::Image(image) => {
             if let Some(out) = &opts.kernel_out {
                 return Err(Error::file(

@@ -199,6 +199,10 @@ pub fn check(tree: &Path, vmlinux: &Path) -> Result<()> {
 /// Make `out`, the bzImage of `vmlinux` (the object tree's own vmlinux with
 /// any manifest), by replaying the object tree's recorded chain.
 pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
+    // The scratch directory links to the tree's files: by absolute paths,
+    // or a tree given as "." (kbuild's DEPMOD hook runs in it) would link
+    // to itself.
+    let tree = &std::fs::canonicalize(tree).map_err(|e| Error::io(tree, e))?;
     check(tree, vmlinux)?;
     let payload = payload_target(tree)?;
     let targets: Vec<String> = CHAIN
