@@ -311,10 +311,15 @@ pub struct Report<'a> {
 /// The human report: what ran, the before/after table, the checks.
 pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     let mut o = String::new();
+    // The run's kernel, unless every variant names its own (then each
+    // variant's line says which it boots).
+    let kernel = if run.variants.iter().any(|v| v.kernel == sc.kernel) {
+        format!("kernel {} ({})", run.kernel_release, sc.kernel.display())
+    } else {
+        "kernels per variant (below)".to_string()
+    };
     o.push_str(&format!(
-        "kernel {} ({}), {} modules ({}), {} timing, {} repetition(s) per variant\nguest CPU: {}\n",
-        run.kernel_release,
-        sc.kernel.display(),
+        "{kernel}, {} modules ({}), {} timing, {} repetition(s) per variant\nguest CPU: {}\n",
         sc.modules.len(),
         sc.module_set,
         run.timing,
