@@ -151,3 +151,41 @@ fn two_modules_of_one_name_are_both_left_alone() {
     assert_eq!(std::fs::read(&a).unwrap(), orig, "{} rewritten", a.display());
     assert_eq!(std::fs::read(&b).unwrap(), orig, "{} rewritten", b.display());
 }
+
+/// A run killed at any moment leaves every module either as installed or
+/// as apply writes it, and the next run ends where an uninterrupted run
+/// ends: the same bytes everywhere.
+#[test]
+fn a_killed_run_is_finished_by_the_next() {
+    let key = common::key_pair(&common::tmpdir("apply-kill-key"), "k");
+    let (k, c) = (key.0.to_str().unwrap().to_string(), key.1.to_str().unwrap().to_string());
+    let args = ["--sign-key", &k, "--sign-cert", &c, "--no-depmod"];
+    let (build, root, rel) = tree("apply-kill-ref");
+    apply(&build, &root, &args).ok();
+    let strip = |d: BTreeMap<PathBuf, String>, base: &Path| -> BTreeMap<PathBuf, String> {
+        d.into_iter().map(|(p, h)| (p.strip_prefix(base).unwrap().to_path_buf(), h)).collect()
+    };
+    let want = strip(digests(&rel), &rel);
+    let mut killed = 0;
+    for delay_ms in [30u64, 120, 300, 600, 1000] {
+        let (build, root, rel) = tree(&format!("apply-kill-{delay_ms}"));
+        let mut child = std::process::Command::new(common::bin())
+            .args(["apply", "--build"])
+            .arg(&build)
+            .arg("--modules")
+            .arg(&root)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        child.wait().unwrap();
+        apply(&build, &root, &args).ok();
+        assert_eq!(strip(digests(&rel), &rel), want, "killed after {delay_ms} ms: the next run ends elsewhere");
+    }
+    assert!(killed >= 2, "only {killed} of the runs were still going when killed: kill earlier");
+}

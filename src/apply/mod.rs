@@ -4,8 +4,9 @@
 //! image (loader-feature notes, kernel/patches 0012), [`plan`] chooses the
 //! steps, the steps run in a scratch directory, then the results are
 //! installed file by file, each atomically: the kernel image (vmlinux with
-//! the module hash list, its bzImage made again) first, then the modules,
-//! then the record of what was written ([`record`]), then depmod.
+//! the module hash list, its bzImage made again) first, then the record of
+//! the files about to be written ([`record`]), then the modules, then
+//! depmod.
 //!
 //! Why the image first: until a rewritten (unsigned) module replaces the
 //! signed one, the old module still loads through its signature; a run
@@ -315,8 +316,39 @@ pub fn run(opts: &Options) -> Result<Report> {
         steps::apply_all(&image_steps, &mut tree)?;
     }
 
-    // Install: the image first (see the module's doc), then the modules.
+    // Every module's final file (compressed back as it was installed:
+    // the paths in modules.order and the initramfs tools' lists still
+    // hold), made before anything is installed, in the scratch directory.
     let mut new_record = record::Record { format: 1, steps: names_of(&report.plan.steps), ..Default::default() };
+    let ready = work.path().join("install");
+    std::fs::create_dir_all(&ready).map_err(|e| Error::io(&ready, e))?;
+    let mut installs = Vec::new();
+    for (i, (m, (orig, fin))) in todo.iter().zip(&finals).enumerate() {
+        let (plain, _) = module::load_bytes(fin)?;
+        let (_, kind) = module::load_bytes(orig)?;
+        let bytes = if kind == Compression::None {
+            plain.to_vec()
+        } else {
+            compress::compress(&plain, kind).map_err(|e| e.at(orig))?
+        };
+        new_record.modules.insert(m.rel.clone(), record::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+        if fsutil::map_file(orig)?[..] == bytes[..] {
+            report.unchanged += 1;
+            continue;
+        }
+        let file = ready.join(i.to_string());
+        fsutil::write_atomic_nosync(&file, &bytes)?;
+        installs.push((file, orig.clone()));
+    }
+    for m in &already {
+        new_record.modules.insert(m.rel.clone(), record::sha256_file(&m.path)?);
+    }
+
+    // Install: the image first (see the module's doc), then the record of
+    // the final files, then the modules. A run killed among the modules
+    // leaves some as installed (not in the record: done again next time,
+    // from the file as installed) and some as written (in the record: left
+    // alone), never a rewritten module taken through the steps twice.
     if manifest {
         std::fs::create_dir_all(&kernel_out).map_err(|e| Error::io(&kernel_out, e))?;
         let out = kernel_out.join("vmlinux");
@@ -330,29 +362,12 @@ pub fn run(opts: &Options) -> Result<Report> {
         }
         new_record.vmlinux = Some(record::sha256_file(&out)?);
     }
-    for (m, (orig, fin)) in todo.iter().zip(&finals) {
-        let (plain, _) = module::load_bytes(fin)?;
-        let (_, kind) = module::load_bytes(orig)?;
-        // Written back under its own name, compressed as it was: the
-        // paths in modules.order and the initramfs tools' lists still hold.
-        let bytes = if kind == Compression::None {
-            plain.to_vec()
-        } else {
-            compress::compress(&plain, kind).map_err(|e| e.at(orig))?
-        };
-        let current = fsutil::map_file(orig)?;
-        if current[..] == bytes[..] {
-            report.unchanged += 1;
-        } else {
-            fsutil::write_atomic(orig, &bytes)?;
-            report.written.push(orig.clone());
-        }
-        new_record.modules.insert(m.rel.clone(), record::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
-    }
-    for m in &already {
-        new_record.modules.insert(m.rel.clone(), record::sha256_file(&m.path)?);
-    }
     report.written.push(new_record.save(&dir)?);
+    for (file, orig) in installs {
+        let bytes = fsutil::read_input(&file, fsutil::MAX_BINARY)?;
+        fsutil::write_atomic(&orig, &bytes)?;
+        report.written.push(orig);
+    }
 
     if opts.depmod {
         let root = root.expect("checked above");
