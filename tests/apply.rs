@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::TestCommand;
-use sha2::Digest;
 
 /// A build directory (vmlinux, .config, System.map) and an INSTALL_MOD_PATH
 /// holding a few directories of Debian's modules.
@@ -35,22 +34,9 @@ fn tree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (build, root, rel)
 }
 
-/// Every file below `dir`: its path and SHA-256.
-fn digests(dir: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else {
-                let h = sha2::Sha256::digest(std::fs::read(&p).unwrap());
-                out.insert(p, h.iter().map(|b| format!("{b:02x}")).collect());
-            }
-        }
-    }
-    out
+/// Every file below `dir`: its path below it and SHA-256.
+fn digests(dir: &Path) -> BTreeMap<String, String> {
+    common::digests_below(dir, |_| true)
 }
 
 fn apply(build: &Path, root: &Path, extra: &[&str]) -> TestCommand {
@@ -118,7 +104,8 @@ fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
     let v = json(&apply(&build, &root, &real).ok());
     assert_eq!((v["applied"].as_u64(), v["already"].as_u64()), (Some(1), Some(n - 1)), "{v}");
     let third = digests(&root);
-    assert_eq!(third.get(&vfat), first.get(&vfat), "vfat rewritten as the first run wrote it");
+    let key = |p: &Path| p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+    assert_eq!(third.get(&key(&vfat)), first.get(&key(&vfat)), "vfat rewritten as the first run wrote it");
 
     // A damaged module: one line naming it, exit non-zero, the rest done,
     // the damaged file left as it is.
@@ -162,10 +149,7 @@ fn a_killed_run_is_finished_by_the_next() {
     let args = ["--sign-key", &k, "--sign-cert", &c, "--no-depmod"];
     let (build, root, rel) = tree("apply-kill-ref");
     apply(&build, &root, &args).ok();
-    let strip = |d: BTreeMap<PathBuf, String>, base: &Path| -> BTreeMap<PathBuf, String> {
-        d.into_iter().map(|(p, h)| (p.strip_prefix(base).unwrap().to_path_buf(), h)).collect()
-    };
-    let want = strip(digests(&rel), &rel);
+    let want = digests(&rel);
     let mut killed = 0;
     for delay_ms in [30u64, 120, 300, 600, 1000] {
         let (build, root, rel) = tree(&format!("apply-kill-{delay_ms}"));
@@ -185,7 +169,7 @@ fn a_killed_run_is_finished_by_the_next() {
         }
         child.wait().unwrap();
         apply(&build, &root, &args).ok();
-        assert_eq!(strip(digests(&rel), &rel), want, "killed after {delay_ms} ms: the next run ends elsewhere");
+        assert_eq!(digests(&rel), want, "killed after {delay_ms} ms: the next run ends elsewhere");
     }
     assert!(killed >= 2, "only {killed} of the runs were still going when killed: kill earlier");
 }

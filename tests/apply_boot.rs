@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::TestCommand;
@@ -37,21 +37,8 @@ fn modules_install(obj: &Path, root: &Path) -> String {
     text
 }
 
-fn digest_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(".ko") {
-                out.push((p.clone(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
+fn digest_tree(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    common::digests_below(dir, |p| p.to_string_lossy().ends_with(".ko"))
 }
 
 #[test]

@@ -24,16 +24,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sha2::Digest;
-
 const RECORD: &str = "bootlink-applied.json";
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn sha(p: &Path) -> String {
-    sha2::Sha256::digest(std::fs::read(p).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A kernel as its package installs it, under `dir/root`: the image, its
@@ -110,19 +104,7 @@ fn record_in(dir: &Path) -> BTreeMap<String, String> {
 /// Every module file below `dir` (an unpacked image's lib/modules/VERSION),
 /// by its path below it.
 fn modules_below(dir: &Path) -> BTreeMap<String, PathBuf> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().contains(".ko") {
-                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), p);
-            }
-        }
-    }
-    out
+    common::files_below(dir, common::is_module)
 }
 
 /// The image's lib/modules/VERSION, wherever the tool put it (usr-merged
@@ -148,7 +130,7 @@ fn image_holds_the_applied_modules(t: &Installed, unpacked: &Path) {
     for (rel, path) in &got {
         match rec.get(rel) {
             Some(want) => {
-                assert_eq!(&sha(path), want, "{rel} in the image is not what apply wrote");
+                assert_eq!(&common::sha256_hex(path), want, "{rel} in the image is not what apply wrote");
                 checked += 1;
             }
             None => assert_eq!(
@@ -214,6 +196,21 @@ fn can_mkinitramfs(test: &str) -> bool {
     true
 }
 
+/// A configuration directory as /etc/initramfs-tools is: the host's
+/// initramfs.conf with only the listed `modules`, and bootlink's hook.
+fn itools_conf(t: &Installed, modules: &[&str]) -> PathBuf {
+    let conf = t.dir.join("conf");
+    for d in ["hooks", "scripts", "conf.d"] {
+        std::fs::create_dir_all(conf.join(d)).unwrap();
+    }
+    let mut ic = std::fs::read_to_string("/etc/initramfs-tools/initramfs.conf").unwrap_or_default();
+    ic += "\nMODULES=list\nCOMPRESS=gzip\n";
+    std::fs::write(conf.join("initramfs.conf"), ic).unwrap();
+    std::fs::write(conf.join("modules"), modules.iter().map(|m| format!("{m}\n")).collect::<String>()).unwrap();
+    std::fs::copy(repo("hooks/initramfs-tools/bootlink"), conf.join("hooks/bootlink")).unwrap();
+    conf
+}
+
 #[test]
 fn initramfs_tools_hook_puts_the_applied_modules_and_the_record_in_the_image() {
     let test = "initramfs_tools_hook";
@@ -222,18 +219,7 @@ fn initramfs_tools_hook_puts_the_applied_modules_and_the_record_in_the_image() {
     }
     let t = installed("hooks-itools");
     t.apply_but_isofs(&[]);
-    // A configuration directory as /etc/initramfs-tools is: the host's
-    // initramfs.conf, the listed modules only, and the hook.
-    let conf = t.dir.join("conf");
-    for d in ["hooks", "scripts", "conf.d"] {
-        std::fs::create_dir_all(conf.join(d)).unwrap();
-    }
-    let mut ic = std::fs::read_to_string("/etc/initramfs-tools/initramfs.conf").unwrap_or_default();
-    ic += "\nMODULES=list\nCOMPRESS=gzip\n";
-    std::fs::write(conf.join("initramfs.conf"), ic).unwrap();
-    std::fs::write(conf.join("modules"), "vfat\nnls_cp437\nisofs\n").unwrap();
-    std::fs::copy(repo("hooks/initramfs-tools/bootlink"), conf.join("hooks/bootlink")).unwrap();
-
+    let conf = itools_conf(&t, &["vfat", "nls_cp437", "isofs"]);
     let img = t.dir.join("initrd.img");
     let o = mkinitramfs(&t, &conf, &img, &[]);
     assert!(o.status.success(), "{}", out(&o));
@@ -286,15 +272,7 @@ fn initramfs_tools_hook_checks_compressed_modules_before_mkinitramfs_decompresse
     t.apply_but_isofs(&[]);
     let rec = t.record();
     assert!(rec.contains_key("kernel/fs/fat/vfat.ko.xz"), "{rec:?}");
-    let conf = t.dir.join("conf");
-    for d in ["hooks", "scripts", "conf.d"] {
-        std::fs::create_dir_all(conf.join(d)).unwrap();
-    }
-    let mut ic = std::fs::read_to_string("/etc/initramfs-tools/initramfs.conf").unwrap_or_default();
-    ic += "\nMODULES=list\nCOMPRESS=gzip\n";
-    std::fs::write(conf.join("initramfs.conf"), ic).unwrap();
-    std::fs::write(conf.join("modules"), "vfat\nnls_cp437\n").unwrap();
-    std::fs::copy(repo("hooks/initramfs-tools/bootlink"), conf.join("hooks/bootlink")).unwrap();
+    let conf = itools_conf(&t, &["vfat", "nls_cp437"]);
     let img = t.dir.join("initrd.img");
     let o = mkinitramfs(&t, &conf, &img, &[("BOOTLINK_STRICT", "1")]);
     assert!(o.status.success(), "every copied .ko.xz as recorded, so strict passes: {}", out(&o));
@@ -307,7 +285,7 @@ fn initramfs_tools_hook_checks_compressed_modules_before_mkinitramfs_decompresse
     // what the kernel receives and the hash list holds.
     for m in ["kernel/fs/fat/vfat.ko", "kernel/fs/fat/fat.ko", "kernel/fs/nls/nls_cp437.ko"] {
         let xz = t.rel.join(format!("{m}.xz"));
-        assert_eq!(sha(&xz), rec[&format!("{m}.xz")], "{m}.xz is as apply wrote it");
+        assert_eq!(common::sha256_hex(&xz), rec[&format!("{m}.xz")], "{m}.xz is as apply wrote it");
         let plain = common::sh("xz", &["-dc", xz.to_str().unwrap()]);
         assert_eq!(std::fs::read(&got[m]).unwrap(), plain, "{m} in the image is not the applied module");
     }
@@ -489,7 +467,7 @@ fn dracut_module_keeps_unsigned_applied_modules_unstripped() {
     assert!(o.status.success(), "{}", out(&o));
     unpack_cpio(&plain, &t.dir.join("plain"));
     let stripped = release_dir(&t.dir.join("plain"), &t.release).join(vfat);
-    assert_ne!(&sha(&stripped), &rec[vfat], "dracut left an unsigned module unstripped by itself");
+    assert_ne!(&common::sha256_hex(&stripped), &rec[vfat], "dracut left an unsigned module unstripped by itself");
 
     let img = t.dir.join("initrd.img");
     let o = run_dracut(&t, &bin, &mine, "bash zz-bootlink", &img, &[]);
@@ -532,12 +510,12 @@ fn run_parts(t: &Installed, dir: &Path, env: &[(&str, &str)]) -> Output {
 }
 
 fn tree_digests(dir: &Path) -> BTreeMap<String, String> {
-    modules_below(dir).into_iter().map(|(r, p)| (r, sha(&p))).chain([(RECORD.into(), sha_or_none(dir))]).collect()
+    common::digests_below(dir, common::is_module).into_iter().chain([(RECORD.into(), sha_or_none(dir))]).collect()
 }
 
 fn sha_or_none(dir: &Path) -> String {
     let p = dir.join(RECORD);
-    if p.is_file() { sha(&p) } else { "none".into() }
+    if p.is_file() { common::sha256_hex(&p) } else { "none".into() }
 }
 
 #[test]

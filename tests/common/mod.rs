@@ -375,3 +375,37 @@ pub fn lab_run_either_way(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> (
         .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", stdout(&o), stderr(&o)));
     (serde_json::from_slice(&bytes).unwrap(), o)
 }
+
+/// Every file below `dir` (walked recursively, links not followed) whose
+/// path `keep` accepts, by its path below `dir`.
+pub fn files_below(dir: &Path, keep: impl Fn(&Path) -> bool) -> std::collections::BTreeMap<String, PathBuf> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else if keep(&p) {
+                out.insert(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned(), p);
+            }
+        }
+    }
+    out
+}
+
+/// The SHA-256 (hex) of a file.
+pub fn sha256_hex(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`files_below`], each file by its SHA-256.
+pub fn digests_below(dir: &Path, keep: impl Fn(&Path) -> bool) -> std::collections::BTreeMap<String, String> {
+    files_below(dir, keep).into_iter().map(|(r, p)| (r, sha256_hex(&p))).collect()
+}
+
+/// Is this the file of a kernel module (`.ko`, compressed or not)?
+pub fn is_module(p: &Path) -> bool {
+    p.to_string_lossy().contains(".ko")
+}
