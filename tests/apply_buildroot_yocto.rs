@@ -8,6 +8,9 @@
 //!   the BR2_ options) and runs LINUX_POST_INSTALL_TARGET_HOOKS as
 //!   pkg-generic.mk does (`$(foreach hook,...,$(call $(hook))$(sep))`,
 //!   with bash); Buildroot's depmod (LINUX_RUN_DEPMOD) is run after it.
+//!   Then Buildroot itself (a source tree, when there is one here) reads
+//!   the tree: its kconfig keeps the options, its make registers the step
+//!   and host-bootlink (printvars, linux-show-depends); nothing is built.
 //! - Yocto: do_bootlink_apply's shell body, taken from the class, with the
 //!   variables bitbake expands in it (B, D, nonarch_base_libdir,
 //!   KERNEL_VERSION, ...) expanded, run as bitbake runs a shell task
@@ -371,6 +374,79 @@ fn buildroot_files_pass_buildroots_check_package() {
     assert!(said.contains("2 warnings generated"), "{said}");
 }
 
+/// `make O=out ARGS` in a Buildroot source tree, with this br2-external tree.
+fn buildroot(src: &Path, out_dir: &Path, args: &[&str]) -> Output {
+    Command::new("make")
+        .arg("-C")
+        .arg(src)
+        .arg(format!("O={}", out_dir.display()))
+        .arg(format!("BR2_EXTERNAL={}", repo("hooks/buildroot").display()))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `make printvars` in a configured Buildroot output: NAME -> value.
+fn printvars(src: &Path, out_dir: &Path, vars: &[&str]) -> BTreeMap<String, String> {
+    let o = buildroot(src, out_dir, &["-s", "printvars", &format!("VARS={}", vars.join(" "))]);
+    assert!(o.status.success(), "{}", out(&o));
+    common::stdout(&o)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+#[test]
+fn buildroot_reads_the_tree_and_orders_the_step_before_its_depmod() {
+    let test = "buildroot_reads_the_tree";
+    let Some(src) = buildroot_utils().filter(|d| d.join("Makefile").is_file() && d.join("linux/linux.mk").is_file())
+    else {
+        return common::skip(
+            test,
+            "no Buildroot source tree here: set BOOTLINK_BUILDROOT to a Buildroot checkout, or unpack one into \
+             ~/.cache/bootlink/buildroot",
+        );
+    };
+    // Buildroot's own kconfig and make read the tree: a defconfig for an
+    // x86-64 kernel, then the tree's options (nothing is built).
+    let dir = common::tmpdir("br-real");
+    let o = buildroot(&src, &dir, &["qemu_x86_64_defconfig"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let vars = ["LINUX_POST_INSTALL_TARGET_HOOKS", "LINUX_TARGET_FINALIZE_HOOKS", "HOST_BOOTLINK_SITE_METHOD"];
+    let off = printvars(&src, &dir, &vars);
+    assert!(!off["LINUX_POST_INSTALL_TARGET_HOOKS"].contains("BOOTLINK"), "{off:?}");
+    let mut config = std::fs::read_to_string(dir.join(".config")).unwrap();
+    config += "BR2_PACKAGE_HOST_BOOTLINK=y\nBR2_PACKAGE_HOST_BOOTLINK_APPLY=y\n";
+    config += "BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS=\"--assume-nokaslr\"\n";
+    std::fs::write(dir.join(".config"), config).unwrap();
+    let o = buildroot(&src, &dir, &["olddefconfig"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let config = std::fs::read_to_string(dir.join(".config")).unwrap();
+    for want in [
+        "BR2_EXTERNAL_NAMES=\"BOOTLINK\"",
+        "BR2_PACKAGE_HOST_BOOTLINK=y",
+        "BR2_PACKAGE_HOST_BOOTLINK_APPLY=y",
+        "BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS=\"--assume-nokaslr\"",
+    ] {
+        assert!(config.lines().any(|l| l == want), "kconfig dropped {want} (its dependencies unmet?)");
+    }
+    let on = printvars(&src, &dir, &[&vars[..], &["LINUX_IMAGE_PATH", "HOST_BOOTLINK_OVERRIDE_SRCDIR"]].concat());
+    // The step after linux's own install-target hooks; depmod is
+    // target-finalize's, which runs after every package's install.
+    assert!(on["LINUX_POST_INSTALL_TARGET_HOOKS"].ends_with("HOST_BOOTLINK_APPLY_TO_LINUX"), "{on:?}");
+    assert_eq!(on["LINUX_TARGET_FINALIZE_HOOKS"], "LINUX_RUN_DEPMOD", "{on:?}");
+    assert_eq!(on["HOST_BOOTLINK_SITE_METHOD"], "local");
+    assert!(on["LINUX_IMAGE_PATH"].ends_with("/arch/x86/boot/bzImage"), "{on:?}");
+    assert_eq!(
+        std::fs::canonicalize(&on["HOST_BOOTLINK_OVERRIDE_SRCDIR"]).unwrap(),
+        std::fs::canonicalize(repo(".")).unwrap()
+    );
+    let o = buildroot(&src, &dir, &["-s", "linux-show-depends"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(common::stdout(&o).split_whitespace().any(|w| w == "host-bootlink"), "{}", out(&o));
+}
+
 // ---------------------------------------------------------------- Yocto
 
 const CLASS: &str = "hooks/yocto/meta-bootlink/classes/bootlink_apply.bbclass";
@@ -459,6 +535,13 @@ fn run_task(y: &Yocto) -> Output {
     );
     let path = y.b.parent().unwrap().join("run.do_bootlink_apply");
     std::fs::write(&path, script).unwrap();
+    // The task as bitbake runs it passes shellcheck (scripts/install-deps
+    // installs it, as for the hooks). Bitbake has put the values in before
+    // the shell runs, so a test of a constant (SC2050) and a loop over one
+    // image type (SC2043) are what an expanded task looks like.
+    let sc =
+        Command::new("shellcheck").args(["-s", "sh", "-e", "SC2043,SC2050"]).arg(&path).output().expect("shellcheck");
+    assert!(sc.status.success(), "shellcheck on do_bootlink_apply: {}", out(&sc));
     let paths = format!("{}:{}", y.native_bin.display(), std::env::var("PATH").unwrap_or_default());
     Command::new("sh").arg(&path).env("PATH", paths).output().unwrap()
 }
