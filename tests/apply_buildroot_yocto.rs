@@ -572,6 +572,74 @@ fn yocto_class_runs_after_do_install_before_packaging_and_deploying() {
     assert!(recipe.lines().any(|l| l == "inherit cargo cargo-update-recipe-crates"));
 }
 
+/// Bitbake's own parser (the `bb` library, which PyPI's bitbake-setup
+/// carries) on a kernel recipe that sets the variables the test gives and
+/// inherits the class: the task's body as bitbake expands it, its flags,
+/// DEPENDS. `bb.siggen` imports hashserv (bitbake's hash server client,
+/// not in that package) for builds that use one: a stand-in module.
+const BB_PARSE: &str = r#"
+import json, sys, types
+hs = types.ModuleType("hashserv"); hs.__path__ = []
+sys.modules["hashserv"] = hs
+sys.modules["hashserv.client"] = types.ModuleType("hashserv.client")
+import bb, bb.data, bb.parse, bb.siggen
+layer, recipe = sys.argv[1], sys.argv[2]
+d = bb.data.init()
+d.setVar("BBPATH", layer)
+d.setVar("__bbclasstype", "recipe")
+bb.parse.siggen = bb.siggen.init(d)
+r = bb.parse.handle(recipe, d)[""]
+task = "do_bootlink_apply"
+print(json.dumps({
+    "body": r.getVar(task),
+    "tasks": r.getVar("__BBTASKS"),
+    "after": r.getVarFlag(task, "deps"),
+    "dirs": r.getVarFlag(task, "dirs"),
+    "before": {t: r.getVarFlag(t, "deps") for t in ["do_package", "do_populate_sysroot", "do_bundle_initramfs", "do_deploy"]},
+    "depends": r.getVar("DEPENDS"),
+    "strip": [r.getVar("INHIBIT_PACKAGE_STRIP"), r.getVar("INHIBIT_PACKAGE_DEBUG_SPLIT")],
+}))
+"#;
+
+#[test]
+fn yocto_task_is_what_bitbakes_parser_makes_of_the_class() {
+    let test = "yocto_bitbake_parse";
+    let py = match venv_with(&["bitbake-setup"], "import bb.data_smart") {
+        Ok(p) => p,
+        Err(why) => return common::skip(test, &why),
+    };
+    let y = yocto_workdir("yocto-bbparse", "/lib");
+    let dir = y.b.parent().unwrap();
+    let mut recipe = String::from("DEPENDS = \"bc-native\"\n");
+    for (k, v) in &y.vars {
+        recipe += &format!("{k} = \"{v}\"\n");
+    }
+    recipe += "inherit bootlink_apply\n";
+    std::fs::write(dir.join("linux-test_6.1.bb"), recipe).unwrap();
+    std::fs::write(dir.join("bbparse.py"), BB_PARSE).unwrap();
+    let o = Command::new(&py)
+        .arg(dir.join("bbparse.py"))
+        .arg(repo("hooks/yocto/meta-bootlink"))
+        .arg(dir.join("linux-test_6.1.bb"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", out(&o)));
+    // The body the other tests run is bitbake's, byte for byte.
+    let class = std::fs::read_to_string(repo(CLASS)).unwrap();
+    let ours = bitbake_expand(&shell_function(&class, "do_bootlink_apply"), &y.vars);
+    assert_eq!(v["body"].as_str().unwrap(), ours, "the test's expansion is not bitbake's");
+    assert_eq!(v["tasks"], serde_json::json!(["do_bootlink_apply"]));
+    assert_eq!(v["after"], serde_json::json!(["do_install"]));
+    assert_eq!(v["dirs"].as_str().unwrap(), y.b.to_str().unwrap());
+    for (t, deps) in v["before"].as_object().unwrap() {
+        assert_eq!(deps, &serde_json::json!(["do_bootlink_apply"]), "{t} does not wait for the task");
+    }
+    assert_eq!(v["depends"], "bc-native bootlink-native");
+    assert_eq!(v["strip"], serde_json::json!(["1", "1"]));
+}
+
 #[test]
 fn yocto_task_applies_the_modules_in_d_with_the_builds_key() {
     for (name, libdir) in [("yocto-apply", "/lib"), ("yocto-apply-usrmerge", "/usr/lib")] {
