@@ -8,9 +8,8 @@
 //!   the BR2_ options) and runs LINUX_POST_INSTALL_TARGET_HOOKS as
 //!   pkg-generic.mk does (`$(foreach hook,...,$(call $(hook))$(sep))`,
 //!   with bash); Buildroot's depmod (LINUX_RUN_DEPMOD) is run after it.
-//!   Then Buildroot itself (a source tree, when there is one here) reads
-//!   the tree: its kconfig keeps the options, its make registers the step
-//!   and host-bootlink (printvars, linux-show-depends); nothing is built.
+//!   (Buildroot itself reading the tree, and its check-package linter,
+//!   need Buildroot's source: tests/buildroot_source.rs, extended tier.)
 //! - Yocto: do_bootlink_apply's shell body, taken from the class, with the
 //!   variables bitbake expands in it (B, D, nonarch_base_libdir,
 //!   KERNEL_VERSION, ...) expanded, run as bitbake runs a shell task
@@ -19,9 +18,8 @@
 //! Each asserts the tree: the modules as apply's plan for that kernel says
 //! (Debian's kernel randomizes its base and checks signatures: trim and
 //! sign), the record, the kernel images where the tool takes them from,
-//! depmod left to the tool, and a second run writing nothing. Then the
-//! tools' own linters on the files: Buildroot's utils/check-package and
-//! oelint-adv (PyPI).
+//! depmod left to the tool, and a second run writing nothing. Then
+//! Yocto's linter on the layer: oelint-adv (PyPI).
 
 mod common;
 
@@ -29,35 +27,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sha2::Digest;
-
 const RECORD: &str = "bootlink-applied.json";
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-fn sha(p: &Path) -> String {
-    sha2::Sha256::digest(std::fs::read(p).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Every file below `dir` (symbolic links not followed): its path and SHA-256.
 fn digests(dir: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                stack.push(p);
-            } else if t.is_file() {
-                let h = sha(&p);
-                out.insert(p, h);
-            }
-        }
-    }
-    out
+    common::files_below(dir, |p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        .into_values()
+        .map(|p| {
+            let h = common::sha256_hex(&p);
+            (p, h)
+        })
+        .collect()
 }
 
 fn record_in(dir: &Path) -> BTreeMap<String, String> {
@@ -67,17 +51,6 @@ fn record_in(dir: &Path) -> BTreeMap<String, String> {
 
 fn out(o: &Output) -> String {
     format!("status {:?}\nstdout:\n{}\nstderr:\n{}", o.status, common::stdout(o), common::stderr(o))
-}
-
-/// bootlink's cache directory (`$BOOTLINK_CACHE`, else the XDG one).
-fn cache() -> PathBuf {
-    match std::env::var_os("BOOTLINK_CACHE") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(d) => PathBuf::from(d).join("bootlink"),
-            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/bootlink"),
-        },
-    }
 }
 
 /// A kbuild object directory as a kernel build leaves it: vmlinux,
@@ -281,170 +254,9 @@ fn buildroot_hook_copies_the_images_and_fails_the_build_when_apply_refuses_a_mod
     let rec = record_in(&br.rel);
     let vfat = std::fs::read(br.rel.join("kernel/fs/fat/vfat.ko")).unwrap();
     assert!(!vfat.ends_with(b"~Module signature appended~\n"));
-    assert_eq!(rec["kernel/fs/fat/vfat.ko"], sha(&br.rel.join("kernel/fs/fat/vfat.ko")));
+    assert_eq!(rec["kernel/fs/fat/vfat.ko"], common::sha256_hex(&br.rel.join("kernel/fs/fat/vfat.ko")));
     assert!(!rec.contains_key("kernel/fs/nls/nls_bad.ko"));
     assert!(br.images.join("bzImage").is_file(), "{}", out(&o));
-}
-
-/// Buildroot's utils/ (check-package and its checkpackagelib), from a
-/// Buildroot source tree: `$BOOTLINK_BUILDROOT`, else the cache's
-/// buildroot/ (a copy of the source's utils/). Buildroot is not a Debian
-/// or PyPI package: without either the check is a counted skip.
-fn buildroot_utils() -> Option<PathBuf> {
-    let dirs = [std::env::var_os("BOOTLINK_BUILDROOT").map(PathBuf::from), Some(cache().join("buildroot"))];
-    dirs.into_iter()
-        .flatten()
-        .find(|d| d.join("utils/check-package").is_file() && d.join("utils/checkpackagelib").is_dir())
-}
-
-/// A Python with these PyPI packages: the cache's venv, made and filled
-/// with pip when needed. Returns its python, or why there is none.
-fn venv_with(packages: &[&str], probe: &str) -> Result<PathBuf, String> {
-    let venv = cache().join("venv");
-    let py = venv.join("bin/python");
-    let ok = |py: &Path| Command::new(py).args(["-c", probe]).output().is_ok_and(|o| o.status.success());
-    if ok(&py) {
-        return Ok(py);
-    }
-    if !py.is_file() {
-        let o =
-            Command::new("python3").arg("-m").arg("venv").arg(&venv).output().map_err(|e| format!("python3: {e}"))?;
-        if !o.status.success() {
-            return Err(format!(
-                "python3 -m venv failed (apt-get install python3-venv): {}",
-                common::stderr(&o).trim()
-            ));
-        }
-    }
-    let o = Command::new(&py).args(["-m", "pip", "install", "-q"]).args(packages).output().unwrap();
-    if !o.status.success() {
-        return Err(format!("pip install {packages:?} failed: {}", common::stderr(&o).trim()));
-    }
-    if ok(&py) { Ok(py) } else { Err(format!("{packages:?} installed, yet `{probe}` fails")) }
-}
-
-const BR_FILES: [&str; 6] = [
-    "external.desc",
-    "external.mk",
-    "Config.in",
-    "package/bootlink/Config.in.host",
-    "package/bootlink/bootlink.mk",
-    "bootlink-apply.sh",
-];
-
-fn check_package(py: &Path, utils: &Path, dir: &Path) -> Output {
-    Command::new(py).arg(utils.join("utils/check-package")).arg("-b").args(BR_FILES).current_dir(dir).output().unwrap()
-}
-
-#[test]
-fn buildroot_files_pass_buildroots_check_package() {
-    let test = "buildroot_check_package";
-    let Some(utils) = buildroot_utils() else {
-        return common::skip(
-            test,
-            "no Buildroot source here (utils/check-package): set BOOTLINK_BUILDROOT to a Buildroot tree, or copy its \
-             utils/ into ~/.cache/bootlink/buildroot",
-        );
-    };
-    // check-package imports python-magic and flake8 (its Python checks).
-    let py = match venv_with(&["python-magic", "flake8"], "import magic, flake8") {
-        Ok(p) => p,
-        Err(why) => return common::skip(test, &why),
-    };
-    let tree = repo("hooks/buildroot");
-    let o = check_package(&py, &utils, &tree);
-    assert!(o.status.success(), "{}", out(&o));
-    let said = common::stdout(&o) + &common::stderr(&o);
-    assert!(said.contains(" lines processed") && said.contains("0 warnings generated"), "{said}");
-
-    // The same files with two faults check-package knows: it did read them.
-    let bad = common::tmpdir("br-check-bad");
-    common::sh("cp", &["-a", &format!("{}/.", tree.display()), bad.to_str().unwrap()]);
-    let host = bad.join("package/bootlink/Config.in.host");
-    std::fs::write(&host, std::fs::read_to_string(&host).unwrap().replacen("\tbool", "    bool", 1)).unwrap();
-    let mk = bad.join("package/bootlink/bootlink.mk");
-    let text = std::fs::read_to_string(&mk)
-        .unwrap()
-        .replace("HOST_BOOTLINK_POST_RSYNC_HOOKS", "HOST_BOOTLNK_POST_RSYNC_HOOKS");
-    std::fs::write(&mk, text).unwrap();
-    let o = check_package(&py, &utils, &bad);
-    let said = common::stdout(&o) + &common::stderr(&o);
-    assert!(said.contains("package/bootlink/Config.in.host:2: should be indented with one tab"), "{said}");
-    assert!(said.contains("HOST_BOOTLNK_POST_RSYNC_HOOKS"), "{said}");
-    assert!(said.contains("2 warnings generated"), "{said}");
-}
-
-/// `make O=out ARGS` in a Buildroot source tree, with this br2-external tree.
-fn buildroot(src: &Path, out_dir: &Path, args: &[&str]) -> Output {
-    Command::new("make")
-        .arg("-C")
-        .arg(src)
-        .arg(format!("O={}", out_dir.display()))
-        .arg(format!("BR2_EXTERNAL={}", repo("hooks/buildroot").display()))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// `make printvars` in a configured Buildroot output: NAME -> value.
-fn printvars(src: &Path, out_dir: &Path, vars: &[&str]) -> BTreeMap<String, String> {
-    let o = buildroot(src, out_dir, &["-s", "printvars", &format!("VARS={}", vars.join(" "))]);
-    assert!(o.status.success(), "{}", out(&o));
-    common::stdout(&o)
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.split_whitespace().collect::<Vec<_>>().join(" ")))
-        .collect()
-}
-
-#[test]
-fn buildroot_reads_the_tree_and_orders_the_step_before_its_depmod() {
-    let test = "buildroot_reads_the_tree";
-    let Some(src) = buildroot_utils().filter(|d| d.join("Makefile").is_file() && d.join("linux/linux.mk").is_file())
-    else {
-        return common::skip(
-            test,
-            "no Buildroot source tree here: set BOOTLINK_BUILDROOT to a Buildroot checkout, or unpack one into \
-             ~/.cache/bootlink/buildroot",
-        );
-    };
-    // Buildroot's own kconfig and make read the tree: a defconfig for an
-    // x86-64 kernel, then the tree's options (nothing is built).
-    let dir = common::tmpdir("br-real");
-    let o = buildroot(&src, &dir, &["qemu_x86_64_defconfig"]);
-    assert!(o.status.success(), "{}", out(&o));
-    let vars = ["LINUX_POST_INSTALL_TARGET_HOOKS", "LINUX_TARGET_FINALIZE_HOOKS", "HOST_BOOTLINK_SITE_METHOD"];
-    let off = printvars(&src, &dir, &vars);
-    assert!(!off["LINUX_POST_INSTALL_TARGET_HOOKS"].contains("BOOTLINK"), "{off:?}");
-    let mut config = std::fs::read_to_string(dir.join(".config")).unwrap();
-    config += "BR2_PACKAGE_HOST_BOOTLINK=y\nBR2_PACKAGE_HOST_BOOTLINK_APPLY=y\n";
-    config += "BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS=\"--assume-nokaslr\"\n";
-    std::fs::write(dir.join(".config"), config).unwrap();
-    let o = buildroot(&src, &dir, &["olddefconfig"]);
-    assert!(o.status.success(), "{}", out(&o));
-    let config = std::fs::read_to_string(dir.join(".config")).unwrap();
-    for want in [
-        "BR2_EXTERNAL_NAMES=\"BOOTLINK\"",
-        "BR2_PACKAGE_HOST_BOOTLINK=y",
-        "BR2_PACKAGE_HOST_BOOTLINK_APPLY=y",
-        "BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS=\"--assume-nokaslr\"",
-    ] {
-        assert!(config.lines().any(|l| l == want), "kconfig dropped {want} (its dependencies unmet?)");
-    }
-    let on = printvars(&src, &dir, &[&vars[..], &["LINUX_IMAGE_PATH", "HOST_BOOTLINK_OVERRIDE_SRCDIR"]].concat());
-    // The step after linux's own install-target hooks; depmod is
-    // target-finalize's, which runs after every package's install.
-    assert!(on["LINUX_POST_INSTALL_TARGET_HOOKS"].ends_with("HOST_BOOTLINK_APPLY_TO_LINUX"), "{on:?}");
-    assert_eq!(on["LINUX_TARGET_FINALIZE_HOOKS"], "LINUX_RUN_DEPMOD", "{on:?}");
-    assert_eq!(on["HOST_BOOTLINK_SITE_METHOD"], "local");
-    assert!(on["LINUX_IMAGE_PATH"].ends_with("/arch/x86/boot/bzImage"), "{on:?}");
-    assert_eq!(
-        std::fs::canonicalize(&on["HOST_BOOTLINK_OVERRIDE_SRCDIR"]).unwrap(),
-        std::fs::canonicalize(repo(".")).unwrap()
-    );
-    let o = buildroot(&src, &dir, &["-s", "linux-show-depends"]);
-    assert!(o.status.success(), "{}", out(&o));
-    assert!(common::stdout(&o).split_whitespace().any(|w| w == "host-bootlink"), "{}", out(&o));
 }
 
 // ---------------------------------------------------------------- Yocto
@@ -604,7 +416,7 @@ print(json.dumps({
 #[test]
 fn yocto_task_is_what_bitbakes_parser_makes_of_the_class() {
     let test = "yocto_bitbake_parse";
-    let py = match venv_with(&["bitbake-setup"], "import bb.data_smart") {
+    let py = match common::venv_with(&["bitbake-setup"], "import bb.data_smart") {
         Ok(p) => p,
         Err(why) => return common::skip(test, &why),
     };
@@ -734,7 +546,7 @@ fn oelint(py: &Path, dir: &Path) -> Output {
 #[test]
 fn yocto_layer_passes_oelint_adv() {
     let test = "yocto_oelint_adv";
-    let py = match venv_with(&["oelint-adv"], "import oelint_adv") {
+    let py = match common::venv_with(&["oelint-adv"], "import oelint_adv") {
         Ok(p) => p,
         Err(why) => return common::skip(test, &why),
     };

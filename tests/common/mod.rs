@@ -409,3 +409,37 @@ pub fn digests_below(dir: &Path, keep: impl Fn(&Path) -> bool) -> std::collectio
 pub fn is_module(p: &Path) -> bool {
     p.to_string_lossy().contains(".ko")
 }
+
+/// bootlink's cache directory (`$BOOTLINK_CACHE`, else the XDG one).
+pub fn cache() -> PathBuf {
+    match std::env::var_os("BOOTLINK_CACHE") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(d) => PathBuf::from(d).join("bootlink"),
+            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/bootlink"),
+        },
+    }
+}
+
+/// A Python with these PyPI packages: the cache's venv, made and filled
+/// with pip when needed. Returns its python, or why there is none.
+pub fn venv_with(packages: &[&str], probe: &str) -> Result<PathBuf, String> {
+    let venv = cache().join("venv");
+    let py = venv.join("bin/python");
+    let ok = |py: &Path| Command::new(py).args(["-c", probe]).output().is_ok_and(|o| o.status.success());
+    if ok(&py) {
+        return Ok(py);
+    }
+    if !py.is_file() {
+        let o =
+            Command::new("python3").arg("-m").arg("venv").arg(&venv).output().map_err(|e| format!("python3: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("python3 -m venv failed (apt-get install python3-venv): {}", stderr(&o).trim()));
+        }
+    }
+    let o = Command::new(&py).args(["-m", "pip", "install", "-q"]).args(packages).output().unwrap();
+    if !o.status.success() {
+        return Err(format!("pip install {packages:?} failed: {}", stderr(&o).trim()));
+    }
+    if ok(&py) { Ok(py) } else { Err(format!("{packages:?} installed, yet `{probe}` fails")) }
+}
