@@ -96,3 +96,27 @@ fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
     let (ta, tb) = (a.modules_total_us, b.modules_total_us);
     assert!((ta - tb).abs() <= 0.01 * tb, "apply {ta:.0} us vs the lab's best {tb:.0} us: more than 1 % apart");
 }
+
+/// apply in place on bootlink's own build directory (vmlinux, bzImage,
+/// build.json naming the object tree, lib/modules): vmlinux and the
+/// bzImage made again from it both list every module; a second run writes
+/// nothing.
+#[test]
+fn apply_in_place_lists_every_module_in_vmlinux_and_bzimage_and_is_idempotent() {
+    let k = common::self_built(true);
+    let dir = common::tmpdir("apply-in-place").join("build");
+    common::sh("cp", &["-a", k.dir.to_str().unwrap(), dir.to_str().unwrap()]);
+    let first = common::stdout(&TestCommand::new(&[&"apply", &"--build", &dir, &"--modules", &dir]).ok());
+    let rel = dir.join("lib/modules").join(&k.release);
+    let n = digest_tree(&rel).len();
+    assert!(first.contains(&format!("took {n} through the steps")), "{first}");
+    for image in ["vmlinux", "bzImage"] {
+        let o = TestCommand::new(&[&"manifest", &"show", &dir.join(image)]).ok();
+        let shown = common::stdout(&o) + &common::stderr(&o);
+        assert!(shown.contains(&format!("{n} modules listed")), "{image}: {shown}");
+    }
+    let before = common::digests_below(&dir, |_| true);
+    let second = common::stdout(&TestCommand::new(&[&"apply", &"--build", &dir, &"--modules", &dir]).ok());
+    assert!(second.contains("nothing to do"), "{second}");
+    assert_eq!(common::digests_below(&dir, |_| true), before, "a second run wrote something");
+}
