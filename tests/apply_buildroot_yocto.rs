@@ -83,17 +83,7 @@ fn kbuild_dir(dir: &Path, key: Option<(&Path, &Path)>) -> PathBuf {
 /// Debian's fat, nls and isofs modules installed into `rel`
 /// (.../lib/modules/VERSION) as modules_install leaves them, depmod not run.
 fn install_modules(rel: &Path) {
-    let k = common::kernel();
-    for sub in ["kernel/fs/fat", "kernel/fs/nls", "kernel/fs/isofs"] {
-        let to = rel.join(sub);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        common::sh("cp", &["-a", k.modules.join(sub).to_str().unwrap(), to.to_str().unwrap()]);
-    }
-    for f in ["modules.order", "modules.builtin", "modules.builtin.modinfo"] {
-        if k.modules.join(f).is_file() {
-            std::fs::copy(k.modules.join(f), rel.join(f)).unwrap();
-        }
-    }
+    common::install_modules(rel, &["kernel/fs/fat", "kernel/fs/nls", "kernel/fs/isofs"]);
 }
 
 /// What apply's plan does to Debian's modules with a key (trim, sign):

@@ -55,16 +55,7 @@ fn installed(name: &str) -> Installed {
         std::fs::copy(from.join(&n), boot.join(&n)).unwrap();
     }
     let rel = root.join("lib/modules").join(&k.release);
-    for sub in ["kernel/fs/fat", "kernel/fs/nls", "kernel/fs/isofs"] {
-        let to = rel.join(sub);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        common::sh("cp", &["-a", k.modules.join(sub).to_str().unwrap(), to.to_str().unwrap()]);
-    }
-    for f in ["modules.order", "modules.builtin", "modules.builtin.modinfo"] {
-        if k.modules.join(f).is_file() {
-            std::fs::copy(k.modules.join(f), rel.join(f)).unwrap();
-        }
-    }
+    common::install_modules(&rel, &["kernel/fs/fat", "kernel/fs/nls", "kernel/fs/isofs"]);
     let key = common::key_pair(&dir, "k");
     let image = boot.join(format!("vmlinuz-{}", k.release));
     Installed { dir, root, boot, rel, release: k.release.clone(), image, key }

@@ -443,3 +443,20 @@ pub fn venv_with(packages: &[&str], probe: &str) -> Result<PathBuf, String> {
     }
     if ok(&py) { Ok(py) } else { Err(format!("{packages:?} installed, yet `{probe}` fails")) }
 }
+
+/// Debian's modules of the directories `subs` (below kernel/), installed
+/// into `rel` (.../lib/modules/VERSION) as modules_install leaves them,
+/// with the index files depmod and mkinitramfs read; depmod not run.
+pub fn install_modules(rel: &Path, subs: &[&str]) {
+    let k = kernel();
+    for sub in subs {
+        let to = rel.join(sub);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        sh("cp", &["-a", k.modules.join(sub).to_str().unwrap(), to.to_str().unwrap()]);
+    }
+    for f in ["modules.order", "modules.builtin", "modules.builtin.modinfo"] {
+        if k.modules.join(f).is_file() {
+            std::fs::copy(k.modules.join(f), rel.join(f)).unwrap();
+        }
+    }
+}
