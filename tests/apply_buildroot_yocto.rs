@@ -172,7 +172,19 @@ fn buildroot_make(br: &Br, options: &[(&str, &str)], target: &str) -> Output {
     mk += "print-linux:\n\t@echo 'hooks: $(LINUX_POST_INSTALL_TARGET_HOOKS)'; echo 'deps: $(LINUX_DEPENDENCIES)'\n";
     let file = br.out.join("buildroot-hooks.mk");
     std::fs::write(&file, mk).unwrap();
-    Command::new("make").arg("-f").arg(&file).arg(target).current_dir(&br.out).output().unwrap()
+    // A make of its own, as Buildroot's top-level make is: not a sub-make
+    // of whatever runs the tests (`make test` would pass its MAKEFLAGS and
+    // level on, and make would print "Entering directory").
+    Command::new("make")
+        .arg("-f")
+        .arg(&file)
+        .arg(target)
+        .current_dir(&br.out)
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
+        .output()
+        .unwrap()
 }
 
 #[test]

@@ -93,6 +93,10 @@ fn buildroot(src: &Path, out_dir: &Path, args: &[&str]) -> Output {
         .arg(format!("O={}", out_dir.display()))
         .arg(format!("BR2_EXTERNAL={}", repo("hooks/buildroot").display()))
         .args(args)
+        // Buildroot's own top-level make, not a sub-make of `make test-extended`.
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
         .output()
         .unwrap()
 }
