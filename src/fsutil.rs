@@ -302,6 +302,11 @@ impl TempDir {
     }
 }
 
+/// Bytes (a digest, a build ID) as lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,8 @@ struct Installed {
     path: PathBuf,
     rel: String,
     name: String,
+    /// The SHA-256 of the file as found.
+    sha: String,
 }
 
 pub fn run(opts: &Options) -> Result<Report> {
@@ -188,53 +190,58 @@ pub fn run(opts: &Options) -> Result<Report> {
     let record = record::Record::load(&dir)?;
     let files = crate::tree::find_modules(std::slice::from_ref(&dir))?;
 
-    // Each module: already written by apply, or to be checked and taken
-    // through the steps. A module the kernel would refuse is left alone.
+    // Each module: already written by apply, or checked (with its
+    // compression, and whether it is signed) to be taken through the
+    // steps. A module the kernel would refuse is left alone.
     let mut errors = Vec::new();
-    let mut todo: Vec<Installed> = Vec::new();
-    let mut already: Vec<Installed> = Vec::new();
-    let mut signed = false;
-    let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut found: Vec<(Installed, Option<(Compression, bool)>)> = Vec::new();
     for path in files {
         let rel = path.strip_prefix(&dir).unwrap_or(&path).to_string_lossy().into_owned();
         let name = module::name_from_path(&path);
         let checked = crate::tree::isolated(&path, || {
             let sha = record::sha256_file(&path)?;
             if record.wrote(&rel, &sha) {
-                return Ok(None);
+                return Ok((sha, None));
             }
             let m = module::read(&path)?;
             k.accepts(&m, "left as it is")?;
-            Ok(Some(m.signature.is_some()))
+            Ok((sha, Some((m.compression, m.signature.is_some()))))
         });
         match checked {
             Err(e) => errors.push(FileError::from(e)),
-            Ok(s) => {
-                // The steps write <name>.ko: one name, one module.
-                if let Some(first) = names.insert(name.clone(), path.clone()) {
-                    errors.push(FileError::from(Error::file(
-                        Kind::Usage,
-                        &path,
-                        format!("module {name} also at {}: both left as they are", first.display()),
-                    )));
-                    todo.retain(|m| m.path != first);
-                    already.retain(|m| m.path != first);
-                    continue;
-                }
-                let m = Installed { path: path.clone(), rel, name };
-                match s {
-                    None => already.push(m),
-                    Some(sig) => {
-                        signed |= sig;
-                        todo.push(m);
-                    }
-                }
+            Ok((sha, state)) => found.push((Installed { path, rel, name, sha }, state)),
+        }
+    }
+    // The steps write <name>.ko: one name, one module. Every file of a
+    // name found twice is refused and left as it is.
+    let mut paths_of: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for (m, _) in &found {
+        paths_of.entry(m.name.clone()).or_default().push(m.path.clone());
+    }
+    let mut todo: Vec<(Installed, Compression)> = Vec::new();
+    let mut already: Vec<Installed> = Vec::new();
+    let mut signed = false;
+    let mut doubles = Vec::new();
+    for (m, state) in found {
+        let others: Vec<String> =
+            paths_of[&m.name].iter().filter(|p| **p != m.path).map(|p| p.display().to_string()).collect();
+        if !others.is_empty() {
+            doubles.push(FileError::from(Error::file(
+                Kind::Usage,
+                &m.path,
+                format!("module {} also at {}: both left as they are", m.name, others.join(", ")),
+            )));
+            continue;
+        }
+        match state {
+            None => already.push(m),
+            Some((compression, sig)) => {
+                signed |= sig;
+                todo.push((m, compression));
             }
         }
     }
-    // Both copies of a name were dropped above; later copies too.
-    let dropped: Vec<PathBuf> = errors.iter().map(|e| e.path.clone()).collect();
-    todo.retain(|m| !dropped.contains(&m.path));
+    errors.extend(doubles);
 
     let config = k.config.as_ref();
     let sign_key =
@@ -250,12 +257,13 @@ pub fn run(opts: &Options) -> Result<Report> {
         allow_unsigned: opts.allow_unsigned,
     };
     let plan = Plan::of(&facts);
+    let applied = if plan.steps.is_empty() { 0 } else { todo.len() };
     let mut report = Report {
         release: release.clone(),
         modules_dir: dir.clone(),
         loader_features: k.loader_features.clone(),
         plan,
-        applied: todo.len(),
+        applied,
         already: already.len(),
         unchanged: 0,
         written: Vec::new(),
@@ -264,9 +272,6 @@ pub fn run(opts: &Options) -> Result<Report> {
         depmod: false,
         dry_run: opts.dry_run,
     };
-    if report.plan.steps.is_empty() {
-        report.applied = 0;
-    }
     if build.installed {
         report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
     }
@@ -295,7 +300,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let mut tree = Tree {
         image: &k,
         kernel: build.vmlinux.clone(),
-        modules: todo.iter().map(|m| (m.name.clone(), m.path.clone())).collect(),
+        modules: todo.iter().map(|(m, _)| (m.name.clone(), m.path.clone())).collect(),
         cmdline: Vec::new(),
         raw_module: String::new(),
         work: work.path().to_path_buf(),
@@ -308,7 +313,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         steps::apply_all(&module_steps, &mut tree)?;
     }
     let finals: Vec<(PathBuf, PathBuf)> =
-        todo.iter().zip(&tree.modules).map(|(m, (_, f))| (m.path.clone(), f.clone())).collect();
+        todo.iter().zip(&tree.modules).map(|((m, _), (_, f))| (m.path.clone(), f.clone())).collect();
     // The list covers every module: those rewritten now and those an
     // earlier run wrote.
     tree.modules.extend(already.iter().map(|m| (m.name.clone(), m.path.clone())));
@@ -323,16 +328,17 @@ pub fn run(opts: &Options) -> Result<Report> {
     let ready = work.path().join("install");
     std::fs::create_dir_all(&ready).map_err(|e| Error::io(&ready, e))?;
     let mut installs = Vec::new();
-    for (i, (m, (orig, fin))) in todo.iter().zip(&finals).enumerate() {
+    for (i, ((m, kind), (orig, fin))) in todo.iter().zip(&finals).enumerate() {
         let (plain, _) = module::load_bytes(fin)?;
-        let (_, kind) = module::load_bytes(orig)?;
-        let bytes = if kind == Compression::None {
+        let bytes = if *kind == Compression::None {
             plain.to_vec()
         } else {
-            compress::compress(&plain, kind).map_err(|e| e.at(orig))?
+            compress::compress(&plain, *kind).map_err(|e| e.at(orig))?
         };
-        new_record.modules.insert(m.rel.clone(), record::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
-        if fsutil::map_file(orig)?[..] == bytes[..] {
+        let sha = fsutil::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        new_record.modules.insert(m.rel.clone(), sha.clone());
+        // Unchanged: the same digest as the file found.
+        if sha == m.sha {
             report.unchanged += 1;
             continue;
         }
@@ -341,7 +347,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         installs.push((file, orig.clone()));
     }
     for m in &already {
-        new_record.modules.insert(m.rel.clone(), record::sha256_file(&m.path)?);
+        new_record.modules.insert(m.rel.clone(), m.sha.clone());
     }
 
     // Install: the image first (see the module's doc), then the record of

@@ -28,11 +28,7 @@ pub(crate) struct Record {
 
 pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let data = crate::fsutil::map_file(path)?;
-    Ok(hex(&Sha256::digest(&data[..])))
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    Ok(crate::fsutil::hex(&Sha256::digest(&data[..])))
 }
 
 impl Record {

@@ -53,9 +53,7 @@ pub struct Record {
     pub lookups: u64,
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::fsutil::hex;
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
     if s == "-" {

@@ -157,9 +157,7 @@ pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
 /// The file in the object tree naming the build it holds.
 const TREE_KEY: &str = "bootlink-key";
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::fsutil::hex;
 
 /// The cache key: recipe, source version, config fragment, the patches'
 /// diffs in order (not their messages or file names: a reworded message, a

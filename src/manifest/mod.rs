@@ -114,7 +114,7 @@ pub(crate) fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> 
     let mut digests = Vec::with_capacity(files.len());
     for f in files {
         let d = digest_of(&f)?;
-        listed.push(Listed { path: f, sha256: d.iter().map(|b| format!("{b:02x}")).collect() });
+        listed.push(Listed { path: f, sha256: crate::fsutil::hex(&d) });
         digests.push(d);
     }
     Ok((Manifest::new(digests), listed))
@@ -137,7 +137,7 @@ pub fn of_modules_for(
     for r in results {
         match r {
             Ok((path, d)) => {
-                listed.push(Listed { path, sha256: d.iter().map(|b| format!("{b:02x}")).collect() });
+                listed.push(Listed { path, sha256: crate::fsutil::hex(&d) });
                 digests.push(d);
             }
             Err(e) => errors.push(crate::tree::FileError::from(e)),
