@@ -20,6 +20,8 @@
 
 mod common;
 
+use common::initrd::{self, can_mkinitramfs, dracut, unpack_cpio};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -155,50 +157,13 @@ fn out(o: &Output) -> String {
 
 // ---------------------------------------------------------------- initramfs-tools
 
-/// mkinitramfs -d CONF -o OUT VERSION, with the scratch root's lib/modules
-/// and boot bound over the host's in a private mount namespace (the host's
-/// directories are never written, and no one else sees the binding).
 fn mkinitramfs(t: &Installed, conf: &Path, image: &Path, env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new("unshare");
-    c.args(["--mount", "--propagation", "private", "sh", "-c"]);
-    c.arg(r#"mount --bind "$1" /lib/modules && mount --bind "$2" /boot && exec mkinitramfs -d "$3" -o "$4" "$5""#);
-    c.arg("sh").arg(t.root.join("lib/modules")).arg(&t.boot).arg(conf).arg(image).arg(&t.release);
-    c.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    c.env("TMPDIR", &t.dir);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
+    initrd::mkinitramfs(&t.root, conf, image, &t.release, &t.dir, env)
 }
 
-fn can_mkinitramfs(test: &str) -> bool {
-    if !Path::new("/usr/sbin/mkinitramfs").is_file() || !Path::new("/usr/bin/unmkinitramfs").is_file() {
-        common::skip(test, "mkinitramfs/unmkinitramfs not installed (apt-get install initramfs-tools)");
-        return false;
-    }
-    let ns = Command::new("unshare").args(["--mount", "--propagation", "private", "true"]).output();
-    if !ns.is_ok_and(|o| o.status.success()) {
-        common::skip(
-            test,
-            "no private mount namespace here (unshare --mount needs root): mkinitramfs reads only /lib/modules",
-        );
-        return false;
-    }
-    true
-}
-
-/// A configuration directory as /etc/initramfs-tools is: the host's
-/// initramfs.conf with only the listed `modules`, and bootlink's hook.
 fn itools_conf(t: &Installed, modules: &[&str]) -> PathBuf {
     let conf = t.dir.join("conf");
-    for d in ["hooks", "scripts", "conf.d"] {
-        std::fs::create_dir_all(conf.join(d)).unwrap();
-    }
-    let mut ic = std::fs::read_to_string("/etc/initramfs-tools/initramfs.conf").unwrap_or_default();
-    ic += "\nMODULES=list\nCOMPRESS=gzip\n";
-    std::fs::write(conf.join("initramfs.conf"), ic).unwrap();
-    std::fs::write(conf.join("modules"), modules.iter().map(|m| format!("{m}\n")).collect::<String>()).unwrap();
-    std::fs::copy(repo("hooks/initramfs-tools/bootlink"), conf.join("hooks/bootlink")).unwrap();
+    initrd::itools_conf(&conf, modules);
     conf
 }
 
@@ -285,63 +250,10 @@ fn initramfs_tools_hook_checks_compressed_modules_before_mkinitramfs_decompresse
 
 // ---------------------------------------------------------------- dracut
 
-/// dracut's own files: the installed package's, else Debian's packages
-/// unpacked once into the cache (dracut conflicts with initramfs-tools, so
-/// both cannot be installed). Returns (the dracut script, its base
-/// directory), or why there is none.
-fn dracut() -> Result<(PathBuf, PathBuf), String> {
-    static D: std::sync::OnceLock<Result<(PathBuf, PathBuf), String>> = std::sync::OnceLock::new();
-    D.get_or_init(find_dracut).clone()
-}
-
-fn find_dracut() -> Result<(PathBuf, PathBuf), String> {
-    let (bin, base) = (PathBuf::from("/usr/bin/dracut"), PathBuf::from("/usr/lib/dracut"));
-    if bin.is_file() && base.join("dracut-install").is_file() {
-        return Ok((bin, base));
-    }
-    let cache = match std::env::var_os("BOOTLINK_CACHE") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(d) => PathBuf::from(d).join("bootlink"),
-            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache/bootlink"),
-        },
-    };
-    let root = cache.join("dracut");
-    let (bin, base) = (root.join("usr/bin/dracut"), root.join("usr/lib/dracut"));
-    if bin.is_file() && base.join("dracut-install").is_file() {
-        return Ok((bin, base));
-    }
-    let dl = common::tmpdir("dracut-debs");
-    let got = Command::new("apt-get").args(["download", "dracut", "dracut-core"]).current_dir(&dl).output();
-    match got {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return Err(format!("apt-get download dracut dracut-core failed: {}", common::stderr(&o).trim())),
-        Err(e) => return Err(format!("apt-get: {e}")),
-    }
-    let part = cache.join("dracut.part");
-    let _ = std::fs::remove_dir_all(&part);
-    for e in std::fs::read_dir(&dl).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "deb") {
-            common::sh("dpkg", &["-x", e.path().to_str().unwrap(), part.to_str().unwrap()]);
-        }
-    }
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::rename(&part, &root).unwrap();
-    let _ = std::fs::remove_dir_all(&dl);
-    if bin.is_file() && base.join("dracut-install").is_file() {
-        Ok((bin, base))
-    } else {
-        Err(format!("no dracut in the unpacked packages ({})", root.display()))
-    }
-}
-
-/// A copy of dracut's base directory with the hook's module added (the
-/// host's modules.d is never written).
+/// A copy of dracut's base directory with the hook's module added.
 fn dracut_base(t: &Installed, base: &Path) -> PathBuf {
     let mine = t.dir.join("dracut");
-    common::sh("cp", &["-a", base.to_str().unwrap(), mine.to_str().unwrap()]);
-    let to = mine.join("modules.d/99zz-bootlink");
-    common::sh("cp", &["-r", repo("hooks/dracut/99zz-bootlink").to_str().unwrap(), to.to_str().unwrap()]);
+    initrd::dracut_base(base, &mine);
     mine
 }
 
@@ -375,17 +287,6 @@ fn dracut_cmd(
         c.env(k, v);
     }
     c
-}
-
-fn unpack_cpio(img: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    let o = Command::new("cpio")
-        .args(["-id", "--quiet", "--no-absolute-filenames"])
-        .current_dir(to)
-        .stdin(std::fs::File::open(img).unwrap())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "cpio: {}", common::stderr(&o));
 }
 
 #[test]

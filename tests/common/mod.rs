@@ -2,6 +2,8 @@
 //! cached once), the binary, temporary directories.
 #![allow(dead_code)]
 
+pub mod initrd;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
