@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::TestCommand;
+use common::{TestCommand, initrd};
 
 const MODULES: &[&str] = &["sctp", "nls_cp437", "crc32c_generic", "vfat"];
 const CMDLINE: &str = "module.sig_enforce=1 trace_events.eval_one_pass=1";
@@ -119,4 +119,73 @@ fn apply_in_place_lists_every_module_in_vmlinux_and_bzimage_and_is_idempotent() 
     let second = common::stdout(&TestCommand::new(&[&"apply", &"--build", &dir, &"--modules", &dir]).ok());
     assert!(second.contains("nothing to do"), "{second}");
     assert_eq!(common::digests_below(&dir, |_| true), before, "a second run wrote something");
+}
+
+/// The tree `make modules_install` installed with the hook, packed into an
+/// initramfs by initramfs-tools' mkinitramfs (with hooks/initramfs-tools)
+/// and by dracut (with hooks/dracut/99zz-bootlink), both strict: each
+/// image, booted with the bzImage apply wrote, loads the modules it was
+/// asked for through its own /init (initramfs-tools' /conf/modules,
+/// dracut's rd.driver.pre) under module.sig_enforce=1, unsigned and
+/// trusted by the image's hash list.
+#[test]
+fn initramfs_tools_and_dracut_images_of_the_installed_tree_boot_under_sig_enforce() {
+    let test = "apply_initramfs_boot";
+    if !initrd::can_mkinitramfs(test) {
+        return;
+    }
+    let (dracut, dracut_base) = match initrd::dracut() {
+        Ok(d) => d,
+        Err(why) => return common::skip(test, &why),
+    };
+    let k = common::self_built(true);
+    let dir = common::tmpdir("apply-initramfs-boot");
+    let root = dir.join("installed");
+    modules_install(&k.tree, &root);
+    let rel = root.join("lib/modules").join(&k.release);
+    // mkinitramfs reads the kernel's config from /boot.
+    std::fs::create_dir_all(root.join("boot")).unwrap();
+    let config = format!("config-{}", k.release);
+    std::fs::copy(k.dir.join(&config), root.join("boot").join(&config)).unwrap();
+    let vfat = std::fs::read(rel.join("kernel/fs/fat/vfat.ko")).unwrap();
+    assert!(!vfat.ends_with(b"~Module signature appended~\n"), "applied modules are unsigned (listed instead)");
+    let strict = [("BOOTLINK_STRICT", "1")];
+
+    let conf = dir.join("initramfs-tools");
+    initrd::itools_conf(&conf, MODULES);
+    initrd::itools_probe(&conf);
+    let itools = dir.join("initrd.img-initramfs-tools");
+    let o = initrd::mkinitramfs(&root, &conf, &itools, &k.release, &dir, &strict);
+    assert!(o.status.success(), "mkinitramfs: {}{}", common::stdout(&o), common::stderr(&o));
+
+    let base = dir.join("dracut");
+    initrd::dracut_base(&dracut_base, &base);
+    initrd::dracut_probe(&base);
+    let dracut_img = dir.join("initrd.img-dracut");
+    let drivers = MODULES.join(" ");
+    let mods = "bash base kernel-modules zz-bootlink bootlink-probe";
+    let mut c = initrd::dracut_command(
+        &dracut,
+        &base,
+        &k.release,
+        &rel,
+        &dir,
+        mods,
+        &["--force-drivers", &drivers],
+        &dracut_img,
+    );
+    let o = c.envs(strict).output().unwrap();
+    assert!(o.status.success(), "dracut: {}{}", common::stdout(&o), common::stderr(&o));
+
+    let listed = format!("module hashes: {} modules of this build trusted", digest_tree(&rel).len());
+    for (maker, img) in [("initramfs-tools", &itools), ("dracut", &dracut_img)] {
+        let b = initrd::boot(&root.join("bzImage"), img, "module.sig_enforce=1", &dir.join(format!("{maker}.log")));
+        let loaded = initrd::loaded(&b);
+        for m in MODULES {
+            assert_eq!(loaded.get(*m).map(String::as_str), Some("Live"), "{maker}: {m} not loaded: {loaded:?}");
+        }
+        assert!(b.log.contains(&listed), "{maker}: no \"{listed}\"");
+        assert!(!b.log.contains("tainting kernel"), "{maker}: a module tainted the kernel");
+        common::report(&format!("{maker} image booted"), &format!("{} modules live: {loaded:?}", loaded.len()));
+    }
 }

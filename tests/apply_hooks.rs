@@ -272,17 +272,8 @@ fn dracut_cmd(
     env: &[(&str, &str)],
     drivers: Option<&str>,
 ) -> Command {
-    let empty = t.dir.join("dracut.conf.d");
-    std::fs::create_dir_all(&empty).unwrap();
-    let mut c = Command::new("bash");
-    c.arg(bin).args(["--kver", &t.release]).arg("--kmoddir").arg(&t.rel);
-    c.args(["--conf", "/dev/null"]).arg("--confdir").arg(&empty);
-    c.args(["--modules", mods, "--no-hostonly"]);
-    if let Some(d) = drivers {
-        c.args(["--add-drivers", d]);
-    }
-    c.args(["--no-compress", "--no-early-microcode", "--force"]).arg(img);
-    c.env("dracutbasedir", base).env("TMPDIR", &t.dir);
+    let add: Vec<&str> = drivers.map(|d| vec!["--add-drivers", d]).unwrap_or_default();
+    let mut c = initrd::dracut_command(bin, base, &t.release, &t.rel, &t.dir, mods, &add, img);
     for (k, v) in env {
         c.env(k, v);
     }

@@ -17,12 +17,12 @@ use bootlink::lab::{Boot, QemuOptions};
 /// The marker tag the probe frames /proc/modules with.
 pub const PROBE_TAG: &str = "initrd-probe";
 
-/// The probe's shell code (busybox or bash): /proc/modules framed, then a
-/// forced power-off.
-pub fn probe_body() -> String {
+/// The probe's shell code: /proc/modules framed, then a forced power-off
+/// by `poweroff` (busybox's applet, or `busybox poweroff`).
+pub fn probe_body(poweroff: &str) -> String {
     format!(
         "echo '=== BOOTLINK BEGIN {PROBE_TAG} ==='\ncat /proc/modules\necho '=== BOOTLINK END {PROBE_TAG} ==='\n\
-         poweroff -f\n"
+         {poweroff} -f\n"
     )
 }
 
@@ -32,8 +32,10 @@ pub fn probe_body() -> String {
 pub fn itools_probe(conf: &Path) {
     let dir = conf.join("scripts/init-premount");
     std::fs::create_dir_all(&dir).unwrap();
-    let script =
-        format!("#!/bin/sh\nPREREQ=\"\"\ncase \"$1\" in prereqs) echo \"$PREREQ\"; exit 0 ;; esac\n{}", probe_body());
+    let script = format!(
+        "#!/bin/sh\nPREREQ=\"\"\ncase \"$1\" in prereqs) echo \"$PREREQ\"; exit 0 ;; esac\n{}",
+        probe_body("poweroff")
+    );
     let path = dir.join("bootlink-probe");
     std::fs::write(&path, script).unwrap();
     super::sh("chmod", &["755", path.to_str().unwrap()]);
@@ -169,6 +171,46 @@ pub fn dracut_base(base: &Path, to: &Path) {
     let m = to.join("modules.d/99zz-bootlink");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/dracut/99zz-bootlink");
     super::sh("cp", &["-r", src.to_str().unwrap(), m.to_str().unwrap()]);
+}
+
+/// Add the probe to a dracut base directory as the dracut module
+/// "bootlink-probe" (asked for by name only): a `cmdline` hook numbered 99,
+/// run by dracut's /init after 90kernel-modules' hook 01 loaded the drivers
+/// of `rd.driver.pre` (what --force-drivers writes into the image), and
+/// before /init asks for a root; busybox for the power-off.
+pub fn dracut_probe(base: &Path) {
+    let dir = base.join("modules.d/99bootlink-probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    let setup = "#!/bin/bash\ncheck() {\n    return 255\n}\ndepends() {\n    return 0\n}\ninstall() {\n    \
+                 inst_multiple busybox\n    inst_hook cmdline 99 \"$moddir/probe.sh\"\n}\n";
+    std::fs::write(dir.join("module-setup.sh"), setup).unwrap();
+    std::fs::write(dir.join("probe.sh"), format!("#!/bin/sh\n{}", probe_body("busybox poweroff"))).unwrap();
+}
+
+/// dracut (`bin`, run by bash with `base` as its dracutbasedir) for
+/// `release` with the modules of `kmoddir`: only the dracut `modules`
+/// named, no configuration but `extra` arguments, no host-only
+/// selection, no compression (the image is one cpio), written to `img`.
+#[allow(clippy::too_many_arguments)]
+pub fn dracut_command(
+    bin: &Path,
+    base: &Path,
+    release: &str,
+    kmoddir: &Path,
+    tmp: &Path,
+    modules: &str,
+    extra: &[&str],
+    img: &Path,
+) -> Command {
+    let empty = tmp.join("dracut.conf.d");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut c = Command::new("bash");
+    c.arg(bin).args(["--kver", release]).arg("--kmoddir").arg(kmoddir);
+    c.args(["--conf", "/dev/null"]).arg("--confdir").arg(&empty);
+    c.args(["--modules", modules, "--no-hostonly"]).args(extra);
+    c.args(["--no-compress", "--no-early-microcode", "--force"]).arg(img);
+    c.env("dracutbasedir", base).env("TMPDIR", tmp);
+    c
 }
 
 /// Unpack an uncompressed cpio image into `to`.
