@@ -5,9 +5,10 @@
 //!
 //! - Buildroot: GNU make reads external.mk with the variables Buildroot
 //!   sets (HOST_DIR, LINUX_DIR, TARGET_DIR, BINARIES_DIR, LINUX_IMAGE_PATH,
-//!   the BR2_ options) and runs LINUX_POST_INSTALL_TARGET_HOOKS as
-//!   pkg-generic.mk does (`$(foreach hook,...,$(call $(hook))$(sep))`,
-//!   with bash); Buildroot's depmod (LINUX_RUN_DEPMOD) is run after it.
+//!   the BR2_ options) and runs TARGET_FINALIZE_HOOKS as Buildroot's
+//!   Makefile does (`$(foreach hook,...,$($(hook))$(sep))`, with bash),
+//!   linux.mk's LINUX_RUN_DEPMOD first; a module a kernel-module package
+//!   installed (extra/) is in the target beside linux's.
 //!   (Buildroot itself reading the tree, and its check-package linter,
 //!   need Buildroot's source: tests/buildroot_source.rs, extended tier.)
 //! - Yocto: do_bootlink_apply's shell body, taken from the class, with the
@@ -102,20 +103,25 @@ fn applied_with_a_key(rel: &Path) -> BTreeMap<String, String> {
         assert_eq!(rec.get(&r), Some(&d), "{r}: not recorded as it is");
         let bytes = std::fs::read(&p).unwrap();
         assert!(bytes.ends_with(b"~Module signature appended~\n"), "{r} is not signed again");
-        assert_ne!(bytes, std::fs::read(k.modules.join(&r)).unwrap(), "{r} is as Debian shipped it");
+        // extra/: where Buildroot's test put a package's module.
+        let shipped = if r == "extra/isofs.ko" { "kernel/fs/isofs/isofs.ko" } else { r.as_str() };
+        assert_ne!(bytes, std::fs::read(k.modules.join(shipped)).unwrap(), "{r} is as Debian shipped it");
     }
     assert_eq!(rec.len(), n, "the record lists other modules: {rec:?}");
-    assert!(rec.contains_key("kernel/fs/fat/vfat.ko") && rec.contains_key("kernel/fs/isofs/isofs.ko"), "{rec:?}");
+    let isofs = rec.contains_key("kernel/fs/isofs/isofs.ko") || rec.contains_key("extra/isofs.ko");
+    assert!(rec.contains_key("kernel/fs/fat/vfat.ko") && isofs, "{rec:?}");
     rec
 }
 
 // ---------------------------------------------------------------- Buildroot
 
-/// A Buildroot output directory's parts for the kernel, after linux's
-/// install to target: output/host/bin/bootlink, output/build/linux-VERSION
-/// (LINUX_DIR), output/target with the modules (and the image in /boot, as
-/// BR2_LINUX_KERNEL_INSTALL_TARGET puts it), output/images empty (linux's
-/// install-images has not run yet).
+/// A Buildroot output directory's parts for the kernel when target-finalize
+/// starts: output/host/bin/bootlink and host/sbin/depmod (host-kmod's),
+/// output/build/linux-VERSION (LINUX_DIR), output/target with linux's
+/// modules and one a kernel-module package installed after them
+/// (extra/isofs.ko, where kbuild's modules_install puts an external
+/// module), the image in /boot (BR2_LINUX_KERNEL_INSTALL_TARGET) and in
+/// output/images (linux's install-images).
 struct Br {
     out: PathBuf,
     linux: PathBuf,
@@ -131,23 +137,30 @@ fn buildroot_output(name: &str) -> Br {
     let out = dir.join("output");
     std::fs::create_dir_all(out.join("host/bin")).unwrap();
     std::fs::copy(common::bin(), out.join("host/bin/bootlink")).unwrap();
+    std::fs::create_dir_all(out.join("host/sbin")).unwrap();
+    std::os::unix::fs::symlink("/sbin/depmod", out.join("host/sbin/depmod")).unwrap();
     let linux = kbuild_dir(&out.join(format!("build/linux-{}", k.release)), None);
     let target = out.join("target");
     let rel = target.join("lib/modules").join(&k.release);
     install_modules(&rel);
+    std::fs::create_dir_all(rel.join("extra")).unwrap();
+    std::fs::rename(rel.join("kernel/fs/isofs/isofs.ko"), rel.join("extra/isofs.ko")).unwrap();
+    std::fs::remove_dir(rel.join("kernel/fs/isofs")).unwrap();
     std::fs::create_dir_all(target.join("boot")).unwrap();
     std::fs::copy(linux.join("arch/x86/boot/bzImage"), target.join("boot/bzImage")).unwrap();
     let images = out.join("images");
     std::fs::create_dir_all(&images).unwrap();
+    std::fs::copy(linux.join("arch/x86/boot/bzImage"), images.join("bzImage")).unwrap();
     let key = common::key_pair(&dir, "br");
     Br { out, linux, target, images, rel, key }
 }
 
 /// A makefile that sets what Buildroot sets (the paths, the BR2_ options
 /// of the br2-external tree, qstrip and sep as support/misc/utils.mk has
-/// them, bash as the shell), includes the tree's external.mk, and runs
-/// LINUX_POST_INSTALL_TARGET_HOOKS as pkg-generic.mk runs a package's
-/// hooks.
+/// them, bash as the shell), adds linux.mk's LINUX_RUN_DEPMOD to
+/// TARGET_FINALIZE_HOOKS (linux.mk is read before the br2-external trees),
+/// includes the tree's external.mk, and runs TARGET_FINALIZE_HOOKS as
+/// Buildroot's target-finalize does.
 fn buildroot_make(br: &Br, options: &[(&str, &str)], target: &str) -> Output {
     let mut mk = String::new();
     mk += "SHELL := /bin/bash\n";
@@ -167,9 +180,12 @@ fn buildroot_make(br: &Br, options: &[(&str, &str)], target: &str) -> Output {
     mk += "LINUX_IMAGE_PATH = $(LINUX_ARCH_PATH)/boot/$(LINUX_IMAGE_NAME)\n";
     mk += "LINUX_TARGET_CONFIGURE = $(LINUX_DIR)/.stamp_configured\n";
     mk += "LINUX_DEPENDENCIES = host-kmod\n";
+    mk += &format!("LINUX_VERSION_PROBED = {}\n", common::kernel().release);
+    mk += "define LINUX_RUN_DEPMOD\n\t$(HOST_DIR)/sbin/depmod -a -b $(TARGET_DIR) $(LINUX_VERSION_PROBED)\nendef\n";
+    mk += "TARGET_FINALIZE_HOOKS += LINUX_RUN_DEPMOD\n";
     mk += "include $(BR2_EXTERNAL_BOOTLINK_PATH)/external.mk\n";
-    mk += "linux-post-install-target:\n\t$(foreach hook,$(LINUX_POST_INSTALL_TARGET_HOOKS),$(call $(hook))$(sep))\n";
-    mk += "print-linux:\n\t@echo 'hooks: $(LINUX_POST_INSTALL_TARGET_HOOKS)'; echo 'deps: $(LINUX_DEPENDENCIES)'\n";
+    mk += "target-finalize:\n\t$(foreach hook,$(TARGET_FINALIZE_HOOKS),$($(hook))$(sep))\n";
+    mk += "print-hooks:\n\t@echo 'hooks: $(TARGET_FINALIZE_HOOKS)'; echo 'deps: $(LINUX_DEPENDENCIES)'\n";
     let file = br.out.join("buildroot-hooks.mk");
     std::fs::write(&file, mk).unwrap();
     // A make of its own, as Buildroot's top-level make is: not a sub-make
@@ -188,7 +204,7 @@ fn buildroot_make(br: &Br, options: &[(&str, &str)], target: &str) -> Output {
 }
 
 #[test]
-fn buildroot_hook_applies_the_installed_modules_before_buildroot_runs_depmod() {
+fn buildroot_hook_applies_every_target_module_at_target_finalize() {
     let br = buildroot_output("br-apply");
     let (k, c) = (br.key.0.display().to_string(), br.key.1.display().to_string());
     let opts = format!("\"--sign-key {k} --sign-cert {c}\"");
@@ -196,38 +212,37 @@ fn buildroot_hook_applies_the_installed_modules_before_buildroot_runs_depmod() {
     let options = [on[0], on[1], ("BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS", opts.as_str())];
 
     // The option off: no hook, no dependency.
-    let o = buildroot_make(&br, &on[..1], "print-linux");
+    let o = buildroot_make(&br, &on[..1], "print-hooks");
     assert!(o.status.success(), "{}", out(&o));
-    assert_eq!(common::stdout(&o), "hooks: \ndeps: host-kmod\n", "{}", out(&o));
-    let o = buildroot_make(&br, &options, "print-linux");
+    assert_eq!(common::stdout(&o), "hooks: LINUX_RUN_DEPMOD\ndeps: host-kmod\n", "{}", out(&o));
+    let o = buildroot_make(&br, &options, "print-hooks");
     assert!(o.status.success(), "{}", out(&o));
-    assert_eq!(common::stdout(&o), "hooks: HOST_BOOTLINK_APPLY_TO_LINUX\ndeps: host-kmod host-bootlink\n");
+    assert_eq!(
+        common::stdout(&o),
+        "hooks: LINUX_RUN_DEPMOD HOST_BOOTLINK_APPLY_TO_TARGET\ndeps: host-kmod host-bootlink\n"
+    );
 
     let image = std::fs::read(br.linux.join("arch/x86/boot/bzImage")).unwrap();
-    let o = buildroot_make(&br, &options, "linux-post-install-target");
+    let o = buildroot_make(&br, &options, "target-finalize");
     assert!(o.status.success(), "{}", out(&o));
     let said = common::stdout(&o) + &common::stderr(&o);
     assert!(said.contains("steps    trim, sign"), "{said}");
     applied_with_a_key(&br.rel);
-    // depmod is Buildroot's, in target-finalize: not run here.
-    assert!(!br.rel.join("modules.dep").exists(), "apply ran depmod: {said}");
+    // Buildroot's depmod ran first; apply ran it again, with Buildroot's
+    // host depmod, after rewriting the modules: the package's module too.
+    assert!(said.lines().any(|l| l.starts_with("depmod") && l.contains("run")), "{said}");
+    let dep = std::fs::read_to_string(br.rel.join("modules.dep")).unwrap();
+    assert!(dep.contains("kernel/fs/fat/vfat.ko: kernel/fs/fat/fat.ko") && dep.contains("extra/isofs.ko:"), "{dep}");
     // The image where Buildroot takes it from (Debian's kernel keeps no
-    // hash list: the image is as built), copied to images/ and /boot.
+    // hash list: the image is as built), in images/ and /boot.
     assert_eq!(std::fs::read(br.images.join("bzImage")).unwrap(), image);
     assert_eq!(std::fs::read(br.target.join("boot/bzImage")).unwrap(), image);
     assert!(!br.images.join("vmlinux").exists());
 
-    // Buildroot's LINUX_RUN_DEPMOD, after: it indexes the applied modules.
-    let release = &common::kernel().release;
-    common::sh("depmod", &["-a", "-b", br.target.to_str().unwrap(), release]);
-    let dep = std::fs::read_to_string(br.rel.join("modules.dep")).unwrap();
-    assert!(dep.contains("kernel/fs/fat/vfat.ko: kernel/fs/fat/fat.ko"), "{dep}");
-    applied_with_a_key(&br.rel);
-
-    // `make linux-reinstall` without a new modules_install, or the step run
-    // again: nothing to do, nothing written anywhere.
+    // target-finalize again (a second `make`): nothing to do, nothing
+    // written anywhere (depmod writes its files again, the same bytes).
     let before = digests(&br.out);
-    let o = buildroot_make(&br, &options, "linux-post-install-target");
+    let o = buildroot_make(&br, &options, "target-finalize");
     assert!(o.status.success(), "{}", out(&o));
     assert!(common::stdout(&o).contains("nothing to do"), "{}", out(&o));
     assert!(!common::stderr(&o).contains("bootlink: "), "an image copied again: {}", out(&o));
@@ -247,7 +262,7 @@ fn buildroot_hook_copies_the_images_and_fails_the_build_when_apply_refuses_a_mod
     let mut bytes = std::fs::read(br.rel.join("kernel/fs/nls/nls_cp437.ko")).unwrap();
     bytes.truncate(bytes.len() / 3);
     std::fs::write(&bad, &bytes).unwrap();
-    let o = buildroot_make(&br, &options, "linux-post-install-target");
+    let o = buildroot_make(&br, &options, "target-finalize");
     assert!(!o.status.success(), "make went on past a refused module: {}", out(&o));
     let err = common::stderr(&o);
     assert_eq!(err.lines().filter(|l| l.starts_with("bootlink: ") && l.contains("nls_bad.ko")).count(), 1, "{err}");

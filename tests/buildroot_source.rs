@@ -1,8 +1,8 @@
 //! Buildroot itself on bootlink's BR2_EXTERNAL tree (hooks/buildroot):
 //! Buildroot's linter, utils/check-package, passes on the tree's files and
 //! flags faults put into a copy; Buildroot's kconfig and make read the
-//! tree (printvars, linux-show-depends: the apply step after linux's own
-//! install-target hooks, before target-finalize's depmod). Nothing is
+//! tree (printvars, linux-show-depends: the apply step a target-finalize
+//! hook after linux.mk's depmod, host-bootlink built with linux). Nothing is
 //! built. Buildroot is neither a Debian nor a PyPI package, so its source
 //! tree comes from `$BOOTLINK_BUILDROOT` or ~/.cache/bootlink/buildroot:
 //! the extended tier (`make test-extended`), where a missing tree is a
@@ -113,7 +113,7 @@ fn printvars(src: &Path, out_dir: &Path, vars: &[&str]) -> BTreeMap<String, Stri
 }
 
 #[test]
-fn buildroot_reads_the_tree_and_orders_the_step_before_its_depmod() {
+fn buildroot_reads_the_tree_and_runs_the_step_in_target_finalize() {
     let test = "buildroot_reads_the_tree";
     let Some(src) = buildroot_utils().filter(|d| d.join("Makefile").is_file() && d.join("linux/linux.mk").is_file())
     else {
@@ -128,9 +128,9 @@ fn buildroot_reads_the_tree_and_orders_the_step_before_its_depmod() {
     let dir = common::tmpdir("br-real");
     let o = buildroot(&src, &dir, &["qemu_x86_64_defconfig"]);
     assert!(o.status.success(), "{}", out(&o));
-    let vars = ["LINUX_POST_INSTALL_TARGET_HOOKS", "LINUX_TARGET_FINALIZE_HOOKS", "HOST_BOOTLINK_SITE_METHOD"];
+    let vars = ["TARGET_FINALIZE_HOOKS", "LINUX_TARGET_FINALIZE_HOOKS", "HOST_BOOTLINK_SITE_METHOD"];
     let off = printvars(&src, &dir, &vars);
-    assert!(!off["LINUX_POST_INSTALL_TARGET_HOOKS"].contains("BOOTLINK"), "{off:?}");
+    assert!(!off["TARGET_FINALIZE_HOOKS"].contains("BOOTLINK"), "{off:?}");
     let mut config = std::fs::read_to_string(dir.join(".config")).unwrap();
     config += "BR2_PACKAGE_HOST_BOOTLINK=y\nBR2_PACKAGE_HOST_BOOTLINK_APPLY=y\n";
     config += "BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS=\"--assume-nokaslr\"\n";
@@ -147,10 +147,12 @@ fn buildroot_reads_the_tree_and_orders_the_step_before_its_depmod() {
         assert!(config.lines().any(|l| l == want), "kconfig dropped {want} (its dependencies unmet?)");
     }
     let on = printvars(&src, &dir, &[&vars[..], &["LINUX_IMAGE_PATH", "HOST_BOOTLINK_OVERRIDE_SRCDIR"]].concat());
-    // The step after linux's own install-target hooks; depmod is
-    // target-finalize's, which runs after every package's install.
-    assert!(on["LINUX_POST_INSTALL_TARGET_HOOKS"].ends_with("HOST_BOOTLINK_APPLY_TO_LINUX"), "{on:?}");
+    // target-finalize runs after every package's install; its hooks in
+    // order: linux.mk's depmod, then the step (which runs depmod again).
     assert_eq!(on["LINUX_TARGET_FINALIZE_HOOKS"], "LINUX_RUN_DEPMOD", "{on:?}");
+    let hooks: Vec<&str> = on["TARGET_FINALIZE_HOOKS"].split(' ').collect();
+    let at = |h: &str| hooks.iter().position(|x| *x == h).unwrap_or_else(|| panic!("no {h} in {hooks:?}"));
+    assert!(at("LINUX_RUN_DEPMOD") < at("HOST_BOOTLINK_APPLY_TO_TARGET"), "{hooks:?}");
     assert_eq!(on["HOST_BOOTLINK_SITE_METHOD"], "local");
     assert!(on["LINUX_IMAGE_PATH"].ends_with("/arch/x86/boot/bzImage"), "{on:?}");
     assert_eq!(

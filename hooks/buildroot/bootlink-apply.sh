@@ -1,27 +1,32 @@
 #!/bin/sh
-# Buildroot: `bootlink apply` on the kernel's build and the modules linux.mk
-# installed into the target directory, run from LINUX_POST_INSTALL_TARGET_HOOKS
-# (external.mk) with the variables Buildroot gives it:
+# Buildroot: `bootlink apply` on the kernel's build and every module in the
+# target directory, run from TARGET_FINALIZE_HOOKS (external.mk) with the
+# variables Buildroot gives it:
 #
-#   HOST_DIR          bootlink is $HOST_DIR/bin/bootlink (the host-bootlink package)
+#   HOST_DIR          bootlink is $HOST_DIR/bin/bootlink (the host-bootlink
+#                     package); depmod is $HOST_DIR/sbin/depmod (host-kmod)
 #   LINUX_DIR         the kernel's source and object directory (vmlinux, .config,
 #                     System.map, arch/x86/boot/bzImage, the module signing key)
-#   TARGET_DIR        INSTALL_MOD_PATH of linux.mk's modules_install
+#   TARGET_DIR        INSTALL_MOD_PATH of linux.mk's modules_install, and of
+#                     every kernel-module package's
 #   BINARIES_DIR      where Buildroot puts the kernel image (output/images)
 #   LINUX_IMAGE_PATH  the image linux.mk installs ($(LINUX_DIR)/arch/x86/boot/bzImage)
 #   BOOTLINK_INSTALL_TARGET  "y" when the image is also in $TARGET_DIR/boot
 #                     (BR2_LINUX_KERNEL_INSTALL_TARGET)
 #   BOOTLINK_APPLY_OPTS  more options for apply (split on spaces)
 #
-# depmod: linux.mk installs the modules with DEPMOD=true and runs depmod in
-# target-finalize (LINUX_RUN_DEPMOD), after every package: apply is given
-# --no-depmod, and Buildroot's depmod indexes the modules as apply left them.
+# When: target-finalize, after every package has installed its files, so
+# modules installed by kernel-module packages after linux are applied (and,
+# with a module hash list, listed in the image) too. Buildroot's own depmod
+# (LINUX_RUN_DEPMOD) is a target-finalize hook that runs before this one:
+# apply runs depmod again for the modules it rewrote, with Buildroot's
+# host depmod first on PATH.
 #
 # The image: when the kernel keeps a module hash list, apply writes it into
-# $LINUX_DIR/vmlinux and makes the bzImage again in place. Buildroot copies
-# the image to $BINARIES_DIR in linux's install-images step, which may run
-# before or after this one, so the image is copied here too (when it
-# differs), and to $TARGET_DIR/boot when Buildroot installs it there.
+# $LINUX_DIR/vmlinux and makes the bzImage again in place. linux's
+# install-images step has copied the image to $BINARIES_DIR before
+# target-finalize: it is copied there again (when it differs), and to
+# $TARGET_DIR/boot when Buildroot installs it there.
 #
 # A module apply refuses is left as installed (it loads as it would have);
 # the images are still copied, and the step then fails with apply's status,
@@ -32,8 +37,9 @@ image=${LINUX_IMAGE_PATH:-$LINUX_DIR/arch/x86/boot/bzImage}
 
 status=0
 # shellcheck disable=SC2086
-"$HOST_DIR/bin/bootlink" apply --build "$LINUX_DIR" --modules "$TARGET_DIR" --no-depmod \
-    ${BOOTLINK_APPLY_OPTS:-} || status=$?
+PATH="$HOST_DIR/sbin:$HOST_DIR/bin:$PATH" \
+    "$HOST_DIR/bin/bootlink" apply --build "$LINUX_DIR" --modules "$TARGET_DIR" ${BOOTLINK_APPLY_OPTS:-} ||
+    status=$?
 
 # Copy $1 to the directory $2 when the copy there differs.
 copy_if_changed() {

@@ -1,21 +1,23 @@
 include $(sort $(wildcard $(BR2_EXTERNAL_BOOTLINK_PATH)/package/*/*.mk))
 
-# bootlink apply on the kernel's build and the modules it installed into
-# the target directory (hooks/buildroot/bootlink-apply.sh says how).
+# bootlink apply on the kernel's build and every module in the target
+# directory (hooks/buildroot/bootlink-apply.sh says how).
 #
-# When: after linux's install to target, where linux.mk has installed the
-# modules with DEPMOD=true; Buildroot runs depmod itself later, in
-# target-finalize (LINUX_RUN_DEPMOD), so apply is told --no-depmod and
-# depmod indexes the modules as apply left them. Modules installed by
-# other packages after linux (kernel-module packages) are not applied.
+# When: in target-finalize, after every package's install to target, so
+# the modules of kernel-module packages (installed after linux's own) are
+# applied and listed too. linux.mk's LINUX_RUN_DEPMOD is a target-finalize
+# hook as well, added before this one (linux.mk is read before the
+# br2-external trees): apply runs depmod again itself (Buildroot's
+# $(HOST_DIR)/sbin/depmod), after it has rewritten the modules.
 ifeq ($(BR2_PACKAGE_HOST_BOOTLINK_APPLY),y)
 
-# linux.mk was read before this file: its rules' prerequisites are
-# already made, so the order is added here as well.
+# host-bootlink is built with linux (linux.mk was read before this file:
+# its rules' prerequisites are already made, so the order is added here
+# as well); target-finalize runs after both.
 LINUX_DEPENDENCIES += host-bootlink
 $(LINUX_TARGET_CONFIGURE): | host-bootlink
 
-define HOST_BOOTLINK_APPLY_TO_LINUX
+define HOST_BOOTLINK_APPLY_TO_TARGET
 	HOST_DIR="$(HOST_DIR)" \
 	LINUX_DIR="$(LINUX_DIR)" \
 	TARGET_DIR="$(TARGET_DIR)" \
@@ -25,6 +27,6 @@ define HOST_BOOTLINK_APPLY_TO_LINUX
 	BOOTLINK_APPLY_OPTS="$(call qstrip,$(BR2_PACKAGE_HOST_BOOTLINK_APPLY_OPTS))" \
 		$(BR2_EXTERNAL_BOOTLINK_PATH)/bootlink-apply.sh
 endef
-LINUX_POST_INSTALL_TARGET_HOOKS += HOST_BOOTLINK_APPLY_TO_LINUX
+TARGET_FINALIZE_HOOKS += HOST_BOOTLINK_APPLY_TO_TARGET
 
 endif
