@@ -1,4 +1,4 @@
-//! `bootlink finalize` and the finalize patches (kernel/patches 0005-0008)
+//! `bootlink finalize` and the finalize patches (kernel/6.1/patches 0005-0008)
 //! on the self-built kernel under QEMU: the same ftrace records, the same
 //! event formats and the same stack traces as the stock paths, for the
 //! 194-module set plus nfsv4, and test modules built against the kernel

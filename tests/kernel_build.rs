@@ -46,7 +46,7 @@ fn the_build_is_complete_and_cached_by_content() {
         assert!(p.is_file(), "{} missing", p.display());
     }
     assert!(b.release.starts_with("6.1."), "{}", b.release);
-    // kernel/patches, then the lab-only kernel/lab-patches under its directory's name.
+    // kernel/6.1/patches, then the lab-only kernel/6.1/lab-patches under its directory's name.
     let kernel = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
     let both = bootlink::series::Series::read_stacked(&kernel.join("patches"), &[&kernel.join("lab-patches")]).unwrap();
     let names: Vec<&str> = both.patches.iter().map(|p| p.name.as_str()).collect();
@@ -84,7 +84,7 @@ fn inspect_and_kernel_info_read_the_build() {
     assert!(exports > 3000, "only {exports} exports");
     let text = common::stdout(&common::run(&[&"kernel-info", &b.vmlinux]));
     assert!(text.contains("KASLR     no (CONFIG_RANDOMIZE_BASE not set"), "{text}");
-    // The series' feature notes (kernel/patches 0012): with the lab config
+    // The series' feature notes (kernel/6.1/patches 0012): with the lab config
     // every feature's code is built in, so every note is there.
     let names: Vec<&str> =
         info["loader_features"]["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();

@@ -65,7 +65,7 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The whole source, unpacked, with kernel/patches then kernel/lab-patches applied.
+/// The whole source, unpacked, with kernel/6.1/patches then kernel/6.1/lab-patches applied.
 fn patched_tree(root: &Path) -> PathBuf {
     let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
     let series = bootlink::series::Series::read_stacked(&kernel.join("patches"), &[&kernel.join("lab-patches")])
@@ -90,7 +90,7 @@ fn kernel_module_builds_in_every_combination_of_module_sig_and_symhash() {
     let root = common::tmpdir("kernel-configs");
     let tree = patched_tree(&root);
     let fragment =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/configs/lab.config")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/6.1/configs/lab.config")).unwrap();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).to_string();
     for c in COMBINATIONS {
         let t0 = std::time::Instant::now();

@@ -1,5 +1,5 @@
 //! Duplicate-free, parallel module loading on the self-built kernel under
-//! QEMU (kernel/patches 0009-0010 and the batch loader in loader/):
+//! QEMU (kernel/6.1/patches 0009-0010 and the batch loader in loader/):
 //! - a duplicate-request storm (one kmod insmod worker per CPU over the same
 //!   set) reads each module once with module.dedup on, and wastes reads and
 //!   vmalloc with it off (the stock path, same build) and on Debian's 6.1;

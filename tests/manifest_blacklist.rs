@@ -1,4 +1,4 @@
-//! The module hash manifest (kernel/patches, "module: accept unsigned
+//! The module hash manifest (kernel/6.1/patches, "module: accept unsigned
 //! modules whose SHA-256 the kernel image lists") against the kernel's hash
 //! blacklist, in a real boot: a lab kernel built with
 //! CONFIG_SYSTEM_BLACKLIST_HASH_LIST naming the digest of one module of the
@@ -72,7 +72,8 @@ fn a_listed_module_whose_hash_is_blacklisted_is_refused_and_the_others_load() {
     std::fs::create_dir_all(&stable).unwrap();
     let list = stable.join("blacklist-hashes");
     std::fs::write(&list, format!("\"bin:{wanted}\"\n")).unwrap();
-    let lab = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/configs/lab.config")).unwrap();
+    let lab =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/6.1/configs/lab.config")).unwrap();
     let fragment = stable.join("blacklist.config");
     std::fs::write(
         &fragment,

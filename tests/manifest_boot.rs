@@ -1,4 +1,4 @@
-//! The module hash manifest on the self-built kernel (kernel/patches 0011)
+//! The module hash manifest on the self-built kernel (kernel/6.1/patches 0011)
 //! under QEMU, with `module.sig_enforce=1`: unsigned modules load when the
 //! kernel image lists them (`--variant ...,manifest:on`), are refused
 //! without the list and with `module.hashes=0`; the image the variant booted
@@ -88,7 +88,7 @@ fn section_range(vmlinux: &std::path::Path) -> (usize, usize) {
     use object::read::{Object, ObjectSection};
     let data = std::fs::read(vmlinux).unwrap();
     let f = object::File::parse(&*data).unwrap();
-    let s = f.section_by_name("__modhashes").expect("a kernel with kernel/patches 0011");
+    let s = f.section_by_name("__modhashes").expect("a kernel with kernel/6.1/patches 0011");
     let (off, size) = s.file_range().unwrap();
     (off as usize, size as usize)
 }

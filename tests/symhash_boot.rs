@@ -1,4 +1,4 @@
-//! The symbol hash tables on the self-built kernel (kernel/patches
+//! The symbol hash tables on the self-built kernel (kernel/6.1/patches
 //! 0001-0004), under QEMU: vmlinux's tables filled by the build; every
 //! method loading the whole 194-module set with the kernel's self-check on
 //! (every hashed search also done with bsearch and compared: 0

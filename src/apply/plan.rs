@@ -71,7 +71,7 @@ impl Plan {
             left_out.push(
                 "every step: the modules are signed and the kernel checks signatures (CONFIG_MODULE_SIG), \
                  and there is neither a signing key (--sign-key) nor a module hash list in the kernel \
-                 (kernel/patches 0011): a rewritten module would be refused with module.sig_enforce=1 or \
+                 (kernel/6.1/patches 0011): a rewritten module would be refused with module.sig_enforce=1 or \
                  Secure Boot, and taint the kernel otherwise (--allow-unsigned takes that)"
                     .into(),
             );
@@ -90,7 +90,7 @@ impl Plan {
             steps.push(Step::Trim);
             left_out.push(
                 "finalize, symbol tables, module hash list: the kernel names no loader features (a kernel \
-                 without bootlink's series, kernel/patches); a patched kernel would add them"
+                 without bootlink's series, kernel/6.1/patches); a patched kernel would add them"
                     .into(),
             );
         } else {

@@ -11,19 +11,23 @@ use super::print_json;
 
 #[derive(Subcommand)]
 pub enum Cmd {
-    /// Unpack linux-source-6.1, apply the series, build vmlinux, bzImage and
-    /// signed modules; print the paths (cached by source, config, series, key)
+    /// Unpack Debian's linux-source of a kernel line, apply its series, build vmlinux,
+    /// bzImage and signed modules; print the paths (cached by source, config, series, key)
     Build {
-        /// Directory with a quilt-style `series` file and its patches (default: kernel/patches)
+        /// The kernel line: 6.1 (linux-source-6.1) or 6.12 (linux-source-6.12); its
+        /// series, lab series and config are kernel/<line>/
+        #[arg(long, default_value = "6.1", value_parser = parse_line)]
+        line: kbuild::Line,
+        /// Directory with a quilt-style `series` file and its patches (default: kernel/<line>/patches)
         #[arg(long)]
         series: Option<PathBuf>,
-        /// A second series applied after it (default: kernel/lab-patches, the lab-only patches)
+        /// A second series applied after it (default: kernel/<line>/lab-patches, the lab-only patches)
         #[arg(long, conflicts_with = "no_lab_series")]
         lab_series: Option<PathBuf>,
         /// Apply no second series (the upstreamable one alone)
         #[arg(long)]
         no_lab_series: bool,
-        /// Config fragment merged onto tinyconfig (default: kernel/configs/lab.config)
+        /// Config fragment merged onto tinyconfig (default: kernel/<line>/configs/lab.config)
         #[arg(long)]
         config: Option<PathBuf>,
         /// make -j (default: the number of CPUs)
@@ -42,8 +46,8 @@ pub enum Cmd {
 }
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
-    let Cmd::Build { series, lab_series, no_lab_series, config, jobs, tree, cached_only, json } = cmd;
-    let mut opts = kbuild::Options::defaults();
+    let Cmd::Build { line, series, lab_series, no_lab_series, config, jobs, tree, cached_only, json } = cmd;
+    let mut opts = kbuild::Options::for_line(line);
     opts.tree = tree;
     opts.cached_only = cached_only;
     opts.series = series.unwrap_or(opts.series);
@@ -57,4 +61,8 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         print!("{}", report.render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn parse_line(s: &str) -> Result<kbuild::Line, String> {
+    kbuild::Line::parse(s).map_err(|e| e.to_string())
 }

@@ -13,7 +13,7 @@ use super::{exit_for, print_json};
 pub enum Cmd {
     /// Write a copy of VMLINUX whose __modhashes section lists these modules (and its bzImage)
     Write {
-        /// The kernel (a vmlinux built with kernel/patches 0011)
+        /// The kernel (a vmlinux built with kernel/6.1/patches 0011)
         #[arg(long)]
         vmlinux: PathBuf,
         /// Where to write the kernel with the manifest (may be VMLINUX itself)

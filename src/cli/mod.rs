@@ -75,7 +75,7 @@ enum Cmd {
         cmd: order::Cmd,
     },
     /// The module hash manifest: the SHA-256 of a build's final modules in the kernel image
-    /// (kernel/patches 0011), so the kernel trusts them without a signature check each
+    /// (kernel/6.1/patches 0011), so the kernel trusts them without a signature check each
     Manifest {
         #[command(subcommand)]
         cmd: manifest::Cmd,

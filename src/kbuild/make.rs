@@ -19,7 +19,7 @@ pub(crate) struct Env<'a> {
     pub base: &'a Path,
     pub jobs: usize,
     /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
-    /// tables (KSYMHASH, kernel/patches 0002, vmlinux's tables).
+    /// tables (KSYMHASH, kernel/6.1/patches 0002, vmlinux's tables).
     pub symhash_hook: Option<String>,
 }
 

@@ -1,6 +1,6 @@
-//! `bootlink kernel build`: Debian's kernel source with bootlink's patch
-//! series and the lab config, built once per (source version, config,
-//! series, signing key) and kept in the cache.
+//! `bootlink kernel build`: Debian's kernel source of a kernel [`Line`]
+//! (6.1, 6.12) with that line's patch series and lab config, built once per
+//! (source version, config, series, signing key) and kept in the cache.
 //!
 //! The pieces: [`series`] (the quilt-style patch list, shared with the
 //! glibc build and kept in the ground layer), [`source`] (the
@@ -18,6 +18,7 @@
 
 pub mod kconfig;
 pub mod key;
+pub mod line;
 pub mod make;
 pub mod source;
 
@@ -32,6 +33,7 @@ use crate::{fsutil, hosttool, progress};
 
 pub use crate::series::{self, Series};
 pub use kconfig::Fragment;
+pub use line::Line;
 
 /// Bumped when the recipe changes in a way that changes the output.
 /// Changes when what the build does changes (e.g. the symbol hash tables'
@@ -42,10 +44,12 @@ const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The kernel line: which Debian source package is built.
+    pub line: Line,
     /// The directory with the `series` file and its patches.
     pub series: PathBuf,
     /// A second series applied after `series`: the lab-only patches
-    /// (`kernel/lab-patches`), none when `None`.
+    /// (`kernel/6.1/lab-patches`), none when `None`.
     pub lab_series: Option<PathBuf>,
     /// The config fragment merged onto tinyconfig.
     pub config: PathBuf,
@@ -60,14 +64,21 @@ pub struct Options {
 }
 
 impl Options {
-    /// The repository's `kernel/patches`, then `kernel/lab-patches`, and
-    /// `kernel/configs/lab.config` (when run from a checkout), `jobs` = the number of CPUs.
+    /// [`Options::for_line`] of the default line (6.1).
     pub fn defaults() -> Options {
-        let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
+        Options::for_line(Line::default())
+    }
+
+    /// The repository's `kernel/<line>/patches`, then
+    /// `kernel/<line>/lab-patches`, and `kernel/<line>/configs/lab.config`
+    /// (when run from a checkout), `jobs` = the number of CPUs.
+    pub fn for_line(line: Line) -> Options {
+        let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
         Options {
-            series: kernel.join("patches"),
-            lab_series: Some(kernel.join("lab-patches")),
-            config: kernel.join("configs").join("lab.config"),
+            line,
+            series: line.series(checkout),
+            lab_series: Some(line.lab_series(checkout)),
+            config: line.lab_config(checkout),
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             tree: false,
             cached_only: false,
@@ -81,6 +92,9 @@ impl Options {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub dir: PathBuf,
+    /// The kernel line (`6.1`, `6.12`).
+    #[serde(default = "default_line")]
+    pub line: String,
     pub release: String,
     pub vmlinux: PathBuf,
     pub bzimage: PathBuf,
@@ -175,6 +189,10 @@ pub(crate) fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &
     h.finish()
 }
 
+fn default_line() -> String {
+    Line::default().name.to_string()
+}
+
 /// Build (or find in the cache) the kernel.
 pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
@@ -185,7 +203,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let cache = fsutil::cache_dir();
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
-    let version = source::package_version()?;
+    let version = source::package_version(opts.line)?;
     let key = cache_key(&version, &fragment_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
@@ -226,8 +244,8 @@ pub fn run(opts: &Options) -> Result<Report> {
             ));
         }
     }
-    let tree = source::unpacked(&kbuild, &version)?;
-    let (reverted, applied) = source::apply_series(&tree, &series, &version)?;
+    let tree = source::unpacked(&kbuild, opts.line, &version)?;
+    let (reverted, applied) = source::apply_series(&tree, &series, opts.line, &version)?;
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
@@ -303,6 +321,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     copy(&signing.cert, "module-signing.crt")?;
     let mut built = Report {
         dir: out.clone(),
+        line: opts.line.name.to_string(),
         release: release.clone(),
         vmlinux: out.join("vmlinux"),
         bzimage: out.join("bzImage"),
@@ -313,7 +332,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         signing_key: out.join("module-signing.pem"),
         signing_cert: out.join("module-signing.crt"),
         key,
-        source_package: source::PACKAGE.into(),
+        source_package: opts.line.package.into(),
         source_version: version,
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
         config_fragment: opts.config.clone(),
@@ -360,7 +379,7 @@ fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
 /// Object directories kept in the cache (each about 500 MB): this build's
 /// and the most recent others, so switching between two configs stays
 /// incremental.
-const KEEP_OBJECT_DIRS: usize = 2;
+const KEEP_OBJECT_DIRS: usize = 4;
 
 /// Remove all but the `keep` most recently used object directories
 /// (`current` always stays).
@@ -452,6 +471,7 @@ mod tests {
         let d = PathBuf::from("/c/kernel/k1");
         let r = Report {
             dir: d.clone(),
+            line: "6.1".into(),
             release: "6.1.192".into(),
             vmlinux: d.join("vmlinux"),
             bzimage: d.join("bzImage"),

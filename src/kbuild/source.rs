@@ -1,5 +1,6 @@
-//! Debian's kernel source (`linux-source-6.1`, installed with apt), unpacked
-//! once into the cache, with bootlink's patch series applied on top.
+//! Debian's kernel source of a [`Line`] (`linux-source-6.1`,
+//! `linux-source-6.12`, installed with apt), unpacked once into the cache,
+//! with bootlink's patch series applied on top.
 //!
 //! The unpacked tree is kept between builds so that a changed series
 //! rebuilds only what it touches: the patches applied last time are
@@ -13,48 +14,45 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use super::line::Line;
 use super::series::{Patch, Series};
 use crate::error::{Error, Kind, Result};
 use crate::{fsutil, hosttool};
-
-/// The source package bootlink builds.
-pub(crate) const PACKAGE: &str = "linux-source-6.1";
-/// Where Debian's package puts the tarball.
-pub const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
 
 const UNPACKED_MARK: &str = ".bootlink-unpacked";
 const APPLIED_DIR: &str = ".bootlink-applied";
 
 /// The installed source package's version; installs the package with apt
 /// when it is missing (as root) or says how to.
-pub(crate) fn package_version() -> Result<String> {
+pub(crate) fn package_version(line: Line) -> Result<String> {
+    let (package, tarball) = (line.package, line.tarball);
     let query = || {
         Command::new("dpkg-query")
-            .args(["-W", "-f=${Status}\t${Version}", PACKAGE])
+            .args(["-W", "-f=${Status}\t${Version}", package])
             .output()
             .ok()
             .and_then(|o| String::from_utf8(o.stdout).ok())
             .and_then(|s| s.strip_prefix("install ok installed\t").map(str::to_string))
     };
-    if let Some(v) = query().filter(|_| Path::new(TARBALL).is_file()) {
+    if let Some(v) = query().filter(|_| Path::new(tarball).is_file()) {
         return Ok(v);
     }
     if !is_root() {
         return Err(Error::new(
             Kind::Build,
             format!(
-                "{PACKAGE} is not installed: run `apt-get install {PACKAGE}` as root (bootlink builds Debian's kernel source)"
+                "{package} is not installed: run `apt-get install {package}` as root (bootlink builds Debian's kernel source)"
             ),
         ));
     }
-    crate::progress::status(&format!("installing {PACKAGE} with apt-get"));
+    crate::progress::status(&format!("installing {package} with apt-get"));
     hosttool::run(
-        Command::new("apt-get").args(["install", "-y", "-qq", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive"),
-        &format!("installing {PACKAGE}"),
+        Command::new("apt-get").args(["install", "-y", "-qq", package]).env("DEBIAN_FRONTEND", "noninteractive"),
+        &format!("installing {package}"),
         "apt",
     )?;
-    query().filter(|_| Path::new(TARBALL).is_file()).ok_or_else(|| {
-        Error::file(Kind::Build, Path::new(TARBALL), format!("still missing after installing {PACKAGE}"))
+    query().filter(|_| Path::new(tarball).is_file()).ok_or_else(|| {
+        Error::file(Kind::Build, Path::new(tarball), format!("still missing after installing {package}"))
     })
 }
 
@@ -62,39 +60,40 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
 
-/// The unpacked tree of `version` under `kbuild`, unpacking it if needed
-/// (into a temporary directory renamed into place, so a killed unpack
-/// leaves nothing that looks complete). The tree's path does not depend on
-/// the version, so ccache (which sees paths relative to `kbuild`) still
-/// hits for the files a new version leaves unchanged.
-pub fn unpacked(kbuild: &Path, version: &str) -> Result<PathBuf> {
+/// The unpacked tree of `line`'s `version` under `kbuild`
+/// (`src/<package>`), unpacking it if needed (into a temporary directory
+/// renamed into place, so a killed unpack leaves nothing that looks
+/// complete; another line's tree beside it is left alone). The tree's path
+/// does not depend on the version, so ccache (which sees paths relative to
+/// `kbuild`) still hits for the files a new version leaves unchanged.
+pub fn unpacked(kbuild: &Path, line: Line, version: &str) -> Result<PathBuf> {
+    let (package, tarball) = (line.package, line.tarball);
     let top = kbuild.join("src");
-    let tree = top.join(PACKAGE);
+    let tree = top.join(package);
     if std::fs::read_to_string(tree.join(UNPACKED_MARK)).is_ok_and(|v| v.trim() == version) {
         return Ok(tree);
     }
-    crate::progress::status(&format!("unpacking {TARBALL} ({PACKAGE} {version})"));
-    std::fs::create_dir_all(kbuild).map_err(|e| Error::io(kbuild, e))?;
-    let tmp = tempfile::Builder::new().prefix(".unpack-").tempdir_in(kbuild).map_err(|e| Error::io(kbuild, e))?;
+    crate::progress::status(&format!("unpacking {tarball} ({package} {version})"));
+    std::fs::create_dir_all(&top).map_err(|e| Error::io(&top, e))?;
+    let tmp = tempfile::Builder::new().prefix(".unpack-").tempdir_in(&top).map_err(|e| Error::io(&top, e))?;
     hosttool::run(
-        Command::new("tar").arg("-xf").arg(TARBALL).arg("-C").arg(tmp.path()),
-        &format!("unpacking {TARBALL}"),
+        Command::new("tar").arg("-xf").arg(tarball).arg("-C").arg(tmp.path()),
+        &format!("unpacking {tarball}"),
         "tar",
     )?;
-    let got = tmp.path().join(PACKAGE);
+    let got = tmp.path().join(package);
     if !got.join("Makefile").is_file() {
         return Err(Error::file(
             Kind::Build,
-            Path::new(TARBALL),
-            format!("holds no {PACKAGE}/Makefile: not a kernel source tarball"),
+            Path::new(tarball),
+            format!("holds no {package}/Makefile: not a kernel source tarball"),
         ));
     }
     fsutil::write_atomic(&got.join(UNPACKED_MARK), version.as_bytes())?;
-    if top.exists() {
-        std::fs::remove_dir_all(&top).map_err(|e| Error::io(&top, e))?;
+    if tree.exists() {
+        std::fs::remove_dir_all(&tree).map_err(|e| Error::io(&tree, e))?;
     }
-    std::fs::rename(tmp.path(), &top).map_err(|e| Error::io(&top, e))?;
-    let _ = tmp.keep();
+    std::fs::rename(&got, &tree).map_err(|e| Error::io(&tree, e))?;
     Ok(tree)
 }
 
@@ -147,7 +146,7 @@ fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
 
 /// Make the tree hold exactly `series` on top of the pristine source.
 /// Returns how many patches were reverted and applied.
-pub(crate) fn apply_series(tree: &Path, series: &Series, version: &str) -> Result<(usize, usize)> {
+pub(crate) fn apply_series(tree: &Path, series: &Series, line: Line, version: &str) -> Result<(usize, usize)> {
     let record = tree.join(APPLIED_DIR);
     std::fs::create_dir_all(&record).map_err(|e| Error::io(&record, e))?;
     let have = applied(tree)?;
@@ -193,7 +192,7 @@ pub(crate) fn apply_series(tree: &Path, series: &Series, version: &str) -> Resul
         fsutil::write_atomic(&rec, &p.text)?;
         if let Err(e) = patch(tree, &rec, false, true) {
             let _ = std::fs::remove_file(&rec);
-            return Err(e.context(&p.path, |why| format!("does not apply to {PACKAGE} {version}: {why}")));
+            return Err(e.context(&p.path, |why| format!("does not apply to {} {version}: {why}", line.package)));
         }
         patch(tree, &rec, false, false).map_err(|e| e.context(&p.path, |why| format!("failed to apply: {why}")))?;
         done += 1;
@@ -242,33 +241,33 @@ mod tests {
         let read = || std::fs::read_to_string(tree.join("f.c")).unwrap();
 
         let s12 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
-        assert_eq!(apply_series(&tree, &s12, "v").unwrap(), (0, 2));
+        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v").unwrap(), (0, 2));
         assert_eq!(read(), "one\none and a half\ntwo\nthree\n");
         // The same series again: nothing to do.
-        assert_eq!(apply_series(&tree, &s12, "v").unwrap(), (0, 0));
+        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v").unwrap(), (0, 0));
         // Only the first: the second is reverted.
         let s1 = series_of(&pdir, &[("1.patch", P1)]);
-        assert_eq!(apply_series(&tree, &s1, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s1, Line::V6_1, "v").unwrap(), (1, 0));
         assert_eq!(read(), "one\none and a half\ntwo\n");
         // Switching away from and back to a patch whose content ends up the
         // same keeps the file's modification time (nothing to rebuild).
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         std::fs::File::options().write(true).open(tree.join("f.c")).unwrap().set_modified(old).unwrap();
         let reworded = series_of(&pdir, &[("1.patch", &format!("Reworded.\n\n{P1}"))]);
-        assert_eq!(apply_series(&tree, &reworded, "v").unwrap(), (0, 0), "same diff: nothing to do");
+        assert_eq!(apply_series(&tree, &reworded, Line::V6_1, "v").unwrap(), (0, 0), "same diff: nothing to do");
         let other = series_of(&pdir, &[("1b.patch", P1)]);
-        assert_eq!(apply_series(&tree, &other, "v").unwrap(), (1, 1));
+        assert_eq!(apply_series(&tree, &other, Line::V6_1, "v").unwrap(), (1, 1));
         assert_eq!(std::fs::metadata(tree.join("f.c")).unwrap().modified().unwrap(), old);
         // Empty series: pristine again.
         let s0 = series_of(&pdir, &[]);
-        assert_eq!(apply_series(&tree, &s0, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v").unwrap(), (1, 0));
         assert_eq!(read(), "one\ntwo\n");
         // A patch that does not apply: named, nothing changed, record consistent.
         let sb = series_of(&pdir, &[("1.patch", P1), ("bad.patch", BAD)]);
-        let e = apply_series(&tree, &sb, "6.1.1-1").unwrap_err().to_string();
+        let e = apply_series(&tree, &sb, Line::V6_1, "6.1.1-1").unwrap_err().to_string();
         assert!(e.contains("bad.patch: does not apply to linux-source-6.1 6.1.1-1"), "{e}");
         assert_eq!(read(), "one\none and a half\ntwo\n");
-        assert_eq!(apply_series(&tree, &s0, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v").unwrap(), (1, 0));
         assert_eq!(read(), "one\ntwo\n");
     }
 }

@@ -1,5 +1,5 @@
 //! The module loader's build-time features a kernel names in its image:
-//! "Linux" ELF notes of type LINUX_ELFNOTE_MODULE_FEATURE (kernel/patches
+//! "Linux" ELF notes of type LINUX_ELFNOTE_MODULE_FEATURE (kernel/6.1/patches
 //! 0012), one per feature, each placed next to the code it names, so a
 //! note is in vmlinux exactly when that code is built in.
 

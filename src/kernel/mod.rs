@@ -67,7 +67,7 @@ pub struct KernelImage {
     pub config_source: Option<String>,
     pub kaslr: Kaslr,
     /// The module loader's build-time features the image names
-    /// (kernel/patches 0012).
+    /// (kernel/6.1/patches 0012).
     pub loader_features: LoaderFeatures,
     #[serde(skip)]
     pub config: Option<KernelConfig>,

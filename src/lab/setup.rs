@@ -133,8 +133,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 let f = fetch::fetch(&fetch::Request::Series(series.clone()))?;
                 (f.vmlinux, f.modules)
             }
-            KernelChoice::Build => {
-                let b = kbuild::run(&kbuild::Options::defaults())?;
+            KernelChoice::Build(line) => {
+                let b = kbuild::run(&kbuild::Options::for_line(*line))?;
                 (b.vmlinux, b.modules)
             }
             KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,

@@ -29,8 +29,9 @@ pub enum KernelChoice {
     Debian,
     /// The newest Debian kernel of a series ("6.12"), fetched.
     DebianSeries(String),
-    /// `bootlink kernel build` with the repository's series and config.
-    Build,
+    /// `bootlink kernel build` of a kernel line with the repository's series
+    /// and config for it (`build` is 6.1's, `build-6.12` 6.12's).
+    Build(crate::kbuild::Line),
     /// A directory with `vmlinux` (or `bzImage`) and `lib/modules/<release>/`.
     Dir(PathBuf),
 }
@@ -47,7 +48,8 @@ impl KernelChoice {
                 }
                 KernelChoice::DebianSeries(series.to_string())
             }
-            "build" => KernelChoice::Build,
+            "build" => KernelChoice::Build(crate::kbuild::Line::default()),
+            s if s.starts_with("build-") => KernelChoice::Build(crate::kbuild::Line::parse(&s["build-".len()..])?),
             "" => return Err(Error::new(Kind::Usage, "kernel: needs a value")),
             dir => KernelChoice::Dir(PathBuf::from(dir)),
         })
@@ -264,7 +266,10 @@ mod tests {
         assert_eq!((folded.steps.as_slice(), folded.transform().as_str()), (&[Step::Fold][..], "folded"));
         let v = Variant::parse("ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=1 quiet").unwrap();
         assert_eq!(v.name, "ours");
-        assert_eq!(v.kernel, KernelChoice::Build);
+        assert_eq!(v.kernel, KernelChoice::Build(crate::kbuild::Line::V6_1));
+        let newer = Variant::parse("n=kernel:build-6.12").unwrap();
+        assert_eq!(newer.kernel, KernelChoice::Build(crate::kbuild::Line::V6_12));
+        assert!(Variant::parse("n=kernel:build-5.4").unwrap_err().to_string().contains("6.1, 6.12"));
         assert_eq!(v.steps, [Step::Unsign, Step::Cmdline("module.sig_enforce=1 quiet".into())]);
         assert_eq!(v.transform(), "unsigned");
         let v = Variant::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();

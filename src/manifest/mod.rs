@@ -1,4 +1,4 @@
-//! The module hash manifest (kernel/patches 0011): the SHA-256 of every
+//! The module hash manifest (kernel/6.1/patches 0011): the SHA-256 of every
 //! final module of a build, sorted, written into the `__modhashes` section
 //! the kernel image reserves at link time, so the kernel accepts those
 //! modules without a per-module signature check and nothing in the image
@@ -161,7 +161,7 @@ fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
         Error::file(
             Kind::WrongKernel,
             path,
-            format!("no {SECTION} section: a kernel built without bootlink's module hashes (kernel/patches: \"module: accept unsigned modules whose SHA-256 the kernel image lists\")"),
+            format!("no {SECTION} section: a kernel built without bootlink's module hashes (kernel/6.1/patches: \"module: accept unsigned modules whose SHA-256 the kernel image lists\")"),
         )
     })
 }

@@ -38,12 +38,12 @@ pub enum Step {
     /// relocations, the resolved symbols removed from .symtab.
     Fold,
     /// `bootlink symhash`: export and undefined-symbol hash tables (the
-    /// kernel needs kernel/patches; `module.symlookup=` picks the method).
+    /// kernel needs kernel/6.1/patches; `module.symlookup=` picks the method).
     Symhash,
     /// `bootlink symhash --sort-versions`: tables and `__versions` sorted.
     SymhashSorted,
     /// `bootlink finalize`: ORC tables sorted and ftrace records checked at
-    /// build time (the kernel needs kernel/patches to skip the work).
+    /// build time (the kernel needs kernel/6.1/patches to skip the work).
     Finalize,
     /// `bootlink finalize --no-mcount`: only the ORC tables sorted.
     FinalizeOrc,
@@ -53,7 +53,7 @@ pub enum Step {
     /// `preresolve --trim-symtab` does, without preresolving): shorter
     /// kallsyms scans on a stock kernel.
     Trim,
-    /// Boot a copy of the kernel (a vmlinux with kernel/patches 0011)
+    /// Boot a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
     /// Each module signed with the tree's `sign_key` (after every other

@@ -1,5 +1,5 @@
 //! The tables' binary layout (little-endian 32-bit words), built here and
-//! read by the kernel (kernel/patches 0001, kernel/module/symhash.c)
+//! read by the kernel (kernel/6.1/patches 0001, kernel/module/symhash.c)
 //! and by `Tables::lookup` below, which mirrors the kernel's search so the
 //! host can check every table it writes.
 //!
