@@ -485,3 +485,73 @@ fn apply_image_is_read_only_and_exclusive_with_build() {
     // A directory given as the image: said so, in one line.
     common::TestCommand::new(&[&"apply", &"--image", &t.boot, &"--modules", &t.root]).fails_with("not a file");
 }
+
+/// run-parts as a linux-image package's postrm runs /etc/kernel/postrm.d,
+/// on a scratch root.
+fn run_postrm(parts: &Path, root: &Path, release: &str, params: &str) -> Output {
+    let mut c = Command::new("run-parts");
+    c.args(["--report", "--exit-on-error"]);
+    c.arg(format!("--arg={release}")).arg(format!("--arg=/boot/vmlinuz-{release}")).arg(parts);
+    c.env("BOOTLINK_ROOT", root).env("BOOTLINK_DEFAULTS", "/nonexistent").env("DEB_MAINT_PARAMS", params);
+    c.output().unwrap()
+}
+
+#[test]
+fn postrm_hook_removes_the_record_once_the_modules_are_gone() {
+    let dir = common::tmpdir("hooks-postrm");
+    let parts = dir.join("postrm.d");
+    std::fs::create_dir_all(&parts).unwrap();
+    std::fs::copy(repo("hooks/kernel-postrm.d/bootlink"), parts.join("bootlink")).unwrap();
+    let root = dir.join("root");
+    let release = "6.1.192";
+    let rel = root.join("lib/modules").join(release);
+    let module = rel.join("kernel/fs/fat/vfat.ko");
+    std::fs::create_dir_all(module.parent().unwrap()).unwrap();
+    std::fs::write(rel.join(RECORD), "{}").unwrap();
+    std::fs::write(&module, "a module").unwrap();
+    // run-parts --report names the script before its first line.
+    let said = |line: String| format!("{}:\n{line}\n", parts.join("bootlink").display());
+
+    // An upgrade (the old package's postrm, the new modules in place): nothing.
+    std::fs::remove_file(&module).unwrap();
+    let o = run_postrm(&parts, &root, release, &format!("upgrade {release}-1"));
+    assert!(o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(), "{}", out(&o));
+    assert!(rel.join(RECORD).is_file());
+
+    // Removed, but a module something else installed is still there: kept.
+    std::fs::write(&module, "a module").unwrap();
+    let o = run_postrm(&parts, &root, release, "remove");
+    assert!(o.status.success(), "{}", out(&o));
+    let want = said(format!(
+        "bootlink: {} still holds modules ({}): {} kept",
+        rel.display(),
+        module.display(),
+        rel.join(RECORD).display()
+    ));
+    assert_eq!(common::stderr(&o), want);
+    assert!(rel.join(RECORD).is_file());
+
+    // Another file left (Debian's own packages remove modules.dep only at
+    // purge): the record goes, the directory stays.
+    std::fs::remove_dir_all(rel.join("kernel")).unwrap();
+    std::fs::write(rel.join("modules.dep"), "").unwrap();
+    let o = run_postrm(&parts, &root, release, "remove");
+    assert_eq!(common::stderr(&o), said(format!("bootlink: removed {}", rel.join(RECORD).display())));
+    assert!(!rel.join(RECORD).exists() && rel.join("modules.dep").is_file());
+
+    // Nothing else left: the record and the directory go; purge after it
+    // finds nothing to do.
+    std::fs::write(rel.join(RECORD), "{}").unwrap();
+    std::fs::remove_file(rel.join("modules.dep")).unwrap();
+    let o = run_postrm(&parts, &root, release, "remove");
+    assert!(o.status.success(), "{}", out(&o));
+    let want = said(format!("bootlink: removed {} and {}", rel.join(RECORD).display(), rel.display()));
+    assert_eq!(common::stderr(&o), want);
+    assert!(!rel.exists());
+    let o = run_postrm(&parts, &root, release, "purge");
+    assert!(o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(), "{}", out(&o));
+
+    // No version (a broken caller): refused as the postinst.d hook does.
+    let o = Command::new(parts.join("bootlink")).env("BOOTLINK_DEFAULTS", "/nonexistent").output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+}
