@@ -95,6 +95,7 @@ fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
     // A second run: nothing to do, nothing written.
     let o = apply(&build, &root, &real[..real.len() - 1]).ok();
     assert!(common::stdout(&o).contains("nothing to do"), "{}", common::stdout(&o));
+    assert!(common::stdout(&o).lines().any(|l| l == "steps    fold, trim, sign"), "{}", common::stdout(&o));
     assert_eq!(digests(&root), first, "a second run changed the tree");
 
     // One module installed again (the original bytes): only it is taken

@@ -28,8 +28,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const RECORD: &str = "bootlink-applied.json";
-
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
@@ -43,11 +41,6 @@ fn digests(dir: &Path) -> BTreeMap<PathBuf, String> {
             (p, h)
         })
         .collect()
-}
-
-fn record_in(dir: &Path) -> BTreeMap<String, String> {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).unwrap()).unwrap();
-    v["modules"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
 }
 
 fn out(o: &Output) -> String {
@@ -92,7 +85,7 @@ fn install_modules(rel: &Path) {
 /// not the bytes Debian shipped.
 fn applied_with_a_key(rel: &Path) -> BTreeMap<String, String> {
     let k = common::kernel();
-    let rec = record_in(rel);
+    let rec = common::record_in(rel);
     let mut n = 0;
     for (p, d) in digests(rel) {
         let r = p.strip_prefix(rel).unwrap().to_string_lossy().into_owned();
@@ -268,7 +261,7 @@ fn buildroot_hook_copies_the_images_and_fails_the_build_when_apply_refuses_a_mod
     assert_eq!(err.lines().filter(|l| l.starts_with("bootlink: ") && l.contains("nls_bad.ko")).count(), 1, "{err}");
     assert_eq!(std::fs::read(&bad).unwrap(), bytes, "the refused module was written");
     // The rest applied (unsigned: --allow-unsigned), and the image copied.
-    let rec = record_in(&br.rel);
+    let rec = common::record_in(&br.rel);
     let vfat = std::fs::read(br.rel.join("kernel/fs/fat/vfat.ko")).unwrap();
     assert!(!vfat.ends_with(b"~Module signature appended~\n"));
     assert_eq!(rec["kernel/fs/fat/vfat.ko"], common::sha256_hex(&br.rel.join("kernel/fs/fat/vfat.ko")));

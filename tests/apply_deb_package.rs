@@ -269,11 +269,6 @@ fn set_up_root(root: &Path, k: &common::SelfBuilt, deb: &Path) {
 
 // ---------------------------------------------------------------- checks
 
-fn record_in(dir: &Path) -> BTreeMap<String, String> {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).unwrap()).unwrap();
-    v["modules"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
-}
-
 /// The initramfs's lib/modules/RELEASE (usr-merged or not), unpacked.
 fn initrd_modules(img: &Path, to: &Path, release: &str) -> BTreeMap<String, String> {
     let _ = std::fs::remove_dir_all(to);
@@ -383,7 +378,7 @@ fn a_bindeb_pkg_kernel_installed_with_dpkg_is_applied_before_its_initramfs_and_b
         .filter(|p| common::is_module(Path::new(p)))
         .map(str::to_string)
         .collect();
-    let rec = record_in(&rel);
+    let rec = common::record_in(&rel);
     let on_disk = common::digests_below(&rel, common::is_module);
     assert_eq!(on_disk, rec, "the modules on disk are not the record");
     assert_eq!(rec.keys().cloned().collect::<BTreeSet<_>>(), packaged, "the record is not the package's modules");

@@ -85,13 +85,8 @@ impl Installed {
     /// apply's record: each module's path below lib/modules/VERSION and
     /// its SHA-256.
     fn record(&self) -> BTreeMap<String, String> {
-        record_in(&self.rel)
+        common::record_in(&self.rel)
     }
-}
-
-fn record_in(dir: &Path) -> BTreeMap<String, String> {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(RECORD)).unwrap()).unwrap();
-    v["modules"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
 }
 
 /// Every module file below `dir` (an unpacked image's lib/modules/VERSION),

@@ -462,3 +462,11 @@ pub fn install_modules(rel: &Path, subs: &[&str]) {
         }
     }
 }
+
+/// `bootlink apply`'s record in a release directory (lib/modules/VERSION):
+/// each module's path below it and the SHA-256 apply wrote it with.
+pub fn record_in(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bootlink-applied.json")).unwrap()).unwrap();
+    v["modules"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
+}
