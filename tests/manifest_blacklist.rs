@@ -31,7 +31,7 @@ fn hex(d: &[u8]) -> String {
 fn build(config: Option<&Path>) -> (PathBuf, String) {
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--json"];
     if let Some(c) = &config {
-        args.push(&"--config");
+        args.push(&"--fragment");
         args.push(c);
     }
     let o = TestCommand::new(&args).ok();

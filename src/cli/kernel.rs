@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use bootlink::{Error, kbuild};
+use bootlink::{Error, fetch, kbuild};
 
 use super::print_json;
 
@@ -27,9 +27,22 @@ pub enum Cmd {
         /// Apply no second series (the upstreamable one alone)
         #[arg(long)]
         no_lab_series: bool,
-        /// Config fragment merged onto tinyconfig (default: kernel/<line>/configs/lab.config)
+        /// Build from a whole config instead of the lab's: `debian` (the line's Debian
+        /// kernel's config and release; the image alone, for Debian's own modules) or a
+        /// config FILE of your own; the series' options (kernel/<line>/configs/series.config)
+        /// are merged on top, and debug information is turned off
+        #[arg(long, value_name = "debian|FILE")]
+        config: Option<String>,
+        /// The fragment merged onto the base config (default: kernel/<line>/configs/lab.config
+        /// on tinyconfig, kernel/<line>/configs/series.config on a whole config)
         #[arg(long)]
-        config: Option<PathBuf>,
+        fragment: Option<PathBuf>,
+        /// Build vmlinux and bzImage only, no modules (the default with --config debian)
+        #[arg(long)]
+        image_only: bool,
+        /// The kernel release to build as (KERNELRELEASE; with --config debian, Debian's)
+        #[arg(long)]
+        release: Option<String>,
         /// make -j (default: the number of CPUs)
         #[arg(long)]
         jobs: Option<usize>,
@@ -43,16 +56,70 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Does a kernel keep another's module ABI? Compare two Module.symvers (a patched
+    /// build's and the distribution's): every vmlinux export with the same CRC, none missing
+    Abi {
+        /// The kernel checked: a build's Module.symvers
+        ours: PathBuf,
+        /// The ABI to keep: the distribution's Module.symvers (e.g. in linux-headers-<release>)
+        theirs: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
-    let Cmd::Build { line, series, lab_series, no_lab_series, config, jobs, tree, cached_only, json } = cmd;
+    if let Cmd::Abi { ours, theirs, json } = cmd {
+        let report = bootlink::kernel::abi::run(&bootlink::kernel::abi::Options { ours, theirs })?;
+        if json {
+            print_json(&report);
+        } else {
+            print!("{}", report.render());
+        }
+        return Ok(if report.kept() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    let Cmd::Build {
+        line,
+        series,
+        lab_series,
+        no_lab_series,
+        config,
+        fragment,
+        image_only,
+        release,
+        jobs,
+        tree,
+        cached_only,
+        json,
+    } = cmd
+    else {
+        unreachable!("handled above")
+    };
     let mut opts = kbuild::Options::for_line(line);
+    match config.as_deref() {
+        None => {}
+        Some("debian") => {
+            let request = if line == kbuild::Line::default() {
+                fetch::Request::Reference
+            } else {
+                fetch::Request::Series(line.name.to_string())
+            };
+            let debian = fetch::fetch(&request)?;
+            opts.whole_config(debian.config);
+            opts.release = Some(debian.release);
+            opts.modules = false;
+        }
+        Some(file) => opts.whole_config(PathBuf::from(file)),
+    }
+    if image_only {
+        opts.modules = false;
+    }
+    opts.release = release.or(opts.release);
     opts.tree = tree;
     opts.cached_only = cached_only;
     opts.series = series.unwrap_or(opts.series);
     opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
-    opts.config = config.unwrap_or(opts.config);
+    opts.config = fragment.unwrap_or(opts.config);
     opts.jobs = jobs.unwrap_or(opts.jobs);
     let report = kbuild::run(&opts)?;
     if json {

@@ -59,6 +59,11 @@ impl Line {
     pub fn lab_config(self, checkout: &Path) -> PathBuf {
         self.dir(checkout).join("configs").join("lab.config")
     }
+
+    /// The series' own options, merged onto a whole config.
+    pub fn series_config(self, checkout: &Path) -> PathBuf {
+        self.dir(checkout).join("configs").join("series.config")
+    }
 }
 
 impl Default for Line {
@@ -97,6 +102,6 @@ mod tests {
         let co = Path::new(env!("CARGO_MANIFEST_DIR"));
         let l = Line::default();
         assert!(l.series(co).join("series").is_file() && l.lab_series(co).join("series").is_file());
-        assert!(l.lab_config(co).is_file());
+        assert!(l.lab_config(co).is_file() && l.series_config(co).is_file());
     }
 }

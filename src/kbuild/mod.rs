@@ -51,8 +51,18 @@ pub struct Options {
     /// A second series applied after `series`: the lab-only patches
     /// (`kernel/6.1/lab-patches`), none when `None`.
     pub lab_series: Option<PathBuf>,
-    /// The config fragment merged onto tinyconfig.
+    /// Where `.config` starts from: tinyconfig (the lab's kernel), or a
+    /// whole config (a distribution's, a user's own).
+    pub base: ConfigBase,
+    /// The config fragment merged onto the base: the lab's fragment on
+    /// tinyconfig, the series' own options on a whole config.
     pub config: PathBuf,
+    /// Build and install the modules too (a whole config's build may be
+    /// vmlinux and bzImage alone, for the distribution's own modules).
+    pub modules: bool,
+    /// `KERNELRELEASE` for make (a distribution's release string, so its
+    /// module tree's directory and vermagic are the kernel's), or kbuild's own.
+    pub release: Option<String>,
     /// make -j.
     pub jobs: usize,
     /// The object tree must hold this build (for external modules): a
@@ -64,6 +74,13 @@ pub struct Options {
 }
 
 impl Options {
+    /// Build from the whole config `file` with the line's series options
+    /// (`kernel/<line>/configs/series.config`) instead of the lab's.
+    pub fn whole_config(&mut self, file: PathBuf) {
+        self.base = ConfigBase::Whole(file);
+        self.config = self.line.series_config(Path::new(env!("CARGO_MANIFEST_DIR")));
+    }
+
     /// [`Options::for_line`] of the default line (6.1).
     pub fn defaults() -> Options {
         Options::for_line(Line::default())
@@ -78,10 +95,46 @@ impl Options {
             line,
             series: line.series(checkout),
             lab_series: Some(line.lab_series(checkout)),
+            base: ConfigBase::Tiny,
             config: line.lab_config(checkout),
+            modules: true,
+            release: None,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             tree: false,
             cached_only: false,
+        }
+    }
+}
+
+/// Where a build's `.config` starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigBase {
+    /// `make tinyconfig`, then [`Options::config`] (the lab's fragment).
+    Tiny,
+    /// A whole `.config` (a distribution's, or a user's own), then
+    /// [`Options::config`] (the series' own options,
+    /// `kernel/<line>/configs/series.config`) and [`WHOLE_CONFIG_CHANGES`].
+    Whole(PathBuf),
+}
+
+/// What a build from a whole config changes besides the series' options:
+/// debug information (DWARF and BTF), which takes most of a distribution
+/// build's time and disk and changes no type, no symbol's CRC and no
+/// vermagic (modules' own BTF is then not loaded, which is all it does).
+pub const WHOLE_CONFIG_CHANGES: &[(&str, &str)] = &[
+    ("CONFIG_DEBUG_INFO_NONE", "y"),
+    ("CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT", "n"),
+    ("CONFIG_DEBUG_INFO_DWARF4", "n"),
+    ("CONFIG_DEBUG_INFO_DWARF5", "n"),
+    ("CONFIG_DEBUG_INFO_BTF", "n"),
+];
+
+impl ConfigBase {
+    /// The name build.json gives it: `tinyconfig`, or the file.
+    pub fn describe(&self) -> String {
+        match self {
+            ConfigBase::Tiny => "tinyconfig".into(),
+            ConfigBase::Whole(p) => p.display().to_string(),
         }
     }
 }
@@ -101,8 +154,8 @@ pub struct Report {
     pub system_map: PathBuf,
     pub module_symvers: PathBuf,
     pub config: PathBuf,
-    /// `lib/modules/<release>`.
-    pub modules: PathBuf,
+    /// `lib/modules/<release>`; none when only the image was built.
+    pub modules: Option<PathBuf>,
     pub signing_key: PathBuf,
     pub signing_cert: PathBuf,
     /// The cache key (hex).
@@ -112,6 +165,9 @@ pub struct Report {
     /// The patches applied, in order.
     pub patches: Vec<String>,
     pub config_fragment: PathBuf,
+    /// What `.config` started from: `tinyconfig` or a whole config's file.
+    #[serde(default = "tinyconfig")]
+    pub config_base: String,
     /// Seconds this call took.
     #[serde(default)]
     pub seconds: f64,
@@ -141,7 +197,7 @@ impl Report {
             self.vmlinux.display(),
             self.bzimage.display(),
             self.config.display(),
-            self.modules.display(),
+            self.modules.as_ref().map_or("(not built: the image alone)".into(), |m| m.display().to_string()),
             self.signing_key.display(),
             self.signing_cert.display()
         )
@@ -189,6 +245,10 @@ pub(crate) fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &
     h.finish()
 }
 
+fn tinyconfig() -> String {
+    "tinyconfig".into()
+}
+
 fn default_line() -> String {
     Line::default().name.to_string()
 }
@@ -200,11 +260,31 @@ pub fn run(opts: &Options) -> Result<Report> {
     let series = Series::read_stacked(&opts.series, &lab)?;
     let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
+    // What makes the config: the lab's fragment alone (so its key is what
+    // it always was), or a whole config with the series' options, the
+    // build-time changes, the release and whether modules are built.
+    let config_text = match &opts.base {
+        ConfigBase::Tiny => fragment_text.clone(),
+        ConfigBase::Whole(file) => {
+            let whole = crate::fsutil::read_input(file, crate::fsutil::MAX_TEXT)?;
+            Fragment::parse(&String::from_utf8_lossy(&whole), file)?;
+            let mut t = whole;
+            t.extend_from_slice(b"\n# bootlink: the series' options\n");
+            t.extend_from_slice(&fragment_text);
+            for (k, v) in WHOLE_CONFIG_CHANGES {
+                t.extend_from_slice(format!("# bootlink: {k}={v}\n").as_bytes());
+            }
+            t.extend_from_slice(
+                format!("# bootlink: release {:?}, modules {}\n", opts.release, opts.modules).as_bytes(),
+            );
+            t
+        }
+    };
     let cache = fsutil::cache_dir();
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
     let version = source::package_version(opts.line)?;
-    let key = cache_key(&version, &fragment_text, &series, &cert);
+    let key = cache_key(&version, &config_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
     let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
@@ -249,7 +329,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
-    let obj = kbuild.join(format!("obj-{}", &hex(&Sha256::digest(&fragment_text))[..12]));
+    let obj = kbuild.join(format!("obj-{}", &hex(&Sha256::digest(&config_text))[..12]));
     std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
@@ -270,7 +350,9 @@ pub fn run(opts: &Options) -> Result<Report> {
         std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
         fsutil::write_atomic(&key_in_obj, &key_data)?;
     }
-    configure(&env, &fragment, &opts.config, &log)?;
+    let wanted = Wanted { base: &opts.base, fragment: &fragment, config_text: &config_text };
+    configure(&env, &wanted, &opts.config, &log)?;
+    let release_var: Vec<String> = opts.release.iter().map(|r| format!("KERNELRELEASE={r}")).collect();
     // A build killed in the middle (SIGKILL, a session's end) can leave a
     // half-written object that make then takes as up to date: objects made
     // since an unfinished build began are removed and made again (ccache
@@ -287,25 +369,28 @@ pub fn run(opts: &Options) -> Result<Report> {
     // hook or a new tables format alone).
     let _ = std::fs::remove_file(obj.join("vmlinux"));
     let _ = std::fs::remove_file(obj.join(TREE_KEY));
-    env.run(&["all"], &[], &log, "kernel build")?;
+    let targets: &[&str] = if opts.modules { &["all"] } else { &["vmlinux", "bzImage"] };
+    env.run(targets, &release_var, &log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
     fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
-    let release = std::fs::read_to_string(obj.join("include/config/kernel.release"))
-        .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
-        .trim()
-        .to_string();
+    let release = match &opts.release {
+        Some(r) => r.clone(),
+        None => std::fs::read_to_string(obj.join("include/config/kernel.release"))
+            .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
+            .trim()
+            .to_string(),
+    };
     // Install into a temporary directory beside the final one, then rename.
     std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
     let stage = tempfile::Builder::new().prefix(".build-").tempdir_in(&kernels).map_err(|e| Error::io(&kernels, e))?;
-    env.run(
-        &["modules_install"],
-        &[format!("INSTALL_MOD_PATH={}", stage.path().display()), "INSTALL_MOD_STRIP=1".into()],
-        &log,
-        "installing modules",
-    )?;
-    let modules = stage.path().join("lib/modules").join(&release);
-    for link in ["build", "source"] {
-        let _ = std::fs::remove_file(modules.join(link));
+    if opts.modules {
+        let mut vars = vec![format!("INSTALL_MOD_PATH={}", stage.path().display()), "INSTALL_MOD_STRIP=1".into()];
+        vars.extend(release_var.iter().cloned());
+        env.run(&["modules_install"], &vars, &log, "installing modules")?;
+        let modules = stage.path().join("lib/modules").join(&release);
+        for link in ["build", "source"] {
+            let _ = std::fs::remove_file(modules.join(link));
+        }
     }
     let copy = |from: &Path, name: &str| -> Result<()> {
         let to = stage.path().join(name);
@@ -315,7 +400,10 @@ pub fn run(opts: &Options) -> Result<Report> {
     copy(&obj.join("vmlinux"), "vmlinux")?;
     copy(&obj.join("arch/x86/boot/bzImage"), "bzImage")?;
     copy(&obj.join("System.map"), "System.map")?;
-    copy(&obj.join("Module.symvers"), "Module.symvers")?;
+    // Module.symvers holds vmlinux's exports and the modules'; an image
+    // alone has vmlinux.symvers (the same lines for vmlinux).
+    let symvers = if opts.modules { obj.join("Module.symvers") } else { obj.join("vmlinux.symvers") };
+    copy(&symvers, "Module.symvers")?;
     copy(&obj.join(".config"), &format!("config-{release}"))?;
     copy(&signing.pem, "module-signing.pem")?;
     copy(&signing.cert, "module-signing.crt")?;
@@ -328,7 +416,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         system_map: out.join("System.map"),
         module_symvers: out.join("Module.symvers"),
         config: out.join(format!("config-{release}")),
-        modules: out.join("lib/modules").join(&release),
+        modules: opts.modules.then(|| out.join("lib/modules").join(&release)),
         signing_key: out.join("module-signing.pem"),
         signing_cert: out.join("module-signing.crt"),
         key,
@@ -336,6 +424,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         source_version: version,
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
         config_fragment: opts.config.clone(),
+        config_base: opts.base.describe(),
         seconds: 0.0,
         cached: false,
         tree: obj.clone(),
@@ -404,20 +493,37 @@ fn prune_objects(kbuild: &Path, current: &Path, keep: usize) {
 fn cached(out: &Path) -> Option<Report> {
     let text = std::fs::read(out.join("build.json")).ok()?;
     let b: Report = serde_json::from_slice(&text).ok()?;
-    (b.vmlinux.is_file() && b.modules.is_dir()).then_some(b)
+    (b.vmlinux.is_file() && b.modules.as_ref().is_none_or(|m| m.is_dir())).then_some(b)
 }
 
 /// `.config` in `obj`: tinyconfig, the fragment merged on top, the signing
 /// key, olddefconfig; every fragment line must hold in the result. Done
 /// again only when the fragment differs from the one it was made from.
-fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> Result<()> {
+/// What [`configure`] makes `.config` from.
+struct Wanted<'a> {
+    base: &'a ConfigBase,
+    fragment: &'a Fragment,
+    /// Everything that goes into it, as the cache key sees it.
+    config_text: &'a [u8],
+}
+
+fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Result<()> {
     let dotconfig = env.obj.join(".config");
     let made_from = env.obj.join("bootlink-fragment");
-    let wanted = format!("{fragment:?}\nkey {KEY_IN_OBJ}");
-    if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == wanted) {
+    let stamp = format!("{}\nkey {KEY_IN_OBJ}", hex(&Sha256::digest(wanted.config_text)));
+    if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
         return Ok(());
     }
-    env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?;
+    let mut values = wanted.fragment.values.clone();
+    match wanted.base {
+        ConfigBase::Tiny => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
+        ConfigBase::Whole(file) => {
+            let whole = crate::fsutil::read_input(file, crate::fsutil::MAX_TEXT)?;
+            fsutil::write_atomic(&dotconfig, &whole)?;
+            values.extend(WHOLE_CONFIG_CHANGES.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        }
+    }
+    let fragment = Fragment { values };
     let mut text = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
     let mut set: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     for (k, v) in &fragment.values {
@@ -459,7 +565,7 @@ fn configure(env: &make::Env, fragment: &Fragment, path: &Path, log: &Path) -> R
             ),
         ));
     }
-    fsutil::write_atomic(&made_from, wanted.as_bytes())
+    fsutil::write_atomic(&made_from, stamp.as_bytes())
 }
 
 #[cfg(test)]
@@ -478,7 +584,7 @@ mod tests {
             system_map: d.join("System.map"),
             module_symvers: d.join("Module.symvers"),
             config: d.join("config"),
-            modules: d.join("lib/modules/6.1.192"),
+            modules: Some(d.join("lib/modules/6.1.192")),
             signing_key: "/c/keys/signing.pem".into(),
             signing_cert: "/c/keys/signing.crt".into(),
             key: "k1".into(),
@@ -486,6 +592,7 @@ mod tests {
             source_version: "6.1.192-1".into(),
             patches: vec!["0001-a.patch".into(), "0002-b.patch".into()],
             config_fragment: "lab.config".into(),
+            config_base: "tinyconfig".into(),
             seconds: 0.04,
             cached: true,
             tree: "/c/kernel/obj".into(),

@@ -2,6 +2,7 @@
 //! gzip payload), a bare compressed vmlinux, or `System.map` +
 //! `Module.symvers` as a fallback when no image is at hand.
 
+pub mod abi;
 pub mod config;
 pub mod features;
 pub mod imagecache;

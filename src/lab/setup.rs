@@ -135,7 +135,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             }
             KernelChoice::Build(line) => {
                 let b = kbuild::run(&kbuild::Options::for_line(*line))?;
-                (b.vmlinux, b.modules)
+                let modules = b.modules.ok_or_else(|| {
+                    Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
+                })?;
+                (b.vmlinux, modules)
             }
             KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
         };
