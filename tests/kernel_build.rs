@@ -52,8 +52,8 @@ fn the_build_is_complete_and_cached_by_content() {
     }
     assert!(b.release.starts_with("6.1."), "{}", b.release);
     // kernel/6.1/patches, then the lab-only kernel/6.1/lab-patches under its directory's name.
-    let kernel = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
-    let both = bootlink::series::Series::read_stacked(&kernel.join("patches"), &[&kernel.join("lab-patches")]).unwrap();
+    let (line, checkout) = (bootlink::kbuild::Line::V6_1, std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+    let both = bootlink::series::Series::read_stacked(&line.series(checkout), &[&line.lab_series(checkout)]).unwrap();
     let names: Vec<&str> = both.patches.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(b.patches, names);
     assert!(names.first().is_some_and(|n| !n.starts_with("lab-patches/")), "{names:?}");

@@ -67,8 +67,8 @@ fn tail(text: &str, n: usize) -> String {
 
 /// The whole source, unpacked, with kernel/6.1/patches then kernel/6.1/lab-patches applied.
 fn patched_tree(root: &Path) -> PathBuf {
-    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel");
-    let series = bootlink::series::Series::read_stacked(&kernel.join("patches"), &[&kernel.join("lab-patches")])
+    let (line, checkout) = (bootlink::kbuild::Line::V6_1, Path::new(env!("CARGO_MANIFEST_DIR")));
+    let series = bootlink::series::Series::read_stacked(&line.series(checkout), &[&line.lab_series(checkout)])
         .expect("both series read");
     run(Command::new("tar").arg("-xf").arg(TARBALL).arg("-C").arg(root), "unpacking", &root.join("tar.log"));
     let tree = root.join("linux-source-6.1");
