@@ -263,12 +263,18 @@ pub fn run(opts: &Options) -> Result<Report> {
     // What makes the config: the lab's fragment alone (so its key is what
     // it always was), or a whole config with the series' options, the
     // build-time changes, the release and whether modules are built.
-    let config_text = match &opts.base {
-        ConfigBase::Tiny => fragment_text.clone(),
+    let whole = match &opts.base {
+        ConfigBase::Tiny => None,
         ConfigBase::Whole(file) => {
             let whole = crate::fsutil::read_input(file, crate::fsutil::MAX_TEXT)?;
             Fragment::parse(&String::from_utf8_lossy(&whole), file)?;
-            let mut t = whole;
+            Some(whole)
+        }
+    };
+    let config_text = match &whole {
+        None => fragment_text.clone(),
+        Some(whole) => {
+            let mut t = whole.clone();
             t.extend_from_slice(b"\n# bootlink: the series' options\n");
             t.extend_from_slice(&fragment_text);
             for (k, v) in WHOLE_CONFIG_CHANGES {
@@ -350,7 +356,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
         fsutil::write_atomic(&key_in_obj, &key_data)?;
     }
-    let wanted = Wanted { base: &opts.base, fragment: &fragment, config_text: &config_text };
+    let wanted = Wanted { whole: whole.as_deref(), fragment: &fragment, config_text: &config_text };
     configure(&env, &wanted, &opts.config, &log)?;
     let release_var: Vec<String> = opts.release.iter().map(|r| format!("KERNELRELEASE={r}")).collect();
     // A build killed in the middle (SIGKILL, a session's end) can leave a
@@ -501,7 +507,9 @@ fn cached(out: &Path) -> Option<Report> {
 /// again only when the fragment differs from the one it was made from.
 /// What [`configure`] makes `.config` from.
 struct Wanted<'a> {
-    base: &'a ConfigBase,
+    /// The whole config it starts from (as read for the cache key), or
+    /// none for tinyconfig.
+    whole: Option<&'a [u8]>,
     fragment: &'a Fragment,
     /// Everything that goes into it, as the cache key sees it.
     config_text: &'a [u8],
@@ -515,11 +523,10 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
         return Ok(());
     }
     let mut values = wanted.fragment.values.clone();
-    match wanted.base {
-        ConfigBase::Tiny => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
-        ConfigBase::Whole(file) => {
-            let whole = crate::fsutil::read_input(file, crate::fsutil::MAX_TEXT)?;
-            fsutil::write_atomic(&dotconfig, &whole)?;
+    match wanted.whole {
+        None => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
+        Some(whole) => {
+            fsutil::write_atomic(&dotconfig, whole)?;
             values.extend(WHOLE_CONFIG_CHANGES.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         }
     }
