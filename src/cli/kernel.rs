@@ -69,34 +69,55 @@ pub enum Cmd {
 }
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
-    if let Cmd::Abi { ours, theirs, json } = cmd {
-        let report = bootlink::kernel::abi::run(&bootlink::kernel::abi::Options { ours, theirs })?;
-        if json {
-            print_json(&report);
-        } else {
-            print!("{}", report.render());
+    match cmd {
+        Cmd::Abi { ours, theirs, json } => abi(ours, theirs, json),
+        Cmd::Build {
+            line,
+            series,
+            lab_series,
+            no_lab_series,
+            config,
+            fragment,
+            image_only,
+            release,
+            jobs,
+            tree,
+            cached_only,
+            json,
+        } => {
+            let mut opts = kbuild::Options::for_line(line);
+            opts.tree = tree;
+            opts.cached_only = cached_only;
+            opts.series = series.unwrap_or(opts.series);
+            opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
+            opts.jobs = jobs.unwrap_or(opts.jobs);
+            build(opts, config.as_deref(), fragment, image_only, release, json)
         }
-        return Ok(if report.kept() { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
-    let Cmd::Build {
-        line,
-        series,
-        lab_series,
-        no_lab_series,
-        config,
-        fragment,
-        image_only,
-        release,
-        jobs,
-        tree,
-        cached_only,
-        json,
-    } = cmd
-    else {
-        unreachable!("handled above")
-    };
-    let mut opts = kbuild::Options::for_line(line);
-    match config.as_deref() {
+}
+
+fn abi(ours: PathBuf, theirs: PathBuf, json: bool) -> Result<ExitCode, Error> {
+    let report = bootlink::kernel::abi::run(&bootlink::kernel::abi::Options { ours, theirs })?;
+    if json {
+        print_json(&report);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(if report.kept() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `kernel build`: the config base (`debian`, a file, or the lab's), then
+/// the options that override it.
+fn build(
+    mut opts: kbuild::Options,
+    config: Option<&str>,
+    fragment: Option<PathBuf>,
+    image_only: bool,
+    release: Option<String>,
+    json: bool,
+) -> Result<ExitCode, Error> {
+    let line = opts.line;
+    match config {
         None => {}
         Some("debian") => {
             let request = if line == kbuild::Line::default() {
@@ -115,12 +136,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         opts.modules = false;
     }
     opts.release = release.or(opts.release);
-    opts.tree = tree;
-    opts.cached_only = cached_only;
-    opts.series = series.unwrap_or(opts.series);
-    opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
     opts.config = fragment.unwrap_or(opts.config);
-    opts.jobs = jobs.unwrap_or(opts.jobs);
     let report = kbuild::run(&opts)?;
     if json {
         print_json(&report);
