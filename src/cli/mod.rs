@@ -18,6 +18,7 @@ mod manifest;
 mod order;
 mod plan;
 mod preresolve;
+mod survey;
 mod symhash;
 
 use std::path::PathBuf;
@@ -53,6 +54,10 @@ enum Cmd {
     Plan(plan::Args),
     /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
     Lab(lab::Args),
+    /// Which modules of a kernel's tree load under QEMU: all of them (or a set) in dependency order,
+    /// in batches of boots, on one variant; a boot that dies is cut at the module it died on. Writes
+    /// the loadable modules as a list file and why the others did not load
+    Survey(survey::Args),
     /// Chart boots: timeline, module load phases, longest links, before/after
     Chart(chart::Args),
     /// Take a kernel build and its installed modules through every build-time step the kernel
@@ -128,6 +133,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Preresolve(a) => preresolve::run(a),
         Cmd::Plan(a) => plan::run(a),
         Cmd::Lab(a) => lab::run(a),
+        Cmd::Survey(a) => survey::run(a),
         Cmd::Chart(a) => chart::run(a),
         Cmd::Apply(a) => apply::run(a),
         Cmd::KernelInfo(a) => kernel_info::run(a),

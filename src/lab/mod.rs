@@ -32,6 +32,7 @@ pub mod qemu;
 pub mod scenario;
 pub mod scenario_file;
 pub mod setup;
+pub mod survey;
 pub mod target;
 pub mod userspace;
 pub mod variant;

@@ -57,11 +57,11 @@ impl Request {
     }
 }
 
-/// Work out the scenario: fetch the default kernel if needed, read the
-/// module tree, resolve the set.
-pub fn scenario(req: &Request) -> Result<Scenario> {
-    let (kernel, tree_dir) = match (&req.kernel, &req.modules_dir) {
-        (Some(k), Some(m)) => (k.clone(), m.clone()),
+/// The kernel image and its module tree a run boots: the ones given, or
+/// Debian's reference kernel fetched (its tree unless another is given).
+pub(crate) fn kernel_and_tree(kernel: Option<&Path>, modules: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
+    Ok(match (kernel, modules) {
+        (Some(k), Some(m)) => (k.to_path_buf(), m.to_path_buf()),
         (Some(k), None) => {
             return Err(Error::file(
                 Kind::Usage,
@@ -74,9 +74,15 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             if let Some(why) = &f.fallback {
                 crate::progress::status(&format!("note: {why}"));
             }
-            (f.vmlinux, m.clone().unwrap_or(f.modules))
+            (f.vmlinux, m.map(Path::to_path_buf).unwrap_or(f.modules))
         }
-    };
+    })
+}
+
+/// Work out the scenario: fetch the default kernel if needed, read the
+/// module tree, resolve the set.
+pub fn scenario(req: &Request) -> Result<Scenario> {
+    let (kernel, tree_dir) = kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?;
     let tree = ModTree::read(&tree_dir)?;
     let (set_name, entries) = if !req.names.is_empty() {
         if req.set.is_some() {

@@ -1,0 +1,66 @@
+//! `bootlink survey`: the arguments mapped onto the survey's options, the
+//! run, and its report printed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::{Error, lab};
+
+use super::print_json;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Module names or aliases to survey, with their dependencies (default: every module of the tree)
+    names: Vec<String>,
+    /// A named module set or a list file to survey instead of every module
+    #[arg(long)]
+    set: Option<String>,
+    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
+    #[arg(long, requires = "modules")]
+    kernel: Option<PathBuf>,
+    /// lib/modules/<release> of that kernel
+    #[arg(long)]
+    modules: Option<PathBuf>,
+    /// The variant every boot runs, as `bootlink lab --variant` takes it (default: stock)
+    #[arg(long, default_value = "stock")]
+    variant: String,
+    /// Modules tried per boot (their dependencies come on top)
+    #[arg(long, default_value_t = 400)]
+    batch: usize,
+    /// Seconds before a boot is killed
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    #[arg(long, default_value_t = 2048)]
+    memory: u32,
+    /// Extra kernel command line
+    #[arg(long, default_value = "")]
+    cmdline: String,
+    /// The survey's directory: survey.json, loadable.list, a lab run per boot
+    #[arg(short, long)]
+    output: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let opts = lab::survey::Options {
+        target: lab::target::Target::default(),
+        kernel: a.kernel,
+        modules_dir: a.modules,
+        set: a.set,
+        names: a.names,
+        variant: lab::variant::Variant::parse(&a.variant)?,
+        batch: a.batch,
+        timeout: std::time::Duration::from_secs(a.timeout),
+        memory_mib: a.memory,
+        extra_cmdline: a.cmdline,
+        out: a.output,
+    };
+    let r = lab::survey::run(&opts)?;
+    if a.json {
+        print_json(&r);
+    } else {
+        print!("{}", lab::survey::render(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
