@@ -439,3 +439,21 @@ fn plan_writes_dependencies_and_refuses_what_it_cannot_order() {
         .fails_with("either --set or module names");
     TestCommand::new(&[&"plan", &"--modules", &f]).fails_with("name the modules to load");
 }
+
+/// Output into a pipe nobody reads (`bootlink ... | head` after head ends)
+/// ends the command quietly, as SIGPIPE ends any Unix filter: no internal
+/// error on stderr.
+#[test]
+fn printing_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = std::process::Command::new(common::bin())
+        .arg("help-reference")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}", o.status);
+}

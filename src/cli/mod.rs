@@ -105,6 +105,12 @@ enum Cmd {
 /// Parse the command line, run the command, report an error in one line.
 pub fn main() -> ExitCode {
     bootlink::panic::install();
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`| head`) would
+    // be an internal error; like any Unix filter, end quietly instead.
+    // SAFETY: setting a signal's disposition to its default, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli.cmd) {
         Ok(code) => code,
