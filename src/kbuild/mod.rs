@@ -113,21 +113,12 @@ pub enum ConfigBase {
     Tiny,
     /// A whole `.config` (a distribution's, or a user's own), then
     /// [`Options::config`] (the series' own options,
-    /// `kernel/<line>/configs/series.config`) and [`WHOLE_CONFIG_CHANGES`].
+    /// `kernel/<line>/configs/series.config`), nothing else: not even debug
+    /// information, since `CONFIG_DEBUG_INFO_BTF_MODULES` adds fields to
+    /// `struct module` (turning it off changed `module_layout`'s CRC and the
+    /// struct's size, and Debian's modules were refused).
     Whole(PathBuf),
 }
-
-/// What a build from a whole config changes besides the series' options:
-/// debug information (DWARF and BTF), which takes most of a distribution
-/// build's time and disk and changes no type, no symbol's CRC and no
-/// vermagic (modules' own BTF is then not loaded, which is all it does).
-pub const WHOLE_CONFIG_CHANGES: &[(&str, &str)] = &[
-    ("CONFIG_DEBUG_INFO_NONE", "y"),
-    ("CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT", "n"),
-    ("CONFIG_DEBUG_INFO_DWARF4", "n"),
-    ("CONFIG_DEBUG_INFO_DWARF5", "n"),
-    ("CONFIG_DEBUG_INFO_BTF", "n"),
-];
 
 impl ConfigBase {
     /// The name build.json gives it: `tinyconfig`, or the file.
@@ -277,9 +268,6 @@ pub fn run(opts: &Options) -> Result<Report> {
             let mut t = whole.clone();
             t.extend_from_slice(b"\n# bootlink: the series' options\n");
             t.extend_from_slice(&fragment_text);
-            for (k, v) in WHOLE_CONFIG_CHANGES {
-                t.extend_from_slice(format!("# bootlink: {k}={v}\n").as_bytes());
-            }
             t.extend_from_slice(
                 format!("# bootlink: release {:?}, modules {}\n", opts.release, opts.modules).as_bytes(),
             );
@@ -522,12 +510,11 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
     if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
         return Ok(());
     }
-    let mut values = wanted.fragment.values.clone();
+    let values = wanted.fragment.values.clone();
     match wanted.whole {
         None => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
         Some(whole) => {
             fsutil::write_atomic(&dotconfig, whole)?;
-            values.extend(WHOLE_CONFIG_CHANGES.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         }
     }
     let fragment = Fragment { values };
