@@ -56,6 +56,11 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
     let b = self_built(false);
     let set = small_set(&tmp, 40);
     let out = tmp.join("run");
+    let kb = common::build_kernel();
+    let (dedup, nodedup) = (
+        format!("dedup={kb},modules:unsigned,loader:storm"),
+        format!("nodedup={kb},modules:unsigned,loader:storm,cmdline:module.dedup=0"),
+    );
     let run = lab_realtime(
         &[
             &"--set",
@@ -63,9 +68,9 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
             &"--smp",
             &SMP,
             &"--variant",
-            &"dedup=kernel:build,modules:unsigned,loader:storm",
+            &dedup,
             &"--variant",
-            &"nodedup=kernel:build,modules:unsigned,loader:storm,cmdline:module.dedup=0",
+            &nodedup,
             &"--variant",
             &"debian61=kernel:debian,modules:unsigned,loader:storm",
         ],
@@ -145,19 +150,12 @@ fn the_batch_loader_loads_the_194_set_with_every_worker_count() {
     let tmp = tmpdir("batch194");
     let b = self_built(false);
     let out = tmp.join("run");
+    let v: Vec<String> = [1, 2, 4, 8]
+        .iter()
+        .map(|n| format!("b{n}={},modules:unsigned,loader:batch-{n}", common::build_kernel()))
+        .collect();
     let run = lab_realtime(
-        &[
-            &"--smp",
-            &SMP,
-            &"--variant",
-            &"b1=kernel:build,modules:unsigned,loader:batch-1",
-            &"--variant",
-            &"b2=kernel:build,modules:unsigned,loader:batch-2",
-            &"--variant",
-            &"b4=kernel:build,modules:unsigned,loader:batch-4",
-            &"--variant",
-            &"b8=kernel:build,modules:unsigned,loader:batch-8",
-        ],
+        &[&"--smp", &SMP, &"--variant", &v[0], &"--variant", &v[1], &"--variant", &v[2], &"--variant", &v[3]],
         &out,
     );
     let tree = ModTree::read(&b.dir.join("lib/modules").join(&b.release)).unwrap();

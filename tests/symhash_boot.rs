@@ -45,10 +45,11 @@ fn every_method_loads_the_set_with_zero_disagreements() {
     let specs: Vec<String> = ["simple", "sysv", "gnu", "perfect"]
         .iter()
         .map(|m| {
-            format!("{m}=kernel:build,modules:symhash-sorted,cmdline:module.symlookup={m} module.symlookup_check=1,{STATS}")
+            format!("{m}={},modules:symhash-sorted,cmdline:module.symlookup={m} module.symlookup_check=1,{STATS}", common::build_kernel())
         })
         .chain(std::iter::once(format!(
-            "direct=kernel:build,modules:preresolved-symhash,cmdline:module.symlookup=gnu module.symlookup_check=1 module.symlookup_direct=1,{STATS}"
+            "direct={},modules:preresolved-symhash,cmdline:module.symlookup=gnu module.symlookup_check=1 module.symlookup_direct=1,{STATS}",
+            common::build_kernel()
         )))
         .collect();
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = Vec::new();

@@ -280,8 +280,25 @@ pub struct SelfBuilt {
     pub tree: PathBuf,
 }
 
+/// The kernel line the self-built kernel's tests run on: 6.1, or what
+/// BOOTLINK_TEST_LINE names (`make test-extended` runs them again on 6.12).
+pub fn line() -> &'static str {
+    static L: OnceLock<String> = OnceLock::new();
+    L.get_or_init(|| {
+        let l = std::env::var("BOOTLINK_TEST_LINE").unwrap_or_else(|_| "6.1".into());
+        assert!(l == "6.1" || l == "6.12", "BOOTLINK_TEST_LINE={l}: give 6.1 or 6.12");
+        l
+    })
+}
+
+/// The lab's name for that line's self-built kernel (`kernel:build`, `kernel:build-6.12`).
+pub fn build_kernel() -> &'static str {
+    if line() == "6.1" { "kernel:build" } else { "kernel:build-6.12" }
+}
+
 pub fn self_built(tree: bool) -> SelfBuilt {
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--json"];
+    let line = line();
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--line", &line, &"--json"];
     if tree {
         args.push(&"--tree");
     }
