@@ -1,7 +1,8 @@
 //! Finalizing one module: read it, plan each step from the unchanged
 //! file, edit, check the result plans to nothing more, re-sign, write.
 
-use super::{ModuleResult, Options, mcount, orc, symbols::SectionSymbols, unsupported};
+use super::symbols::{MappingRule, SectionSymbols};
+use super::{ModuleResult, Options, mcount, orc, unsupported};
 use crate::elf::{Elf, Want};
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
@@ -44,7 +45,9 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
         }
         None => None,
     };
-    let mcount_plan = match opts.mcount.then(|| SectionSymbols::read(&elf).and_then(|s| mcount::plan(&elf, &s))) {
+    // Which symbols kallsyms skips depends on the kernel the module is for.
+    let rule = MappingRule::for_vermagic(m.vermagic());
+    let mcount_plan = match opts.mcount.then(|| SectionSymbols::read(&elf, rule).and_then(|s| mcount::plan(&elf, &s))) {
         Some(Ok(p)) => p,
         Some(Err(why)) => {
             r.skipped.push(format!("ftrace records not checked: {why}"));
@@ -78,7 +81,7 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
         r.mcount_checked = true;
     }
     let mut bytes = ed.data;
-    check_written(&bytes, &orc_order, &mcount_plan).map_err(|e| {
+    check_written(&bytes, rule, &orc_order, &mcount_plan).map_err(|e| {
         Error::file(Kind::Internal, path, format!("internal error: the finalized module does not check: {}", e.msg))
             .because(e)
     })?;
@@ -97,6 +100,7 @@ pub(super) fn one(k: Option<&KernelImage>, job: &Job, opts: &Options) -> Result<
 /// and every ftrace record kept, each naming the symbol written for it.
 fn check_written(
     bytes: &[u8],
+    rule: MappingRule,
     orc_order: &Option<Vec<usize>>,
     mcount_plan: &Option<mcount::Plan>,
 ) -> std::result::Result<(), Error> {
@@ -108,7 +112,7 @@ fn check_written(
         }
     }
     if let Some(p) = mcount_plan {
-        let syms = SectionSymbols::read(&elf)?;
+        let syms = SectionSymbols::read(&elf, rule)?;
         let again = mcount::plan(&elf, &syms)?.ok_or_else(|| unsupported("__mcount_loc is gone"))?;
         let written = mcount::parse_section(elf.named_section_data(mcount::CHECKED_SECTION)?.unwrap_or_default())?;
         if again.dropped != 0 || again.keep != (0..p.keep.len()).collect::<Vec<_>>() || written != p.syms {

@@ -16,10 +16,68 @@ use crate::error::Error;
 /// image addresses (what preresolving makes SHN_ABS) are all below it.
 const MODULE_AREA: u64 = 0xffff_ffff_a000_0000;
 
-/// The kernel skips ARM mapping symbols (`$a`, `$d`, `$t`, `$x`, alone or
-/// followed by '.') wherever modules are built; so do we.
-fn is_mapping_symbol(name: &[u8]) -> bool {
-    name.len() >= 2 && name[0] == b'$' && b"axtd".contains(&name[1]) && (name.len() == 2 || name[2] == b'.')
+/// Which symbols `find_kallsyms_symbol()` skips as "mapping symbols": the
+/// rule changed between the kernel lines bootlink keeps a series for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MappingRule {
+    /// 6.1's `is_arm_mapping_symbol()` (kernel/module/kallsyms.c): `.L...`,
+    /// or `$` then one of `a x t d`, then the end or `.`.
+    V6_1,
+    /// 6.12's `is_mapping_symbol()` (include/linux/module_symbol.h):
+    /// `.L...`, `L0...` and every `$...`.
+    V6_12,
+    /// Another or an unknown kernel: a symbol whose treatment differs
+    /// between kernel versions (`$...`, `.L...`, `L0...`) refuses the module.
+    Unknown,
+}
+
+impl MappingRule {
+    /// The rule of the kernel a module was built for, from its vermagic
+    /// ("6.12.117+ SMP ...", "6.1.0-56-amd64 SMP ...").
+    pub(crate) fn for_vermagic(vermagic: Option<&str>) -> MappingRule {
+        let Some(release) = vermagic.and_then(|v| v.split_whitespace().next()) else { return MappingRule::Unknown };
+        let mut parts = release.split('.');
+        let mut number = || -> Option<u32> {
+            let p = parts.next()?;
+            let digits = &p[..p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len())];
+            digits.parse().ok()
+        };
+        match (number(), number()) {
+            (Some(6), Some(1)) => MappingRule::V6_1,
+            (Some(6), Some(12)) => MappingRule::V6_12,
+            _ => MappingRule::Unknown,
+        }
+    }
+
+    /// Whether the kernel skips symbol `name`; an error when the build
+    /// cannot tell.
+    fn skips(self, name: &[u8]) -> std::result::Result<bool, Error> {
+        let local_label = name.starts_with(b".L");
+        match self {
+            MappingRule::V6_1 => {
+                // strchr("axtd", '\0') matches the terminator: for "$" alone
+                // the kernel then reads the byte after the name.
+                if name == b"$" {
+                    return Err(unsupported(
+                        "a symbol named \"$\": whether kallsyms skips it depends on the byte after it",
+                    ));
+                }
+                Ok(local_label
+                    || (name.len() >= 2
+                        && name[0] == b'$'
+                        && b"axtd".contains(&name[1])
+                        && (name.len() == 2 || name[2] == b'.')))
+            }
+            MappingRule::V6_12 => Ok(local_label || name.starts_with(b"L0") || name.starts_with(b"$")),
+            MappingRule::Unknown if local_label || name.starts_with(b"L0") || name.starts_with(b"$") => {
+                Err(unsupported(format!(
+                    "symbol {}: whether kallsyms skips it depends on the kernel version, and the module's vermagic names none bootlink knows",
+                    String::from_utf8_lossy(name)
+                )))
+            }
+            MappingRule::Unknown => Ok(false),
+        }
+    }
 }
 
 pub struct SectionSymbols {
@@ -29,11 +87,11 @@ pub struct SectionSymbols {
 }
 
 impl SectionSymbols {
-    /// Read the module's symbols. Refused (with the reason) when a symbol
-    /// could land where the build cannot see it: a value past its
-    /// section's end, SHN_COMMON or SHN_XINDEX, or an absolute value in the
-    /// module area.
-    pub fn read(elf: &Elf) -> std::result::Result<SectionSymbols, Error> {
+    /// Read the module's symbols, skipping what `rule` says the kernel
+    /// skips. Refused (with the reason) when a symbol could land where the
+    /// build cannot see it: a value past its section's end, SHN_COMMON or
+    /// SHN_XINDEX, or an absolute value in the module area.
+    pub(crate) fn read(elf: &Elf, rule: MappingRule) -> std::result::Result<SectionSymbols, Error> {
         let symtab = elf.symbols()?;
         let nsec = elf.sections.len();
         let mut by_section = vec![Vec::new(); nsec];
@@ -41,7 +99,7 @@ impl SectionSymbols {
             let name = elf::sym_name(&symtab, sym)?;
             let shndx = sym.st_shndx(LE);
             let value = sym.st_value(LE);
-            if shndx == SHN_UNDEF || name.is_empty() || is_mapping_symbol(name) {
+            if shndx == SHN_UNDEF || name.is_empty() || rule.skips(name)? {
                 continue;
             }
             let show = || String::from_utf8_lossy(name).into_owned();
@@ -88,5 +146,47 @@ impl SectionSymbols {
         let (best, _) = *v.get(n.checked_sub(1)?)?;
         let first = v.partition_point(|&(o, _)| o < best);
         Some(v[first])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_follows_the_vermagic() {
+        let r = |v: &str| MappingRule::for_vermagic(Some(v));
+        assert_eq!(r("6.1.0-56-amd64 SMP preempt mod_unload modversions "), MappingRule::V6_1);
+        assert_eq!(r("6.1.192 SMP mod_unload modversions "), MappingRule::V6_1);
+        assert_eq!(r("6.12.117+ SMP mod_unload modversions "), MappingRule::V6_12);
+        assert_eq!(r("6.12.117+deb12-amd64 SMP preempt mod_unload modversions "), MappingRule::V6_12);
+        assert_eq!(r("6.10.1 SMP mod_unload "), MappingRule::Unknown);
+        assert_eq!(r("5.10.0-30-amd64 SMP mod_unload "), MappingRule::Unknown);
+        assert_eq!(MappingRule::for_vermagic(None), MappingRule::Unknown);
+    }
+
+    #[test]
+    fn each_line_skips_what_its_kallsyms_skips() {
+        use MappingRule::*;
+        let skips = |r: MappingRule, n: &str| r.skips(n.as_bytes()).unwrap();
+        for r in [V6_1, V6_12] {
+            for n in ["$x", "$d.1", "$a", "$t", ".Ltmp0", ".L"] {
+                assert!(skips(r, n), "{r:?} {n}");
+            }
+            for n in ["foo", "__pfx_foo", "L1", "x$"] {
+                assert!(!skips(r, n), "{r:?} {n}");
+            }
+        }
+        // 6.12 skips every '$' name and LoongArch's "L0" labels; 6.1 does not.
+        for n in ["$foo", "$xx", "$b", "L0foo", "L0"] {
+            assert!(skips(V6_12, n) && !skips(V6_1, n), "{n}");
+        }
+        assert!(V6_1.skips(b"$").is_err());
+        assert!(skips(V6_12, "$"));
+        // An unknown kernel: names either rule could skip refuse the module.
+        assert!(!skips(Unknown, "foo"));
+        for n in ["$x", "$foo", ".Lx", "L0x"] {
+            assert!(Unknown.skips(n.as_bytes()).is_err(), "{n}");
+        }
     }
 }

@@ -37,12 +37,14 @@ use crate::{fsutil, hosttool};
 
 const BOOT: &str = "arch/x86/boot";
 
-/// kbuild's chain from vmlinux to bzImage, in order. `?`: only when the
-/// build made it (a relocatable kernel's relocations).
+/// kbuild's chain from vmlinux to bzImage, in order. A relocatable
+/// kernel's `compressed/vmlinux.relocs` is not remade: filling the manifest
+/// moves no relocation, so the tree's own is the filled vmlinux's too (6.1
+/// makes it with arch/x86/tools/relocs, which the scratch directory does
+/// not hold; since 6.10 the vmlinux postlink step writes it, with no
+/// command file, and strips the relocations from vmlinux).
 const CHAIN: &[&str] = &[
     "arch/x86/boot/compressed/vmlinux.bin",
-    "?arch/x86/boot/compressed/vmlinux.relocs",
-    "?arch/x86/boot/compressed/vmlinux.bin.all",
     // the compressed payload: its name is read from piggy.S's command
     "",
     "arch/x86/boot/compressed/piggy.S",
@@ -84,16 +86,33 @@ pub struct Rebuilt {
 }
 
 /// The command kbuild recorded for `target` (relative to the tree), as the
-/// shell runs it.
+/// shell runs it: the `cmd_<target> := ` line (6.1), `savedcmd_<target> := `
+/// since 6.3 (kbuild renamed it so it cannot clash with a `cmd_*` macro).
 fn recorded_command(tree: &Path, target: &str) -> Result<String> {
     let (dir, name) = target.rsplit_once('/').unwrap_or(("", target));
     let file = tree.join(dir).join(format!(".{name}.cmd"));
     let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
-    let prefix = format!("cmd_{target} := ");
-    let line = text.lines().find_map(|l| l.strip_prefix(&prefix)).ok_or_else(|| {
-        Error::file(Kind::Format, &file, format!("no `cmd_{target} :=` line: not a kbuild command file"))
-    })?;
+    let prefixes = [format!("cmd_{target} := "), format!("savedcmd_{target} := ")];
+    let line =
+        text.lines().find_map(|l| prefixes.iter().find_map(|p| l.strip_prefix(p.as_str()))).ok_or_else(|| {
+            Error::file(
+                Kind::Format,
+                &file,
+                format!("no `cmd_{target} :=` or `savedcmd_{target} :=` line: not a kbuild command file"),
+            )
+        })?;
     unescape_make(line).map_err(|e| e.at(&file))
+}
+
+/// The files the recorded payload command compresses, in order: the words
+/// between `cat` and the first `|` (kbuild's `cat $(real-prereqs) | ...`):
+/// `vmlinux.bin`, and on a relocatable kernel `vmlinux.relocs` after it.
+fn payload_inputs(cmd: &str) -> Option<Vec<String>> {
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    let start = words.iter().position(|&w| w == "cat")? + 1;
+    let end = start + words[start..].iter().position(|&w| w == "|")?;
+    let inputs: Vec<String> = words[start..end].iter().map(|w| w.to_string()).collect();
+    (!inputs.is_empty() && inputs.iter().all(|w| w.starts_with("arch/x86/boot/compressed/"))).then_some(inputs)
 }
 
 /// A recorded command bootlink does not replay (make would expand it).
@@ -205,19 +224,8 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
     let tree = &std::fs::canonicalize(tree).map_err(|e| Error::io(tree, e))?;
     check(tree, vmlinux)?;
     let payload = payload_target(tree)?;
-    let targets: Vec<String> = CHAIN
-        .iter()
-        .filter_map(|t| match *t {
-            "" => Some(payload.clone()),
-            t => match t.strip_prefix('?') {
-                Some(t) => {
-                    let (dir, name) = t.rsplit_once('/').expect("a path");
-                    tree.join(dir).join(format!(".{name}.cmd")).is_file().then(|| t.to_string())
-                }
-                None => Some(t.to_string()),
-            },
-        })
-        .collect();
+    let targets: Vec<String> =
+        CHAIN.iter().map(|t| if t.is_empty() { payload.clone() } else { t.to_string() }).collect();
 
     let scratch = tempfile::Builder::new()
         .prefix("bootlink-bzimage-")
@@ -252,14 +260,21 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
     }
 
     // The payload is what kbuild compresses (the filled vmlinux, stripped,
-    // and its relocations when it has them), and the size trailer kbuild
-    // wrote into the recorded command says how long that is.
-    let input = if targets.iter().any(|t| t.ends_with("vmlinux.bin.all")) {
-        "arch/x86/boot/compressed/vmlinux.bin.all"
-    } else {
-        "arch/x86/boot/compressed/vmlinux.bin"
-    };
-    let bin = std::fs::read(s.join(input)).map_err(|e| Error::io(&s.join(input), e))?;
+    // and the tree's relocations when it has them), and the size trailer kbuild wrote into the recorded
+    // command says how long that is.
+    let payload_cmd = recorded_command(tree, &payload)?;
+    let inputs = payload_inputs(&payload_cmd).ok_or_else(|| {
+        Error::file(
+            Kind::Unsupported,
+            &tree.join(&payload),
+            format!("the payload is made by {payload_cmd:?}, not `cat FILES | COMPRESSOR`: not replayed"),
+        )
+    })?;
+    let input = inputs.join(" + ");
+    let mut bin = Vec::new();
+    for f in &inputs {
+        bin.extend(std::fs::read(s.join(f)).map_err(|e| Error::io(&s.join(f), e))?);
+    }
     let packed = std::fs::read(s.join(&payload)).map_err(|e| Error::io(&s.join(&payload), e))?;
     let trailer = crate::elf::read_u32(&packed, packed.len().saturating_sub(4)).unwrap_or(0) as usize;
     if trailer != bin.len() {
@@ -305,6 +320,53 @@ mod tests {
         );
         assert_eq!(unescape_make("ccache gcc -c x.S").unwrap(), "gcc -c x.S");
         assert!(unescape_make("gcc $(CFLAGS) x.c").unwrap_err().msg.contains("$(CFLAGS)"));
+    }
+
+    #[test]
+    fn commands_are_read_from_6_1_and_6_12_command_files() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("arch/x86/boot/compressed");
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = "arch/x86/boot/compressed/vmlinux.bin";
+        // 6.1: cmd_; 6.12 (kbuild since 6.3): savedcmd_, with the deps after it.
+        for (prefix, tail) in [("cmd_", ""), ("savedcmd_", "\nsource_arch/x86/boot/compressed/vmlinux.bin := x\n")] {
+            std::fs::write(
+                dir.join(".vmlinux.bin.cmd"),
+                format!("{prefix}{target} := objcopy  -R .comment -S vmlinux {target}\n{tail}"),
+            )
+            .unwrap();
+            assert_eq!(
+                recorded_command(t.path(), target).unwrap(),
+                format!("objcopy  -R .comment -S vmlinux {target}"),
+                "{prefix}"
+            );
+        }
+        std::fs::write(dir.join(".vmlinux.bin.cmd"), "deps_x := y\n").unwrap();
+        let e = recorded_command(t.path(), target).unwrap_err().to_string();
+        assert!(e.contains("not a kbuild command file"), "{e}");
+    }
+
+    #[test]
+    fn the_payload_inputs_are_what_its_command_cats() {
+        let c = "arch/x86/boot/compressed";
+        // 6.1 and 6.12, not relocatable (the lab's builds), as recorded.
+        let xz61 = format!(
+            "{{ cat {c}/vmlinux.bin | sh scripts/xz_wrap.sh; printf \\060\\073\\152\\001; }} > {c}/vmlinux.bin.xz"
+        );
+        assert_eq!(payload_inputs(&xz61).unwrap(), [format!("{c}/vmlinux.bin")]);
+        let xz612 = format!(
+            "{{ cat {c}/vmlinux.bin | sh /work/k612/scripts/xz_wrap.sh; printf \\320\\354\\172\\001; }} > {c}/vmlinux.bin.xz"
+        );
+        assert_eq!(payload_inputs(&xz612).unwrap(), [format!("{c}/vmlinux.bin")]);
+        // Relocatable (both lines): the relocations follow vmlinux.bin.
+        let rel = format!(
+            "{{ cat {c}/vmlinux.bin {c}/vmlinux.relocs | sh scripts/xz_wrap.sh; printf x; }} > {c}/vmlinux.bin.xz"
+        );
+        assert_eq!(payload_inputs(&rel).unwrap(), [format!("{c}/vmlinux.bin"), format!("{c}/vmlinux.relocs")]);
+        let gz = format!("cat {c}/vmlinux.bin {c}/vmlinux.relocs | gzip -n -f -9 > {c}/vmlinux.bin.gz");
+        assert_eq!(payload_inputs(&gz).unwrap().len(), 2);
+        assert!(payload_inputs("xz -c vmlinux.bin > x").is_none());
+        assert!(payload_inputs("cat /etc/passwd | xz > x").is_none());
     }
 
     #[test]

@@ -39,6 +39,39 @@ pub fn traced() -> impl Iterator<Item = &'static str> {
     PHASE_FUNCTIONS.iter().chain(FINALIZE_LANDMARKS).copied()
 }
 
+/// Landmarks renamed after 6.1: (6.1's name, the name since 6.4). 6.4 split
+/// a module's memory into `mod->mem[]` regions, and complete_formation()
+/// now calls module_enable_rodata_ro(), module_enable_data_nx() and
+/// module_enable_text_rox() where 6.1 calls module_enable_ro(),
+/// module_enable_nx() and module_enable_x(): the same first and last
+/// step of the memory protection. The guest traces whichever name its
+/// kernel has; the trace is read in 6.1's names.
+const RENAMED: &[(&str, &str)] =
+    &[("module_enable_ro", "module_enable_rodata_ro"), ("module_enable_x", "module_enable_text_rox")];
+
+/// A traced function's name in 6.1's terms.
+fn canonical(f: &str) -> &str {
+    RENAMED.iter().find(|r| r.1 == f).map_or(f, |r| r.0)
+}
+
+/// The lines that put every landmark in `$T/set_ftrace_filter`: a renamed
+/// one by its 6.1 name, else (quietly) by its later name; a function the
+/// kernel cannot trace (inlined, notrace, not built) is said once by its
+/// 6.1 name.
+pub fn filter_script() -> String {
+    let mut s = String::new();
+    for f in traced() {
+        let add = |name: &str| format!("echo {name} >> $T/set_ftrace_filter");
+        match RENAMED.iter().find(|r| r.0 == f) {
+            Some(&(_, later)) => {
+                s.push_str(&format!("{} 2>/dev/null || {} || echo 'bootlink: cannot trace {f}'\n", add(f), add(later)))
+            }
+            None => s.push_str(&format!("{} || echo 'bootlink: cannot trace {f}'\n", add(f))),
+        }
+    }
+    s
+}
+
 /// The functions around finalize that Debian's 6.1 kernel lets ftrace see
 /// (ftrace_module_init/enable, the trace notifiers, bpf_event_notify and
 /// ddebug_add_module are notrace): the links between them are timed as gaps.
@@ -63,7 +96,9 @@ const FINALIZE_LANDMARKS: &[&str] = &[
 /// Cut finalize [start, end) into [`FINALIZE_STEPS`] from its landmarks:
 /// - kallsyms: add_kallsyms; ORC sort: unwind_module_init; alternatives:
 ///   the rest of module_finalize;
-/// - memory protection: module_enable_ro's entry to module_enable_x's exit;
+/// - memory protection: module_enable_ro's entry to module_enable_x's exit
+///   (6.12: module_enable_rodata_ro's to module_enable_text_rox's, read
+///   under the 6.1 names, see [`RENAMED`]);
 /// - ftrace weak-fn check: from module_enable_x's exit to the next landmark
 ///   (klp_module_coming or the COMING notifier chain): ftrace_module_enable
 ///   runs there and nothing else does;
@@ -337,7 +372,7 @@ pub fn parse(trace: &str) -> Vec<ModuleLoad> {
 }
 
 fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
-    match f {
+    match canonical(f) {
         "kernel_read_file_from_fd" => a.read = Some((t0, t1)),
         // The first one only: a module's init may read firmware.
         "kernel_read_file" if a.load.is_none() && a.read_inner.is_none() => a.read_inner = Some((t0, t1)),
@@ -547,6 +582,43 @@ mod tests {
         assert_eq!(names, crate::run::results::FINALIZE_STEPS);
         // The same notifiers in do_init_module (MODULE_STATE_LIVE) are not finalize's.
         assert!(m.finalize_steps.iter().all(|p| p.start_us < 4.432811e6));
+    }
+
+    // The same load as 6.12 (the lab build) would trace it: the read is
+    // kernel_read_file() under init_module_from_file(), and the memory
+    // protection starts at module_enable_rodata_ro() and ends at
+    // module_enable_text_rox() (do_init_module() calls
+    // module_enable_rodata_ro() again for ro_after_init).
+    #[test]
+    fn finalize_steps_from_6_12_names() {
+        let renamed = XFS
+            .replace("kernel_read_file_from_fd()", "init_module_from_file()")
+            .replace("module_enable_ro()", "module_enable_rodata_ro()")
+            .replace("module_enable_x()", "module_enable_text_rox()");
+        assert!(renamed.contains("module_enable_text_rox();") && !renamed.contains("module_enable_ro();"));
+        let (old, new) = (&parse(XFS)[0], &parse(&renamed)[0]);
+        // The read is timed by the inner kernel_read_file(), 1.4 µs shorter.
+        let inside = |m: &ModuleLoad| m.phases.iter().filter(|p| p.name != "read").cloned().collect::<Vec<_>>();
+        assert_eq!(inside(old), inside(new));
+        assert_eq!(old.finalize_steps, new.finalize_steps);
+        assert!(new.finalize_steps.iter().any(|p| p.name == "memory protection" && p.duration_us > 300.0));
+    }
+
+    #[test]
+    fn renamed_landmarks_are_tried_by_both_names() {
+        let s = filter_script();
+        assert!(s.contains(
+            "echo module_enable_ro >> $T/set_ftrace_filter 2>/dev/null || echo module_enable_rodata_ro >> $T/set_ftrace_filter || echo 'bootlink: cannot trace module_enable_ro'\n"
+        ), "{s}");
+        assert!(
+            s.contains("echo module_enable_x >> $T/set_ftrace_filter 2>/dev/null || echo module_enable_text_rox >> "),
+            "{s}"
+        );
+        assert!(
+            s.contains("echo load_module >> $T/set_ftrace_filter || echo 'bootlink: cannot trace load_module'\n"),
+            "{s}"
+        );
+        assert_eq!(s.lines().count(), traced().count());
     }
 
     // Two loads at once on two CPUs, with funcgraph-proc (the task column

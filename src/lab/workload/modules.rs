@@ -38,9 +38,7 @@ impl Workload for ModuleLoading {
         let mut s = format!("T={}\n", procs::TRACEFS);
         if traced {
             s.push_str("echo 32768 > $T/buffer_size_kb\n");
-            for f in trace::traced() {
-                s.push_str(&format!("echo {f} >> $T/set_ftrace_filter || echo 'bootlink: cannot trace {f}'\n"));
-            }
+            s.push_str(&trace::filter_script());
             s.push_str("echo function_graph > $T/current_tracer\necho funcgraph-abstime > $T/trace_options\necho funcgraph-proc > $T/trace_options\necho 1 > $T/tracing_on\n");
         }
         s.push_str(&loaders::script(self.loader, traced, trace::MARKER));
