@@ -208,6 +208,22 @@ impl ModTree {
         Ok(mods.first().map(|&i| Provider::Module(&self.entries[i])))
     }
 
+    /// The modules of one of bootlink's named sets, in its order: by path,
+    /// else by the module's name, since the sets are written with Debian
+    /// 6.1's paths and a module moves between kernel lines (6.12 builds
+    /// `gf128mul` under lib/crypto/, not crypto/).
+    pub fn from_named_set(&self, rels: &[PathBuf]) -> Result<Vec<&Entry>> {
+        rels.iter()
+            .map(|rel| match self.from_list(std::slice::from_ref(rel)) {
+                Ok(mut e) => Ok(e.remove(0)),
+                Err(e) => {
+                    let name = super::normalize(&module_name_of(rel));
+                    self.module(&name).ok_or(e)
+                }
+            })
+            .collect()
+    }
+
     /// The modules of a list ([`parse_list`]), in its order. A path may
     /// differ from the file's by its compression suffix (`x.ko` finds
     /// `x.ko.xz`). A path missing from the tree is an error naming it.
@@ -232,4 +248,10 @@ impl ModTree {
             })
             .collect()
     }
+}
+
+/// A module's name from its path: the file name up to `.ko`.
+fn module_name_of(rel: &Path) -> String {
+    let f = rel.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    f.split(".ko").next().unwrap_or(&f).to_string()
 }

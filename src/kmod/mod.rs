@@ -193,6 +193,13 @@ mod tests {
         assert!(e.contains("msdos.ko") && e.contains("could not be read"), "{e}");
         let list = t.from_list(&parse_list("kernel/fs/fat/fat.ko.xz\nkernel/fs/fat/vfat.ko\n").unwrap()).unwrap();
         assert_eq!(list.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["fat", "vfat"]);
+        // A named set written with another line's paths finds a moved module by name.
+        let moved = parse_list("kernel/fs/vfat/fat.ko\nkernel/fs/fat/vfat.ko\n").unwrap();
+        assert!(t.from_list(&moved).unwrap_err().to_string().contains("not in the tree"));
+        let list = t.from_named_set(&moved).unwrap();
+        assert_eq!(list.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["fat", "vfat"]);
+        let e = t.from_named_set(&parse_list("kernel/fs/fat/nothere.ko\n").unwrap()).unwrap_err().to_string();
+        assert!(e.contains("nothere.ko") && e.contains("not in the tree"), "{e}");
     }
 
     /// The reference kernel's module tree, read once.

@@ -92,12 +92,12 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         (req.names.join(","), plan.entries())
     } else {
         let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
-        let rels = if set == NO_MODULES {
+        let entries = if set == NO_MODULES {
             Vec::new()
         } else if modset::named_set(&set).is_some() {
-            modset::named_set_paths(&set)?
+            tree.from_named_set(&modset::named_set_paths(&set)?)?
         } else if Path::new(&set).is_file() {
-            modset::read_list(Path::new(&set))?
+            tree.from_list(&modset::read_list(Path::new(&set))?)?
         } else {
             let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
             return Err(Error::new(
@@ -105,7 +105,6 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
             ));
         };
-        let entries = tree.from_list(&rels)?;
         let problems = tree.check_order(&entries);
         if let Some(p) = problems.iter().find(|p| !p.soft) {
             return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));

@@ -149,14 +149,14 @@ pub fn run(opts: &Options) -> Result<Report> {
         }
         opts.names.clone()
     } else if let Some(set) = &opts.set {
-        let rels = if modset::named_set(set).is_some() {
-            modset::named_set_paths(set)?
+        let entries = if modset::named_set(set).is_some() {
+            tree.from_named_set(&modset::named_set_paths(set)?)?
         } else if Path::new(set).is_file() {
-            modset::read_list(Path::new(set))?
+            tree.from_list(&modset::read_list(Path::new(set))?)?
         } else {
             return Err(Error::new(Kind::Usage, format!("--set {set:?}: neither a named set nor a list file")));
         };
-        tree.from_list(&rels)?.iter().map(|e| e.name.clone()).collect()
+        entries.iter().map(|e| e.name.clone()).collect()
     } else {
         let mut all: Vec<&crate::kmod::Entry> = tree.entries().iter().collect();
         all.sort_by(|a, b| a.rel.cmp(&b.rel));
