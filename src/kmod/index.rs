@@ -208,20 +208,30 @@ impl ModTree {
         Ok(mods.first().map(|&i| Provider::Module(&self.entries[i])))
     }
 
-    /// The modules of one of bootlink's named sets, in its order: by path,
-    /// else by the module's name, since the sets are written with Debian
-    /// 6.1's paths and a module moves between kernel lines (6.12 builds
-    /// `gf128mul` under lib/crypto/, not crypto/).
-    pub fn from_named_set(&self, rels: &[PathBuf]) -> Result<Vec<&Entry>> {
-        rels.iter()
-            .map(|rel| match self.from_list(std::slice::from_ref(rel)) {
-                Ok(mut e) => Ok(e.remove(0)),
-                Err(e) => {
+    /// The modules of one of bootlink's named sets that this tree has as
+    /// modules, in the set's order: by path, else by the module's name
+    /// (the sets are written with Debian 6.1's paths, and a module moves
+    /// between kernel lines: 6.12 builds `gf128mul` under lib/crypto/).
+    /// Second, the set's modules this tree does not have as modules (built
+    /// in, removed upstream, or not configured), by name, for the caller
+    /// to say.
+    pub fn from_named_set(&self, rels: &[PathBuf]) -> Result<(Vec<&Entry>, Vec<String>)> {
+        let mut found = Vec::new();
+        let mut missing = Vec::new();
+        for rel in rels {
+            match self.from_list(std::slice::from_ref(rel)) {
+                Ok(mut e) => found.push(e.remove(0)),
+                Err(e) if e.kind != Kind::Usage => return Err(e),
+                Err(_) => {
                     let name = super::normalize(&module_name_of(rel));
-                    self.module(&name).ok_or(e)
+                    match self.module(&name) {
+                        Some(e) => found.push(e),
+                        None => missing.push(name),
+                    }
                 }
-            })
-            .collect()
+            }
+        }
+        Ok((found, missing))
     }
 
     /// The modules of a list ([`parse_list`]), in its order. A path may

@@ -193,13 +193,15 @@ mod tests {
         assert!(e.contains("msdos.ko") && e.contains("could not be read"), "{e}");
         let list = t.from_list(&parse_list("kernel/fs/fat/fat.ko.xz\nkernel/fs/fat/vfat.ko\n").unwrap()).unwrap();
         assert_eq!(list.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["fat", "vfat"]);
-        // A named set written with another line's paths finds a moved module by name.
-        let moved = parse_list("kernel/fs/vfat/fat.ko\nkernel/fs/fat/vfat.ko\n").unwrap();
+        // A named set written with another line's paths finds a moved
+        // module by name, and names those the tree does not have.
+        let moved = parse_list("kernel/fs/vfat/fat.ko\nkernel/fs/fat/nothere.ko\nkernel/fs/fat/vfat.ko\n").unwrap();
         assert!(t.from_list(&moved).unwrap_err().to_string().contains("not in the tree"));
-        let list = t.from_named_set(&moved).unwrap();
+        let (list, missing) = t.from_named_set(&moved).unwrap();
         assert_eq!(list.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["fat", "vfat"]);
-        let e = t.from_named_set(&parse_list("kernel/fs/fat/nothere.ko\n").unwrap()).unwrap_err().to_string();
-        assert!(e.contains("nothere.ko") && e.contains("not in the tree"), "{e}");
+        assert_eq!(missing, ["nothere"]);
+        let e = t.from_named_set(&parse_list("kernel/fs/fat/msdos.ko\n").unwrap()).unwrap_err().to_string();
+        assert!(e.contains("msdos.ko") && e.contains("could not be read"), "{e}");
     }
 
     /// The reference kernel's module tree, read once.

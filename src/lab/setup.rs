@@ -84,7 +84,10 @@ pub(crate) fn kernel_and_tree(kernel: Option<&Path>, modules: Option<&Path>) -> 
 pub fn scenario(req: &Request) -> Result<Scenario> {
     let (kernel, tree_dir) = kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?;
     let tree = ModTree::read(&tree_dir)?;
-    let (set_name, entries) = if !req.names.is_empty() {
+    // A named set's modules that some kernel of the run does not have as modules.
+    let mut not_modules: Vec<String> = Vec::new();
+    let named = req.names.is_empty() && modset::named_set(req.set.as_deref().unwrap_or(DEFAULT_SET)).is_some();
+    let (set_name, mut entries) = if !req.names.is_empty() {
         if req.set.is_some() {
             return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
         }
@@ -94,8 +97,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
         let entries = if set == NO_MODULES {
             Vec::new()
-        } else if modset::named_set(&set).is_some() {
-            tree.from_named_set(&modset::named_set_paths(&set)?)?
+        } else if named {
+            let (found, missing) = tree.from_named_set(&modset::named_set_paths(&set)?)?;
+            not_modules = missing;
+            found
         } else if Path::new(&set).is_file() {
             tree.from_list(&modset::read_list(Path::new(&set))?)?
         } else {
@@ -105,8 +110,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
             ));
         };
-        let problems = tree.check_order(&entries);
-        if let Some(p) = problems.iter().find(|p| !p.soft) {
+        // (a named set is checked once its missing dependencies are in, below)
+        if !named && let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
             return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));
         }
         (set, entries)
@@ -124,11 +129,10 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
         }
     }
-    let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
-    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
-    let mut variants = Vec::new();
-    for spec in specs {
-        let (image, dir) = match &spec.kernel {
+    // Each variant's kernel and module tree, each tree read once.
+    let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for spec in &specs {
+        kernels.push(match &spec.kernel {
             KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
             KernelChoice::Debian => {
                 let f = fetch::fetch(&fetch::Request::Reference)?;
@@ -146,10 +150,100 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
                 (b.vmlinux, modules)
             }
             KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
-        };
-        if dir != tree_dir && !trees.iter().any(|(d, _)| *d == dir) {
-            trees.push((dir.clone(), ModTree::read(&dir)?));
+        });
+    }
+    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
+    for (_, dir) in &kernels {
+        if *dir != tree_dir && !trees.iter().any(|(d, _)| d == dir) {
+            trees.push((dir.clone(), ModTree::read(dir)?));
         }
+    }
+    // A named set runs on what every kernel of the run has of it as
+    // modules (built in, removed upstream, not configured: said, and in
+    // the set's name in run.json); a list file or names must be in every tree.
+    let mut set_name = set_name;
+    if named {
+        // Kept: a module every tree has as a module, whose hard dependencies
+        // (in every tree) are too; those dependencies join the set.
+        let all: Vec<&ModTree> = std::iter::once(&tree).chain(trees.iter().map(|(_, t)| t)).collect();
+        let everywhere = |n: &str| all.iter().all(|t| t.module(n).is_some());
+        let mut kept: Vec<String> = Vec::new();
+        let mut added: Vec<String> = Vec::new();
+        for e in &entries {
+            let mut need: Vec<String> = Vec::new();
+            let mut stack = vec![e.name.clone()];
+            let mut ok = true;
+            while let Some(n) = stack.pop() {
+                if need.contains(&n) {
+                    continue;
+                }
+                if !everywhere(&n) {
+                    ok = false;
+                    if !not_modules.contains(&n) {
+                        not_modules.push(n.clone());
+                    }
+                    break;
+                }
+                for t in &all {
+                    stack.extend(t.module(&n).map(|m| m.depends.clone()).unwrap_or_default());
+                }
+                need.push(n);
+            }
+            if !ok {
+                if !not_modules.contains(&e.name) {
+                    not_modules.push(e.name.clone());
+                }
+                continue;
+            }
+            for n in need {
+                if !kept.contains(&n) {
+                    if !entries.iter().any(|x| x.name == n) {
+                        added.push(n.clone());
+                    }
+                    kept.push(n);
+                }
+            }
+        }
+        // The set's order, each module after its dependencies in any tree
+        // (moved up, or added, when the set has them later or not at all).
+        let mut order: Vec<String> = Vec::new();
+        fn visit(n: &str, all: &[&ModTree], order: &mut Vec<String>, active: &mut Vec<String>) {
+            if order.iter().any(|o| o == n) || active.iter().any(|a| a == n) {
+                return;
+            }
+            active.push(n.to_string());
+            for t in all {
+                for d in t.module(n).map(|m| m.depends.clone()).unwrap_or_default() {
+                    if let Some(m) = t.module(&d) {
+                        visit(&m.name, all, order, active);
+                    }
+                }
+            }
+            active.pop();
+            order.push(n.to_string());
+        }
+        for e in entries.iter().filter(|e| kept.contains(&e.name)) {
+            visit(&e.name, &all, &mut order, &mut Vec::new());
+        }
+        entries = order.iter().filter_map(|n| tree.module(n)).collect();
+        let mut said = Vec::new();
+        if !not_modules.is_empty() {
+            said.push(format!("without {} (not modules on every kernel of the run)", not_modules.join(", ")));
+        }
+        if !added.is_empty() {
+            said.push(format!("with {} (dependencies on this line)", added.join(", ")));
+        }
+        if !said.is_empty() {
+            set_name = format!("{set_name}: {} modules, {}", entries.len(), said.join(", "));
+            crate::progress::status(&format!("note: module set {set_name}"));
+        }
+        if let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
+            return Err(Error::new(Kind::Usage, format!("--set {set_name}: the set's order breaks a dependency: {p}")));
+        }
+    }
+    let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+    let mut variants = Vec::new();
+    for (spec, (image, dir)) in specs.into_iter().zip(kernels) {
         // The same set on every kernel: the same modules, by name.
         let t = if dir == tree_dir { &tree } else { &trees.iter().find(|(d, _)| *d == dir).expect("read").1 };
         let entries = base

@@ -150,7 +150,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         opts.names.clone()
     } else if let Some(set) = &opts.set {
         let entries = if modset::named_set(set).is_some() {
-            tree.from_named_set(&modset::named_set_paths(set)?)?
+            tree.from_named_set(&modset::named_set_paths(set)?)?.0
         } else if Path::new(set).is_file() {
             tree.from_list(&modset::read_list(Path::new(set))?)?
         } else {
