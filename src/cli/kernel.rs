@@ -30,7 +30,7 @@ pub enum Cmd {
         /// Build from a whole config instead of the lab's: `debian` (the line's Debian
         /// kernel's config and release; the image alone, for Debian's own modules) or a
         /// config FILE of your own; the series' options (kernel/<line>/configs/series.config)
-        /// are merged on top (nothing else: the config's debug information stays, as BTF for modules is part of struct module)
+        /// are merged on top, nothing else (debug information and BTF stay as the config has them)
         #[arg(long, value_name = "debian|FILE")]
         config: Option<String>,
         /// The fragment merged onto the base config (default: kernel/<line>/configs/lab.config

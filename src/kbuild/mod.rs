@@ -113,10 +113,9 @@ pub enum ConfigBase {
     Tiny,
     /// A whole `.config` (a distribution's, or a user's own), then
     /// [`Options::config`] (the series' own options,
-    /// `kernel/<line>/configs/series.config`), nothing else: not even debug
-    /// information, since `CONFIG_DEBUG_INFO_BTF_MODULES` adds fields to
-    /// `struct module` (turning it off changed `module_layout`'s CRC and the
-    /// struct's size, and Debian's modules were refused).
+    /// `kernel/<line>/configs/series.config`), nothing else: the config is
+    /// built as its owner ships it, debug information and BTF included (the
+    /// owner's modules' BTF is loaded as by their own kernel).
     Whole(PathBuf),
 }
 
