@@ -27,6 +27,8 @@ const DEBIAN_MODULES: &[&str] = &[
     "kernel/fs/fat/fat.ko",
     "kernel/fs/fat/vfat.ko",
     "kernel/fs/nls/nls_cp437.ko",
+    // libcrc32c's init asks the crypto API for crc32c (its softdep)
+    "kernel/crypto/crc32c_generic.ko",
     "kernel/lib/libcrc32c.ko",
     "kernel/net/ipv4/udp_tunnel.ko",
     "kernel/net/ipv6/ip6_udp_tunnel.ko",
