@@ -15,12 +15,8 @@ pub struct Args {
     /// A named module set, a list file, or none (default: fs-nls-crypto-net-194)
     #[arg(long)]
     set: Option<String>,
-    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
-    #[arg(long, requires = "modules")]
-    kernel: Option<PathBuf>,
-    /// lib/modules/<release> of that kernel
-    #[arg(long)]
-    modules: Option<PathBuf>,
+    #[command(flatten)]
+    boot: super::BootKernel,
     /// A preset (stock, folded, ...) or NAME=key:value,...; repeat to compare (default: stock and
     /// preresolved; --help for the grammar)
     #[arg(long = "variant", long_help = bootlink::lab::variant::GRAMMAR)]
@@ -65,8 +61,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         Some(file) => lab::scenario_file::load(&file, a.output)?.with_variants(variants),
         None => lab::setup::Request {
             target: lab::target::Target::default(),
-            kernel: a.kernel,
-            modules_dir: a.modules,
+            kernel: a.boot.kernel,
+            modules_dir: a.boot.modules,
             set: a.set,
             names: a.names,
             variants,

@@ -157,6 +157,17 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     }
 }
 
+/// The kernel a QEMU command boots and its modules (`lab`, `survey`).
+#[derive(clap::Args)]
+pub struct BootKernel {
+    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
+    #[arg(long, requires = "modules")]
+    kernel: Option<PathBuf>,
+    /// lib/modules/<release> of that kernel
+    #[arg(long)]
+    modules: Option<PathBuf>,
+}
+
 /// Where rewritten modules go, shared by the commands that rewrite them.
 #[derive(clap::Args, Debug)]
 pub struct Rewrite {

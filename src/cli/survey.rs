@@ -15,12 +15,8 @@ pub struct Args {
     /// A named module set or a list file to survey instead of every module
     #[arg(long)]
     set: Option<String>,
-    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
-    #[arg(long, requires = "modules")]
-    kernel: Option<PathBuf>,
-    /// lib/modules/<release> of that kernel
-    #[arg(long)]
-    modules: Option<PathBuf>,
+    #[command(flatten)]
+    boot: super::BootKernel,
     /// The variant every boot runs, as `bootlink lab --variant` takes it (default: stock)
     #[arg(long, default_value = "stock")]
     variant: String,
@@ -45,8 +41,8 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let opts = lab::survey::Options {
         target: lab::target::Target::default(),
-        kernel: a.kernel,
-        modules_dir: a.modules,
+        kernel: a.boot.kernel,
+        modules_dir: a.boot.modules,
         set: a.set,
         names: a.names,
         variant: lab::variant::Variant::parse(&a.variant)?,
