@@ -174,6 +174,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             let mut stack = vec![e.name.clone()];
             let mut ok = true;
             while let Some(n) = stack.pop() {
+                // depends= spells names as written (crc-itu-t); the tree's are normalized
+                let n = crate::kmod::normalize(&n);
                 if need.contains(&n) {
                     continue;
                 }
