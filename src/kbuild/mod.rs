@@ -509,14 +509,11 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
     if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
         return Ok(());
     }
-    let values = wanted.fragment.values.clone();
     match wanted.whole {
         None => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
-        Some(whole) => {
-            fsutil::write_atomic(&dotconfig, whole)?;
-        }
+        Some(whole) => fsutil::write_atomic(&dotconfig, whole)?,
     }
-    let fragment = Fragment { values };
+    let fragment = wanted.fragment;
     let mut text = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
     let mut set: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     for (k, v) in &fragment.values {
