@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::error::{Error, Kind, Result};
 use crate::fetch;
 use crate::kbuild;
-use crate::kmod::{self as modset, ModTree};
+use crate::kmod::{self as modset, Entry, ModTree};
 use crate::lab::scenario::{Prepared, Scenario};
 use crate::lab::target::Target;
 use crate::lab::variant::{self, KernelChoice, Variant};
@@ -163,85 +163,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     // the set's name in run.json); a list file or names must be in every tree.
     let mut set_name = set_name;
     if named {
-        // Kept: a module every tree has as a module, whose hard dependencies
-        // (in every tree) are too; those dependencies join the set.
         let all: Vec<&ModTree> = std::iter::once(&tree).chain(trees.iter().map(|(_, t)| t)).collect();
-        let everywhere = |n: &str| all.iter().all(|t| t.module(n).is_some());
-        let mut kept: Vec<String> = Vec::new();
-        let mut added: Vec<String> = Vec::new();
-        for e in &entries {
-            let mut need: Vec<String> = Vec::new();
-            let mut stack = vec![e.name.clone()];
-            let mut ok = true;
-            while let Some(n) = stack.pop() {
-                // depends= spells names as written (crc-itu-t); the tree's are normalized
-                let n = crate::kmod::normalize(&n);
-                if need.contains(&n) {
-                    continue;
-                }
-                if !everywhere(&n) {
-                    ok = false;
-                    if !not_modules.contains(&n) {
-                        not_modules.push(n.clone());
-                    }
-                    break;
-                }
-                for t in &all {
-                    stack.extend(t.module(&n).map(|m| m.depends.clone()).unwrap_or_default());
-                }
-                need.push(n);
-            }
-            if !ok {
-                if !not_modules.contains(&e.name) {
-                    not_modules.push(e.name.clone());
-                }
-                continue;
-            }
-            for n in need {
-                if !kept.contains(&n) {
-                    if !entries.iter().any(|x| x.name == n) {
-                        added.push(n.clone());
-                    }
-                    kept.push(n);
-                }
-            }
-        }
-        // The set's order, each module after its dependencies in any tree
-        // (moved up, or added, when the set has them later or not at all).
-        let mut order: Vec<String> = Vec::new();
-        fn visit(n: &str, all: &[&ModTree], order: &mut Vec<String>, active: &mut Vec<String>) {
-            if order.iter().any(|o| o == n) || active.iter().any(|a| a == n) {
-                return;
-            }
-            active.push(n.to_string());
-            for t in all {
-                for d in t.module(n).map(|m| m.depends.clone()).unwrap_or_default() {
-                    if let Some(m) = t.module(&d) {
-                        visit(&m.name, all, order, active);
-                    }
-                }
-            }
-            active.pop();
-            order.push(n.to_string());
-        }
-        for e in entries.iter().filter(|e| kept.contains(&e.name)) {
-            visit(&e.name, &all, &mut order, &mut Vec::new());
-        }
-        entries = order.iter().filter_map(|n| tree.module(n)).collect();
-        let mut said = Vec::new();
-        if !not_modules.is_empty() {
-            said.push(format!("without {} (not modules on every kernel of the run)", not_modules.join(", ")));
-        }
-        if !added.is_empty() {
-            said.push(format!("with {} (dependencies on this line)", added.join(", ")));
-        }
-        if !said.is_empty() {
-            set_name = format!("{set_name}: {} modules, {}", entries.len(), said.join(", "));
-            crate::progress::status(&format!("note: module set {set_name}"));
-        }
-        if let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
-            return Err(Error::new(Kind::Usage, format!("--set {set_name}: the set's order breaks a dependency: {p}")));
-        }
+        (entries, set_name) = on_every_kernel(&all, &entries, not_modules, set_name)?;
     }
     let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
     let mut variants = Vec::new();
@@ -316,6 +239,100 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         out,
         extra_cmdline: req.extra_cmdline.clone(),
     })
+}
+
+/// A named set on the kernels of a run (`all`, the run's tree first): the
+/// modules every tree has as modules, each after its hard dependencies in
+/// any tree (added when the set lacks them), in the set's order; what was
+/// left out (`not_modules` starts with what the run's tree lacks) and
+/// added goes into the set's name.
+fn on_every_kernel<'t>(
+    all: &[&'t ModTree],
+    entries: &[&'t Entry],
+    mut not_modules: Vec<String>,
+    set_name: String,
+) -> Result<(Vec<&'t Entry>, String)> {
+    let tree = all[0];
+    // Kept: a module every tree has as a module, whose hard dependencies
+    // (in every tree) are too; those dependencies join the set.
+    let everywhere = |n: &str| all.iter().all(|t| t.module(n).is_some());
+    let mut kept: Vec<String> = Vec::new();
+    let mut added: Vec<String> = Vec::new();
+    for e in entries {
+        let mut need: Vec<String> = Vec::new();
+        let mut stack = vec![e.name.clone()];
+        let mut ok = true;
+        while let Some(n) = stack.pop() {
+            // depends= spells names as written (crc-itu-t); the tree's are normalized
+            let n = crate::kmod::normalize(&n);
+            if need.contains(&n) {
+                continue;
+            }
+            if !everywhere(&n) {
+                ok = false;
+                if !not_modules.contains(&n) {
+                    not_modules.push(n.clone());
+                }
+                break;
+            }
+            for t in all {
+                stack.extend(t.module(&n).map(|m| m.depends.clone()).unwrap_or_default());
+            }
+            need.push(n);
+        }
+        if !ok {
+            if !not_modules.contains(&e.name) {
+                not_modules.push(e.name.clone());
+            }
+            continue;
+        }
+        for n in need {
+            if !kept.contains(&n) {
+                if !entries.iter().any(|x| x.name == n) {
+                    added.push(n.clone());
+                }
+                kept.push(n);
+            }
+        }
+    }
+    // The set's order, each module after its dependencies in any tree
+    // (moved up, or added, when the set has them later or not at all).
+    let mut order: Vec<String> = Vec::new();
+    fn visit(n: &str, all: &[&ModTree], order: &mut Vec<String>, active: &mut Vec<String>) {
+        if order.iter().any(|o| o == n) || active.iter().any(|a| a == n) {
+            return;
+        }
+        active.push(n.to_string());
+        for t in all {
+            for d in t.module(n).map(|m| m.depends.clone()).unwrap_or_default() {
+                if let Some(m) = t.module(&d) {
+                    visit(&m.name, all, order, active);
+                }
+            }
+        }
+        active.pop();
+        order.push(n.to_string());
+    }
+    for e in entries.iter().filter(|e| kept.contains(&e.name)) {
+        visit(&e.name, all, &mut order, &mut Vec::new());
+    }
+    let entries: Vec<&'t Entry> = order.iter().filter_map(|n| tree.module(n)).collect();
+    let mut said = Vec::new();
+    if !not_modules.is_empty() {
+        said.push(format!("without {} (not modules on every kernel of the run)", not_modules.join(", ")));
+    }
+    if !added.is_empty() {
+        said.push(format!("with {} (dependencies on this line)", added.join(", ")));
+    }
+    let mut set_name = set_name;
+    if !said.is_empty() {
+        set_name = format!("{set_name}: {} modules, {}", entries.len(), said.join(", "));
+        crate::progress::status(&format!("note: module set {set_name}"));
+    }
+    if let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
+        return Err(Error::new(Kind::Usage, format!("--set {set_name}: the set's order breaks a dependency: {p}")));
+    }
+    Ok((entries, set_name))
 }
 
 /// What a run must show: every module of the set loaded in every
