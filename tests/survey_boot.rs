@@ -118,6 +118,20 @@ fn a_survey_names_what_fails_and_what_kills_the_guest_and_goes_on() {
     // A second survey into the same directory is refused.
     let again = common::run(&[&"survey", &"--kernel", &k.vmlinux, &"--modules", &tree, &"-o", &out]);
     assert!(!again.status.success() && common::stderr(&again).contains("already holds a survey"));
+    // Bad requests are refused in one line before anything boots.
+    let fresh = tmp.join("refused");
+    for (args, said) in [
+        (vec!["--set", "nothere"], "--set \"nothere\": neither a named set"),
+        (vec!["--batch", "0"], "--batch must be at least 1"),
+        (vec!["--set", "none", "vfat"], "give either --set or module names, not both"),
+    ] {
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"survey", &"--kernel", &k.vmlinux, &"--modules", &tree, &"-o", &fresh];
+        all.extend(args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+        let o = common::run(&all);
+        assert!(!o.status.success() && common::stderr(&o).contains(said), "{args:?}: {}", common::stderr(&o));
+        assert!(!fresh.exists(), "{args:?}: wrote {}", fresh.display());
+    }
     common::report(
         "survey (Debian's kernel, 9 modules)",
         &format!("{} boots, {:.0} s", batches.len(), r["wall_s"].as_f64().unwrap_or(0.0)),

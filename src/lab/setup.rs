@@ -79,6 +79,25 @@ pub(crate) fn kernel_and_tree(kernel: Option<&Path>, modules: Option<&Path>) -> 
     })
 }
 
+/// The modules of `--set SET` in `tree`, in the set's order: none for
+/// [`NO_MODULES`], a named set's as far as the tree has them (second: the
+/// names it lacks), or a list file's, each of which must be in the tree.
+pub(crate) fn set_entries<'t>(tree: &'t ModTree, set: &str) -> Result<(Vec<&'t Entry>, Vec<String>)> {
+    if set == NO_MODULES {
+        Ok((Vec::new(), Vec::new()))
+    } else if modset::named_set(set).is_some() {
+        tree.from_named_set(&modset::named_set_paths(set)?)
+    } else if Path::new(set).is_file() {
+        Ok((tree.from_list(&modset::read_list(Path::new(set))?)?, Vec::new()))
+    } else {
+        let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
+        Err(Error::new(
+            Kind::Usage,
+            format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
+        ))
+    }
+}
+
 /// Work out the scenario: fetch the default kernel if needed, read the
 /// module tree, resolve the set.
 pub fn scenario(req: &Request) -> Result<Scenario> {
@@ -95,21 +114,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         (req.names.join(","), plan.entries())
     } else {
         let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
-        let entries = if set == NO_MODULES {
-            Vec::new()
-        } else if named {
-            let (found, missing) = tree.from_named_set(&modset::named_set_paths(&set)?)?;
-            not_modules = missing;
-            found
-        } else if Path::new(&set).is_file() {
-            tree.from_list(&modset::read_list(Path::new(&set))?)?
-        } else {
-            let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
-            return Err(Error::new(
-                Kind::Usage,
-                format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
-            ));
-        };
+        let (entries, missing) = set_entries(&tree, &set)?;
+        not_modules = missing;
         // (a named set is checked once its missing dependencies are in, below)
         if !named && let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
             return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));

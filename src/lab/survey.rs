@@ -19,13 +19,13 @@
 //! and every batch's workload output is kept in the report.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::error::{Error, Kind, Result};
-use crate::kmod::{self as modset, ModTree};
+use crate::kmod::ModTree;
 use crate::lab::setup::{self, Request};
 use crate::lab::target::Target;
 use crate::lab::variant::Variant;
@@ -149,14 +149,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         }
         opts.names.clone()
     } else if let Some(set) = &opts.set {
-        let entries = if modset::named_set(set).is_some() {
-            tree.from_named_set(&modset::named_set_paths(set)?)?.0
-        } else if Path::new(set).is_file() {
-            tree.from_list(&modset::read_list(Path::new(set))?)?
-        } else {
-            return Err(Error::new(Kind::Usage, format!("--set {set:?}: neither a named set nor a list file")));
-        };
-        entries.iter().map(|e| e.name.clone()).collect()
+        setup::set_entries(&tree, set)?.0.iter().map(|e| e.name.clone()).collect()
     } else {
         let mut all: Vec<&crate::kmod::Entry> = tree.entries().iter().collect();
         all.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -167,9 +160,6 @@ pub fn run(opts: &Options) -> Result<Report> {
     let order: Vec<&crate::kmod::Entry> = plan.entries();
     let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
     let mut results: HashMap<String, (Outcome, Option<usize>)> = HashMap::new();
-    for (rel, e) in tree.unreadable() {
-        results.insert(rel.clone(), (Outcome::Unreadable { reason: e.to_string() }, None));
-    }
     std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
     let work = crate::fsutil::TempDir::new("survey")?;
     let mut batches: Vec<BatchResult> = Vec::new();
