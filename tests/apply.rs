@@ -17,7 +17,7 @@ use common::TestCommand;
 /// holding a few directories of Debian's modules.
 fn tree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let k = common::kernel();
-    let dir = common::tmpdir(name);
+    let dir = common::tmpdir(name).keep();
     let build = dir.join("build");
     std::fs::create_dir_all(&build).unwrap();
     std::fs::copy(&k.vmlinux, build.join("vmlinux")).unwrap();

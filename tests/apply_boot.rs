@@ -104,7 +104,8 @@ fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
 #[test]
 fn apply_in_place_lists_every_module_in_vmlinux_and_bzimage_and_is_idempotent() {
     let k = common::self_built(true);
-    let dir = common::tmpdir("apply-in-place").join("build");
+    let scratch = common::tmpdir("apply-in-place");
+    let dir = scratch.join("build");
     common::sh("cp", &["-a", k.dir.to_str().unwrap(), dir.to_str().unwrap()]);
     let first = common::stdout(&TestCommand::new(&[&"apply", &"--build", &dir, &"--modules", &dir]).ok());
     let rel = dir.join("lib/modules").join(&k.release);

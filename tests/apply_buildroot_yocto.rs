@@ -126,7 +126,7 @@ struct Br {
 
 fn buildroot_output(name: &str) -> Br {
     let k = common::kernel();
-    let dir = common::tmpdir(name);
+    let dir = common::tmpdir(name).keep();
     let out = dir.join("output");
     std::fs::create_dir_all(out.join("host/bin")).unwrap();
     std::fs::copy(common::bin(), out.join("host/bin/bootlink")).unwrap();
@@ -314,7 +314,7 @@ struct Yocto {
 
 fn yocto_workdir(name: &str, libdir: &str) -> Yocto {
     let k = common::kernel();
-    let dir = common::tmpdir(name);
+    let dir = common::tmpdir(name).keep();
     let key = common::key_pair(&dir, "yocto");
     let b = kbuild_dir(&dir.join("build"), Some((&key.0, &key.1)));
     let d = dir.join("image");

@@ -36,7 +36,7 @@ fn repo(rel: &str) -> PathBuf {
 /// config and System.map in boot/, a few directories of its modules in
 /// lib/modules/VERSION with the files depmod and mkinitramfs read.
 struct Installed {
-    dir: PathBuf,
+    dir: common::TestDir,
     root: PathBuf,
     boot: PathBuf,
     rel: PathBuf,

@@ -301,7 +301,8 @@ fn finalize_ms(r: &bootlink::run::results::Repetition, m: &str) -> f64 {
 #[test]
 fn each_fix_removes_its_link() {
     let b = self_built(false);
-    let out = tmpdir("finalize-variants").join("run");
+    let scratch = tmpdir("finalize-variants");
+    let out = scratch.join("run");
     let vmlinux = b.dir.join("vmlinux");
     let mods = b.dir.join("lib/modules").join(&b.release);
     const ALL: &str = "cmdline:ftrace.module_check=sorted trace_events.eval_one_pass=1";

@@ -68,7 +68,7 @@ fn fake_package() -> Option<&'static (PathBuf, Vec<PathBuf>)> {
         }
         let version = installed_version();
         let upstream = version.split_once(':').map_or(version.as_str(), |(_, v)| v).rsplit_once('-').unwrap().0;
-        let dir = common::tmpdir("glibc-fake-package");
+        let dir = common::tmpdir("glibc-fake-package").keep();
         let tree = dir.join(format!("glibc-{upstream}"));
         std::fs::create_dir_all(tree.join("debian/source")).unwrap();
         std::fs::write(tree.join("configure"), CONFIGURE).unwrap();
@@ -106,7 +106,7 @@ fn fake_package() -> Option<&'static (PathBuf, Vec<PathBuf>)> {
 }
 
 /// A cache holding the stand-in package where the download would put it.
-fn cache_with_fake(name: &str) -> Option<PathBuf> {
+fn cache_with_fake(name: &str) -> Option<common::TestDir> {
     let (_, files) = fake_package()?;
     let cache = common::tmpdir(name);
     let dl = cache.join("glibc/dl");

@@ -32,7 +32,7 @@ fn lab() -> &'static Lab {
     static L: OnceLock<Lab> = OnceLock::new();
     L.get_or_init(|| {
         let k = common::kernel();
-        let dir = common::tmpdir("lab194").join("run");
+        let dir = common::tmpdir("lab194").keep().join("run");
         let t0 = std::time::Instant::now();
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
             vec![&"lab", &"--set", &SET, &"-n", &"2", &"--measure-overhead"];
@@ -364,7 +364,8 @@ fn bad_requests_are_refused() {
 #[test]
 fn a_timed_out_boot_is_kept_as_partial() {
     common::kernel();
-    let d = common::tmpdir("lab-timeout").join("run");
+    let scratch = common::tmpdir("lab-timeout");
+    let d = scratch.join("run");
     let o = common::run(&[&"lab", &"crc16", &"--variant", &"stock", &"--timeout", &"4", &"-o", &d]);
     assert!(!o.status.success());
     let out = common::stdout(&o);
@@ -382,7 +383,8 @@ fn a_timed_out_boot_is_kept_as_partial() {
 #[test]
 fn a_bzimage_boots_in_realtime_without_tracing() {
     let k = common::kernel();
-    let d = common::tmpdir("lab-bzimage").join("run");
+    let scratch = common::tmpdir("lab-bzimage");
+    let d = scratch.join("run");
     let o = common::run(&[
         &"lab",
         &"vfat",
@@ -434,7 +436,8 @@ fn a_newer_kernel_with_compressed_modules() {
     println!("kernel: {} {}", k.package, k.version);
     let fat = k.modules.join("kernel/fs/fat");
     assert!(fat.join("vfat.ko.xz").is_file(), "6.12 modules are xz-compressed");
-    let d = common::tmpdir("lab-612").join("run");
+    let scratch = common::tmpdir("lab-612");
+    let d = scratch.join("run");
     let o = common::run(&[
         &"lab",
         &"vfat",
@@ -472,7 +475,8 @@ fn a_newer_kernel_with_compressed_modules() {
 #[test]
 fn a_variant_runs_a_dynamic_program_in_the_guest() {
     common::kernel();
-    let d = common::tmpdir("lab-run-program").join("run");
+    let scratch = common::tmpdir("lab-run-program");
+    let d = scratch.join("run");
     let o = common::run(&[
         &"lab",
         &"crc16",

@@ -20,7 +20,7 @@ const ENFORCE: &str = "module.sig_enforce=1";
 
 fn lab() -> (Run, PathBuf) {
     let k = common::self_built(false);
-    let out = common::tmpdir("manifest-boot").join("run");
+    let out = common::tmpdir("manifest-boot").keep().join("run");
     let vmlinux = k.dir.join("vmlinux");
     let modules = k.dir.join("lib/modules").join(&k.release);
     let listed = format!("listed=modules:unsigned,manifest:on,cmdline:{ENFORCE}");
@@ -122,7 +122,7 @@ fn kernel_dir(
 /// The build's modules, unsigned, in a tree of their own, and the build's
 /// vmlinux listing exactly them: what the matrix changes one thing of.
 struct Genuine {
-    root: PathBuf,
+    root: common::TestDir,
     release: String,
     /// The kernel as built (its manifest empty).
     vmlinux: PathBuf,

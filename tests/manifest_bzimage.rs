@@ -41,7 +41,8 @@ fn the_replayed_chain_reproduces_the_builds_bzimage() {
     let k = common::self_built(true);
     let before = snapshot(&k.tree.join("arch/x86/boot"));
     let tree_vmlinux = std::fs::metadata(k.tree.join("vmlinux")).unwrap().modified().unwrap();
-    let out = common::tmpdir("bzimage-same").join("bzImage");
+    let scratch = common::tmpdir("bzimage-same");
+    let out = scratch.join("bzImage");
     let r = bootlink::manifest::bzimage::rebuild(&k.tree, &k.dir.join("vmlinux"), &out).unwrap();
     println!("{} steps: {:?}", r.steps.len(), r.steps);
     assert_eq!(r.payload_before, r.payload_after);

@@ -41,7 +41,8 @@ fn vmlinux_tables_are_filled_at_build_time() {
 #[test]
 fn every_method_loads_the_set_with_zero_disagreements() {
     let _ = self_built(false);
-    let out = tmpdir("symhash-check").join("run");
+    let scratch = tmpdir("symhash-check");
+    let out = scratch.join("run");
     let specs: Vec<String> = ["simple", "sysv", "gnu", "perfect"]
         .iter()
         .map(|m| {

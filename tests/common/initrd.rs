@@ -140,7 +140,7 @@ fn find_dracut() -> Result<(PathBuf, PathBuf), String> {
     if bin.is_file() && base.join("dracut-install").is_file() {
         return Ok((bin, base));
     }
-    let dl = super::tmpdir("dracut-debs");
+    let dl = super::tmpdir("dracut-debs").keep();
     let got = Command::new("apt-get").args(["download", "dracut", "dracut-core"]).current_dir(&dl).output();
     match got {
         Ok(o) if o.status.success() => {}

@@ -72,12 +72,55 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A fresh, empty directory unique to this test.
-pub fn tmpdir(name: &str) -> PathBuf {
+/// A fresh, empty directory unique to this test ([`tmpdir`]): removed when
+/// the test passes, kept for a look when it fails (a panic is unwinding).
+/// Derefs to its path.
+#[derive(Debug)]
+pub struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl TestDir {
+    /// Keep the directory after the test (a helper that hands out paths
+    /// inside it, or a directory shared by the tests of a binary).
+    pub fn keep(self) -> PathBuf {
+        let p = self.0.clone();
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A fresh, empty directory unique to this test (see [`TestDir`]).
+pub fn tmpdir(name: &str) -> TestDir {
     let d = std::env::temp_dir().join(format!("bootlink-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TestDir(d)
 }
 
 pub fn copy_to(src: &Path, dir: &Path, name: &str) -> PathBuf {
@@ -347,7 +390,7 @@ pub fn lab_without_modules(variant: &str, dir: &Path) -> TestCommand {
 /// modules (`--set none`) and one `--variant`, into a fresh run directory:
 /// (run directory, bootlink's output, run.json).
 pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink::run::results::Run) {
-    let dir = tmpdir(label).join("run");
+    let dir = tmpdir(label).keep().join("run");
     let t0 = std::time::Instant::now();
     let out = lab_without_modules(variant, &dir).arg(&"--no-trace").cmd_output();
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
@@ -486,4 +529,83 @@ pub fn record_in(dir: &Path) -> std::collections::BTreeMap<String, String> {
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("bootlink-applied.json")).unwrap()).unwrap();
     v["modules"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
+}
+
+/// Debian's kernel of the tested line as a lab `kernel:` value.
+pub fn debian_kernel() -> &'static str {
+    if line() == "6.1" { "kernel:debian" } else { "kernel:debian-6.12" }
+}
+
+/// Debian's kernel of the tested line, fetched (the reference package on 6.1).
+pub fn debian_of_line() -> &'static Fetched {
+    static K: OnceLock<Fetched> = OnceLock::new();
+    if line() == "6.1" {
+        return kernel();
+    }
+    K.get_or_init(|| fetch::fetch(&fetch::Request::Series(line().into())).expect("fetch Debian's kernel of the line"))
+}
+
+/// The 194-set as a lab run on `trees` (the run's kernels' module trees)
+/// must have loaded it, checked against the run's set label: on trees
+/// that all have every module of the set, exactly the set and a plain
+/// label; else the label's count is the run's, every module of the set the run lacks
+/// is named in the label's "without" list and is not a module of some
+/// tree (or needs one that is not), and every module the run adds is named
+/// in its "with" list and is a dependency of a set module in some tree.
+/// Returns the run's module names (first variant), checked equal in every
+/// variant.
+pub fn check_194_set_run(run: &bootlink::run::results::Run, trees: &[&bootlink::kmod::ModTree]) -> Vec<String> {
+    use std::collections::BTreeSet;
+    let norm = bootlink::kmod::normalize;
+    let set: Vec<String> = bootlink::kmod::named_set_paths("fs-nls-crypto-net-194")
+        .unwrap()
+        .iter()
+        .map(|p| norm(p.file_name().unwrap().to_string_lossy().split(".ko").next().unwrap()))
+        .collect();
+    let names = |v: &bootlink::run::results::Variant| -> BTreeSet<String> {
+        v.repetitions[0].modules.iter().map(|m| m.name.clone()).collect()
+    };
+    let first = names(&run.variants[0]);
+    for v in &run.variants {
+        assert_eq!(v.repetitions[0].modules.len(), first.len(), "{}: one module set in every column", v.name);
+        assert_eq!(names(v), first, "{}: the same modules by name in every column", v.name);
+    }
+    let everywhere = |n: &str| trees.iter().all(|t| t.module(n).is_some());
+    if set.iter().all(|n| everywhere(n)) {
+        assert_eq!(first.len(), 194, "{}", run.module_set);
+        assert_eq!(run.module_set, "fs-nls-crypto-net-194");
+        return first.into_iter().collect();
+    }
+    let label = &run.module_set;
+    let count: usize = label
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no module count in the set's label {label:?}"));
+    assert_eq!(count, first.len(), "{label}");
+    let listed = |key: &str| -> Vec<String> {
+        label
+            .split(key)
+            .nth(1)
+            .and_then(|s| s.split(" (").next())
+            .map(|s| s.split(", ").map(String::from).collect())
+            .unwrap_or_default()
+    };
+    let (without, with) = (listed("without "), listed("with "));
+    for n in set.iter().filter(|n| !first.contains(*n)) {
+        assert!(without.contains(n), "{n}: in the set, not in the run, not said in {label:?}");
+        let needs_missing = trees
+            .iter()
+            .any(|t| t.resolve(&[n.as_str()]).map(|p| p.names().iter().any(|d| !everywhere(d))).unwrap_or(true));
+        assert!(!everywhere(n) || needs_missing, "{n}: left out though every kernel has it and its needs");
+    }
+    for n in first.iter().filter(|n| !set.contains(*n)) {
+        assert!(with.contains(n), "{n}: in the run, not in the set, not said in {label:?}");
+        let needed = trees
+            .iter()
+            .any(|t| set.iter().any(|s| t.resolve(&[s.as_str()]).is_ok_and(|p| p.names().iter().any(|d| d == n))));
+        assert!(needed, "{n}: added but no set module needs it");
+    }
+    first.into_iter().collect()
 }
