@@ -101,7 +101,29 @@ pub(crate) fn set_entries<'t>(tree: &'t ModTree, set: &str) -> Result<(Vec<&'t E
 /// Work out the scenario: fetch the default kernel if needed, read the
 /// module tree, resolve the set.
 pub fn scenario(req: &Request) -> Result<Scenario> {
-    let (kernel, tree_dir) = kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?;
+    let specs = if req.variants.is_empty() {
+        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
+    } else {
+        req.variants.clone()
+    };
+    for (i, v) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|o| o.name == v.name) {
+            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
+        }
+    }
+    // The run's kernel and tree: --kernel/--modules, else (when every
+    // variant names its own kernel) the first variant's, so that a run of
+    // other kernels neither fetches nor is shaped by the default one.
+    let (kernel, tree_dir) = match specs.iter().find(|s| s.kernel != KernelChoice::Default) {
+        Some(first)
+            if req.kernel.is_none()
+                && req.modules_dir.is_none()
+                && specs.iter().all(|s| s.kernel != KernelChoice::Default) =>
+        {
+            variant_kernel(&first.kernel, req)?
+        }
+        _ => kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?,
+    };
     let tree = ModTree::read(&tree_dir)?;
     // A named set's modules that some kernel of the run does not have as modules.
     let mut not_modules: Vec<String> = Vec::new();
@@ -125,37 +147,12 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     if entries.is_empty() && set_name != NO_MODULES {
         return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
     }
-    let specs = if req.variants.is_empty() {
-        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
-    } else {
-        req.variants.clone()
-    };
-    for (i, v) in specs.iter().enumerate() {
-        if specs[..i].iter().any(|o| o.name == v.name) {
-            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
-        }
-    }
     // Each variant's kernel and module tree, each tree read once.
     let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
     for spec in &specs {
         kernels.push(match &spec.kernel {
             KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
-            KernelChoice::Debian => {
-                let f = fetch::fetch(&fetch::Request::Reference)?;
-                (f.vmlinux, f.modules)
-            }
-            KernelChoice::DebianSeries(series) => {
-                let f = fetch::fetch(&fetch::Request::Series(series.clone()))?;
-                (f.vmlinux, f.modules)
-            }
-            KernelChoice::Build(line) => {
-                let b = kbuild::run(&kbuild::Options::for_line(*line))?;
-                let modules = b.modules.ok_or_else(|| {
-                    Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
-                })?;
-                (b.vmlinux, modules)
-            }
-            KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
+            other => variant_kernel(other, req)?,
         });
     }
     let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
@@ -244,6 +241,30 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         memory_mib: req.memory_mib,
         out,
         extra_cmdline: req.extra_cmdline.clone(),
+    })
+}
+
+/// A variant's own kernel (not [`KernelChoice::Default`]): its image and
+/// module tree, fetched or built as it says.
+fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, PathBuf)> {
+    Ok(match choice {
+        KernelChoice::Default => kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?,
+        KernelChoice::Debian => {
+            let f = fetch::fetch(&fetch::Request::Reference)?;
+            (f.vmlinux, f.modules)
+        }
+        KernelChoice::DebianSeries(series) => {
+            let f = fetch::fetch(&fetch::Request::Series(series.clone()))?;
+            (f.vmlinux, f.modules)
+        }
+        KernelChoice::Build(line) => {
+            let b = kbuild::run(&kbuild::Options::for_line(*line))?;
+            let modules = b.modules.ok_or_else(|| {
+                Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
+            })?;
+            (b.vmlinux, modules)
+        }
+        KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
     })
 }
 
