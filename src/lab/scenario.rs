@@ -65,8 +65,15 @@ pub struct Scenario {
 }
 
 /// Added for realtime runs with more than one vCPU: no soft-lockup or RCU
-/// stall reports for vCPUs the overcommitted host did not schedule.
-pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppress=1";
+/// stall reports for vCPUs the overcommitted host did not schedule; and
+/// `tsc=reliable`, so the sched_clock is marked stable before the other
+/// vCPUs run. Without it the lab's 6.12 kernel died in 1 of 3 such boots
+/// (2026-11-27): sched_clock_init_late() marked the clock stable, the
+/// static branch in sched_clock_cpu() was patched (text_poke_bp) while
+/// other vCPUs ran under QEMU's multi-threaded TCG, and one of them took
+/// the patch's int3 after the patch had finished ("Oops: int3" at
+/// sched_clock_cpu+0x9, no module loaded yet); with it, 0 of 4.
+pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppress=1 tsc=reliable";
 
 /// Added for every realtime run: at boot the kernel checks that the
 /// IO-APIC delivers the timer interrupt by waiting a number of TSC cycles
