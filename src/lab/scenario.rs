@@ -72,7 +72,8 @@ pub struct Scenario {
 /// static branch in sched_clock_cpu() was patched (text_poke_bp) while
 /// other vCPUs ran under QEMU's multi-threaded TCG, and one of them took
 /// the patch's int3 after the patch had finished ("Oops: int3" at
-/// sched_clock_cpu+0x9, no module loaded yet); with it, 0 of 4.
+/// sched_clock_cpu+0x9, no module loaded yet); with it, 0 of 8 (other text patches
+/// during boot can still meet the hazard, more rarely: docs/loading.md).
 pub const REALTIME_SMP_CMDLINE: &str = "nowatchdog rcupdate.rcu_cpu_stall_suppress=1 tsc=reliable";
 
 /// Added for every realtime run: at boot the kernel checks that the
