@@ -64,7 +64,8 @@ fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
     assert_eq!(digests(&root), before, "nothing written");
 
     // --dry-run with a key: the plan (trim; fold needs nokaslr), nothing written.
-    let key = common::key_pair(&common::tmpdir("apply-stock-key"), "k");
+    let key_dir = common::tmpdir("apply-stock-key");
+    let key = common::key_pair(&key_dir, "k");
     let (k, c) = (key.0.to_str().unwrap().to_string(), key.1.to_str().unwrap().to_string());
     let signing = ["--sign-key", &k, "--sign-cert", &c];
     let mut dry = signing.to_vec();
@@ -145,13 +146,16 @@ fn two_modules_of_one_name_are_both_left_alone() {
 /// ends: the same bytes everywhere.
 #[test]
 fn a_killed_run_is_finished_by_the_next() {
-    let key = common::key_pair(&common::tmpdir("apply-kill-key"), "k");
+    let key_dir = common::tmpdir("apply-kill-key");
+    let key = common::key_pair(&key_dir, "k");
     let (k, c) = (key.0.to_str().unwrap().to_string(), key.1.to_str().unwrap().to_string());
     let args = ["--sign-key", &k, "--sign-cert", &c, "--no-depmod"];
     let (build, root, rel) = tree("apply-kill-ref");
     apply(&build, &root, &args).ok();
     let want = digests(&rel);
     let mut killed = 0;
+    // A killed run cannot remove its scratch directory: keep it in ours.
+    let scratch = common::tmpdir("apply-kill-scratch");
     for delay_ms in [30u64, 120, 300, 600, 1000] {
         let (build, root, rel) = tree(&format!("apply-kill-{delay_ms}"));
         let mut child = std::process::Command::new(common::bin())
@@ -160,6 +164,7 @@ fn a_killed_run_is_finished_by_the_next() {
             .arg("--modules")
             .arg(&root)
             .args(args)
+            .env("TMPDIR", &*scratch)
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
