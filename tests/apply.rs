@@ -178,4 +178,21 @@ fn a_killed_run_is_finished_by_the_next() {
         assert_eq!(digests(&rel), want, "killed after {delay_ms} ms: the next run ends elsewhere");
     }
     assert!(killed >= 2, "only {killed} of the runs were still going when killed: kill earlier");
+
+    // What a run killed while installing leaves beside a module (a
+    // temporary file of a process that is gone; seen in a CI run where the
+    // kill fell there) is removed by the next run, finished or not.
+    let (build, root, rel) = tree("apply-kill-leftover");
+    apply(&build, &root, &args).ok();
+    let gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    let mut gone = gone;
+    gone.wait().unwrap();
+    let fat = digests(&rel).into_keys().find(|k| k.ends_with("/fat.ko")).unwrap();
+    let fat = rel.join(fat);
+    let left = fat.with_file_name(format!(".fat.ko.bootlink-tmp.{pid}.Ab3xYz"));
+    std::fs::write(&left, b"half a module").unwrap();
+    apply(&build, &root, &args).ok();
+    assert!(!left.exists(), "{} left in place", left.display());
+    assert_eq!(digests(&rel), want, "after a leftover");
 }

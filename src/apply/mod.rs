@@ -295,6 +295,18 @@ pub fn run(opts: &Options) -> Result<Report> {
     if opts.dry_run || report.plan.steps.is_empty() {
         return Ok(report);
     }
+    // A run killed while installing leaves its temporary files beside the
+    // modules and the image: remove those of processes that are gone.
+    let dirs: std::collections::BTreeSet<&Path> = todo
+        .iter()
+        .map(|(m, _)| m.path.as_path())
+        .chain(already.iter().map(|m| m.path.as_path()))
+        .filter_map(Path::parent)
+        .chain([kernel_out.as_path(), dir.as_path()])
+        .collect();
+    for d in dirs {
+        fsutil::remove_stale_temps(d);
+    }
     if todo.is_empty() && !manifest_stale(manifest, &build.vmlinux, &kernel_out.join("vmlinux"), &already)? {
         return Ok(report);
     }
