@@ -12,7 +12,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
+/// Debian's source of the tested line (6.1, or BOOTLINK_TEST_LINE=6.12).
+fn tarball() -> PathBuf {
+    PathBuf::from(format!("/usr/src/linux-source-{}.tar.xz", common::line()))
+}
 
 struct Combination {
     name: &'static str,
@@ -65,13 +68,14 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The whole source, unpacked, with kernel/6.1/patches then kernel/6.1/lab-patches applied.
+/// The whole source, unpacked, with kernel/<line>/patches then kernel/<line>/lab-patches applied.
 fn patched_tree(root: &Path) -> PathBuf {
-    let (line, checkout) = (bootlink::kbuild::Line::V6_1, Path::new(env!("CARGO_MANIFEST_DIR")));
+    let (line, checkout) =
+        (bootlink::kbuild::Line::parse(common::line()).unwrap(), Path::new(env!("CARGO_MANIFEST_DIR")));
     let series = bootlink::series::Series::read_stacked(&line.series(checkout), &[&line.lab_series(checkout)])
         .expect("both series read");
-    run(Command::new("tar").arg("-xf").arg(TARBALL).arg("-C").arg(root), "unpacking", &root.join("tar.log"));
-    let tree = root.join("linux-source-6.1");
+    run(Command::new("tar").arg("-xf").arg(tarball()).arg("-C").arg(root), "unpacking", &root.join("tar.log"));
+    let tree = root.join(format!("linux-source-{}", common::line()));
     for p in &series.patches {
         let mut c = Command::new("patch");
         c.current_dir(&tree).args(["-p1", "-s", "-f", "-N", "-i"]).arg(&p.path);
@@ -83,14 +87,17 @@ fn patched_tree(root: &Path) -> PathBuf {
 
 #[test]
 fn kernel_module_builds_in_every_combination_of_module_sig_and_symhash() {
-    if !Path::new(TARBALL).is_file() {
-        common::skip("kernel_configs", &format!("{TARBALL} missing (scripts/install-deps installs linux-source-6.1)"));
+    if !tarball().is_file() {
+        let (t, l) = (tarball(), common::line());
+        common::skip("kernel_configs", &format!("{} missing (apt-get install linux-source-{l})", t.display()));
         return;
     }
     let root = common::tmpdir("kernel-configs");
     let tree = patched_tree(&root);
-    let fragment =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/6.1/configs/lab.config")).unwrap();
+    let fragment = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("kernel/{}/configs/lab.config", common::line())),
+    )
+    .unwrap();
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).to_string();
     for c in COMBINATIONS {
         let t0 = std::time::Instant::now();

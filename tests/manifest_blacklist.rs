@@ -29,7 +29,8 @@ fn hex(d: &[u8]) -> String {
 
 /// `kernel build --json [--config FRAGMENT]`: the build's directory and release.
 fn build(config: Option<&Path>) -> (PathBuf, String) {
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--json"];
+    let line = common::line();
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--line", &line, &"--json"];
     if let Some(c) = &config {
         args.push(&"--fragment");
         args.push(c);
@@ -72,8 +73,10 @@ fn a_listed_module_whose_hash_is_blacklisted_is_refused_and_the_others_load() {
     std::fs::create_dir_all(&stable).unwrap();
     let list = stable.join("blacklist-hashes");
     std::fs::write(&list, format!("\"bin:{wanted}\"\n")).unwrap();
-    let lab =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/6.1/configs/lab.config")).unwrap();
+    let lab = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("kernel/{}/configs/lab.config", common::line())),
+    )
+    .unwrap();
     let fragment = stable.join("blacklist.config");
     std::fs::write(
         &fragment,
