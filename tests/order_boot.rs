@@ -210,8 +210,8 @@ fn a_boot_without_a_program_records_init_and_its_insmods() {
     let vmlinux = k.dir.join("vmlinux");
     let modules = k.dir.join("lib/modules").join(&k.release);
     let boot = |label: &str, trace: bool| -> (PathBuf, Run) {
-        let scratch = common::tmpdir(label);
-        let dir = scratch.join("run");
+        // kept: the closure hands out paths inside it
+        let dir = common::tmpdir(label).keep().join("run");
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
             vec![&"lab", &"stp", &"--kernel", &vmlinux, &"--modules", &modules, &"--variant", &"stock", &"-o", &dir];
         if !trace {
