@@ -142,35 +142,36 @@ mod tests {
     #[test]
     fn aarch64_numbers_agree_with_the_object_crate() {
         for (ty, n) in [
-            (elf::R_AARCH64_ABS64, "R_AARCH64_ABS64"),
-            (elf::R_AARCH64_PREL32, "R_AARCH64_PREL32"),
-            (elf::R_AARCH64_CALL26, "R_AARCH64_CALL26"),
-            (elf::R_AARCH64_JUMP26, "R_AARCH64_JUMP26"),
-            (elf::R_AARCH64_ADR_PREL_PG_HI21, "R_AARCH64_ADR_PREL_PG_HI21"),
-            (elf::R_AARCH64_ADD_ABS_LO12_NC, "R_AARCH64_ADD_ABS_LO12_NC"),
-            (elf::R_AARCH64_LDST128_ABS_LO12_NC, "R_AARCH64_LDST128_ABS_LO12_NC"),
-            (elf::R_AARCH64_MOVW_PREL_G3, "R_AARCH64_MOVW_PREL_G3"),
-            (elf::R_AARCH64_MOVW_SABS_G2, "R_AARCH64_MOVW_SABS_G2"),
+            (elf::R_AARCH64_ABS64.0, "R_AARCH64_ABS64"),
+            (elf::R_AARCH64_PREL32.0, "R_AARCH64_PREL32"),
+            (elf::R_AARCH64_CALL26.0, "R_AARCH64_CALL26"),
+            (elf::R_AARCH64_JUMP26.0, "R_AARCH64_JUMP26"),
+            (elf::R_AARCH64_ADR_PREL_PG_HI21.0, "R_AARCH64_ADR_PREL_PG_HI21"),
+            (elf::R_AARCH64_ADD_ABS_LO12_NC.0, "R_AARCH64_ADD_ABS_LO12_NC"),
+            (elf::R_AARCH64_LDST128_ABS_LO12_NC.0, "R_AARCH64_LDST128_ABS_LO12_NC"),
+            (elf::R_AARCH64_MOVW_PREL_G3.0, "R_AARCH64_MOVW_PREL_G3"),
+            (elf::R_AARCH64_MOVW_SABS_G2.0, "R_AARCH64_MOVW_SABS_G2"),
         ] {
             assert_eq!(name(elf::EM_AARCH64, ty), Some(n));
         }
-        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_CALL26), Class::Branch);
-        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_LDST64_ABS_LO12_NC), Class::PageOffset);
-        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL), Class::Unknown);
-        assert_eq!(class(elf::EM_X86_64, elf::R_X86_64_64), Class::Unknown);
-        assert_eq!(name(elf::EM_X86_64, elf::R_X86_64_64), None);
+        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_CALL26.0), Class::Branch);
+        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_LDST64_ABS_LO12_NC.0), Class::PageOffset);
+        assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL.0), Class::Unknown);
+        assert_eq!(class(elf::EM_X86_64, elf::R_X86_64_64.0), Class::Unknown);
+        assert_eq!(name(elf::EM_X86_64, elf::R_X86_64_64.0), None);
     }
 
     #[test]
     fn widths() {
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_ABS64), 8);
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_PREL32), 4);
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_ABS16), 2);
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_CALL26), 4);
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_NONE), 0);
-        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL), 1);
-        assert_eq!(width(elf::EM_X86_64, elf::R_X86_64_64), 8);
-        assert_eq!(width(elf::EM_X86_64, elf::R_X86_64_PLT32), 4);
+        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_ABS64.0), 8);
+        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_PREL32.0), 4);
+        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_ABS16.0), 2);
+        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_CALL26.0), 4);
+        // The kernel's R_AARCH64_NONE is 256 (arch/arm64/include/asm/elf.h), the ABI's 0.
+        assert_eq!(width(elf::EM_AARCH64, 256), 0);
+        assert_eq!(width(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL.0), 1);
+        assert_eq!(width(elf::EM_X86_64, elf::R_X86_64_64.0), 8);
+        assert_eq!(width(elf::EM_X86_64, elf::R_X86_64_PLT32.0), 4);
         assert_eq!(width(elf::EM_RISCV, 1), 1);
     }
 }
