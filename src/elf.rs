@@ -26,13 +26,14 @@ pub enum Want {
 }
 
 impl Want {
-    /// The machine a command reads this kind of file for unless it is asked
-    /// for another: x86-64 for modules and kernel images; any machine for
-    /// programs and libraries (they are checked against each other).
-    pub(crate) fn default_machine(self) -> Option<elf::Machine> {
+    /// The machines a command reads this kind of file for unless it is
+    /// asked for others: x86-64 for modules and kernel images (what every
+    /// command that rewrites them handles); any machine for programs and
+    /// libraries (they are checked against each other; empty: any).
+    pub(crate) fn default_machines(self) -> &'static [elf::Machine] {
         match self {
-            Want::Relocatable | Want::Executable => Some(elf::EM_X86_64),
-            Want::Dynamic => None,
+            Want::Relocatable | Want::Executable => &[elf::EM_X86_64],
+            Want::Dynamic => &[],
         }
     }
 
@@ -44,6 +45,11 @@ impl Want {
         }
     }
 }
+
+/// The machines whose modules and kernels the read-only commands
+/// (`inspect`, `kernel-info`) analyse; the commands that rewrite read
+/// x86-64 only ([`Want::default_machines`]).
+pub const ANALYSED_MACHINES: &[elf::Machine] = &[elf::EM_X86_64, elf::EM_AARCH64];
 
 /// Why bytes are not the ELF file (or the kernel module) a command wants to
 /// read: the reading layer's errors (`elf`, `modcheck`, `module`). Each
@@ -70,12 +76,12 @@ pub enum ReadError {
     /// An ELF file of another type (a shared object where a module is wanted).
     #[error("{}", wrong_type(*.want, *.found))]
     WrongType { want: Want, found: elf::FileType },
-    /// Built for another machine than the one asked for.
+    /// Built for another machine than the ones asked for.
     #[error(
         "{what} built for {} (e_machine {}), not {}: bootlink reads {} {what}s here",
-        machine_name(*.found), .found.0, machine_name(*.expected), machine_name(*.expected), what = .want.what()
+        machine_name(*.found), .found.0, machine_names(.expected, " or "), machine_names(.expected, " and "), what = .want.what()
     )]
-    WrongMachine { want: Want, found: elf::Machine, expected: elf::Machine },
+    WrongMachine { want: Want, found: elf::Machine, expected: &'static [elf::Machine] },
     /// A table `object` could not read (`what` names it; the cause is kept).
     #[error("{what}: {source}")]
     Table { what: &'static str, source: object::read::Error },
@@ -178,23 +184,25 @@ pub struct Elf<'d> {
 }
 
 impl<'d> Elf<'d> {
-    /// Parse and check a file of kind `want` for its default machine
-    /// ([`Want::default_machine`]).
+    /// Parse and check a file of kind `want` for its default machines
+    /// ([`Want::default_machines`]).
     pub fn parse(data: &'d [u8], want: Want) -> Result<Elf<'d>, ReadError> {
-        Elf::parse_for(data, want, want.default_machine())
+        Elf::parse_for(data, want, want.default_machines())
     }
 
-    /// Parse and check a file of kind `want` built for `machine` (None:
-    /// any). Every section header is checked against the file before any
-    /// reader uses it ([`crate::elf::check_layout`]).
-    pub(crate) fn parse_for(data: &'d [u8], want: Want, machine: Option<elf::Machine>) -> Result<Elf<'d>, ReadError> {
+    /// Parse and check a file of kind `want` built for one of `machines`
+    /// (empty: any). Every section header is checked against the file
+    /// before any reader uses it ([`crate::elf::check_layout`]).
+    pub(crate) fn parse_for(
+        data: &'d [u8],
+        want: Want,
+        machines: &'static [elf::Machine],
+    ) -> Result<Elf<'d>, ReadError> {
         check_ident(data, want)?;
         let header = Header::parse(data).map_err(ReadError::Header)?;
-        if let Some(expected) = machine {
-            let found = header.e_machine(LE);
-            if found != expected {
-                return Err(ReadError::WrongMachine { want, found, expected });
-            }
+        let found = header.e_machine(LE);
+        if !machines.is_empty() && !machines.contains(&found) {
+            return Err(ReadError::WrongMachine { want, found, expected: machines });
         }
         let sections = header
             .sections(LE, data)
@@ -418,6 +426,11 @@ pub(crate) fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
 
 pub(crate) fn read_u64(data: &[u8], offset: usize) -> Option<u64> {
     data.get(offset..offset.checked_add(8)?).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+}
+
+/// The names of `machines`, joined by `sep` (" or ", " and ").
+fn machine_names(machines: &[elf::Machine], sep: &str) -> String {
+    machines.iter().map(|&m| machine_name(m)).collect::<Vec<_>>().join(sep)
 }
 
 pub(crate) fn machine_name(m: elf::Machine) -> &'static str {

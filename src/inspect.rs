@@ -64,7 +64,8 @@ pub fn run(kernel: &Path, config: Option<&Path>, inputs: &[PathBuf]) -> Result<R
     if paths.is_empty() {
         return Err(Error::new(Kind::Usage, "no modules given"));
     }
-    let (k, mods) = rayon::join(|| KernelImage::open(kernel, config), || tree::read_all(&paths));
+    let (k, mods) =
+        rayon::join(|| KernelImage::open(kernel, config), || tree::read_all_with(&paths, crate::module::read_analysed));
     let k = k?;
     Ok(analyse(&k, mods))
 }
@@ -73,8 +74,10 @@ pub(crate) fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
     let kexports: HashSet<&str> = k.exports.iter().map(|e| e.name.as_str()).collect();
     let mut errors = Vec::new();
     let mut ok = Vec::new();
+    // A module of another machine than the kernel is that file's error,
+    // in one line naming both.
     for m in mods {
-        match m {
+        match m.and_then(|m| k.same_machine(&m, "not counted").map(|()| m)) {
             Ok(m) => ok.push(m),
             Err(e) => errors.push(FileError::from(e)),
         }

@@ -90,25 +90,11 @@ fn check_symbol_order(elf: &Elf, symtab: &SymbolTable<'_, Header>) -> Result<(),
     Ok(())
 }
 
-/// How many bytes an x86-64 relocation of type `ty` writes (1 for a type
-/// bootlink does not know: at least its first byte must be in place).
-fn x86_64_width(ty: u32) -> u64 {
-    match ty {
-        0 | 35 => 0,
-        12 | 13 => 2,
-        14 | 15 => 1,
-        2..=4 | 9..=11 | 19..=23 | 26 | 32 | 34 | 41 | 42 => 4,
-        36 => 16,
-        1 | 5..=8 | 16..=18 | 24 | 25 | 27..=31 | 33 | 37 | 38 => 8,
-        _ => 1,
-    }
-}
-
 /// Every relocation section lies inside the file (checked by the layout),
 /// holds whole entries, applies to a section of the file, and each entry
 /// names a symbol of the symbol table and writes inside its target section.
 pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError> {
-    let x86_64 = elf.machine() == object::elf::EM_X86_64;
+    let machine = elf.machine();
     for (idx, sh) in elf.sections.iter().enumerate() {
         let ty = sh.sh_type(LE);
         if ty != SHT_RELA && ty != SHT_REL {
@@ -145,7 +131,7 @@ pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError
                     "corrupt relocation section {name} (#{idx}): entry {j} names symbol {sym}, past the {nsyms} symbols of .symtab"
                 )));
             }
-            let width = if x86_64 { x86_64_width(info as u32) } else { 1 };
+            let width = crate::reloc::width(machine, info as u32);
             if offset.checked_add(width).is_none_or(|end| end > tsize) {
                 return Err(ReadError::Corrupt(format!(
                     "corrupt relocation section {name} (#{idx}): entry {j} writes {width} bytes at {offset:#x}, outside {tname} ({tsize:#x} bytes)"

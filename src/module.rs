@@ -173,9 +173,19 @@ pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signat
     Ok((offset, Some(Signature { offset, sig_len, id_type: info[2] })))
 }
 
+/// Read a module for the commands that rewrite modules (x86-64 only).
 pub fn read(path: &Path) -> Result<Module> {
     let (data, compression) = load_bytes(path)?;
     parse(path, &data, compression).map_err(|e| e.at(path))
+}
+
+/// Read a module for the read-only commands: any machine bootlink analyses
+/// ([`elf::ANALYSED_MACHINES`]: x86-64, AArch64). Whether it fits the
+/// kernel it is paired with is the caller's check
+/// ([`crate::kernel::KernelImage::same_machine`]).
+pub fn read_analysed(path: &Path) -> Result<Module> {
+    let (data, compression) = load_bytes(path)?;
+    parse_for(path, &data, compression, elf::ANALYSED_MACHINES).map_err(|e| e.at(path))
 }
 
 /// A symbol's section index must name a section of the file, or be one of
@@ -205,18 +215,18 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
 /// Read a module for the default machine (x86-64): every check of
 /// [`crate::elf::check_layout`] and [`crate::modcheck`] first.
 pub fn parse(path: &Path, data: &[u8], compression: Compression) -> std::result::Result<Module, ReadError> {
-    parse_for(path, data, compression, Want::Relocatable.default_machine())
+    parse_for(path, data, compression, Want::Relocatable.default_machines())
 }
 
-/// Read a module built for `machine` (None: any machine).
+/// Read a module built for one of `machines` (empty: any machine).
 pub(crate) fn parse_for(
     path: &Path,
     data: &[u8],
     compression: Compression,
-    machine: Option<object::elf::Machine>,
+    machines: &'static [object::elf::Machine],
 ) -> std::result::Result<Module, ReadError> {
     let (elf_len, signature) = split_signature(data)?;
-    let elf = Elf::parse_for(&data[..elf_len], Want::Relocatable, machine)?;
+    let elf = Elf::parse_for(&data[..elf_len], Want::Relocatable, machines)?;
     let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or(ReadError::NotModule("no .modinfo section"))?;
     if elf.section(".gnu.linkonce.this_module").is_none() {
         return Err(ReadError::NotModule("no .gnu.linkonce.this_module section"));

@@ -58,11 +58,17 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// Read modules in parallel. Each result is kept: one bad module does not
 /// stop the others.
 pub(crate) fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
+    read_all_with(paths, module::read)
+}
+
+/// [`read_all`] with a reader of its own ([`module::read_analysed`] for
+/// the read-only commands).
+pub(crate) fn read_all_with(paths: &[PathBuf], read: fn(&Path) -> Result<Module>) -> Vec<Result<Module>> {
     let progress = Progress::new("reading modules", paths.len());
     paths
         .par_iter()
         .map(|p| {
-            let r = isolated(p, || module::read(p));
+            let r = isolated(p, || read(p));
             progress.inc();
             r
         })

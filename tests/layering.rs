@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "ground",
-        &["error", "fsutil", "compress", "elf", "table", "progress", "hosttool", "series", "cbuild", "rng", "panic"],
+        &[
+            "error", "fsutil", "compress", "elf", "reloc", "table", "progress", "hosttool", "series", "cbuild", "rng",
+            "panic",
+        ],
     ),
     ("model", &["kernel", "module", "modcheck", "tree", "kmod", "fetch", "debsrc"]),
     (

@@ -14,6 +14,10 @@ pub struct Args {
     /// Exact package, e.g. linux-image-6.1.0-56-amd64[=6.1.192-2]
     #[arg(long)]
     package: Option<String>,
+    /// Debian architecture of the package (arm64: downloaded as a foreign
+    /// package, which needs `dpkg --add-architecture arm64`)
+    #[arg(long, value_enum, default_value = "amd64")]
+    arch: fetch::Arch,
     #[arg(long)]
     json: bool,
 }
@@ -24,7 +28,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         (Some(v), None) => fetch::Request::Series(v),
         (None, None) => fetch::Request::Reference,
     };
-    let f = fetch::fetch(&req)?;
+    let f = fetch::fetch_for(&req, a.arch)?;
     if let Some(why) = &f.fallback {
         eprintln!("bootlink: note: {why}");
     }
@@ -33,6 +37,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     } else {
         println!("package   {} {}", f.package, f.version);
         println!("release   {}", f.release);
+        if f.arch != fetch::Arch::Amd64 {
+            println!("arch      {}", f.arch.debian());
+        }
         println!("vmlinuz   {}", f.vmlinuz.display());
         println!("vmlinux   {}", f.vmlinux.display());
         println!("config    {}", f.config.display());

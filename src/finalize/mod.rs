@@ -105,6 +105,9 @@ impl Report {
 /// Finalize every module under `inputs`; with `kernel`, modules built for
 /// another kernel are refused.
 pub fn run(kernel: Option<&KernelImage>, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
+    if let Some(k) = kernel {
+        k.rewritable_by("finalize")?;
+    }
     if let Some(k) = &opts.sign {
         k.check()?;
     }

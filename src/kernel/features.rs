@@ -67,6 +67,42 @@ impl LoaderFeatures {
         Ok(LoaderFeatures::Named(names))
     }
 
+    /// The feature notes of a raw image (an arm64 Image), which keeps
+    /// vmlinux's `.notes` bytes but not its section headers: every
+    /// "Linux" note of this type, found by its header (namesz 6, the type,
+    /// the owner padded to 8 bytes).
+    pub(crate) fn of_raw(image: &[u8]) -> Result<LoaderFeatures, ReadError> {
+        let mut pattern = NOTE_TYPE.to_le_bytes().to_vec();
+        pattern.extend_from_slice(OWNER);
+        pattern.extend_from_slice(&[0, 0, 0]);
+        let mut names = BTreeSet::new();
+        for at in memchr::memmem::find_iter(image, &pattern) {
+            // namesz and descsz come before the type.
+            let (Some(start), Some(namesz)) =
+                (at.checked_sub(8), at.checked_sub(8).and_then(|s| crate::elf::read_u32(image, s)))
+            else {
+                continue;
+            };
+            if namesz != OWNER.len() as u32 + 1 {
+                continue;
+            }
+            let descsz = crate::elf::read_u32(image, start + 4).unwrap_or(0) as usize;
+            let desc_at = at + pattern.len();
+            let desc = image.get(desc_at..desc_at + descsz).unwrap_or(&[]);
+            match desc.iter().position(|&b| b == 0) {
+                Some(end) if end > 0 && desc[..end].iter().all(|b| b.is_ascii_graphic()) => {
+                    names.insert(String::from_utf8_lossy(&desc[..end]).into_owned());
+                }
+                _ => {
+                    return Err(ReadError::Corrupt(format!(
+                        "module-loader feature note ({descsz} bytes) is not a NUL-terminated name"
+                    )));
+                }
+            }
+        }
+        Ok(LoaderFeatures::Named(names))
+    }
+
     pub fn has(&self, feature: &str) -> bool {
         matches!(self, LoaderFeatures::Named(n) if n.contains(feature))
     }

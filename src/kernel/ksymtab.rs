@@ -37,7 +37,7 @@ pub enum EntryFormat {
 }
 
 impl EntryFormat {
-    fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             EntryFormat::Prel32 => 12,
             EntryFormat::Abs64 => 24,
@@ -46,9 +46,10 @@ impl EntryFormat {
     }
 }
 
-struct Strings<'d> {
-    addr: u64,
-    data: &'d [u8],
+/// `__ksymtab_strings`: its link-time address and bytes.
+pub(crate) struct Strings<'d> {
+    pub(crate) addr: u64,
+    pub(crate) data: &'d [u8],
 }
 
 impl<'d> Strings<'d> {
@@ -61,12 +62,25 @@ impl<'d> Strings<'d> {
     }
 }
 
-struct Table<'d> {
-    addr: u64,
-    data: &'d [u8],
+/// An export table (`__ksymtab`, `__ksymtab_gpl`): its link-time address
+/// and bytes.
+pub(crate) struct Table<'d> {
+    pub(crate) addr: u64,
+    pub(crate) data: &'d [u8],
 }
 
-fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u64> {
+/// Where a kernel's export tables are, however they were found (section
+/// headers of a vmlinux, or a search of a raw image): the two tables, their
+/// modversions CRCs (`__kcrctab`, `__kcrctab_gpl`) and the strings.
+pub(crate) struct Tables<'d> {
+    pub(crate) plain: Option<Table<'d>>,
+    pub(crate) gpl: Option<Table<'d>>,
+    pub(crate) crcs: Option<&'d [u8]>,
+    pub(crate) crcs_gpl: Option<&'d [u8]>,
+    pub(crate) strings: Strings<'d>,
+}
+
+pub(crate) fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u64> {
     let base = i.checked_mul(fmt.size())?;
     match fmt {
         EntryFormat::Prel32 => {
@@ -136,12 +150,22 @@ pub fn read_exports(elf: &Elf) -> std::result::Result<(Vec<Export>, EntryFormat)
     }
     let fmt = detect(&present, &strings)
         .ok_or_else(|| corrupt("__ksymtab entries are in no known layout (PREL32 or absolute pointers)"))?;
+    let crcs = elf.named_section_data("__kcrctab")?;
+    let crcs_gpl = elf.named_section_data("__kcrctab_gpl")?;
+    let out = decode(Tables { plain, gpl, crcs, crcs_gpl, strings }, fmt)?;
+    Ok((out, fmt))
+}
 
+/// Every export of `tables`, entries in layout `fmt`, in table order
+/// (`__ksymtab`, then `__ksymtab_gpl`). A CRC table is used when it has one
+/// CRC per entry.
+pub(crate) fn decode(tables: Tables, fmt: EntryFormat) -> std::result::Result<Vec<Export>, Error> {
+    let Tables { plain, gpl, crcs, crcs_gpl, strings } = tables;
     let mut out = Vec::new();
-    for (tab, crc_name, is_gpl) in [(plain, "__kcrctab", false), (gpl, "__kcrctab_gpl", true)] {
+    for (tab, crcs, is_gpl) in [(plain, crcs, false), (gpl, crcs_gpl, true)] {
         let Some(tab) = tab else { continue };
         let n = tab.data.len() / fmt.size();
-        let crcs = elf.named_section_data(crc_name)?.filter(|c| c.len() == 4 * n);
+        let crcs = crcs.filter(|c| c.len() == 4 * n);
         out.reserve(n);
         for i in 0..n {
             let bad = || {
@@ -168,5 +192,5 @@ pub fn read_exports(elf: &Elf) -> std::result::Result<(Vec<Export>, EntryFormat)
             });
         }
     }
-    Ok((out, fmt))
+    Ok(out)
 }

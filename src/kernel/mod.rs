@@ -1,8 +1,10 @@
 //! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
-//! gzip payload), a bare compressed vmlinux, or `System.map` +
-//! `Module.symvers` as a fallback when no image is at hand.
+//! gzip payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
+//! vmlinuz, Image.gz), or `System.map` + `Module.symvers` as a fallback
+//! when no image is at hand.
 
 pub mod abi;
+pub(crate) mod arm64;
 pub mod config;
 pub mod features;
 pub mod imagecache;
@@ -39,6 +41,10 @@ pub enum Source {
     SystemMap {
         symvers: PathBuf,
     },
+    /// An arm64 Image (raw, or compressed as Image.gz): no ELF inside.
+    Arm64Image {
+        compression: Compression,
+    },
 }
 
 impl Source {
@@ -50,6 +56,8 @@ impl Source {
                 format!("{}-compressed vmlinux at offset {offset}", compression.name())
             }
             Source::SystemMap { symvers } => format!("System.map + {}", symvers.display()),
+            Source::Arm64Image { compression: Compression::None } => "arm64 Image".into(),
+            Source::Arm64Image { compression } => format!("arm64 Image, {}-compressed", compression.name()),
         }
     }
 }
@@ -94,6 +102,12 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> 
     }
     if let Some(v) = bzimage_payload(&data)? {
         return Ok(v);
+    }
+    if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+        return Err(Error::new(
+            Kind::Unsupported,
+            "an arm64 Image holds no ELF vmlinux (it is the kernel's raw binary); bootlink reads its exports from the Image itself",
+        ));
     }
     // An x86 boot sector (boot_flag 0xAA55) without the "HdrS" boot header
     // is a damaged bzImage, not another wrapper to search for a stream: the
@@ -162,6 +176,20 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
     Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: kind } }))
 }
 
+/// An arm64 kernel image's raw `Image`: None when the file is one already
+/// (as Debian's arm64 vmlinuz is), the decompressed bytes of an Image.gz,
+/// and an error for anything else.
+pub fn arm64_image(path: &Path) -> Result<Option<Vec<u8>>> {
+    let data = fsutil::map_file(path)?;
+    if arm64::header(&data).is_some() {
+        return Ok(None);
+    }
+    if arm64::is_gzip_image(&data) {
+        return compress::decompress(&data, Compression::Gzip, data.len() * 4).map(Some).map_err(|e| e.at(path));
+    }
+    Err(corrupt("not an arm64 Image: no \"ARM\\x64\" magic at 0x38, and not a gzip-compressed one").at(path))
+}
+
 /// Extract the uncompressed vmlinux from any supported image.
 pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     let data = fsutil::map_file(path)?;
@@ -185,6 +213,9 @@ impl KernelImage {
         if sysmap::looks_like_system_map(&data) {
             let symvers = path.with_file_name("Module.symvers");
             return sysmap::open(path, &symvers, config);
+        }
+        if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+            return arm64::open(path, &data, config);
         }
         let v = if data.starts_with(&object::elf::ELFMAG) {
             Vmlinux { data, source: Source::Vmlinux }
@@ -243,13 +274,7 @@ impl KernelImage {
     /// another kernel (vermagic), as this kernel's loader would; `then`
     /// says what the caller does with a refused module ("not listed").
     pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
-        if m.machine != self.machine {
-            return Err(Error::file(
-                Kind::WrongKernel,
-                &m.path,
-                format!("a module for {}, the kernel is {}: {then}", m.machine, self.machine),
-            ));
-        }
+        self.same_machine(m, then)?;
         let kv = self.vermagic.as_deref().unwrap_or_default();
         match m.vermagic() {
             Some(v) if v == kv => Ok(()),
@@ -264,6 +289,28 @@ impl KernelImage {
             )),
             None => Err(Error::file(Kind::WrongKernel, &m.path, format!("module has no vermagic: {then}"))),
         }
+    }
+
+    /// Refuse module `m` if it is for another machine than this kernel, in
+    /// one line naming the module and both machines.
+    pub fn same_machine(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        if m.machine != self.machine {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!("a module for {}, the kernel is {}: {then}", m.machine, self.machine),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse this kernel for a command that rewrites modules or kernels
+    /// and handles x86-64 only so far, in one line naming the image.
+    pub fn rewritable_by(&self, command: &str) -> Result<()> {
+        if self.machine == elf::machine_name(object::elf::EM_AARCH64) {
+            return Err(Error::file(Kind::Unsupported, &self.path, format!("AArch64: not supported yet by {command}")));
+        }
+        Ok(())
     }
 
     pub fn gpl_exports(&self) -> usize {

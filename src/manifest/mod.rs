@@ -130,6 +130,7 @@ pub fn of_modules_for(
     inputs: &[PathBuf],
 ) -> Result<(Manifest, Vec<Listed>, Vec<crate::tree::FileError>)> {
     use rayon::prelude::*;
+    k.rewritable_by("manifest")?;
     let files = crate::tree::find_modules(inputs)?;
     let results: Vec<Result<(PathBuf, Sha)>> =
         files.par_iter().map(|f| crate::tree::isolated(f, || checked_digest(k, f).map(|d| (f.clone(), d)))).collect();

@@ -61,6 +61,7 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
         }
     }
     let k = crate::kernel::KernelImage::open(&req.vmlinux, None)?;
+    k.rewritable_by("manifest write")?;
     let (m, modules, errors) = of_modules_for(&k, &req.modules)?;
     if modules.is_empty() {
         return Ok(WriteReport { bzimage: None, errors, modules, report: None, secure_boot_cert: None });

@@ -57,6 +57,7 @@ pub enum Mode {
 }
 
 pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
+    kernel.rewritable_by("preresolve")?;
     check_kernel(kernel, opts)?;
     if let Some(k) = &opts.sign {
         k.check()?;

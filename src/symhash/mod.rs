@@ -105,6 +105,7 @@ impl Report {
 
 /// Add tables to modules built for `kernel`.
 pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
+    kernel.rewritable_by("symhash")?;
     if let Some(k) = &opts.sign {
         k.check()?;
     }
