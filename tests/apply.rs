@@ -15,9 +15,9 @@ use common::TestCommand;
 
 /// A build directory (vmlinux, .config, System.map) and an INSTALL_MOD_PATH
 /// holding a few directories of Debian's modules.
-fn tree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+fn tree(name: &str) -> (common::TestDir, PathBuf, PathBuf, PathBuf) {
     let k = common::kernel();
-    let dir = common::tmpdir(name).keep();
+    let dir = common::tmpdir(name);
     let build = dir.join("build");
     std::fs::create_dir_all(&build).unwrap();
     std::fs::copy(&k.vmlinux, build.join("vmlinux")).unwrap();
@@ -31,7 +31,7 @@ fn tree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         common::sh("cp", &["-a", k.modules.join(sub).to_str().unwrap(), to.to_str().unwrap()]);
     }
-    (build, root, rel)
+    (dir, build, root, rel)
 }
 
 /// Every file below `dir`: its path below it and SHA-256.
@@ -53,7 +53,7 @@ fn json(o: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
-    let (build, root, rel) = tree("apply-stock");
+    let (_dir, build, root, rel) = tree("apply-stock");
     let before = digests(&root);
     // Signed modules, a kernel that checks signatures, no key: nothing.
     let o = apply(&build, &root, &["--json"]).ok();
@@ -128,7 +128,7 @@ fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
 
 #[test]
 fn two_modules_of_one_name_are_both_left_alone() {
-    let (build, root, rel) = tree("apply-dup");
+    let (_dir, build, root, rel) = tree("apply-dup");
     let a = rel.join("kernel/fs/fat/vfat.ko");
     let b = rel.join("kernel/lib/vfat.ko");
     std::fs::copy(&a, &b).unwrap();
@@ -150,14 +150,14 @@ fn a_killed_run_is_finished_by_the_next() {
     let key = common::key_pair(&key_dir, "k");
     let (k, c) = (key.0.to_str().unwrap().to_string(), key.1.to_str().unwrap().to_string());
     let args = ["--sign-key", &k, "--sign-cert", &c, "--no-depmod"];
-    let (build, root, rel) = tree("apply-kill-ref");
+    let (_dir, build, root, rel) = tree("apply-kill-ref");
     apply(&build, &root, &args).ok();
     let want = digests(&rel);
     let mut killed = 0;
     // A killed run cannot remove its scratch directory: keep it in ours.
     let scratch = common::tmpdir("apply-kill-scratch");
     for delay_ms in [30u64, 120, 300, 600, 1000] {
-        let (build, root, rel) = tree(&format!("apply-kill-{delay_ms}"));
+        let (_dir, build, root, rel) = tree(&format!("apply-kill-{delay_ms}"));
         let mut child = std::process::Command::new(common::bin())
             .args(["apply", "--build"])
             .arg(&build)
@@ -182,7 +182,7 @@ fn a_killed_run_is_finished_by_the_next() {
     // What a run killed while installing leaves beside a module (a
     // temporary file of a process that is gone; seen in a CI run where the
     // kill fell there) is removed by the next run, finished or not.
-    let (build, root, rel) = tree("apply-kill-leftover");
+    let (_dir, build, root, rel) = tree("apply-kill-leftover");
     apply(&build, &root, &args).ok();
     let gone = std::process::Command::new("true").spawn().unwrap();
     let pid = gone.id();

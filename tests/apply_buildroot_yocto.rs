@@ -116,6 +116,8 @@ fn applied_with_a_key(rel: &Path) -> BTreeMap<String, String> {
 /// module), the image in /boot (BR2_LINUX_KERNEL_INSTALL_TARGET) and in
 /// output/images (linux's install-images).
 struct Br {
+    /// Where it all lives: removed when the test passes.
+    _dir: common::TestDir,
     out: PathBuf,
     linux: PathBuf,
     target: PathBuf,
@@ -126,7 +128,7 @@ struct Br {
 
 fn buildroot_output(name: &str) -> Br {
     let k = common::kernel();
-    let dir = common::tmpdir(name).keep();
+    let dir = common::tmpdir(name);
     let out = dir.join("output");
     std::fs::create_dir_all(out.join("host/bin")).unwrap();
     std::fs::copy(common::bin(), out.join("host/bin/bootlink")).unwrap();
@@ -145,7 +147,7 @@ fn buildroot_output(name: &str) -> Br {
     std::fs::create_dir_all(&images).unwrap();
     std::fs::copy(linux.join("arch/x86/boot/bzImage"), images.join("bzImage")).unwrap();
     let key = common::key_pair(&dir, "br");
-    Br { out, linux, target, images, rel, key }
+    Br { _dir: dir, out, linux, target, images, rel, key }
 }
 
 /// A makefile that sets what Buildroot sets (the paths, the BR2_ options
@@ -305,6 +307,8 @@ fn bitbake_expand(body: &str, vars: &BTreeMap<&str, String>) -> String {
 /// types, vmlinux, System.map and config in ${D}/boot, bootlink-native's
 /// bootlink in the recipe's native sysroot.
 struct Yocto {
+    /// Where it all lives: removed when the test passes.
+    _dir: common::TestDir,
     b: PathBuf,
     d: PathBuf,
     rel: PathBuf,
@@ -314,7 +318,7 @@ struct Yocto {
 
 fn yocto_workdir(name: &str, libdir: &str) -> Yocto {
     let k = common::kernel();
-    let dir = common::tmpdir(name).keep();
+    let dir = common::tmpdir(name);
     let key = common::key_pair(&dir, "yocto");
     let b = kbuild_dir(&dir.join("build"), Some((&key.0, &key.1)));
     let d = dir.join("image");
@@ -340,7 +344,7 @@ fn yocto_workdir(name: &str, libdir: &str) -> Yocto {
         ("BOOTLINK_APPLY_OPTS", String::new()),
         ("INITRAMFS_IMAGE_BUNDLE", String::new()),
     ]);
-    Yocto { b, d, rel, native_bin, vars }
+    Yocto { _dir: dir, b, d, rel, native_bin, vars }
 }
 
 /// do_bootlink_apply as bitbake runs a shell task: its body expanded, in a
