@@ -114,15 +114,17 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     // The run's kernel and tree: --kernel/--modules, else (when every
     // variant names its own kernel) the first variant's, so that a run of
     // other kernels neither fetches nor is shaped by the default one.
-    let (kernel, tree_dir) = match specs.iter().find(|s| s.kernel != KernelChoice::Default) {
-        Some(first)
-            if req.kernel.is_none()
-                && req.modules_dir.is_none()
-                && specs.iter().all(|s| s.kernel != KernelChoice::Default) =>
-        {
-            variant_kernel(&first.kernel, req)?
-        }
-        _ => kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?,
+    // Each variant's own kernel is resolved once (a build looked up, a
+    // Debian package fetched), however many variants name it.
+    let mut resolved: Vec<(&KernelChoice, (PathBuf, PathBuf))> = Vec::new();
+    let own =
+        req.kernel.is_none() && req.modules_dir.is_none() && specs.iter().all(|s| s.kernel != KernelChoice::Default);
+    let (kernel, tree_dir) = if own {
+        let first = variant_kernel(&specs[0].kernel, req)?;
+        resolved.push((&specs[0].kernel, first.clone()));
+        first
+    } else {
+        kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?
     };
     let tree = ModTree::read(&tree_dir)?;
     // A named set's modules that some kernel of the run does not have as modules.
@@ -150,10 +152,16 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     // Each variant's kernel and module tree, each tree read once.
     let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
     for spec in &specs {
-        kernels.push(match &spec.kernel {
-            KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
-            other => variant_kernel(other, req)?,
-        });
+        let k = match resolved.iter().find(|(c, _)| **c == spec.kernel) {
+            Some((_, k)) => k.clone(),
+            None if spec.kernel == KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
+            None => {
+                let k = variant_kernel(&spec.kernel, req)?;
+                resolved.push((&spec.kernel, k.clone()));
+                k
+            }
+        };
+        kernels.push(k);
     }
     let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
     for (_, dir) in &kernels {
