@@ -458,11 +458,15 @@ fn failure_reason(log: &str, dmesg: &str, name: &str) -> String {
                 || text.starts_with("calling ")
                 || text.ends_with("taints kernel.")
                 || text.ends_with("tainting kernel");
-            if !noise && kernel.len() < 2 && !kernel.iter().any(|k| k == text) {
+            if !noise && !kernel.iter().any(|k| k == text) {
                 kernel.push(text.to_string());
             }
         }
     }
+    // Asynchronous work (the TSC's refined calibration, a clocksource switch)
+    // prints between the marks too: the lines that name the module come first.
+    kernel.sort_by_key(|t| !t.contains(name));
+    kernel.truncate(2);
     match (said, kernel.is_empty()) {
         (Some(s), true) => s,
         (Some(s), false) => format!("{s}; kernel: {}", kernel.join(" | ")),
@@ -542,5 +546,19 @@ mod tests {
             "Input/output error; kernel: kvm: no hardware support for 'kvm_intel'"
         );
         assert_eq!(failure_reason(log, dmesg, "nothing"), "insmod failed and nothing says why");
+    }
+
+    #[test]
+    fn lines_naming_the_module_outrank_asynchronous_kernel_lines() {
+        let log = "insmod: can't insert '/lib/modules/bl_fail.ko': No such device\n";
+        let dmesg = "[ 2.0] bootlink: insmod bl_fail\n\
+                     [ 2.1] tsc: Refined TSC clocksource calibration: 2596.113 MHz\n\
+                     [ 2.2] clocksource: tsc: mask: 0xffffffffffffffff\n\
+                     [ 2.3] bl_fail: init fails on purpose\n\
+                     [ 2.4] bootlink: insmod-done bl_fail 1\n";
+        assert_eq!(
+            failure_reason(log, dmesg, "bl_fail"),
+            "No such device; kernel: bl_fail: init fails on purpose | tsc: Refined TSC clocksource calibration: 2596.113 MHz"
+        );
     }
 }
