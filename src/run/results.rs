@@ -69,8 +69,10 @@ pub(crate) const FINALIZE_STEPS: &[&str] = &[
     "memory protection",    // module_enable_ro .. module_enable_x
     "ftrace weak-fn check", // ftrace_module_enable: a kallsyms scan per __mcount_loc entry (notrace: a gap)
     "trace event files",    // trace_events' module notifier: event directories and files (a gap)
-    "trace eval maps", // trace.c's module notifier: print_fmt rescans per TRACE_DEFINE_ENUM (a gap; bpf_event_notify too)
-    "rest",            // ftrace records, bug table, other notifiers, sysfs, parameters
+    // trace.c's module notifier: print_fmt rescans per TRACE_DEFINE_ENUM (the untraced
+    // gaps after the event files, wherever that notifier registered; bpf_event_notify too)
+    "trace eval maps",
+    "rest", // ftrace records, bug table, other notifiers, sysfs, parameters
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
