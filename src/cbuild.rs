@@ -37,8 +37,31 @@ fn sources(dir: &Path) -> Result<Vec<PathBuf>> {
 /// `make TARGET` in a copy of `src` (the repository directory `name`); the
 /// product `TARGET`, cached. `what` names the build in messages.
 pub fn build(name: &str, target: &str, what: &str) -> Result<PathBuf> {
+    build_with(name, target, what, None)
+}
+
+/// [`build`] for another machine: `make CROSS_COMPILE=<cross>`
+/// (`aarch64-linux-gnu-`: Debian's gcc-aarch64-linux-gnu), cached apart
+/// from the host's build; the product is checked to be for `machine`
+/// (ELF e_machine).
+pub fn build_cross(name: &str, target: &str, what: &str, cross: &str, machine: u16) -> Result<PathBuf> {
+    let product = build_with(name, target, what, Some(cross))?;
+    let head = std::fs::read(&product).map_err(|e| Error::io(&product, e))?;
+    let found = head.get(18..20).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    if !head.starts_with(b"\x7fELF") || found != Some(machine) {
+        return Err(Error::file(Kind::Tool, &product, format!("{what}: not an ELF file for e_machine {machine}")));
+    }
+    Ok(product)
+}
+
+fn build_with(name: &str, target: &str, what: &str, cross: Option<&str>) -> Result<PathBuf> {
     let src = source_dir(name);
     let mut h = Sha256::new();
+    if let Some(c) = cross {
+        h.update(b"CROSS_COMPILE=");
+        h.update(c.as_bytes());
+        h.update([0]);
+    }
     for f in sources(&src)? {
         h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
         h.update([0]);
@@ -57,11 +80,17 @@ pub fn build(name: &str, target: &str, what: &str) -> Result<PathBuf> {
         let dest = work.path().join(f.file_name().unwrap_or_default());
         std::fs::copy(&f, &dest).map_err(|e| Error::io(&f, e))?;
     }
-    crate::hosttool::run(
-        Command::new("make").arg("-s").arg("-C").arg(work.path()).arg(target),
-        what,
-        "build-essential",
-    )?;
+    let mut make = Command::new("make");
+    make.arg("-s").arg("-C").arg(work.path()).arg(target);
+    let package = match cross {
+        Some(c) => {
+            make.arg(format!("CROSS_COMPILE={c}"));
+            // Debian names the cross compiler's package after its prefix.
+            format!("gcc-{}", c.trim_end_matches('-'))
+        }
+        None => "build-essential".to_string(),
+    };
+    crate::hosttool::run(&mut make, what, &package)?;
     let built = work.path().join(target);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let data = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;

@@ -55,14 +55,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Read modules in parallel. Each result is kept: one bad module does not
-/// stop the others.
-pub(crate) fn read_all(paths: &[PathBuf]) -> Vec<Result<Module>> {
-    read_all_with(paths, module::read)
-}
-
-/// [`read_all`] with a reader of its own ([`module::read_analysed`] for
-/// the read-only commands).
+/// Read modules in parallel with `read` ([`module::read`], x86-64 only, for
+/// what rewrites them; [`module::read_analysed`] for what only reads them).
+/// Each result is kept: one bad module does not stop the others.
 pub(crate) fn read_all_with(paths: &[PathBuf], read: fn(&Path) -> Result<Module>) -> Vec<Result<Module>> {
     let progress = Progress::new("reading modules", paths.len());
     paths
@@ -129,11 +124,11 @@ mod tests {
     #[test]
     fn unreadable_and_truncated_modules_have_kinds() {
         let t = tempfile::tempdir().unwrap();
-        let r = read_all(&[t.path().join("missing.ko")]);
+        let r = read_all_with(&[t.path().join("missing.ko")], module::read);
         assert_eq!(r[0].as_ref().unwrap_err().kind, Kind::Io);
         let short = t.path().join("short.ko");
         std::fs::write(&short, b"\x7fELF\x02\x01\x01").unwrap();
-        let r = read_all(&[short]);
+        let r = read_all_with(&[short], module::read);
         assert_eq!(r[0].as_ref().unwrap_err().kind, Kind::Format, "{:?}", r[0]);
     }
 }

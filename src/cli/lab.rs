@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long = "variant", long_help = bootlink::lab::variant::GRAMMAR)]
     variants: Vec<String>,
     /// The whole run from a TOML scenario file (docs/examples/); --variant adds to its variants
-    #[arg(long, conflicts_with_all = ["names", "set", "kernel", "modules", "repetitions", "realtime", "smp",
+    #[arg(long, conflicts_with_all = ["names", "set", "kernel", "modules", "arch", "repetitions", "realtime", "smp",
         "no_trace", "measure_overhead", "timeout", "memory", "cmdline"])]
     scenario: Option<PathBuf>,
     /// Boots per variant, interleaved
@@ -60,7 +60,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let req = match a.scenario {
         Some(file) => lab::scenario_file::load(&file, a.output)?.with_variants(variants),
         None => lab::setup::Request {
-            target: lab::target::Target::default(),
+            target: lab::target::Target::of(a.boot.arch),
             kernel: a.boot.kernel,
             modules_dir: a.boot.modules,
             set: a.set,

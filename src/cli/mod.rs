@@ -160,12 +160,25 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
 /// The kernel a QEMU command boots and its modules (`lab`, `survey`).
 #[derive(clap::Args)]
 pub struct BootKernel {
-    /// Kernel to boot: vmlinux (PVH) or bzImage (default: Debian's 6.1, fetched)
+    /// Kernel to boot: vmlinux (PVH) or bzImage; on arm64 Image or Debian's vmlinuz (default:
+    /// Debian's 6.1 of the architecture, fetched)
     #[arg(long, requires = "modules")]
     kernel: Option<PathBuf>,
     /// lib/modules/<release> of that kernel
     #[arg(long)]
     modules: Option<PathBuf>,
+    /// The guest's architecture: x86-64 (qemu-system-x86_64, pc, Haswell) or arm64
+    /// (qemu-system-aarch64, virt, Cortex-A72)
+    #[arg(long, default_value = "x86-64", value_parser = parse_arch)]
+    arch: bootlink::lab::target::Arch,
+}
+
+fn parse_arch(s: &str) -> Result<bootlink::lab::target::Arch, String> {
+    use bootlink::lab::target::Arch;
+    Arch::parse(s).ok_or_else(|| {
+        let known: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+        format!("not one of {}", known.join(", "))
+    })
 }
 
 /// Where rewritten modules go, shared by the commands that rewrite them.

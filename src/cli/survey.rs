@@ -40,7 +40,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let opts = lab::survey::Options {
-        target: lab::target::Target::default(),
+        target: lab::target::Target::of(a.boot.arch),
         kernel: a.boot.kernel,
         modules_dir: a.boot.modules,
         set: a.set,

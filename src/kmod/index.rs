@@ -36,7 +36,10 @@ impl ModTree {
         let paths = tree::find_modules(&[root.to_path_buf()])?;
         let mut entries = Vec::with_capacity(paths.len());
         let mut unreadable = Vec::new();
-        for (path, r) in paths.iter().zip(tree::read_all(&paths)) {
+        // Names, dependencies and modinfo are the same on every machine:
+        // a tree of any machine bootlink analyses is read (a command that
+        // rewrites the files reads them again, for its machine).
+        for (path, r) in paths.iter().zip(tree::read_all_with(&paths, module::read_analysed)) {
             match r {
                 Ok(m) => entries.push(Entry::of(&m, root)),
                 Err(e) => unreadable.push((normalize(&module::name_from_path(path)), e)),

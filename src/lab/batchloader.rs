@@ -17,6 +17,21 @@ pub fn binary() -> Result<PathBuf> {
     crate::cbuild::build("loader", "bl-modload", "building the batch loader (loader/)")
 }
 
+/// The static `bl-modload` for a guest of `arch`: the host's build, or a
+/// cross build (`aarch64-linux-gnu-gcc`) for arm64.
+pub fn binary_for(arch: crate::lab::target::Arch) -> Result<PathBuf> {
+    match arch {
+        crate::lab::target::Arch::X86_64 => binary(),
+        crate::lab::target::Arch::Arm64 => crate::cbuild::build_cross(
+            "loader",
+            "bl-modload",
+            "building the batch loader (loader/) for arm64",
+            "aarch64-linux-gnu-",
+            183,
+        ),
+    }
+}
+
 /// One `LOAD` line of the loader's output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {

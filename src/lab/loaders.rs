@@ -60,6 +60,13 @@ pub(crate) struct Extras<'a> {
     pub release: &'a str,
     pub tree: &'a Path,
     pub rels: &'a [(String, std::path::PathBuf)],
+    /// The guest's architecture (the batch loader is built for it).
+    pub arch: crate::lab::target::Arch,
+}
+
+/// Whether `loader` runs the host's kmod in the guest.
+pub(crate) fn uses_host_kmod(loader: Loader) -> bool {
+    matches!(loader, Loader::Modprobe | Loader::ModprobeParallel | Loader::Storm)
 }
 
 /// Add what `loader` needs: the batch loader and its plan; kmod, the
@@ -73,7 +80,7 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
             Ok(())
         }
         Loader::Batch(_) => {
-            ir.copy_file(BATCH_BIN, crate::lab::batchloader::binary()?);
+            ir.copy_file(BATCH_BIN, crate::lab::batchloader::binary_for(x.arch)?);
             ir.file(PLAN, 0o644, x.plan.as_bytes().to_vec());
             Ok(())
         }

@@ -1,4 +1,4 @@
-//! Boot a kernel under QEMU (`-accel tcg -machine M -cpu MODEL,enforce`, the
+//! Boot a kernel under QEMU (`-accel tcg -machine M -cpu MODEL`, with `,enforce` on x86-64; the
 //! emulator, machine and CPU model from a [`Target`]), with the serial
 //! console captured to a file, under a timeout.
 //!
@@ -102,7 +102,7 @@ impl QemuOptions {
         push("-machine");
         push(&self.target.machine);
         push("-cpu");
-        push(&format!("{},enforce", self.target.cpu_model));
+        push(&self.target.cpu_arg());
         push("-m");
         push(&format!("{}M", self.memory_mib));
         push("-smp");

@@ -223,6 +223,9 @@ mod tests {
         let r = parse("[target]\narch = \"x86-64\"\nmachine = \"q35\"\ncpu = \"Skylake-Client-v4\"\n", None).unwrap();
         assert_eq!((r.target.machine.as_str(), r.target.cpu_model.as_str()), ("q35", "Skylake-Client-v4"));
         assert_eq!((r.target.arch, r.target.console), (Arch::X86_64, "ttyS0"));
+        let r = parse("[target]\narch = \"arm64\"\n", None).unwrap();
+        assert_eq!(r.target, Target::arm64());
+        assert_eq!((r.target.machine.as_str(), r.target.cpu_arg()), ("virt", "cortex-a72".to_string()));
     }
 
     #[test]
@@ -235,7 +238,7 @@ mod tests {
             ("[[variant]]\nname = \"a\"\nmanifest = 1.5", "not a value"),
             ("[[variant]]\nname = \"a\"\nsteps = [\"fold\", \"sign\"]", "unknown module step \"sign\""),
             ("[[variant]]\nname = \"a\"\nloader = \"fast\"", "loader:fast"),
-            ("[target]\narch = \"arm64\"", "arch \"arm64\": not one of x86-64"),
+            ("[target]\narch = \"riscv64\"", "arch \"riscv64\": not one of x86-64, arm64"),
             ("[target]\ncpu = \"\"", "cpu \"\": one word"),
             ("[target]\nconsole = \"ttyS1\"", "unknown field `console`"),
         ] {

@@ -58,8 +58,13 @@ impl Request {
 }
 
 /// The kernel image and its module tree a run boots: the ones given, or
-/// Debian's reference kernel fetched (its tree unless another is given).
-pub(crate) fn kernel_and_tree(kernel: Option<&Path>, modules: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
+/// Debian's reference kernel of `target`'s architecture fetched (its tree
+/// unless another is given).
+pub(crate) fn kernel_and_tree(
+    target: &Target,
+    kernel: Option<&Path>,
+    modules: Option<&Path>,
+) -> Result<(PathBuf, PathBuf)> {
     Ok(match (kernel, modules) {
         (Some(k), Some(m)) => (k.to_path_buf(), m.to_path_buf()),
         (Some(k), None) => {
@@ -70,7 +75,7 @@ pub(crate) fn kernel_and_tree(kernel: Option<&Path>, modules: Option<&Path>) -> 
             ));
         }
         (None, m) => {
-            let f = fetch::fetch(&fetch::Request::Reference)?;
+            let f = fetch::fetch_for(&fetch::Request::Reference, target.arch.debian())?;
             if let Some(why) = &f.fallback {
                 crate::progress::status(&format!("note: {why}"));
             }
@@ -124,7 +129,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         resolved.push((&specs[0].kernel, first.clone()));
         first
     } else {
-        kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?
+        kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())?
     };
     let tree = ModTree::read(&tree_dir)?;
     // A named set's modules that some kernel of the run does not have as modules.
@@ -199,6 +204,20 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             s.check(&spec.name, &names)?;
         }
         crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
+        if !req.target.arch.runs_host_programs() {
+            for w in crate::lab::workload::build(spec.loader, &spec.workloads) {
+                if let Some(what) = w.host_programs() {
+                    return Err(Error::new(
+                        Kind::Usage,
+                        format!(
+                            "variant {}: {what} runs the host's programs, which do not run on {}",
+                            spec.name,
+                            req.target.arch.name()
+                        ),
+                    ));
+                }
+            }
+        }
         for w in &spec.workloads {
             w.check(&dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
         }
@@ -256,14 +275,20 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
 /// module tree, fetched or built as it says.
 fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, PathBuf)> {
     Ok(match choice {
-        KernelChoice::Default => kernel_and_tree(req.kernel.as_deref(), req.modules_dir.as_deref())?,
+        KernelChoice::Default => kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())?,
         KernelChoice::Debian => {
-            let f = fetch::fetch(&fetch::Request::Reference)?;
+            let f = fetch::fetch_for(&fetch::Request::Reference, req.target.arch.debian())?;
             (f.vmlinux, f.modules)
         }
         KernelChoice::DebianSeries(series) => {
-            let f = fetch::fetch(&fetch::Request::Series(series.clone()))?;
+            let f = fetch::fetch_for(&fetch::Request::Series(series.clone()), req.target.arch.debian())?;
             (f.vmlinux, f.modules)
+        }
+        KernelChoice::Build(_) if req.target.arch != crate::lab::target::Arch::X86_64 => {
+            return Err(Error::new(
+                Kind::Usage,
+                format!("kernel:build on {}: the series is built for x86-64 only here", req.target.arch.name()),
+            ));
         }
         KernelChoice::Build(line) => {
             let b = kbuild::run(&kbuild::Options::for_line(*line))?;

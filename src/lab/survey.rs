@@ -141,7 +141,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     if opts.out.join("survey.json").exists() {
         return Err(Error::file(Kind::Usage, &opts.out, "already holds a survey (survey.json): choose another -o"));
     }
-    let (kernel, tree_dir) = setup::kernel_and_tree(opts.kernel.as_deref(), opts.modules_dir.as_deref())?;
+    let (kernel, tree_dir) = setup::kernel_and_tree(&opts.target, opts.kernel.as_deref(), opts.modules_dir.as_deref())?;
     let tree = ModTree::read(&tree_dir)?;
     let wanted: Vec<String> = if !opts.names.is_empty() {
         if opts.set.is_some() {

@@ -5,15 +5,19 @@
 //! ([`crate::lab::qemu::QemuOptions::on`]); run.json records its machine
 //! and CPU model.
 //!
-//! Another architecture is another constructor here and nothing else.
-//! What an aarch64 target sets differently from [`Target::x86_64`]:
+//! Another architecture is another constructor here. What the arm64
+//! target ([`Target::arm64`]) sets differently from [`Target::x86_64`]:
 //! - the emulator: `qemu-system-aarch64` (Debian package `qemu-system-arm`);
 //! - the machine: `virt` (x86-64: `pc`, i440FX);
-//! - the CPU model: a named core such as `cortex-a57` (x86-64: Haswell
+//! - the CPU model: a named core, [`ARM64_CPU_MODEL`] (x86-64: Haswell
 //!   minus what TCG lacks, see [`X86_64_CPU_MODEL`]);
 //! - the console: `ttyAMA0`, virt's PL011 UART (x86-64: `ttyS0`, the 16550A);
-//! - the kernel image: `arch/arm64/boot/Image` (x86-64: a vmlinux through
-//!   its PVH entry, or a bzImage).
+//! - the kernel image: `Image`, or Debian's `vmlinuz`, which on arm64 is
+//!   the raw Image behind an EFI stub (x86-64: a vmlinux through its PVH
+//!   entry, or a bzImage);
+//! - the guest's programs: Debian's `busybox-static:arm64`; host programs
+//!   (kmod, the batch loader, DDLink's and the order's programs) are the
+//!   host's architecture and are refused on it.
 //!
 //! What stays the same on every target lives in [`crate::lab::qemu`]: TCG,
 //! the deterministic clock (`-icount`), the guest's random seed and
@@ -34,25 +38,53 @@ pub use crate::lab::variant::KernelChoice;
 /// docs/reproducibility.md.
 pub(crate) const X86_64_CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid";
 
+/// The arm64 guest CPU: QEMU's Cortex-A72 (ARMv8.0-A with the crypto
+/// extensions: AES, PMULL, SHA-1, SHA-256, which the kernel's `sha2-ce`
+/// uses), the core of many arm64 boards. A named Arm core has a fixed
+/// feature set in QEMU (x86's `enforce` does not exist there); `max`
+/// follows the QEMU version. See docs/reproducibility.md.
+pub(crate) const ARM64_CPU_MODEL: &str = "cortex-a72";
+
 /// The guest's architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     X86_64,
+    Arm64,
 }
 
 impl Arch {
     /// Every architecture, by the name a scenario file gives it.
-    pub const ALL: &[Arch] = &[Arch::X86_64];
+    pub const ALL: &[Arch] = &[Arch::X86_64, Arch::Arm64];
 
     pub fn name(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86-64",
+            Arch::Arm64 => "arm64",
         }
     }
 
-    /// The architecture a scenario file names (`x86-64`, also `x86_64`).
+    /// The architecture a scenario file or `--arch` names (`x86-64`, also
+    /// `x86_64` and Debian's `amd64`; `arm64`, also `aarch64`).
     pub fn parse(s: &str) -> Option<Arch> {
-        Arch::ALL.iter().copied().find(|a| a.name() == s || a.name().replace('-', "_") == s)
+        match s {
+            "amd64" => Some(Arch::X86_64),
+            "aarch64" => Some(Arch::Arm64),
+            _ => Arch::ALL.iter().copied().find(|a| a.name() == s || a.name().replace('-', "_") == s),
+        }
+    }
+
+    /// Debian's architecture: its kernel and busybox packages'.
+    pub fn debian(self) -> crate::fetch::Arch {
+        match self {
+            Arch::X86_64 => crate::fetch::Arch::Amd64,
+            Arch::Arm64 => crate::fetch::Arch::Arm64,
+        }
+    }
+
+    /// Whether programs of the host (kmod, bootlink's batch loader and
+    /// trace runtime, a `run:` program) run in this guest as they are.
+    pub fn runs_host_programs(self) -> bool {
+        self == Arch::X86_64 && std::env::consts::ARCH == "x86_64"
     }
 }
 
@@ -72,7 +104,7 @@ pub struct Target {
     pub qemu_package: &'static str,
     /// QEMU's `-machine`.
     pub machine: String,
-    /// QEMU's `-cpu`: a model and its feature changes; `,enforce` is added,
+    /// QEMU's `-cpu`: a model and its feature changes; on x86-64 `,enforce` is added,
     /// so QEMU refuses what TCG lacks. run.json records it (`cpu_model`).
     pub cpu_model: String,
     /// The serial console the kernel writes to (`console=` on its command
@@ -102,10 +134,37 @@ impl Target {
         }
     }
 
+    /// `qemu-system-aarch64` (TCG) emulating QEMU's `virt` board with the
+    /// pinned Cortex-A72, the console on its PL011 UART, the kernel started
+    /// directly from its Image header (no firmware, no UEFI).
+    pub fn arm64() -> Target {
+        Target {
+            arch: Arch::Arm64,
+            qemu: PathBuf::from("qemu-system-aarch64"),
+            qemu_package: "qemu-system-arm",
+            machine: "virt".to_string(),
+            cpu_model: ARM64_CPU_MODEL.to_string(),
+            console: "ttyAMA0",
+            kernel_images: &["Image", "vmlinuz"],
+            boot: BootMethod::DirectKernel,
+        }
+    }
+
     /// The target of an architecture, with its defaults.
     pub fn of(arch: Arch) -> Target {
         match arch {
             Arch::X86_64 => Target::x86_64(),
+            Arch::Arm64 => Target::arm64(),
+        }
+    }
+
+    /// QEMU's `-cpu` argument: on x86-64 the model with `,enforce` (QEMU
+    /// refuses to start rather than leave out a feature TCG lacks); an Arm
+    /// core's features are fixed by its name.
+    pub fn cpu_arg(&self) -> String {
+        match self.arch {
+            Arch::X86_64 => format!("{},enforce", self.cpu_model),
+            Arch::Arm64 => self.cpu_model.clone(),
         }
     }
 }
@@ -124,7 +183,17 @@ mod tests {
     fn architectures_by_name() {
         assert_eq!(Arch::parse("x86-64"), Some(Arch::X86_64));
         assert_eq!(Arch::parse("x86_64"), Some(Arch::X86_64));
-        assert_eq!(Arch::parse("arm64"), None);
+        assert_eq!(Arch::parse("amd64"), Some(Arch::X86_64));
+        assert_eq!(Arch::parse("arm64"), Some(Arch::Arm64));
+        assert_eq!(Arch::parse("aarch64"), Some(Arch::Arm64));
+        assert_eq!(Arch::parse("riscv64"), None);
         assert_eq!(Target::of(Arch::X86_64), Target::default());
+        assert_eq!(Target::of(Arch::Arm64).console, "ttyAMA0");
+    }
+
+    #[test]
+    fn only_x86_cpu_models_are_enforced() {
+        assert_eq!(Target::x86_64().cpu_arg(), format!("{X86_64_CPU_MODEL},enforce"));
+        assert_eq!(Target::arm64().cpu_arg(), "cortex-a72");
     }
 }

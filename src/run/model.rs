@@ -55,10 +55,26 @@ pub fn series(runs: &[Run]) -> Vec<Series<'_>> {
     for s in &out {
         *count.entry(s.label.clone()).or_default() += 1;
     }
-    for s in &mut out {
-        if count[&s.label] > 1 {
-            s.label = format!("{} (run {})", s.label, s.run_index + 1);
-        }
+    // A label given twice: by the runs' architectures when they tell the
+    // series apart (an x86-64 and an arm64 run of the same set), else by run.
+    let arch = |r: &Run| if r.arch.is_empty() { "x86-64".to_string() } else { r.arch.clone() };
+    let labels: Vec<String> = out
+        .iter()
+        .map(|s| {
+            if count[&s.label] == 1 {
+                return s.label.clone();
+            }
+            let archs: Vec<String> = out.iter().filter(|o| o.label == s.label).map(|o| arch(o.run)).collect();
+            let distinct = archs.iter().all(|a| archs.iter().filter(|b| *b == a).count() == 1);
+            if distinct {
+                format!("{} ({})", s.label, arch(s.run))
+            } else {
+                format!("{} (run {})", s.label, s.run_index + 1)
+            }
+        })
+        .collect();
+    for (s, l) in out.iter_mut().zip(labels) {
+        s.label = l;
     }
     out
 }
@@ -320,8 +336,11 @@ pub fn summary(runs: &[Run]) -> Summary {
         rows.push(row(p, "us", &series, |r| has_modules(r).then(|| loaded(r).map(|m| phase_time(m, p)).sum())));
         if p == "finalize" {
             for st in &steps {
+                // A link no load of the repetition has (arm64's ORC sort) is
+                // absent, not zero.
+                let has_step = |r: &Repetition| loaded(r).any(|m| m.finalize_steps.iter().any(|p| &p.name == st));
                 rows.push(row(&format!("  {st}"), "us", &series, |r| {
-                    has_modules(r).then(|| loaded(r).map(|m| step_time(m, st)).sum())
+                    (has_modules(r) && has_step(r)).then(|| loaded(r).map(|m| step_time(m, st)).sum())
                 }));
             }
         }
@@ -573,5 +592,18 @@ mod tests {
         let a = run(vec![("stock", vec![vec![]])]);
         let labels: Vec<String> = series(&[a.clone(), a]).into_iter().map(|s| s.label).collect();
         assert_eq!(labels, ["stock (run 1)", "stock (run 2)"]);
+    }
+
+    #[test]
+    fn runs_of_two_architectures_are_labelled_by_them() {
+        let x86 = run(vec![("stock", vec![vec![]]), ("unsigned", vec![vec![]])]);
+        let mut arm = x86.clone();
+        arm.arch = "arm64".into();
+        let labels: Vec<String> = series(&[x86.clone(), arm.clone()]).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["stock (x86-64)", "unsigned (x86-64)", "stock (arm64)", "unsigned (arm64)"]);
+        // Two runs of one architecture beside another: by run.
+        let labels: Vec<String> = series(&[x86.clone(), x86, arm]).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels[..2], ["stock (run 1)", "unsigned (run 1)"]);
+        assert_eq!(labels[4], "stock (run 3)");
     }
 }

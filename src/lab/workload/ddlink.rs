@@ -27,6 +27,10 @@ impl Workload for DdlinkStarts {
         Ok(())
     }
 
+    fn host_programs(&self) -> Option<String> {
+        Some("ddlink: (DDLink's ld.so and the programs it starts)".into())
+    }
+
     fn add_files(&self, ir: &mut Initramfs, _cx: &Context) -> Result<()> {
         ddlink::add_to(ir, self.prepared());
         Ok(())

@@ -57,6 +57,8 @@ pub struct Context<'a> {
     pub plan: &'a str,
     /// Scratch space for this variant.
     pub work: &'a Path,
+    /// The guest's architecture: the programs put into the initramfs are its.
+    pub arch: crate::lab::target::Arch,
 }
 
 /// One boot's console, cut into what /init printed and the kernel log.
@@ -84,6 +86,11 @@ pub trait Workload {
     /// Its loads cannot be traced per module.
     fn untraceable(&self) -> bool {
         false
+    }
+    /// The host's programs it copies into the guest as they are (named
+    /// for the refusal on a guest of another architecture), if any.
+    fn host_programs(&self) -> Option<String> {
+        None
     }
     /// Read its results from the console into `rep` (the common part of
     /// the boot, modules and kernel log, is already there).

@@ -27,7 +27,7 @@ impl Workload for ModuleLoading {
         }
         ir.file(loaders::LIST, 0o644, list.into_bytes());
         let release = cx.tree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let extras = loaders::Extras { plan: cx.plan, release: &release, tree: cx.tree, rels: cx.rels };
+        let extras = loaders::Extras { plan: cx.plan, release: &release, tree: cx.tree, rels: cx.rels, arch: cx.arch };
         loaders::add_to(ir, self.loader, &extras, cx.work)
     }
 
@@ -52,6 +52,11 @@ impl Workload for ModuleLoading {
 
     fn starts_programs(&self) -> bool {
         false
+    }
+
+    fn host_programs(&self) -> Option<String> {
+        loaders::uses_host_kmod(self.loader)
+            .then(|| format!("loader:{} (the host's kmod)", loaders::describe(self.loader)))
     }
 
     fn untraceable(&self) -> bool {

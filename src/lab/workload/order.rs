@@ -27,6 +27,10 @@ impl Workload for OrderStarts {
         Ok(())
     }
 
+    fn host_programs(&self) -> Option<String> {
+        Some("order: (the programs it starts)".into())
+    }
+
     fn add_files(&self, ir: &mut Initramfs, _cx: &Context) -> Result<()> {
         order::add_to(ir, self.prepared());
         Ok(())

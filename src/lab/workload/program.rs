@@ -19,6 +19,10 @@ pub struct Program {
 }
 
 impl Workload for Program {
+    fn host_programs(&self) -> Option<String> {
+        Some(format!("run:{} (a host program)", self.command))
+    }
+
     fn add_files(&self, ir: &mut Initramfs, _cx: &Context) -> Result<()> {
         let program = self.command.split_whitespace().next().unwrap_or_default();
         crate::lab::userspace::add(ir, Path::new(program))?;
