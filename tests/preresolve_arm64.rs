@@ -566,3 +566,49 @@ fn a_module_of_the_other_machine_is_refused_either_way() {
         }
     }
 }
+
+/// `bootlink apply` on an arm64 tree (Debian's fs/fat and fs/nls modules
+/// with the tree's modules.order): the plan is fold and trim (Debian's
+/// kernel names no loader features), every module comes out folded or
+/// SHN_ABS and AArch64, a second run takes none, and an x86 module among
+/// them is refused in one line and left as it is.
+#[test]
+fn apply_takes_an_arm64_tree_through_fold_and_trim() {
+    let test = "apply_takes_an_arm64_tree_through_fold_and_trim";
+    let Some(k) = arm64(test) else { return };
+    let dir = tmpdir("arm64-apply");
+    let mods = dir.join("lib/modules").join(&k.release);
+    for sub in ["kernel/fs/fat", "kernel/fs/nls"] {
+        std::fs::create_dir_all(mods.join(sub)).unwrap();
+        for e in std::fs::read_dir(k.modules.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            copy_to(&p, &mods.join(sub), p.file_name().unwrap().to_str().unwrap());
+        }
+    }
+    std::fs::copy(k.modules.join("modules.order"), mods.join("modules.order")).unwrap();
+    let x86 = copy_to(&kernel().modules.join("kernel/fs/fat/vfat.ko"), &mods.join("kernel/fs/fat"), "x86_vfat.ko");
+    let x86_before = std::fs::read(&x86).unwrap();
+    let apply =
+        || run(&[&"apply", &"--image", &k.vmlinuz, &"--modules", &mods, &"--assume-nokaslr", &"--allow-unsigned"]);
+    let o = apply();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "the x86 module fails the run: {err}");
+    assert_eq!(
+        err,
+        format!("bootlink: {}: a module for x86_64, the kernel is aarch64: left as it is\n", x86.display())
+    );
+    assert!(
+        stdout(&o).lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["steps", "fold,", "trim"]),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read(&x86).unwrap(), x86_before);
+    let written: Vec<PathBuf> = modules_below(&mods).into_iter().filter(|p| *p != x86).collect();
+    assert!(written.len() > 40, "{} modules", written.len());
+    for p in &written {
+        // read_ko checks the machine; a folded or SHN_ABS module has .preresolved.
+        assert!(read_ko(p).preresolved.is_some(), "{} not preresolved", p.display());
+    }
+    let again = apply();
+    assert!(stdout(&again).contains("took 0 through the steps"), "{}", stdout(&again));
+}
