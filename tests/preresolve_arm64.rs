@@ -460,6 +460,22 @@ fn folding_keeps_every_branch_its_symbol_and_the_plt_counts() {
         let o = std::process::Command::new("readelf").args(&args).output().unwrap();
         assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     }
+    // A second run recognises every module and the kernel it was made for.
+    let again = run(&[
+        &"preresolve",
+        &"--json",
+        &"--dry-run",
+        &"--assume-nokaslr",
+        &"--fold-symbols",
+        &"--kernel",
+        &k.vmlinuz,
+        &fold_dir,
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let a: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let ta = &a["totals"];
+    assert_eq!((n(&ta["already"]), n(&ta["preresolved"])), (n(&t["preresolved_modules"]), 0));
+    assert_eq!(n(&ta["already_symbols"]), n(&t["preresolved"]));
     if reference(test, k) {
         assert_eq!(folded_modules, 2_520);
         assert_eq!(classes["branch"], (0, 602_995));
@@ -529,7 +545,7 @@ fn trim_symtab_drops_only_unreferenced_local_data_symbols_on_arm64() {
     assert_eq!(reported, removed);
     println!(
         "{removed} local data symbols removed ({data_mapping_dropped} of them $d mapping symbols of data sections, \
-         {data_mapping} such kept as referenced); {code_mapping} mapping symbols of code sections kept"
+         {data_mapping} left in data sections); {code_mapping} mapping symbols of code sections kept"
     );
     assert!(removed > 0 && code_mapping > 0, "the package has both");
 }
