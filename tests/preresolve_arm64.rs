@@ -628,3 +628,32 @@ fn apply_takes_an_arm64_tree_through_fold_and_trim() {
     let again = apply();
     assert!(stdout(&again).contains("took 0 through the steps"), "{}", stdout(&again));
 }
+
+/// Debian's arm64 kernel randomizes its base (CONFIG_RANDOMIZE_BASE=y):
+/// without --assume-nokaslr it is refused in one line before any module
+/// is read, and nothing is written.
+#[test]
+fn the_arm64_kernel_with_kaslr_is_refused_without_assume_nokaslr() {
+    let test = "the_arm64_kernel_with_kaslr_is_refused_without_assume_nokaslr";
+    let Some(k) = arm64(test) else { return };
+    let dir = tmpdir("arm64-kaslr");
+    let out = dir.join("out");
+    for fold in [false, true] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"preresolve", &"--kernel", &k.vmlinuz, &"-o", &out];
+        if fold {
+            args.push(&"--fold-symbols");
+        }
+        args.push(&k.modules);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.starts_with(&format!("bootlink: {}: refusing to preresolve", k.vmlinuz.display()))
+                && e.contains("CONFIG_RANDOMIZE_BASE=y")
+                && e.contains("--assume-nokaslr"),
+            "{e}"
+        );
+        assert!(!out.exists(), "nothing written");
+    }
+}
