@@ -48,6 +48,7 @@ bench: build
 	bench/order
 	bench/manifest
 	bench/manifest-write
+	bench/arm64
 
 clean:
 	$(CARGO) clean

@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 
 use object::elf::{
-    EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX,
+    EM_AARCH64, EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
 };
 use object::read::elf::{FileHeader, SectionHeader};
 
-use crate::elf::{Elf, Header, LE, Shdr, Want};
+use crate::elf::{ANALYSED_MACHINES, Elf, Header, LE, ReadError, Shdr, Want};
 use crate::error::{Error, Kind};
 
 const SYM_SIZE: usize = 24;
@@ -23,6 +24,25 @@ const SHF_RELA_LIVEPATCH: u64 = 0x0010_0000;
 /// its value S (S + A, S + A - P): exactly the ones the kernel's
 /// apply_relocate_add handles (NONE, 64, PC32, PLT32, 32, 32S, PC64).
 const FOLDABLE_X86_64: &[u32] = &[0, 1, 2, 4, 10, 11, 24];
+
+/// Whether relocation type `ty` of `machine` can be folded: its result
+/// depends on the symbol only through S (x86-64: [`FOLDABLE_X86_64`];
+/// AArch64: [`crate::reloc::foldable`]). None: a machine folding does not
+/// handle.
+fn foldable(machine: object::elf::Machine, ty: u32) -> Option<bool> {
+    match machine {
+        EM_X86_64 => Some(FOLDABLE_X86_64.contains(&ty)),
+        EM_AARCH64 => Some(crate::reloc::foldable(machine, ty)),
+        _ => None,
+    }
+}
+
+/// Parse a module being edited: x86-64 or AArch64 (the machines whose
+/// relocations bootlink knows; which one fits the kernel is the caller's
+/// check).
+fn parse(d: &[u8]) -> Result<Elf<'_>, ReadError> {
+    Elf::parse_for(d, Want::Relocatable, ANALYSED_MACHINES)
+}
 
 type Sym = object::elf::Sym64<object::LittleEndian>;
 type Rela = object::elf::Rela64<object::LittleEndian>;
@@ -88,7 +108,7 @@ fn unsupported(msg: impl Into<String>) -> Error {
 impl ElfEdit {
     pub fn new(data: Vec<u8>) -> Result<ElfEdit, Error> {
         let (symtab_off, symtab_count) = {
-            let elf = Elf::parse(&data, Want::Relocatable)?;
+            let elf = parse(&data)?;
             let (_, sh) = elf
                 .sections
                 .enumerate()
@@ -126,8 +146,9 @@ impl ElfEdit {
     /// with anything else that holds symbol indices (SHT_REL, SHT_GROUP,
     /// SHT_SYMTAB_SHNDX, livepatch relocations, a second symbol table, any
     /// other section linked to .symtab), relocation types whose result
-    /// depends on more than the symbol's value, or a machine other than
-    /// x86-64 are refused with the reason.
+    /// depends on more than the symbol's value (on AArch64 also CALL26 and
+    /// JUMP26, which the module PLTs are counted from), or a machine other
+    /// than x86-64 and AArch64 are refused with the reason.
     pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, Error> {
         let plan = self.plan_fold(values, "--fold-symbols", "fold symbols")?;
         let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
@@ -224,11 +245,11 @@ impl ElfEdit {
     /// relocation tables and the symbol table's header are.
     fn plan_fold(&self, values: &[(usize, u64)], option: &str, verb: &str) -> Result<FoldPlan, Error> {
         let d = &self.data;
-        let elf = Elf::parse(d, Want::Relocatable)?;
+        let elf = parse(d)?;
         let machine = elf.header.e_machine(LE);
-        if machine != EM_X86_64 {
+        if foldable(machine, 0).is_none() {
             return Err(unsupported(format!(
-                "{option} supports x86-64 modules only (e_machine {machine}); preresolve this module without it"
+                "{option} supports x86-64 and AArch64 modules only (e_machine {machine}); preresolve this module without it"
             )));
         }
         let shoff = elf.header.e_shoff(LE) as usize;
@@ -295,7 +316,7 @@ impl ElfEdit {
                         if sym >= self.symtab_count {
                             return refuse(&format!("refers to symbol {sym}, past the symbol table"));
                         }
-                        if seen[sym] && !FOLDABLE_X86_64.contains(&rtype) {
+                        if seen[sym] && foldable(machine, rtype) != Some(true) {
                             return refuse(&format!(
                                 "has relocation type {rtype} against a preresolved symbol: only S + A types can be folded"
                             ));
@@ -323,7 +344,7 @@ impl ElfEdit {
         key: impl Fn(&[u8]) -> Vec<u8>,
     ) -> Result<Option<usize>, Error> {
         let (off, size) = {
-            let elf = Elf::parse(&self.data, Want::Relocatable)?;
+            let elf = parse(&self.data)?;
             let Some((index, sh)) = elf.section(name) else { return Ok(None) };
             for s in elf.sections.iter() {
                 let t = s.sh_type(LE);
@@ -361,7 +382,7 @@ impl ElfEdit {
     /// out of range. Returns the number of relocations kept.
     pub(crate) fn rearrange_records(&mut self, name: &str, record: usize, order: &[usize]) -> Result<usize, Error> {
         let (off, size, header, rela) = {
-            let elf = Elf::parse(&self.data, Want::Relocatable)?;
+            let elf = parse(&self.data)?;
             let (index, sh) = elf.section(name).ok_or_else(|| unsupported(format!("no section {name}")))?;
             let shoff = elf.header.e_shoff(LE) as usize;
             let mut rela = None;
@@ -470,7 +491,7 @@ impl ElfEdit {
             return Err(unsupported(format!("unsupported section alignment {align}")));
         }
         let (shoff, shnum, shstrndx, shstr_off, shstr_size) = {
-            let elf = Elf::parse(&self.data, Want::Relocatable)?;
+            let elf = parse(&self.data)?;
             let h: &Header = elf.header;
             let shoff = h.e_shoff(LE) as usize;
             let shnum = h.e_shnum(LE) as usize;
@@ -530,7 +551,7 @@ impl ElfEdit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::elf::{Elf, LE, Want, sym_name};
     use object::read::elf::{Rela, SectionHeader};
@@ -542,7 +563,7 @@ mod tests {
     const R_X86_64_GOTPCREL: u32 = object::elf::R_X86_64_GOTPCREL.0;
 
     /// One relocation: offset, type, symbol index, addend.
-    type R = (u64, u32, u32, i64);
+    pub(crate) type R = (u64, u32, u32, i64);
 
     /// A small x86-64 ET_REL: .text, .rela.text, .symtab (null, a local
     /// section symbol, global `f` defined in .text, undefined `a`, `b`,
@@ -616,10 +637,17 @@ mod tests {
         d
     }
 
+    /// The same module built for AArch64 (its relocations AArch64's).
+    pub(crate) fn tiny_aarch64(relocs: &[R]) -> Vec<u8> {
+        let mut d = tiny_elf(relocs, SHT_RELA.0);
+        d[0x12..0x14].copy_from_slice(&EM_AARCH64.0.to_le_bytes());
+        d
+    }
+
     /// Read back, through the `object` crate: symbol names and the
     /// relocations of .rela.text.
     fn read_back(d: &[u8]) -> (Vec<String>, u32, Vec<R>) {
-        let elf = Elf::parse(d, Want::Relocatable).unwrap();
+        let elf = parse(d).unwrap();
         let syms = elf.symbols().unwrap();
         let names = syms.iter().map(|s| String::from_utf8(sym_name(&syms, s).unwrap().to_vec()).unwrap()).collect();
         let (_, symtab) = elf.section(".symtab").unwrap();
@@ -671,6 +699,29 @@ mod tests {
         let elf = Elf::parse(&ed.data, Want::Relocatable).unwrap();
         assert_eq!(elf.named_section_data(".preresolved").unwrap().unwrap(), b"0000000000003000 c\n");
         assert_eq!(read_back(&ed.data).2, relocs, "adding the section moved nothing");
+    }
+
+    /// AArch64: every type the loader computes from S + A folds; CALL26
+    /// and JUMP26 do not (the module PLTs are counted from their symbols).
+    #[test]
+    fn aarch64_folds_all_but_branches() {
+        let (adrp, add, call26, jump26, abs64) = (275, 277, 283, 282, 257);
+        let relocs: &[R] = &[(0, adrp, 3, 0), (4, add, 3, 0), (8, call26, 4, 0), (16, abs64, 5, 8)];
+        let d = tiny_aarch64(relocs);
+        let a = 0xffff_8000_0812_3000u64;
+        let mut ed = ElfEdit::new(d.clone()).unwrap();
+        let stats = ed.fold_symbols(&[(3, a), (5, 0x40)]).unwrap();
+        assert_eq!(stats, FoldStats { symbols: 2, relocations: 3, renumbered: 1 });
+        let (names, _, back) = read_back(&ed.data);
+        assert_eq!(names, ["", "", "f", "b"]);
+        assert_eq!(back, [(0, adrp, 0, a as i64), (4, add, 0, a as i64), (8, call26, 3, 0), (16, abs64, 0, 0x48)]);
+        for branch in [call26, jump26] {
+            let d = tiny_aarch64(&[(8, branch, 4, 0)]);
+            let mut ed = ElfEdit::new(d.clone()).unwrap();
+            let e = ed.fold_symbols(&[(4, a)]).unwrap_err();
+            assert!(e.msg.contains(&format!("relocation type {branch} against a preresolved symbol")), "{e}");
+            assert!(ed.data == d, "refused but changed");
+        }
     }
 
     #[test]
@@ -734,11 +785,11 @@ mod tests {
         let shoff = view::<Header>(&grouped, 0).e_shoff(LE) as usize;
         grouped[shoff + 64 + 4..shoff + 64 + 8].copy_from_slice(&SHT_GROUP.0.to_le_bytes());
         refused(grouped, &[(3, 1)], "section .text is SHT_GROUP");
-        // Another machine (EM_AARCH64 = 183) is refused when read.
-        let mut arm = tiny_elf(RELOCS, SHT_RELA.0);
-        arm[0x12..0x14].copy_from_slice(&183u16.to_le_bytes());
-        let e = ElfEdit::new(arm).err().unwrap();
-        assert!(e.msg.contains("module built for aarch64 (e_machine 183), not x86_64"), "{e}");
+        // Another machine (EM_RISCV = 243) is refused when read.
+        let mut riscv = tiny_elf(RELOCS, SHT_RELA.0);
+        riscv[0x12..0x14].copy_from_slice(&243u16.to_le_bytes());
+        let e = ElfEdit::new(riscv).err().unwrap();
+        assert!(e.msg.contains("(e_machine 243), not x86_64 or aarch64"), "{e}");
         assert_eq!(e.kind, crate::error::Kind::Unsupported, "another machine is valid input bootlink does not handle");
         // Livepatch relocations (.rela.text is section 2).
         let mut klp = tiny_elf(RELOCS, SHT_RELA.0);

@@ -38,6 +38,23 @@ pub enum Class {
     Unknown,
 }
 
+impl Class {
+    /// How a report names the class (AArch64's types in it).
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::None => "none",
+            Class::Absolute => "absolute (ABS64/32/16)",
+            Class::PcRelative => "PC-relative (PREL64/32/16)",
+            Class::Branch => "branch (CALL26/JUMP26)",
+            Class::ShortBranch => "short branch (TSTBR14/CONDBR19)",
+            Class::Page => "page (ADRP, ADR, LDR literal)",
+            Class::PageOffset => "page offset (ADD/LDST lo12)",
+            Class::MoveWide => "move wide (MOVW)",
+            Class::Unknown => "not applied by the loader",
+        }
+    }
+}
+
 /// One AArch64 relocation type: number, name, class.
 struct Aarch64(u32, &'static str, Class);
 
@@ -104,6 +121,18 @@ pub fn class(machine: elf::Machine, ty: u32) -> Class {
     }
 }
 
+/// Whether a relocation of type `ty` can be folded (its symbol replaced
+/// by symbol 0 and the symbol's address added to the addend) without
+/// changing what the kernel's loader does with it. AArch64: every type
+/// `apply_relocate_add` applies computes from S + A and the place alone,
+/// except CALL26/JUMP26 ([`Class::Branch`]): `module_frob_arch_sections`
+/// counts the module PLT entries from those relocations' symbols, one per
+/// distinct callee, and `module_emit_plt_entry` reads the symbol. Other
+/// machines: false (x86-64's rule is the folding code's own).
+pub(crate) fn foldable(machine: elf::Machine, ty: u32) -> bool {
+    machine == elf::EM_AARCH64 && !matches!(class(machine, ty), Class::Branch | Class::Unknown)
+}
+
 /// How many bytes relocation type `ty` of `machine` writes at its offset
 /// (1 for a type or machine bootlink does not know: at least its first byte
 /// must be in place).
@@ -159,6 +188,19 @@ mod tests {
         assert_eq!(class(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL.0), Class::Unknown);
         assert_eq!(class(elf::EM_X86_64, elf::R_X86_64_64.0), Class::Unknown);
         assert_eq!(name(elf::EM_X86_64, elf::R_X86_64_64.0), None);
+    }
+
+    #[test]
+    fn branches_and_unknown_types_do_not_fold() {
+        for ty in [elf::R_AARCH64_ABS64, elf::R_AARCH64_PREL32, elf::R_AARCH64_ADR_PREL_PG_HI21] {
+            assert!(foldable(elf::EM_AARCH64, ty.0));
+        }
+        assert!(foldable(elf::EM_AARCH64, elf::R_AARCH64_LDST64_ABS_LO12_NC.0));
+        assert!(foldable(elf::EM_AARCH64, elf::R_AARCH64_MOVW_UABS_G3.0));
+        assert!(!foldable(elf::EM_AARCH64, elf::R_AARCH64_CALL26.0));
+        assert!(!foldable(elf::EM_AARCH64, elf::R_AARCH64_JUMP26.0));
+        assert!(!foldable(elf::EM_AARCH64, elf::R_AARCH64_TLSDESC_CALL.0));
+        assert!(!foldable(elf::EM_X86_64, elf::R_X86_64_64.0));
     }
 
     #[test]

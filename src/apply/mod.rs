@@ -203,7 +203,7 @@ pub fn run(opts: &Options) -> Result<Report> {
             if record.wrote(&rel, &sha) {
                 return Ok((sha, None));
             }
-            let m = module::read(&path)?;
+            let m = module::read_analysed(&path)?;
             k.accepts(&m, "left as it is")?;
             Ok((sha, Some((m.compression, m.signature.is_some()))))
         });

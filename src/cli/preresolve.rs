@@ -28,7 +28,8 @@ pub struct Args {
     #[command(flatten)]
     signing: Signing,
     /// Fold the resolved addresses into the relocations and remove the
-    /// symbols from .symtab, instead of leaving them as SHN_ABS (x86-64)
+    /// symbols from .symtab, instead of leaving them as SHN_ABS (AArch64: a
+    /// symbol CALL26/JUMP26 branch to stays SHN_ABS, for the module PLTs)
     #[arg(long)]
     fold_symbols: bool,
     /// Also remove local data symbols that no relocation uses, shortening the kernel's

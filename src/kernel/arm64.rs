@@ -67,6 +67,11 @@ pub(crate) fn kimage_vaddr(va_bits: u32) -> u64 {
     (1u64 << (min - 1)).wrapping_neg().wrapping_add(128 << 20)
 }
 
+/// `KIMAGE_VADDR` of an arm64 kernel, from its config's address space.
+pub(crate) fn kimage_vaddr_of(k: &KernelImage) -> u64 {
+    kimage_vaddr(va_bits(k.config.as_ref()))
+}
+
 /// The address space the config sets (CONFIG_ARM64_VA_BITS), 48 without
 /// one (the default of arm64's defconfig and of Debian).
 fn va_bits(cfg: Option<&KernelConfig>) -> u32 {

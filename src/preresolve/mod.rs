@@ -22,11 +22,13 @@ use crate::kernel::{KernelImage, KernelSummary};
 use crate::modwrite;
 use crate::sign::SignKey;
 
+mod aarch64;
 mod checks;
 mod report;
 mod rewrite;
 
 pub use crate::modwrite::Output;
+pub use aarch64::Relocations;
 pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible};
 pub use report::{ModuleResult, Report, SigAction, Status, Totals};
 pub use rewrite::trim;
@@ -57,7 +59,6 @@ pub enum Mode {
 }
 
 pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
-    kernel.rewritable_by("preresolve")?;
     check_kernel(kernel, opts)?;
     if let Some(k) = &opts.sign {
         k.check()?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{Mode, Reason};
+use super::{Mode, Reason, Relocations};
 use crate::compress::Compression;
 use crate::kernel::KernelSummary;
 use crate::table::{Table, thousands};
@@ -57,6 +57,13 @@ pub struct ModuleResult {
     pub kept_symbols: Vec<(String, Reason)>,
     /// Local data symbols removed by `--trim-symtab`.
     pub symbols_trimmed: usize,
+    /// AArch64 with `--fold-symbols`: the relocations against the
+    /// preresolved symbols, by class, folded or kept against their symbol.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub relocations: BTreeMap<crate::reloc::Class, Relocations>,
+    /// With `--fold-symbols`: of `preresolved`, the symbols folded and
+    /// removed (the rest stay SHN_ABS; on x86-64 all are folded).
+    pub symbols_folded: usize,
 }
 
 impl ModuleResult {
@@ -121,6 +128,11 @@ pub struct Totals {
     pub module_symbols: usize,
     pub kept: BTreeMap<Reason, usize>,
     pub errors: usize,
+    /// Symbols folded and removed by this run (`--fold-symbols`).
+    pub symbols_folded: usize,
+    /// The modules' [`ModuleResult::relocations`], added up.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub relocations: BTreeMap<crate::reloc::Class, Relocations>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -158,6 +170,14 @@ impl Totals {
             for (r, n) in &m.kept {
                 *t.kept.entry(*r).or_default() += n;
             }
+            if m.status == Status::Preresolved {
+                t.symbols_folded += m.symbols_folded;
+            }
+            for (c, n) in &m.relocations {
+                let sum = t.relocations.entry(*c).or_default();
+                sum.folded += n.folded;
+                sum.kept += n.kept;
+            }
         }
         t.errors = errors;
         totals
@@ -181,7 +201,7 @@ impl Report {
         }
         tab.row(vec!["  fully (now or before)".into(), thousands(t.fully_preresolved), "".into()]);
         if t.folded_modules > 0 {
-            tab.row(vec!["  folded into relocations".into(), thousands(t.folded_modules), "".into()]);
+            tab.row(vec!["  folded into relocations".into(), thousands(t.folded_modules), thousands(t.symbols_folded)]);
         }
         tab.row(vec!["left to modules' exports".into(), "".into(), thousands(t.module_symbols)]);
         for (r, n) in &t.kept {
@@ -192,6 +212,14 @@ impl Report {
             tab.row(vec!["refused or unreadable".into(), thousands(t.errors), "".into()]);
         }
         s.push_str(&tab.render());
+        if !t.relocations.is_empty() {
+            s.push_str("\nrelocations against the preresolved symbols (AArch64: a symbol that CALL26/JUMP26 branch to stays SHN_ABS with all its relocations, for the module PLTs)\n");
+            let mut tab = Table::new(&["class", "folded", "kept"]);
+            for (c, n) in &t.relocations {
+                tab.row(vec![c.label().into(), thousands(n.folded), thousands(n.kept)]);
+            }
+            s.push_str(&tab.render());
+        }
         s
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::aarch64;
 use super::checks::{Decision, decide};
 use super::{Mode, ModuleResult, Options, SigAction, Status};
 use crate::compress::Compression;
@@ -21,7 +22,8 @@ pub(super) fn one(
 ) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| e.at(path))?;
+    let m = module::parse_for(path, &data, compression, crate::elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
+    k.same_machine(&m, "not preresolved")?;
     crate::modwrite::check_vermagic(path, &m, k)?;
     let mut result = ModuleResult {
         name: m.name.clone(),
@@ -38,6 +40,8 @@ pub(super) fn one(
         compression,
         kept_symbols: Vec::new(),
         symbols_trimmed: 0,
+        relocations: BTreeMap::new(),
+        symbols_folded: 0,
     };
     if m.preresolved {
         // Its SHN_ABS symbols, or the folded ones listed in .preresolved,
@@ -87,9 +91,11 @@ pub(super) fn one(
     }
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| e.at(path))?;
+    let (mut abs_now, mut folded_now) = (edits.len(), 0);
     if opts.fold {
-        let finalized = crate::elf::Elf::parse(&data[..elf_len], crate::elf::Want::Relocatable)
-            .is_ok_and(|e| e.section(crate::finalize::mcount::CHECKED_SECTION).is_some());
+        let finalized =
+            crate::elf::Elf::parse_for(&data[..elf_len], crate::elf::Want::Relocatable, crate::elf::ANALYSED_MACHINES)
+                .is_ok_and(|e| e.section(crate::finalize::mcount::CHECKED_SECTION).is_some());
         if finalized {
             return Err(Error::file(
                 Kind::Usage,
@@ -97,12 +103,27 @@ pub(super) fn one(
                 "finalized already: folding would move the symbols .ftrace_checked names (preresolve, then finalize)",
             ));
         }
-        ed.fold_symbols(&edits).map_err(|e| e.at(path))?;
         let name_of: HashMap<usize, &str> =
             m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
-        let pairs: Vec<(&str, u64)> = edits.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
+        // AArch64: symbols that are branched to stay SHN_ABS (the module
+        // PLTs are counted from them); the others fold.
+        let (fold, keep) = if m.machine == crate::elf::machine_name(object::elf::EM_AARCH64) {
+            let places = aarch64::Places::nokaslr(crate::kernel::arm64::kimage_vaddr_of(k));
+            let split = aarch64::split(&ed.data, &edits, &name_of, places).map_err(|e| e.at(path))?;
+            result.relocations = split.classes;
+            (split.fold, split.keep)
+        } else {
+            (edits.clone(), Vec::new())
+        };
+        for (idx, addr) in &keep {
+            ed.make_absolute(*idx, *addr);
+        }
+        ed.fold_symbols(&fold).map_err(|e| e.at(path))?;
+        let pairs: Vec<(&str, u64)> = fold.iter().map(|(idx, addr)| (name_of[idx], *addr)).collect();
         ed.add_section(PRERESOLVED_SECTION, &module::folded_section(&pairs)).map_err(|e| e.at(path))?;
-        result.mode = Some(Mode::Folded);
+        result.mode = Some(if fold.is_empty() { Mode::Abs } else { Mode::Folded });
+        (abs_now, folded_now) = (keep.len(), fold.len());
+        result.symbols_folded = fold.len();
     } else {
         for (idx, addr) in &edits {
             ed.make_absolute(*idx, *addr);
@@ -116,10 +137,9 @@ pub(super) fn one(
     let bytes;
     (bytes, result.signature) = signed(ed.data, &m, job, opts)?;
     // Check what we wrote reads back as the module we meant.
-    let check = module::parse(path, &bytes, Compression::None).map_err(|e| {
+    let check = module::parse_for(path, &bytes, Compression::None, crate::elf::ANALYSED_MACHINES).map_err(|e| {
         Error::file(Kind::Internal, path, format!("internal error: rewritten module does not parse: {e}")).because(e)
     })?;
-    let (abs_now, folded_now) = if opts.fold { (0, edits.len()) } else { (edits.len(), 0) };
     if !check.preresolved
         || check.undefined.len() != m.undefined.len() - edits.len()
         || check.absolute.len() != m.absolute.len() + abs_now
@@ -190,7 +210,7 @@ pub fn trim(ed: &mut ElfEdit) -> Result<usize> {
     use object::elf::{SHF_EXECINSTR, SHN_LORESERVE, STT_FUNC};
     use object::read::elf::{SectionHeader, Sym};
     let droppable: Vec<bool> = {
-        let elf = crate::elf::Elf::parse(&ed.data, crate::elf::Want::Relocatable)?;
+        let elf = crate::elf::Elf::parse_for(&ed.data, crate::elf::Want::Relocatable, crate::elf::ANALYSED_MACHINES)?;
         let symtab = elf.symbols()?;
         let mut v = Vec::with_capacity(symtab.len());
         for sym in symtab.iter() {

@@ -2,6 +2,7 @@
 //! cached once), the binary, temporary directories.
 #![allow(dead_code)]
 
+pub mod arm64;
 pub mod initrd;
 
 use std::path::{Path, PathBuf};
