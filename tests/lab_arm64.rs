@@ -1,9 +1,10 @@
 //! `bootlink lab --arch arm64`: Debian's arm64 kernel (the x86 reference's
 //! version, a foreign package) booted under `qemu-system-aarch64 -M virt`
 //! with the pinned Cortex-A72 and the deterministic clock, an arm64 busybox
-//! initramfs, and a module set loaded stock, unsigned and by the batch
-//! loader cross-built for arm64. One run (6 boots) is shared by the tests
-//! of this file. Without qemu-system-aarch64 or the package, each test is a
+//! initramfs, and a module set loaded stock, unsigned, preresolved
+//! (SHN_ABS against the arm64 Image), folded, and by the batch loader
+//! cross-built for arm64. One run (10 boots) is shared by the tests of this
+//! file. Without qemu-system-aarch64 or the package, each test is a
 //! counted skip.
 
 mod common;
@@ -45,7 +46,7 @@ fn lab(test: &str) -> Option<&'static Lab> {
         for n in NAMES {
             args.push(n);
         }
-        for v in ["stock", "unsigned", "batch=modules:unsigned,loader:batch"] {
+        for v in ["stock", "unsigned", "preresolved", "folded", "batch=modules:unsigned,loader:batch"] {
             args.push(&"--variant");
             args.push(Box::leak(Box::new(v.to_string())));
         }
@@ -95,7 +96,7 @@ fn debian_arm64_boots_on_the_pinned_cortex_a72_and_loads_every_module() {
     assert!(r.qemu_command.first().is_some_and(|q| q.ends_with("qemu-system-aarch64")), "{:?}", r.qemu_command);
     assert!(r.cmdline.contains("console=ttyAMA0"), "{}", r.cmdline);
     // xfs, vfat and their dependencies (libcrc32c, crc32c_generic, fat, ...).
-    for v in ["stock", "unsigned", "batch"] {
+    for v in ["stock", "unsigned", "preresolved", "folded", "batch"] {
         for rep in reps(r, v) {
             for n in NAMES {
                 let m = module(rep, n);
@@ -149,6 +150,34 @@ fn unsigned_modules_skip_the_signature_check_on_arm64() {
     assert!(sig(unsigned) < sig(stock) / 100.0, "{} vs {}", sig(unsigned), sig(stock));
     // The unsigned modules taint the kernel (E), as on x86-64.
     assert_eq!(unsigned.tainted.map(|t| t & 8192), Some(8192), "{:?}", unsigned.tainted);
+}
+
+#[test]
+fn preresolved_modules_look_up_only_what_modules_export() {
+    let test = "preresolved_modules_look_up_only_what_modules_export";
+    let Some(l) = lab(test) else { return };
+    let Some(k) = common::arm64::arm64(test) else { return };
+    let Some(symvers) = common::arm64::symvers(test, k) else { return };
+    let vmlinux = common::arm64::read_symvers(&symvers).vmlinux;
+    let tree = bootlink::kmod::ModTree::read(&k.modules).unwrap();
+    let unsigned = &reps(&l.run, "unsigned")[0];
+    for v in ["preresolved", "folded"] {
+        let rep = &reps(&l.run, v)[0];
+        for m in &rep.modules {
+            // The stock file's undefined symbols by binutils' nm: those
+            // vmlinux does not export are the ones left to look up.
+            let file = &tree.module(&m.name).unwrap().path;
+            let nm = String::from_utf8(common::sh("nm", &["-u", file.to_str().unwrap()])).unwrap();
+            let undefined: Vec<&str> = nm.lines().filter_map(|l| l.split_whitespace().last()).collect();
+            let from_modules = undefined.iter().filter(|n| !vmlinux.contains_key(**n)).count() as u64;
+            assert_eq!(m.lookups, Some(from_modules), "{v}: {}: {undefined:?}", m.name);
+            let before = module(unsigned, &m.name).lookups;
+            assert_eq!(before, Some(undefined.len() as u64), "unsigned: {}", m.name);
+        }
+        let sym = |r: &Repetition| r.modules.iter().map(|m| phase(m, "symbols")).sum::<f64>();
+        println!("{v}: symbols {:.2} ms (unsigned {:.2} ms)", sym(rep) / 1e3, sym(unsigned) / 1e3);
+        assert!(sym(rep) < sym(unsigned) / 10.0, "{v}");
+    }
 }
 
 #[test]
