@@ -193,11 +193,7 @@ impl<'d> Elf<'d> {
     /// Parse and check a file of kind `want` built for one of `machines`
     /// (empty: any). Every section header is checked against the file
     /// before any reader uses it ([`crate::elf::check_layout`]).
-    pub(crate) fn parse_for(
-        data: &'d [u8],
-        want: Want,
-        machines: &'static [elf::Machine],
-    ) -> Result<Elf<'d>, ReadError> {
+    pub fn parse_for(data: &'d [u8], want: Want, machines: &'static [elf::Machine]) -> Result<Elf<'d>, ReadError> {
         check_ident(data, want)?;
         let header = Header::parse(data).map_err(ReadError::Header)?;
         let found = header.e_machine(LE);

@@ -8,14 +8,14 @@ mod common;
 
 use std::path::Path;
 
-use bootlink::elf::{Elf, LE, Want};
+use bootlink::elf::{ANALYSED_MACHINES, Elf, LE, Want};
 use bootlink::module;
 use bootlink::symhash::{self, Method, Tables};
 use common::*;
 use object::read::elf::{SectionHeader, Sym};
 
 fn section<'d>(data: &'d [u8], name: &str) -> &'d [u8] {
-    let elf = Elf::parse(data, Want::Relocatable).unwrap();
+    let elf = Elf::parse_for(data, Want::Relocatable, ANALYSED_MACHINES).unwrap();
     elf.named_section_data(name).unwrap().unwrap_or_else(|| panic!("no {name}"))
 }
 
@@ -51,10 +51,53 @@ fn tables_find_every_export_of_debian_modules() {
     assert_eq!(sha(&sunrpc_in), before, "the input was changed");
 
     for rel in ["net/sunrpc/sunrpc.ko", "drivers/usb/core/usbcore.ko", "fs/jbd2/jbd2.ko", "drivers/mtd/mtd.ko"] {
-        let input = module::read(&module(rel)).unwrap();
-        let outp = out.join(rel);
-        let written = module::read(&outp).unwrap();
-        let data = std::fs::read(&outp).unwrap();
+        check_tables(rel, &module(rel), &out.join(rel));
+    }
+}
+
+/// The same on Debian's arm64 package: the tables are over names, so an
+/// AArch64 module gets the same ones against the arm64 Image; a module of
+/// the other machine is refused in one line, the rest of the batch done.
+#[test]
+fn tables_find_every_export_of_debian_arm64_modules() {
+    let test = "tables_find_every_export_of_debian_arm64_modules";
+    let Some(a) = arm64::arm64(test) else { return };
+    let out = tmpdir("symhash-arm64");
+    let tree = a.modules.join("kernel");
+    let x86_fat = kernel().modules.join("kernel/fs/fat/fat.ko");
+    let o = TestCommand::new(&[
+        &"symhash",
+        &"--json",
+        &"--sort-versions",
+        &"--kernel",
+        &a.vmlinuz,
+        &tree,
+        &x86_fat,
+        &"-o",
+        &out,
+    ])
+    .cmd_output();
+    assert_eq!(o.status.code(), Some(1), "the x86 module fails the batch: {}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = report["modules"].as_array().unwrap().len();
+    assert_eq!(n, 3685, "every arm64 module of the package");
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0]["error"].as_str().unwrap();
+    assert!(e.contains("a module for x86_64, the kernel is aarch64: no tables added") && !e.contains('\n'), "{e}");
+    for rel in ["net/sunrpc/sunrpc.ko", "drivers/usb/core/usbcore.ko", "fs/jbd2/jbd2.ko", "drivers/mtd/mtd.ko"] {
+        check_tables(rel, &a.modules.join("kernel").join(rel), &out.join(rel));
+    }
+}
+
+/// What `symhash --sort-versions` wrote for `input` at `outp`: tables that
+/// find every export and none of the imports, `.undef.hash` in .symtab
+/// order, `__versions` the same records sorted, every symbol unchanged.
+fn check_tables(rel: &str, input_path: &Path, outp: &Path) {
+    {
+        let input = module::read_analysed(input_path).unwrap();
+        let written = module::read_analysed(outp).unwrap();
+        let data = std::fs::read(outp).unwrap();
         let names = exports(&input);
         let (a, b): (Vec<&str>, Vec<&str>) =
             (names[0].iter().map(String::as_str).collect(), names[1].iter().map(String::as_str).collect());
@@ -77,7 +120,7 @@ fn tables_find_every_export_of_debian_modules() {
             assert_eq!(word(4 + i), symhash::djb(name.as_bytes()), "{rel}: hash of {name}");
         }
         // the loader keeps .ksymhash (SHF_ALLOC), not .undef.hash
-        let elf = Elf::parse(&data, Want::Relocatable).unwrap();
+        let elf = Elf::parse_for(&data, Want::Relocatable, ANALYSED_MACHINES).unwrap();
         let flags = |name| elf.section(name).unwrap().1.sh_flags(LE);
         assert_eq!(flags(".ksymhash"), object::elf::SHF_ALLOC);
         assert_eq!(flags(".undef.hash"), Default::default());
@@ -88,8 +131,11 @@ fn tables_find_every_export_of_debian_modules() {
         assert!(written.signature.is_none(), "{rel}: the old signature no longer matches and must go");
         assert_eq!(written.undefined, input.undefined);
         // every symbol keeps its name, value and section
-        let (ei, eo) = (std::fs::read(module(rel)).unwrap(), data.clone());
-        let (si, so) = (Elf::parse(&ei, Want::Relocatable).unwrap(), Elf::parse(&eo, Want::Relocatable).unwrap());
+        let (ei, eo) = (std::fs::read(input_path).unwrap(), data.clone());
+        let (si, so) = (
+            Elf::parse_for(&ei, Want::Relocatable, ANALYSED_MACHINES).unwrap(),
+            Elf::parse_for(&eo, Want::Relocatable, ANALYSED_MACHINES).unwrap(),
+        );
         let (ti, to) = (si.symbols().unwrap(), so.symbols().unwrap());
         assert_eq!(ti.len(), to.len());
         for (x, y) in ti.iter().zip(to.iter()) {

@@ -107,11 +107,14 @@ fn version_name(rec: &[u8]) -> Vec<u8> {
 pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
-    let m = module::parse(path, &data, compression).map_err(|e| e.at(path))?;
+    // The tables are over names: the same on every machine bootlink
+    // analyses, for a module of the kernel's own machine.
+    let m = module::parse_for(path, &data, compression, elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
+    k.same_machine(&m, "no tables added")?;
     crate::modwrite::check_vermagic(path, &m, k)?;
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let elf_part = &data[..elf_len];
-    let elf = Elf::parse(elf_part, Want::Relocatable).map_err(|e| e.at(path))?;
+    let elf = Elf::parse_for(elf_part, Want::Relocatable, elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
     for s in [EXPORTS_SECTION, UNDEF_SECTION] {
         if elf.section(s).is_some() {
             return Err(Error::file(Kind::Usage, path, format!("already has symbol hash tables ({s})")));
@@ -138,7 +141,7 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
 
     // Check what we wrote reads back: same names, tables that find them.
     {
-        let check = Elf::parse(&bytes, Want::Relocatable).map_err(|e| {
+        let check = Elf::parse_for(&bytes, Want::Relocatable, elf::ANALYSED_MACHINES).map_err(|e| {
             Error::file(Kind::Internal, path, format!("internal error: written module: {e}")).because(e)
         })?;
         let again = names(&check).map_err(|e| Error::file(Kind::Internal, path, e.to_string()).because(e))?;
