@@ -289,14 +289,20 @@ mod tests {
 
     #[test]
     fn the_checkout_marks_the_x86_only_kernel_patches() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel/6.1/patches");
-        let s = Series::read(&dir).unwrap();
-        let x86: Vec<&str> = s.patches.iter().filter(|p| !p.applies_to("arm64")).map(|p| p.name.as_str()).collect();
-        assert!(!x86.is_empty() && x86.iter().all(|n| n.contains("-x86-")), "{x86:?}");
-        // Every patch left for arm64 touches no arch/x86 file.
-        for p in s.patches.iter().filter(|p| p.applies_to("arm64")) {
-            let text = String::from_utf8_lossy(&p.text);
-            assert!(!text.contains("\n+++ b/arch/x86/"), "{} touches arch/x86 but applies on arm64", p.name);
+        for line in ["6.1", "6.12"] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel").join(line).join("patches");
+            let s = Series::read(&dir).unwrap();
+            let x86: Vec<&str> = s.patches.iter().filter(|p| !p.applies_to("arm64")).map(|p| p.name.as_str()).collect();
+            assert!(x86.len() == 2 && x86.iter().all(|n| n.contains("-x86-unwind-orc-")), "{line}: {x86:?}");
+            // Every patch left for arm64 touches no arch/x86 file.
+            for p in s.patches.iter().filter(|p| p.applies_to("arm64")) {
+                let text = String::from_utf8_lossy(&p.text);
+                assert!(
+                    !text.contains("\n+++ b/arch/x86/"),
+                    "{line}: {} touches arch/x86 but applies on arm64",
+                    p.name
+                );
+            }
         }
     }
 
