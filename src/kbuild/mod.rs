@@ -284,6 +284,18 @@ pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
     let (series, skipped) = Series::read_stacked(&opts.series, &lab)?.for_arch(opts.arch.kernel());
+    if !opts.arch.is_amd64() && !opts.config.exists() {
+        return Err(Error::file(
+            Kind::Unsupported,
+            &opts.config,
+            format!(
+                "no {} lab config for kernel line {}: only 6.1 is built for {} so far (or give --fragment FILE)",
+                opts.arch.debian(),
+                opts.line,
+                opts.arch.debian()
+            ),
+        ));
+    }
     let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
     // What makes the config: the lab's fragment alone (so its key is what
