@@ -162,11 +162,10 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
         sec.size()
     );
     // The Image's feature notes: every feature of the series but the x86
-    // ORC unwinder's and `ftrace-checked`: 6.1 checks module records for
+    // ORC unwinder's and the two ftrace ones: 6.1 checks module records for
     // weak functions only where the architecture defines
-    // FTRACE_MCOUNT_MAX_OFFSET (x86), and patch 0008's code sits in that
-    // #ifdef, so arm64 builds neither (its `ftrace-check-sorted` note is
-    // outside the #ifdef, beside the boot parameter: docs/arm64.md).
+    // FTRACE_MCOUNT_MAX_OFFSET (x86), and patches 0005 and 0008's code and
+    // their notes sit in that #ifdef, so arm64 builds none of them.
     let o = common::run(&[&"kernel-info", &b.bzimage, &"--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -177,7 +176,6 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
         [
             "dedup",
             "eval-one-pass",
-            "ftrace-check-sorted",
             "hashes",
             "load-stats",
             "symhash",
