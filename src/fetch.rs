@@ -29,7 +29,7 @@ pub enum Arch {
 }
 
 impl Arch {
-    fn is_amd64(&self) -> bool {
+    pub fn is_amd64(&self) -> bool {
         *self == Arch::Amd64
     }
 
@@ -38,6 +38,34 @@ impl Arch {
         match self {
             Arch::Amd64 => "amd64",
             Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// The kernel's name for it: its `arch/` directory and `ARCH=` for make
+    /// (`x86`, `arm64`), as a series file's `arch:` marks name it.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "x86",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// The cross toolchain's prefix (`CROSS_COMPILE=`) on this x86-64 host:
+    /// none for amd64, `aarch64-linux-gnu-` (Debian's gcc-aarch64-linux-gnu)
+    /// for arm64.
+    pub fn cross_compile(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "",
+            Arch::Arm64 => "aarch64-linux-gnu-",
+        }
+    }
+
+    /// The boot image kbuild makes (below the object tree) and the name
+    /// bootlink's build directory gives it.
+    pub fn boot_image(self) -> (&'static str, &'static str) {
+        match self {
+            Arch::Amd64 => ("arch/x86/boot/bzImage", "bzImage"),
+            Arch::Arm64 => ("arch/arm64/boot/Image", "Image"),
         }
     }
 

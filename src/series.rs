@@ -1,6 +1,12 @@
 //! A quilt-style patch series: a `series` file naming `*.patch` files of
 //! its directory, one per line, applied in that order with `patch -p1`.
 //! Both source builds read it: the kernel's (`kbuild`) and glibc's (`glibc`).
+//!
+//! A line may end with an architecture mark, `arch:x86` (or several,
+//! `arch:x86,arm64`): the patch applies only when building for those
+//! architectures (the kernel's `arch/` directory names), and
+//! [`Series::for_arch`] leaves it out for the others. A line without one
+//! applies everywhere.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +18,20 @@ pub struct Patch {
     pub name: String,
     pub path: PathBuf,
     pub text: Vec<u8>,
+    /// The architectures it is for (`arch:x86` in the series file), kernel
+    /// `arch/` names; empty: every architecture.
+    pub arches: Vec<String>,
+}
+
+/// The architecture names a series file's `arch:` mark may give (the
+/// kernel's `arch/` directories bootlink builds for).
+pub const ARCHES: &[&str] = &["x86", "arm64"];
+
+impl Patch {
+    /// Does it apply when building for `arch` (a kernel `arch/` name)?
+    pub fn applies_to(&self, arch: &str) -> bool {
+        self.arches.is_empty() || self.arches.iter().any(|a| a == arch)
+    }
 }
 
 impl Patch {
@@ -59,12 +79,28 @@ impl Series {
             }
             let mut words = line.split_whitespace();
             let name = words.next().unwrap_or_default().to_string();
+            let mut arches: Vec<String> = Vec::new();
             for opt in words {
+                if let Some(list) = opt.strip_prefix("arch:") {
+                    for a in list.split(',') {
+                        if !ARCHES.contains(&a) {
+                            return Err(Error::file(
+                                Kind::Format,
+                                &file,
+                                format!("line {}: arch:{list}: {a:?} is none of {}", i + 1, ARCHES.join(", ")),
+                            ));
+                        }
+                        if !arches.iter().any(|x| x == a) {
+                            arches.push(a.to_string());
+                        }
+                    }
+                    continue;
+                }
                 if opt != "-p1" {
                     return Err(Error::file(
                         Kind::Format,
                         &file,
-                        format!("line {}: option {opt:?}: only -p1 patches are supported", i + 1),
+                        format!("line {}: option {opt:?}: only -p1 and arch:NAME are supported", i + 1),
                     ));
                 }
             }
@@ -83,9 +119,17 @@ impl Series {
             if !text.windows(4).any(|w| w == b"\n+++" || w == b"\n---") {
                 return Err(Error::file(Kind::Format, &path, "not a patch (no unified diff in it)"));
             }
-            patches.push(Patch { name, path, text });
+            patches.push(Patch { name, path, text, arches });
         }
         Ok(Series { dir: dir.to_path_buf(), patches })
+    }
+
+    /// The patches that apply when building for `arch` (a kernel `arch/`
+    /// name), and the names of those its marks leave out.
+    pub fn for_arch(mut self, arch: &str) -> (Series, Vec<String>) {
+        let (keep, skipped): (Vec<Patch>, Vec<Patch>) = self.patches.into_iter().partition(|p| p.applies_to(arch));
+        self.patches = keep;
+        (self, skipped.into_iter().map(|p| p.name).collect())
     }
 }
 
@@ -185,7 +229,12 @@ mod tests {
     fn the_diff_leaves_out_message_and_signature() {
         let mail = "From 1 Mon\nSubject: [PATCH] x\n\nwhy, measured: 3 ms\n---\n f | 2 +-\n\n\
                     diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n\n";
-        let p = |text: &str| Patch { name: "p".into(), path: "p".into(), text: text.as_bytes().to_vec() };
+        let p = |text: &str| Patch {
+            name: "p".into(),
+            path: "p".into(),
+            text: text.as_bytes().to_vec(),
+            arches: Vec::new(),
+        };
         let want = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
         assert_eq!(p(mail).diff(), want.as_bytes());
         let reworded = mail.replace("3 ms", "2.5 ms, remeasured");
@@ -213,9 +262,56 @@ mod tests {
     }
 
     #[test]
+    fn an_arch_mark_leaves_the_patch_out_for_other_architectures() {
+        let d = dir_with(&[
+            ("series", "a.patch\nb.patch arch:x86 # ORC\nc.patch -p1 arch:x86,arm64\nd.patch arch:arm64\n"),
+            ("a.patch", DIFF),
+            ("b.patch", DIFF),
+            ("c.patch", DIFF),
+            ("d.patch", DIFF),
+        ]);
+        let s = Series::read(d.path()).unwrap();
+        assert_eq!(s.patches[1].arches, ["x86"]);
+        assert_eq!(s.patches[2].arches, ["x86", "arm64"]);
+        assert!(s.patches[0].applies_to("arm64") && !s.patches[1].applies_to("arm64"));
+        let names = |s: &Series| s.patches.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+        let (x86, skipped) = s.clone().for_arch("x86");
+        assert_eq!(
+            (names(&x86), skipped),
+            (vec!["a.patch".into(), "b.patch".into(), "c.patch".into()], vec!["d.patch".to_string()])
+        );
+        let (arm, skipped) = s.for_arch("arm64");
+        assert_eq!(
+            (names(&arm), skipped),
+            (vec!["a.patch".into(), "c.patch".into(), "d.patch".into()], vec!["b.patch".to_string()])
+        );
+    }
+
+    #[test]
+    fn the_checkout_marks_the_x86_only_kernel_patches() {
+        for line in ["6.1", "6.12"] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel").join(line).join("patches");
+            let s = Series::read(&dir).unwrap();
+            let x86: Vec<&str> = s.patches.iter().filter(|p| !p.applies_to("arm64")).map(|p| p.name.as_str()).collect();
+            assert!(x86.len() == 2 && x86.iter().all(|n| n.contains("-x86-unwind-orc-")), "{line}: {x86:?}");
+            // Every patch left for arm64 touches no arch/x86 file.
+            for p in s.patches.iter().filter(|p| p.applies_to("arm64")) {
+                let text = String::from_utf8_lossy(&p.text);
+                assert!(
+                    !text.contains("\n+++ b/arch/x86/"),
+                    "{line}: {} touches arch/x86 but applies on arm64",
+                    p.name
+                );
+            }
+        }
+    }
+
+    #[test]
     fn refuses_what_it_cannot_apply_exactly() {
         let cases: &[(&str, &str)] = &[
             ("a.patch -p0\n", "only -p1"),
+            ("a.patch x86\n", "only -p1 and arch:NAME"),
+            ("a.patch arch:sparc\n", "\"sparc\" is none of x86, arm64"),
             ("../x.patch\n", "inside this directory"),
             ("a.patch\na.patch\n", "listed twice"),
             ("missing.patch\n", "no such file"),

@@ -18,6 +18,11 @@ pub enum Cmd {
         /// series, lab series and config are kernel/<line>/
         #[arg(long, default_value = "6.1", value_parser = parse_line)]
         line: kbuild::Line,
+        /// The architecture: amd64 (the host's), or arm64, cross-built with
+        /// aarch64-linux-gnu-gcc from kernel/<line>/configs/lab-arm64.config; the
+        /// series' patches marked `arch:x86` are left out, and the image is `Image`
+        #[arg(long, value_enum, default_value = "amd64")]
+        arch: bootlink::fetch::Arch,
         /// Directory with a quilt-style `series` file and its patches (default: kernel/<line>/patches)
         #[arg(long)]
         series: Option<PathBuf>,
@@ -73,6 +78,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Abi { ours, theirs, json } => abi(ours, theirs, json),
         Cmd::Build {
             line,
+            arch,
             series,
             lab_series,
             no_lab_series,
@@ -85,7 +91,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             cached_only,
             json,
         } => {
-            let mut opts = kbuild::Options::for_line(line);
+            let mut opts = kbuild::Options::for_line_arch(line, arch);
             opts.tree = tree;
             opts.cached_only = cached_only;
             opts.series = series.unwrap_or(opts.series);
@@ -117,6 +123,12 @@ fn build(
     json: bool,
 ) -> Result<ExitCode, Error> {
     let line = opts.line;
+    if config.is_some() && !opts.arch.is_amd64() {
+        return Err(Error::new(
+            bootlink::error::Kind::Usage,
+            "--config with --arch arm64: not supported yet (the arm64 build is the lab's, from lab-arm64.config)",
+        ));
+    }
     match config {
         None => {}
         Some("debian") => {

@@ -60,6 +60,15 @@ impl Line {
         self.dir(checkout).join("configs").join("lab.config")
     }
 
+    /// The lab's config fragment for `arch`: `configs/lab.config` on x86,
+    /// `configs/lab-<arch>.config` (its twin) on another architecture.
+    pub fn lab_config_for(self, checkout: &Path, arch: crate::fetch::Arch) -> PathBuf {
+        match arch {
+            crate::fetch::Arch::Amd64 => self.lab_config(checkout),
+            other => self.dir(checkout).join("configs").join(format!("lab-{}.config", other.kernel())),
+        }
+    }
+
     /// The series' own options, merged onto a whole config.
     pub fn series_config(self, checkout: &Path) -> PathBuf {
         self.dir(checkout).join("configs").join("series.config")
@@ -91,6 +100,9 @@ mod tests {
         let co = Path::new("/co");
         assert_eq!(Line::V6_12.series(co), Path::new("/co/kernel/6.12/patches"));
         assert_eq!(Line::V6_1.lab_config(co), Path::new("/co/kernel/6.1/configs/lab.config"));
+        let arm = Line::V6_1.lab_config_for(co, crate::fetch::Arch::Arm64);
+        assert_eq!(arm, Path::new("/co/kernel/6.1/configs/lab-arm64.config"));
+        assert_eq!(Line::V6_1.lab_config_for(co, crate::fetch::Arch::Amd64), Line::V6_1.lab_config(co));
         for l in Line::ALL {
             assert_eq!(l.package, format!("linux-source-{}", l.name));
             assert_eq!(l.tarball, format!("/usr/src/{}.tar.xz", l.package));

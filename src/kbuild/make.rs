@@ -18,6 +18,9 @@ pub(crate) struct Env<'a> {
     /// The common parent of tree and obj: ccache rewrites paths below it as relative.
     pub base: &'a Path,
     pub jobs: usize,
+    /// The architecture built for: `ARCH=` and `CROSS_COMPILE=` when it is
+    /// not the host's (x86-64).
+    pub arch: crate::fetch::Arch,
     /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
     /// tables (KSYMHASH, kernel/6.1/patches 0002, vmlinux's tables).
     pub symhash_hook: Option<String>,
@@ -58,8 +61,12 @@ impl Env<'_> {
     fn command(&self, targets: &[&str]) -> Command {
         let mut c = Command::new("make");
         c.current_dir(self.tree).arg(format!("O={}", self.obj.display())).arg(format!("-j{}", self.jobs.max(1)));
+        let cross = self.arch.cross_compile();
+        if !cross.is_empty() {
+            c.arg(format!("ARCH={}", self.arch.kernel())).arg(format!("CROSS_COMPILE={cross}"));
+        }
         if self.ccache() {
-            c.arg("CC=ccache gcc").env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
+            c.arg(format!("CC=ccache {cross}gcc")).env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
         }
         if let Some(hook) = &self.symhash_hook {
             c.env("KSYMHASH", hook);

@@ -46,6 +46,10 @@ const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 pub struct Options {
     /// The kernel line: which Debian source package is built.
     pub line: Line,
+    /// The architecture built for: x86-64 (the host's), or arm64 cross-built
+    /// with `aarch64-linux-gnu-`. Patches marked for other architectures
+    /// (`arch:x86` in a series file) are left out.
+    pub arch: crate::fetch::Arch,
     /// The directory with the `series` file and its patches.
     pub series: PathBuf,
     /// A second series applied after `series`: the lab-only patches
@@ -90,13 +94,20 @@ impl Options {
     /// `kernel/<line>/lab-patches`, and `kernel/<line>/configs/lab.config`
     /// (when run from a checkout), `jobs` = the number of CPUs.
     pub fn for_line(line: Line) -> Options {
+        Options::for_line_arch(line, crate::fetch::Arch::Amd64)
+    }
+
+    /// [`Options::for_line`] for `arch`: the lab config is
+    /// `kernel/<line>/configs/lab-<arch>.config` on arm64.
+    pub fn for_line_arch(line: Line, arch: crate::fetch::Arch) -> Options {
         let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
         Options {
             line,
+            arch,
             series: line.series(checkout),
             lab_series: Some(line.lab_series(checkout)),
             base: ConfigBase::Tiny,
-            config: line.lab_config(checkout),
+            config: line.lab_config_for(checkout, arch),
             modules: true,
             release: None,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
@@ -138,8 +149,13 @@ pub struct Report {
     /// The kernel line (`6.1`, `6.12`).
     #[serde(default = "default_line")]
     pub line: String,
+    /// The architecture (said only when not amd64, the default).
+    #[serde(default, skip_serializing_if = "crate::fetch::Arch::is_amd64")]
+    pub arch: crate::fetch::Arch,
     pub release: String,
     pub vmlinux: PathBuf,
+    /// The boot image: `bzImage` on x86-64, `Image` (arch/arm64/boot/Image,
+    /// what QEMU's `-kernel` boots) on arm64.
     pub bzimage: PathBuf,
     pub system_map: PathBuf,
     pub module_symvers: PathBuf,
@@ -154,6 +170,9 @@ pub struct Report {
     pub source_version: String,
     /// The patches applied, in order.
     pub patches: Vec<String>,
+    /// The patches the series' `arch:` marks left out for this architecture.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
     pub config_fragment: PathBuf,
     /// What `.config` started from: `tinyconfig` or a whole config's file.
     #[serde(default = "tinyconfig")]
@@ -176,9 +195,15 @@ impl Report {
     /// and its paths.
     pub fn render(&self) -> String {
         let how = if self.cached { "cached" } else { "built" };
+        let skipped = if self.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} left out for {}", self.skipped.len(), self.arch.kernel())
+        };
+        let image = if self.arch.is_amd64() { "bzImage" } else { "Image  " };
         format!(
-            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es))\n\
-             vmlinux   {}\nbzImage   {}\nconfig    {}\nmodules   {}\nkey       {} (certificate {})\n",
+            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es){skipped})\n\
+             vmlinux   {}\n{image}   {}\nconfig    {}\nmodules   {}\nkey       {} (certificate {})\n",
             self.release,
             self.seconds,
             self.source_package,
@@ -222,10 +247,21 @@ use crate::fsutil::hex;
 /// The cache key: recipe, source version, config fragment, the patches'
 /// diffs in order (not their messages or file names: a reworded message, a
 /// renamed file or a patch moved between the two series with the same diff
-/// makes no new build) and the signing certificate.
-pub(crate) fn cache_key(version: &str, fragment: &[u8], series: &Series, cert: &[u8]) -> String {
+/// makes no new build) and the signing certificate; and the architecture
+/// when it is not x86-64 (so an x86 build's key is what it was before
+/// bootlink built for arm64).
+pub(crate) fn cache_key(
+    arch: crate::fetch::Arch,
+    version: &str,
+    fragment: &[u8],
+    series: &Series,
+    cert: &[u8],
+) -> String {
     let mut h = crate::series::KeyHash::new();
     h.field("recipe", RECIPE.as_bytes());
+    if !arch.is_amd64() {
+        h.field("arch", arch.kernel().as_bytes());
+    }
     h.field("source", version.as_bytes());
     h.field("config", fragment);
     for p in &series.patches {
@@ -247,7 +283,19 @@ fn default_line() -> String {
 pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
-    let series = Series::read_stacked(&opts.series, &lab)?;
+    let (series, skipped) = Series::read_stacked(&opts.series, &lab)?.for_arch(opts.arch.kernel());
+    if !opts.arch.is_amd64() && !opts.config.exists() {
+        return Err(Error::file(
+            Kind::Unsupported,
+            &opts.config,
+            format!(
+                "no {} lab config for kernel line {}: only 6.1 is built for {} so far (or give --fragment FILE)",
+                opts.arch.debian(),
+                opts.line,
+                opts.arch.debian()
+            ),
+        ));
+    }
     let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
     // What makes the config: the lab's fragment alone (so its key is what
@@ -277,7 +325,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
     let version = source::package_version(opts.line)?;
-    let key = cache_key(&version, &config_text, &series, &cert);
+    let key = cache_key(opts.arch, &version, &config_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
     let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
@@ -307,8 +355,18 @@ pub fn run(opts: &Options) -> Result<Report> {
         b.cached = true;
         return Ok(b);
     }
-    for tool in ["make", "gcc", "flex", "bison", "bc", "patch", "openssl", "depmod"] {
+    let cross_gcc = format!("{}gcc", opts.arch.cross_compile());
+    for tool in ["make", "gcc", cross_gcc.as_str(), "flex", "bison", "bc", "patch", "openssl", "depmod"] {
         if !hosttool::exists(tool) && !Path::new("/sbin").join(tool).is_file() {
+            if tool != "gcc" && tool == cross_gcc {
+                return Err(Error::new(
+                    Kind::Tool,
+                    format!(
+                        "{tool}: missing cross compiler for --arch {} (run scripts/install-deps or install gcc-aarch64-linux-gnu)",
+                        opts.arch.debian()
+                    ),
+                ));
+            }
             return Err(Error::new(
                 Kind::Tool,
                 format!(
@@ -322,7 +380,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
-    let obj = kbuild.join(format!("obj-{}", &hex(&Sha256::digest(&config_text))[..12]));
+    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&config_text))[..12]));
     std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
@@ -332,6 +390,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         ccache_dir: &cache.join("ccache"),
         base: &kbuild,
         jobs: opts.jobs,
+        arch: opts.arch,
         symhash_hook: Some(make::symhash_hook()?),
     };
     // The key goes into the object tree under a fixed name, so the config
@@ -362,8 +421,11 @@ pub fn run(opts: &Options) -> Result<Report> {
     // hook or a new tables format alone).
     let _ = std::fs::remove_file(obj.join("vmlinux"));
     let _ = std::fs::remove_file(obj.join(TREE_KEY));
-    let targets: &[&str] = if opts.modules { &["all"] } else { &["vmlinux", "bzImage"] };
-    env.run(targets, &release_var, &log, "kernel build")?;
+    let (image_in_obj, image_name) = opts.arch.boot_image();
+    // `all` makes the boot image too (arm64's makes Image.gz from Image).
+    let image_target = image_in_obj.rsplit('/').next().unwrap_or(image_name);
+    let targets: Vec<&str> = if opts.modules { vec!["all"] } else { vec!["vmlinux", image_target] };
+    env.run(&targets, &release_var, &log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
     fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
     let release = match &opts.release {
@@ -391,7 +453,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         Ok(())
     };
     copy(&obj.join("vmlinux"), "vmlinux")?;
-    copy(&obj.join("arch/x86/boot/bzImage"), "bzImage")?;
+    copy(&obj.join(image_in_obj), image_name)?;
     copy(&obj.join("System.map"), "System.map")?;
     // Module.symvers holds vmlinux's exports and the modules'; an image
     // alone has vmlinux.symvers (the same lines for vmlinux).
@@ -403,9 +465,10 @@ pub fn run(opts: &Options) -> Result<Report> {
     let mut built = Report {
         dir: out.clone(),
         line: opts.line.name.to_string(),
+        arch: opts.arch,
         release: release.clone(),
         vmlinux: out.join("vmlinux"),
-        bzimage: out.join("bzImage"),
+        bzimage: out.join(image_name),
         system_map: out.join("System.map"),
         module_symvers: out.join("Module.symvers"),
         config: out.join(format!("config-{release}")),
@@ -416,6 +479,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         source_package: opts.line.package.into(),
         source_version: version,
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
+        skipped,
         config_fragment: opts.config.clone(),
         config_base: opts.base.describe(),
         seconds: 0.0,
@@ -430,7 +494,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     std::fs::rename(stage.path(), &out).map_err(|e| Error::io(&out, e))?;
     let _ = stage.keep();
     built.seconds = t0.elapsed().as_secs_f64();
-    prune_objects(&kbuild, &obj, KEEP_OBJECT_DIRS);
+    prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
     Ok(built)
 }
 
@@ -458,19 +522,32 @@ fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
     n
 }
 
-/// Object directories kept in the cache (each about 500 MB): this build's
-/// and the most recent others, so switching between two configs stays
-/// incremental.
+/// Object directories kept in the cache (each about 500 MB) per
+/// architecture: this build's and the most recent others, so switching
+/// between two configs stays incremental.
 const KEEP_OBJECT_DIRS: usize = 4;
 
-/// Remove all but the `keep` most recently used object directories
-/// (`current` always stays).
-fn prune_objects(kbuild: &Path, current: &Path, keep: usize) {
+/// How an architecture's object directories are named (`obj-<hash>` on
+/// x86-64, as before there were others; `obj-arm64-<hash>`), so each
+/// architecture keeps its own [`KEEP_OBJECT_DIRS`].
+fn obj_prefix(arch: crate::fetch::Arch) -> String {
+    if arch.is_amd64() { "obj-".into() } else { format!("obj-{}-", arch.kernel()) }
+}
+
+/// Is `name` an object directory named with `prefix` (an x86 one's
+/// `obj-<hex>` is not an arm64 one's `obj-arm64-<hex>`, nor the reverse)?
+fn is_obj_dir(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Remove all but the `keep` most recently used object directories of one
+/// architecture (named with `prefix`; `current` always stays).
+fn prune_objects(kbuild: &Path, current: &Path, prefix: String, keep: usize) {
     let Ok(rd) = std::fs::read_dir(kbuild) else { return };
     let mut others: Vec<(std::time::SystemTime, PathBuf)> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p != current && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("obj-")))
+        .filter(|p| p != current && p.file_name().is_some_and(|n| is_obj_dir(&n.to_string_lossy(), &prefix)))
         .filter_map(|p| {
             let t = std::fs::metadata(p.join("bootlink-build.log")).and_then(|m| m.modified()).ok()?;
             Some((t, p))
@@ -568,6 +645,7 @@ mod tests {
         let r = Report {
             dir: d.clone(),
             line: "6.1".into(),
+            arch: crate::fetch::Arch::Amd64,
             release: "6.1.192".into(),
             vmlinux: d.join("vmlinux"),
             bzimage: d.join("bzImage"),
@@ -581,6 +659,7 @@ mod tests {
             source_package: "linux-source-6.1".into(),
             source_version: "6.1.192-1".into(),
             patches: vec!["0001-a.patch".into(), "0002-b.patch".into()],
+            skipped: Vec::new(),
             config_fragment: "lab.config".into(),
             config_base: "tinyconfig".into(),
             seconds: 0.04,
@@ -611,13 +690,45 @@ mod tests {
 
     #[test]
     fn the_key_follows_the_diffs_not_the_messages_or_names() {
-        let k = |s: &Series| cache_key("6.1.1-1", b"CONFIG_X=y\n", s, b"cert");
+        use crate::fetch::Arch;
+        let k = |s: &Series| cache_key(Arch::Amd64, "6.1.1-1", b"CONFIG_X=y\n", s, b"cert");
         let base = k(&series(&[("0001-x.patch", MAIL)]));
         let reworded = MAIL.replace("Why: 3 ms.", "Why, remeasured: 2.5 ms.").replace("[PATCH 1/2]", "[PATCH v2 1/3]");
         assert_eq!(base, k(&series(&[("0001-x.patch", &reworded)])), "a reworded message");
         assert_eq!(base, k(&series(&[("0003-renamed.patch", MAIL)])), "a renamed file");
         assert_ne!(base, k(&series(&[("0001-x.patch", &MAIL.replace("+b", "+c"))])), "a changed diff");
         assert_ne!(base, k(&series(&[])), "a patch fewer");
-        assert_ne!(base, cache_key("6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert"));
+        assert_ne!(
+            base,
+            cache_key(Arch::Amd64, "6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert")
+        );
+        // The architecture is part of the key (the same inputs for arm64
+        // are another build); x86's key has no arch field, as before.
+        let arm = cache_key(Arch::Arm64, "6.1.1-1", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert");
+        assert_ne!(base, arm);
+        let mut h = crate::series::KeyHash::new();
+        h.field("recipe", RECIPE.as_bytes());
+        h.field("source", b"6.1.1-1");
+        h.field("config", b"CONFIG_X=y\n");
+        h.field("diff", series(&[("0001-x.patch", MAIL)]).patches[0].diff());
+        h.field("cert", b"cert");
+        assert_eq!(base, h.finish(), "x86's key is the one it was before there were other architectures");
+    }
+
+    #[test]
+    fn each_architecture_prunes_its_own_object_directories() {
+        use crate::fetch::Arch;
+        assert_eq!(obj_prefix(Arch::Amd64), "obj-");
+        assert_eq!(obj_prefix(Arch::Arm64), "obj-arm64-");
+        assert!(is_obj_dir("obj-3258f85e4791", "obj-") && !is_obj_dir("obj-arm64-3258f85e4791", "obj-"));
+        assert!(is_obj_dir("obj-arm64-3258f85e4791", "obj-arm64-") && !is_obj_dir("obj-3258f85e4791", "obj-arm64-"));
+        let d = tempfile::tempdir().unwrap();
+        for n in ["obj-aa", "obj-bb", "obj-arm64-cc", "obj-arm64-dd"] {
+            std::fs::create_dir_all(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join("bootlink-build.log"), b"").unwrap();
+        }
+        prune_objects(d.path(), &d.path().join("obj-arm64-cc"), obj_prefix(Arch::Arm64), 1);
+        let left = |n: &str| d.path().join(n).is_dir();
+        assert!(left("obj-aa") && left("obj-bb") && left("obj-arm64-cc") && !left("obj-arm64-dd"));
     }
 }

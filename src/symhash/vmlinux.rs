@@ -1,7 +1,10 @@
 //! vmlinux's tables: written after link into the `__ksymhash` section the
 //! kernel reserved (CONFIG_MODULE_SYMHASH_VMLINUX_SIZE bytes), so no
 //! address moves. The kernel build runs this as its KSYMHASH hook, before
-//! the bzImage is made from vmlinux.
+//! the boot image (bzImage, arm64's Image) is made from vmlinux. x86-64
+//! and AArch64 vmlinux files are read alike: both lay out `__ksymtab` as
+//! PREL32 entries (CONFIG_HAVE_ARCH_PREL32_RELOCATIONS), and the section is
+//! found by its name.
 
 use std::path::Path;
 
@@ -27,7 +30,7 @@ pub struct VmlinuxResult {
 pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
     let mut data = crate::fsutil::read_input(path, crate::fsutil::MAX_BINARY)?;
     let (off, size, exports) = {
-        let elf = Elf::parse(&data, Want::Executable).map_err(|e| e.at(path))?;
+        let elf = Elf::parse_for(&data, Want::Executable, crate::elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
         let (off, size) = elf.reserved_range(VMLINUX_SECTION).map_err(|e| e.at(path))?.ok_or_else(|| {
             Error::file(
                 Kind::WrongKernel,
