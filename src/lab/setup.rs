@@ -284,18 +284,18 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
             let f = fetch::fetch_for(&fetch::Request::Series(series.clone()), req.target.arch.debian())?;
             (f.vmlinux, f.modules)
         }
-        KernelChoice::Build(_) if req.target.arch != crate::lab::target::Arch::X86_64 => {
-            return Err(Error::new(
-                Kind::Usage,
-                format!("kernel:build on {}: the series is built for x86-64 only here", req.target.arch.name()),
-            ));
-        }
         KernelChoice::Build(line) => {
-            let b = kbuild::run(&kbuild::Options::for_line(*line))?;
+            let arch = req.target.arch.debian();
+            let b = kbuild::run(&kbuild::Options::for_line_arch(*line, arch))?;
             let modules = b.modules.ok_or_else(|| {
                 Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
             })?;
-            (b.vmlinux, modules)
+            // x86-64 boots the vmlinux through its PVH entry; arm64 the
+            // Image, as the board's loader would.
+            match req.target.arch {
+                crate::lab::target::Arch::X86_64 => (b.vmlinux, modules),
+                crate::lab::target::Arch::Arm64 => (b.bzimage, modules),
+            }
         }
         KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
     })

@@ -182,8 +182,11 @@ impl Variant {
         };
         let mut workloads = Vec::new();
         if let Some(v) = get("run") {
-            if !v.starts_with('/') {
-                return Err(usage(format!("run:{v}: give a program's absolute path")));
+            let program = v.split_whitespace().next().unwrap_or_default();
+            if !v.starts_with('/') && !crate::lab::initramfs::DEFAULT_APPLETS.contains(&program) {
+                return Err(usage(format!(
+                    "run:{v}: give a program's absolute path, or one of the initramfs's busybox applets (cat, ...)"
+                )));
             }
             workloads.push(workload::Spec::Run(v.to_string()));
         }
@@ -316,11 +319,25 @@ mod tests {
             ("a=raw:=/f", "give raw:MODULE=FILE"),
             ("a=modules:folded,steps:fold", "not both"),
             ("a=steps:fold+manifest", "unknown module step \"manifest\""),
-            ("a=run:ls", "run:ls: give a program's absolute path"),
+            (
+                "a=run:python3 -V",
+                "run:python3 -V: give a program's absolute path, or one of the initramfs's busybox applets",
+            ),
         ] {
             let e = Variant::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
         }
+    }
+
+    #[test]
+    fn run_takes_a_host_program_or_a_guest_applet() {
+        let v = Variant::parse("a=run:cat /sys/module/x/parameters/y").unwrap();
+        assert!(matches!(v.workloads.as_slice(), [workload::Spec::Run(c)] if c == "cat /sys/module/x/parameters/y"));
+        let w = workload::build(v.loader, &v.workloads);
+        assert_eq!(w[1].host_programs(), None, "an applet runs on any guest");
+        let v = Variant::parse("a=run:/usr/bin/true").unwrap();
+        let w = workload::build(v.loader, &v.workloads);
+        assert!(w[1].host_programs().is_some_and(|p| p.contains("/usr/bin/true")));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A host program (`run:/PATH ARGS`) run in the guest after the modules
-//! load, with its ld.so and libraries copied in; its output and exit
-//! status are its [`ProgramRun`].
+//! load, with its ld.so and libraries copied in, or one of the guest's
+//! busybox applets (`run:cat /sys/...`, on a guest of any architecture);
+//! its output and exit status are its [`ProgramRun`].
 
 use std::path::Path;
 
@@ -18,14 +19,22 @@ pub struct Program {
     pub command: String,
 }
 
+impl Program {
+    /// The host's program, or None for a busybox applet of the guest.
+    fn host_program(&self) -> Option<&str> {
+        self.command.split_whitespace().next().filter(|p| p.starts_with('/'))
+    }
+}
+
 impl Workload for Program {
     fn host_programs(&self) -> Option<String> {
-        Some(format!("run:{} (a host program)", self.command))
+        self.host_program().map(|_| format!("run:{} (a host program)", self.command))
     }
 
     fn add_files(&self, ir: &mut Initramfs, _cx: &Context) -> Result<()> {
-        let program = self.command.split_whitespace().next().unwrap_or_default();
-        crate::lab::userspace::add(ir, Path::new(program))?;
+        if let Some(program) = self.host_program() {
+            crate::lab::userspace::add(ir, Path::new(program))?;
+        }
         Ok(())
     }
 
