@@ -191,8 +191,10 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
 /// The build in the arm64 lab (virt, Cortex-A72, deterministic): its
 /// signed modules load under sig_enforce with its key, the hash tables
 /// agree with the stock search on every lookup (module.symlookup_check=1,
-/// the counters read by the guest's busybox cat), and eval maps in one
-/// pass (patch 0006) cut xfs's eval-map link.
+/// the counters read by the guest's busybox cat), eval maps in one pass
+/// (patch 0006) cut xfs's eval-map link, and unsigned modules listed in
+/// the hash manifest of a copy of the Image (patch 0011) load under
+/// sig_enforce.
 #[test]
 fn the_series_runs_in_the_arm64_lab() {
     let test = "the_series_runs_in_the_arm64_lab";
@@ -211,6 +213,7 @@ fn the_series_runs_in_the_arm64_lab() {
             "sym=kernel:build,modules:symhash-sorted,cmdline:module.symlookup=gnu module.symlookup_check=1,{stats}"
         ),
         "eval=kernel:build,modules:unsigned,cmdline:trace_events.eval_one_pass=1".to_string(),
+        "listed=kernel:build,modules:unsigned,manifest:on,cmdline:module.sig_enforce=1".to_string(),
     ];
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--arch", &"arm64", &"xfs", &"vfat"];
     for s in &specs {
@@ -225,12 +228,24 @@ fn the_series_runs_in_the_arm64_lab() {
         serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run.arch, "arm64");
     let rep = |v: &str| &run.variants.iter().find(|x| x.name == v).unwrap().repetitions[0];
-    for v in ["stock", "u", "sym", "eval"] {
+    for v in ["stock", "u", "sym", "eval", "listed"] {
         let r = rep(v);
         assert!(r.modules.len() > 2 && r.modules.iter().all(|m| m.status == 0), "{v}: {:?}", r.modules);
     }
-    // Signed with the build's key and checked: no unsigned-module taint.
-    assert_eq!(rep("stock").tainted.map(|t| t & 8192), Some(0), "{:?}", rep("stock").tainted);
+    // Signed with the build's key and checked: no unsigned-module taint;
+    // unsigned but listed in the manifest written into a copy of the
+    // Image: accepted under sig_enforce, no taint either.
+    for v in ["stock", "listed"] {
+        assert_eq!(rep(v).tainted.map(|t| t & 8192), Some(0), "{v}: {:?}", rep(v).tainted);
+    }
+    let copy = out.join("kernels/listed-Image");
+    let m = bootlink::manifest::read_image(&copy, &built(test).unwrap().vmlinux).unwrap().expect("a manifest");
+    assert_eq!(m.digests.len(), rep("listed").modules.len());
+    // Another build's Image (Debian's) is not placed by this vmlinux.
+    if let Ok(debian) = bootlink::fetch::fetch_for(&bootlink::fetch::Request::Reference, bootlink::fetch::Arch::Arm64) {
+        let e = bootlink::manifest::read_image(&debian.vmlinuz, &built(test).unwrap().vmlinux).unwrap_err();
+        assert!(e.to_string().contains("not the Image of"), "{e}");
+    }
     let s = rep("sym").program().map(|p| p.output.clone()).unwrap_or_default();
     println!("symlookup_stats: {s}");
     assert!(s.contains("method=gnu") && s.contains("vmlinux_tables=1") && s.contains(" disagreements=0"), "{s}");

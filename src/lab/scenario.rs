@@ -253,7 +253,12 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             cmdline: Vec::new(),
             raw_module: String::new(),
             work: work.path().join(format!("v{i}")),
-            kernel_copy: sc.out.join("kernels").join(format!("{}-vmlinux", v.spec.name)),
+            // <variant>-vmlinux, or -Image for an arm64 kernel booted from its Image
+            kernel_copy: sc.out.join("kernels").join(format!(
+                "{}-{}",
+                v.spec.name,
+                if v.kernel.file_name().is_some_and(|n| n == "Image") { "Image" } else { "vmlinux" }
+            )),
             sign_key: None,
         };
         step::apply_all(&v.spec.steps, &mut tree)?;

@@ -21,6 +21,10 @@ pub mod secureboot;
 
 pub use request::{WriteReport, WriteRequest, write};
 
+mod image;
+pub use image::read_image;
+pub(crate) use image::{fill_image, is_arm64_image};
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

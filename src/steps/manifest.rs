@@ -1,7 +1,9 @@
 //! `manifest`: a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
 //! whose module hash manifest lists the final modules, written to the
 //! tree's `kernel_copy` (the lab keeps it in the run directory as
-//! `kernels/<variant>-vmlinux`), which then boots.
+//! `kernels/<variant>-vmlinux`), which then boots. An arm64 kernel boots
+//! from its Image: the manifest goes into a copy of the Image, placed by
+//! the vmlinux beside it (`kernel build --arch arm64`'s directory).
 
 use std::path::PathBuf;
 
@@ -16,7 +18,12 @@ pub fn apply(t: &mut Tree) -> Result<()> {
     if let Some(dir) = copy.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    crate::manifest::fill(&t.kernel, &manifest, &copy)?;
+    if crate::manifest::is_arm64_image(&crate::fsutil::map_file(&t.kernel)?) {
+        let vmlinux = t.kernel.with_file_name("vmlinux");
+        crate::manifest::fill_image(&t.kernel, &vmlinux, &manifest, &copy)?;
+    } else {
+        crate::manifest::fill(&t.kernel, &manifest, &copy)?;
+    }
     t.kernel = copy;
     Ok(())
 }
