@@ -82,29 +82,14 @@ fn locate(image: &Path, data: &[u8], vmlinux: &Path) -> Result<(usize, usize)> {
 pub(crate) fn fill_image(image: &Path, vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
     let mut data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
     let (at, size) = locate(image, &data, vmlinux)?;
-    let blob = manifest.encode();
-    if blob.len() > size {
-        return Err(Error::file(
-            Kind::Unsupported,
-            vmlinux,
-            format!("{} modules need {} bytes, {SECTION} reserves {size}", manifest.digests.len(), blob.len()),
-        ));
-    }
-    let region = &mut data[at..at + size];
-    region.fill(0);
-    region[..blob.len()].copy_from_slice(&blob);
-    match Manifest::decode(region) {
-        Ok(Some(m)) if m == *manifest => {}
-        other => {
-            return Err(Error::file(
-                Kind::Internal,
-                image,
-                format!("internal error: written manifest reads {other:?}"),
-            ));
-        }
-    }
+    super::put(&mut data, at, size, manifest, vmlinux)?;
     crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes: blob.len(), reserved: size })
+    Ok(FillReport {
+        vmlinux: out.to_path_buf(),
+        modules: manifest.digests.len(),
+        bytes: manifest.encode().len(),
+        reserved: size,
+    })
 }
 
 /// The manifest in an arm64 Image (None: empty), placed by its vmlinux.

@@ -184,11 +184,24 @@ pub struct FillReport {
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
     let mut data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
     let (off, size) = section_range(&data, vmlinux)?;
+    put(&mut data, off, size, manifest, vmlinux)?;
+    crate::fsutil::write_atomic(out, &data)?;
+    Ok(FillReport {
+        vmlinux: out.to_path_buf(),
+        modules: manifest.digests.len(),
+        bytes: manifest.encode().len(),
+        reserved: size,
+    })
+}
+
+/// Put `manifest` into the reserved `data[off..off + size]` of the kernel
+/// `path` (zeroed first) and check it reads back.
+pub(crate) fn put(data: &mut [u8], off: usize, size: usize, manifest: &Manifest, path: &Path) -> Result<()> {
     let blob = manifest.encode();
     if blob.len() > size {
         return Err(Error::file(
             Kind::Unsupported,
-            vmlinux,
+            path,
             format!("{} modules need {} bytes, {SECTION} reserves {size}", manifest.digests.len(), blob.len()),
         ));
     }
@@ -196,17 +209,9 @@ pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillRepor
     region.fill(0);
     region[..blob.len()].copy_from_slice(&blob);
     match Manifest::decode(region) {
-        Ok(Some(m)) if m == *manifest => {}
-        other => {
-            return Err(Error::file(
-                Kind::Internal,
-                vmlinux,
-                format!("internal error: written manifest reads {other:?}"),
-            ));
-        }
+        Ok(Some(m)) if m == *manifest => Ok(()),
+        other => Err(Error::file(Kind::Internal, path, format!("internal error: written manifest reads {other:?}"))),
     }
-    crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes: blob.len(), reserved: size })
 }
 
 /// The manifest in a kernel image (None: empty): a vmlinux, or a bzImage
