@@ -111,6 +111,17 @@ fn traced(trace: bool, workloads: &[Box<dyn Workload>]) -> bool {
     trace && !workloads.iter().any(|w| w.untraceable())
 }
 
+/// What a variant's workloads see of it on the host.
+fn context<'a>(
+    v: &'a Prepared,
+    rels: &'a [(String, PathBuf)],
+    files: &'a [(String, PathBuf)],
+    work: &'a Path,
+    arch: crate::lab::target::Arch,
+) -> Context<'a> {
+    Context { variant: &v.spec.name, tree: &v.tree, rels, files, plan: &v.plan, work, arch }
+}
+
 /// The variant's initramfs: busybox, each workload's files, /init.
 fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: &Path) -> Result<()> {
     let mut ir = Initramfs::new(busybox::busybox_for(cx.arch.debian())?);
@@ -301,15 +312,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let v = &sc.variants[i];
         let dir = work.path().join(format!("v{i}"));
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let cx = Context {
-            variant: &v.spec.name,
-            tree: &v.tree,
-            rels: &rels,
-            files,
-            plan: &v.plan,
-            work: &dir,
-            arch: sc.target.arch,
-        };
+        let cx = context(v, &rels, files, &dir, sc.target.arch);
         let mut ws = workload::build(v.spec.loader, &v.spec.workloads);
         for w in &mut ws {
             w.prepare(&cx)?;
@@ -386,15 +389,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let files = &variants[0].1;
         let dir = work.path().join("untraced-root");
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let cx = Context {
-            variant: &v.spec.name,
-            tree: &v.tree,
-            rels: &rels,
-            files,
-            plan: &v.plan,
-            work: &dir,
-            arch: sc.target.arch,
-        };
+        let cx = context(v, &rels, files, &dir, sc.target.arch);
         initramfs(&loads[0], &cx, false, &img)?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;
