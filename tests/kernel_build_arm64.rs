@@ -259,3 +259,47 @@ fn the_series_runs_in_the_arm64_lab() {
     println!("xfs eval maps: {:.1} ms -> {:.1} ms in one pass", eval("u") / 1e3, eval("eval") / 1e3);
     assert!(eval("eval") < eval("u") / 4.0, "{} vs {}", eval("eval"), eval("u"));
 }
+
+/// `bootlink manifest write --image` on the arm64 build: the vmlinux and
+/// the Image beside it get the same list; a module of the other machine is
+/// refused in one line and the rest listed; an arm64 vmlinux without
+/// `--image` is refused (it boots as its Image).
+#[test]
+fn manifest_write_lists_modules_in_the_image() {
+    let test = "manifest_write_lists_modules_in_the_image";
+    let Some(b) = built(test) else { return };
+    let dir = common::tmpdir("arm64-manifest-write");
+    let fat = b.modules.as_ref().unwrap().join("kernel/fs/fat");
+    let x86_fat = common::kernel().modules.join("kernel/fs/fat/fat.ko");
+    let (vmlinux, image) = (dir.join("vmlinux"), dir.join("Image"));
+    let o = common::TestCommand::new(&[
+        &"manifest",
+        &"write",
+        &"--vmlinux",
+        &b.vmlinux,
+        &"-o",
+        &vmlinux,
+        &"--image",
+        &image,
+        &"--json",
+        &fat,
+        &x86_fat,
+    ])
+    .cmd_output();
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("a module for x86_64, the kernel is aarch64: not listed") && err.lines().count() == 1,
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed = r["modules"].as_array().unwrap().len();
+    assert!(listed >= 3, "{r}");
+    let in_image = bootlink::manifest::read_image(&image, &b.vmlinux).unwrap().expect("a list in the Image");
+    let in_vmlinux = bootlink::manifest::read(&vmlinux).unwrap().expect("a list in the vmlinux");
+    assert_eq!(in_image, in_vmlinux);
+    assert_eq!(in_image.digests.len(), listed);
+    common::TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &b.vmlinux, &"-o", &dir.join("v2"), &fat])
+        .fails_with("an arm64 vmlinux: give --image OUT");
+    assert!(!dir.join("v2").exists());
+}

@@ -13,7 +13,8 @@ use super::{exit_for, print_json};
 pub enum Cmd {
     /// Write a copy of VMLINUX whose __modhashes section lists these modules (and its bzImage)
     Write {
-        /// The kernel (a vmlinux built with kernel/6.1/patches 0011)
+        /// The kernel (a vmlinux built with kernel/6.1/patches 0011; on arm64, that of a
+        /// `kernel build --arch arm64` directory, whose Image lies beside it)
         #[arg(long)]
         vmlinux: PathBuf,
         /// Where to write the kernel with the manifest (may be VMLINUX itself)
@@ -27,6 +28,10 @@ pub enum Cmd {
         /// the vmlinux lies in, from its build.json)
         #[arg(long, requires = "bzimage")]
         tree: Option<PathBuf>,
+        /// arm64: also write the Image beside VMLINUX, with the manifest, here (what the board
+        /// or QEMU boots)
+        #[arg(long, conflicts_with = "bzimage")]
+        image: Option<PathBuf>,
         /// Sign the bzImage for Secure Boot with this private key (PEM), by sbsign
         #[arg(long, requires_all = ["bzimage", "sign_cert"])]
         sign_key: Option<PathBuf>,
@@ -49,9 +54,9 @@ pub enum Cmd {
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     match cmd {
-        Cmd::Write { vmlinux, output, bzimage, tree, sign_key, sign_cert, json, modules } => {
+        Cmd::Write { vmlinux, output, bzimage, tree, image, sign_key, sign_cert, json, modules } => {
             let sign = sign_key.zip(sign_cert);
-            let w = manifest::write(&manifest::WriteRequest { vmlinux, output, bzimage, tree, modules, sign })?;
+            let w = manifest::write(&manifest::WriteRequest { vmlinux, output, bzimage, tree, modules, sign, image })?;
             for e in &w.errors {
                 eprintln!("bootlink: {}: {}", e.path.display(), e.error);
             }
@@ -72,6 +77,9 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     r.bytes,
                     r.reserved
                 );
+                if let Some(i) = &w.image {
+                    println!("{}: its Image, with the same list", i.display());
+                }
                 if let Some(b) = &w.bzimage {
                     println!(
                         "{}: its bzImage ({} bytes; payload {} -> {} bytes; {} steps replayed from {})",

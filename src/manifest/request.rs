@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Kind, Result};
 use crate::manifest::bzimage::{self, Rebuilt};
 use crate::manifest::{FillReport, Listed, fill, of_modules_for, secureboot};
 use crate::tree::FileError;
@@ -27,12 +27,18 @@ pub struct WriteRequest {
     /// Sign the written bzImage for Secure Boot with this key and
     /// certificate (sbsign, checked with sbverify); used only with `bzimage`.
     pub sign: Option<(PathBuf, PathBuf)>,
+    /// arm64: also write the `Image` beside `vmlinux` (a `kernel build
+    /// --arch arm64` directory), with the manifest, here.
+    pub image: Option<PathBuf>,
 }
 
 /// What [`write`] did (fields in the order `--json` has always printed).
 #[derive(Debug, Serialize)]
 pub struct WriteReport {
     pub bzimage: Option<Rebuilt>,
+    /// arm64: the Image written with the manifest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<PathBuf>,
     /// The inputs refused as modules of this kernel (each not listed).
     pub errors: Vec<FileError>,
     pub modules: Vec<Listed>,
@@ -48,6 +54,40 @@ pub struct WriteReport {
 /// bzImage, signed when a key was given. Nothing is written when no module
 /// is left.
 pub fn write(req: &WriteRequest) -> Result<WriteReport> {
+    // An arm64 vmlinux boots as the Image made from it: the kernel's
+    // release, vermagic and machine are read from that Image.
+    let head = crate::fsutil::map_file(&req.vmlinux)?;
+    let arm64 = head.starts_with(&object::elf::ELFMAG)
+        && head.get(18..20) == Some(&object::elf::EM_AARCH64.0.to_le_bytes()[..]);
+    drop(head);
+    let source_image = req.vmlinux.with_file_name("Image");
+    match (arm64, &req.image, &req.bzimage) {
+        (true, None, _) => {
+            return Err(Error::file(
+                Kind::Usage,
+                &req.vmlinux,
+                "an arm64 vmlinux: give --image OUT, the Image it boots as (a bzImage is x86-64's)",
+            ));
+        }
+        (true, Some(_), Some(_)) => {
+            return Err(Error::new(Kind::Usage, "--bzimage is an x86-64 kernel's; an arm64 one takes --image"));
+        }
+        (false, Some(_), _) => {
+            return Err(Error::file(
+                Kind::Usage,
+                &req.vmlinux,
+                "--image is an arm64 kernel's Image; x86-64 has --bzimage",
+            ));
+        }
+        (true, Some(_), None) if !source_image.is_file() => {
+            return Err(Error::file(
+                Kind::Usage,
+                &req.vmlinux,
+                "no Image beside this vmlinux (give the vmlinux of a `kernel build --arch arm64` directory)",
+            ));
+        }
+        _ => {}
+    }
     let tree = match (&req.bzimage, &req.tree) {
         (Some(_), Some(t)) => Some(t.clone()),
         (Some(_), None) => Some(crate::kbuild::object_tree_of(&req.vmlinux)?),
@@ -60,12 +100,18 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
             secureboot::check_signable(&t.join("arch/x86/boot/bzImage"), key, cert)?;
         }
     }
-    let k = crate::kernel::KernelImage::open(&req.vmlinux, None)?;
-    k.rewritable_by("manifest write")?;
+    let k = crate::kernel::KernelImage::open(if arm64 { &source_image } else { &req.vmlinux }, None)?;
     let (m, modules, errors) = of_modules_for(&k, &req.modules)?;
     if modules.is_empty() {
-        return Ok(WriteReport { bzimage: None, errors, modules, report: None, secure_boot_cert: None });
+        return Ok(WriteReport { bzimage: None, image: None, errors, modules, report: None, secure_boot_cert: None });
     }
+    let image = match &req.image {
+        Some(out) => {
+            crate::manifest::fill_image(&source_image, &req.vmlinux, &m, out)?;
+            Some(out.clone())
+        }
+        None => None,
+    };
     let report = fill(&req.vmlinux, &m, &req.output)?;
     let bzimage = match (&req.bzimage, &tree) {
         (Some(b), Some(t)) => Some(bzimage::rebuild(t, &req.output, b)?),
@@ -76,5 +122,5 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
         secureboot::sign(&r.bzimage, key, cert)?;
         secure_boot_cert = Some(cert.clone());
     }
-    Ok(WriteReport { bzimage, errors, modules, report: Some(report), secure_boot_cert })
+    Ok(WriteReport { bzimage, image, errors, modules, report: Some(report), secure_boot_cert })
 }
