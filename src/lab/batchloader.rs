@@ -19,10 +19,10 @@ pub fn binary() -> Result<PathBuf> {
 
 /// The static `bl-modload` for a guest of `arch`: the host's build, or a
 /// cross build (`aarch64-linux-gnu-gcc`) for arm64.
-pub fn binary_for(arch: crate::lab::target::Arch) -> Result<PathBuf> {
+pub fn binary_for(arch: crate::lab::arch::Arch) -> Result<PathBuf> {
     match arch {
-        crate::lab::target::Arch::X86_64 => binary(),
-        crate::lab::target::Arch::Arm64 => crate::cbuild::build_cross(
+        crate::lab::arch::Arch::X86_64 => binary(),
+        crate::lab::arch::Arch::Arm64 => crate::cbuild::build_cross(
             "loader",
             "bl-modload",
             "building the batch loader (loader/) for arm64",

@@ -61,7 +61,7 @@ pub(crate) struct Extras<'a> {
     pub tree: &'a Path,
     pub rels: &'a [(String, std::path::PathBuf)],
     /// The guest's architecture (the batch loader is built for it).
-    pub arch: crate::lab::target::Arch,
+    pub arch: crate::lab::arch::Arch,
 }
 
 /// Whether `loader` runs the host's kmod in the guest.

@@ -6,6 +6,7 @@
 //! - [`busybox`]: a static busybox from Debian's `busybox-static`, cached;
 //! - [`initramfs`]: busybox, applet links, a generated `/init` that frames
 //!   the caller's output with marker lines, and any extra files;
+//! - [`arch`]: the guest's architecture (x86-64, arm64);
 //! - [`target`]: what a run boots on: the emulator, machine, pinned CPU
 //!   model, console and kernel images of an architecture;
 //! - [`qemu`]: boot a kernel under QEMU (TCG) on a target, capture the
@@ -20,6 +21,7 @@
 //! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,
 //!   in an ftrace instance of its own.
 
+pub mod arch;
 pub mod batchloader;
 pub mod busybox;
 pub mod cpio;

@@ -117,7 +117,7 @@ fn context<'a>(
     rels: &'a [(String, PathBuf)],
     files: &'a [(String, PathBuf)],
     work: &'a Path,
-    arch: crate::lab::target::Arch,
+    arch: crate::lab::arch::Arch,
 ) -> Context<'a> {
     Context { variant: &v.spec.name, tree: &v.tree, rels, files, plan: &v.plan, work, arch }
 }

@@ -293,8 +293,8 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
             // x86-64 boots the vmlinux through its PVH entry; arm64 the
             // Image, as the board's loader would.
             match req.target.arch {
-                crate::lab::target::Arch::X86_64 => (b.vmlinux, modules),
-                crate::lab::target::Arch::Arm64 => (b.bzimage, modules),
+                crate::lab::arch::Arch::X86_64 => (b.vmlinux, modules),
+                crate::lab::arch::Arch::Arm64 => (b.bzimage, modules),
             }
         }
         KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,

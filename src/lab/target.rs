@@ -25,6 +25,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::lab::arch::Arch;
 pub use crate::lab::variant::KernelChoice;
 
 /// The x86-64 guest CPU: QEMU's Haswell model, version 2 (no TSX; the model
@@ -44,49 +45,6 @@ pub(crate) const X86_64_CPU_MODEL: &str = "Haswell-v2,-pcid,-x2apic,-tsc-deadlin
 /// feature set in QEMU (x86's `enforce` does not exist there); `max`
 /// follows the QEMU version. See docs/reproducibility.md.
 pub(crate) const ARM64_CPU_MODEL: &str = "cortex-a72";
-
-/// The guest's architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    X86_64,
-    Arm64,
-}
-
-impl Arch {
-    /// Every architecture, by the name a scenario file gives it.
-    pub const ALL: &[Arch] = &[Arch::X86_64, Arch::Arm64];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86-64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    /// The architecture a scenario file or `--arch` names (`x86-64`, also
-    /// `x86_64` and Debian's `amd64`; `arm64`, also `aarch64`).
-    pub fn parse(s: &str) -> Option<Arch> {
-        match s {
-            "amd64" => Some(Arch::X86_64),
-            "aarch64" => Some(Arch::Arm64),
-            _ => Arch::ALL.iter().copied().find(|a| a.name() == s || a.name().replace('-', "_") == s),
-        }
-    }
-
-    /// Debian's architecture: its kernel and busybox packages'.
-    pub fn debian(self) -> crate::fetch::Arch {
-        match self {
-            Arch::X86_64 => crate::fetch::Arch::Amd64,
-            Arch::Arm64 => crate::fetch::Arch::Arm64,
-        }
-    }
-
-    /// Whether programs of the host (kmod, bootlink's batch loader and
-    /// trace runtime, a `run:` program) run in this guest as they are.
-    pub fn runs_host_programs(self) -> bool {
-        self == Arch::X86_64 && std::env::consts::ARCH == "x86_64"
-    }
-}
 
 /// How the emulator starts the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

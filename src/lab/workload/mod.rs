@@ -58,7 +58,7 @@ pub struct Context<'a> {
     /// Scratch space for this variant.
     pub work: &'a Path,
     /// The guest's architecture: the programs put into the initramfs are its.
-    pub arch: crate::lab::target::Arch,
+    pub arch: crate::lab::arch::Arch,
 }
 
 /// One boot's console, cut into what /init printed and the kernel log.
