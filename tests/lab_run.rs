@@ -494,7 +494,7 @@ fn a_variant_runs_a_dynamic_program_in_the_guest() {
         assert!(out.lines().any(|l| l.trim() == want), "{want} missing from:\n{out}");
     }
     lab_fails(
-        &[&"lab", &"crc16", &"--variant", &"x=run:ls", &"-o", &d.join("bad")],
-        "run:ls: give a program's absolute path",
+        &[&"lab", &"crc16", &"--variant", &"x=run:python3", &"-o", &d.join("bad")],
+        "run:python3: give a program's absolute path, or one of the initramfs's busybox applets",
     );
 }
