@@ -44,12 +44,17 @@ pub fn build(name: &str, target: &str, what: &str) -> Result<PathBuf> {
 /// (`aarch64-linux-gnu-`: Debian's gcc-aarch64-linux-gnu), cached apart
 /// from the host's build; the product is checked to be for `machine`
 /// (ELF e_machine).
-pub fn build_cross(name: &str, target: &str, what: &str, cross: &str, machine: u16) -> Result<PathBuf> {
+pub fn build_cross(
+    name: &str,
+    target: &str,
+    what: &str,
+    cross: &str,
+    machine: object::elf::Machine,
+) -> Result<PathBuf> {
     let product = build_with(name, target, what, Some(cross))?;
     let head = std::fs::read(&product).map_err(|e| Error::io(&product, e))?;
-    let found = head.get(18..20).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    if !head.starts_with(b"\x7fELF") || found != Some(machine) {
-        return Err(Error::file(Kind::Tool, &product, format!("{what}: not an ELF file for e_machine {machine}")));
+    if crate::elf::machine_of(&head) != Some(machine) {
+        return Err(Error::file(Kind::Tool, &product, format!("{what}: not an ELF file for e_machine {}", machine.0)));
     }
     Ok(product)
 }

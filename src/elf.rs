@@ -429,6 +429,17 @@ fn machine_names(machines: &[elf::Machine], sep: &str) -> String {
     machines.iter().map(|&m| machine_name(m)).collect::<Vec<_>>().join(sep)
 }
 
+/// The machine a file's ELF header names (`e_machine`, little-endian),
+/// from its first bytes alone: for a quick check of a file bootlink does
+/// not otherwise parse (a product of a build, a foreign package's program).
+/// None: no ELF header.
+pub(crate) fn machine_of(head: &[u8]) -> Option<elf::Machine> {
+    match head.get(..20) {
+        Some(h) if h.starts_with(&elf::ELFMAG) => Some(elf::Machine(u16::from_le_bytes([h[18], h[19]]))),
+        _ => None,
+    }
+}
+
 pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
     match m {
         elf::EM_X86_64 => "x86_64",
@@ -438,5 +449,20 @@ pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
         elf::EM_S390 => "s390x",
         elf::EM_LOONGARCH => "loongarch64",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_is_read_from_the_elf_header_only() {
+        let mut h = vec![0u8; 20];
+        assert_eq!(machine_of(&h), None);
+        h[..4].copy_from_slice(&elf::ELFMAG);
+        h[18..20].copy_from_slice(&elf::EM_AARCH64.0.to_le_bytes());
+        assert_eq!(machine_of(&h), Some(elf::EM_AARCH64));
+        assert_eq!(machine_of(&h[..19]), None);
     }
 }

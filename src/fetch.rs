@@ -33,6 +33,14 @@ impl Arch {
         *self == Arch::Amd64
     }
 
+    /// The ELF machine of its programs and modules.
+    pub(crate) fn machine(self) -> object::elf::Machine {
+        match self {
+            Arch::Amd64 => object::elf::EM_X86_64,
+            Arch::Arm64 => object::elf::EM_AARCH64,
+        }
+    }
+
     /// Debian's name, the suffix of its kernel packages and .deb files.
     pub fn debian(self) -> &'static str {
         match self {

@@ -27,7 +27,7 @@ pub fn binary_for(arch: crate::lab::arch::Arch) -> Result<PathBuf> {
             "bl-modload",
             "building the batch loader (loader/) for arm64",
             "aarch64-linux-gnu-",
-            183,
+            object::elf::EM_AARCH64,
         ),
     }
 }

@@ -139,20 +139,14 @@ fn unpack(deb: &Path, tmp: &Path, arch: Arch) -> Result<()> {
     run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&x), &format!("unpacking {}", deb.display()), "dpkg")?;
     let bin = x.join("bin/busybox");
     let head = std::fs::read(&bin).map_err(|_| Error::file(Kind::Tool, deb, "package holds no bin/busybox"))?;
-    if !head.starts_with(b"\x7fELF") || head.len() < 20 {
+    let Some(machine) = crate::elf::machine_of(&head) else {
         return Err(Error::file(Kind::Tool, deb, "bin/busybox in the package is not an ELF executable"));
-    }
-    // e_machine, little-endian: EM_X86_64 62, EM_AARCH64 183.
-    let machine = u16::from_le_bytes([head[18], head[19]]);
-    let want = match arch {
-        Arch::Amd64 => 62,
-        Arch::Arm64 => 183,
     };
-    if machine != want {
+    if machine != arch.machine() {
         return Err(Error::file(
             Kind::Tool,
             deb,
-            format!("bin/busybox is for e_machine {machine}, not {}", arch.debian()),
+            format!("bin/busybox is for e_machine {}, not {}", machine.0, arch.debian()),
         ));
     }
     let out = tmp.join("out");

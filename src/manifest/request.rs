@@ -56,10 +56,7 @@ pub struct WriteReport {
 pub fn write(req: &WriteRequest) -> Result<WriteReport> {
     // An arm64 vmlinux boots as the Image made from it: the kernel's
     // release, vermagic and machine are read from that Image.
-    let head = crate::fsutil::map_file(&req.vmlinux)?;
-    let arm64 = head.starts_with(&object::elf::ELFMAG)
-        && head.get(18..20) == Some(&object::elf::EM_AARCH64.0.to_le_bytes()[..]);
-    drop(head);
+    let arm64 = crate::elf::machine_of(&crate::fsutil::map_file(&req.vmlinux)?) == Some(object::elf::EM_AARCH64);
     let source_image = req.vmlinux.with_file_name("Image");
     match (arm64, &req.image, &req.bzimage) {
         (true, None, _) => {
