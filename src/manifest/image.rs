@@ -82,22 +82,16 @@ fn locate(image: &Path, data: &[u8], vmlinux: &Path) -> Result<(usize, usize)> {
 pub(crate) fn fill_image(image: &Path, vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
     let mut data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
     let (at, size) = locate(image, &data, vmlinux)?;
-    super::put(&mut data, at, size, manifest, vmlinux)?;
+    let bytes = super::put(&mut data, at, size, manifest, vmlinux)?;
     crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport {
-        vmlinux: out.to_path_buf(),
-        modules: manifest.digests.len(),
-        bytes: manifest.encode().len(),
-        reserved: size,
-    })
+    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes, reserved: size })
 }
 
 /// The manifest in an arm64 Image (None: empty), placed by its vmlinux.
 pub fn read_image(image: &Path, vmlinux: &Path) -> Result<Option<Manifest>> {
     let data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
     let (at, size) = locate(image, &data, vmlinux)?;
-    Manifest::decode(&data[at..at + size])
-        .map_err(|e| e.context(image, |m| format!("{SECTION}: {m} (the kernel ignores it)")))
+    super::decoded(&data[at..at + size], image)
 }
 
 #[cfg(test)]

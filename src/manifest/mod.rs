@@ -184,19 +184,14 @@ pub struct FillReport {
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
     let mut data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
     let (off, size) = section_range(&data, vmlinux)?;
-    put(&mut data, off, size, manifest, vmlinux)?;
+    let bytes = put(&mut data, off, size, manifest, vmlinux)?;
     crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport {
-        vmlinux: out.to_path_buf(),
-        modules: manifest.digests.len(),
-        bytes: manifest.encode().len(),
-        reserved: size,
-    })
+    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes, reserved: size })
 }
 
 /// Put `manifest` into the reserved `data[off..off + size]` of the kernel
-/// `path` (zeroed first) and check it reads back.
-pub(crate) fn put(data: &mut [u8], off: usize, size: usize, manifest: &Manifest, path: &Path) -> Result<()> {
+/// `path` (zeroed first) and check it reads back; the bytes it takes.
+pub(crate) fn put(data: &mut [u8], off: usize, size: usize, manifest: &Manifest, path: &Path) -> Result<usize> {
     let blob = manifest.encode();
     if blob.len() > size {
         return Err(Error::file(
@@ -209,7 +204,7 @@ pub(crate) fn put(data: &mut [u8], off: usize, size: usize, manifest: &Manifest,
     region.fill(0);
     region[..blob.len()].copy_from_slice(&blob);
     match Manifest::decode(region) {
-        Ok(Some(m)) if m == *manifest => Ok(()),
+        Ok(Some(m)) if m == *manifest => Ok(blob.len()),
         other => Err(Error::file(Kind::Internal, path, format!("internal error: written manifest reads {other:?}"))),
     }
 }
@@ -222,8 +217,13 @@ pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
         data = crate::kernel::find_vmlinux(data).map_err(|e| e.at(vmlinux))?.data;
     }
     let (off, size) = section_range(&data, vmlinux)?;
-    Manifest::decode(&data[off..off + size])
-        .map_err(|e| e.context(vmlinux, |m| format!("{SECTION}: {m} (the kernel ignores it)")))
+    decoded(&data[off..off + size], vmlinux)
+}
+
+/// The manifest in the reserved bytes `area` of the kernel `path`; a
+/// malformed one is an error naming the file.
+fn decoded(area: &[u8], path: &Path) -> Result<Option<Manifest>> {
+    Manifest::decode(area).map_err(|e| e.context(path, |m| format!("{SECTION}: {m} (the kernel ignores it)")))
 }
 
 #[cfg(test)]
