@@ -94,9 +94,8 @@ pub(crate) struct Found {
 /// characters of C identifiers (and '.'), 1 to 255 bytes.
 fn entry_name(image: &[u8], o: usize) -> Option<(usize, &[u8])> {
     let at = prel32(image, o + 4)?;
-    let s = elf::cstr(image, at)?;
-    (!s.is_empty() && s.len() < 256 && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.'))
-        .then_some((at, s))
+    let s = short_cstr(image, at)?;
+    (!s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')).then_some((at, s))
 }
 
 /// The namespace an entry at `o` names: a string of printable bytes
@@ -107,8 +106,17 @@ fn entry_namespace(image: &[u8], o: usize) -> Option<Option<usize>> {
         return Some(None);
     }
     let at = prel32(image, o + 8)?;
-    let s = elf::cstr(image, at)?;
-    (s.len() < 256 && s.iter().all(|b| b.is_ascii_graphic())).then_some(Some(at))
+    let s = short_cstr(image, at)?;
+    s.iter().all(|b| b.is_ascii_graphic()).then_some(Some(at))
+}
+
+/// The string at `at` if it ends within 256 bytes (a name's limit): the
+/// scan of a whole Image looks only that far for its end.
+fn short_cstr(image: &[u8], at: usize) -> Option<&[u8]> {
+    let window = image.get(at..)?;
+    let window = &window[..window.len().min(256)];
+    let end = window.iter().position(|&b| b == 0)?;
+    Some(&window[..end])
 }
 
 /// Where the 32-bit offset at `o` (relative to itself) points in the image.
@@ -127,36 +135,36 @@ fn prel32(image: &[u8], o: usize) -> Option<usize> {
 /// is where `__ksymtab_gpl` begins.
 pub(crate) fn find_tables(image: &[u8]) -> std::result::Result<Found, Error> {
     const ENTRY: usize = 12;
+    // Runs shorter than MIN entries are refused below, so probing every
+    // STRIDE-th entry of a phase (STRIDE < MIN) meets every run that could
+    // be chosen; each hit is then grown entry by entry both ways.
+    const MIN: usize = 16;
+    const STRIDE: usize = 8;
+    let ok = |o: usize| entry_name(image, o).is_some() && entry_namespace(image, o).is_some();
     let mut best = 0..0;
     for phase in [0, 4, 8] {
-        let mut start = None;
         let mut o = phase;
-        // A run ends at an entry that names no export-like string; a fall
-        // in the names is allowed (the boundary of the two tables).
         while o + ENTRY <= image.len() {
-            let ok = entry_name(image, o).filter(|_| entry_namespace(image, o).is_some());
-            match ok {
-                Some(_) => {
-                    start.get_or_insert(o);
-                }
-                None => {
-                    if let Some(s) = start.take()
-                        && o - s > best.len()
-                    {
-                        best = s..o;
-                    }
-                }
+            if !ok(o) {
+                o += STRIDE * ENTRY;
+                continue;
             }
-            o += ENTRY;
-        }
-        if let Some(s) = start
-            && o - s > best.len()
-        {
-            best = s..o;
+            let mut start = o;
+            while start >= ENTRY && ok(start - ENTRY) {
+                start -= ENTRY;
+            }
+            let mut end = o;
+            while end + ENTRY <= image.len() && ok(end) {
+                end += ENTRY;
+            }
+            if end - start > best.len() {
+                best = start..end;
+            }
+            o = end + STRIDE * ENTRY;
         }
     }
     let none = || corrupt("arm64 Image: no export table (__ksymtab) found: not a kernel, or one that exports nothing");
-    if best.len() < 16 * ENTRY {
+    if best.len() < MIN * ENTRY {
         return Err(none());
     }
     let names: Vec<&[u8]> = best.clone().step_by(ENTRY).map(|o| entry_name(image, o).expect("in the run").1).collect();
@@ -272,12 +280,11 @@ mod tests {
         assert_eq!(kimage_vaddr(42), 0xffff_fe00_0800_0000);
     }
 
-    /// A synthetic Image: a header, two sorted PREL32 tables, CRCs, strings.
-    #[test]
-    fn tables_are_found_by_their_shape() {
-        let plain = ["alpha", "beta", "gamma", "kfree", "kmalloc", "memcpy", "memset", "printk", "strcmp"];
-        let gpl = ["__a", "b_gpl", "c_gpl", "d_gpl", "e_gpl", "f_gpl", "g_gpl", "h_gpl"];
-        let mut img = vec![0u8; 0x200];
+    /// A synthetic Image: a header, `pad` bytes, two sorted PREL32 tables
+    /// of the names given, CRCs, strings. Returns it with the tables'
+    /// start, the CRCs' start, the strings' start and each name's place.
+    fn synthetic(pad: usize, plain: &[&str], gpl: &[&str]) -> (Vec<u8>, usize, usize, usize, Vec<usize>) {
+        let mut img = vec![0u8; 0x200 + pad];
         img[MAGIC_OFFSET..MAGIC_OFFSET + 4].copy_from_slice(MAGIC);
         let tab = img.len();
         let n = plain.len() + gpl.len();
@@ -285,7 +292,7 @@ mod tests {
         let strings = crcs + 4 * n;
         let mut text = vec![0u8]; // the empty namespace
         let mut at = Vec::new();
-        for s in plain.iter().chain(&gpl) {
+        for s in plain.iter().chain(gpl) {
             at.push(strings + text.len());
             text.extend_from_slice(s.as_bytes());
             text.push(0);
@@ -299,6 +306,14 @@ mod tests {
             img[crcs + 4 * i..crcs + 4 * i + 4].copy_from_slice(&(i as u32).to_le_bytes());
         }
         img[strings..].copy_from_slice(&text);
+        (img, tab, crcs, strings, at)
+    }
+
+    #[test]
+    fn tables_are_found_by_their_shape() {
+        let plain = ["alpha", "beta", "gamma", "kfree", "kmalloc", "memcpy", "memset", "printk", "strcmp"];
+        let gpl = ["__a", "b_gpl", "c_gpl", "d_gpl", "e_gpl", "f_gpl", "g_gpl", "h_gpl"];
+        let (img, tab, crcs, strings, at) = synthetic(0, &plain, &gpl);
         let found = find_tables(&img).unwrap();
         assert_eq!(found, Found { plain: tab..tab + 12 * 9, gpl: tab + 12 * 9..crcs, strings });
         // Unsorted: refused, not guessed.
@@ -306,5 +321,23 @@ mod tests {
         bad[at[2]] = b'z'; // "gamma" -> "zamma": a second fall in the names
         assert!(find_tables(&bad).unwrap_err().msg.contains("not two sorted tables"));
         assert!(find_tables(&img[..0x200]).is_err());
+    }
+
+    /// The scan probes every 8th entry: the shortest tables it accepts (16
+    /// entries) are found wherever they start, and 15 are refused.
+    #[test]
+    fn the_shortest_tables_are_found_at_any_offset() {
+        let plain = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let gpl = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"];
+        for pad in (0..=12 * 9).step_by(4) {
+            let (img, tab, crcs, strings, _) = synthetic(pad, &plain, &gpl);
+            assert_eq!(
+                find_tables(&img).unwrap(),
+                Found { plain: tab..tab + 12 * 8, gpl: tab + 12 * 8..crcs, strings },
+                "tables after {pad} bytes of padding"
+            );
+            let (img, ..) = synthetic(pad, &plain, &gpl[..7]);
+            assert!(find_tables(&img).unwrap_err().msg.contains("no export table"), "15 entries after {pad} bytes");
+        }
     }
 }
