@@ -358,7 +358,16 @@ pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
             d
         }
     };
-    let mut ranges: Vec<(u64, u64, String)> = Vec::new();
+    // (start, end, section index; 0 for the ELF header, shnum for the
+    // section header table): named only when two overlap.
+    let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
+    let section_name = |i: usize| {
+        let n = elf.sections.section(object::SectionIndex(i)).ok().and_then(|sh| cstr(names, sh.sh_name(LE) as usize));
+        match n {
+            Some(n) if !n.is_empty() => format!("{i} ({})", String::from_utf8_lossy(n)),
+            _ => format!("{i}"),
+        }
+    };
     for (i, sh) in elf.sections.iter().enumerate().skip(1) {
         let name_off = sh.sh_name(LE) as usize;
         if name_off >= names.len().max(1) {
@@ -371,29 +380,30 @@ pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
         if ty == elf::SHT_NULL || ty == elf::SHT_NOBITS {
             continue;
         }
-        let name = || match cstr(names, name_off) {
-            Some(n) if !n.is_empty() => format!("{i} ({})", String::from_utf8_lossy(n)),
-            _ => format!("{i}"),
-        };
         let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
         if off.checked_add(size).is_none_or(|end| end > len) {
             return Err(ReadError::OutsideFile(format!(
                 "truncated or corrupt ELF: section {} lies outside the file (offset {off:#x}, size {size:#x}, file {len:#x} bytes)",
-                name()
+                section_name(i)
             )));
         }
         if want == Want::Relocatable && size > 0 {
-            ranges.push((off, off + size, format!("section {}", name())));
+            ranges.push((off, off + size, i));
         }
     }
     if want == Want::Relocatable {
         let shoff = elf.header.e_shoff(LE);
-        ranges.push((0, std::mem::size_of::<Header>() as u64, "the ELF header".into()));
-        ranges.push((shoff, shoff + (shnum * std::mem::size_of::<Shdr>()) as u64, "the section header table".into()));
+        ranges.push((0, std::mem::size_of::<Header>() as u64, 0));
+        ranges.push((shoff, shoff + (shnum * std::mem::size_of::<Shdr>()) as u64, shnum));
         ranges.sort();
+        let part = |i: usize| match i {
+            0 => "the ELF header".to_string(),
+            i if i == shnum => "the section header table".to_string(),
+            i => format!("section {}", section_name(i)),
+        };
         for w in ranges.windows(2) {
             if w[1].0 < w[0].1 {
-                return Err(corrupt(format!("corrupt ELF: {} overlaps {} in the file", w[1].2, w[0].2)));
+                return Err(corrupt(format!("corrupt ELF: {} overlaps {} in the file", part(w[1].2), part(w[0].2))));
             }
         }
     }
