@@ -3,8 +3,6 @@
 //! them, sort fixed-size records of a section, and append a section. Every other byte of the
 //! file stays where it was.
 
-use std::collections::HashMap;
-
 use object::elf::{
     EM_AARCH64, EM_X86_64, SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_GROUP, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_SYMTAB,
     SHT_SYMTAB_SHNDX,
@@ -151,17 +149,20 @@ impl ElfEdit {
     /// than x86-64 and AArch64 are refused with the reason.
     pub fn fold_symbols(&mut self, values: &[(usize, u64)]) -> Result<FoldStats, Error> {
         let plan = self.plan_fold(values, "--fold-symbols", "fold symbols")?;
-        let mut folded: HashMap<usize, u64> = HashMap::with_capacity(values.len());
-        folded.extend(values.iter().copied());
-        let gone: Vec<bool> = (0..self.symtab_count).map(|i| folded.contains_key(&i)).collect();
+        // By symbol index: one lookup per relocation, no hashing.
+        let mut folded: Vec<Option<u64>> = vec![None; self.symtab_count];
+        for &(sym, v) in values {
+            folded[sym] = Some(v);
+        }
+        let gone: Vec<bool> = folded.iter().map(Option::is_some).collect();
         let renumber = renumbering(&gone);
         let mut stats = FoldStats { symbols: values.len(), ..FoldStats::default() };
         for &(off, size) in &plan.rela {
             for e in (off..off + size).step_by(RELA_SIZE) {
                 let rela: &mut Rela = view_mut(&mut self.data, e);
                 let (sym, ty) = (rela.r_sym(LE, false) as usize, rela.r_type(LE, false));
-                let (new_sym, add) = match folded.get(&sym) {
-                    Some(&v) => {
+                let (new_sym, add) = match folded.get(sym).copied().flatten() {
+                    Some(v) => {
                         stats.relocations += 1;
                         (0u64, v)
                     }

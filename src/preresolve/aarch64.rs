@@ -22,7 +22,7 @@
 //! ([`Places`]), and a module that would be refused is refused now, in one
 //! line.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use object::elf::SHT_RELA;
 use object::read::elf::{Rela as _, SectionHeader};
@@ -181,7 +181,11 @@ pub(super) fn split(
     places: Places,
 ) -> Result<Split> {
     let elf = Elf::parse_for(data, Want::Relocatable, ANALYSED_MACHINES)?;
-    let values: HashMap<usize, u64> = edits.iter().copied().collect();
+    // By symbol index (a module's symbols are few; no hashing per relocation).
+    let mut values: Vec<Option<u64>> = vec![None; edits.iter().map(|&(i, _)| i + 1).max().unwrap_or(0)];
+    for &(sym, addr) in edits {
+        values[sym] = Some(addr);
+    }
     let mut uses = Vec::new();
     for sh in elf.sections.iter().filter(|s| s.sh_type(LE) == SHT_RELA) {
         let relas = sh
@@ -189,22 +193,25 @@ pub(super) fn split(
             .map_err(|_| Error::new(Kind::Format, "corrupt relocation section"))?;
         for r in relas {
             let sym = r.r_sym(LE, false) as usize;
-            if values.contains_key(&sym) {
+            if values.get(sym).is_some_and(Option::is_some) {
                 let (offset, addend) = (r.r_offset(LE), r.r_addend(LE));
                 uses.push(Use { sym, ty: r.r_type(LE, false).0, section: sh.sh_info(LE) as usize, offset, addend });
             }
         }
     }
-    let stays: HashSet<usize> = uses.iter().filter(|u| !reloc::foldable(MACHINE, u.ty)).map(|u| u.sym).collect();
+    let mut stays = vec![false; values.len()];
+    for u in uses.iter().filter(|u| !reloc::foldable(MACHINE, u.ty)) {
+        stays[u.sym] = true;
+    }
     let mut out = Split::default();
     for u in &uses {
         let count = out.classes.entry(reloc::class(MACHINE, u.ty)).or_default();
-        if stays.contains(&u.sym) {
+        if stays[u.sym] {
             count.kept += 1;
             continue;
         }
         count.folded += 1;
-        let val = values[&u.sym].wrapping_add(u.addend as u64);
+        let val = values[u.sym].expect("a use of an edited symbol").wrapping_add(u.addend as u64);
         if !fits_everywhere(u.ty, val, places) {
             let section = elf.section_by_index(u.section).map(|s| elf.section_name(s)).unwrap_or(b"?");
             return Err(Error::new(
@@ -221,7 +228,7 @@ pub(super) fn split(
         }
     }
     for &(sym, addr) in edits {
-        if stays.contains(&sym) {
+        if stays[sym] {
             out.keep.push((sym, addr));
         } else {
             out.fold.push((sym, addr));
