@@ -86,6 +86,15 @@ impl Error {
         Error::file(Kind::Io, path, msg).because(err)
     }
 
+    /// Whether this error was made from an I/O error "not found" (a
+    /// directory still to be made, for one).
+    pub(crate) fn is_not_found(&self) -> bool {
+        self.source
+            .as_deref()
+            .and_then(|c| c.downcast_ref::<std::io::Error>())
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    }
+
     /// Keep `cause` as this error's source (replacing any earlier one).
     pub fn because(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.source = Some(Arc::new(cause));

@@ -201,6 +201,56 @@ pub(crate) fn write_atomic_nosync(path: &Path, data: &[u8]) -> Result<()> {
     write_atomic_impl(path, data, false)
 }
 
+/// Like [`write_atomic_nosync`], cheaper for a file that does not exist
+/// yet (a rewrite of a whole module tree into a new directory): the bytes
+/// go to an unnamed file (O_TMPFILE) that is given its name when complete,
+/// so a reader or a crash never sees part of it, and no temporary name is
+/// made and renamed. Where the file exists, or the file system has no
+/// O_TMPFILE, this is [`write_atomic_nosync`].
+pub(crate) fn write_new_nosync(path: &Path, data: &[u8]) -> Result<()> {
+    match write_unnamed(path, data) {
+        Ok(()) => Ok(()),
+        Err(e) if fallback_to_named(&e) => write_atomic_impl(path, data, false),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Errors after which [`write_new_nosync`] writes through a named temporary
+/// instead: the name exists, or O_TMPFILE or /proc/self/fd is unavailable.
+fn fallback_to_named(e: &std::io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(libc::EEXIST | libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::EXDEV) => true,
+        // A missing directory is the caller's to make; a missing /proc is ours.
+        Some(libc::ENOENT) => !Path::new("/proc/self/fd").is_dir(),
+        _ => false,
+    }
+}
+
+fn write_unnamed(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::{AsRawFd, FromRawFd};
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let cdir = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a valid NUL-terminated path; the descriptor is owned by `file`.
+    let fd = unsafe { libc::open(cdir.as_ptr(), libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC, 0o600) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(data)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    let link = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    // SAFETY: valid NUL-terminated paths.
+    let r =
+        unsafe { libc::linkat(libc::AT_FDCWD, link.as_ptr(), libc::AT_FDCWD, cpath.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| Error::file(Kind::Io, path, "not a file path"))?;
@@ -337,6 +387,26 @@ mod tests {
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         write_atomic(&exe, b"new").unwrap();
         assert_eq!(std::fs::metadata(&exe).unwrap().permissions().mode() & 0o7777, 0o755);
+    }
+
+    /// A new file appears whole (an unnamed file linked when written) with
+    /// mode 0644; an existing one is replaced keeping its mode; a missing
+    /// directory is "not found" (the caller makes it), nothing left behind.
+    #[test]
+    fn new_files_appear_whole_and_existing_ones_are_replaced() {
+        let t = tempfile::tempdir().unwrap();
+        let new = t.path().join("a.ko");
+        write_new_nosync(&new, b"module").unwrap();
+        assert_eq!(std::fs::read(&new).unwrap(), b"module");
+        assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o7777, 0o644);
+        std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_new_nosync(&new, b"again").unwrap();
+        assert_eq!(std::fs::read(&new).unwrap(), b"again");
+        assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o7777, 0o600);
+        let err = write_new_nosync(&t.path().join("missing/b.ko"), b"x").unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["a.ko"]);
     }
 
     #[test]

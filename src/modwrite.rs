@@ -145,13 +145,20 @@ pub(crate) fn probe_writable(dir: &Path) -> Result<()> {
 }
 
 pub(crate) fn write_output(path: &Path, data: &[u8], mode: &Output) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
     match mode {
         // Replacing an input: durable before the rename.
         Output::InPlace => fsutil::write_atomic(path, data),
-        Output::Dir(_) => fsutil::write_atomic_nosync(path, data),
+        // The directory is made when its first file is written (not before,
+        // so a module that fails leaves no empty directory for itself).
+        Output::Dir(_) => match fsutil::write_new_nosync(path, data) {
+            Err(e) if e.is_not_found() => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                }
+                fsutil::write_new_nosync(path, data)
+            }
+            r => r,
+        },
     }
 }
 
