@@ -260,6 +260,74 @@ fn the_series_runs_in_the_arm64_lab() {
     assert!(eval("eval") < eval("u") / 4.0, "{} vs {}", eval("eval"), eval("u"));
 }
 
+/// Duplicate-free loading (patch 0010) on arm64: four kmod insmod workers
+/// (Debian's kmod:arm64 in the guest) over the same list, on the build with
+/// dedup and with `module.dedup=0`: with it each module file is read once
+/// and every duplicate is answered before the read; without it duplicates
+/// read their files again (the series' statistics, patch 0009, count both).
+#[test]
+fn dedup_reads_each_module_once_on_arm64() {
+    let test = "dedup_reads_each_module_once_on_arm64";
+    let Some(_) = built(test) else { return };
+    if Command::new("qemu-system-aarch64").arg("--version").output().is_err() {
+        common::skip(test, "qemu-system-aarch64 missing (scripts/install-deps installs qemu-system-arm)");
+        return;
+    }
+    let dir = common::tmpdir("arm64-series-storm");
+    let out = dir.join("run");
+    let args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
+        &"lab",
+        &"--arch",
+        &"arm64",
+        &"--realtime",
+        &"--smp",
+        &"4",
+        &"-n",
+        &"1",
+        &"--variant",
+        &"probe=kernel:build,modules:unsigned,loader:modprobe",
+        &"--variant",
+        &"dedup=kernel:build,modules:unsigned,loader:storm",
+        &"--variant",
+        &"nodedup=kernel:build,modules:unsigned,loader:storm,cmdline:module.dedup=0",
+        &"xfs",
+        &"vfat",
+        &"-o",
+        &out,
+    ];
+    let o = common::TestCommand::new(&args).ok();
+    print!("{}", common::stdout(&o));
+    let run: bootlink::run::results::Run =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let rep = |v: &str| &run.variants.iter().find(|x| x.name == v).unwrap().repetitions[0];
+    let n = rep("probe").modules.len() as u64;
+    assert!(n > 2 && rep("probe").modules.iter().all(|m| m.status == 0), "{:?}", rep("probe").modules);
+    let storm = |v: &str| rep(v).storm().unwrap_or_else(|| panic!("{v}: no storm figures")).clone();
+    let stat = |s: &bootlink::run::results::Storm, name: &str| {
+        s.kernel_stats
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {name:?} in {s:?}"))
+    };
+    let (on, off) = (storm("dedup"), storm("nodedup"));
+    println!("dedup: {on:?}\nnodedup: {off:?}");
+    for (v, s) in [("dedup", &on), ("nodedup", &off)] {
+        assert_eq!((s.workers, s.requests), (4, 4 * n), "{v}");
+        let failed: u64 = s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum();
+        assert_eq!(failed, 0, "{v}: only loads and EEXIST expected: {:?}", s.results);
+    }
+    assert_eq!((on.kernel_reads, on.duplicate_read_bytes), (n, 0), "dedup: each module file read once");
+    assert_eq!(stat(&on, "Load requests"), n as i64, "duplicates never reach the read");
+    let answered = stat(&on, "Duplicates waited for")
+        + stat(&on, "Duplicates of a live module")
+        + stat(&on, "Duplicates during init");
+    assert_eq!(answered, 3 * n as i64, "every duplicate answered before reading");
+    assert_eq!(stat(&on, "Virtual mem wasted bytes"), 0);
+    assert!(off.kernel_reads > n && off.duplicate_read_bytes > 0, "module.dedup=0: duplicates read again");
+    assert!(stat(&off, "Duplicates found late (EEXIST)") > 0);
+}
+
 /// `bootlink manifest write --image` on the arm64 build: the vmlinux and
 /// the Image beside it get the same list; a module of the other machine is
 /// refused in one line and the rest listed; an arm64 vmlinux without

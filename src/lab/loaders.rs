@@ -64,18 +64,13 @@ pub(crate) struct Extras<'a> {
     pub arch: crate::lab::arch::Arch,
 }
 
-/// Whether `loader` runs the host's kmod in the guest.
-pub(crate) fn uses_host_kmod(loader: Loader) -> bool {
-    matches!(loader, Loader::Modprobe | Loader::ModprobeParallel | Loader::Storm)
-}
-
 /// Add what `loader` needs: the batch loader and its plan; kmod, the
 /// module tree and depmod's indexes.
 pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path) -> Result<()> {
     match loader {
         Loader::Insmod => Ok(()),
         Loader::Storm => {
-            crate::lab::userspace::add(ir, Path::new(KMOD))?;
+            add_kmod(ir, x.arch)?;
             ir.symlink(KMOD_INSMOD, KMOD);
             Ok(())
         }
@@ -85,7 +80,7 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
             Ok(())
         }
         Loader::Modprobe | Loader::ModprobeParallel => {
-            crate::lab::userspace::add(ir, Path::new(KMOD))?;
+            add_kmod(ir, x.arch)?;
             ir.symlink(KMOD_MODPROBE, KMOD);
             // kmod honours the runtime dependencies as softdeps.
             ir.file("/etc/modprobe.d/bootlink.conf", 0o644, crate::kmod::RUNTIME_DEPS.as_bytes().to_vec());
@@ -94,6 +89,17 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
             Ok(())
         }
     }
+}
+
+/// kmod at [`KMOD`]: the host's where the guest runs host programs, else
+/// Debian's package of the guest's architecture with its libraries.
+fn add_kmod(ir: &mut Initramfs, arch: crate::lab::arch::Arch) -> Result<()> {
+    if arch.runs_host_programs() {
+        crate::lab::userspace::add(ir, Path::new(KMOD))?;
+    } else {
+        crate::lab::packaged::add(ir, crate::lab::packaged::KMOD_PACKAGES, arch.debian(), "kmod", KMOD)?;
+    }
+    Ok(())
 }
 
 /// The set's modules at their paths in a `lib/modules/<release>` tree with

@@ -54,11 +54,6 @@ impl Workload for ModuleLoading {
         false
     }
 
-    fn host_programs(&self) -> Option<String> {
-        loaders::uses_host_kmod(self.loader)
-            .then(|| format!("loader:{} (the host's kmod)", loaders::describe(self.loader)))
-    }
-
     fn untraceable(&self) -> bool {
         !loaders::traceable(self.loader)
     }
