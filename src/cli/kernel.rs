@@ -42,6 +42,10 @@ pub enum Cmd {
         /// on tinyconfig, kernel/<line>/configs/series.config on a whole config)
         #[arg(long)]
         fragment: Option<PathBuf>,
+        /// A build flavour merged over the fragment, repeatable: a file
+        /// kernel/<line>/configs/flavours/<NAME>.config (sealed, trim, a kernel compressor)
+        #[arg(long = "flavour", value_name = "NAME")]
+        flavours: Vec<String>,
         /// Build vmlinux and bzImage only, no modules (the default with --config debian)
         #[arg(long)]
         image_only: bool,
@@ -84,6 +88,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             no_lab_series,
             config,
             fragment,
+            flavours,
             image_only,
             release,
             jobs,
@@ -97,6 +102,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             opts.series = series.unwrap_or(opts.series);
             opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
             opts.jobs = jobs.unwrap_or(opts.jobs);
+            opts.flavours = flavours;
             build(opts, config.as_deref(), fragment, image_only, release, json)
         }
     }

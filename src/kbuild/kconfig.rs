@@ -57,6 +57,19 @@ impl Fragment {
         Ok(Fragment { values })
     }
 
+    /// This fragment with `top`'s lines over it: a symbol `top` sets takes
+    /// its value (a flavour's choice of compressor replaces the lab's).
+    pub fn overlaid(&self, top: &Fragment) -> Fragment {
+        let mut values = self.values.clone();
+        for (k, v) in &top.values {
+            match values.iter_mut().find(|(pk, _)| pk == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => values.push((k.clone(), v.clone())),
+            }
+        }
+        Fragment { values }
+    }
+
     pub fn read(path: &Path) -> Result<Fragment> {
         let text = crate::fsutil::read_input_text(path)?;
         Fragment::parse(&text, path)

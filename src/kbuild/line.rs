@@ -69,6 +69,25 @@ impl Line {
         }
     }
 
+    /// A build flavour's fragment (`configs/flavours/<name>.config`),
+    /// merged over the lab's: `sealed`, `trim`, a kernel compressor.
+    pub fn flavour_config(self, checkout: &Path, name: &str) -> PathBuf {
+        self.dir(checkout).join("configs").join("flavours").join(format!("{name}.config"))
+    }
+
+    /// The flavours this line has, by name, sorted.
+    pub fn flavours(self, checkout: &Path) -> Vec<String> {
+        let dir = self.dir(checkout).join("configs").join("flavours");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().strip_suffix(".config").map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    }
+
     /// The series' own options, merged onto a whole config.
     pub fn series_config(self, checkout: &Path) -> PathBuf {
         self.dir(checkout).join("configs").join("series.config")

@@ -61,6 +61,9 @@ pub struct Options {
     /// The config fragment merged onto the base: the lab's fragment on
     /// tinyconfig, the series' own options on a whole config.
     pub config: PathBuf,
+    /// Build flavours (`kernel/<line>/configs/flavours/<name>.config`), in
+    /// order, merged over [`Options::config`]: each a build of its own.
+    pub flavours: Vec<String>,
     /// Build and install the modules too (a whole config's build may be
     /// vmlinux and bzImage alone, for the distribution's own modules).
     pub modules: bool,
@@ -108,6 +111,7 @@ impl Options {
             lab_series: Some(line.lab_series(checkout)),
             base: ConfigBase::Tiny,
             config: line.lab_config_for(checkout, arch),
+            flavours: Vec::new(),
             modules: true,
             release: None,
             jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
@@ -174,6 +178,10 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
     pub config_fragment: PathBuf,
+    /// The flavours merged over it (`sealed`, `lz4`...), none for the lab's
+    /// own build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavours: Vec<String>,
     /// What `.config` started from: `tinyconfig` or a whole config's file.
     #[serde(default = "tinyconfig")]
     pub config_base: String,
@@ -201,8 +209,10 @@ impl Report {
             format!(", {} left out for {}", self.skipped.len(), self.arch.kernel())
         };
         let image = if self.arch.is_amd64() { "bzImage" } else { "Image  " };
+        let flavours =
+            if self.flavours.is_empty() { String::new() } else { format!(", flavour {}", self.flavours.join("+")) };
         format!(
-            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es){skipped})\n\
+            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es){skipped}{flavours})\n\
              vmlinux   {}\n{image}   {}\nconfig    {}\nmodules   {}\nkey       {} (certificate {})\n",
             self.release,
             self.seconds,
@@ -296,8 +306,29 @@ pub fn run(opts: &Options) -> Result<Report> {
             ),
         ));
     }
-    let fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
-    let fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
+    let mut fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
+    let unflavoured_text = fragment_text.clone();
+    let mut fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
+    // A flavour's lines go over the fragment's (and into the key after
+    // them: no flavour, the key it always had).
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in &opts.flavours {
+        let file = opts.line.flavour_config(checkout, name);
+        if !file.is_file() {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "kernel line {} has no build flavour {name:?} (it has: {})",
+                    opts.line,
+                    opts.line.flavours(checkout).join(", ")
+                ),
+            ));
+        }
+        let text = crate::fsutil::read_input(&file, crate::fsutil::MAX_TEXT)?;
+        fragment = fragment.overlaid(&Fragment::parse(&String::from_utf8_lossy(&text), &file)?);
+        fragment_text.extend_from_slice(format!("\n# bootlink: flavour {name}\n").as_bytes());
+        fragment_text.extend_from_slice(&text);
+    }
     // What makes the config: the lab's fragment alone (so its key is what
     // it always was), or a whole config with the series' options, the
     // build-time changes, the release and whether modules are built.
@@ -309,18 +340,22 @@ pub fn run(opts: &Options) -> Result<Report> {
             Some(whole)
         }
     };
-    let config_text = match &whole {
-        None => fragment_text.clone(),
+    let with_whole = |fragment_text: &[u8]| match &whole {
+        None => fragment_text.to_vec(),
         Some(whole) => {
             let mut t = whole.clone();
             t.extend_from_slice(b"\n# bootlink: the series' options\n");
-            t.extend_from_slice(&fragment_text);
+            t.extend_from_slice(fragment_text);
             t.extend_from_slice(
                 format!("# bootlink: release {:?}, modules {}\n", opts.release, opts.modules).as_bytes(),
             );
             t
         }
     };
+    // A flavour builds in its unflavoured build's object tree: what its
+    // options change is rebuilt there (a compressor: the boot image alone).
+    let obj_text = with_whole(&unflavoured_text);
+    let config_text = with_whole(&fragment_text);
     let cache = fsutil::cache_dir();
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
@@ -380,7 +415,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
-    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&config_text))[..12]));
+    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&obj_text))[..12]));
     std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
@@ -481,6 +516,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
         skipped,
         config_fragment: opts.config.clone(),
+        flavours: opts.flavours.clone(),
         config_base: opts.base.describe(),
         seconds: 0.0,
         cached: false,
@@ -661,6 +697,7 @@ mod tests {
             patches: vec!["0001-a.patch".into(), "0002-b.patch".into()],
             skipped: Vec::new(),
             config_fragment: "lab.config".into(),
+            flavours: Vec::new(),
             config_base: "tinyconfig".into(),
             seconds: 0.04,
             cached: true,

@@ -284,9 +284,11 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
             let f = fetch::fetch_for(&fetch::Request::Series(series.clone()), req.target.arch.debian())?;
             (f.vmlinux, f.modules)
         }
-        KernelChoice::Build(line) => {
+        KernelChoice::Build(line, flavours) => {
             let arch = req.target.arch.debian();
-            let b = kbuild::run(&kbuild::Options::for_line_arch(*line, arch))?;
+            let mut opts = kbuild::Options::for_line_arch(*line, arch);
+            opts.flavours = flavours.clone();
+            let b = kbuild::run(&opts)?;
             let modules = b.modules.ok_or_else(|| {
                 Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
             })?;

@@ -30,8 +30,9 @@ pub enum KernelChoice {
     /// The newest Debian kernel of a series ("6.12"), fetched.
     DebianSeries(String),
     /// `bootlink kernel build` of a kernel line with the repository's series
-    /// and config for it (`build` is 6.1's, `build-6.12` 6.12's).
-    Build(crate::kbuild::Line),
+    /// and config for it (`build` is 6.1's, `build-6.12` 6.12's), and its
+    /// build flavours (`build+sealed`, `build-6.12+trim+lz4`).
+    Build(crate::kbuild::Line, Vec<String>),
     /// A directory with `vmlinux` (or `bzImage`) and `lib/modules/<release>/`.
     Dir(PathBuf),
 }
@@ -48,8 +49,24 @@ impl KernelChoice {
                 }
                 KernelChoice::DebianSeries(series.to_string())
             }
-            "build" => KernelChoice::Build(crate::kbuild::Line::default()),
-            s if s.starts_with("build-") => KernelChoice::Build(crate::kbuild::Line::parse(&s["build-".len()..])?),
+            s if s == "build" || s.starts_with("build-") || s.starts_with("build+") => {
+                let mut parts = s.split('+');
+                let head = parts.next().unwrap_or_default();
+                let line = match head.strip_prefix("build-") {
+                    Some(l) => crate::kbuild::Line::parse(l)?,
+                    None => crate::kbuild::Line::default(),
+                };
+                let flavours: Vec<String> = parts.map(str::to_string).collect();
+                if let Some(bad) =
+                    flavours.iter().find(|f| f.is_empty() || !f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+                {
+                    return Err(Error::new(
+                        Kind::Usage,
+                        format!("kernel:{s}: {bad:?} is not a flavour name (kernel:build+sealed)"),
+                    ));
+                }
+                KernelChoice::Build(line, flavours)
+            }
             "" => return Err(Error::new(Kind::Usage, "kernel: needs a value")),
             dir => KernelChoice::Dir(PathBuf::from(dir)),
         })
@@ -269,9 +286,12 @@ mod tests {
         assert_eq!((folded.steps.as_slice(), folded.transform().as_str()), (&[Step::Fold][..], "folded"));
         let v = Variant::parse("ours=kernel:build,modules:unsigned,cmdline:module.sig_enforce=1 quiet").unwrap();
         assert_eq!(v.name, "ours");
-        assert_eq!(v.kernel, KernelChoice::Build(crate::kbuild::Line::V6_1));
+        assert_eq!(v.kernel, KernelChoice::Build(crate::kbuild::Line::V6_1, vec![]));
         let newer = Variant::parse("n=kernel:build-6.12").unwrap();
-        assert_eq!(newer.kernel, KernelChoice::Build(crate::kbuild::Line::V6_12));
+        assert_eq!(newer.kernel, KernelChoice::Build(crate::kbuild::Line::V6_12, vec![]));
+        let sealed = Variant::parse("s=kernel:build-6.12+sealed+lz4").unwrap();
+        assert_eq!(sealed.kernel, KernelChoice::Build(crate::kbuild::Line::V6_12, vec!["sealed".into(), "lz4".into()]));
+        assert!(Variant::parse("s=kernel:build+").unwrap_err().to_string().contains("not a flavour name"));
         assert!(Variant::parse("n=kernel:build-5.4").unwrap_err().to_string().contains("6.1, 6.12"));
         assert_eq!(v.steps, [Step::Unsign, Step::Cmdline("module.sig_enforce=1 quiet".into())]);
         assert_eq!(v.transform(), "unsigned");
