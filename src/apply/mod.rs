@@ -260,6 +260,19 @@ pub fn run(opts: &Options) -> Result<Report> {
         allow_unsigned: opts.allow_unsigned,
     };
     let plan = Plan::of(&facts);
+    // A sealed kernel looks nothing up in its own exports after boot: a
+    // module left unfolded would be refused at load, so nothing is done.
+    if k.loader_features.has(crate::kernel::features::name::EXPORTS_SEALED) && !plan.steps.contains(&Step::Fold) {
+        let why = plan.left_out.first().cloned().unwrap_or_default();
+        return Err(Error::file(
+            Kind::WrongKernel,
+            &build.vmlinux,
+            format!(
+                "the kernel is sealed (exports-sealed): every module must be folded against it, and cannot be here \
+                 ({why}); nothing written"
+            ),
+        ));
+    }
     let applied = if plan.steps.is_empty() { 0 } else { todo.len() };
     let mut report = Report {
         release: release.clone(),

@@ -38,6 +38,9 @@ pub mod name {
     pub const LOAD_STATS: &str = "load-stats";
     pub const DEDUP: &str = "dedup";
     pub const HASHES: &str = "hashes";
+    /// The kernel's exports closed to modules after boot (patch 0014):
+    /// every module must be linked against it at build time.
+    pub const EXPORTS_SEALED: &str = "exports-sealed";
 }
 
 impl LoaderFeatures {

@@ -75,6 +75,7 @@ pub(super) fn one(
             *result.kept.entry(*r).or_default() += 1;
         }
         result.kept_symbols = kept;
+        refuse_lookups_on_sealed(k, path, &result)?;
         finish_unchanged(&data, &m, compression, job, opts, &mut result)?;
         return Ok(result);
     }
@@ -85,6 +86,7 @@ pub(super) fn one(
         *result.kept.entry(*r).or_default() += 1;
     }
     result.kept_symbols = kept;
+    refuse_lookups_on_sealed(k, path, &result)?;
     if edits.is_empty() {
         finish_unchanged(&data, &m, compression, job, opts, &mut result)?;
         return Ok(result);
@@ -156,6 +158,30 @@ pub(super) fn one(
     }
     result.status = Status::Preresolved;
     Ok(result)
+}
+
+/// A sealed kernel (its image names `exports-sealed`, patch 0014) looks
+/// nothing up in its own exports after boot: a module that would still
+/// need it to is refused here, at build time, naming the symbol and why
+/// it was not preresolved.
+fn refuse_lookups_on_sealed(k: &KernelImage, path: &std::path::Path, result: &ModuleResult) -> Result<()> {
+    use crate::kernel::features::name::EXPORTS_SEALED;
+    match result.kept_symbols.first() {
+        Some((sym, reason)) if k.loader_features.has(EXPORTS_SEALED) => Err(Error::file(
+            Kind::WrongKernel,
+            path,
+            format!(
+                "the kernel is sealed (exports-sealed) and {sym} ({}) cannot be preresolved against it{}: \
+                 the kernel would refuse the module",
+                reason.label(),
+                match result.kept_symbols.len() {
+                    1 => String::new(),
+                    n => format!(", nor {} other symbol(s)", n - 1),
+                }
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A module with nothing to preresolve: copied as it is, or with
