@@ -275,15 +275,9 @@ fn dedup_reads_each_module_once_on_arm64() {
     }
     let dir = common::tmpdir("arm64-series-storm");
     let out = dir.join("run");
-    let args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
-        &"lab",
-        &"--arch",
-        &"arm64",
-        &"--realtime",
-        &"--smp",
-        &"4",
-        &"-n",
-        &"1",
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        common::ARM64_STORM_LAB.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>).collect();
+    args.extend::<[&dyn AsRef<std::ffi::OsStr>; 10]>([
         &"--variant",
         &"probe=kernel:build,modules:unsigned,loader:modprobe",
         &"--variant",
@@ -294,7 +288,7 @@ fn dedup_reads_each_module_once_on_arm64() {
         &"vfat",
         &"-o",
         &out,
-    ];
+    ]);
     let o = common::TestCommand::new(&args).ok();
     print!("{}", common::stdout(&o));
     let run: bootlink::run::results::Run =
@@ -314,7 +308,7 @@ fn dedup_reads_each_module_once_on_arm64() {
     println!("dedup: {on:?}\nnodedup: {off:?}");
     for (v, s) in [("dedup", &on), ("nodedup", &off)] {
         assert_eq!((s.workers, s.requests), (4, 4 * n), "{v}");
-        let failed: u64 = s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum();
+        let failed = common::storm_failures(s);
         assert_eq!(failed, 0, "{v}: only loads and EEXIST expected: {:?}", s.results);
     }
     assert_eq!((on.kernel_reads, on.duplicate_read_bytes), (n, 0), "dedup: each module file read once");

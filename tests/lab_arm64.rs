@@ -228,22 +228,16 @@ fn debian_kmod_for_arm64_probes_and_storms() {
     }
     let dir = common::tmpdir("lab-arm64-kmod");
     let out = dir.join("run");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
-        &"lab",
-        &"--arch",
-        &"arm64",
-        &"--realtime",
-        &"--smp",
-        &"4",
-        &"-n",
-        &"1",
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        common::ARM64_STORM_LAB.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>).collect();
+    args.extend::<[&dyn AsRef<std::ffi::OsStr>; 6]>([
         &"--variant",
         &"probe=modules:unsigned,loader:modprobe",
         &"--variant",
         &"storm=modules:unsigned,loader:storm",
         &"-o",
         &out,
-    ];
+    ]);
     for n in NAMES {
         args.push(n);
     }
@@ -261,7 +255,7 @@ fn debian_kmod_for_arm64_probes_and_storms() {
     println!("arm64 storm on Debian 6.1: {s:?}");
     assert_eq!(s.workers, 4);
     assert_eq!(s.requests, 4 * n, "every worker asked for every module");
-    let failed: u64 = s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum();
+    let failed = common::storm_failures(s);
     assert_eq!(failed, 0, "only loads and EEXIST expected: {:?}", s.results);
     assert_eq!(s.kernel_reads, 4 * n, "6.1 reads the file of every request, duplicates too");
     assert!(s.duplicate_read_bytes > 0);

@@ -75,7 +75,7 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
         assert_eq!(s.workers, 4, "{v}");
         assert_eq!(s.requests, 4 * n, "{v}: every worker asked for every module");
         assert!(s.quiescence_us >= 0.0 && s.vmalloc_peak_kb >= s.vmalloc_before_kb, "{v}");
-        let failed: u64 = s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum();
+        let failed = common::storm_failures(s);
         assert_eq!(failed, 0, "{v}: only loads and EEXIST expected: {:?}", s.results);
     }
     assert_eq!(b.release, run.variants[0].kernel_release);

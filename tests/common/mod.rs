@@ -610,3 +610,13 @@ pub fn check_194_set_run(run: &bootlink::run::results::Run, trees: &[&bootlink::
     }
     first.into_iter().collect()
 }
+
+/// A storm's requests that neither loaded nor met the module already
+/// there (EEXIST): the storm tests expect none.
+pub fn storm_failures(s: &bootlink::run::results::Storm) -> u64 {
+    s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum()
+}
+
+/// `bootlink lab` on an arm64 guest with four vCPUs on host time, one
+/// boot a variant: what a storm needs (concurrent requests).
+pub const ARM64_STORM_LAB: &[&str] = &["lab", "--arch", "arm64", "--realtime", "--smp", "4", "-n", "1"];
