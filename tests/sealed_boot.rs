@@ -1,4 +1,5 @@
-//! The sealed kernel (patch 0014, `kernel build --flavour sealed`): its
+//! The sealed kernel (6.1's patch 0014, 6.12's 0013; `kernel build
+//! --flavour sealed`, BOOTLINK_TEST_LINE for the line): its
 //! exports sit after the read-only data and are freed with that gap; it
 //! boots with a set preresolved and folded against it, and refuses an
 //! unpreresolved module with one line per load; `bootlink preresolve`
@@ -20,7 +21,8 @@ struct Sealed {
 }
 
 fn sealed() -> Sealed {
-    let o = TestCommand::new(&[&"kernel", &"build", &"--flavour", &"sealed", &"--json"]).ok();
+    let line = common::line();
+    let o = TestCommand::new(&[&"kernel", &"build", &"--line", &line, &"--flavour", &"sealed", &"--json"]).ok();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["flavours"], serde_json::json!(["sealed"]), "{v}");
     Sealed { dir: v["dir"].as_str().unwrap().into() }
@@ -96,23 +98,14 @@ fn a_sealed_kernel_loads_folded_modules_and_refuses_the_others() {
     let dir = common::tmpdir("sealed-boot");
     let out = dir.join("run");
     let meminfo = "run:cat /proc/meminfo";
-    let (stock, folded) = (
-        format!("stock=kernel:build,steps:fold,{meminfo}"),
-        format!("folded=kernel:build+sealed,steps:fold,{meminfo}"),
+    let k = common::build_kernel();
+    let (stock, folded, unfolded) = (
+        format!("stock={k},steps:fold,{meminfo}"),
+        format!("folded={k}+sealed,steps:fold,{meminfo}"),
+        format!("unfolded={k}+sealed,modules:unsigned,loader:batch"),
     );
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
-        &"lab",
-        &"-n",
-        &"1",
-        &"--variant",
-        &stock,
-        &"--variant",
-        &folded,
-        &"--variant",
-        &"unfolded=kernel:build+sealed,modules:unsigned,loader:batch",
-        &"-o",
-        &out,
-    ];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"lab", &"-n", &"1", &"--variant", &stock, &"--variant", &folded, &"--variant", &unfolded, &"-o", &out];
     for m in SET {
         args.push(m);
     }
