@@ -87,13 +87,38 @@ impl std::ops::Deref for TestDir {
 }
 
 impl TestDir {
-    /// Keep the directory after the test (a helper that hands out paths
-    /// inside it, or a directory shared by the tests of a binary).
+    /// Keep the directory beyond this scope (a helper that hands out paths
+    /// inside it, or a directory shared by the tests of a binary): it is
+    /// removed when the test binary exits, unless BOOTLINK_KEEP_TEST_DIRS
+    /// is set (to look at a failed run's files).
     pub fn keep(self) -> PathBuf {
         let p = self.0.clone();
         std::mem::forget(self);
+        if std::env::var_os("BOOTLINK_KEEP_TEST_DIRS").is_none() {
+            remove_at_exit(p.clone());
+        }
         p
     }
+}
+
+/// Directories removed when the process exits (statics are never dropped).
+static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn remove_kept_dirs() {
+    if let Ok(dirs) = AT_EXIT.lock() {
+        for d in dirs.iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn remove_at_exit(dir: PathBuf) {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain function with no arguments to run at exit.
+    REGISTER.call_once(|| unsafe {
+        libc::atexit(remove_kept_dirs);
+    });
+    AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
 }
 
 impl AsRef<Path> for TestDir {
