@@ -246,7 +246,34 @@ pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
     if built.tree.as_os_str().is_empty() {
         return Err(no_tree());
     }
+    tree_holds(&built)?;
     Ok(built.tree)
+}
+
+/// The object tree of `built` holds that build: flavours share their
+/// unflavoured build's tree, and two that differ only in the bzImage's
+/// compressor have the same vmlinux, so only the key tells whose boot
+/// image the tree's recorded commands would make.
+fn tree_holds(built: &Report) -> Result<()> {
+    let held = std::fs::read_to_string(built.tree.join(TREE_KEY)).unwrap_or_default();
+    if held == built.key {
+        return Ok(());
+    }
+    let flavours: String = built.flavours.iter().map(|f| format!(" --flavour {f}")).collect();
+    let line = if built.line == Line::default().name { String::new() } else { format!(" --line {}", built.line) };
+    Err(Error::file(
+        Kind::Usage,
+        &built.tree,
+        format!(
+            "the object tree holds {} than the kernel in {}: `bootlink kernel build --tree{line}{flavours}` makes it hold that one again",
+            if held.is_empty() {
+                "no finished build, or another".to_string()
+            } else {
+                format!("another build ({held})")
+            },
+            built.dir.display()
+        ),
+    ))
 }
 
 /// The file in the object tree naming the build it holds.
@@ -675,10 +702,8 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_report_prints_the_paths_and_reads_back_from_its_json() {
-        let d = PathBuf::from("/c/kernel/k1");
-        let r = Report {
+    fn report(d: PathBuf) -> Report {
+        Report {
             dir: d.clone(),
             line: "6.1".into(),
             arch: crate::fetch::Arch::Amd64,
@@ -702,7 +727,12 @@ mod tests {
             seconds: 0.04,
             cached: true,
             tree: "/c/kernel/obj".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn the_report_prints_the_paths_and_reads_back_from_its_json() {
+        let r = report(PathBuf::from("/c/kernel/k1"));
         let text = r.render();
         assert!(
             text.starts_with("kernel    6.1.192 (cached in 0.0 s; linux-source-6.1 6.1.192-1, 2 patch(es))\n"),
@@ -715,6 +745,28 @@ mod tests {
         let json = serde_json::to_string(&r).unwrap();
         let back: Report = serde_json::from_str(&json).unwrap();
         assert_eq!((back.key, back.tree, back.cached), (r.key, r.tree, true));
+    }
+
+    /// A flavour's build and its unflavoured one share a tree: only the
+    /// build the tree holds (its key in bootlink-key) gets the tree back.
+    #[test]
+    fn the_object_tree_is_given_only_for_the_build_it_holds() {
+        let t = tempfile::tempdir().unwrap();
+        let build = t.path().join("build-k1");
+        std::fs::create_dir_all(&build).unwrap();
+        let mut r = report(build.clone());
+        r.tree = t.path().join("obj");
+        r.flavours = vec!["lz4".into()];
+        std::fs::create_dir_all(&r.tree).unwrap();
+        std::fs::write(build.join("build.json"), serde_json::to_vec(&r).unwrap()).unwrap();
+        let vmlinux = build.join("vmlinux");
+        std::fs::write(r.tree.join(TREE_KEY), "k1").unwrap();
+        assert_eq!(object_tree_of(&vmlinux).unwrap(), r.tree);
+        std::fs::write(r.tree.join(TREE_KEY), "k2").unwrap();
+        let e = object_tree_of(&vmlinux).unwrap_err().to_string();
+        assert!(e.contains("another build (k2)") && e.contains("bootlink kernel build --tree --flavour lz4"), "{e}");
+        std::fs::remove_file(r.tree.join(TREE_KEY)).unwrap();
+        assert!(object_tree_of(&vmlinux).unwrap_err().to_string().contains("no finished build"));
     }
 
     const MAIL: &str = "From: a <a@localhost>\nSubject: [PATCH 1/2] x\n\nWhy: 3 ms.\n\nSigned-off-by: a <a@localhost>\n---\n\
