@@ -1,7 +1,8 @@
 //! The kernel series in every combination of the configuration the module
 //! hash manifest patch depends on: CONFIG_MODULE_SIG with and without
 //! CONFIG_MODULE_SYMHASH, and without CONFIG_MODULE_SIG (which drops
-//! kernel/module/signing.c and hashes.c). Each is configured from the lab
+//! kernel/module/signing.c and hashes.c), and with CONFIG_MODULE_SEALED
+//! (kernel/module/sealed.c). Each is configured from the lab
 //! fragment (tinyconfig, the fragment, the change, olddefconfig; the
 //! change checked in the resulting .config) and kernel/module/ is compiled
 //! with -Werror in a source tree of its own with both series applied.
@@ -53,6 +54,14 @@ const COMBINATIONS: &[Combination] = &[
         unset: &["CONFIG_MODULE_SIG"],
         built: &["symhash.o", "main.o"],
         not_built: &["signing.o", "hashes.o"],
+    },
+    Combination {
+        name: "sealed",
+        change: "CONFIG_MODULE_SEALED=y\n",
+        set: &["CONFIG_MODULE_SEALED", "CONFIG_MODULE_SIG", "CONFIG_MODULE_SYMHASH"],
+        unset: &[],
+        built: &["sealed.o", "version.o", "main.o"],
+        not_built: &[],
     },
 ];
 
