@@ -53,8 +53,8 @@ pub fn build_cross(
 ) -> Result<PathBuf> {
     let product = build_with(name, target, what, Some(cross))?;
     let head = std::fs::read(&product).map_err(|e| Error::io(&product, e))?;
-    if crate::elf::machine_of(&head) != Some(machine) {
-        return Err(Error::file(Kind::Tool, &product, format!("{what}: not an ELF file for e_machine {}", machine.0)));
+    if let Some(why) = crate::elf::wrong_machine(&head, machine) {
+        return Err(Error::file(Kind::Tool, &product, format!("{what}: {why}")));
     }
     Ok(product)
 }

@@ -450,6 +450,18 @@ pub(crate) fn machine_of(head: &[u8]) -> Option<elf::Machine> {
     }
 }
 
+/// Why a file whose first bytes are `head` is not a program (or object) of
+/// the machine `want`, if it is not: one reason, for the checks of files
+/// bootlink does not otherwise parse (a build's product, a package's
+/// program or library).
+pub(crate) fn wrong_machine(head: &[u8], want: elf::Machine) -> Option<String> {
+    match machine_of(head) {
+        Some(m) if m == want => None,
+        Some(m) => Some(format!("an ELF file for {} (e_machine {}), not {}", machine_name(m), m.0, machine_name(want))),
+        None => Some("not an ELF file".into()),
+    }
+}
+
 pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
     match m {
         elf::EM_X86_64 => "x86_64",
@@ -474,5 +486,11 @@ mod tests {
         h[18..20].copy_from_slice(&elf::EM_AARCH64.0.to_le_bytes());
         assert_eq!(machine_of(&h), Some(elf::EM_AARCH64));
         assert_eq!(machine_of(&h[..19]), None);
+        assert_eq!(wrong_machine(&h, elf::EM_AARCH64), None);
+        assert_eq!(
+            wrong_machine(&h, elf::EM_X86_64).as_deref(),
+            Some("an ELF file for aarch64 (e_machine 183), not x86_64")
+        );
+        assert_eq!(wrong_machine(&h[..19], elf::EM_X86_64).as_deref(), Some("not an ELF file"));
     }
 }

@@ -58,6 +58,15 @@ impl Arch {
         }
     }
 
+    /// Debian's multiarch name, the directory of its libraries
+    /// (`/lib/aarch64-linux-gnu`).
+    pub(crate) fn multiarch(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "x86_64-linux-gnu",
+            Arch::Arm64 => "aarch64-linux-gnu",
+        }
+    }
+
     /// The cross toolchain's prefix (`CROSS_COMPILE=`) on this x86-64 host:
     /// none for amd64, `aarch64-linux-gnu-` (Debian's gcc-aarch64-linux-gnu)
     /// for arm64.

@@ -26,8 +26,8 @@ pub fn binary_for(arch: crate::lab::arch::Arch) -> Result<PathBuf> {
             "loader",
             "bl-modload",
             "building the batch loader (loader/) for arm64",
-            "aarch64-linux-gnu-",
-            object::elf::EM_AARCH64,
+            arch.debian().cross_compile(),
+            arch.debian().machine(),
         ),
     }
 }

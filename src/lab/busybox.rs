@@ -50,7 +50,7 @@ pub fn busybox_for(arch: Arch) -> Result<PathBuf> {
         // Offline or no package lists: a cached busybox will do.
         Ok(None) => match cached(arch) {
             Some(p) => return Ok(p),
-            None => debs::candidate_or_update(PACKAGE, arch)?,
+            None => debs::candidate_after_update(PACKAGE, arch)?,
         },
     };
     let root = cache_root(arch);
@@ -78,15 +78,8 @@ fn unpack(deb: &Path, tmp: &Path, arch: Arch) -> Result<()> {
     debs::unpack(deb, &x)?;
     let bin = x.join("bin/busybox");
     let head = std::fs::read(&bin).map_err(|_| Error::file(Kind::Tool, deb, "package holds no bin/busybox"))?;
-    let Some(machine) = crate::elf::machine_of(&head) else {
-        return Err(Error::file(Kind::Tool, deb, "bin/busybox in the package is not an ELF executable"));
-    };
-    if machine != arch.machine() {
-        return Err(Error::file(
-            Kind::Tool,
-            deb,
-            format!("bin/busybox is for e_machine {}, not {}", machine.0, arch.debian()),
-        ));
+    if let Some(why) = crate::elf::wrong_machine(&head, arch.machine()) {
+        return Err(Error::file(Kind::Tool, deb, format!("bin/busybox in the package: {why}")));
     }
     let out = tmp.join("out");
     std::fs::create_dir(&out).map_err(|e| Error::io(&out, e))?;

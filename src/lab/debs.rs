@@ -35,9 +35,15 @@ pub(crate) fn candidate(package: &str, arch: Arch) -> Result<Option<String>> {
 /// [`candidate`], running `apt-get update` once when apt knows nothing of
 /// the package (package lists missing on a fresh machine).
 pub(crate) fn candidate_or_update(package: &str, arch: Arch) -> Result<String> {
-    if let Some(v) = candidate(package, arch)? {
-        return Ok(v);
+    match candidate(package, arch)? {
+        Some(v) => Ok(v),
+        None => candidate_after_update(package, arch),
     }
+}
+
+/// `apt-get update`, then [`candidate`]: apt knowing no such package then
+/// is an error (with the hint a foreign architecture needs).
+pub(crate) fn candidate_after_update(package: &str, arch: Arch) -> Result<String> {
     progress::status("apt-get update (package lists are missing)");
     run_tool(Command::new("apt-get").args(["update", "-qq"]), "apt-get update", "apt")?;
     candidate(package, arch)?.ok_or_else(|| {

@@ -51,14 +51,6 @@ pub(crate) fn root(packages: &[&str], arch: Arch) -> Result<PathBuf> {
     }
 }
 
-/// The multiarch directory name of `arch` (`aarch64-linux-gnu`).
-fn triplet(arch: Arch) -> &'static str {
-    match arch {
-        Arch::Amd64 => "x86_64-linux-gnu",
-        Arch::Arm64 => "aarch64-linux-gnu",
-    }
-}
-
 /// Follow `guest` (an absolute path as the guest sees it) through symlinks
 /// inside `root`, as the guest's kernel would: the host file holding it.
 fn resolve(root: &Path, guest: &str) -> Option<PathBuf> {
@@ -111,10 +103,8 @@ fn normalize(p: &Path) -> PathBuf {
 fn needs(file: &Path, arch: Arch) -> Result<(Option<String>, Vec<String>)> {
     let data = fsutil::read_input(file, fsutil::MAX_BINARY)?;
     let bad = |what: &str| Error::file(Kind::Format, file, what.to_string());
-    match crate::elf::machine_of(&data) {
-        Some(m) if m == arch.machine() => {}
-        Some(m) => return Err(bad(&format!("built for e_machine {}, not {}", m.0, arch.debian()))),
-        None => return Err(bad("not an ELF file")),
+    if let Some(why) = crate::elf::wrong_machine(&data, arch.machine()) {
+        return Err(bad(&why));
     }
     let header = Header::parse(&*data).map_err(|_| bad("corrupt ELF header"))?;
     let endian = header.endian().map_err(|_| bad("corrupt ELF header"))?;
@@ -153,8 +143,8 @@ pub(crate) fn closure(root: &Path, program: &str, arch: Arch) -> Result<Vec<(Str
         Error::file(Kind::Tool, root, format!("{program}: its interpreter {interp} is in no package"))
     })?;
     files.push((interp, at));
-    let dirs = [format!("lib/{}", triplet(arch)), format!("usr/lib/{}", triplet(arch)), "lib".into(), "usr/lib".into()];
-    let lib_dir = format!("/lib/{}", triplet(arch));
+    let multiarch = arch.multiarch();
+    let dirs = [format!("lib/{multiarch}"), format!("usr/lib/{multiarch}"), "lib".into(), "usr/lib".into()];
     let mut seen: Vec<String> = Vec::new();
     while let Some(name) = queue.pop() {
         if seen.contains(&name) {
@@ -166,10 +156,7 @@ pub(crate) fn closure(root: &Path, program: &str, arch: Arch) -> Result<Vec<(Str
         })?;
         let (_, more) = needs(&found, arch)?;
         queue.extend(more);
-        let guest = format!("{lib_dir}/{name}");
-        if !files.iter().any(|(g, _)| *g == guest) {
-            files.push((guest, found));
-        }
+        files.push((format!("/lib/{multiarch}/{name}"), found));
     }
     Ok(files)
 }
@@ -194,6 +181,23 @@ pub(crate) fn add(ir: &mut Initramfs, packages: &[&str], arch: Arch, program: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library of another architecture, or a file that is no ELF at all,
+    /// is refused naming the file and why.
+    #[test]
+    fn a_foreign_or_broken_file_is_refused_with_its_name() {
+        let e = needs(Path::new("/bin/true"), Arch::Arm64).unwrap_err().to_string();
+        assert!(e.contains("/bin/true") && e.contains("an ELF file for x86_64 (e_machine 62), not aarch64"), "{e}");
+        let t = TempDir::new("packaged-test").unwrap();
+        let text = t.path().join("libfake.so.1");
+        std::fs::write(&text, b"INPUT(libc.so.6)\n").unwrap();
+        let e = needs(&text, Arch::Arm64).unwrap_err().to_string();
+        assert!(e.contains("libfake.so.1") && e.contains("not an ELF file"), "{e}");
+        assert_eq!(
+            needs(Path::new("/bin/true"), Arch::Amd64).unwrap().0.as_deref(),
+            Some("/lib64/ld-linux-x86-64.so.2")
+        );
+    }
 
     #[test]
     fn links_resolve_inside_the_root() {
