@@ -265,13 +265,9 @@ fn tree_holds(built: &Report) -> Result<()> {
         Kind::Usage,
         &built.tree,
         format!(
-            "the object tree holds {} than the kernel in {}: `bootlink kernel build --tree{line}{flavours}` makes it hold that one again",
-            if held.is_empty() {
-                "no finished build, or another".to_string()
-            } else {
-                format!("another build ({held})")
-            },
-            built.dir.display()
+            "the object tree does not hold the kernel in {} (it holds {}): `bootlink kernel build --tree{line}{flavours}` makes it hold that one again",
+            built.dir.display(),
+            if held.is_empty() { "no finished build".to_string() } else { format!("another build ({held})") },
         ),
     ))
 }

@@ -113,10 +113,7 @@ fn entry_namespace(image: &[u8], o: usize) -> Option<Option<usize>> {
 /// The string at `at` if it ends within 256 bytes (a name's limit): the
 /// scan of a whole Image looks only that far for its end.
 fn short_cstr(image: &[u8], at: usize) -> Option<&[u8]> {
-    let window = image.get(at..)?;
-    let window = &window[..window.len().min(256)];
-    let end = window.iter().position(|&b| b == 0)?;
-    Some(&window[..end])
+    elf::cstr(&image[..image.len().min(at.saturating_add(256))], at)
 }
 
 /// Where the 32-bit offset at `o` (relative to itself) points in the image.
