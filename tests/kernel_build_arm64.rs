@@ -188,6 +188,18 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
     assert_eq!(info["release"].as_str(), Some(b.release.as_str()), "{info}");
 }
 
+/// The build is there and the arm64 lab can boot it (else a counted skip).
+fn bootable(test: &str) -> bool {
+    if built(test).is_none() {
+        return false;
+    }
+    if Command::new("qemu-system-aarch64").arg("--version").output().is_err() {
+        common::skip(test, "qemu-system-aarch64 missing (scripts/install-deps installs qemu-system-arm)");
+        return false;
+    }
+    true
+}
+
 /// The build in the arm64 lab (virt, Cortex-A72, deterministic): its
 /// signed modules load under sig_enforce with its key, the hash tables
 /// agree with the stock search on every lookup (module.symlookup_check=1,
@@ -198,9 +210,7 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
 #[test]
 fn the_series_runs_in_the_arm64_lab() {
     let test = "the_series_runs_in_the_arm64_lab";
-    let Some(_) = built(test) else { return };
-    if Command::new("qemu-system-aarch64").arg("--version").output().is_err() {
-        common::skip(test, "qemu-system-aarch64 missing (scripts/install-deps installs qemu-system-arm)");
+    if !bootable(test) {
         return;
     }
     let dir = common::tmpdir("arm64-series-lab");
@@ -268,9 +278,7 @@ fn the_series_runs_in_the_arm64_lab() {
 #[test]
 fn dedup_reads_each_module_once_on_arm64() {
     let test = "dedup_reads_each_module_once_on_arm64";
-    let Some(_) = built(test) else { return };
-    if Command::new("qemu-system-aarch64").arg("--version").output().is_err() {
-        common::skip(test, "qemu-system-aarch64 missing (scripts/install-deps installs qemu-system-arm)");
+    if !bootable(test) {
         return;
     }
     let dir = common::tmpdir("arm64-series-storm");
