@@ -53,6 +53,32 @@ impl Compression {
     }
 }
 
+/// The compressor of a kernel payload (a bzImage's compressed vmlinux),
+/// named by its magic bytes as the kernel's build flavours name it: the
+/// three bootlink decompresses ([`Compression`]) and the four others the
+/// x86 boot decompressor knows (lz4's legacy frame, lzop, bzip2, lzma's
+/// "alone" header with the kernel's -9 properties); None for anything else.
+pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
+    const LZ4_LEGACY: &[u8] = &[0x02, 0x21, 0x4c, 0x18];
+    const LZOP: &[u8] = &[0x89, b'L', b'Z', b'O', 0x00, 0x0d, 0x0a, 0x1a, 0x0a];
+    const LZMA_ALONE: &[u8] = &[0x5d, 0x00, 0x00];
+    match Compression::detect(payload) {
+        Compression::None => {}
+        known => return Some(known.name()),
+    }
+    if payload.starts_with(LZ4_LEGACY) {
+        Some("lz4")
+    } else if payload.starts_with(LZOP) {
+        Some("lzo")
+    } else if payload.starts_with(b"BZh") && payload.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+        Some("bzip2")
+    } else if payload.starts_with(LZMA_ALONE) {
+        Some("lzma")
+    } else {
+        None
+    }
+}
+
 /// How many times its compressed size a stream may grow to: more than any
 /// module or kernel payload does (they shrink 3-10 times).
 pub(crate) const MAX_RATIO: usize = 64;

@@ -212,6 +212,16 @@ impl<'d> Elf<'d> {
         self.header.e_machine(LE)
     }
 
+    /// The bytes of the file a loader reads: the file sizes of its
+    /// PT_LOAD segments, added.
+    pub fn loadable_bytes(&self) -> Result<u64, ReadError> {
+        let phdrs = self
+            .header
+            .program_headers(LE, self.data)
+            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF program headers", source })?;
+        Ok(phdrs.iter().filter(|p| p.p_type.get(LE) == elf::PT_LOAD).map(|p| p.p_filesz.get(LE)).sum())
+    }
+
     pub fn section(&self, name: &str) -> Option<(usize, &'d Shdr)> {
         self.sections.section_by_name(LE, name.as_bytes()).map(|(i, s)| (i.0, s))
     }

@@ -140,7 +140,9 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> 
     Err(corrupt("not a kernel image: no ELF header, bzImage header or compressed vmlinux found"))
 }
 
-fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
+/// A bzImage's compressed kernel, as it lies in the file (no
+/// decompression): None when `data` has no bzImage header.
+pub fn bzimage_payload_bytes(data: &[u8]) -> std::result::Result<Option<&[u8]>, Error> {
     if data.get(BZIMAGE_MAGIC_OFFSET..BZIMAGE_MAGIC_OFFSET + 4) != Some(b"HdrS") {
         return Ok(None);
     }
@@ -157,6 +159,11 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
     let payload = data.get(start..end).ok_or_else(|| {
         corrupt(format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))
     })?;
+    Ok(Some(payload))
+}
+
+fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
+    let Some(payload) = bzimage_payload_bytes(data)? else { return Ok(None) };
     let kind = Compression::detect(payload);
     if kind == Compression::None {
         if payload.starts_with(&object::elf::ELFMAG) {

@@ -23,6 +23,7 @@
 
 pub mod arch;
 pub mod batchloader;
+pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
 pub mod ddlink;

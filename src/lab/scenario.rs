@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::kernel::KernelImage;
+use crate::lab::bootclock;
 use crate::lab::busybox;
 use crate::lab::initramfs::Initramfs;
 use crate::lab::procs;
@@ -26,8 +27,12 @@ pub use crate::lab::variant::{Loader, VariantSpec};
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub spec: VariantSpec,
-    /// The image QEMU boots (an uncompressed vmlinux boots through PVH).
+    /// The kernel the steps read, and the image QEMU boots unless `boot`
+    /// names another (an uncompressed vmlinux boots through PVH).
     pub kernel: PathBuf,
+    /// The image QEMU boots instead of `kernel`: a build's bzImage, whose
+    /// vmlinux `kernel` is.
+    pub boot: Option<PathBuf>,
     /// Module name and file, in load order.
     pub modules: Vec<(String, PathBuf)>,
     /// The module tree they come from (`lib/modules/<release>`) and each
@@ -128,8 +133,11 @@ fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: 
     for w in workloads {
         w.add_files(&mut ir, cx)?;
     }
+    // The boot clock first: nothing of the boot's own work before it.
+    ir.copy_file(bootclock::GUEST_PATH, bootclock::binary_for(cx.arch)?);
     let procs = procs::recorded(traced, workloads.iter().any(|w| w.starts_programs()));
-    ir.prologue(&if procs { procs::start() } else { format!("mount -t tracefs none {}\n", procs::TRACEFS) });
+    let prologue = if procs { procs::start() } else { format!("mount -t tracefs none {}\n", procs::TRACEFS) };
+    ir.prologue(&format!("/{}\n{prologue}", bootclock::GUEST_PATH));
     ir.body(&body(workloads, traced, procs));
     ir.write(dest)
 }
@@ -195,6 +203,7 @@ pub(crate) fn parse_boot(
         }
     }
     let log = dmesg::parse(dmesg.as_bytes());
+    rep.reset_to_init_us = bootclock::reset_to_init_us(dmesg);
     rep.initcalls = log.initcalls;
     rep.init_start_us = log.init_start_us.unwrap_or(0.0);
     rep.processes = procs::with_init(procs::parse(main), rep.init_start_us);
@@ -274,7 +283,8 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         };
         step::apply_all(&v.spec.steps, &mut tree)?;
         let mut meta = Variant::named(&v.spec.name);
-        meta.kernel = tree.kernel;
+        meta.kernel = v.boot.clone().unwrap_or(tree.kernel);
+        meta.image = Some(bootclock::describe(&meta.kernel)?);
         meta.raw_module = tree.raw_module;
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform();
@@ -350,6 +360,10 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             let ws = &loads[vi];
             let mut r = parse_boot(&framed, traced(sc.trace, ws), &images[vi].1, ws);
             r.index = rep;
+            if !sc.deterministic {
+                // the counter is the host's, not a clock from reset
+                r.reset_to_init_us = None;
+            }
             let workload_problems: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
             r.boot_wall_s = b.wall.as_secs_f64();
             r.log = rel;

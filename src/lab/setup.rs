@@ -225,7 +225,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         let plan = t.loader_plan(&entries, |e| format!("/lib/modules/{}.ko", e.name), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
         let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
-        variants.push(Prepared { spec, kernel: image, modules, tree: dir.clone(), rels, plan });
+        let boot = boot_image(&spec, &image, req.target.arch)?;
+        variants.push(Prepared { spec, kernel: image, boot, modules, tree: dir.clone(), rels, plan });
     }
     if req.smp == 0 || req.smp > 64 {
         return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
@@ -301,6 +302,29 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
         }
         KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
     })
+}
+
+/// The bzImage QEMU boots for a variant that asks for one (see
+/// [`Variant::boots_bzimage`]): the one beside the build's vmlinux.
+fn boot_image(spec: &Variant, kernel: &Path, arch: crate::lab::arch::Arch) -> Result<Option<PathBuf>> {
+    if !spec.boots_bzimage() {
+        return Ok(None);
+    }
+    if arch != crate::lab::arch::Arch::X86_64 {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "variant {}: a bzImage (image:, or a compressor flavour) is x86-64's; {} boots its Image",
+                spec.name,
+                arch.name()
+            ),
+        ));
+    }
+    let bz = kernel.with_file_name("bzImage");
+    if !bz.is_file() {
+        return Err(Error::file(Kind::Usage, &bz, format!("variant {}: this build has no bzImage", spec.name)));
+    }
+    Ok(Some(bz))
 }
 
 /// A named set on the kernels of a run (`all`, the run's tree first): the

@@ -82,14 +82,31 @@ pub struct Variant {
     pub loader: Loader,
     /// What runs in the guest after the modules load.
     pub workloads: Vec<workload::Spec>,
+    /// Which of a build's images QEMU boots (`image:`); None: the
+    /// default, see [`Variant::boots_bzimage`].
+    pub image: Option<BootImage>,
 }
+
+/// The image of a self-built x86-64 kernel the lab boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootImage {
+    /// The uncompressed vmlinux through its PVH entry: no decompressor.
+    Vmlinux,
+    /// The bzImage, as a boot loader boots it: setup, the decompressor,
+    /// then the kernel.
+    BzImage,
+}
+
+/// The build flavours that choose the bzImage's compressor.
+pub const COMPRESSOR_FLAVOURS: &[&str] = &["gzip", "bzip2", "lzma", "xz", "lzo", "lz4", "zstd"];
 
 /// The name variants had before the model: kept for callers.
 pub type VariantSpec = Variant;
 
 /// The keys of a variant, in the order [`GRAMMAR`] lists them.
 pub(crate) const KEYS: &[&str] = &[
-    "kernel", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash", "starts",
+    "kernel", "image", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash",
+    "starts",
 ];
 
 impl Variant {
@@ -101,7 +118,21 @@ impl Variant {
             steps: step::preset(name)?.to_vec(),
             loader: Loader::Insmod,
             workloads: Vec::new(),
+            image: None,
         })
+    }
+
+    /// Whether a self-built x86-64 kernel boots from its bzImage: as
+    /// `image:` says, else when a compressor flavour is named (what the
+    /// flavour changes is the bzImage alone).
+    pub fn boots_bzimage(&self) -> bool {
+        match self.image {
+            Some(i) => i == BootImage::BzImage,
+            None => match &self.kernel {
+                KernelChoice::Build(_, flavours) => flavours.iter().any(|f| COMPRESSOR_FLAVOURS.contains(&f.as_str())),
+                _ => false,
+            },
+        }
     }
 
     /// How the modules are made, for run.json (see [`step::label`]).
@@ -158,6 +189,17 @@ impl Variant {
             Some(v) => KernelChoice::parse(v).map_err(in_variant)?,
             None => KernelChoice::Default,
         };
+        let image = match get("image") {
+            None => None,
+            Some("bzimage") => Some(BootImage::BzImage),
+            Some("vmlinux") => Some(BootImage::Vmlinux),
+            Some(v) => return Err(usage(format!("image:{v}: use bzimage or vmlinux"))),
+        };
+        if image.is_some() && !matches!(kernel, KernelChoice::Build(..)) {
+            return Err(usage(
+                "image: chooses between a self-built kernel's images; give kernel:build (or build-LINE) too".into(),
+            ));
+        }
         let mut steps = match (get("modules"), get("steps")) {
             (Some(_), Some(_)) => return Err(usage("give modules: or steps:, not both".into())),
             (Some(m), None) => {
@@ -248,7 +290,13 @@ impl Variant {
         if flash.is_some() && get("order").is_none() {
             return Err(usage("flash: is the device of order:; give order: too".into()));
         }
-        Ok(Variant { name: name.to_string(), kernel, steps, loader, workloads })
+        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image };
+        if v.boots_bzimage() && v.steps.iter().any(|s| s.stage() == step::Stage::Image) {
+            return Err(usage(
+                "the lab boots a bzImage as built, and manifest:on writes a new vmlinux; give image:vmlinux".into(),
+            ));
+        }
+        Ok(v)
     }
 }
 
@@ -347,6 +395,27 @@ mod tests {
             let e = Variant::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
         }
+    }
+
+    #[test]
+    fn image_chooses_a_builds_vmlinux_or_bzimage() {
+        assert!(!Variant::parse("a=kernel:build").unwrap().boots_bzimage());
+        assert!(Variant::parse("a=kernel:build,image:bzimage").unwrap().boots_bzimage());
+        assert!(Variant::parse("a=kernel:build+lz4").unwrap().boots_bzimage());
+        assert!(Variant::parse("a=kernel:build-6.12+sealed+zstd").unwrap().boots_bzimage());
+        assert!(!Variant::parse("a=kernel:build+sealed").unwrap().boots_bzimage());
+        assert!(!Variant::parse("a=kernel:build+lz4,image:vmlinux").unwrap().boots_bzimage());
+        for (arg, want) in [
+            ("a=kernel:build,image:zimage", "use bzimage or vmlinux"),
+            ("a=kernel:debian,image:bzimage", "give kernel:build"),
+            ("a=image:vmlinux", "give kernel:build"),
+            ("a=kernel:build+gzip,manifest:on", "give image:vmlinux"),
+        ] {
+            let e = Variant::parse(arg).unwrap_err().to_string();
+            assert!(e.contains(want), "{arg}: {e}");
+        }
+        // the manifest's own vmlinux with a compressor flavour's build, said
+        assert!(Variant::parse("a=kernel:build+gzip,image:vmlinux,manifest:on").is_ok());
     }
 
     #[test]

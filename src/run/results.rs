@@ -128,6 +128,13 @@ pub struct Repetition {
     /// moves them here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
+    /// Guest time from machine reset to /init's first command: firmware,
+    /// the boot loader's setup, a bzImage's decompressor and the kernel
+    /// (the guest's cycle counter, which under `-icount` is QEMU's virtual
+    /// clock from reset; deterministic lab boots only; see `bootclock/`).
+    /// The kernel's printk times are on another base: not comparable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_to_init_us: Option<f64>,
 }
 
 /// One process of the guest's user space: forked (or first seen at its
@@ -423,6 +430,25 @@ pub struct Variant {
     /// they are, not a module of the tree (the lab's `raw:` key).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub raw_module: String,
+    /// The image QEMU booted, as a boot loader reads it from storage
+    /// (lab runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<BootImage>,
+}
+
+/// A booted kernel image: what a boot loader reads, and what decompresses it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct BootImage {
+    /// `bzImage`, `vmlinux` (booted uncompressed through PVH) or `Image` (arm64).
+    pub kind: String,
+    /// The compressor of a bzImage's kernel (`xz`, `lz4`, ...), `none` for
+    /// an uncompressed kernel.
+    pub compression: String,
+    /// The file's size.
+    pub file_bytes: u64,
+    /// What a boot loader reads: the whole file, or a vmlinux's loadable
+    /// segments (its symbols and debug information stay on the host).
+    pub read_bytes: u64,
 }
 
 fn is_empty_path(p: &std::path::Path) -> bool {
@@ -440,6 +466,7 @@ impl Variant {
             transform: String::new(),
             cmdline: String::new(),
             raw_module: String::new(),
+            image: None,
         }
     }
 }
