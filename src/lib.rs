@@ -30,6 +30,7 @@ pub mod order;
 pub mod panic;
 pub mod preresolve;
 pub mod progress;
+pub mod recommend;
 pub mod reloc;
 pub mod rng;
 pub mod run;

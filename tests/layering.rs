@@ -37,7 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("steps", &["steps"]),
     ("run results", &["run"]),
     ("lab", &["lab", "apply"]),
-    ("chart", &["chart"]),
+    ("chart", &["chart", "recommend"]),
     // the binary's command line (src/main.rs `mod cli;`), over everything
     ("cli", &["cli"]),
 ];

@@ -18,6 +18,7 @@ mod manifest;
 mod order;
 mod plan;
 mod preresolve;
+mod recommend;
 mod survey;
 mod symhash;
 
@@ -60,6 +61,10 @@ enum Cmd {
     Survey(survey::Args),
     /// Chart boots: timeline, module load phases, longest links, before/after
     Chart(chart::Args),
+    /// Which kernel image (compressor) reaches /init first from a given storage: the lab run's
+    /// boots timed from reset plus the image's read time on the lab's flash model, and the
+    /// throughputs at which the best image changes
+    Recommend(recommend::Args),
     /// Take a kernel build and its installed modules through every build-time step the kernel
     /// supports (read from its image), in the lab's order; then the module hash list or
     /// signatures, the bzImage, depmod. Idempotent; --dry-run shows the plan
@@ -141,6 +146,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Lab(a) => lab::run(a),
         Cmd::Survey(a) => survey::run(a),
         Cmd::Chart(a) => chart::run(a),
+        Cmd::Recommend(a) => recommend::run(a),
         Cmd::Apply(a) => apply::run(a),
         Cmd::KernelInfo(a) => kernel_info::run(a),
         Cmd::ExtractVmlinux(a) => extract_vmlinux::run(a),

@@ -1,0 +1,63 @@
+//! `bootlink recommend`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bootlink::{Error, recommend};
+
+use super::print_json;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A lab run that booted the candidate images (e.g. kernel:build+lz4, kernel:build+xz,
+    /// kernel:build,image:vmlinux), deterministic
+    run: PathBuf,
+    /// The storage the image is read from: slow (1 MiB/s, 100 us per 4 KiB request), nand (8 MiB/s,
+    /// 50 us), nor (4 MiB/s, 5 us) or MIBS-USEC (e.g. 25-50, 0.5-100)
+    #[arg(long, value_parser = recommend::Storage::parse)]
+    storage: recommend::Storage,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let r = recommend::run(&recommend::Options { run: a.run, storage: a.storage })?;
+    if a.json {
+        print_json(&r);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |us: f64| format!("{:.1} ms", us / 1000.0);
+    println!(
+        "kernel {} on {} (lab CPU {}), read from {} MiB/s with {} us per 4 KiB request:",
+        r.kernel_release,
+        r.run.display(),
+        if r.cpu_model.is_empty() { "unknown" } else { &r.cpu_model },
+        r.storage.mib_s,
+        r.storage.latency_us
+    );
+    let mut t = bootlink::table::Table::new(&["variant", "image", "read", "read time", "reset to /init", "total"]);
+    for c in &r.candidates {
+        t.row(vec![
+            c.variant.clone(),
+            format!("{} {}", c.kind, c.compression),
+            format!("{:.2} MB", c.read_bytes as f64 / 1e6),
+            ms(c.read_us),
+            ms(c.boot_us),
+            ms(c.total_us),
+        ]);
+    }
+    print!("{}", t.render());
+    match r.margin_us {
+        Some(m) => println!("best: {}, {} sooner at /init than {}", r.best, ms(m), r.candidates[1].variant),
+        None => println!("best: {} (the only candidate)", r.best),
+    }
+    println!("best by throughput at {} us per request:", r.storage.latency_us);
+    for g in &r.envelope {
+        let to = g.to_mib_s.map(|t| format!("{t:.2} MiB/s")).unwrap_or_else(|| "any speed".into());
+        println!("  {:>10.2} MiB/s to {to}: {}", g.from_mib_s, g.variant);
+    }
+    for l in &r.left_out {
+        println!("left out: {}: {}", l.variant, l.why);
+    }
+    Ok(ExitCode::SUCCESS)
+}
