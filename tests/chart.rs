@@ -267,7 +267,7 @@ fn fixture() -> Run {
                         tainted: None,
                         module_taints: Default::default(),
                         processes: Vec::new(),
-                        reset_to_init_us: None,
+                        boot_clock: None,
                     }
                 })
                 .collect(),

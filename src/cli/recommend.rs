@@ -16,12 +16,18 @@ pub struct Args {
     /// 50 us), nor (4 MiB/s, 5 us) or MIBS-USEC (e.g. 25-50, 0.5-100)
     #[arg(long, value_parser = recommend::Storage::parse)]
     storage: recommend::Storage,
+    /// Also draw the chart (reset to /init against throughput, one line per image) as SVG
+    #[arg(long)]
+    svg: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let r = recommend::run(&recommend::Options { run: a.run, storage: a.storage })?;
+    if let Some(path) = &a.svg {
+        bootlink::fsutil::write_atomic(path, recommend::chart(&r).as_bytes())?;
+    }
     if a.json {
         print_json(&r);
         return Ok(ExitCode::SUCCESS);
@@ -35,13 +41,25 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         r.storage.mib_s,
         r.storage.latency_us
     );
-    let mut t = bootlink::table::Table::new(&["variant", "image", "read", "read time", "reset to /init", "total"]);
+    let mut t = bootlink::table::Table::new(&[
+        "variant",
+        "image",
+        "read",
+        "read time",
+        "decompress",
+        "reset to start_kernel",
+        "reset to /init",
+        "total",
+    ]);
+    let maybe = |v: Option<f64>| v.map(ms).unwrap_or_else(|| "-".into());
     for c in &r.candidates {
         t.row(vec![
             c.variant.clone(),
             format!("{} {}", c.kind, c.compression),
             format!("{:.2} MB", c.read_bytes as f64 / 1e6),
             ms(c.read_us),
+            maybe(c.decompress_us),
+            maybe(c.start_kernel_us),
             ms(c.boot_us),
             ms(c.total_us),
         ]);

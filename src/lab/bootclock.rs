@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Kind, Result};
 use crate::lab::arch::Arch;
-use crate::run::results::BootImage;
+use crate::run::results::{BootClock, BootImage};
 
 /// Where the program lies in the initramfs, and the line /init runs.
 pub(crate) const GUEST_PATH: &str = "bin/bl-bootclock";
@@ -31,16 +31,41 @@ pub fn binary_for(arch: Arch) -> Result<PathBuf> {
     }
 }
 
-/// Microseconds from machine reset to /init, from a boot's kernel log:
-/// `bootlink: boot clock counter=N hz=F` gives N/F. None without the line.
-pub fn reset_to_init_us(dmesg: &str) -> Option<f64> {
-    dmesg.lines().find_map(|line| {
-        let (_, text) = crate::run::dmesg::timed_message(line.as_bytes())?;
-        let text = std::str::from_utf8(text).ok()?;
-        let rest = text.strip_prefix("bootlink: boot clock counter=")?;
-        let (counter, hz) = rest.trim_end().split_once(" hz=")?;
-        let (counter, hz): (u64, u64) = (counter.parse().ok()?, hz.parse().ok()?);
-        (hz != 0).then(|| counter as f64 * 1e6 / hz as f64)
+/// A boot's times from reset, from its kernel log: `bootlink: boot clock
+/// counter=N hz=F` (bl-bootclock at /init) and, from a lab kernel, `bootlink:
+/// boot counter decompressor=A decompressed=B start_kernel=C` (the same
+/// counter; zero for a landmark the boot did not pass). None without the
+/// first line.
+pub fn parse(dmesg: &str) -> Option<BootClock> {
+    let mut init: Option<(u64, u64)> = None;
+    let mut marks: Option<[u64; 3]> = None;
+    for line in dmesg.lines() {
+        let Some((_, text)) = crate::run::dmesg::timed_message(line.as_bytes()) else { continue };
+        let Ok(text) = std::str::from_utf8(text) else { continue };
+        if let Some(rest) = text.strip_prefix("bootlink: boot clock counter=") {
+            init = init.or_else(|| {
+                let (counter, hz) = rest.trim_end().split_once(" hz=")?;
+                Some((counter.parse().ok()?, hz.parse().ok().filter(|h| *h != 0)?))
+            });
+        } else if let Some(rest) = text.strip_prefix("bootlink: boot counter ") {
+            marks = marks.or_else(|| {
+                let mut m = [0u64; 3];
+                let mut fields = rest.split_whitespace();
+                for (i, key) in ["decompressor=", "decompressed=", "start_kernel="].iter().enumerate() {
+                    m[i] = fields.next()?.strip_prefix(key)?.parse().ok()?;
+                }
+                Some(m)
+            });
+        }
+    }
+    let (counter, hz) = init?;
+    let us = |c: u64| (c != 0).then(|| c as f64 * 1e6 / hz as f64);
+    let m = marks.unwrap_or_default();
+    Some(BootClock {
+        init_us: counter as f64 * 1e6 / hz as f64,
+        decompressor_us: us(m[0]),
+        decompressed_us: us(m[1]),
+        start_kernel_us: us(m[2]),
     })
 }
 
@@ -72,16 +97,40 @@ mod tests {
     #[test]
     fn the_time_from_reset() {
         let log = "[    0.000000] Linux version 6.1.192\n\
+                   [    0.000000] bootlink: boot counter decompressor=44000000 decompressed=244000000 start_kernel=250000000\n\
                    [    0.512000] Run /init as init process\n\
                    [    0.516000] bootlink: boot clock counter=2710000000 hz=1000000000\n";
-        assert_eq!(reset_to_init_us(log), Some(2_710_000.0));
-        // arm64's counter at 62.5 MHz
-        let arm = "[    1.000000] bootlink: boot clock counter=75000000 hz=62500000\n";
-        assert_eq!(reset_to_init_us(arm), Some(1_200_000.0));
-        assert_eq!(reset_to_init_us("[    1.000000] bootlink: boot clock counter=x hz=1\n"), None);
-        assert_eq!(reset_to_init_us("[    1.000000] bootlink: boot clock counter=1 hz=0\n"), None);
-        assert_eq!(reset_to_init_us("bootlink: boot clock counter=1 hz=1\n"), None);
-        assert_eq!(reset_to_init_us("[    1.000000] Run /init as init process\n"), None);
+        let c = parse(log).unwrap();
+        assert_eq!(c.init_us, 2_710_000.0);
+        assert_eq!(
+            (c.decompressor_us, c.decompressed_us, c.start_kernel_us),
+            (Some(44_000.0), Some(244_000.0), Some(250_000.0))
+        );
+        assert_eq!(c.decompress_us(), Some(200_000.0));
+        // a PVH boot: no decompressor
+        let pvh = "[    0.000000] bootlink: boot counter decompressor=0 decompressed=0 start_kernel=9000000\n\
+                   [    0.600000] bootlink: boot clock counter=400000000 hz=1000000000\n";
+        let c = parse(pvh).unwrap();
+        assert_eq!((c.decompressor_us, c.decompress_us(), c.start_kernel_us), (None, None, Some(9_000.0)));
+        // arm64's counter at 62.5 MHz, a kernel without the counters line
+        let c = parse("[    1.000000] bootlink: boot clock counter=75000000 hz=62500000\n").unwrap();
+        assert_eq!((c.init_us, c.start_kernel_us), (1_200_000.0, None));
+        for bad in [
+            "[    1.000000] bootlink: boot clock counter=x hz=1\n",
+            "[    1.000000] bootlink: boot clock counter=1 hz=0\n",
+            "bootlink: boot clock counter=1 hz=1\n",
+            "[    1.000000] Run /init as init process\n",
+            "[    0.000000] bootlink: boot counter decompressor=1 decompressed=2 start_kernel=3\n",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+        // a damaged counters line is no landmark, the clock at /init stays
+        let c = parse(
+            "[    0.000000] bootlink: boot counter decompressor=1 start_kernel=3\n\
+                       [    1.000000] bootlink: boot clock counter=5 hz=1000000000\n",
+        )
+        .unwrap();
+        assert_eq!((c.decompressor_us, c.start_kernel_us), (None, None));
     }
 
     #[test]

@@ -203,7 +203,7 @@ pub(crate) fn parse_boot(
         }
     }
     let log = dmesg::parse(dmesg.as_bytes());
-    rep.reset_to_init_us = bootclock::reset_to_init_us(dmesg);
+    rep.boot_clock = bootclock::parse(dmesg);
     rep.initcalls = log.initcalls;
     rep.init_start_us = log.init_start_us.unwrap_or(0.0);
     rep.processes = procs::with_init(procs::parse(main), rep.init_start_us);
@@ -362,7 +362,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             r.index = rep;
             if !sc.deterministic {
                 // the counter is the host's, not a clock from reset
-                r.reset_to_init_us = None;
+                r.boot_clock = None;
             }
             let workload_problems: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
             r.boot_wall_s = b.wall.as_secs_f64();

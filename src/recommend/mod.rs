@@ -3,7 +3,7 @@
 //!
 //! A boot loader reads the image, then the machine runs from reset to
 //! /init: firmware, setup, the decompressor, the kernel. The lab measures
-//! the second part exactly (each variant's `reset_to_init_us`, the guest's
+//! the second part exactly (each boot's `boot_clock`, the guest's
 //! cycle counter under `-icount`, see [`crate::lab::bootclock`]); the first
 //! is the lab's flash model ([`crate::lab::order::Flash`]: one request of
 //! 4 KiB at a time, each `latency + 4 KiB / throughput`), computed for the
@@ -12,9 +12,13 @@
 //! throughput at which the best image changes. The whole envelope is in
 //! the report, so one run answers for every storage speed.
 
+mod svg;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+pub use svg::chart;
 
 use crate::error::{Error, Kind, Result};
 use crate::run::results::Run;
@@ -82,6 +86,11 @@ pub struct Candidate {
     pub read_bytes: u64,
     /// Reset to /init, the median of the variant's boots.
     pub boot_us: f64,
+    /// The decompressor's own time, entry to end (median; a bzImage boot
+    /// of a lab kernel).
+    pub decompress_us: Option<f64>,
+    /// Reset to start_kernel() (median; a lab kernel).
+    pub start_kernel_us: Option<f64>,
     /// Largest minus smallest of those boots (0 for deterministic boots).
     pub boot_spread_us: f64,
     pub boots: usize,
@@ -161,8 +170,8 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
             });
             continue;
         };
-        let mut boots: Vec<f64> =
-            v.repetitions.iter().filter(|r| !r.partial).filter_map(|r| r.reset_to_init_us).collect();
+        let clocks: Vec<_> = v.repetitions.iter().filter(|r| !r.partial).filter_map(|r| r.boot_clock).collect();
+        let mut boots: Vec<f64> = clocks.iter().map(|c| c.init_us).collect();
         if boots.is_empty() {
             let why = if run.timing == "deterministic" {
                 "no boot reached /init's boot clock"
@@ -173,17 +182,19 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
             continue;
         }
         boots.sort_by(f64::total_cmp);
-        let median = if boots.len() % 2 == 1 {
-            boots[boots.len() / 2]
-        } else {
-            (boots[boots.len() / 2 - 1] + boots[boots.len() / 2]) / 2.0
+        // every boot's landmark, or none
+        let landmark = |f: fn(&crate::run::results::BootClock) -> Option<f64>| {
+            let got: Vec<f64> = clocks.iter().filter_map(f).collect();
+            (got.len() == clocks.len()).then(|| median(got))
         };
         out.push(Candidate {
             variant: v.name.clone(),
             kind: image.kind.clone(),
             compression: image.compression.clone(),
             read_bytes: image.read_bytes,
-            boot_us: median,
+            boot_us: median(boots.clone()),
+            decompress_us: landmark(|c| c.decompress_us()),
+            start_kernel_us: landmark(|c| c.start_kernel_us),
             boot_spread_us: boots[boots.len() - 1] - boots[0],
             boots: boots.len(),
             read_us: 0.0,
@@ -199,6 +210,12 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
         ));
     }
     Ok((out, left_out))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 /// The best candidate over throughput at a fixed latency. Each candidate's
@@ -288,6 +305,8 @@ mod tests {
             compression: name.into(),
             read_bytes,
             boot_us,
+            decompress_us: None,
+            start_kernel_us: None,
             boot_spread_us: 0.0,
             boots: 1,
             read_us: 0.0,

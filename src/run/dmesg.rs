@@ -270,7 +270,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         tainted: None,
         module_taints: Default::default(),
         processes: Vec::new(),
-        reset_to_init_us: None,
+        boot_clock: None,
     };
     Run {
         format: FORMAT_VERSION,

@@ -128,13 +128,40 @@ pub struct Repetition {
     /// moves them here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<Process>,
-    /// Guest time from machine reset to /init's first command: firmware,
-    /// the boot loader's setup, a bzImage's decompressor and the kernel
-    /// (the guest's cycle counter, which under `-icount` is QEMU's virtual
-    /// clock from reset; deterministic lab boots only; see `bootclock/`).
-    /// The kernel's printk times are on another base: not comparable.
+    /// Guest time from machine reset to the boot's landmarks (deterministic
+    /// lab boots only; see [`BootClock`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reset_to_init_us: Option<f64>,
+    pub boot_clock: Option<BootClock>,
+}
+
+/// Guest time from machine reset, in microseconds: firmware, the boot
+/// loader's setup, a bzImage's decompressor and the kernel, which the
+/// kernel's printk times (on another base, started partway into the
+/// kernel) cannot show. From the guest's cycle counter, which under
+/// `-icount` is QEMU's virtual clock from reset (`bootclock/`, and the
+/// lab kernels' patch "x86/boot: print the TSC at the decompressor's
+/// entry, exit and start_kernel").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct BootClock {
+    /// To /init's first command.
+    pub init_us: f64,
+    /// To the decompressor's entry (the compressed image already moved)
+    /// and to its end (the kernel decompressed, parsed, relocated): a
+    /// bzImage boot of a lab kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decompressor_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decompressed_us: Option<f64>,
+    /// To start_kernel() (a lab kernel, any boot path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_kernel_us: Option<f64>,
+}
+
+impl BootClock {
+    /// The decompressor's own time, entry to end.
+    pub fn decompress_us(&self) -> Option<f64> {
+        Some(self.decompressed_us? - self.decompressor_us?)
+    }
 }
 
 /// One process of the guest's user space: forked (or first seen at its
