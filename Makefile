@@ -49,6 +49,7 @@ bench: build
 	bench/manifest
 	bench/manifest-write
 	bench/arm64
+	bench/compress
 
 clean:
 	$(CARGO) clean

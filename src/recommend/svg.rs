@@ -29,13 +29,17 @@ pub fn chart(r: &Report) -> String {
         Storage { mib_s, latency_us: lat }.read_us(c.read_bytes) / 1000.0 + c.boot_us / 1000.0
     };
     let samples: Vec<f64> = (0..=120).map(|i| FROM_MIB_S * (TO_MIB_S / FROM_MIB_S).powf(i as f64 / 120.0)).collect();
-    // y: up to half again the best image's time at the slowest throughput
-    // drawn; slower images leave the chart there.
+    // y (log scale): from below the fastest image at the fastest
+    // throughput drawn to half again the best image at the slowest.
     let best_slowest = r.candidates.iter().map(|c| total_at(c, FROM_MIB_S)).fold(f64::INFINITY, f64::min);
-    let y_max = nice(best_slowest * 1.5);
+    let best_fastest = r.candidates.iter().map(|c| total_at(c, TO_MIB_S)).fold(f64::INFINITY, f64::min);
+    let (y_min, y_max) = (nice_down(best_fastest * 0.8), best_slowest * 1.5);
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let x_of = |mib_s: f64| LEFT + pw * (mib_s / FROM_MIB_S).ln() / (TO_MIB_S / FROM_MIB_S).ln();
-    let y_of = |ms: f64| TOP + ph * (1.0 - (ms / y_max).min(1.05));
+    let y_of = |ms: f64| {
+        let f = (ms.max(y_min * 0.9) / y_min).ln() / (y_max / y_min).ln();
+        TOP + ph * (1.0 - f.min(1.05))
+    };
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -64,15 +68,14 @@ pub fn chart(r: &Report) -> String {
         LEFT + pw / 2.0,
         H - 10.0
     );
-    for i in 0..=5 {
-        let v = y_max * i as f64 / 5.0;
+    for v in log_ticks(y_min, y_max) {
         let y = y_of(v);
         let _ = writeln!(o, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##, LEFT + pw);
         let _ = writeln!(o, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"#, LEFT - 6.0, y + 4.0);
     }
     let _ = writeln!(
         o,
-        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">reset to /init (ms)</text>"#,
+        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">reset to /init (ms, log scale)</text>"#,
         TOP + ph / 2.0
     );
     // where the best image changes
@@ -138,10 +141,26 @@ pub fn chart(r: &Report) -> String {
     o
 }
 
-/// A round axis maximum at or above `v` (ms).
-fn nice(v: f64) -> f64 {
+/// The 1-2-5 value at or below `v` (ms).
+fn nice_down(v: f64) -> f64 {
     let step = 10f64.powf(v.max(1.0).log10().floor());
-    (v / step).ceil() * step
+    [5.0, 2.0, 1.0].iter().map(|m| m * step).find(|t| *t <= v).unwrap_or(step)
+}
+
+/// 1-2-5 ticks from `lo` up to `hi`.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut decade = 10f64.powf(lo.max(1.0).log10().floor());
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let t = m * decade;
+            if t >= lo && t <= hi {
+                out.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -149,9 +168,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_round_maximum_and_escaped_names() {
-        assert_eq!(nice(1234.0), 2000.0);
-        assert_eq!(nice(95.0), 100.0);
+    fn round_ticks_and_escaped_names() {
+        assert_eq!(nice_down(1234.0), 1000.0);
+        assert_eq!(nice_down(450.0), 200.0);
+        assert_eq!(nice_down(600.0), 500.0);
+        assert_eq!(log_ticks(200.0, 3000.0), [200.0, 500.0, 1000.0, 2000.0]);
         assert_eq!(esc("a<b>&\"c"), "a&lt;b&gt;&amp;&quot;c");
     }
 }
