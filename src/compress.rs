@@ -55,8 +55,9 @@ impl Compression {
 
 /// The compressor of a kernel payload (a bzImage's compressed vmlinux),
 /// named by its magic bytes as the kernel's build flavours name it: the
-/// three bootlink decompresses ([`Compression`]) and the four others the
-/// x86 boot decompressor knows (lz4's legacy frame, lzop, bzip2, lzma's
+/// three bootlink decompresses ([`Compression`]), gzip of stored blocks
+/// (`stored`: the x86 kernel's nearest to uncompressed) and the four others
+/// the x86 boot decompressor knows (lz4's legacy frame, lzop, bzip2, lzma's
 /// "alone" header with the kernel's -9 properties); None for anything else.
 pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
     const LZ4_LEGACY: &[u8] = &[0x02, 0x21, 0x4c, 0x18];
@@ -64,6 +65,11 @@ pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
     const LZMA_ALONE: &[u8] = &[0x5d, 0x00, 0x00];
     match Compression::detect(payload) {
         Compression::None => {}
+        // gzip without optional fields whose first deflate block is stored
+        // (BTYPE 00): the `none` flavour's framing, nothing compressed
+        Compression::Gzip if payload.get(3) == Some(&0) && payload.get(10).is_some_and(|b| b & 0b110 == 0) => {
+            return Some("stored");
+        }
         known => return Some(known.name()),
     }
     if payload.starts_with(LZ4_LEGACY) {
@@ -340,6 +346,39 @@ pub(crate) fn compress_with(data: &[u8], params: Params) -> Result<Vec<u8>, Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each compressor's own tool output is named as the kernel's flavours name it.
+    #[test]
+    fn kernel_payloads_are_named_by_their_magic() {
+        let text: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let by_tool = |tool: &str, args: &[&str]| {
+            let mut child = std::process::Command::new(tool)
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{tool}: {e}"));
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(&text).unwrap();
+            child.wait_with_output().unwrap().stdout
+        };
+        for (tool, args, name) in [
+            ("gzip", &["-n", "-9"][..], "gzip"),
+            ("xz", &["--check=crc32"][..], "xz"),
+            ("zstd", &["-q", "-19"][..], "zstd"),
+            ("bzip2", &["-9"][..], "bzip2"),
+            ("lzma", &["-9"][..], "lzma"),
+            ("lz4", &["-l", "-9"][..], "lz4"),
+            ("lzop", &["-9"][..], "lzo"),
+        ] {
+            assert_eq!(kernel_payload_name(&by_tool(tool, args)), Some(name), "{tool}");
+        }
+        // gzip of stored blocks, as kernel/tools/gzip-stored writes it
+        let stored = by_tool(concat!(env!("CARGO_MANIFEST_DIR"), "/kernel/tools/gzip-stored"), &["-n", "-f", "-9"]);
+        assert_eq!(kernel_payload_name(&stored), Some("stored"));
+        assert_eq!(kernel_payload_name(b"\x7fELF"), None);
+        assert_eq!(kernel_payload_name(b""), None);
+    }
 
     /// What the xz tool writes is read back: check and dictionary, and a
     /// rewrite with them reads as the same parameters.

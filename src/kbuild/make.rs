@@ -24,6 +24,9 @@ pub(crate) struct Env<'a> {
     /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
     /// tables (KSYMHASH, kernel/6.1/patches 0002, vmlinux's tables).
     pub symhash_hook: Option<String>,
+    /// `NAME=VALUE` arguments a build flavour adds to every make call
+    /// (`# bootlink-make:` lines; the `none` flavour's KGZIP).
+    pub make_vars: Vec<String>,
 }
 
 /// `bootlink symhash --vmlinux`, as a command line for KSYMHASH: this
@@ -68,6 +71,7 @@ impl Env<'_> {
         if self.ccache() {
             c.arg(format!("CC=ccache {cross}gcc")).env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
         }
+        c.args(&self.make_vars);
         if let Some(hook) = &self.symhash_hook {
             c.env("KSYMHASH", hook);
         }

@@ -250,6 +250,33 @@ pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
     Ok(built.tree)
 }
 
+/// A flavour's `# bootlink-make: NAME=PROGRAM` lines: make's variable NAME
+/// set to a program of the checkout's kernel/tools/ (the `none` flavour:
+/// KGZIP=gzip-stored). Anything else on such a line is refused.
+fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(v) = line.trim().strip_prefix("# bootlink-make:") else { continue };
+        let bad = |why: &str| Error::file(Kind::Usage, file, format!("{line:?}: {why}"));
+        let (var, tool) = v.trim().split_once('=').ok_or_else(|| bad("give NAME=PROGRAM"))?;
+        if var.is_empty() || !var.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+            return Err(bad("a make variable's name is capitals, digits and _"));
+        }
+        if tool.is_empty()
+            || !tool.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            || tool.starts_with('.')
+        {
+            return Err(bad("PROGRAM is a file name of kernel/tools/"));
+        }
+        let path = checkout.join("kernel/tools").join(tool);
+        if !path.is_file() {
+            return Err(Error::file(Kind::Usage, &path, format!("{line:?} in {}: no such program", file.display())));
+        }
+        out.push((var.to_string(), path));
+    }
+    Ok(out)
+}
+
 /// The object tree of `built` holds that build: flavours share their
 /// unflavoured build's tree, and two that differ only in the bzImage's
 /// compressor have the same vmlinux, so only the key tells whose boot
@@ -335,6 +362,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     // A flavour's lines go over the fragment's (and into the key after
     // them: no flavour, the key it always had).
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut make_vars: Vec<String> = Vec::new();
     for name in &opts.flavours {
         let file = opts.line.flavour_config(checkout, name);
         if !file.is_file() {
@@ -351,6 +379,14 @@ pub fn run(opts: &Options) -> Result<Report> {
         fragment = fragment.overlaid(&Fragment::parse(&String::from_utf8_lossy(&text), &file)?);
         fragment_text.extend_from_slice(format!("\n# bootlink: flavour {name}\n").as_bytes());
         fragment_text.extend_from_slice(&text);
+        for (var, tool) in flavour_make_vars(&String::from_utf8_lossy(&text), &file, checkout)? {
+            // the program's bytes make the key too
+            let bytes = crate::fsutil::read_input(&tool, crate::fsutil::MAX_TEXT)?;
+            fragment_text.extend_from_slice(
+                format!("# bootlink: make {var} sha256 {}\n", hex(&Sha256::digest(&bytes))).as_bytes(),
+            );
+            make_vars.push(format!("{var}={}", tool.display()));
+        }
     }
     // What makes the config: the lab's fragment alone (so its key is what
     // it always was), or a whole config with the series' options, the
@@ -450,6 +486,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         jobs: opts.jobs,
         arch: opts.arch,
         symhash_hook: Some(make::symhash_hook()?),
+        make_vars,
     };
     // The key goes into the object tree under a fixed name, so the config
     // (and every object's preprocessed input through autoconf.h) does not
@@ -697,6 +734,26 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flavours_name_make_variables_of_kernel_tools_only() {
+        let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let f = Path::new("none.config");
+        let got = flavour_make_vars("CONFIG_X=y\n# bootlink-make: KGZIP=gzip-stored\n", f, checkout).unwrap();
+        assert_eq!(got, [("KGZIP".to_string(), checkout.join("kernel/tools/gzip-stored"))]);
+        assert!(flavour_make_vars("# CONFIG_X is not set\n", f, checkout).unwrap().is_empty());
+        for (line, want) in [
+            ("# bootlink-make: KGZIP", "NAME=PROGRAM"),
+            ("# bootlink-make: kgzip=gzip-stored", "capitals"),
+            ("# bootlink-make: KGZIP=../../bin/sh", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=/bin/sh", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=.hidden", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=no-such-tool", "no such program"),
+        ] {
+            let e = flavour_make_vars(line, f, checkout).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
 
     fn report(d: PathBuf) -> Report {
         Report {

@@ -98,7 +98,7 @@ pub enum BootImage {
 }
 
 /// The build flavours that choose the bzImage's compressor.
-pub const COMPRESSOR_FLAVOURS: &[&str] = &["gzip", "bzip2", "lzma", "xz", "lzo", "lz4", "zstd"];
+pub const COMPRESSOR_FLAVOURS: &[&str] = &["none", "gzip", "bzip2", "lzma", "xz", "lzo", "lz4", "zstd"];
 
 /// The name variants had before the model: kept for callers.
 pub type VariantSpec = Variant;
