@@ -192,3 +192,61 @@ fn recommend_refuses_a_run_it_cannot_answer_from() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains(old.to_str().unwrap()), "{e}");
 }
+
+/// The flash model `recommend` computes read times with, checked on the
+/// lab's emulated flash: Debian's kernel (high-resolution timers; the lab
+/// build's tick would quantize every request to 4 ms, and is refused) reads
+/// its own image back from null_blk at the nand preset, 4 KiB at a time.
+#[test]
+fn the_flash_model_holds_on_the_emulated_device() {
+    let dir = common::tmpdir("compress-read").keep().join("run");
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&[
+        &"lab",
+        &"--set",
+        &"none",
+        &"--no-trace",
+        &"-n",
+        &"1",
+        &"--variant",
+        &"debian=kernel:debian,read:nand",
+        &"-o",
+        &dir,
+    ])
+    .show_dir(&dir)
+    .ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    let rep = &variant(&run, "debian").repetitions[0];
+    let r = rep
+        .workloads
+        .iter()
+        .find_map(|w| match w {
+            bootlink::run::results::WorkloadResult::ImageRead(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the read's result");
+    assert_eq!(r.bytes, std::fs::metadata(&variant(&run, "debian").kernel).unwrap().len());
+    let requests = r.bytes.div_ceil(4096);
+    assert_eq!(r.requests, Some(requests), "{r:?}");
+    // 8 MiB/s and 50 us: 538.281 us per 4 KiB request
+    assert!((r.model_us - requests as f64 * 538.281).abs() < 1.0, "{r:?}");
+    // the device is never quicker than the model; what it adds is the
+    // guest's own block layer per request (tens of microseconds of lab CPU)
+    let measured = r.measured_us.expect("read timed");
+    let extra_per_request = (measured - r.model_us) / requests as f64;
+    assert!((0.0..100.0).contains(&extra_per_request), "{extra_per_request} us per request: {r:?}");
+    common::report(
+        "compress_boot",
+        &format!(
+            "flash model check: {} requests, model {:.1} ms, measured {:.1} ms (+{extra_per_request:.1} us per request)",
+            requests,
+            r.model_us / 1000.0,
+            measured / 1000.0
+        ),
+    );
+    // the lab build (no high-resolution timers) is refused before booting
+    let e = common::lab_without_modules("r=read:nand", &common::tmpdir("compress-read-lab").join("run"))
+        .fails_with("no high-resolution timers");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

@@ -28,6 +28,7 @@ pub mod busybox;
 pub mod cpio;
 pub mod ddlink;
 pub(crate) mod debs;
+pub mod imageread;
 pub mod initramfs;
 pub mod loaders;
 pub mod order;

@@ -163,12 +163,12 @@ impl Spec {
     }
 }
 
-/// The kernel modules the guest needs, in load order (null_blk needs configfs).
-const MODULES: [(&str, &str); 3] = [
-    ("configfs", "kernel/fs/configfs/configfs.ko"),
-    ("null_blk", "kernel/drivers/block/null_blk/null_blk.ko"),
-    ("squashfs", "kernel/fs/squashfs/squashfs.ko"),
-];
+/// The emulated flash device's modules, in load order (null_blk needs configfs).
+pub(crate) const FLASH_MODULES: [(&str, &str); 2] =
+    [("configfs", "kernel/fs/configfs/configfs.ko"), ("null_blk", "kernel/drivers/block/null_blk/null_blk.ko")];
+
+/// The kernel modules the guest needs, in load order.
+const MODULES: [(&str, &str); 3] = [FLASH_MODULES[0], FLASH_MODULES[1], ("squashfs", "kernel/fs/squashfs/squashfs.ko")];
 
 /// Before anything is built or booted: the tools on the host and the
 /// modules in the variant's tree (uncompressed; a built-in one is fine when
@@ -177,21 +177,38 @@ pub fn check(tree: &Path) -> Result<Vec<(String, PathBuf)>> {
     if !crate::hosttool::exists("mksquashfs") {
         return Err(Error::new(Kind::Usage, "order: mksquashfs not found (apt-get install squashfs-tools)"));
     }
+    guest_modules(tree, &MODULES, "order")
+}
+
+/// Of `wanted` (name, path in the tree), the module files the guest loads:
+/// each a file of `tree`, or built in as `modules.builtin` says; `what`
+/// names the workload in the refusal.
+pub(crate) fn guest_modules(tree: &Path, wanted: &[(&str, &str)], what: &str) -> Result<Vec<(String, PathBuf)>> {
     let builtin = std::fs::read_to_string(tree.join("modules.builtin")).unwrap_or_default();
     let mut out = Vec::new();
-    for (name, rel) in MODULES {
+    for (name, rel) in wanted {
         let p = tree.join(rel);
         if p.is_file() {
             out.push((name.to_string(), p));
-        } else if !builtin.lines().any(|l| l == rel) {
+        } else if !builtin.lines().any(|l| l == *rel) {
             return Err(Error::file(
                 Kind::Usage,
                 &p,
-                format!("order: the kernel has no {name} module (uncompressed) and does not build it in"),
+                format!("{what}: the kernel has no {name} module (uncompressed) and does not build it in"),
             ));
         }
     }
     Ok(out)
+}
+
+/// The line that loads null_blk as the emulated flash: `devices` devices
+/// of 1 GiB in memory, 4 KiB blocks, each request completing after the
+/// flash's request time on a guest timer, one at a time.
+pub(crate) fn null_blk_params(devices: usize, flash: Flash) -> String {
+    format!(
+        " nr_devices={devices} gb=1 bs=4096 memory_backed=1 irqmode=2 completion_nsec={} hw_queue_depth=1 submit_queues=1",
+        flash.request_ns(),
+    )
 }
 
 /// What the guest needs, made on the host.
@@ -358,15 +375,7 @@ pub fn script(p: &Prepared) -> String {
     let mut s = format!("mkdir -p {SCRATCH} {MNT}\nmknod {SCRATCH}/ui p\n");
     s.push_str(UI_READER);
     for (name, _) in &p.modules {
-        let params = if name == "null_blk" {
-            format!(
-                " nr_devices={} gb=1 bs=4096 memory_backed=1 irqmode=2 completion_nsec={} hw_queue_depth=1 submit_queues=1",
-                p.images.len(),
-                p.flash.request_ns(),
-            )
-        } else {
-            String::new()
-        };
+        let params = if name == "null_blk" { null_blk_params(p.images.len(), p.flash) } else { String::new() };
         s.push_str(&format!("insmod {DIR}/{name}.ko{params} || echo 'bootlink: order cannot load {name}'\n"));
     }
     for (i, (b, _)) in p.images.iter().enumerate() {

@@ -123,8 +123,10 @@ fn context<'a>(
     files: &'a [(String, PathBuf)],
     work: &'a Path,
     arch: crate::lab::arch::Arch,
+    image: &'a Path,
+    config: Option<&'a crate::kernel::KernelConfig>,
 ) -> Context<'a> {
-    Context { variant: &v.spec.name, tree: &v.tree, rels, files, plan: &v.plan, work, arch }
+    Context { variant: &v.spec.name, tree: &v.tree, rels, files, plan: &v.plan, work, arch, image, config }
 }
 
 /// The variant's initramfs: busybox, each workload's files, /init.
@@ -318,11 +320,12 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     // SquashFS images), then one initramfs per variant.
     let mut loads = Vec::new();
     let mut images = Vec::new();
-    for (i, (_, files)) in variants.iter().enumerate() {
+    for (i, (meta, files)) in variants.iter().enumerate() {
         let v = &sc.variants[i];
         let dir = work.path().join(format!("v{i}"));
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let cx = context(v, &rels, files, &dir, sc.target.arch);
+        let config = images_open.iter().find(|(p, _)| *p == v.kernel).and_then(|(_, k)| k.config.as_ref());
+        let cx = context(v, &rels, files, &dir, sc.target.arch, &meta.kernel, config);
         let mut ws = workload::build(v.spec.loader, &v.spec.workloads);
         for w in &mut ws {
             w.prepare(&cx)?;
@@ -403,7 +406,8 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let files = &variants[0].1;
         let dir = work.path().join("untraced-root");
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let cx = context(v, &rels, files, &dir, sc.target.arch);
+        let config = images_open.iter().find(|(p, _)| *p == v.kernel).and_then(|(_, k)| k.config.as_ref());
+        let cx = context(v, &rels, files, &dir, sc.target.arch, &variants[0].0.kernel, config);
         initramfs(&loads[0], &cx, false, &img)?;
         let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
         let b = boot(&variants[0].0, &img, &rel)?;

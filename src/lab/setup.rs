@@ -496,7 +496,10 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
                 out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
             }
             WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
-            WorkloadResult::Loader(_) | WorkloadResult::Storm(_) | WorkloadResult::Program(_) => {}
+            WorkloadResult::Loader(_)
+            | WorkloadResult::Storm(_)
+            | WorkloadResult::Program(_)
+            | WorkloadResult::ImageRead(_) => {}
         }
     }
     out

@@ -106,7 +106,7 @@ pub type VariantSpec = Variant;
 /// The keys of a variant, in the order [`GRAMMAR`] lists them.
 pub(crate) const KEYS: &[&str] = &[
     "kernel", "image", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash",
-    "starts",
+    "starts", "read",
 ];
 
 impl Variant {
@@ -286,6 +286,10 @@ impl Variant {
                     ));
                 }
             }
+        }
+        if let Some(v) = get("read") {
+            let flash = crate::lab::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
+            workloads.push(workload::Spec::ImageRead(crate::lab::imageread::Spec { flash }));
         }
         if flash.is_some() && get("order").is_none() {
             return Err(usage("flash: is the device of order:; give order: too".into()));

@@ -199,6 +199,25 @@ pub enum WorkloadResult {
     Order(OrderStarts),
     /// A host program run once (`run:`).
     Program(ProgramRun),
+    /// The booted image read back from the lab's emulated flash (`read:`).
+    ImageRead(ImageRead),
+}
+
+/// The booted kernel image read from the lab's emulated flash (null_blk,
+/// one 4 KiB request at a time, readahead off), against the flash model
+/// `bootlink recommend` computes read times with.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ImageRead {
+    /// The device: MiB/s and microseconds per 4 KiB request.
+    pub mib_s: u32,
+    pub latency_us: u32,
+    /// The image's bytes, and the 4 KiB requests the device counted.
+    pub bytes: u64,
+    pub requests: Option<u64>,
+    /// Between the guest's kernel log marks around the read.
+    pub measured_us: Option<f64>,
+    /// The model: `ceil(bytes / 4096) x (latency + 4 KiB / throughput)`.
+    pub model_us: f64,
 }
 
 impl WorkloadResult {
@@ -210,6 +229,7 @@ impl WorkloadResult {
             WorkloadResult::Ddlink(_) => "ddlink",
             WorkloadResult::Order(_) => "order",
             WorkloadResult::Program(_) => "program",
+            WorkloadResult::ImageRead(_) => "imageread",
         }
     }
 }

@@ -10,6 +10,7 @@
 //! is a [`Spec`] variant, its file here, and its line in [`build`].
 
 mod ddlink;
+mod imageread;
 mod modules;
 mod order;
 mod program;
@@ -30,6 +31,8 @@ pub enum Spec {
     Order(crate::lab::order::Spec),
     /// `run:/PATH ARGS`: a host program with its ld.so and libraries.
     Run(String),
+    /// `read:FLASH`: the booted image read back from emulated flash.
+    ImageRead(crate::lab::imageread::Spec),
 }
 
 impl Spec {
@@ -40,6 +43,7 @@ impl Spec {
             Spec::Ddlink(d) => d.check(),
             Spec::Order(_) => crate::lab::order::check(tree).map(|_| ()),
             Spec::Run(_) => Ok(()),
+            Spec::ImageRead(_) => crate::lab::imageread::check(tree).map(|_| ()),
         }
     }
 }
@@ -59,6 +63,11 @@ pub struct Context<'a> {
     pub work: &'a Path,
     /// The guest's architecture: the programs put into the initramfs are its.
     pub arch: crate::lab::arch::Arch,
+    /// The kernel image QEMU boots.
+    pub image: &'a Path,
+    /// Its configuration, when bootlink found it (a build's, a Debian
+    /// package's `config-<release>`).
+    pub config: Option<&'a crate::kernel::KernelConfig>,
 }
 
 /// One boot's console, cut into what /init printed and the kernel log.
@@ -110,6 +119,7 @@ pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
             Spec::Ddlink(d) => Box::new(ddlink::DdlinkStarts { spec: d.clone(), prepared: None }),
             Spec::Order(o) => Box::new(order::OrderStarts { spec: o.clone(), prepared: None }),
             Spec::Run(cmd) => Box::new(program::Program { command: cmd.clone() }),
+            Spec::ImageRead(r) => Box::new(imageread::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),
         });
     }
     w
