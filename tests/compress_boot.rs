@@ -18,34 +18,31 @@ struct Grid {
     run: Run,
 }
 
+/// `bootlink lab --set none --no-trace -n N` of `variants` into a fresh
+/// run directory: the directory and its run.json.
+fn lab(label: &str, n: &str, variants: &[&str]) -> (PathBuf, Run) {
+    let dir = common::tmpdir(label).keep().join("run");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--set", &"none", &"--no-trace", &"-n", &n];
+    for v in variants {
+        args.push(&"--variant");
+        args.push(v);
+    }
+    args.push(&"-o");
+    args.push(&dir);
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&args).show_dir(&dir).ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    (dir, run)
+}
+
 fn grid() -> &'static Grid {
     static G: OnceLock<Grid> = OnceLock::new();
     G.get_or_init(|| {
-        let dir = common::tmpdir("compress-boot").keep().join("run");
         let k = common::build_kernel();
         let (none, xz, lz4) =
             (format!("none={k},image:vmlinux"), format!("xz={k},image:bzimage"), format!("lz4={k}+lz4"));
-        let t0 = std::time::Instant::now();
-        TestCommand::new(&[
-            &"lab",
-            &"--set",
-            &"none",
-            &"--no-trace",
-            &"-n",
-            &"2",
-            &"--variant",
-            &none,
-            &"--variant",
-            &xz,
-            &"--variant",
-            &lz4,
-            &"-o",
-            &dir,
-        ])
-        .show_dir(&dir)
-        .ok();
-        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-        let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        let (dir, run) = lab("compress-boot", "2", &[&none, &xz, &lz4]);
         Grid { dir, run }
     })
 }
@@ -199,24 +196,7 @@ fn recommend_refuses_a_run_it_cannot_answer_from() {
 /// its own image back from null_blk at the nand preset, 4 KiB at a time.
 #[test]
 fn the_flash_model_holds_on_the_emulated_device() {
-    let dir = common::tmpdir("compress-read").keep().join("run");
-    let t0 = std::time::Instant::now();
-    TestCommand::new(&[
-        &"lab",
-        &"--set",
-        &"none",
-        &"--no-trace",
-        &"-n",
-        &"1",
-        &"--variant",
-        &"debian=kernel:debian,read:nand",
-        &"-o",
-        &dir,
-    ])
-    .show_dir(&dir)
-    .ok();
-    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    let (_, run) = lab("compress-read", "1", &["debian=kernel:debian,read:nand"]);
     let rep = &variant(&run, "debian").repetitions[0];
     let r = rep
         .workloads
