@@ -81,6 +81,9 @@ pub fn describe(image: &Path) -> Result<BootImage> {
     if crate::kernel::arm64::header(&data).is_some() {
         return Ok(BootImage { kind: "Image".into(), compression: "none".into(), file_bytes, read_bytes: file_bytes });
     }
+    if crate::kernel::arm64::is_gzip_image(&data) {
+        return Ok(BootImage { kind: "Image".into(), compression: "gzip".into(), file_bytes, read_bytes: file_bytes });
+    }
     let payload = crate::kernel::bzimage_payload_bytes(&data)
         .map_err(|e| e.at(image))?
         .ok_or_else(|| Error::file(Kind::Format, image, "not a vmlinux, bzImage or arm64 Image"))?;
