@@ -1,5 +1,5 @@
 //! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
-//! gzip payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
+//! gzip, lz4 or lzma payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
 //! vmlinuz, Image.gz), or `System.map` + `Module.symvers` as a fallback
 //! when no image is at hand.
 
@@ -31,7 +31,8 @@ pub enum Source {
     Vmlinux,
     /// An x86 boot image whose payload is the compressed vmlinux.
     BzImage {
-        compression: Compression,
+        /// As [`crate::compress::kernel_payload_name`] names it.
+        compression: String,
     },
     /// A compressed vmlinux, or an image with one embedded.
     Compressed {
@@ -51,7 +52,7 @@ impl Source {
     pub fn describe(&self) -> String {
         match self {
             Source::Vmlinux => "vmlinux".into(),
-            Source::BzImage { compression } => format!("bzImage, {} payload", compression.name()),
+            Source::BzImage { compression } => format!("bzImage, {compression} payload"),
             Source::Compressed { compression, offset } => {
                 format!("{}-compressed vmlinux at offset {offset}", compression.name())
             }
@@ -165,22 +166,26 @@ pub fn bzimage_payload_bytes(data: &[u8]) -> std::result::Result<Option<&[u8]>, 
 fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
     let Some(payload) = bzimage_payload_bytes(data)? else { return Ok(None) };
     let kind = Compression::detect(payload);
-    if kind == Compression::None {
-        if payload.starts_with(&object::elf::ELFMAG) {
-            return Ok(Some(Vmlinux { data: payload.to_vec().into(), source: Source::BzImage { compression: kind } }));
-        }
-        return Err(Error::new(
-            Kind::Unsupported,
-            "bzImage payload is in an unsupported compression (supported: xz, zstd, gzip)",
-        ));
+    if kind == Compression::None && payload.starts_with(&object::elf::ELFMAG) {
+        return Ok(Some(Vmlinux {
+            data: payload.to_vec().into(),
+            source: Source::BzImage { compression: "none".into() },
+        }));
     }
-    // The build appends the uncompressed size (le32) after the stream.
-    let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
-    let out = compress::decompress(payload, kind, hint)?;
+    let name = compress::kernel_payload_name(payload).ok_or_else(|| {
+        Error::new(Kind::Unsupported, "bzImage payload is in no compression the kernel knows (nor an ELF vmlinux)")
+    })?;
+    let out = if kind == Compression::None {
+        compress::decompress_kernel_payload(payload, name)?
+    } else {
+        // The build appends the uncompressed size (le32) after the stream.
+        let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
+        compress::decompress(payload, kind, hint)?
+    };
     if !out.starts_with(&object::elf::ELFMAG) {
         return Err(corrupt("bzImage payload does not decompress to an ELF vmlinux"));
     }
-    Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: kind } }))
+    Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: name.into() } }))
 }
 
 /// An arm64 kernel image's raw `Image`: None when the file is one already

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Kind};
 
+mod lz4;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
@@ -60,7 +62,7 @@ impl Compression {
 /// the x86 boot decompressor knows (lz4's legacy frame, lzop, bzip2, lzma's
 /// "alone" header with the kernel's -9 properties); None for anything else.
 pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
-    const LZ4_LEGACY: &[u8] = &[0x02, 0x21, 0x4c, 0x18];
+    let lz4_legacy = lz4::MAGIC.to_le_bytes();
     const LZOP: &[u8] = &[0x89, b'L', b'Z', b'O', 0x00, 0x0d, 0x0a, 0x1a, 0x0a];
     const LZMA_ALONE: &[u8] = &[0x5d, 0x00, 0x00];
     match Compression::detect(payload) {
@@ -72,7 +74,7 @@ pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
         }
         known => return Some(known.name()),
     }
-    if payload.starts_with(LZ4_LEGACY) {
+    if payload.starts_with(&lz4_legacy) {
         Some("lz4")
     } else if payload.starts_with(LZOP) {
         Some("lzo")
@@ -101,11 +103,14 @@ pub(crate) fn output_limit(input_len: usize) -> usize {
 }
 
 fn too_large(kind: Compression, limit: usize) -> Error {
+    too_large_named(kind.name(), limit)
+}
+
+fn too_large_named(name: &str, limit: usize) -> Error {
     Error::new(
         Kind::Format,
         format!(
-            "{} data decompresses to more than {} MiB (the most bootlink unpacks of this input, {MAX_RATIO} times its size): refused as a decompression bomb",
-            kind.name(),
+            "{name} data decompresses to more than {} MiB (the most bootlink unpacks of this input, {MAX_RATIO} times its size): refused as a decompression bomb",
             limit >> 20
         ),
     )
@@ -147,15 +152,45 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
     }
 }
 
+fn xz_first_stream(data: &[u8], out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
+    let stream = liblzma::stream::Stream::new_stream_decoder(u64::MAX, 0)
+        .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
+    lzma_first_stream(data, out, limit, stream, "xz")
+}
+
+/// A kernel payload bootlink reads beyond the module formats of
+/// [`Compression`], named as [`kernel_payload_name`] names it: lz4's legacy
+/// frame and lzma's "alone" format (bzip2 and lzo are refused), at most
+/// [`output_limit`] bytes.
+pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
+    let limit = output_limit(data.len());
+    match name {
+        "lz4" => lz4::decompress_legacy(data, limit),
+        "lzma" => {
+            let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
+                .map_err(|e| Error::new(Kind::Internal, format!("lzma: {e}")).because(e))?;
+            lzma_first_stream(data, Vec::new(), limit, stream, "lzma")
+        }
+        other => Err(Error::new(
+            Kind::Unsupported,
+            format!("a {other} payload: bootlink reads xz, zstd, gzip, lz4 and lzma kernels (give the vmlinux)"),
+        )),
+    }
+}
+
 /// liblzma's stream API, stopped at the end of the first stream so that
 /// trailing bytes are never fed to a finished decoder.
-fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
-    use liblzma::stream::{Action, Status, Stream};
-    let mut stream = Stream::new_stream_decoder(u64::MAX, 0)
-        .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
+fn lzma_first_stream(
+    data: &[u8],
+    mut out: Vec<u8>,
+    limit: usize,
+    mut stream: liblzma::stream::Stream,
+    name: &str,
+) -> Result<Vec<u8>, Error> {
+    use liblzma::stream::{Action, Status};
     loop {
         if out.len() > limit {
-            return Err(too_large(Compression::Xz, limit));
+            return Err(too_large_named(name, limit));
         }
         if out.capacity() - out.len() < 64 * 1024 {
             // Grow by doubling, but never past one buffer beyond the limit.
@@ -167,16 +202,16 @@ fn xz_first_stream(data: &[u8], mut out: Vec<u8>, limit: usize) -> Result<Vec<u8
         let action = if input.is_empty() { Action::Finish } else { Action::Run };
         let before = (stream.total_in(), stream.total_out());
         match stream.process_vec(input, &mut out, action) {
-            Ok(Status::StreamEnd) if out.len() > limit => return Err(too_large(Compression::Xz, limit)),
+            Ok(Status::StreamEnd) if out.len() > limit => return Err(too_large_named(name, limit)),
             Ok(Status::StreamEnd) if out.is_empty() => {
-                return Err(Error::new(Kind::Format, "corrupt xz data: it decompresses to nothing"));
+                return Err(Error::new(Kind::Format, format!("corrupt {name} data: it decompresses to nothing")));
             }
             Ok(Status::StreamEnd) => return Ok(out),
             Ok(_) if input.is_empty() && before == (stream.total_in(), stream.total_out()) => {
-                return Err(Error::new(Kind::Format, "corrupt xz data: truncated stream"));
+                return Err(Error::new(Kind::Format, format!("corrupt {name} data: truncated stream")));
             }
             Ok(_) => {}
-            Err(e) => return Err(Error::new(Kind::Format, format!("corrupt xz data: {e}")).because(e)),
+            Err(e) => return Err(Error::new(Kind::Format, format!("corrupt {name} data: {e}")).because(e)),
         }
     }
 }
