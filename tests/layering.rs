@@ -60,6 +60,7 @@ const SAME_LAYER: &[(&str, &str)] = &[
     ("modwrite", "sign"),
     // `manifest write --bzimage` finds the object tree in kbuild's build.json
     ("manifest", "kbuild"),
+    ("recommend", "chart"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -25,6 +25,9 @@ mod loaders;
 mod order;
 mod perfetto;
 mod svg;
+
+/// Text escaped for HTML and SVG (`recommend`'s chart too).
+pub(crate) use svg::esc;
 mod userspace;
 
 use std::path::{Path, PathBuf};

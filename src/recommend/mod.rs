@@ -181,18 +181,18 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
             left_out.push(LeftOut { variant: v.name.clone(), why: why.into() });
             continue;
         }
-        boots.sort_by(f64::total_cmp);
+        let boot_us = median(&mut boots);
         // every boot's landmark, or none
         let landmark = |f: fn(&crate::run::results::BootClock) -> Option<f64>| {
-            let got: Vec<f64> = clocks.iter().filter_map(f).collect();
-            (got.len() == clocks.len()).then(|| median(got))
+            let mut got: Vec<f64> = clocks.iter().filter_map(f).collect();
+            (got.len() == clocks.len()).then(|| median(&mut got))
         };
         out.push(Candidate {
             variant: v.name.clone(),
             kind: image.kind.clone(),
             compression: image.compression.clone(),
             read_bytes: image.read_bytes,
-            boot_us: median(boots.clone()),
+            boot_us,
             decompress_us: landmark(|c| c.decompress_us()),
             start_kernel_us: landmark(|c| c.start_kernel_us),
             boot_spread_us: boots[boots.len() - 1] - boots[0],
@@ -212,7 +212,8 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
     Ok((out, left_out))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v`, which it leaves sorted.
+fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use super::{Report, Storage};
+use crate::chart::esc;
 
 const W: f64 = 760.0;
 const H: f64 = 440.0;
@@ -18,10 +19,6 @@ const FROM_MIB_S: f64 = 0.25;
 const TO_MIB_S: f64 = 1024.0;
 const COLORS: &[&str] =
     &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
 
 pub fn chart(r: &Report) -> String {
     let lat = r.storage.latency_us;
@@ -168,11 +165,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_ticks_and_escaped_names() {
+    fn round_ticks() {
         assert_eq!(nice_down(1234.0), 1000.0);
         assert_eq!(nice_down(450.0), 200.0);
         assert_eq!(nice_down(600.0), 500.0);
         assert_eq!(log_ticks(200.0, 3000.0), [200.0, 500.0, 1000.0, 2000.0]);
-        assert_eq!(esc("a<b>&\"c"), "a&lt;b&gt;&amp;&quot;c");
     }
 }
