@@ -74,6 +74,7 @@ struct opts {
 	const char *kmsg_file;
 	const char *trace_marker;
 	const char *sysfs;
+	int decomp_mode;
 	int dry_run;
 	int quiet;
 	const char *plan;
@@ -112,7 +113,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [-j N] [-t SECONDS] [--kmsg] [--trace-marker FILE]\n"
-		"                  [--sysfs DIR] [-n|--dry-run] [-q] PLAN\n");
+		"                  [--sysfs DIR] [--decompress auto|kernel|user]\n"
+		"                  [-n|--dry-run] [-q] PLAN\n");
 }
 
 /* ---------------------------------------------------------------- output */
@@ -584,6 +586,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "kmsg-file", required_argument, NULL, 'F' },
 		{ "trace-marker", required_argument, NULL, 'M' },
 		{ "sysfs", required_argument, NULL, 'S' },
+		{ "decompress", required_argument, NULL, 'D' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -624,6 +627,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'F': o->kmsg_file = optarg; break;
 		case 'M': o->trace_marker = optarg; break;
 		case 'S': o->sysfs = optarg; break;
+		case 'D':
+			if (strcmp(optarg, "auto") == 0)
+				o->decomp_mode = DMODE_AUTO;
+			else if (strcmp(optarg, "kernel") == 0)
+				o->decomp_mode = DMODE_KERNEL;
+			else if (strcmp(optarg, "user") == 0)
+				o->decomp_mode = DMODE_USER;
+			else {
+				note("--decompress: expected auto, kernel or user, got '%s'",
+				     optarg);
+				return -1;
+			}
+			break;
 		case 'n': o->dry_run = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'h':
@@ -683,6 +699,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL); /* we reap our workers ourselves */
 	G.ctx.plan = &G.plan;
+	G.ctx.decomp_mode = G.o.decomp_mode;
 	G.ctx.kmsg_path = NULL;
 	G.ctx.trace_fd = -1;
 	if (G.o.kmsg_file || G.o.kmsg) {

@@ -188,10 +188,16 @@ void worker_load(const struct bl_mod *m, int index,
 		goto out;
 	}
 	marker(ctx->trace_fd, "bootlink begin %s\n", m->name, 0, 0);
-	res->decomp = tool ? DECOMP_KERNEL : DECOMP_NONE;
-	rc = syscall(SYS_finit_module, fd, m->params,
-		     tool ? MODULE_INIT_COMPRESSED_FILE : 0);
-	e = rc == 0 ? 0 : errno;
+	if (tool && ctx->decomp_mode == DMODE_USER) {
+		e = EOPNOTSUPP; /* as if the kernel could not: user space does it */
+	} else {
+		res->decomp = tool ? DECOMP_KERNEL : DECOMP_NONE;
+		rc = syscall(SYS_finit_module, fd, m->params,
+			     tool ? MODULE_INIT_COMPRESSED_FILE : 0);
+		e = rc == 0 ? 0 : errno;
+		if (tool && ctx->decomp_mode == DMODE_KERNEL && e != ENOSYS)
+			goto done;
+	}
 	if ((tool && (e == EOPNOTSUPP || e == EINVAL)) || e == ENOSYS) {
 		/* kernel cannot decompress (or lacks finit_module): prepare the
 		 * image here and hand over the bytes with init_module */
@@ -209,6 +215,7 @@ void worker_load(const struct bl_mod *m, int index,
 			free(img);
 		}
 	}
+done:
 	close(fd);
 out:
 	res->end_us = bl_now_us();

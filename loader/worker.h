@@ -28,8 +28,16 @@ struct worker_res {
 	int64_t end_us;
 };
 
+/* --decompress: who decompresses a compressed module */
+enum bl_decomp_mode {
+	DMODE_AUTO = 0,   /* the kernel; user space when it cannot */
+	DMODE_KERNEL,     /* the kernel only: its refusal is the result */
+	DMODE_USER,       /* user space only: finit_module is not asked */
+};
+
 struct worker_ctx {
 	const struct bl_plan *plan;
+	int decomp_mode;       /* enum bl_decomp_mode */
 	const char *kmsg_path; /* NULL: no kmsg markers; reopened per marker
 				* because /dev/kmsg rate-limits each open file */
 	int trace_fd;  /* -1: no trace_marker */

@@ -323,6 +323,34 @@ if [ $have_zstd = 1 ]; then
 fi
 check "fallback: decompress=user reported, exit 0" "$(cat "$T/out")" ' [ "$(field ux decompress)$(field ug decompress)" = useruser ] && [ "$(res ux)" = loaded ] && [ "$rc" = 0 ]'
 
+new forceduser
+printf '\177ELF compressed test module payload\n' >"$T/payload"
+size=$(wc -c <"$T/payload")
+xz -c "$T/payload" >"$T/mods/fx.ko.xz"
+echo "fx $T/mods/fx.ko.xz -" >>"$T/plan"
+mod p -
+run --decompress user
+# (the trap names an init_module by its process's last finit_module: none here)
+check "--decompress user: no finit_module for a compressed module, init_module with ELF bytes" "$(cat "$T/log")" \
+	'! grep -q "^CALL fx .* finit " "$T/log" && grep -q "^CALL [a-z]* [0-9]* [0-9]* [0-9]* 0 0 init len=$size head=7f454c46 " "$T/log" && [ "$(field fx decompress)" = user ] && [ "$(res fx)" = loaded ]'
+check "--decompress user: a plain module still goes to finit_module" "$(cat "$T/log")" \
+	'grep -q "^CALL p [0-9]* [0-9]* [0-9]* 0 0 finit " "$T/log" && [ "$(field p decompress)" = none ]'
+
+new forcedkernel
+printf '\177ELF compressed test module payload\n' >"$T/payload"
+xz -c "$T/payload" >"$T/mods/kx.ko.xz"
+echo "kx $T/mods/kx.ko.xz -" >>"$T/plan"
+conf "kx nocompress=1"
+run --decompress kernel
+check "--decompress kernel: the kernel's refusal is the result, no user-space fallback" "$(cat "$T/out")" \
+	'[ "$(res kx)" = failed ] && [ "$(field kx errno)" = 95 ] && [ "$(field kx decompress)" = kernel ] && ! grep -q "^CALL kx .* init " "$T/log" && [ "$rc" = 1 ]'
+
+new badmode
+mod a -
+run --decompress sometimes
+check "--decompress: a bad value is refused in one line, nothing loaded" "$(cat "$T/err")" \
+	'[ "$rc" = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "expected auto, kernel or user" "$T/err" && ! grep -q "^CALL" "$T/log"'
+
 new nofinit
 mod a -
 conf "a nofinit=1"
