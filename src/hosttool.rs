@@ -45,6 +45,17 @@ pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Run a host tool to completion and return its stdout's bytes.
+pub fn run_bytes(cmd: &mut Command, what: &str, package: &str) -> Result<Vec<u8>> {
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| spawn_error(&prog, what, package, e))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(ToolError::Failed { prog, what: what.to_string(), status: out.status, stderr }.into());
+    }
+    Ok(out.stdout)
+}
+
 /// The error for a tool that could not be started.
 pub(crate) fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> Error {
     let (prog, what) = (prog.to_string(), what.to_string());

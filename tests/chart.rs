@@ -778,6 +778,8 @@ fn synth_batch_rep(index: usize, wall_us: f64) -> Repetition {
             load_calls: BATCH.len() as u64,
             duplicates: Vec::new(),
             not_loaded: Vec::new(),
+            decompressed_by_kernel: 0,
+            decompressed_by_user: 0,
         })],
         ..synth_rep(index, mods)
     }

@@ -41,6 +41,8 @@ pub struct Outcome {
     pub end_us: f64,
     pub result: String,
     pub errno: i32,
+    /// `kernel`, `user` or `none`: who decompressed the module.
+    pub decompress: String,
 }
 
 /// The loader's report: its `LOAD` lines and the `SUMMARY` fields.
@@ -72,6 +74,7 @@ pub fn parse(out: &str) -> Report {
                 end_us: 0.0,
                 result: String::new(),
                 errno: 0,
+                decompress: String::new(),
             };
             for (k, v) in fields(rest) {
                 match k {
@@ -81,6 +84,7 @@ pub fn parse(out: &str) -> Report {
                     "end_us" => o.end_us = v.parse().unwrap_or(0.0),
                     "result" => o.result = v.to_string(),
                     "errno" => o.errno = v.parse().unwrap_or(0),
+                    "decompress" => o.decompress = v.to_string(),
                     _ => {}
                 }
             }
@@ -123,6 +127,8 @@ pub fn result(text: &str) -> crate::run::results::LoaderResult {
             .filter(|o| o.result != "loaded")
             .map(|o| (o.name.clone(), o.result.clone()))
             .collect(),
+        decompressed_by_kernel: report.outcomes.iter().filter(|o| o.decompress == "kernel").count() as u64,
+        decompressed_by_user: report.outcomes.iter().filter(|o| o.decompress == "user").count() as u64,
     }
 }
 
@@ -140,6 +146,7 @@ mod tests {
         assert_eq!(r.outcomes.len(), 2);
         assert_eq!((r.outcomes[0].worker, r.outcomes[0].end_us, r.outcomes[0].result.as_str()), (1, 25.0, "loaded"));
         assert_eq!(r.outcomes[1].result, "dep-failed");
+        assert_eq!((r.outcomes[0].decompress.as_str(), r.outcomes[1].decompress.as_str()), ("none", "none"));
         assert_eq!((r.summary("workers"), r.summary("wall_us"), r.summary("x")), (Some(4), Some(99), None));
     }
 }

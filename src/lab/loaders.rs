@@ -43,14 +43,49 @@ pub enum Loader {
     /// busybox insmod, one module after the other, in dependency order.
     #[default]
     Insmod,
-    /// bootlink's batch loader with this many workers (None: one per CPU).
-    Batch(Option<u32>),
+    /// bootlink's batch loader with this many workers (None: one per CPU),
+    /// and who decompresses a compressed module (`decompress:`).
+    Batch(Option<u32>, Decompress),
     /// Debian's kmod modprobe, one module after the other.
     Modprobe,
     /// kmod modprobe for every module at once (udev-style).
     ModprobeParallel,
     /// One insmod worker per CPU over the whole set at once.
     Storm,
+}
+
+/// Who decompresses a compressed module (`.ko.xz`, `.ko.zst`, `.ko.gz`)
+/// for the batch loader: its `--decompress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Decompress {
+    /// The kernel (finit_module with MODULE_INIT_COMPRESSED_FILE), user
+    /// space when the kernel refuses.
+    #[default]
+    Auto,
+    /// The kernel only: a kernel without MODULE_DECOMPRESS for the format
+    /// fails the module.
+    Kernel,
+    /// User space only (`xz|zstd|gzip -dc`, then init_module).
+    User,
+}
+
+impl Decompress {
+    pub fn parse(v: &str) -> Option<Decompress> {
+        match v {
+            "kernel" => Some(Decompress::Kernel),
+            "user" => Some(Decompress::User),
+            "auto" => Some(Decompress::Auto),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Decompress::Auto => "auto",
+            Decompress::Kernel => "kernel",
+            Decompress::User => "user",
+        }
+    }
 }
 
 /// What a loader puts into the initramfs beyond the modules and their list.
@@ -74,7 +109,7 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
             ir.symlink(KMOD_INSMOD, KMOD);
             Ok(())
         }
-        Loader::Batch(_) => {
+        Loader::Batch(..) => {
             ir.copy_file(BATCH_BIN, crate::lab::batchloader::binary_for(x.arch)?);
             ir.file(PLAN, 0o644, x.plan.as_bytes().to_vec());
             Ok(())
@@ -91,6 +126,42 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
     }
 }
 
+/// The programs the batch loader runs to decompress in user space (`TOOL
+/// -dc`, found through /init's PATH=/bin:/sbin) for the files' suffixes:
+/// busybox's xz and gzip applets; the host's zstd (busybox has none), where
+/// the guest runs host programs.
+pub(crate) fn add_decompressors(ir: &mut Initramfs, suffixes: &[&str], arch: crate::lab::arch::Arch) -> Result<()> {
+    if suffixes.contains(&".xz") {
+        ir.applet("xz");
+    }
+    if suffixes.contains(&".gz") {
+        ir.applet("gzip");
+    }
+    if suffixes.contains(&".zst") {
+        if !arch.runs_host_programs() {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "compress:zstd with loader:batch: the {} guest has no zstd to decompress with (busybox has none)",
+                    arch.name()
+                ),
+            ));
+        }
+        let zstd = Path::new("/usr/bin/zstd");
+        if !zstd.is_file() {
+            return Err(crate::hosttool::spawn_error(
+                "zstd",
+                "the guest's user-space zstd",
+                "zstd",
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        crate::lab::userspace::add(ir, zstd)?;
+        ir.symlink("/bin/zstd", "/usr/bin/zstd");
+    }
+    Ok(())
+}
+
 /// kmod at [`KMOD`]: the host's where the guest runs host programs, else
 /// Debian's package of the guest's architecture with its libraries.
 fn add_kmod(ir: &mut Initramfs, arch: crate::lab::arch::Arch) -> Result<()> {
@@ -102,13 +173,31 @@ fn add_kmod(ir: &mut Initramfs, arch: crate::lab::arch::Arch) -> Result<()> {
     Ok(())
 }
 
+/// Where the guest holds module `name`: `/lib/modules/NAME.ko` and the
+/// file's compression suffix (`.xz`, `.zst`, `.gz`), as the loaders' list
+/// and plan name it.
+pub(crate) fn guest_path(name: &str, suffix: &str) -> String {
+    format!("/lib/modules/{name}.ko{suffix}")
+}
+
+/// The compression suffix of a module file by its name (`.xz` of
+/// `x.ko.xz`; empty for a plain `.ko`): what the guest's loaders read.
+pub(crate) fn compressed_suffix(file: &Path) -> &'static str {
+    let name = file.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    [".xz", ".zst", ".gz"].into_iter().find(|s| name.ends_with(&format!(".ko{s}"))).unwrap_or("")
+}
+
 /// The set's modules at their paths in a `lib/modules/<release>` tree with
 /// depmod's indexes, for kmod to find by name.
 fn module_tree(x: &Extras, work: &Path) -> Result<std::path::PathBuf> {
     let root = work.join("kmod-root");
     let dir = root.join("lib/modules").join(x.release);
     for (rel, file) in x.rels.iter().map(|(r, f)| (Path::new(r), f)) {
-        let dest = dir.join(rel);
+        // The tree's name with the suffix of the file the variant made
+        // (a compressed tree's modules are plain unless compress: says).
+        let plain = rel.to_string_lossy();
+        let plain = [".xz", ".zst", ".gz"].iter().find_map(|s| plain.strip_suffix(s)).unwrap_or(&plain);
+        let dest = dir.join(format!("{plain}{}", compressed_suffix(file)));
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
         }
@@ -148,8 +237,11 @@ pub fn script(loader: Loader, trace: bool, marker: &str) -> String {
                  echo \"bootlink: insmod-done $name $rc\" > /dev/kmsg\n  echo \"INSMOD $name $rc\"\ndone < {LIST}\n{end}"
             )
         }
-        Loader::Batch(workers) => {
-            let j = workers.map(|n| format!(" -j {n}")).unwrap_or_default();
+        Loader::Batch(workers, decompress) => {
+            let mut j = workers.map(|n| format!(" -j {n}")).unwrap_or_default();
+            if decompress != Decompress::Auto {
+                j.push_str(&format!(" --decompress {}", decompress.name()));
+            }
             let tm = if trace { " --trace-marker $T/trace_marker" } else { "" };
             format!(
                 "{begin}{BATCH_BIN}{j} --kmsg{tm} {PLAN} > /tmp/loader.out; rc=$?\n{end}\
@@ -272,7 +364,7 @@ fn read_bytes(ret: &str) -> u64 {
 pub(crate) fn parse_name(value: &str) -> Option<Loader> {
     Some(match value {
         "insmod" => Loader::Insmod,
-        "batch" => Loader::Batch(None),
+        "batch" => Loader::Batch(None, Decompress::Auto),
         "modprobe" => Loader::Modprobe,
         "modprobe-parallel" => Loader::ModprobeParallel,
         "storm" => Loader::Storm,
@@ -281,7 +373,7 @@ pub(crate) fn parse_name(value: &str) -> Option<Loader> {
             if n == 0 || n > 64 {
                 return None;
             }
-            Loader::Batch(Some(n))
+            Loader::Batch(Some(n), Decompress::Auto)
         }
     })
 }
@@ -289,14 +381,14 @@ pub(crate) fn parse_name(value: &str) -> Option<Loader> {
 /// Loaders whose loads cannot be traced per module (their load runs in a
 /// process other than the one that wrote the marker, or many at once).
 pub(crate) fn traceable(loader: Loader) -> bool {
-    matches!(loader, Loader::Insmod | Loader::Modprobe | Loader::Batch(_))
+    matches!(loader, Loader::Insmod | Loader::Modprobe | Loader::Batch(..))
 }
 
 pub fn describe(loader: Loader) -> String {
     match loader {
         Loader::Insmod => "insmod".into(),
-        Loader::Batch(None) => "batch".into(),
-        Loader::Batch(Some(n)) => format!("batch-{n}"),
+        Loader::Batch(None, _) => "batch".into(),
+        Loader::Batch(Some(n), _) => format!("batch-{n}"),
         Loader::Modprobe => "modprobe".into(),
         Loader::ModprobeParallel => "modprobe-parallel".into(),
         Loader::Storm => "storm".into(),
@@ -323,12 +415,13 @@ mod tests {
 
     #[test]
     fn loader_names_parse() {
-        assert_eq!(parse_name("batch-4"), Some(Loader::Batch(Some(4))));
-        assert_eq!(parse_name("batch"), Some(Loader::Batch(None)));
+        assert_eq!(parse_name("batch-4"), Some(Loader::Batch(Some(4), Decompress::Auto)));
+        assert_eq!(parse_name("batch"), Some(Loader::Batch(None, Decompress::Auto)));
         assert_eq!(parse_name("storm"), Some(Loader::Storm));
         assert_eq!(parse_name("batch-0"), None);
         assert_eq!(parse_name("batch-x"), None);
-        for l in [Loader::Insmod, Loader::Modprobe, Loader::ModprobeParallel, Loader::Batch(Some(2))] {
+        for l in [Loader::Insmod, Loader::Modprobe, Loader::ModprobeParallel, Loader::Batch(Some(2), Decompress::Auto)]
+        {
             assert_eq!(parse_name(&describe(l)), Some(l));
         }
     }

@@ -289,6 +289,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         // what a boot loader reads of it: a record, not a condition of the run
         meta.image = bootclock::describe(&meta.kernel).ok();
         meta.raw_module = tree.raw_module;
+        meta.module_files = Some(module_files(&v.spec.steps, &tree.modules)?);
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform();
         meta.cmdline = format!("{base_cmdline} {}", tree.cmdline.join(" ")).trim().to_string();
@@ -422,6 +423,25 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     }
     crate::run::save(&run, &sc.out)?;
     Ok(run)
+}
+
+/// What the guest's loader reads: the variant's final module files.
+fn module_files(steps: &[step::Step], files: &[(String, PathBuf)]) -> Result<crate::run::results::ModuleFiles> {
+    let compression = steps
+        .iter()
+        .find_map(|s| match s {
+            step::Step::Compress(kind) => Some(kind.name()),
+            _ => None,
+        })
+        .unwrap_or("none");
+    let mut m = crate::run::results::ModuleFiles { compression: compression.into(), ..Default::default() };
+    for (_, p) in files {
+        let len = std::fs::metadata(p).map_err(|e| Error::io(p, e))?.len();
+        m.files += 1;
+        m.file_bytes += len;
+        m.requests_4k += len.div_ceil(4096);
+    }
+    Ok(m)
 }
 
 #[cfg(test)]

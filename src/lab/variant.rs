@@ -105,8 +105,22 @@ pub type VariantSpec = Variant;
 
 /// The keys of a variant, in the order [`GRAMMAR`] lists them.
 pub(crate) const KEYS: &[&str] = &[
-    "kernel", "image", "modules", "steps", "manifest", "raw", "cmdline", "loader", "run", "ddlink", "order", "flash",
-    "starts", "read",
+    "kernel",
+    "image",
+    "modules",
+    "steps",
+    "manifest",
+    "compress",
+    "raw",
+    "cmdline",
+    "loader",
+    "decompress",
+    "run",
+    "ddlink",
+    "order",
+    "flash",
+    "starts",
+    "read",
 ];
 
 impl Variant {
@@ -220,6 +234,15 @@ impl Variant {
             Some("off") | None => {}
             Some(v) => return Err(usage(format!("manifest:{v}: use on or off"))),
         }
+        if let Some(v) = get("compress") {
+            let kind = match v {
+                "xz" => crate::compress::Compression::Xz,
+                "zstd" => crate::compress::Compression::Zstd,
+                "gzip" => crate::compress::Compression::Gzip,
+                _ => return Err(usage(format!("compress:{v}: use xz, zstd or gzip"))),
+            };
+            steps.push(Step::Compress(kind));
+        }
         if let Some(v) = get("raw") {
             let (module, file) = v
                 .split_once('=')
@@ -238,6 +261,24 @@ impl Variant {
                 ))
             })?,
             None => Loader::Insmod,
+        };
+        let loader = match (get("decompress"), loader) {
+            (None, l) => l,
+            (Some(v), _) if get("compress").is_none() => {
+                return Err(usage(format!(
+                    "decompress:{v} chooses who decompresses compress:'s module files; give compress: too"
+                )));
+            }
+            (Some(v), Loader::Batch(workers, _)) => {
+                let d = crate::lab::loaders::Decompress::parse(v)
+                    .ok_or_else(|| usage(format!("decompress:{v}: use kernel, user or auto")))?;
+                Loader::Batch(workers, d)
+            }
+            (Some(v), _) => {
+                return Err(usage(format!(
+                    "decompress:{v} is the batch loader's choice; give loader:batch (busybox insmod and kmod decompress in user space, in their own process)"
+                )));
+            }
         };
         let mut workloads = Vec::new();
         if let Some(v) = get("run") {
@@ -391,6 +432,10 @@ mod tests {
             ("a=raw:=/f", "give raw:MODULE=FILE"),
             ("a=modules:folded,steps:fold", "not both"),
             ("a=steps:fold+manifest", "unknown module step \"manifest\""),
+            ("a=compress:lz4", "compress:lz4: use xz, zstd or gzip"),
+            ("a=loader:batch,decompress:user", "give compress: too"),
+            ("a=compress:xz,decompress:user", "the batch loader's choice; give loader:batch"),
+            ("a=compress:xz,loader:batch,decompress:now", "decompress:now: use kernel, user or auto"),
             (
                 "a=run:python3 -V",
                 "run:python3 -V: give a program's absolute path, or one of the initramfs's busybox applets",
@@ -399,6 +444,19 @@ mod tests {
             let e = Variant::parse(arg).unwrap_err().to_string();
             assert!(e.contains(want), "{arg}: {e}");
         }
+    }
+
+    #[test]
+    fn compress_and_decompress_choose_the_module_files_and_who_unpacks_them() {
+        use crate::lab::loaders::Decompress;
+        let v = Variant::parse("a=kernel:build+modules-xz,manifest:on,compress:xz,loader:batch-1,decompress:kernel")
+            .unwrap();
+        assert_eq!(v.steps, [Step::Manifest, Step::Compress(crate::compress::Compression::Xz)]);
+        assert_eq!(v.loader, Loader::Batch(Some(1), Decompress::Kernel));
+        let v = Variant::parse("a=compress:zstd,loader:batch").unwrap();
+        assert_eq!(v.loader, Loader::Batch(None, Decompress::Auto));
+        // busybox insmod decompresses in its own process
+        assert_eq!(Variant::parse("a=compress:gzip").unwrap().loader, Loader::Insmod);
     }
 
     #[test]

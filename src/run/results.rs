@@ -425,6 +425,16 @@ pub struct LoaderResult {
     /// that did not end `loaded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_loaded: Vec<(String, String)>,
+    /// Compressed modules the kernel decompressed (finit_module with
+    /// MODULE_INIT_COMPRESSED_FILE) and those user space decompressed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub decompressed_by_kernel: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub decompressed_by_user: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A storm: `workers` processes ask for every module of the set at once,
@@ -481,6 +491,23 @@ pub struct Variant {
     /// (lab runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<BootImage>,
+    /// The module files the guest's loader read (lab runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_files: Option<ModuleFiles>,
+}
+
+/// The set's module files as the guest holds them: what a loader reads
+/// from storage before the kernel (or user space) decompresses them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ModuleFiles {
+    /// `none`, `xz`, `zstd` or `gzip` (the variant's compress: step).
+    pub compression: String,
+    pub files: u64,
+    /// The files' sizes, summed.
+    pub file_bytes: u64,
+    /// 4 KiB requests to read them one file after the other (each file
+    /// rounded up to whole requests): the flash model's unit.
+    pub requests_4k: u64,
 }
 
 /// A booted kernel image: what a boot loader reads, and what decompresses it.
@@ -514,11 +541,12 @@ impl Variant {
             cmdline: String::new(),
             raw_module: String::new(),
             image: None,
+            module_files: None,
         }
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Run {
     pub format: u32,
     /// Where it came from: "lab" for a QEMU run, "dmesg" for a parsed log.

@@ -8,10 +8,12 @@
 //! Module steps come first (they rewrite the set's `.ko` files), then the
 //! modules are made plain (compressed ones decompressed on the host, see
 //! [`decompress`]), then kernel-image steps (the manifest lists the final
-//! modules), then guest-file steps (raw bytes, after the manifest).
+//! modules, decompressed), then the module files compressed as kbuild
+//! compresses them ([`compress`]), then guest-file steps (raw bytes).
 //! Kernel command-line additions may stand anywhere.
 
 mod cmdline;
+mod compress;
 mod decompress;
 mod finalize;
 mod manifest;
@@ -60,6 +62,10 @@ pub enum Step {
     /// module step): `bootlink apply` for a kernel that checks signatures
     /// and has no module hash list. Not a lab variant's step.
     Sign,
+    /// The module files compressed with kbuild's programs and options
+    /// (after the manifest, which lists decompressed modules): what the
+    /// guest's loader reads and decompresses, in the kernel or user space.
+    Compress(crate::compress::Compression),
     /// FILE's bytes, as they are, in the guest as module NAME's file (after
     /// the manifest): what the kernel does with a module the host-side
     /// tree reader would refuse (truncated) or know by another name.
@@ -73,6 +79,8 @@ pub enum Step {
 pub enum Stage {
     Modules,
     Image,
+    /// The module files compressed (after the manifest, before raw files).
+    Compress,
     Guest,
     /// No files: the command line.
     Any,
@@ -128,6 +136,7 @@ impl Step {
             Step::Trim => "trim",
             Step::Manifest => "manifest",
             Step::Sign => "sign",
+            Step::Compress(_) => "compress",
             Step::Raw { .. } => "raw",
             Step::Cmdline(_) => "cmdline",
         }
@@ -141,6 +150,7 @@ impl Step {
     pub fn stage(&self) -> Stage {
         match self {
             Step::Manifest => Stage::Image,
+            Step::Compress(_) => Stage::Compress,
             Step::Raw { .. } => Stage::Guest,
             Step::Cmdline(_) => Stage::Any,
             _ => Stage::Modules,
@@ -162,6 +172,7 @@ impl Step {
             Step::Trim => trim::apply(t, &dir),
             Step::Manifest => manifest::apply(t),
             Step::Sign => sign::apply(t, &dir),
+            Step::Compress(kind) => compress::apply(t, &dir, *kind),
             Step::Raw { module, file } => raw::apply(t, module, file),
             Step::Cmdline(args) => cmdline::apply(t, args),
         }
@@ -224,7 +235,7 @@ pub fn check_order(variant: &str, steps: &[Step]) -> Result<()> {
             return Err(Error::new(
                 Kind::Usage,
                 format!(
-                    "variant {variant}: step {} after {last_name}: module steps come first, then manifest, then raw",
+                    "variant {variant}: step {} after {last_name}: module steps come first, then manifest, then compress, then raw",
                     s.name()
                 ),
             ));
@@ -232,7 +243,9 @@ pub fn check_order(variant: &str, steps: &[Step]) -> Result<()> {
         (last, last_name) = (s.stage(), s.name());
     }
     for (i, s) in steps.iter().enumerate() {
-        if matches!(s.stage(), Stage::Image | Stage::Guest) && steps[..i].iter().any(|o| o.name() == s.name()) {
+        if matches!(s.stage(), Stage::Image | Stage::Compress | Stage::Guest)
+            && steps[..i].iter().any(|o| o.name() == s.name())
+        {
             return Err(Error::new(Kind::Usage, format!("variant {variant}: step {} given twice", s.name())));
         }
     }
@@ -244,7 +257,7 @@ pub fn check_order(variant: &str, steps: &[Step]) -> Result<()> {
 pub(crate) fn apply_all(steps: &[Step], t: &mut Tree) -> Result<()> {
     let mut plain = false;
     for (n, s) in steps.iter().enumerate() {
-        if !plain && matches!(s.stage(), Stage::Image | Stage::Guest) {
+        if !plain && matches!(s.stage(), Stage::Image | Stage::Compress | Stage::Guest) {
             decompress::apply(t)?;
             plain = true;
         }
@@ -320,7 +333,14 @@ mod tests {
     #[test]
     fn steps_keep_their_stage_order() {
         let raw = Step::Raw { module: "m".into(), file: "/f".into() };
-        assert!(check_order("v", &[Step::Fold, Step::Manifest, raw.clone(), Step::Cmdline("x".into())]).is_ok());
+        let xz = Step::Compress(crate::compress::Compression::Xz);
+        assert!(
+            check_order("v", &[Step::Fold, Step::Manifest, xz.clone(), raw.clone(), Step::Cmdline("x".into())]).is_ok()
+        );
+        let e = check_order("v", &[xz.clone(), Step::Manifest]).unwrap_err().to_string();
+        assert!(e.contains("step manifest after compress"), "{e}");
+        let e = check_order("v", &[raw.clone(), xz.clone()]).unwrap_err().to_string();
+        assert!(e.contains("step compress after raw"), "{e}");
         let e = check_order("v", &[Step::Manifest, Step::Fold]).unwrap_err().to_string();
         assert!(e.contains("step fold after manifest"), "{e}");
         let e = check_order("v", &[raw.clone(), Step::Manifest]).unwrap_err().to_string();

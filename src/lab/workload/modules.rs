@@ -21,11 +21,15 @@ impl Workload for ModuleLoading {
     fn add_files(&self, ir: &mut Initramfs, cx: &Context) -> Result<()> {
         let mut list = String::new();
         for (name, path) in cx.files {
-            let f = format!("/lib/modules/{name}.ko");
+            let f = loaders::guest_path(name, crate::lab::loaders::compressed_suffix(path));
             ir.copy_file(&f, path);
             list.push_str(&format!("{name} {f}\n"));
         }
         ir.file(loaders::LIST, 0o644, list.into_bytes());
+        if matches!(self.loader, Loader::Batch(..)) {
+            let suffixes: Vec<&str> = cx.files.iter().map(|(_, p)| loaders::compressed_suffix(p)).collect();
+            loaders::add_decompressors(ir, &suffixes, cx.arch)?;
+        }
         let release = cx.tree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let extras = loaders::Extras { plan: cx.plan, release: &release, tree: cx.tree, rels: cx.rels, arch: cx.arch };
         loaders::add_to(ir, self.loader, &extras, cx.work)
