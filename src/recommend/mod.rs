@@ -11,6 +11,14 @@
 //! storage the best is the lowest line, and where two lines cross is the
 //! throughput at which the best image changes. The whole envelope is in
 //! the report, so one run answers for every storage speed.
+//!
+//! The module set is the same trade-off once more: its files are read
+//! (each rounded up to whole requests, one file after the other) and
+//! loaded, decompressed by the kernel or by user space; the lab measures
+//! the load (the set's time in the guest) for each way of storing them
+//! (`compress:`, `decompress:`), the model gives the read. Both choices add
+//! up to the time until the set is loaded: in a product the initramfs loads
+//! it before the root's /init.
 
 mod svg;
 
@@ -18,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use svg::chart;
+pub use svg::{chart, module_chart};
 
 use crate::error::{Error, Kind, Result};
 use crate::run::results::Run;
@@ -59,7 +67,12 @@ impl Storage {
 
     /// Microseconds to read `bytes`: whole 4 KiB requests, one at a time.
     pub fn read_us(&self, bytes: u64) -> f64 {
-        requests(bytes) * (self.latency_us + REQUEST / (self.mib_s * 1_048_576.0) * 1e6)
+        requests(bytes) * self.request_us()
+    }
+
+    /// Microseconds per 4 KiB request.
+    pub fn request_us(&self) -> f64 {
+        self.latency_us + REQUEST / (self.mib_s * 1_048_576.0) * 1e6
     }
 }
 
@@ -100,6 +113,65 @@ pub struct Candidate {
     pub total_us: f64,
 }
 
+/// One way of storing the module set: its files, read and loaded.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleCandidate {
+    /// The lab variant that loaded them.
+    pub variant: String,
+    /// `none`, `xz`, `zstd` or `gzip`.
+    pub compression: String,
+    /// Who decompressed them: `kernel`, `user` (the batch loader's counts;
+    /// `user` too for busybox insmod or kmod, which decompress in their
+    /// own process), or `none`.
+    pub decompressed_by: String,
+    pub files: u64,
+    pub file_bytes: u64,
+    pub requests_4k: u64,
+    /// The set's load in the guest (first module to last), median.
+    pub load_us: f64,
+    pub boots: usize,
+    /// Reading the files from the storage asked about.
+    pub read_us: f64,
+    pub total_us: f64,
+}
+
+/// A line of the chart and the envelope: total = fixed + requests x
+/// request time.
+pub(crate) struct Curve {
+    pub name: String,
+    pub requests: f64,
+    pub fixed_us: f64,
+    pub bytes: u64,
+}
+
+impl Curve {
+    pub(crate) fn total_us(&self, s: Storage) -> f64 {
+        self.requests * s.request_us() + self.fixed_us
+    }
+}
+
+impl Candidate {
+    pub(crate) fn curve(&self) -> Curve {
+        Curve {
+            name: self.variant.clone(),
+            requests: requests(self.read_bytes),
+            fixed_us: self.boot_us,
+            bytes: self.read_bytes,
+        }
+    }
+}
+
+impl ModuleCandidate {
+    pub(crate) fn curve(&self) -> Curve {
+        Curve {
+            name: self.variant.clone(),
+            requests: self.requests_4k as f64,
+            fixed_us: self.load_us,
+            bytes: self.file_bytes,
+        }
+    }
+}
+
 /// A range of throughput (MiB/s) over which one image is best, at the
 /// storage's latency.
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +198,15 @@ pub struct Report {
     pub envelope: Vec<Range>,
     /// Variants of the run that could not be candidates, and why.
     pub left_out: Vec<LeftOut>,
+    /// The ways the run stored and loaded its module set, fastest first
+    /// (empty when it loaded none).
+    pub modules: Vec<ModuleCandidate>,
+    pub best_modules: Option<String>,
+    pub modules_margin_us: Option<f64>,
+    pub modules_envelope: Vec<Range>,
+    /// The best image's read and boot plus the best module files' read
+    /// and load: reset until the set is loaded.
+    pub best_total_us: Option<f64>,
 }
 
 /// A variant of the run that is not a candidate.
@@ -143,8 +224,22 @@ pub fn run(o: &Options) -> Result<Report> {
         c.total_us = c.read_us + c.boot_us;
     }
     candidates.sort_by(|a, b| a.total_us.total_cmp(&b.total_us).then_with(|| a.variant.cmp(&b.variant)));
-    let envelope = envelope(&candidates, o.storage.latency_us);
+    let curves: Vec<Curve> = candidates.iter().map(Candidate::curve).collect();
+    let kernel_envelope = envelope(&curves, o.storage.latency_us);
+    let mut modules = module_candidates(&run);
+    for m in &mut modules {
+        m.read_us = m.requests_4k as f64 * o.storage.request_us();
+        m.total_us = m.read_us + m.load_us;
+    }
+    modules.sort_by(|a, b| a.total_us.total_cmp(&b.total_us).then_with(|| a.variant.cmp(&b.variant)));
+    let curves: Vec<Curve> = modules.iter().map(ModuleCandidate::curve).collect();
+    let modules_envelope = if modules.is_empty() { Vec::new() } else { envelope(&curves, o.storage.latency_us) };
     Ok(Report {
+        best_modules: modules.first().map(|m| m.variant.clone()),
+        modules_margin_us: modules.get(1).map(|m| m.total_us - modules[0].total_us),
+        best_total_us: modules.first().map(|m| m.total_us + candidates[0].total_us),
+        modules,
+        modules_envelope,
         run: o.run.clone(),
         kernel_release: run.kernel_release.clone(),
         cpu_model: run.cpu_model.clone(),
@@ -152,7 +247,7 @@ pub fn run(o: &Options) -> Result<Report> {
         best: candidates[0].variant.clone(),
         margin_us: candidates.get(1).map(|c| c.total_us - candidates[0].total_us),
         candidates,
-        envelope,
+        envelope: kernel_envelope,
         left_out,
     })
 }
@@ -212,6 +307,51 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
     Ok((out, left_out))
 }
 
+/// The run's variants that loaded the whole module set: each a way of
+/// storing it (the files it read, who decompressed them) and its load time.
+fn module_candidates(run: &Run) -> Vec<ModuleCandidate> {
+    use crate::run::results::WorkloadResult;
+    let mut out = Vec::new();
+    for v in &run.variants {
+        let Some(files) = v.module_files.as_ref().filter(|f| f.files > 0) else { continue };
+        let whole: Vec<_> = v
+            .repetitions
+            .iter()
+            .filter(|r| !r.partial && r.modules_total_us > 0.0)
+            .filter(|r| r.workloads.iter().all(|w| !matches!(w, WorkloadResult::Loader(l) if !l.not_loaded.is_empty())))
+            .collect();
+        if whole.is_empty() {
+            continue;
+        }
+        let mut loads: Vec<f64> = whole.iter().map(|r| r.modules_total_us).collect();
+        let by = whole[0].workloads.iter().find_map(|w| match w {
+            WorkloadResult::Loader(l) if l.decompressed_by_kernel > 0 && l.decompressed_by_user > 0 => Some("both"),
+            WorkloadResult::Loader(l) if l.decompressed_by_kernel > 0 => Some("kernel"),
+            WorkloadResult::Loader(l) if l.decompressed_by_user > 0 => Some("user"),
+            _ => None,
+        });
+        let decompressed_by = match (by, files.compression.as_str()) {
+            (Some(b), _) => b,
+            (None, "none") => "none",
+            // busybox insmod and kmod decompress in their own process
+            (None, _) => "user",
+        };
+        out.push(ModuleCandidate {
+            variant: v.name.clone(),
+            compression: files.compression.clone(),
+            decompressed_by: decompressed_by.into(),
+            files: files.files,
+            file_bytes: files.file_bytes,
+            requests_4k: files.requests_4k,
+            load_us: median(&mut loads),
+            boots: loads.len(),
+            read_us: 0.0,
+            total_us: 0.0,
+        });
+    }
+    out
+}
+
 /// The median of `v`, which it leaves sorted.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -222,16 +362,16 @@ fn median(v: &mut [f64]) -> f64 {
 /// The best candidate over throughput at a fixed latency. Each candidate's
 /// total is `n·L + n·4096·x + boot` in x = seconds per byte, a line; the
 /// best is the lowest, and changes only where two lines cross.
-fn envelope(cands: &[Candidate], latency_us: f64) -> Vec<Range> {
+fn envelope(cands: &[Curve], latency_us: f64) -> Vec<Range> {
     // In x (microseconds per byte): total = a + b·x.
-    let line = |c: &Candidate| (requests(c.read_bytes) * latency_us + c.boot_us, requests(c.read_bytes) * REQUEST);
+    let line = |c: &Curve| (c.requests * latency_us + c.fixed_us, c.requests * REQUEST);
     let best_at = |x: f64| {
         cands
             .iter()
             .min_by(|p, q| {
                 let (pa, pb) = line(p);
                 let (qa, qb) = line(q);
-                (pa + pb * x).total_cmp(&(qa + qb * x)).then_with(|| p.variant.cmp(&q.variant))
+                (pa + pb * x).total_cmp(&(qa + qb * x)).then_with(|| p.name.cmp(&q.name))
             })
             .expect("at least one candidate")
     };
@@ -254,7 +394,7 @@ fn envelope(cands: &[Candidate], latency_us: f64) -> Vec<Range> {
     let mut from = 0.0;
     for (i, &cut) in cuts.iter().chain(std::iter::once(&f64::INFINITY)).enumerate() {
         let mid = if cut.is_infinite() { from * 2.0 + 1.0 } else { (from + cut) / 2.0 };
-        let name = best_at(mid).variant.clone();
+        let name = best_at(mid).name.clone();
         match ranges.last_mut() {
             Some(last) if last.0 == name => last.2 = cut.is_finite().then_some(cut),
             _ => ranges.push((name, from, cut.is_finite().then_some(cut))),
@@ -321,7 +461,8 @@ mod tests {
         // 4 MiB + 1.8 s and 8 MiB + 0.2 s cross where 4 MiB takes 1.6 s,
         // 2.5 MiB/s.
         let cands = [cand("xz", 4 << 20, 1_800_000.0), cand("lz4", 8 << 20, 200_000.0)];
-        let e = envelope(&cands, 0.0);
+        let lines = |c: &[Candidate]| c.iter().map(Candidate::curve).collect::<Vec<_>>();
+        let e = envelope(&lines(&cands), 0.0);
         assert_eq!(e.len(), 2, "{e:?}");
         assert_eq!((e[0].variant.as_str(), e[0].from_mib_s), ("xz", 0.0));
         assert_eq!((e[1].variant.as_str(), e[1].to_mib_s), ("lz4", None));
@@ -334,11 +475,64 @@ mod tests {
             assert_eq!(if t[0] < t[1] { "xz" } else { "lz4" }, best);
         }
         // a candidate that is never best does not appear; one that always is, alone
-        let e = envelope(&[cand("a", 4096, 10.0), cand("b", 8192, 20.0)], 50.0);
+        let e = envelope(&lines(&[cand("a", 4096, 10.0), cand("b", 8192, 20.0)]), 50.0);
         assert_eq!(e.len(), 1);
         assert_eq!((e[0].variant.as_str(), e[0].from_mib_s, e[0].to_mib_s), ("a", 0.0, None));
         // latency counts per request: it moves the crossing
-        let slow = envelope(&cands, 100.0)[0].to_mib_s.unwrap();
+        let slow = envelope(&lines(&cands), 100.0)[0].to_mib_s.unwrap();
         assert!(slow > cross, "{slow} vs {cross}");
+    }
+
+    /// A run's module variants: plain files against xz decompressed by
+    /// the kernel; one that did not load the whole set is not a candidate.
+    #[test]
+    fn module_files_are_ranked_by_read_and_load() {
+        use crate::run::results::{LoaderResult, ModuleFiles, Repetition, Variant, WorkloadResult};
+        let variant = |name: &str, compression: &str, bytes: u64, requests: u64, load_us: f64, by_kernel: u64| {
+            let mut v = Variant::named(name);
+            v.module_files = Some(ModuleFiles {
+                compression: compression.into(),
+                files: 9,
+                file_bytes: bytes,
+                requests_4k: requests,
+            });
+            let loader = LoaderResult { decompressed_by_kernel: by_kernel, ..Default::default() };
+            v.repetitions = [load_us, load_us + 2.0]
+                .into_iter()
+                .map(|t| Repetition {
+                    modules_total_us: t,
+                    workloads: vec![WorkloadResult::Loader(loader.clone())],
+                    ..Default::default()
+                })
+                .collect();
+            v
+        };
+        let mut failed = variant("gz", "gzip", 1, 1, 1.0, 9);
+        if let Some(WorkloadResult::Loader(l)) = failed.repetitions[0].workloads.first_mut() {
+            l.not_loaded.push(("vfat".into(), "failed".into()));
+        }
+        failed.repetitions.truncate(1);
+        let run = Run {
+            variants: vec![
+                variant("plain", "none", 5_859_111, 1435, 1_286_000.0, 0),
+                variant("xz", "xz", 905_272, 226, 1_706_000.0, 9),
+                failed,
+                Variant::named("no-files"),
+            ],
+            ..Default::default()
+        };
+        let m = module_candidates(&run);
+        assert_eq!(m.iter().map(|c| c.variant.as_str()).collect::<Vec<_>>(), ["plain", "xz"]);
+        assert_eq!((m[0].decompressed_by.as_str(), m[1].decompressed_by.as_str()), ("none", "kernel"));
+        // the median of two boots
+        assert_eq!((m[0].load_us, m[0].boots), (1_286_001.0, 2));
+        // the lines cross where 1209 requests take 420 ms: 347.4 us each,
+        // 50 us of latency leave 297.4 us per 4 KiB, 13.1 MiB/s
+        let curves: Vec<Curve> = m.iter().map(ModuleCandidate::curve).collect();
+        let e = envelope(&curves, 50.0);
+        assert_eq!((e[0].variant.as_str(), e[1].variant.as_str()), ("xz", "plain"));
+        let x = 420_000.0 / 1209.0 - 50.0;
+        let cross = 4096.0 / x / 1.048_576;
+        assert!((e[0].to_mib_s.unwrap() - cross).abs() < 1e-9, "{e:?} vs {cross}");
     }
 }

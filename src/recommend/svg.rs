@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, Storage};
+use super::{Curve, Range, Report, Storage};
 use crate::chart::esc;
 
 const W: f64 = 760.0;
@@ -21,15 +21,36 @@ const COLORS: &[&str] =
     &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"];
 
 pub fn chart(r: &Report) -> String {
-    let lat = r.storage.latency_us;
-    let total_at = |c: &super::Candidate, mib_s: f64| {
-        Storage { mib_s, latency_us: lat }.read_us(c.read_bytes) / 1000.0 + c.boot_us / 1000.0
-    };
+    let curves: Vec<Curve> = r.candidates.iter().map(|c| c.curve()).collect();
+    let title = format!(
+        "Reset to /init with the image read from storage ({} us per 4 KiB request): kernel {}",
+        r.storage.latency_us, r.kernel_release
+    );
+    draw(&title, "reset to /init (ms, log scale)", &curves, &r.envelope, r.storage)
+}
+
+/// The module set's chart: its files read from storage and loaded, one
+/// line per way of storing them; None when the run loaded no module set.
+pub fn module_chart(r: &Report) -> Option<String> {
+    if r.modules.is_empty() {
+        return None;
+    }
+    let curves: Vec<Curve> = r.modules.iter().map(|c| c.curve()).collect();
+    let title = format!(
+        "The module set read from storage ({} us per 4 KiB request) and loaded: kernel {}",
+        r.storage.latency_us, r.kernel_release
+    );
+    Some(draw(&title, "read and load the set (ms, log scale)", &curves, &r.modules_envelope, r.storage))
+}
+
+fn draw(title: &str, y_label: &str, curves: &[Curve], envelope: &[Range], storage: Storage) -> String {
+    let lat = storage.latency_us;
+    let total_at = |c: &Curve, mib_s: f64| c.total_us(Storage { mib_s, latency_us: lat }) / 1000.0;
     let samples: Vec<f64> = (0..=120).map(|i| FROM_MIB_S * (TO_MIB_S / FROM_MIB_S).powf(i as f64 / 120.0)).collect();
     // y (log scale): from below the fastest image at the fastest
     // throughput drawn to half again the best image at the slowest.
-    let best_slowest = r.candidates.iter().map(|c| total_at(c, FROM_MIB_S)).fold(f64::INFINITY, f64::min);
-    let best_fastest = r.candidates.iter().map(|c| total_at(c, TO_MIB_S)).fold(f64::INFINITY, f64::min);
+    let best_slowest = curves.iter().map(|c| total_at(c, FROM_MIB_S)).fold(f64::INFINITY, f64::min);
+    let best_fastest = curves.iter().map(|c| total_at(c, TO_MIB_S)).fold(f64::INFINITY, f64::min);
     let (y_min, y_max) = (nice_down(best_fastest * 0.8), best_slowest * 1.5);
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let x_of = |mib_s: f64| LEFT + pw * (mib_s / FROM_MIB_S).ln() / (TO_MIB_S / FROM_MIB_S).ln();
@@ -43,12 +64,7 @@ pub fn chart(r: &Report) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(o, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(
-        o,
-        r#"<text x="{LEFT}" y="22" font-size="14">Reset to /init with the image read from storage ({} us per 4 KiB request): kernel {}</text>"#,
-        lat,
-        esc(&r.kernel_release)
-    );
+    let _ = writeln!(o, r#"<text x="{LEFT}" y="22" font-size="14">{}</text>"#, esc(title));
     let _ = writeln!(o, r#"<clipPath id="plot"><rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}"/></clipPath>"#);
     // axes and grid
     let mut t = FROM_MIB_S;
@@ -72,11 +88,11 @@ pub fn chart(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">reset to /init (ms, log scale)</text>"#,
+        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{y_label}</text>"#,
         TOP + ph / 2.0
     );
     // where the best image changes
-    for g in r.envelope.iter().filter(|g| g.from_mib_s > 0.0) {
+    for g in envelope.iter().filter(|g| g.from_mib_s > 0.0) {
         if g.from_mib_s < FROM_MIB_S || g.from_mib_s > TO_MIB_S {
             continue;
         }
@@ -98,17 +114,17 @@ pub fn chart(r: &Report) -> String {
         );
     }
     // the storage asked about
-    if (FROM_MIB_S..=TO_MIB_S).contains(&r.storage.mib_s) {
-        let x = x_of(r.storage.mib_s);
+    if (FROM_MIB_S..=TO_MIB_S).contains(&storage.mib_s) {
+        let x = x_of(storage.mib_s);
         let _ = writeln!(
             o,
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-width="2"/>"##,
             TOP + ph
         );
-        let _ = writeln!(o, r#"<text x="{:.1}" y="{:.1}">{} MiB/s</text>"#, x + 4.0, TOP + 12.0, r.storage.mib_s);
+        let _ = writeln!(o, r#"<text x="{:.1}" y="{:.1}">{} MiB/s</text>"#, x + 4.0, TOP + 12.0, storage.mib_s);
     }
     // one line per image, legend at the right
-    for (i, c) in r.candidates.iter().enumerate() {
+    for (i, c) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let points: Vec<String> =
             samples.iter().map(|&s| format!("{:.1},{:.1}", x_of(s), y_of(total_at(c, s)))).collect();
@@ -116,7 +132,7 @@ pub fn chart(r: &Report) -> String {
             o,
             r#"<polyline clip-path="url(#plot)" fill="none" stroke="{color}" stroke-width="2" points="{}"><title>{}</title></polyline>"#,
             points.join(" "),
-            esc(&c.variant)
+            esc(&c.name)
         );
         let ly = TOP + 14.0 + i as f64 * 18.0;
         let lx = LEFT + pw + 12.0;
@@ -130,8 +146,8 @@ pub fn chart(r: &Report) -> String {
             r#"<text x="{}" y="{}">{} ({:.1} MB)</text>"#,
             lx + 24.0,
             ly + 4.0,
-            esc(&c.variant),
-            c.read_bytes as f64 / 1e6
+            esc(&c.name),
+            c.bytes as f64 / 1e6
         );
     }
     o.push_str("</svg>\n");
