@@ -127,9 +127,15 @@ pub fn result(text: &str) -> crate::run::results::LoaderResult {
             .filter(|o| o.result != "loaded")
             .map(|o| (o.name.clone(), o.result.clone()))
             .collect(),
-        decompressed_by_kernel: report.outcomes.iter().filter(|o| o.decompress == "kernel").count() as u64,
-        decompressed_by_user: report.outcomes.iter().filter(|o| o.decompress == "user").count() as u64,
+        decompressed_by_kernel: decompressed_by(&report, "kernel"),
+        decompressed_by_user: decompressed_by(&report, "user"),
     }
+}
+
+/// Modules loaded after `by` decompressed them (a refused attempt is not
+/// a decompression).
+fn decompressed_by(report: &Report, by: &str) -> u64 {
+    report.outcomes.iter().filter(|o| o.decompress == by && o.result == "loaded").count() as u64
 }
 
 #[cfg(test)]

@@ -425,8 +425,9 @@ pub struct LoaderResult {
     /// that did not end `loaded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_loaded: Vec<(String, String)>,
-    /// Compressed modules the kernel decompressed (finit_module with
-    /// MODULE_INIT_COMPRESSED_FILE) and those user space decompressed.
+    /// Compressed modules loaded after the kernel decompressed them
+    /// (finit_module with MODULE_INIT_COMPRESSED_FILE), and after user
+    /// space did.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub decompressed_by_kernel: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
