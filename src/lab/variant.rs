@@ -109,8 +109,8 @@ pub(crate) const KEYS: &[&str] = &[
     "image",
     "modules",
     "steps",
-    "manifest",
     "compress",
+    "manifest",
     "raw",
     "cmdline",
     "loader",
@@ -229,11 +229,6 @@ impl Variant {
                 .collect::<Result<Vec<_>>>()?,
             (None, None) => Vec::new(),
         };
-        match get("manifest") {
-            Some("on") => steps.push(Step::Manifest),
-            Some("off") | None => {}
-            Some(v) => return Err(usage(format!("manifest:{v}: use on or off"))),
-        }
         if let Some(v) = get("compress") {
             let kind = match v {
                 "xz" => crate::compress::Compression::Xz,
@@ -242,6 +237,15 @@ impl Variant {
                 _ => return Err(usage(format!("compress:{v}: use xz, zstd or gzip"))),
             };
             steps.push(Step::Compress(kind));
+        }
+        match get("manifest") {
+            Some("on") => steps.push(Step::Manifest),
+            Some("read") if get("compress").is_some() => steps.push(Step::ManifestRead),
+            Some("read") => {
+                return Err(usage("manifest:read lists the compressed files as stored; give compress: too".into()));
+            }
+            Some("off") | None => {}
+            Some(v) => return Err(usage(format!("manifest:{v}: use on, read or off"))),
         }
         if let Some(v) = get("raw") {
             let (module, file) = v
@@ -427,7 +431,8 @@ mod tests {
             ("a=flash:nand", "give order: too"),
             ("a=order:synth,flash:fast", "flash:fast: give slow, nand, nor or MIBS-USEC"),
             ("a=order:synth,ddlink:synth", "not both"),
-            ("a=manifest:yes", "manifest:yes: use on or off"),
+            ("a=manifest:yes", "manifest:yes: use on, read or off"),
+            ("a=manifest:read", "give compress: too"),
             ("a=raw:sctp", "raw:sctp: give raw:MODULE=FILE"),
             ("a=raw:=/f", "give raw:MODULE=FILE"),
             ("a=modules:folded,steps:fold", "not both"),
@@ -451,8 +456,10 @@ mod tests {
         use crate::lab::loaders::Decompress;
         let v = Variant::parse("a=kernel:build+modules-xz,manifest:on,compress:xz,loader:batch-1,decompress:kernel")
             .unwrap();
-        assert_eq!(v.steps, [Step::Manifest, Step::Compress(crate::compress::Compression::Xz)]);
+        assert_eq!(v.steps, [Step::Compress(crate::compress::Compression::Xz), Step::Manifest]);
         assert_eq!(v.loader, Loader::Batch(Some(1), Decompress::Kernel));
+        let v = Variant::parse("a=compress:gzip,manifest:read").unwrap();
+        assert_eq!(v.steps, [Step::Compress(crate::compress::Compression::Gzip), Step::ManifestRead]);
         let v = Variant::parse("a=compress:zstd,loader:batch").unwrap();
         assert_eq!(v.loader, Loader::Batch(None, Decompress::Auto));
         // busybox insmod decompresses in its own process

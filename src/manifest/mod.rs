@@ -105,6 +105,20 @@ pub(crate) fn digest_of(path: &Path) -> Result<Sha> {
     Ok(Sha256::digest(&bytes[..]).into())
 }
 
+/// The manifest of these module files as stored: a compressed file's
+/// digest is of its compressed bytes, what a kernel that hashes the bytes
+/// it read before decompressing them looks up (the lab's
+/// `module.hashes_of_read=1`). Never for a product: a blacklisted module's
+/// hash is of its plain bytes.
+pub(crate) fn of_stored_files(files: &[PathBuf]) -> Result<Manifest> {
+    let mut digests = Vec::with_capacity(files.len());
+    for f in files {
+        crate::module::read(f)?; // a module, whatever its compression
+        digests.push(Sha256::digest(&crate::fsutil::map_file(f)?[..]).into());
+    }
+    Ok(Manifest::new(digests))
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Listed {
     pub path: PathBuf,

@@ -3,8 +3,9 @@
 //! 6.12), by the same programs with the same options: `xz --check=crc32
 //! --lzma2=dict=1MiB`, `zstd -q` (6.1 adds `-T0`, which writes the same
 //! single frame for files of a module's size), `gzip -n` (level 6: kbuild
-//! passes no level for modules). After the manifest, which lists the
-//! decompressed modules (what the kernel hashes on either path).
+//! passes no level for modules). Before the manifest, which lists each
+//! module by its decompressed digest (what the kernel hashes on either
+//! path).
 
 use std::path::Path;
 use std::process::Command;

@@ -11,9 +11,12 @@ use crate::error::{Error, Result};
 
 use super::Tree;
 
-pub fn apply(t: &mut Tree) -> Result<()> {
+/// `stored`: list each module file by its digest as stored, compressed
+/// (the lab's `module.hashes_of_read=1`), not as the kernel links it.
+pub fn apply(t: &mut Tree, stored: bool) -> Result<()> {
     let paths: Vec<PathBuf> = t.modules.iter().map(|(_, p)| p.clone()).collect();
-    let (manifest, _) = crate::manifest::of_modules(&paths)?;
+    let manifest =
+        if stored { crate::manifest::of_stored_files(&paths)? } else { crate::manifest::of_modules(&paths)?.0 };
     let copy = t.kernel_copy.clone();
     if let Some(dir) = copy.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -7,9 +7,10 @@
 //!
 //! Module steps come first (they rewrite the set's `.ko` files), then the
 //! modules are made plain (compressed ones decompressed on the host, see
-//! [`decompress`]), then kernel-image steps (the manifest lists the final
-//! modules, decompressed), then the module files compressed as kbuild
-//! compresses them ([`compress`]), then guest-file steps (raw bytes).
+//! [`decompress`]), then the module files compressed as kbuild compresses
+//! them ([`compress`]), then kernel-image steps (the manifest lists the
+//! final modules by their decompressed digest), then guest-file steps (raw
+//! bytes).
 //! Kernel command-line additions may stand anywhere.
 
 mod cmdline;
@@ -58,13 +59,20 @@ pub enum Step {
     /// Boot a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
+    /// The manifest of the module files as stored (a compressed file by
+    /// its compressed bytes): what lab patch 0004's `module.hashes_of_read=1`
+    /// looks up before it decompresses (lab only: a blacklisted hash is of
+    /// plain bytes; user-space decompression hands the kernel plain bytes,
+    /// which this list does not hold).
+    ManifestRead,
     /// Each module signed with the tree's `sign_key` (after every other
     /// module step): `bootlink apply` for a kernel that checks signatures
     /// and has no module hash list. Not a lab variant's step.
     Sign,
     /// The module files compressed with kbuild's programs and options
-    /// (after the manifest, which lists decompressed modules): what the
-    /// guest's loader reads and decompresses, in the kernel or user space.
+    /// (before the manifest, which lists them by their decompressed
+    /// digest): what the guest's loader reads and decompresses, in the
+    /// kernel or user space.
     Compress(crate::compress::Compression),
     /// FILE's bytes, as they are, in the guest as module NAME's file (after
     /// the manifest): what the kernel does with a module the host-side
@@ -78,9 +86,9 @@ pub enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     Modules,
-    Image,
-    /// The module files compressed (after the manifest, before raw files).
+    /// The module files compressed (before the manifest and raw files).
     Compress,
+    Image,
     Guest,
     /// No files: the command line.
     Any,
@@ -135,6 +143,7 @@ impl Step {
             Step::FinalizeMcount => "finalize-mcount",
             Step::Trim => "trim",
             Step::Manifest => "manifest",
+            Step::ManifestRead => "manifest-read",
             Step::Sign => "sign",
             Step::Compress(_) => "compress",
             Step::Raw { .. } => "raw",
@@ -149,7 +158,7 @@ impl Step {
 
     pub fn stage(&self) -> Stage {
         match self {
-            Step::Manifest => Stage::Image,
+            Step::Manifest | Step::ManifestRead => Stage::Image,
             Step::Compress(_) => Stage::Compress,
             Step::Raw { .. } => Stage::Guest,
             Step::Cmdline(_) => Stage::Any,
@@ -170,7 +179,8 @@ impl Step {
             Step::FinalizeOrc => finalize::apply(t, &dir, true, false),
             Step::FinalizeMcount => finalize::apply(t, &dir, false, true),
             Step::Trim => trim::apply(t, &dir),
-            Step::Manifest => manifest::apply(t),
+            Step::Manifest => manifest::apply(t, false),
+            Step::ManifestRead => manifest::apply(t, true),
             Step::Sign => sign::apply(t, &dir),
             Step::Compress(kind) => compress::apply(t, &dir, *kind),
             Step::Raw { module, file } => raw::apply(t, module, file),
@@ -235,7 +245,7 @@ pub fn check_order(variant: &str, steps: &[Step]) -> Result<()> {
             return Err(Error::new(
                 Kind::Usage,
                 format!(
-                    "variant {variant}: step {} after {last_name}: module steps come first, then manifest, then compress, then raw",
+                    "variant {variant}: step {} after {last_name}: module steps come first, then compress, then manifest, then raw",
                     s.name()
                 ),
             ));
@@ -335,10 +345,10 @@ mod tests {
         let raw = Step::Raw { module: "m".into(), file: "/f".into() };
         let xz = Step::Compress(crate::compress::Compression::Xz);
         assert!(
-            check_order("v", &[Step::Fold, Step::Manifest, xz.clone(), raw.clone(), Step::Cmdline("x".into())]).is_ok()
+            check_order("v", &[Step::Fold, xz.clone(), Step::Manifest, raw.clone(), Step::Cmdline("x".into())]).is_ok()
         );
-        let e = check_order("v", &[xz.clone(), Step::Manifest]).unwrap_err().to_string();
-        assert!(e.contains("step manifest after compress"), "{e}");
+        let e = check_order("v", &[Step::Manifest, xz.clone()]).unwrap_err().to_string();
+        assert!(e.contains("step compress after manifest"), "{e}");
         let e = check_order("v", &[raw.clone(), xz.clone()]).unwrap_err().to_string();
         assert!(e.contains("step compress after raw"), "{e}");
         let e = check_order("v", &[Step::Manifest, Step::Fold]).unwrap_err().to_string();
