@@ -226,7 +226,8 @@ pub fn run(o: &Options) -> Result<Report> {
     candidates.sort_by(|a, b| a.total_us.total_cmp(&b.total_us).then_with(|| a.variant.cmp(&b.variant)));
     let curves: Vec<Curve> = candidates.iter().map(Candidate::curve).collect();
     let kernel_envelope = envelope(&curves, o.storage.latency_us);
-    let mut modules = module_candidates(&run);
+    let mut left_out = left_out;
+    let mut modules = module_candidates(&run, &mut left_out);
     for m in &mut modules {
         m.read_us = m.requests_4k as f64 * o.storage.request_us();
         m.total_us = m.read_us + m.load_us;
@@ -309,11 +310,22 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
 
 /// The run's variants that loaded the whole module set: each a way of
 /// storing it (the files it read, who decompressed them) and its load time.
-fn module_candidates(run: &Run) -> Vec<ModuleCandidate> {
+/// Variants booted with the lab's hash of the bytes read (lab patch 0004)
+/// are measured but never offered: left out, with the reason.
+fn module_candidates(run: &Run, left_out: &mut Vec<LeftOut>) -> Vec<ModuleCandidate> {
     use crate::run::results::WorkloadResult;
     let mut out = Vec::new();
     for v in &run.variants {
         let Some(files) = v.module_files.as_ref().filter(|f| f.files > 0) else { continue };
+        if v.cmdline.split_whitespace().any(|a| a == "module.hashes_of_read=1") {
+            left_out.push(LeftOut {
+                variant: v.name.clone(),
+                why: "its module files are checked by the digest of the bytes read (module.hashes_of_read=1, \
+                      lab patch 0004): measured, never a product's (a blacklisted hash is of plain bytes)"
+                    .into(),
+            });
+            continue;
+        }
         let whole: Vec<_> = v
             .repetitions
             .iter()
@@ -521,7 +533,9 @@ mod tests {
             ],
             ..Default::default()
         };
-        let m = module_candidates(&run);
+        let mut left_out = Vec::new();
+        let m = module_candidates(&run, &mut left_out);
+        assert!(left_out.is_empty());
         assert_eq!(m.iter().map(|c| c.variant.as_str()).collect::<Vec<_>>(), ["plain", "xz"]);
         assert_eq!((m[0].decompressed_by.as_str(), m[1].decompressed_by.as_str()), ("none", "kernel"));
         // the median of two boots
