@@ -50,6 +50,7 @@ bench: build
 	bench/manifest-write
 	bench/arm64
 	bench/compress
+	bench/compress-modules
 
 clean:
 	$(CARGO) clean
