@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Kind};
 
 mod lz4;
+mod lzop;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -63,7 +64,6 @@ impl Compression {
 /// "alone" header with the kernel's -9 properties); None for anything else.
 pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
     let lz4_legacy = lz4::MAGIC.to_le_bytes();
-    const LZOP: &[u8] = &[0x89, b'L', b'Z', b'O', 0x00, 0x0d, 0x0a, 0x1a, 0x0a];
     const LZMA_ALONE: &[u8] = &[0x5d, 0x00, 0x00];
     match Compression::detect(payload) {
         Compression::None => {}
@@ -76,7 +76,7 @@ pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
     }
     if payload.starts_with(&lz4_legacy) {
         Some("lz4")
-    } else if payload.starts_with(LZOP) {
+    } else if payload.starts_with(lzop::MAGIC) {
         Some("lzo")
     } else if payload.starts_with(b"BZh") && payload.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
         Some("bzip2")
@@ -160,7 +160,7 @@ fn xz_first_stream(data: &[u8], out: Vec<u8>, limit: usize) -> Result<Vec<u8>, E
 
 /// A kernel payload bootlink reads beyond the module formats of
 /// [`Compression`], named as [`kernel_payload_name`] names it: lz4's legacy
-/// frame and lzma's "alone" format (bzip2 and lzo are refused), at most
+/// frame, lzma's "alone" format, bzip2 and lzop's format, at most
 /// [`output_limit`] bytes.
 pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
     let limit = output_limit(data.len());
@@ -171,9 +171,27 @@ pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u
                 .map_err(|e| Error::new(Kind::Internal, format!("lzma: {e}")).because(e))?;
             lzma_first_stream(data, Vec::new(), limit, stream, "lzma")
         }
+        "lzo" => lzop::decompress(data, limit),
+        "bzip2" => {
+            // one stream: the build's size trailer follows it
+            let mut out = Vec::new();
+            let res = bzip2::read::BzDecoder::new(data).take(limit as u64 + 1).read_to_end(&mut out);
+            if out.len() > limit {
+                return Err(too_large_named("bzip2", limit));
+            }
+            match res {
+                Ok(_) if out.is_empty() => {
+                    Err(Error::new(Kind::Format, "corrupt bzip2 data: it decompresses to nothing"))
+                }
+                Ok(_) => Ok(out),
+                Err(e) => Err(Error::new(Kind::Format, format!("corrupt bzip2 data: {e}")).because(e)),
+            }
+        }
         other => Err(Error::new(
             Kind::Unsupported,
-            format!("a {other} payload: bootlink reads xz, zstd, gzip, lz4 and lzma kernels (give the vmlinux)"),
+            format!(
+                "a {other} payload: bootlink reads xz, zstd, gzip, lz4, lzma, bzip2 and lzo kernels (give the vmlinux)"
+            ),
         )),
     }
 }
@@ -406,7 +424,17 @@ mod tests {
             ("lz4", &["-l", "-9"][..], "lz4"),
             ("lzop", &["-9"][..], "lzo"),
         ] {
-            assert_eq!(kernel_payload_name(&by_tool(tool, args)), Some(name), "{tool}");
+            let packed = by_tool(tool, args);
+            assert_eq!(kernel_payload_name(&packed), Some(name), "{tool}");
+            // the payloads beyond the module formats read back, the
+            // build's size trailer after them ignored
+            if ["bzip2", "lzma", "lz4", "lzo"].contains(&name) {
+                let mut framed = packed.clone();
+                framed.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                assert_eq!(decompress_kernel_payload(&framed, name).unwrap(), text, "{tool}");
+                let e = decompress_kernel_payload(&packed[..packed.len() / 2], name).unwrap_err().to_string();
+                assert!(e.contains("corrupt"), "{tool}: {e}");
+            }
         }
         // gzip of stored blocks, as kernel/tools/gzip-stored writes it
         let stored = by_tool(concat!(env!("CARGO_MANIFEST_DIR"), "/kernel/tools/gzip-stored"), &["-n", "-f", "-9"]);
