@@ -21,19 +21,7 @@ struct Grid {
 /// `bootlink lab --set none --no-trace -n N` of `variants` into a fresh
 /// run directory: the directory and its run.json.
 fn lab(label: &str, n: &str, variants: &[&str]) -> (PathBuf, Run) {
-    let dir = common::tmpdir(label).keep().join("run");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--set", &"none", &"--no-trace", &"-n", &n];
-    for v in variants {
-        args.push(&"--variant");
-        args.push(v);
-    }
-    args.push(&"-o");
-    args.push(&dir);
-    let t0 = std::time::Instant::now();
-    TestCommand::new(&args).show_dir(&dir).ok();
-    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
-    (dir, run)
+    common::lab_variants(label, &["--set", "none", "--no-trace", "-n", n], variants)
 }
 
 fn grid() -> &'static Grid {

@@ -46,21 +46,9 @@ fn grid() -> &'static Grid {
             "read={k}+modules-{format},modules:unsigned,manifest:read,loader:batch-1,compress:{format},\
              decompress:kernel,cmdline:module.sig_enforce=1 module.hashes_of_read=1"
         ));
-        let dir = common::tmpdir("compress-modules").keep().join("run");
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"-n", &"1"];
-        for m in &MODULES {
-            args.push(m);
-        }
-        for v in &variants {
-            args.push(&"--variant");
-            args.push(v);
-        }
-        args.push(&"-o");
-        args.push(&dir);
-        let t0 = std::time::Instant::now();
-        TestCommand::new(&args).show_dir(&dir).ok();
-        println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-        let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        let mut head = vec!["--no-trace", "-n", "1"];
+        head.extend(MODULES);
+        let (dir, run) = common::lab_variants("compress-modules", &head, &variants);
         Grid { dir, run }
     })
 }

@@ -645,3 +645,29 @@ pub fn storm_failures(s: &bootlink::run::results::Storm) -> u64 {
 /// `bootlink lab` on an arm64 guest with four vCPUs on host time, one
 /// boot a variant: what a storm needs (concurrent requests).
 pub const ARM64_STORM_LAB: &[&str] = &["lab", "--arch", "arm64", "--realtime", "--smp", "4", "-n", "1"];
+
+/// `bootlink lab HEAD... --variant V... -o DIR` into a fresh run directory
+/// named after `label`, which must succeed: the directory and its run.json.
+pub fn lab_variants<V: AsRef<str>>(
+    label: &str,
+    head: &[&str],
+    variants: &[V],
+) -> (PathBuf, bootlink::run::results::Run) {
+    let dir = tmpdir(label).keep().join("run");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab"];
+    for h in head {
+        args.push(h);
+    }
+    let variants: Vec<&str> = variants.iter().map(|v| v.as_ref()).collect();
+    for v in &variants {
+        args.push(&"--variant");
+        args.push(v);
+    }
+    args.push(&"-o");
+    args.push(&dir);
+    let t0 = std::time::Instant::now();
+    TestCommand::new(&args).show_dir(&dir).ok();
+    println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
+    let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    (dir, run)
+}
