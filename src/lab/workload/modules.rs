@@ -20,8 +20,21 @@ pub(crate) struct ModuleLoading {
 impl Workload for ModuleLoading {
     fn add_files(&self, ir: &mut Initramfs, cx: &Context) -> Result<()> {
         let mut list = String::new();
+        // Where the batch loader's plan looks for each module (its suffix
+        // is the variant's compress: step's, whatever a raw: file is named).
+        let planned: Vec<(&str, &str)> = cx
+            .plan
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some((w.next()?, w.next().filter(|p| p.starts_with("/lib/modules/"))?))
+            })
+            .collect();
         for (name, path) in cx.files {
-            let f = loaders::guest_path(name, crate::lab::loaders::compressed_suffix(path));
+            let f = match planned.iter().find(|(n, _)| *n == name.as_str()) {
+                Some((_, p)) => p.to_string(),
+                None => loaders::guest_path(name, loaders::compressed_suffix(path)),
+            };
             ir.copy_file(&f, path);
             list.push_str(&format!("{name} {f}\n"));
         }
