@@ -36,13 +36,7 @@ fn last_line(stderr: &str) -> &str {
 
 /// Run a host tool to completion and return its stdout.
 pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
-    let prog = cmd.get_program().to_string_lossy().into_owned();
-    let out = cmd.output().map_err(|e| spawn_error(&prog, what, package, e))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        return Err(ToolError::Failed { prog, what: what.to_string(), status: out.status, stderr }.into());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    run_bytes(cmd, what, package).map(|out| String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Run a host tool to completion and return its stdout's bytes.
