@@ -46,6 +46,16 @@ impl Compression {
         }
     }
 
+    /// A module file's compression by its name (`x.ko.xz`: Xz), as
+    /// kbuild and kmod name them; None for a plain `.ko` or anything else.
+    pub fn of_module_name(path: &std::path::Path) -> Compression {
+        let name = path.to_string_lossy();
+        [Compression::Xz, Compression::Zstd, Compression::Gzip]
+            .into_iter()
+            .find(|c| name.strip_suffix(c.suffix()).is_some_and(|base| base.ends_with(".ko")))
+            .unwrap_or(Compression::None)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Compression::None => "none",
@@ -493,6 +503,21 @@ mod tests {
                 _ => assert_eq!(p, got),
             }
             assert_eq!(decompress(&packed, kind, 0).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn module_files_are_named_by_their_compression() {
+        use std::path::Path;
+        for (name, want) in [
+            ("kernel/fs/x.ko.xz", Compression::Xz),
+            ("x.ko.zst", Compression::Zstd),
+            ("x.ko.gz", Compression::Gzip),
+            ("x.ko", Compression::None),
+            ("notes.xz", Compression::None),
+            ("x.ko.bz2", Compression::None),
+        ] {
+            assert_eq!(Compression::of_module_name(Path::new(name)), want, "{name}");
         }
     }
 

@@ -55,14 +55,8 @@ pub fn normalize(name: &str) -> String {
 /// separators: the key that matches a list line to a file of the tree.
 fn rel_key(rel: &Path) -> String {
     let s = rel.to_string_lossy().replace('\\', "/");
-    for suffix in [".xz", ".zst", ".gz"] {
-        if let Some(base) = s.strip_suffix(suffix)
-            && base.ends_with(".ko")
-        {
-            return base.to_string();
-        }
-    }
-    s
+    let suffix = crate::compress::Compression::of_module_name(rel).suffix();
+    s.strip_suffix(suffix).map(str::to_string).unwrap_or(s)
 }
 
 pub(crate) fn has_wildcard(alias: &str) -> bool {

@@ -17,6 +17,7 @@
 
 use std::path::Path;
 
+use crate::compress::Compression;
 use crate::error::{Error, Kind, Result};
 use crate::lab::Initramfs;
 use crate::run::results::Storm;
@@ -95,6 +96,8 @@ pub(crate) struct Extras<'a> {
     pub release: &'a str,
     pub tree: &'a Path,
     pub rels: &'a [(String, std::path::PathBuf)],
+    /// How the guest holds the modules (their files' suffix).
+    pub compression: Compression,
     /// The guest's architecture (the batch loader is built for it).
     pub arch: crate::lab::arch::Arch,
 }
@@ -126,39 +129,49 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
     }
 }
 
-/// The programs the batch loader runs to decompress in user space (`TOOL
-/// -dc`, found through /init's PATH=/bin:/sbin) for the files' suffixes:
-/// busybox's xz and gzip applets; the host's zstd (busybox has none), where
-/// the guest runs host programs.
-pub(crate) fn add_decompressors(ir: &mut Initramfs, suffixes: &[&str], arch: crate::lab::arch::Arch) -> Result<()> {
-    if suffixes.contains(&".xz") {
-        ir.applet("xz");
-    }
-    if suffixes.contains(&".gz") {
-        ir.applet("gzip");
-    }
-    if suffixes.contains(&".zst") {
-        if !arch.runs_host_programs() {
-            return Err(Error::new(
-                Kind::Usage,
-                format!(
-                    "compress:zstd with loader:batch: the {} guest has no zstd to decompress with (busybox has none)",
-                    arch.name()
-                ),
-            ));
+/// The program the batch loader runs to decompress in user space (`TOOL
+/// -dc`, found through /init's PATH=/bin:/sbin) for the modules'
+/// compression: busybox's xz and gzip applets; the host's zstd (busybox
+/// has none), where the guest runs host programs.
+pub(crate) fn add_decompressor(
+    ir: &mut Initramfs,
+    compression: Compression,
+    arch: crate::lab::arch::Arch,
+) -> Result<()> {
+    match compression {
+        Compression::None => {}
+        Compression::Xz => {
+            ir.applet("xz");
         }
-        let zstd = Path::new("/usr/bin/zstd");
-        if !zstd.is_file() {
-            return Err(crate::hosttool::spawn_error(
-                "zstd",
-                "the guest's user-space zstd",
-                "zstd",
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
+        Compression::Gzip => {
+            ir.applet("gzip");
         }
-        crate::lab::userspace::add(ir, zstd)?;
-        ir.symlink("/bin/zstd", "/usr/bin/zstd");
+        Compression::Zstd => add_host_zstd(ir, arch)?,
     }
+    Ok(())
+}
+
+fn add_host_zstd(ir: &mut Initramfs, arch: crate::lab::arch::Arch) -> Result<()> {
+    if !arch.runs_host_programs() {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "compress:zstd with loader:batch: the {} guest has no zstd to decompress with (busybox has none)",
+                arch.name()
+            ),
+        ));
+    }
+    let zstd = Path::new("/usr/bin/zstd");
+    if !zstd.is_file() {
+        return Err(crate::hosttool::spawn_error(
+            "zstd",
+            "the guest's user-space zstd",
+            "zstd",
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        ));
+    }
+    crate::lab::userspace::add(ir, zstd)?;
+    ir.symlink("/bin/zstd", "/usr/bin/zstd");
     Ok(())
 }
 
@@ -174,17 +187,10 @@ fn add_kmod(ir: &mut Initramfs, arch: crate::lab::arch::Arch) -> Result<()> {
 }
 
 /// Where the guest holds module `name`: `/lib/modules/NAME.ko` and the
-/// file's compression suffix (`.xz`, `.zst`, `.gz`), as the loaders' list
-/// and plan name it.
-pub(crate) fn guest_path(name: &str, suffix: &str) -> String {
-    format!("/lib/modules/{name}.ko{suffix}")
-}
-
-/// The compression suffix of a module file by its name (`.xz` of
-/// `x.ko.xz`; empty for a plain `.ko`): what the guest's loaders read.
-pub(crate) fn compressed_suffix(file: &Path) -> &'static str {
-    let name = file.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-    [".xz", ".zst", ".gz"].into_iter().find(|s| name.ends_with(&format!(".ko{s}"))).unwrap_or("")
+/// suffix of the variant's compression (`.xz`, `.zst`, `.gz`), as the
+/// loaders' list and plan name it.
+pub(crate) fn guest_path(name: &str, compression: Compression) -> String {
+    format!("/lib/modules/{name}.ko{}", compression.suffix())
 }
 
 /// The set's modules at their paths in a `lib/modules/<release>` tree with
@@ -193,11 +199,11 @@ fn module_tree(x: &Extras, work: &Path) -> Result<std::path::PathBuf> {
     let root = work.join("kmod-root");
     let dir = root.join("lib/modules").join(x.release);
     for (rel, file) in x.rels.iter().map(|(r, f)| (Path::new(r), f)) {
-        // The tree's name with the suffix of the file the variant made
-        // (a compressed tree's modules are plain unless compress: says).
-        let plain = rel.to_string_lossy();
-        let plain = [".xz", ".zst", ".gz"].iter().find_map(|s| plain.strip_suffix(s)).unwrap_or(&plain);
-        let dest = dir.join(format!("{plain}{}", compressed_suffix(file)));
+        // The tree's name with the suffix of the variant's compression (a
+        // compressed tree's modules are plain unless compress: says).
+        let name = rel.to_string_lossy();
+        let plain = name.strip_suffix(Compression::of_module_name(rel).suffix()).unwrap_or(&name);
+        let dest = dir.join(format!("{plain}{}", x.compression.suffix()));
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
         }

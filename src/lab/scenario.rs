@@ -126,7 +126,8 @@ fn context<'a>(
     image: &'a Path,
     config: Option<&'a crate::kernel::KernelConfig>,
 ) -> Context<'a> {
-    Context { variant: &v.spec.name, tree: &v.tree, rels, files, plan: &v.plan, work, arch, image, config }
+    let compression = step::compression(&v.spec.steps);
+    Context { variant: &v.spec.name, tree: &v.tree, rels, files, compression, plan: &v.plan, work, arch, image, config }
 }
 
 /// The variant's initramfs: busybox, each workload's files, /init.
@@ -289,7 +290,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         // what a boot loader reads of it: a record, not a condition of the run
         meta.image = bootclock::describe(&meta.kernel).ok();
         meta.raw_module = tree.raw_module;
-        meta.module_files = Some(module_files(&v.spec.steps, &tree.modules)?);
+        meta.module_files = Some(module_files(step::compression(&v.spec.steps), &tree.modules)?);
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform();
         meta.cmdline = format!("{base_cmdline} {}", tree.cmdline.join(" ")).trim().to_string();
@@ -426,15 +427,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
 }
 
 /// What the guest's loader reads: the variant's final module files.
-fn module_files(steps: &[step::Step], files: &[(String, PathBuf)]) -> Result<crate::run::results::ModuleFiles> {
-    let compression = steps
-        .iter()
-        .find_map(|s| match s {
-            step::Step::Compress(kind) => Some(kind.name()),
-            _ => None,
-        })
-        .unwrap_or("none");
-    let mut m = crate::run::results::ModuleFiles { compression: compression.into(), ..Default::default() };
+fn module_files(
+    compression: crate::compress::Compression,
+    files: &[(String, PathBuf)],
+) -> Result<crate::run::results::ModuleFiles> {
+    let mut m = crate::run::results::ModuleFiles { compression: compression.name().into(), ..Default::default() };
     for (_, p) in files {
         let len = std::fs::metadata(p).map_err(|e| Error::io(p, e))?.len();
         m.files += 1;

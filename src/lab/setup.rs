@@ -222,15 +222,8 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             w.check(&dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
         }
         let conf = crate::kmod::ModprobeConf::runtime_deps();
-        let suffix = spec
-            .steps
-            .iter()
-            .find_map(|s| match s {
-                crate::steps::Step::Compress(kind) => Some(kind.suffix()),
-                _ => None,
-            })
-            .unwrap_or("");
-        let plan = t.loader_plan(&entries, |e| crate::lab::loaders::guest_path(&e.name, suffix), &conf)?;
+        let compression = crate::steps::compression(&spec.steps);
+        let plan = t.loader_plan(&entries, |e| crate::lab::loaders::guest_path(&e.name, compression), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
         let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
         let boot = boot_image(&spec, &image, req.target.arch)?;

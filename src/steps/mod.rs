@@ -225,6 +225,18 @@ pub(crate) fn preset_names() -> String {
     PRESETS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
 
+/// How the steps leave the module files the guest reads: the compress
+/// step's format, else plain.
+pub fn compression(steps: &[Step]) -> crate::compress::Compression {
+    steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Compress(kind) => Some(*kind),
+            _ => None,
+        })
+        .unwrap_or(crate::compress::Compression::None)
+}
+
 /// How the modules were made, for run.json's `transform`: the preset the
 /// module steps are, else the steps joined with '+'.
 pub fn label(steps: &[Step]) -> String {

@@ -57,6 +57,9 @@ pub struct Context<'a> {
     pub rels: &'a [(String, PathBuf)],
     /// The set's final module files (name, file), in load order.
     pub files: &'a [(String, PathBuf)],
+    /// How the guest holds them (the compress: step's format): each at
+    /// [`crate::lab::loaders::guest_path`], as the plan names it.
+    pub compression: crate::compress::Compression,
     /// The batch loader's plan, with the paths /init uses.
     pub plan: &'a str,
     /// Scratch space for this variant.

@@ -20,31 +20,26 @@ pub(crate) struct ModuleLoading {
 impl Workload for ModuleLoading {
     fn add_files(&self, ir: &mut Initramfs, cx: &Context) -> Result<()> {
         let mut list = String::new();
-        // Where the batch loader's plan looks for each module (its suffix
-        // is the variant's compress: step's, whatever a raw: file is named).
-        let planned: Vec<(&str, &str)> = cx
-            .plan
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                Some((w.next()?, w.next().filter(|p| p.starts_with("/lib/modules/"))?))
-            })
-            .collect();
+        // Where the plan looks for each module: its suffix is the compress:
+        // step's, whatever a raw: file is named.
         for (name, path) in cx.files {
-            let f = match planned.iter().find(|(n, _)| *n == name.as_str()) {
-                Some((_, p)) => p.to_string(),
-                None => loaders::guest_path(name, loaders::compressed_suffix(path)),
-            };
+            let f = loaders::guest_path(name, cx.compression);
             ir.copy_file(&f, path);
             list.push_str(&format!("{name} {f}\n"));
         }
         ir.file(loaders::LIST, 0o644, list.into_bytes());
         if matches!(self.loader, Loader::Batch(..)) {
-            let suffixes: Vec<&str> = cx.files.iter().map(|(_, p)| loaders::compressed_suffix(p)).collect();
-            loaders::add_decompressors(ir, &suffixes, cx.arch)?;
+            loaders::add_decompressor(ir, cx.compression, cx.arch)?;
         }
         let release = cx.tree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let extras = loaders::Extras { plan: cx.plan, release: &release, tree: cx.tree, rels: cx.rels, arch: cx.arch };
+        let extras = loaders::Extras {
+            plan: cx.plan,
+            release: &release,
+            tree: cx.tree,
+            rels: cx.rels,
+            compression: cx.compression,
+            arch: cx.arch,
+        };
         loaders::add_to(ir, self.loader, &extras, cx.work)
     }
 
