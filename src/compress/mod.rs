@@ -112,10 +112,6 @@ pub(crate) fn output_limit(input_len: usize) -> usize {
     input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
 }
 
-fn too_large(kind: Compression, limit: usize) -> Error {
-    too_large_named(kind.name(), limit)
-}
-
 fn too_large_named(name: &str, limit: usize) -> Error {
     Error::new(
         Kind::Format,
@@ -133,32 +129,33 @@ fn too_large_named(name: &str, limit: usize) -> Error {
 /// buffer (within the limit).
 pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Vec<u8>, Error> {
     let limit = output_limit(data.len());
-    let mut out = Vec::with_capacity(size_hint.min(limit));
-    let res = match kind {
-        Compression::None => {
-            out.extend_from_slice(data);
-            Ok(0)
-        }
-        Compression::Xz => {
-            return xz_first_stream(data, out, limit);
-        }
+    let out = Vec::with_capacity(size_hint.min(limit));
+    match kind {
+        Compression::None => Ok(data.to_vec()),
+        Compression::Xz => xz_first_stream(data, out, limit),
         Compression::Zstd => {
             let dec = zstd::stream::read::Decoder::with_buffer(data)
                 .map_err(|e| Error::new(Kind::Format, format!("zstd: {e}")).because(e))?
                 .single_frame();
-            dec.take(limit as u64 + 1).read_to_end(&mut out)
+            read_limited(dec, out, limit, kind.name())
         }
-        Compression::Gzip => flate2::bufread::GzDecoder::new(data).take(limit as u64 + 1).read_to_end(&mut out),
-    };
+        Compression::Gzip => read_limited(flate2::bufread::GzDecoder::new(data), out, limit, kind.name()),
+    }
+}
+
+/// All a decoder gives, into `out`, at most `limit` bytes: more is a bomb,
+/// nothing or a decoder error is corrupt `name` data.
+fn read_limited(dec: impl Read, mut out: Vec<u8>, limit: usize, name: &str) -> Result<Vec<u8>, Error> {
+    let res = dec.take(limit as u64 + 1).read_to_end(&mut out);
     if out.len() > limit {
-        return Err(too_large(kind, limit));
+        return Err(too_large_named(name, limit));
     }
     match res {
-        Ok(_) if out.is_empty() && kind != Compression::None => {
-            Err(Error::new(Kind::Format, format!("corrupt {} data: it decompresses to nothing", kind.name())))
+        Ok(_) if out.is_empty() => {
+            Err(Error::new(Kind::Format, format!("corrupt {name} data: it decompresses to nothing")))
         }
         Ok(_) => Ok(out),
-        Err(e) => Err(Error::new(Kind::Format, format!("corrupt {} data: {}", kind.name(), e)).because(e)),
+        Err(e) => Err(Error::new(Kind::Format, format!("corrupt {name} data: {e}")).because(e)),
     }
 }
 
@@ -182,21 +179,8 @@ pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u
             lzma_first_stream(data, Vec::new(), limit, stream, "lzma")
         }
         "lzo" => lzop::decompress(data, limit),
-        "bzip2" => {
-            // one stream: the build's size trailer follows it
-            let mut out = Vec::new();
-            let res = bzip2::read::BzDecoder::new(data).take(limit as u64 + 1).read_to_end(&mut out);
-            if out.len() > limit {
-                return Err(too_large_named("bzip2", limit));
-            }
-            match res {
-                Ok(_) if out.is_empty() => {
-                    Err(Error::new(Kind::Format, "corrupt bzip2 data: it decompresses to nothing"))
-                }
-                Ok(_) => Ok(out),
-                Err(e) => Err(Error::new(Kind::Format, format!("corrupt bzip2 data: {e}")).because(e)),
-            }
-        }
+        // one stream: the build's size trailer follows it
+        "bzip2" => read_limited(bzip2::read::BzDecoder::new(data), Vec::new(), limit, "bzip2"),
         other => Err(Error::new(
             Kind::Unsupported,
             format!(
