@@ -84,11 +84,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         Some(m) => println!("best: {}, {} sooner at /init than {}", r.best, ms(m), r.candidates[1].variant),
         None => println!("best: {} (the only candidate)", r.best),
     }
-    println!("best by throughput at {} us per request:", r.storage.latency_us);
-    for g in &r.envelope {
-        let to = g.to_mib_s.map(|t| format!("{t:.2} MiB/s")).unwrap_or_else(|| "any speed".into());
-        println!("  {:>10.2} MiB/s to {to}: {}", g.from_mib_s, g.variant);
-    }
+    print_envelope("best", &r.envelope, r.storage.latency_us);
     if !r.modules.is_empty() {
         println!("the module set ({} modules), read one file after the other and loaded:", r.modules[0].files);
         let mut t =
@@ -111,11 +107,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 None => println!("best module files: {best} (the only candidate)"),
             }
         }
-        println!("best module files by throughput at {} us per request:", r.storage.latency_us);
-        for g in &r.modules_envelope {
-            let to = g.to_mib_s.map(|t| format!("{t:.2} MiB/s")).unwrap_or_else(|| "any speed".into());
-            println!("  {:>10.2} MiB/s to {to}: {}", g.from_mib_s, g.variant);
-        }
+        print_envelope("best module files", &r.modules_envelope, r.storage.latency_us);
         if let (Some(best), Some(total)) = (&r.best_modules, r.best_total_us) {
             println!("reset until the set is loaded: {} ({} image, {} module files)", ms(total), r.best, best);
         }
@@ -124,4 +116,13 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         println!("left out: {}: {}", l.variant, l.why);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The best candidate by throughput, one range a line.
+fn print_envelope(what: &str, ranges: &[recommend::Range], latency_us: f64) {
+    println!("{what} by throughput at {latency_us} us per request:");
+    for g in ranges {
+        let to = g.to_mib_s.map(|t| format!("{t:.2} MiB/s")).unwrap_or_else(|| "any speed".into());
+        println!("  {:>10.2} MiB/s to {to}: {}", g.from_mib_s, g.variant);
+    }
 }

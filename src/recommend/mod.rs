@@ -218,7 +218,7 @@ pub struct LeftOut {
 
 pub fn run(o: &Options) -> Result<Report> {
     let run = crate::run::load(&o.run)?;
-    let (mut candidates, left_out) = candidates(&run, &o.run)?;
+    let (mut candidates, mut left_out) = candidates(&run, &o.run)?;
     for c in &mut candidates {
         c.read_us = o.storage.read_us(c.read_bytes);
         c.total_us = c.read_us + c.boot_us;
@@ -226,7 +226,6 @@ pub fn run(o: &Options) -> Result<Report> {
     candidates.sort_by(|a, b| a.total_us.total_cmp(&b.total_us).then_with(|| a.variant.cmp(&b.variant)));
     let curves: Vec<Curve> = candidates.iter().map(Candidate::curve).collect();
     let kernel_envelope = envelope(&curves, o.storage.latency_us);
-    let mut left_out = left_out;
     let mut modules = module_candidates(&run, &mut left_out);
     for m in &mut modules {
         m.read_us = m.requests_4k as f64 * o.storage.request_us();
