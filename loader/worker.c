@@ -195,10 +195,10 @@ void worker_load(const struct bl_mod *m, int index,
 		rc = syscall(SYS_finit_module, fd, m->params,
 			     tool ? MODULE_INIT_COMPRESSED_FILE : 0);
 		e = rc == 0 ? 0 : errno;
-		if (tool && ctx->decomp_mode == DMODE_KERNEL && e != ENOSYS)
-			goto done;
 	}
-	if ((tool && (e == EOPNOTSUPP || e == EINVAL)) || e == ENOSYS) {
+	/* --decompress kernel: the kernel's refusal is the result */
+	if ((tool && ctx->decomp_mode != DMODE_KERNEL &&
+	     (e == EOPNOTSUPP || e == EINVAL)) || e == ENOSYS) {
 		/* kernel cannot decompress (or lacks finit_module): prepare the
 		 * image here and hand over the bytes with init_module */
 		char *img;
@@ -215,7 +215,6 @@ void worker_load(const struct bl_mod *m, int index,
 			free(img);
 		}
 	}
-done:
 	close(fd);
 out:
 	res->end_us = bl_now_us();
