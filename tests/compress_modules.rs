@@ -62,10 +62,10 @@ fn failing_lab(label: &str, spec: &str) -> (String, Run) {
         args.push(m);
     }
     args.extend([&"--variant" as &dyn AsRef<std::ffi::OsStr>, &spec, &"-o", &dir]);
-    let o = common::run(&args);
-    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let (run, o) = common::lab_run_either_way(&args, &dir);
+    let out = format!("{}{}", common::stdout(&o), common::stderr(&o));
     assert!(!o.status.success(), "{out}");
-    (out, serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap())
+    (out, run)
 }
 
 fn variant<'a>(run: &'a Run, name: &str) -> &'a Variant {
