@@ -212,6 +212,22 @@ fn host_programs_are_refused_on_an_arm64_guest() {
     .fails_with("variant m: run:/usr/bin/true (a host program) runs the host's programs, which do not run on arm64");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(!dir.join("run/run.json").exists());
+    // the batch loader's user-space zstd is the host's too
+    let err = common::TestCommand::new(&[
+        &"lab",
+        &"--arch",
+        &"arm64",
+        &"vfat",
+        &"--variant",
+        &"z=compress:zstd,loader:batch",
+        &"-o",
+        &dir.join("run-zstd"),
+    ])
+    .fails_with(
+        "variant z: compress:zstd with loader:batch (busybox has no zstd: the host's decompresses) runs the host's programs, which do not run on arm64",
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!dir.join("run-zstd").exists());
 }
 
 /// kmod in an arm64 guest is Debian's `kmod:arm64` with its libraries

@@ -29,7 +29,7 @@ impl Workload for ModuleLoading {
         }
         ir.file(loaders::LIST, 0o644, list.into_bytes());
         if matches!(self.loader, Loader::Batch(..)) {
-            loaders::add_decompressor(ir, cx.compression, cx.arch)?;
+            loaders::add_decompressor(ir, cx.compression)?;
         }
         let release = cx.tree.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let extras = loaders::Extras {
