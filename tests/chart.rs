@@ -247,6 +247,7 @@ fn fixture() -> Run {
                                 size: b.sizes[&(v.to_string(), m.to_string())],
                                 status,
                                 finalize_steps: Vec::new(),
+                                init_steps: Vec::new(),
                                 worker: None,
                             }
                         })
@@ -682,6 +683,7 @@ fn synth_load(name: &str, start: f64, phases: &[(&str, f64)], worker: Option<u32
         size: 40_000,
         status: 0,
         finalize_steps: Vec::new(),
+        init_steps: Vec::new(),
         worker,
     }
 }

@@ -108,10 +108,14 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
         o.push_str("</tr>");
     };
     header(o, "Phase");
+    let mut parent = "";
     for r in &sum.rows {
-        // Finalize's links ("  ORC sort") sit under finalize, indented, with
-        // their shade of its colour.
+        // Finalize's and init's links ("  ORC sort") sit under their phase,
+        // indented, with their shade of its colour.
         let step = r.name.strip_prefix("  ");
+        if step.is_none() {
+            parent = &r.name;
+        }
         let class = match (r.name.as_str(), step) {
             ("total", _) => r#" class="total""#,
             (_, Some(_)) => r#" class="step""#,
@@ -120,7 +124,7 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
         let swatch = if let Some(st) = step {
             format!(
                 r#"<i style="display:inline-block;width:8px;height:8px;border-radius:2px;margin:0 6px 0 14px;background:{}"></i>"#,
-                phase_color(&crate::run::model::step_link(st))
+                phase_color(&crate::run::model::step_link(parent, st))
             )
         } else if phases.contains(&r.name) {
             format!(

@@ -199,6 +199,7 @@ pub(crate) fn parse_boot(
                         size: 0,
                         status: rc.parse().unwrap_or(-1),
                         finalize_steps: Vec::new(),
+                        init_steps: Vec::new(),
                         worker,
                     });
                 }

@@ -34,9 +34,80 @@ pub(crate) const PHASE_FUNCTIONS: &[&str] = &[
     "do_init_module",
 ];
 
-/// Every function to put in set_ftrace_filter: the phases' and finalize's landmarks.
+/// Every function to put in set_ftrace_filter: the phases', finalize's and init's landmarks.
 pub fn traced() -> impl Iterator<Item = &'static str> {
-    PHASE_FUNCTIONS.iter().chain(FINALIZE_LANDMARKS).copied()
+    PHASE_FUNCTIONS.iter().chain(FINALIZE_LANDMARKS).chain(INIT_LANDMARKS.iter().map(|l| &l.0)).copied()
+}
+
+/// The functions inside do_init_module that cut init into its links
+/// ([`crate::run::results::INIT_STEPS`]): the module's init function and
+/// the exported helpers init functions spend their time in, each with the
+/// link it counts for. All are called often at boot, rarely after it, so
+/// tracing them costs the load little.
+const INIT_LANDMARKS: &[(&str, &str)] = &[
+    ("do_one_initcall", "init function"),
+    ("crypto_register_alg", "crypto registration"),
+    ("kmem_cache_create_usercopy", "slab caches"),
+    ("register_pernet_subsys", "per-netns setup"),
+    ("register_pernet_device", "per-netns setup"),
+    ("alloc_workqueue", "workqueues"),
+    ("register_filesystem", "filesystem registration"),
+    ("async_synchronize_full", "async wait"),
+];
+
+/// Cut init [start, end) into [`crate::run::results::INIT_STEPS`]: each
+/// helper's calls that no other traced helper encloses are its link's;
+/// "init function" is do_one_initcall less the links inside it; "async
+/// wait" is do_init_module's async_synchronize_full; "after init" is the
+/// rest of do_init_module (the LIVE notifiers, the uevent, freeing init
+/// memory), so the links add up to init exactly. No do_one_initcall
+/// traced (a kernel that cannot trace it): no links.
+fn init_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Phase> {
+    let mut inside: Vec<&(String, f64, f64)> = marks.iter().filter(|m| m.1 >= start && m.1 <= end).collect();
+    inside.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let Some(call) = inside.iter().find(|m| m.0 == "do_one_initcall").map(|m| (m.1, m.2.min(end))) else {
+        return Vec::new();
+    };
+    let link_of = |f: &str| INIT_LANDMARKS.iter().find(|l| l.0 == f).map(|l| l.1);
+    // (link, first entry, summed duration)
+    let mut sums: Vec<(&str, f64, f64)> = Vec::new();
+    let mut covered_to = f64::MIN;
+    for m in inside.iter().filter(|m| m.0 != "do_one_initcall") {
+        if m.1 < covered_to {
+            continue; // inside an earlier helper: that helper's time
+        }
+        let Some(link) = link_of(&m.0) else { continue };
+        let (a, b) = (m.1, m.2.min(end).max(m.1));
+        covered_to = b;
+        match sums.iter_mut().find(|s| s.0 == link) {
+            Some(s) => s.2 += b - a,
+            None => sums.push((link, a, b - a)),
+        }
+    }
+    let in_call: f64 = sums.iter().filter(|s| s.0 != "async wait").map(|s| s.2).sum();
+    let total = end - start;
+    let mut out: Vec<Phase> = Vec::new();
+    for name in crate::run::results::INIT_STEPS {
+        let (a, d) = match *name {
+            "init function" => (call.0, (call.1 - call.0 - in_call).max(0.0)),
+            "after init" => continue,
+            n => match sums.iter().find(|s| s.0 == n) {
+                Some(s) => (s.1, s.2),
+                None => continue,
+            },
+        };
+        out.push(Phase { name: name.to_string(), start_us: a, duration_us: d });
+    }
+    let used: f64 = out.iter().map(|p| p.duration_us).sum();
+    if used > total {
+        // Rounding of printed times: scale down so the links never exceed init.
+        for p in &mut out {
+            p.duration_us *= total / used;
+        }
+    }
+    let used: f64 = out.iter().map(|p| p.duration_us).sum();
+    out.push(Phase { name: "after init".into(), start_us: call.1, duration_us: (total - used).max(0.0) });
+    out
 }
 
 /// Landmarks renamed after 6.1: (6.1's name, the name since 6.4). 6.4 split
@@ -115,7 +186,13 @@ const FINALIZE_LANDMARKS: &[&str] = &[
 ///   the exit of the next traced notifier to the chain's end, the traced
 ///   notifiers taken out): the eval maps wherever they ran, and the other
 ///   notrace notifiers (bpf_event_notify), which take microseconds;
-/// - rest: what is left, so the steps add up to finalize exactly.
+/// - jump labels, static calls, BTF: the traced notifiers' own calls
+///   (jump_label_module_notify, static_call_module_notify,
+///   btf_module_notify); sysfs: mod_sysfs_setup (the module's kobject,
+///   its parameters' and sections' attributes, holders);
+/// - rest: what is left, so the steps add up to finalize exactly
+///   (ftrace_module_init and the bug table, the other notifiers,
+///   parse_args, the small gaps).
 fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Phase> {
     if marks.is_empty() || end <= start {
         return Vec::new();
@@ -166,6 +243,19 @@ fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Pha
                 let a = rest[0].2;
                 steps.push(("trace eval maps", a, a + gaps));
             }
+        }
+    }
+    // Notifiers and setup steps the kernel lets ftrace see: each its own
+    // call (the first inside finalize; do_init_module's LIVE calls are
+    // past its end).
+    for (step, f) in [
+        ("jump labels", "jump_label_module_notify"),
+        ("static calls", "static_call_module_notify"),
+        ("BTF", "btf_module_notify"),
+        ("sysfs", "mod_sysfs_setup"),
+    ] {
+        if let Some((a, b)) = find(f) {
+            steps.push((step, a, b));
         }
     }
     let total = end - start;
@@ -263,6 +353,8 @@ struct Acc {
     init: Option<(f64, f64)>,
     /// Finalize's landmark calls inside load_module: name, entry, exit.
     marks: Vec<(String, f64, f64)>,
+    /// Init's landmark calls inside load_module: name, entry, exit.
+    init_marks: Vec<(String, f64, f64)>,
 }
 
 impl Acc {
@@ -306,8 +398,11 @@ impl Acc {
         };
         push("finalize", fin_start, init_start);
         let finalize_steps = finalize_steps(&self.marks, fin_start, init_start);
+        let mut init_steps = Vec::new();
         if let Some((a, b)) = self.init {
             push("init", a, b);
+            let init = phases.last().expect("init was pushed");
+            init_steps = self::init_steps(&self.init_marks, init.start_us, init.start_us + init.duration_us);
         }
         Some(ModuleLoad {
             name: self.name,
@@ -318,6 +413,7 @@ impl Acc {
             size: 0,
             status: 0,
             finalize_steps,
+            init_steps,
             worker: None,
         })
     }
@@ -400,6 +496,7 @@ fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
         f if FINALIZE_LANDMARKS.contains(&f) && a.init.is_none() && a.load.is_none() => {
             a.marks.push((f.to_string(), t0, t1))
         }
+        f if INIT_LANDMARKS.iter().any(|l| l.0 == f) && a.load.is_none() => a.init_marks.push((f.to_string(), t0, t1)),
         _ => {}
     }
 }
@@ -590,10 +687,14 @@ mod tests {
             (4.432370 - 4.432369) * 1e6 - 0.687,
         ];
         close("trace eval maps", gaps.iter().map(|g| g.max(0.0)).sum::<f64>());
+        close("jump labels", 502.055);
+        close("static calls", 5992.977);
+        close("BTF", 4749.759);
+        close("sysfs", 108.296);
         // The rest: ftrace_module_init and the bug table (2.2 ms between
-        // module_finalize and module_enable_ro), static_call 6.0 ms, btf
-        // 4.7 ms, sysfs, parameters and the small gaps: 14.9 ms.
-        assert!((step("rest") - 14_878.5).abs() < 1.0, "{}", step("rest"));
+        // module_finalize and module_enable_ro), parameters and the small
+        // gaps: 14.9 ms before static calls, BTF and sysfs were links.
+        close("rest", 14_878.5 - 502.055 - 5992.977 - 4749.759 - 108.296);
         let names: Vec<&str> = m.finalize_steps.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, crate::run::results::FINALIZE_STEPS);
         // The same notifiers in do_init_module (MODULE_STATE_LIVE) are not finalize's.
@@ -653,10 +754,14 @@ mod tests {
         );
         close("trace event files", (3.297149 - 3.266483) * 1e6 - 544.224);
         assert_eq!(step("ORC sort"), None);
+        // No static_call notifier on arm64.
+        assert_eq!(step("static calls"), None);
+        close("BTF", 2998.192);
+        close("sysfs", 108.384);
         // The rest: ftrace_module_init and the bug table (3.1 ms between
-        // module_finalize and module_enable_ro), btf 3.0 ms, sysfs,
-        // parameters and the small gaps: 7.0 ms.
-        close("rest", 6_993.0);
+        // module_finalize and module_enable_ro), parameters and the small
+        // gaps: 7.0 ms before BTF, jump labels and sysfs were links.
+        close("rest", 6_993.0 - 2998.192 - 108.384 - 544.224);
         let fin = m.phases.iter().find(|p| p.name == "finalize").unwrap().duration_us;
         let sum: f64 = m.finalize_steps.iter().map(|p| p.duration_us).sum();
         assert!((sum - fin).abs() < 1e-6, "{sum} != {fin}");
@@ -680,6 +785,61 @@ mod tests {
         assert_eq!(inside(old), inside(new));
         assert_eq!(old.finalize_steps, new.finalize_steps);
         assert!(new.finalize_steps.iter().any(|p| p.name == "memory protection" && p.duration_us > 300.0));
+    }
+
+    // do_init_module of a module whose init function registers two crypto
+    // algorithms, a per-netns subsystem whose init makes a slab cache, and
+    // a slab cache of its own, then waits for async work.
+    const INIT: &str = "    6.000000 |   0)               |  /* bootlink begin demo */
+    6.000100 |   0) ! 100.000 us  |  kernel_read_file_from_fd();
+    6.000300 |   0)               |  load_module() {
+    6.000310 |   0)   0.700 us    |    module_sig_check();
+    6.000400 |   0)   9.000 us    |    apply_relocate_add();
+    6.001000 |   0)               |    do_init_module() {
+    6.001010 |   0)               |      do_one_initcall() {
+    6.001020 |   0) ! 200.000 us  |        crypto_register_alg();
+    6.001230 |   0) ! 100.000 us  |        crypto_register_alg();
+    6.001340 |   0)               |        register_pernet_subsys() {
+    6.001350 |   0)  50.000 us    |          kmem_cache_create_usercopy();
+    6.001500 |   0) ! 160.000 us  |        }
+    6.001510 |   0)  40.000 us    |        kmem_cache_create_usercopy();
+    6.001600 |   0) ! 590.000 us  |      }
+    6.001605 |   0) ! 300.000 us  |      async_synchronize_full();
+    6.002000 |   0) * 1000.000 us |    }
+    6.002010 |   0) * 1710.000 us |  }
+";
+
+    #[test]
+    fn init_splits_into_its_links_and_adds_up() {
+        let m = &parse(INIT)[0];
+        let init = m.phases.iter().find(|p| p.name == "init").unwrap().duration_us;
+        assert!((init - 1000.0).abs() < 1e-6, "{init}");
+        let got: Vec<(&str, f64)> = m.init_steps.iter().map(|p| (p.name.as_str(), p.duration_us)).collect();
+        let want = [
+            ("init function", 590.0 - 300.0 - 160.0 - 40.0),
+            ("crypto registration", 300.0),
+            // The cache made inside the pernet init counts for the pernet setup.
+            ("slab caches", 40.0),
+            ("per-netns setup", 160.0),
+            ("async wait", 300.0),
+            ("after init", 1000.0 - 590.0 - 300.0),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for ((g, gd), (w, wd)) in got.iter().zip(want) {
+            assert_eq!(*g, w);
+            assert!((gd - wd).abs() < 1e-3, "{g}: {gd} vs {wd}");
+        }
+        // The finalize links are not disturbed by init's landmarks.
+        assert!(m.finalize_steps.is_empty());
+    }
+
+    #[test]
+    fn no_init_links_without_the_init_function_traced() {
+        let t =
+            INIT.lines().filter(|l| !l.contains("do_one_initcall") && !l.contains("! 590.000 us")).collect::<Vec<_>>();
+        let m = &parse(&t.join("\n"))[0];
+        assert!(m.phases.iter().any(|p| p.name == "init"));
+        assert!(m.init_steps.is_empty(), "{:?}", m.init_steps);
     }
 
     #[test]

@@ -146,25 +146,44 @@ pub(crate) fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
     m.phases.iter().filter(|p| p.name == phase).map(|p| p.duration_us).sum()
 }
 
-/// The time of one of finalize's links ([`crate::run::results::FINALIZE_STEPS`]) in one load.
-pub(crate) fn step_time(m: &ModuleLoad, step: &str) -> f64 {
-    m.finalize_steps.iter().filter(|p| p.name == step).map(|p| p.duration_us).sum()
+/// The phases cut into links ("finalize", "init"): a load's links of
+/// `phase`, and every link name that phase can have, in kernel order.
+pub(crate) fn phase_steps<'a>(m: &'a ModuleLoad, phase: &str) -> &'a [crate::run::results::Phase] {
+    match phase {
+        "finalize" => &m.finalize_steps,
+        "init" => &m.init_steps,
+        _ => &[],
+    }
 }
 
-/// The finalize links any load of `variants` has, in kernel order.
-pub(crate) fn step_order<'a>(variants: impl IntoIterator<Item = &'a Variant>) -> Vec<String> {
+fn step_names(phase: &str) -> &'static [&'static str] {
+    match phase {
+        "finalize" => crate::run::results::FINALIZE_STEPS,
+        "init" => crate::run::results::INIT_STEPS,
+        _ => &[],
+    }
+}
+
+/// The time of one of `phase`'s links ([`crate::run::results::FINALIZE_STEPS`],
+/// [`crate::run::results::INIT_STEPS`]) in one load.
+pub(crate) fn step_time(m: &ModuleLoad, phase: &str, step: &str) -> f64 {
+    phase_steps(m, phase).iter().filter(|p| p.name == step).map(|p| p.duration_us).sum()
+}
+
+/// The links of `phase` any load of `variants` has, in kernel order.
+pub(crate) fn step_order<'a>(phase: &str, variants: impl IntoIterator<Item = &'a Variant>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     for v in variants {
         for m in v.repetitions.iter().flat_map(|r| &r.modules) {
-            seen.extend(m.finalize_steps.iter().map(|p| p.name.as_str()));
+            seen.extend(phase_steps(m, phase).iter().map(|p| p.name.as_str()));
         }
     }
-    crate::run::results::FINALIZE_STEPS.iter().filter(|s| seen.contains(*s)).map(|s| s.to_string()).collect()
+    step_names(phase).iter().filter(|s| seen.contains(*s)).map(|s| s.to_string()).collect()
 }
 
 /// A link's name: "finalize: ORC sort" for a finalize step.
-pub(crate) fn step_link(step: &str) -> String {
-    format!("finalize: {step}")
+pub(crate) fn step_link(phase: &str, step: &str) -> String {
+    format!("{phase}: {step}")
 }
 
 pub fn loaded(rep: &Repetition) -> impl Iterator<Item = &ModuleLoad> {
@@ -201,15 +220,15 @@ pub(crate) fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
             by[i].1.push(m);
         }
     }
-    let steps = step_order([s.variant]);
+    let steps: Vec<(&str, Vec<String>)> = ["finalize", "init"].map(|p| (p, step_order(p, [s.variant]))).into();
     let mut out: Vec<ModuleMean> = by
         .into_iter()
         .map(|(name, loads)| {
             let mean = |f: &dyn Fn(&ModuleLoad) -> f64| loads.iter().map(|m| f(m)).sum::<f64>() / loads.len() as f64;
             let mut links = Vec::new();
             for p in phases {
-                if p == "finalize" && !steps.is_empty() {
-                    links.extend(steps.iter().map(|st| (step_link(st), mean(&|m| step_time(m, st)))));
+                if let Some((_, st)) = steps.iter().find(|(q, st)| q == p && !st.is_empty()) {
+                    links.extend(st.iter().map(|st| (step_link(p, st), mean(&|m| step_time(m, p, st)))));
                 } else {
                     links.push((p.clone(), mean(&|m| phase_time(m, p))));
                 }
@@ -331,18 +350,15 @@ pub fn summary(runs: &[Run]) -> Summary {
     let phases = phase_order(runs);
     let has_modules = |r: &Repetition| r.modules.iter().any(|m| m.status == 0);
     let mut rows = Vec::new();
-    let steps = step_order(series.iter().map(|s| s.variant));
     for p in &phases {
         rows.push(row(p, "us", &series, |r| has_modules(r).then(|| loaded(r).map(|m| phase_time(m, p)).sum())));
-        if p == "finalize" {
-            for st in &steps {
-                // A link no load of the repetition has (arm64's ORC sort) is
-                // absent, not zero.
-                let has_step = |r: &Repetition| loaded(r).any(|m| m.finalize_steps.iter().any(|p| &p.name == st));
-                rows.push(row(&format!("  {st}"), "us", &series, |r| {
-                    (has_modules(r) && has_step(r)).then(|| loaded(r).map(|m| step_time(m, st)).sum())
-                }));
-            }
+        for st in &step_order(p, series.iter().map(|s| s.variant)) {
+            // A link no load of the repetition has (arm64's ORC sort) is
+            // absent, not zero.
+            let has_step = |r: &Repetition| loaded(r).any(|m| phase_steps(m, p).iter().any(|x| &x.name == st));
+            rows.push(row(&format!("  {st}"), "us", &series, |r| {
+                (has_modules(r) && has_step(r)).then(|| loaded(r).map(|m| step_time(m, p, st)).sum())
+            }));
         }
     }
     let any_modules = series.iter().any(|s| s.variant.repetitions.iter().any(has_modules));
@@ -489,6 +505,7 @@ mod tests {
         let mut t = 0.0;
         ModuleLoad {
             finalize_steps: Vec::new(),
+            init_steps: Vec::new(),
             worker: None,
             name: name.into(),
             start_us: 0.0,

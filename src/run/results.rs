@@ -55,6 +55,10 @@ pub struct ModuleLoad {
     /// explains). Empty when not traced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finalize_steps: Vec<Phase>,
+    /// The init phase cut into its links (see [`INIT_STEPS`]) the same way;
+    /// empty when do_one_initcall was not traced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_steps: Vec<Phase>,
     /// The batch loader's worker that loaded it (its lane in a parallel
     /// timeline); None for sequential loaders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,11 +72,29 @@ pub(crate) const FINALIZE_STEPS: &[&str] = &[
     "ORC sort",             // unwind_module_init: heapsort of .orc_unwind_ip
     "memory protection",    // module_enable_ro .. module_enable_x
     "ftrace weak-fn check", // ftrace_module_enable: a kallsyms scan per __mcount_loc entry (notrace: a gap)
+    "jump labels",          // jump_label_module_notify: the module's jump entries sorted and linked
     "trace event files",    // trace_events' module notifier: event directories and files (a gap)
+    "static calls",         // static_call_module_notify: the module's static call sites
+    "BTF",                  // btf_module_notify: the module's BTF parsed and checked against vmlinux's
     // trace.c's module notifier: print_fmt rescans per TRACE_DEFINE_ENUM (the untraced
     // gaps after the event files, wherever that notifier registered; bpf_event_notify too)
     "trace eval maps",
-    "rest", // ftrace records, bug table, other notifiers, sysfs, parameters
+    "sysfs", // mod_sysfs_setup: the module's kobject, parameter and section attributes
+    "rest",  // ftrace records, bug table, other notifiers, parameters
+];
+
+/// The links of the init phase (do_init_module): the module's init
+/// function (do_one_initcall) less what its traced callees took, those
+/// callees by what they do, and what do_init_module does after it.
+pub(crate) const INIT_STEPS: &[&str] = &[
+    "init function",           // do_one_initcall(mod->init), less the links below inside it
+    "crypto registration",     // crypto_register_alg: with self-tests enabled, their wait too
+    "slab caches",             // kmem_cache_create_usercopy (kmem_cache_create's body)
+    "per-netns setup",         // register_pernet_subsys/_device: the init for every namespace
+    "workqueues",              // alloc_workqueue (a rescuer thread for WQ_MEM_RECLAIM)
+    "filesystem registration", // register_filesystem
+    "async wait",              // async_synchronize_full after the init function
+    "after init",              // LIVE notifiers, uevent, freeing init memory, the rest
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -34,6 +34,14 @@ pub(crate) fn phase_color(phase: &str) -> &'static str {
             let i = crate::run::results::FINALIZE_STEPS.iter().position(|s| *s == step).unwrap_or(0);
             SHADES[i % SHADES.len()]
         }
+        // init's links: shades of init's colour
+        p if p.starts_with("init: ") => {
+            const SHADES: [&str; 8] =
+                ["#b8950f", "#cfa919", "#e3c02c", "#e8cb4f", "#edd672", "#f1df8f", "#f5e8ac", "#f9f1c9"];
+            let step = &p["init: ".len()..];
+            let i = crate::run::results::INIT_STEPS.iter().position(|s| *s == step).unwrap_or(0);
+            SHADES[i % SHADES.len()]
+        }
         _ => {
             const EXTRA: [&str; 5] = ["#8c564b", "#17becf", "#bcbd22", "#7f7f7f", "#393b79"];
             let h = phase.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
