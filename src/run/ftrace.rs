@@ -471,7 +471,17 @@ pub fn parse(trace: &str) -> Vec<ModuleLoad> {
             }
         }
     }
-    loads.into_iter().filter_map(Acc::finish).collect()
+    let mut out: Vec<ModuleLoad> = loads.into_iter().filter_map(Acc::finish).collect();
+    // do_one_initcall was traced if any load called it: a load that did not
+    // has no init function (a library module), and its init is all "after init".
+    if out.iter().any(|m| !m.init_steps.is_empty()) {
+        for m in out.iter_mut().filter(|m| m.init_steps.is_empty()) {
+            if let Some(p) = m.phases.iter().find(|p| p.name == "init") {
+                m.init_steps = vec![Phase { name: "after init".into(), ..p.clone() }];
+            }
+        }
+    }
+    out
 }
 
 fn record(a: &mut Acc, f: &str, t0: f64, t1: f64) {
@@ -833,6 +843,27 @@ mod tests {
         assert!(m.finalize_steps.is_empty());
     }
 
+    #[test]
+    fn a_module_without_an_init_function_is_all_after_init() {
+        // A library module: do_init_module calls no init function.
+        let lib = "    7.000000 |   0)               |  /* bootlink begin lib */
+    7.000100 |   0) ! 100.000 us  |  kernel_read_file_from_fd();
+    7.000300 |   0)               |  load_module() {
+    7.000310 |   0)   0.700 us    |    module_sig_check();
+    7.000400 |   0)   9.000 us    |    apply_relocate_add();
+    7.001000 |   0)  20.000 us    |    do_init_module();
+    7.002010 |   0) * 1710.000 us |  }
+";
+        let both = format!("{INIT}{lib}");
+        let m = parse(&both);
+        assert_eq!(m.len(), 2);
+        let lib = &m[1];
+        let init = lib.phases.iter().find(|p| p.name == "init").unwrap();
+        assert_eq!(lib.init_steps.len(), 1, "{:?}", lib.init_steps);
+        assert_eq!((lib.init_steps[0].name.as_str(), lib.init_steps[0].duration_us), ("after init", init.duration_us));
+    }
+
+    // No load called do_one_initcall (a kernel that cannot trace it): no links.
     #[test]
     fn no_init_links_without_the_init_function_traced() {
         let t =
