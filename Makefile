@@ -48,6 +48,8 @@ bench: build
 	bench/order
 	bench/manifest
 	bench/manifest-write
+	bench/manifest-hash
+	bench/links
 	bench/arm64
 	bench/compress
 	bench/compress-modules
