@@ -14,6 +14,12 @@ pub(crate) const BUILTIN: &str = "#5b7083";
 const MUTED: &str = "#616e7c";
 const GRID: &str = "#e4e7eb";
 
+/// The shade of `step`, by its place among a phase's `steps`.
+fn shade(step: &str, steps: &[&str], shades: &[&'static str]) -> &'static str {
+    let i = steps.iter().position(|s| *s == step).unwrap_or(0);
+    shades[i % shades.len()]
+}
+
 /// Fill colour of a phase.
 pub(crate) fn phase_color(phase: &str) -> &'static str {
     match phase {
@@ -26,22 +32,20 @@ pub(crate) fn phase_color(phase: &str) -> &'static str {
         "finalize" => "#6a5acd",
         "init" => "#e3c02c",
         OTHER => "#c5cbd3",
-        // finalize's links: shades of finalize's colour
-        p if p.starts_with("finalize: ") => {
-            const SHADES: [&str; 8] =
-                ["#3f3096", "#5a4bb8", "#6a5acd", "#7d6fd6", "#9083de", "#a398e6", "#b6adee", "#c9c2f5"];
-            let step = &p["finalize: ".len()..];
-            let i = crate::run::results::FINALIZE_STEPS.iter().position(|s| *s == step).unwrap_or(0);
-            SHADES[i % SHADES.len()]
-        }
-        // init's links: shades of init's colour
-        p if p.starts_with("init: ") => {
-            const SHADES: [&str; 8] =
-                ["#b8950f", "#cfa919", "#e3c02c", "#e8cb4f", "#edd672", "#f1df8f", "#f5e8ac", "#f9f1c9"];
-            let step = &p["init: ".len()..];
-            let i = crate::run::results::INIT_STEPS.iter().position(|s| *s == step).unwrap_or(0);
-            SHADES[i % SHADES.len()]
-        }
+        // a phase's links: shades of its colour, in kernel order
+        p if let Some(step) = p.strip_prefix("finalize: ") => shade(
+            step,
+            crate::run::results::FINALIZE_STEPS,
+            &[
+                "#2e2270", "#3f3096", "#4c3da8", "#5a4bb8", "#6a5acd", "#7466d2", "#7d6fd6", "#8779da", "#9083de",
+                "#a398e6", "#b6adee", "#c9c2f5",
+            ],
+        ),
+        p if let Some(step) = p.strip_prefix("init: ") => shade(
+            step,
+            crate::run::results::INIT_STEPS,
+            &["#b8950f", "#cfa919", "#e3c02c", "#e8cb4f", "#edd672", "#f1df8f", "#f5e8ac", "#f9f1c9"],
+        ),
         _ => {
             const EXTRA: [&str; 5] = ["#8c564b", "#17becf", "#bcbd22", "#7f7f7f", "#393b79"];
             let h = phase.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
@@ -272,6 +276,18 @@ pub fn stack(title: &str, parts: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_link_of_a_phase_has_its_own_shade() {
+        for (phase, steps) in
+            [("finalize", crate::run::results::FINALIZE_STEPS), ("init", crate::run::results::INIT_STEPS)]
+        {
+            let mut colours: Vec<&str> = steps.iter().map(|s| phase_color(&format!("{phase}: {s}"))).collect();
+            colours.sort();
+            colours.dedup();
+            assert_eq!(colours.len(), steps.len(), "{phase}");
+        }
+    }
 
     #[test]
     fn tick_steps() {
