@@ -85,8 +85,12 @@ fn unwind_frames(log: &str) -> Vec<String> {
         .skip(1)
         .take_while(|l| !l.contains("</TASK>"))
         .filter_map(|l| l.split_once("] ").map(|(_, f)| f.trim().to_string()))
-        // frames only (symbol+offset/size), not the registers
-        .filter(|f| f.contains("+0x") && f.contains("/0x"))
+        // frames only (symbol+offset/size), not the registers; and the
+        // unwinder's reliable ones: a "? " frame is a guess from stale
+        // stack words, which in a realtime boot can be whatever an
+        // interrupt left there ("? update_load_avg+0x5b/0x2f0" in one of
+        // two boots of the same variant)
+        .filter(|f| f.contains("+0x") && f.contains("/0x") && !f.starts_with("? "))
         .collect()
 }
 
