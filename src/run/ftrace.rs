@@ -98,16 +98,22 @@ fn init_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Phase> 
         };
         out.push(Phase { name: name.to_string(), start_us: a, duration_us: d });
     }
-    let used: f64 = out.iter().map(|p| p.duration_us).sum();
+    add_up(out, total, "after init", call.1)
+}
+
+/// A phase's links made to add up to its `total` exactly: scaled down when
+/// the rounding of printed times makes them exceed it, then `rest` (from
+/// `rest_start`) takes what they leave.
+fn add_up(mut links: Vec<Phase>, total: f64, rest: &str, rest_start: f64) -> Vec<Phase> {
+    let used: f64 = links.iter().map(|p| p.duration_us).sum();
     if used > total {
-        // Rounding of printed times: scale down so the links never exceed init.
-        for p in &mut out {
+        for p in &mut links {
             p.duration_us *= total / used;
         }
     }
-    let used: f64 = out.iter().map(|p| p.duration_us).sum();
-    out.push(Phase { name: "after init".into(), start_us: call.1, duration_us: (total - used).max(0.0) });
-    out
+    let used: f64 = links.iter().map(|p| p.duration_us).sum();
+    links.push(Phase { name: rest.into(), start_us: rest_start, duration_us: (total - used).max(0.0) });
+    links
 }
 
 /// Landmarks renamed after 6.1: (6.1's name, the name since 6.4). 6.4 split
@@ -265,16 +271,7 @@ fn finalize_steps(marks: &[(String, f64, f64)], start: f64, end: f64) -> Vec<Pha
             out.push(Phase { name: name.to_string(), start_us: a, duration_us: (b - a).max(0.0) });
         }
     }
-    let used: f64 = out.iter().map(|p| p.duration_us).sum();
-    if used > total {
-        // Rounding of printed times: scale down so the steps never exceed finalize.
-        for p in &mut out {
-            p.duration_us *= total / used;
-        }
-    }
-    let used: f64 = out.iter().map(|p| p.duration_us).sum();
-    out.push(Phase { name: "rest".into(), start_us: start, duration_us: (total - used).max(0.0) });
-    out
+    add_up(out, total, "rest", start)
 }
 
 /// The marker the init script writes to trace_marker before each insmod.
