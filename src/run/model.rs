@@ -146,8 +146,12 @@ pub(crate) fn phase_time(m: &ModuleLoad, phase: &str) -> f64 {
     m.phases.iter().filter(|p| p.name == phase).map(|p| p.duration_us).sum()
 }
 
-/// The phases cut into links ("finalize", "init"): a load's links of
-/// `phase`, and every link name that phase can have, in kernel order.
+/// The phases cut into links, each with every link name it can have, in
+/// kernel order.
+const LINKED: [(&str, &[&str]); 2] =
+    [("finalize", crate::run::results::FINALIZE_STEPS), ("init", crate::run::results::INIT_STEPS)];
+
+/// A load's links of `phase` (none for a phase that is not cut).
 pub(crate) fn phase_steps<'a>(m: &'a ModuleLoad, phase: &str) -> &'a [crate::run::results::Phase] {
     match phase {
         "finalize" => &m.finalize_steps,
@@ -157,11 +161,7 @@ pub(crate) fn phase_steps<'a>(m: &'a ModuleLoad, phase: &str) -> &'a [crate::run
 }
 
 fn step_names(phase: &str) -> &'static [&'static str] {
-    match phase {
-        "finalize" => crate::run::results::FINALIZE_STEPS,
-        "init" => crate::run::results::INIT_STEPS,
-        _ => &[],
-    }
+    LINKED.iter().find(|(p, _)| *p == phase).map_or(&[], |(_, names)| names)
 }
 
 /// The time of one of `phase`'s links ([`crate::run::results::FINALIZE_STEPS`],
@@ -220,7 +220,7 @@ pub(crate) fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
             by[i].1.push(m);
         }
     }
-    let steps: Vec<(&str, Vec<String>)> = ["finalize", "init"].map(|p| (p, step_order(p, [s.variant]))).into();
+    let steps: Vec<(&str, Vec<String>)> = LINKED.iter().map(|(p, _)| (*p, step_order(p, [s.variant]))).collect();
     let mut out: Vec<ModuleMean> = by
         .into_iter()
         .map(|(name, loads)| {
