@@ -199,35 +199,26 @@ fn host_programs_are_refused_on_an_arm64_guest() {
         return;
     }
     let dir = common::tmpdir("lab-arm64-refused");
-    let err = common::TestCommand::new(&[
-        &"lab",
-        &"--arch",
-        &"arm64",
-        &"vfat",
-        &"--variant",
-        &"m=run:/usr/bin/true",
-        &"-o",
-        &dir.join("run"),
-    ])
-    .fails_with("variant m: run:/usr/bin/true (a host program) runs the host's programs, which do not run on arm64");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!dir.join("run/run.json").exists());
+    // One line, and no run directory: refused before anything is booted.
+    let refused = |variant: &str, out: &str, why: &str| {
+        let out = dir.join(out);
+        let err =
+            common::TestCommand::new(&[&"lab", &"--arch", &"arm64", &"vfat", &"--variant", &variant, &"-o", &out])
+                .fails_with(why);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!out.exists(), "{}", out.display());
+    };
+    refused(
+        "m=run:/usr/bin/true",
+        "run",
+        "variant m: run:/usr/bin/true (a host program) runs the host's programs, which do not run on arm64",
+    );
     // the batch loader's user-space zstd is the host's too
-    let err = common::TestCommand::new(&[
-        &"lab",
-        &"--arch",
-        &"arm64",
-        &"vfat",
-        &"--variant",
-        &"z=compress:zstd,loader:batch",
-        &"-o",
-        &dir.join("run-zstd"),
-    ])
-    .fails_with(
+    refused(
+        "z=compress:zstd,loader:batch",
+        "run-zstd",
         "variant z: compress:zstd with loader:batch (busybox has no zstd: the host's decompresses) runs the host's programs, which do not run on arm64",
     );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!dir.join("run-zstd").exists());
 }
 
 /// kmod in an arm64 guest is Debian's `kmod:arm64` with its libraries
