@@ -398,7 +398,7 @@ fn manifest_lists_only_modules_of_the_kernel() {
     for (name, data, _) in &bad {
         std::fs::write(dir.join(name), data).unwrap();
     }
-    let (m, listed, errors) = manifest::of_modules_for(&k, &[dir.to_path_buf()]).unwrap();
+    let (m, listed, errors) = manifest::of_modules_for(&k, manifest::Hash::Sha256, &[dir.to_path_buf()]).unwrap();
     let listed: Vec<&Path> = listed.iter().map(|l| l.path.as_path()).collect();
     assert_eq!(listed, [good[0].as_path(), good[1].as_path()]);
     assert_eq!(m.digests.len(), 2);

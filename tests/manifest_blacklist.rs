@@ -5,7 +5,9 @@
 //! build (nls_cp437, unsigned), the build's modules listed in its image;
 //! the blacklisted module is refused with the kernel's own line, with and
 //! without module.sig_enforce, and its init never runs, while the other
-//! listed modules load.
+//! listed modules load. The same with a list of BLAKE2b-256 digests
+//! (patch 0018): the kernel then hashes a listed module with SHA-256 as
+//! well, because its blacklist holds a binary hash, and refuses it alike.
 //!
 //! The blacklist is built into the image, so the digest must be known
 //! before the build: it is taken from the lab's usual build (same source,
@@ -102,24 +104,41 @@ fn a_listed_module_whose_hash_is_blacklisted_is_refused_and_the_others_load() {
         return;
     }
 
-    let listed = root.join("vmlinux.listed");
-    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &built.join("vmlinux"), &"-o", &listed, &tree]).ok();
-    let kdir = root.join("kernel");
-    std::fs::create_dir_all(kdir.join("lib/modules")).unwrap();
-    std::fs::copy(&listed, kdir.join("vmlinux")).unwrap();
-    std::os::unix::fs::symlink(&tree, kdir.join("lib/modules").join(&release)).unwrap();
+    let mut variants = Vec::new();
+    for hash in ["sha256", "blake2b"] {
+        let listed = root.join(format!("vmlinux.listed-{hash}"));
+        TestCommand::new(&[
+            &"manifest",
+            &"write",
+            &"--hash",
+            &hash,
+            &"--vmlinux",
+            &built.join("vmlinux"),
+            &"-o",
+            &listed,
+            &tree,
+        ])
+        .ok();
+        let kdir = root.join(format!("kernel-{hash}"));
+        std::fs::create_dir_all(kdir.join("lib/modules")).unwrap();
+        std::fs::copy(&listed, kdir.join("vmlinux")).unwrap();
+        std::os::unix::fs::symlink(&tree, kdir.join("lib/modules").join(&release)).unwrap();
+        variants.push(format!("enforced-{hash}=kernel:{},cmdline:module.sig_enforce=1", kdir.display()));
+        variants.push(format!("unenforced-{hash}=kernel:{}", kdir.display()));
+    }
 
     let out = root.join("run");
-    let enforced = format!("enforced=kernel:{},cmdline:module.sig_enforce=1", kdir.display());
-    let unenforced = format!("unenforced=kernel:{}", kdir.display());
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-        vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out, &"--variant", &enforced, &"--variant", &unenforced];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
+    for v in &variants {
+        args.push(&"--variant");
+        args.push(v);
+    }
     for m in MODULES {
         args.push(m);
     }
     // A refused module makes the lab's checks fail: read run.json either way.
     let (run, _) = common::lab_run_either_way(&args, &out);
-    assert_eq!(run.variants.len(), 2, "both variants booted");
+    assert_eq!(run.variants.len(), 4, "every variant booted");
     let line = format!("Module hash {wanted} is blacklisted");
     for v in &run.variants {
         let rep = &v.repetitions[0];
@@ -131,9 +150,10 @@ fn a_listed_module_whose_hash_is_blacklisted_is_refused_and_the_others_load() {
             "manifest blacklist (status 0 = loaded)",
             &format!("{}: nls_cp437 {status}, others {others:?}", v.name),
         );
+        let by = if v.name.ends_with("blake2b") { "BLAKE2b-256" } else { "SHA-256" };
         assert!(
-            log.contains("module hashes: ") && log.contains("modules of this build trusted"),
-            "{}: the list is in use",
+            log.contains("module hashes: ") && log.contains(&format!("modules of this build trusted by their {by}")),
+            "{}: the {by} list is in use",
             v.name
         );
         assert_ne!(status, 0, "{}: the blacklisted module loaded", v.name);

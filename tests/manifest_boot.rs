@@ -458,3 +458,134 @@ fn a_listed_bzimage_boots_and_trusts_its_list() {
         }
     }
 }
+
+/// A list of BLAKE2b-256 digests (kernel/6.1/patches 0018,
+/// `manifest write --hash blake2b`) with `module.sig_enforce=1`: the
+/// build's unsigned modules load, the kernel saying it trusts them by their
+/// BLAKE2b-256; a listed module with one byte flipped is refused, and so is
+/// the victim signed by a key the kernel does not hold (the signature path,
+/// as with a SHA-256 list); a header naming BLAKE2b-256 over the SHA-256
+/// digests trusts nothing (the kernel hashes by the header's hash), and a
+/// header naming a hash the kernel does not know (2) is ignored whole. The
+/// host tool refuses a BLAKE2b-256 list for a kernel that does not name the
+/// feature (Debian's), writing nothing.
+#[test]
+fn a_blake2b_list_trusts_its_modules_and_nothing_else() {
+    let g = genuine("manifest-blake2b");
+    let write = |out: &std::path::Path, tree: &std::path::Path| {
+        TestCommand::new(&[&"manifest", &"write", &"--hash", &"blake2b", &"--vmlinux", &g.vmlinux, &"-o", &out, &tree])
+            .ok()
+    };
+    let listed = g.root.join("vmlinux.blake2b");
+    let o = write(&listed, &g.tree);
+    assert!(common::stdout(&o).contains("listed by their BLAKE2b-256"), "{}", common::stdout(&o));
+
+    // What the list holds, read back: the header's hash and the digests.
+    let data = std::fs::read(&listed).unwrap();
+    let (off, size) = section_range(&listed);
+    let m = bootlink::manifest::Manifest::decode(&data[off..off + size]).unwrap().unwrap();
+    assert_eq!(m.hash, bootlink::manifest::Hash::Blake2b256);
+    let victim = std::fs::read(&g.victim).unwrap();
+    assert!(m.contains(&bootlink::manifest::Hash::Blake2b256.digest(&victim)), "the victim is listed by its BLAKE2b");
+
+    let flipped = g.tree_with_victim("flipped", &{
+        let mut d = victim.clone();
+        let i = d.len() / 2;
+        d[i] ^= 1;
+        d
+    });
+    let (key, cert) = common::key_pair(&g.root, "untrusted");
+    let sign_key = bootlink::sign::SignKey { key, cert, hash: bootlink::sign::Hash::Sha256 };
+    let signed = bootlink::sign::sign(&victim, &sign_key, &g.root, "untrusted").unwrap();
+    let signed_tree = g.tree_with_victim("signed-listed", &signed);
+    let signed_listed = g.root.join("vmlinux.blake2b-signed-listed");
+    write(&signed_listed, &signed_tree);
+    // The SHA-256 list's digests under a header that says BLAKE2b-256.
+    let sha_area = {
+        let data = std::fs::read(&g.listed).unwrap();
+        let (off, size) = section_range(&g.listed);
+        let sha = bootlink::manifest::Manifest::decode(&data[off..off + size]).unwrap().unwrap();
+        assert_eq!(sha.hash, bootlink::manifest::Hash::Sha256);
+        bootlink::manifest::Manifest { hash: bootlink::manifest::Hash::Blake2b256, digests: sha.digests }.encode()
+    };
+    let mislabelled = g.root.join("vmlinux.mislabelled");
+    with_area(&g.vmlinux, &mislabelled, &sha_area);
+    let unknown = g.root.join("vmlinux.unknown-hash");
+    let mut a = m.encode();
+    a[12..16].copy_from_slice(&2u32.to_le_bytes());
+    with_area(&g.vmlinux, &unknown, &a);
+
+    // Debian's kernel names no such feature: refused, nothing written.
+    let debian = common::kernel();
+    let refused = g.root.join("vmlinux.debian-blake2b");
+    let o = TestCommand::new(&[
+        &"manifest",
+        &"write",
+        &"--hash",
+        &"blake2b",
+        &"--vmlinux",
+        &debian.vmlinux,
+        &"-o",
+        &refused,
+        &g.tree,
+    ])
+    .cmd_output();
+    assert!(!o.status.success(), "a BLAKE2b list for a kernel without patch 0018");
+    assert!(common::stderr(&o).contains("hashes-blake2b"), "{}", common::stderr(&o));
+    assert!(!refused.exists(), "nothing written");
+
+    let e = format!(",cmdline:{ENFORCE}");
+    let (run, out) = g.lab(&[
+        ("listed", &listed, &g.tree, e.clone()),
+        ("flipped", &listed, &flipped, e.clone()),
+        ("signed-listed", &signed_listed, &signed_tree, e.clone()),
+        ("mislabelled", &mislabelled, &g.tree, e.clone()),
+        ("unknown-hash", &unknown, &g.tree, e.clone()),
+    ]);
+    assert_eq!(run.variants.len(), 5, "every case booted");
+    for v in &run.variants {
+        let rep = &v.repetitions[0];
+        let log = std::fs::read_to_string(out.join(&rep.log)).unwrap();
+        let victim = rep.modules.iter().find(|x| x.name == "nls_cp437").map(|x| x.status).expect("nls_cp437 was tried");
+        let others: Vec<i32> = rep.modules.iter().filter(|m| m.name != "nls_cp437").map(|m| m.status).collect();
+        let inits = rep.initcalls.iter().filter(|i| i.module == "nls_cp437").count();
+        common::report(
+            "BLAKE2b-256 list (module.sig_enforce=1; status 0 = loaded)",
+            &format!("{}: nls_cp437 {victim}, others {others:?}", v.name),
+        );
+        assert!(!others.is_empty(), "{}: the set's other modules were tried", v.name);
+        match v.name.as_str() {
+            "listed" => {
+                assert!(victim == 0 && others.iter().all(|&s| s == 0), "{others:?}");
+                let n = m.digests.len();
+                let line = format!("module hashes: {n} modules of this build trusted by their BLAKE2b-256");
+                assert!(log.contains(&line), "the kernel says {line:?}");
+                assert_eq!(inits, 1, "nls_cp437's init ran");
+            }
+            "flipped" | "signed-listed" => {
+                assert_ne!(victim, 0, "{}: a changed module loaded", v.name);
+                assert!(others.iter().all(|&s| s == 0), "{}: the listed ones still load: {others:?}", v.name);
+                let line = if v.name == "signed-listed" {
+                    "Loading of module with unavailable key is rejected"
+                } else {
+                    "Loading of unsigned module is rejected"
+                };
+                assert!(log.contains(line), "{}: the kernel's refusal line", v.name);
+                assert_eq!(inits, 0, "{}: no init ran for it", v.name);
+            }
+            "mislabelled" | "unknown-hash" => {
+                assert!(victim != 0 && others.iter().all(|&s| s != 0), "{}: a module loaded: {others:?}", v.name);
+                assert!(log.contains("Loading of unsigned module is rejected"), "{}", v.name);
+                let invalid = log.contains("module hashes: the list in the kernel image is invalid");
+                assert_eq!(
+                    invalid,
+                    v.name == "unknown-hash",
+                    "{}: only an unknown hash makes the list invalid",
+                    v.name
+                );
+            }
+            n => panic!("unknown variant {n}"),
+        }
+        assert!(!log.contains("tainting kernel"), "{}: sig_enforce refuses, it never taints", v.name);
+    }
+}

@@ -456,7 +456,7 @@ fn manifest_stale(manifest: bool, built: &Path, target: &Path, modules: &[Instal
     let listed = crate::manifest::read(target)?;
     let Some(listed) = listed else { return Ok(true) };
     for m in modules {
-        let d = crate::manifest::digest_of(&m.path)?;
+        let d = crate::manifest::digest_of(listed.hash, &m.path)?;
         if !listed.contains(&d) {
             return Ok(true);
         }

@@ -38,6 +38,10 @@ pub enum Cmd {
         /// ...and this X.509 certificate (PEM); the signed image is checked with sbverify
         #[arg(long, requires = "sign_key")]
         sign_cert: Option<PathBuf>,
+        /// The hash the list holds: blake2b needs a kernel with patch 0018
+        /// (CONFIG_MODULE_HASHES_BLAKE2B; refused otherwise)
+        #[arg(long, value_enum, default_value_t = manifest::Hash::Sha256)]
+        hash: manifest::Hash,
         #[arg(long)]
         json: bool,
         /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
@@ -54,9 +58,18 @@ pub enum Cmd {
 
 pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     match cmd {
-        Cmd::Write { vmlinux, output, bzimage, tree, image, sign_key, sign_cert, json, modules } => {
+        Cmd::Write { vmlinux, output, bzimage, tree, image, sign_key, sign_cert, hash, json, modules } => {
             let sign = sign_key.zip(sign_cert);
-            let w = manifest::write(&manifest::WriteRequest { vmlinux, output, bzimage, tree, modules, sign, image })?;
+            let w = manifest::write(&manifest::WriteRequest {
+                vmlinux,
+                output,
+                bzimage,
+                tree,
+                modules,
+                sign,
+                image,
+                hash,
+            })?;
             for e in &w.errors {
                 eprintln!("bootlink: {}: {}", e.path.display(), e.error);
             }
@@ -71,9 +84,10 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 print_json(&w);
             } else if let Some(r) = &w.report {
                 println!(
-                    "{}: {} modules listed ({} of {} reserved bytes)",
+                    "{}: {} modules listed by their {} ({} of {} reserved bytes)",
                     r.vmlinux.display(),
                     r.modules,
+                    r.hash.name(),
                     r.bytes,
                     r.reserved
                 );
@@ -111,7 +125,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 for d in &m.digests {
                     println!("{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>());
                 }
-                eprintln!("{}: {} modules listed", vmlinux.display(), m.digests.len());
+                eprintln!("{}: {} modules listed by their {}", vmlinux.display(), m.digests.len(), m.hash.name());
             }
         }
     }

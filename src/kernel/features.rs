@@ -38,6 +38,8 @@ pub mod name {
     pub const LOAD_STATS: &str = "load-stats";
     pub const DEDUP: &str = "dedup";
     pub const HASHES: &str = "hashes";
+    /// The module hash list may hold BLAKE2b-256 digests (patch 0018).
+    pub const HASHES_BLAKE2B: &str = "hashes-blake2b";
     /// The kernel's exports closed to modules after boot (patch 0014):
     /// every module must be linked against it at build time.
     pub const EXPORTS_SEALED: &str = "exports-sealed";

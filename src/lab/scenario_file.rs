@@ -234,7 +234,7 @@ mod tests {
             ("colour = 1", "unknown field `colour`"),
             ("[[variant]]\nkernel = \"build\"", "without name"),
             ("[[variant]]\nname = \"a\"\nsteps = [1]", "a list of step names"),
-            ("[[variant]]\nname = \"a\"\nmanifest = 1", "manifest:1: use on, read or off"),
+            ("[[variant]]\nname = \"a\"\nmanifest = 1", "manifest:1: use on, blake2b, read or off"),
             ("[[variant]]\nname = \"a\"\nmanifest = 1.5", "not a value"),
             ("[[variant]]\nname = \"a\"\nsteps = [\"fold\", \"sign\"]", "unknown module step \"sign\""),
             ("[[variant]]\nname = \"a\"\nloader = \"fast\"", "loader:fast"),

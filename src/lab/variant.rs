@@ -240,12 +240,13 @@ impl Variant {
         }
         match get("manifest") {
             Some("on") => steps.push(Step::Manifest),
+            Some("blake2b") => steps.push(Step::ManifestBlake2b),
             Some("read") if get("compress").is_some() => steps.push(Step::ManifestRead),
             Some("read") => {
                 return Err(usage("manifest:read lists the compressed files as stored; give compress: too".into()));
             }
             Some("off") | None => {}
-            Some(v) => return Err(usage(format!("manifest:{v}: use on, read or off"))),
+            Some(v) => return Err(usage(format!("manifest:{v}: use on, blake2b, read or off"))),
         }
         if let Some(v) = get("raw") {
             let (module, file) = v
@@ -431,7 +432,7 @@ mod tests {
             ("a=flash:nand", "give order: too"),
             ("a=order:synth,flash:fast", "flash:fast: give slow, nand, nor or MIBS-USEC"),
             ("a=order:synth,ddlink:synth", "not both"),
-            ("a=manifest:yes", "manifest:yes: use on, read or off"),
+            ("a=manifest:yes", "manifest:yes: use on, blake2b, read or off"),
             ("a=manifest:read", "give compress: too"),
             ("a=raw:sctp", "raw:sctp: give raw:MODULE=FILE"),
             ("a=raw:=/f", "give raw:MODULE=FILE"),

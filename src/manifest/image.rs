@@ -84,7 +84,13 @@ pub(crate) fn fill_image(image: &Path, vmlinux: &Path, manifest: &Manifest, out:
     let (at, size) = locate(image, &data, vmlinux)?;
     let bytes = super::put(&mut data, at, size, manifest, vmlinux)?;
     crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes, reserved: size })
+    Ok(FillReport {
+        vmlinux: out.to_path_buf(),
+        hash: manifest.hash,
+        modules: manifest.digests.len(),
+        bytes,
+        reserved: size,
+    })
 }
 
 /// The manifest in an arm64 Image (None: empty), placed by its vmlinux.

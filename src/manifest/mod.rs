@@ -1,5 +1,6 @@
-//! The module hash manifest (kernel/6.1/patches 0011): the SHA-256 of every
-//! final module of a build, sorted, written into the `__modhashes` section
+//! The module hash manifest (kernel/6.1/patches 0011): the SHA-256 (or, for
+//! a kernel with patch 0018's MODULE_HASHES_BLAKE2B, the BLAKE2b-256) of
+//! every final module of a build, sorted, written into the `__modhashes` section
 //! the kernel image reserves at link time, so the kernel accepts those
 //! modules without a per-module signature check and nothing in the image
 //! moves (preresolved addresses stay valid).
@@ -12,8 +13,12 @@
 //! steps. Layout (little-endian):
 //!
 //! ```text
-//! magic "MODHASH1", count u32, reserved u32 (0), digest[count][32] strictly increasing
+//! magic "MODHASH1", count u32, hash u32 (0 SHA-256, 1 BLAKE2b-256), digest[count][32] strictly increasing
 //! ```
+//!
+//! A kernel without patch 0018 finds a nonzero hash field out of range and
+//! ignores the whole list, so a BLAKE2b-256 list is written only for a
+//! kernel that names the feature `hashes-blake2b`.
 
 pub mod bzimage;
 pub mod request;
@@ -27,8 +32,10 @@ pub(crate) use image::{fill_image, is_arm64_image};
 
 use std::path::{Path, PathBuf};
 
+use blake2::digest::consts::U32;
+use blake2::{Blake2b, Digest};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use crate::elf::{Elf, Want};
 use crate::error::{Error, Kind, Result};
@@ -39,9 +46,62 @@ const HEADER: usize = 16;
 
 pub(crate) type Sha = [u8; 32];
 
-/// The digests, sorted, without repeats.
+/// The hash a manifest's digests are of (its header's `hash` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hash {
+    /// SHA-256: every kernel with the module hash list takes it
+    #[default]
+    Sha256,
+    /// BLAKE2b-256 (RFC 7693): as strong, about half the instructions a byte
+    /// on a CPU without SHA instructions; needs patch 0018
+    /// (CONFIG_MODULE_HASHES_BLAKE2B)
+    #[value(name = "blake2b")]
+    #[serde(rename = "blake2b-256")]
+    Blake2b256,
+}
+
+impl Hash {
+    /// The header's `hash` field.
+    fn id(self) -> u32 {
+        match self {
+            Hash::Sha256 => 0,
+            Hash::Blake2b256 => 1,
+        }
+    }
+
+    fn from_id(id: u32) -> Option<Hash> {
+        [Hash::Sha256, Hash::Blake2b256].into_iter().find(|h| h.id() == id)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hash::Sha256 => "SHA-256",
+            Hash::Blake2b256 => "BLAKE2b-256",
+        }
+    }
+
+    /// The digest of `bytes`.
+    pub fn digest(self, bytes: &[u8]) -> Sha {
+        match self {
+            Hash::Sha256 => Sha256::digest(bytes).into(),
+            Hash::Blake2b256 => Blake2b::<U32>::digest(bytes).into(),
+        }
+    }
+
+    /// The loader feature a kernel names when it takes lists of this hash.
+    pub(crate) fn feature(self) -> &'static str {
+        match self {
+            Hash::Sha256 => crate::kernel::features::name::HASHES,
+            Hash::Blake2b256 => crate::kernel::features::name::HASHES_BLAKE2B,
+        }
+    }
+}
+
+/// The digests, sorted, without repeats, and the hash they are of.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Manifest {
+    pub hash: Hash,
     #[serde(serialize_with = "hex_list")]
     pub digests: Vec<Sha>,
 }
@@ -56,10 +116,10 @@ fn corrupt(msg: impl Into<String>) -> Error {
 }
 
 impl Manifest {
-    pub fn new(mut digests: Vec<Sha>) -> Manifest {
+    pub fn new(hash: Hash, mut digests: Vec<Sha>) -> Manifest {
         digests.sort_unstable();
         digests.dedup();
-        Manifest { digests }
+        Manifest { hash, digests }
     }
 
     pub fn contains(&self, d: &Sha) -> bool {
@@ -71,7 +131,7 @@ impl Manifest {
         let mut out = Vec::with_capacity(HEADER + 32 * self.digests.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(self.digests.len() as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.hash.id().to_le_bytes());
         for d in &self.digests {
             out.extend_from_slice(d);
         }
@@ -88,21 +148,23 @@ impl Manifest {
             return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err(corrupt("bad magic")) };
         }
         let n = u32::from_le_bytes(area[8..12].try_into().unwrap()) as usize;
-        if area[12..16] != [0; 4] || n > (area.len() - HEADER) / 32 {
-            return Err(corrupt("count or reserved field out of range"));
+        let id = u32::from_le_bytes(area[12..16].try_into().unwrap());
+        let hash = Hash::from_id(id).ok_or_else(|| corrupt(format!("hash {id}: not one bootlink knows")))?;
+        if n > (area.len() - HEADER) / 32 {
+            return Err(corrupt("count out of range"));
         }
         let digests: Vec<Sha> = area[HEADER..HEADER + 32 * n].chunks_exact(32).map(|c| c.try_into().unwrap()).collect();
         if digests.windows(2).any(|w| w[0] >= w[1]) {
             return Err(corrupt("digests not strictly increasing"));
         }
-        Ok(Some(Manifest { digests }))
+        Ok(Some(Manifest { hash, digests }))
     }
 }
 
-/// The SHA-256 of a module as the kernel receives it (decompressed).
-pub(crate) fn digest_of(path: &Path) -> Result<Sha> {
+/// The digest of a module as the kernel receives it (decompressed).
+pub(crate) fn digest_of(hash: Hash, path: &Path) -> Result<Sha> {
     let (bytes, _) = crate::module::load_bytes(path)?;
-    Ok(Sha256::digest(&bytes[..]).into())
+    Ok(hash.digest(&bytes))
 }
 
 /// The manifest of these module files as stored: a compressed file's
@@ -114,28 +176,29 @@ pub(crate) fn of_stored_files(files: &[PathBuf]) -> Result<Manifest> {
     let mut digests = Vec::with_capacity(files.len());
     for f in files {
         crate::module::read(f)?; // a module, whatever its compression
-        digests.push(Sha256::digest(&crate::fsutil::map_file(f)?[..]).into());
+        digests.push(Hash::Sha256.digest(&crate::fsutil::map_file(f)?));
     }
-    Ok(Manifest::new(digests))
+    Ok(Manifest::new(Hash::Sha256, digests))
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Listed {
     pub path: PathBuf,
-    pub sha256: String,
+    /// The module's digest by the manifest's hash, in hex.
+    pub digest: String,
 }
 
 /// The manifest of these modules (files or directories of modules).
-pub(crate) fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
+pub(crate) fn of_modules(hash: Hash, inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> {
     let files = crate::tree::find_modules(inputs)?;
     let mut listed = Vec::with_capacity(files.len());
     let mut digests = Vec::with_capacity(files.len());
     for f in files {
-        let d = digest_of(&f)?;
-        listed.push(Listed { path: f, sha256: crate::fsutil::hex(&d) });
+        let d = digest_of(hash, &f)?;
+        listed.push(Listed { path: f, digest: crate::fsutil::hex(&d) });
         digests.push(d);
     }
-    Ok((Manifest::new(digests), listed))
+    Ok((Manifest::new(hash, digests), listed))
 }
 
 /// The manifest of these modules (files or directories of modules) for
@@ -145,32 +208,54 @@ pub(crate) fn of_modules(inputs: &[PathBuf]) -> Result<(Manifest, Vec<Listed>)> 
 /// only then is it hashed. The rest are listed.
 pub fn of_modules_for(
     k: &crate::kernel::KernelImage,
+    hash: Hash,
     inputs: &[PathBuf],
 ) -> Result<(Manifest, Vec<Listed>, Vec<crate::tree::FileError>)> {
     use rayon::prelude::*;
     let files = crate::tree::find_modules(inputs)?;
-    let results: Vec<Result<(PathBuf, Sha)>> =
-        files.par_iter().map(|f| crate::tree::isolated(f, || checked_digest(k, f).map(|d| (f.clone(), d)))).collect();
+    let results: Vec<Result<(PathBuf, Sha)>> = files
+        .par_iter()
+        .map(|f| crate::tree::isolated(f, || checked_digest(k, hash, f).map(|d| (f.clone(), d))))
+        .collect();
     let (mut listed, mut digests, mut errors) = (Vec::new(), Vec::new(), Vec::new());
     for r in results {
         match r {
             Ok((path, d)) => {
-                listed.push(Listed { path, sha256: crate::fsutil::hex(&d) });
+                listed.push(Listed { path, digest: crate::fsutil::hex(&d) });
                 digests.push(d);
             }
             Err(e) => errors.push(crate::tree::FileError::from(e)),
         }
     }
-    Ok((Manifest::new(digests), listed, errors))
+    Ok((Manifest::new(hash, digests), listed, errors))
+}
+
+/// Refuse a list of `hash` for a kernel that would ignore it: one that does
+/// not name the feature (a kernel without patch 0018 ignores a BLAKE2b-256
+/// list whole, and then trusts none of the modules).
+pub(crate) fn check_takes(k: &crate::kernel::KernelImage, hash: Hash, path: &Path) -> Result<()> {
+    if hash == Hash::Sha256 || k.loader_features.has(hash.feature()) {
+        return Ok(());
+    }
+    Err(Error::file(
+        Kind::WrongKernel,
+        path,
+        format!(
+            "the kernel does not name the loader feature \"{}\": it would ignore a {} list (build it with \
+             kernel/6.1/patches 0018 and CONFIG_MODULE_HASHES_BLAKE2B=y, or list SHA-256)",
+            hash.feature(),
+            hash.name()
+        ),
+    ))
 }
 
 /// The digest of a module that parses as a module of `k` (machine, vermagic).
-fn checked_digest(k: &crate::kernel::KernelImage, path: &Path) -> Result<Sha> {
+fn checked_digest(k: &crate::kernel::KernelImage, hash: Hash, path: &Path) -> Result<Sha> {
     let (bytes, compression) = crate::module::load_bytes(path)?;
     let m =
         crate::module::parse_for(path, &bytes, compression, crate::elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
     k.accepts(&m, "not listed")?;
-    Ok(Sha256::digest(&bytes[..]).into())
+    Ok(hash.digest(&bytes))
 }
 
 /// Where `__modhashes` lies in a vmlinux image: (file offset, size).
@@ -188,6 +273,7 @@ fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct FillReport {
     pub vmlinux: PathBuf,
+    pub hash: Hash,
     pub modules: usize,
     pub bytes: usize,
     pub reserved: usize,
@@ -200,7 +286,13 @@ pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillRepor
     let (off, size) = section_range(&data, vmlinux)?;
     let bytes = put(&mut data, off, size, manifest, vmlinux)?;
     crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport { vmlinux: out.to_path_buf(), modules: manifest.digests.len(), bytes, reserved: size })
+    Ok(FillReport {
+        vmlinux: out.to_path_buf(),
+        hash: manifest.hash,
+        modules: manifest.digests.len(),
+        bytes,
+        reserved: size,
+    })
 }
 
 /// Put `manifest` into the reserved `data[off..off + size]` of the kernel
@@ -246,7 +338,7 @@ mod tests {
 
     #[test]
     fn encode_decode_and_what_the_kernel_refuses() {
-        let m = Manifest::new(vec![[3; 32], [1; 32], [2; 32], [1; 32]]);
+        let m = Manifest::new(Hash::Sha256, vec![[3; 32], [1; 32], [2; 32], [1; 32]]);
         assert_eq!(m.digests.len(), 3);
         let mut area = m.encode();
         area.resize(4096, 0);
@@ -258,8 +350,34 @@ mod tests {
         let mut big = area.clone();
         big[8..12].copy_from_slice(&1000u32.to_le_bytes());
         assert!(Manifest::decode(&big).unwrap_err().msg.contains("count"));
+        let mut unknown = area.clone();
+        unknown[12..16].copy_from_slice(&2u32.to_le_bytes());
+        assert!(Manifest::decode(&unknown).unwrap_err().msg.contains("hash 2"));
         let mut magic = area;
         magic[0] = b'X';
         assert!(Manifest::decode(&magic).unwrap_err().msg.contains("magic"));
+    }
+
+    #[test]
+    fn a_blake2b_list_says_so_in_its_header_and_reads_back() {
+        let m = Manifest::new(Hash::Blake2b256, vec![[9; 32], [4; 32]]);
+        let mut area = m.encode();
+        assert_eq!(area[12..16], 1u32.to_le_bytes());
+        area.resize(4096, 0);
+        assert_eq!(Manifest::decode(&area).unwrap(), Some(m));
+    }
+
+    #[test]
+    fn digests_are_the_standard_ones() {
+        // RFC 7693 appendix A's input; FIPS 180-2's for SHA-256.
+        let hex = |d: Sha| crate::fsutil::hex(&d);
+        assert_eq!(
+            hex(Hash::Blake2b256.digest(b"abc")),
+            "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319"
+        );
+        assert_eq!(
+            hex(Hash::Sha256.digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -30,6 +30,8 @@ pub struct WriteRequest {
     /// arm64: also write the `Image` beside `vmlinux` (a `kernel build
     /// --arch arm64` directory), with the manifest, here.
     pub image: Option<PathBuf>,
+    /// The hash the list holds (SHA-256 unless asked).
+    pub hash: crate::manifest::Hash,
 }
 
 /// What [`write`] did (fields in the order `--json` has always printed).
@@ -98,7 +100,8 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
         }
     }
     let k = crate::kernel::KernelImage::open(if arm64 { &source_image } else { &req.vmlinux }, None)?;
-    let (m, modules, errors) = of_modules_for(&k, &req.modules)?;
+    crate::manifest::check_takes(&k, req.hash, &req.vmlinux)?;
+    let (m, modules, errors) = of_modules_for(&k, req.hash, &req.modules)?;
     if modules.is_empty() {
         return Ok(WriteReport { bzimage: None, image: None, errors, modules, report: None, secure_boot_cert: None });
     }

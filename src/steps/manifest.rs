@@ -11,12 +11,24 @@ use crate::error::{Error, Result};
 
 use super::Tree;
 
-/// `stored`: list each module file by its digest as stored, compressed
-/// (the lab's `module.hashes_of_read=1`), not as the kernel links it.
-pub fn apply(t: &mut Tree, stored: bool) -> Result<()> {
+/// What the list holds of each module file.
+pub enum Listing {
+    /// Its digest by this hash, decompressed: what the kernel links.
+    Decompressed(crate::manifest::Hash),
+    /// Its SHA-256 as stored, compressed (the lab's
+    /// `module.hashes_of_read=1`).
+    Stored,
+}
+
+pub fn apply(t: &mut Tree, listing: Listing) -> Result<()> {
     let paths: Vec<PathBuf> = t.modules.iter().map(|(_, p)| p.clone()).collect();
-    let manifest =
-        if stored { crate::manifest::of_stored_files(&paths)? } else { crate::manifest::of_modules(&paths)?.0 };
+    let manifest = match listing {
+        Listing::Stored => crate::manifest::of_stored_files(&paths)?,
+        Listing::Decompressed(hash) => {
+            crate::manifest::check_takes(t.image, hash, &t.kernel)?;
+            crate::manifest::of_modules(hash, &paths)?.0
+        }
+    };
     let copy = t.kernel_copy.clone();
     if let Some(dir) = copy.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -59,6 +59,10 @@ pub enum Step {
     /// Boot a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
+    /// The same list of BLAKE2b-256 digests, for a kernel with patch 0018
+    /// (CONFIG_MODULE_HASHES_BLAKE2B): the kernel hashes each module with
+    /// BLAKE2b instead of SHA-256.
+    ManifestBlake2b,
     /// The manifest of the module files as stored (a compressed file by
     /// its compressed bytes): what lab patch 0004's `module.hashes_of_read=1`
     /// looks up before it decompresses (lab only: a blacklisted hash is of
@@ -143,6 +147,7 @@ impl Step {
             Step::FinalizeMcount => "finalize-mcount",
             Step::Trim => "trim",
             Step::Manifest => "manifest",
+            Step::ManifestBlake2b => "manifest-blake2b",
             Step::ManifestRead => "manifest-read",
             Step::Sign => "sign",
             Step::Compress(_) => "compress",
@@ -158,7 +163,7 @@ impl Step {
 
     pub fn stage(&self) -> Stage {
         match self {
-            Step::Manifest | Step::ManifestRead => Stage::Image,
+            Step::Manifest | Step::ManifestBlake2b | Step::ManifestRead => Stage::Image,
             Step::Compress(_) => Stage::Compress,
             Step::Raw { .. } => Stage::Guest,
             Step::Cmdline(_) => Stage::Any,
@@ -179,8 +184,11 @@ impl Step {
             Step::FinalizeOrc => finalize::apply(t, &dir, true, false),
             Step::FinalizeMcount => finalize::apply(t, &dir, false, true),
             Step::Trim => trim::apply(t, &dir),
-            Step::Manifest => manifest::apply(t, false),
-            Step::ManifestRead => manifest::apply(t, true),
+            Step::Manifest => manifest::apply(t, manifest::Listing::Decompressed(crate::manifest::Hash::Sha256)),
+            Step::ManifestBlake2b => {
+                manifest::apply(t, manifest::Listing::Decompressed(crate::manifest::Hash::Blake2b256))
+            }
+            Step::ManifestRead => manifest::apply(t, manifest::Listing::Stored),
             Step::Sign => sign::apply(t, &dir),
             Step::Compress(kind) => compress::apply(t, &dir, *kind),
             Step::Raw { module, file } => raw::apply(t, module, file),
