@@ -66,6 +66,9 @@ pub struct Options {
     pub depmod: bool,
     /// Say what would be done; write nothing.
     pub dry_run: bool,
+    /// The hash the module hash list holds (BLAKE2b-256 only for a kernel
+    /// that names `hashes-blake2b`).
+    pub manifest_hash: crate::manifest::Hash,
 }
 
 /// What [`run`] did (or, with `dry_run`, would do).
@@ -258,6 +261,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         // The list is written into a vmlinux; an installed bzImage has none.
         manifest_room: !build.installed && crate::manifest::read(&build.vmlinux).is_ok(),
         allow_unsigned: opts.allow_unsigned,
+        manifest_hash: opts.manifest_hash,
     };
     let plan = Plan::of(&facts);
     // A sealed kernel looks nothing up in its own exports after boot: a
@@ -292,7 +296,12 @@ pub fn run(opts: &Options) -> Result<Report> {
         report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
     }
     let kernel_out = opts.kernel_out.clone().or_else(|| build_dir.clone()).unwrap_or_default();
-    let manifest = report.plan.steps.contains(&Step::Manifest);
+    let list_hash = report.plan.steps.iter().find_map(|s| match s {
+        Step::Manifest => Some(crate::manifest::Hash::Sha256),
+        Step::ManifestBlake2b => Some(crate::manifest::Hash::Blake2b256),
+        _ => None,
+    });
+    let manifest = list_hash.is_some();
     if manifest && let Some((_, tree)) = &build.bzimage {
         // A kbuild tree's own bzImage must be made again; bootlink's
         // cached build shares its object tree with later builds, which may
@@ -320,7 +329,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     for d in dirs {
         fsutil::remove_stale_temps(d);
     }
-    if todo.is_empty() && !manifest_stale(manifest, &build.vmlinux, &kernel_out.join("vmlinux"), &already)? {
+    if todo.is_empty() && !manifest_stale(list_hash, &build.vmlinux, &kernel_out.join("vmlinux"), &already)? {
         return Ok(report);
     }
 
@@ -439,11 +448,15 @@ fn names_of(steps: &[Step]) -> Vec<String> {
 
 /// With every module as an earlier run wrote it: does the kernel's list
 /// still need writing into `target` (absent, made before the build's
-/// vmlinux was linked again, or missing a module)?
-fn manifest_stale(manifest: bool, built: &Path, target: &Path, modules: &[Installed]) -> Result<bool> {
-    if !manifest {
-        return Ok(false);
-    }
+/// vmlinux was linked again, of another hash than `hash`, or missing a
+/// module)?
+fn manifest_stale(
+    hash: Option<crate::manifest::Hash>,
+    built: &Path,
+    target: &Path,
+    modules: &[Installed],
+) -> Result<bool> {
+    let Some(hash) = hash else { return Ok(false) };
     if !target.is_file() {
         return Ok(true);
     }
@@ -455,6 +468,9 @@ fn manifest_stale(manifest: bool, built: &Path, target: &Path, modules: &[Instal
     }
     let listed = crate::manifest::read(target)?;
     let Some(listed) = listed else { return Ok(true) };
+    if listed.hash != hash {
+        return Ok(true);
+    }
     for m in modules {
         let d = crate::manifest::digest_of(listed.hash, &m.path)?;
         if !listed.contains(&d) {

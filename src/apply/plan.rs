@@ -29,6 +29,8 @@ pub struct Facts {
     /// The user accepts unsigned modules on a kernel that checks
     /// signatures without enforcing them (a tainted kernel).
     pub allow_unsigned: bool,
+    /// The hash the module hash list should hold.
+    pub manifest_hash: crate::manifest::Hash,
 }
 
 /// The steps, what else to do, and why anything was left out.
@@ -59,7 +61,18 @@ impl Plan {
         let finish = if !f.checks_signatures || !f.signed_modules {
             Some(None)
         } else if f.features.has(name::HASHES) && f.manifest_room {
-            Some(Some(Step::Manifest))
+            Some(Some(match f.manifest_hash {
+                crate::manifest::Hash::Blake2b256 if f.features.has(name::HASHES_BLAKE2B) => Step::ManifestBlake2b,
+                crate::manifest::Hash::Blake2b256 => {
+                    left_out.push(
+                        "manifest-blake2b: the kernel names no hashes-blake2b (kernel/6.1/patches 0018, \
+                         CONFIG_MODULE_HASHES_BLAKE2B) and would ignore such a list: listed by SHA-256"
+                            .into(),
+                    );
+                    Step::Manifest
+                }
+                crate::manifest::Hash::Sha256 => Step::Manifest,
+            }))
         } else if f.key {
             Some(Some(Step::Sign))
         } else if f.allow_unsigned {
@@ -151,6 +164,7 @@ mod tests {
             key: true,
             manifest_room: true,
             allow_unsigned: false,
+            manifest_hash: crate::manifest::Hash::Sha256,
         }
     }
 
@@ -175,6 +189,22 @@ mod tests {
         assert_eq!(p.cmdline, ["trace_events.eval_one_pass=1"]);
         // The same module steps as the lab's preset.
         assert_eq!(&p.steps[..3], crate::steps::preset("folded-finalized").unwrap());
+    }
+
+    #[test]
+    fn a_blake2b_list_when_asked_and_the_kernel_takes_it() {
+        let mut f = facts(ALL);
+        f.manifest_hash = crate::manifest::Hash::Blake2b256;
+        // Not named: SHA-256, and said.
+        let p = Plan::of(&f);
+        assert_eq!(p.steps.last(), Some(&Step::Manifest));
+        assert!(p.left_out.iter().any(|l| l.starts_with("manifest-blake2b:")), "{:?}", p.left_out);
+        let mut with: Vec<&str> = ALL.to_vec();
+        with.push("hashes-blake2b");
+        f.features = LoaderFeatures::Named(with.iter().map(|s| s.to_string()).collect());
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::Fold, Step::Unsign, Step::Finalize, Step::ManifestBlake2b]);
+        assert!(!p.left_out.iter().any(|l| l.starts_with("manifest-blake2b:")), "{:?}", p.left_out);
     }
 
     #[test]
