@@ -80,17 +80,9 @@ fn locate(image: &Path, data: &[u8], vmlinux: &Path) -> Result<(usize, usize)> {
 /// Write `image` (an arm64 Image made from `vmlinux`) with `manifest` in
 /// its reserved section to `out`, atomically.
 pub(crate) fn fill_image(image: &Path, vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
-    let mut data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
+    let data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
     let (at, size) = locate(image, &data, vmlinux)?;
-    let bytes = super::put(&mut data, at, size, manifest, vmlinux)?;
-    crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport {
-        vmlinux: out.to_path_buf(),
-        hash: manifest.hash,
-        modules: manifest.digests.len(),
-        bytes,
-        reserved: size,
-    })
+    super::put_and_write(data, at, size, manifest, vmlinux, out)
 }
 
 /// The manifest in an arm64 Image (None: empty), placed by its vmlinux.

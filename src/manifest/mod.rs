@@ -282,9 +282,21 @@ pub struct FillReport {
 /// Write `vmlinux` with `manifest` in its reserved section to `out`
 /// (atomically; `out` may be `vmlinux` itself).
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
-    let mut data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
+    let data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
     let (off, size) = section_range(&data, vmlinux)?;
-    let bytes = put(&mut data, off, size, manifest, vmlinux)?;
+    put_and_write(data, off, size, manifest, vmlinux, out)
+}
+
+/// [`put`], then the image to `out`, atomically.
+pub(crate) fn put_and_write(
+    mut data: Vec<u8>,
+    off: usize,
+    size: usize,
+    manifest: &Manifest,
+    path: &Path,
+    out: &Path,
+) -> Result<FillReport> {
+    let bytes = put(&mut data, off, size, manifest, path)?;
     crate::fsutil::write_atomic(out, &data)?;
     Ok(FillReport {
         vmlinux: out.to_path_buf(),
