@@ -186,6 +186,7 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
             "dedup",
             "eval-one-pass",
             "hashes",
+            "hashes-blake2b",
             "load-stats",
             "symhash",
             "symhash-vmlinux",
