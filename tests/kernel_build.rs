@@ -104,6 +104,7 @@ fn inspect_and_kernel_info_read_the_build() {
             "ftrace-check-sorted",
             "ftrace-checked",
             "hashes",
+            "hashes-blake2b",
             "load-stats",
             "orc-sorted",
             "symhash",
