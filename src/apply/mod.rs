@@ -296,11 +296,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
     }
     let kernel_out = opts.kernel_out.clone().or_else(|| build_dir.clone()).unwrap_or_default();
-    let list_hash = report.plan.steps.iter().find_map(|s| match s {
-        Step::Manifest => Some(crate::manifest::Hash::Sha256),
-        Step::ManifestBlake2b => Some(crate::manifest::Hash::Blake2b256),
-        _ => None,
-    });
+    let list_hash = report.plan.steps.iter().find_map(Step::list_hash);
     let manifest = list_hash.is_some();
     if manifest && let Some((_, tree)) = &build.bzimage {
         // A kbuild tree's own bzImage must be made again; bootlink's

@@ -156,6 +156,16 @@ impl Step {
         }
     }
 
+    /// The hash of the module hash list this step writes of the final
+    /// (decompressed) modules; None for any other step.
+    pub fn list_hash(&self) -> Option<crate::manifest::Hash> {
+        match self {
+            Step::Manifest => Some(crate::manifest::Hash::Sha256),
+            Step::ManifestBlake2b => Some(crate::manifest::Hash::Blake2b256),
+            _ => None,
+        }
+    }
+
     /// A step without parameters by its name.
     pub fn parse(name: &str) -> Option<Step> {
         Step::ALL.into_iter().find(|s| s.name() == name)
@@ -184,9 +194,9 @@ impl Step {
             Step::FinalizeOrc => finalize::apply(t, &dir, true, false),
             Step::FinalizeMcount => finalize::apply(t, &dir, false, true),
             Step::Trim => trim::apply(t, &dir),
-            Step::Manifest => manifest::apply(t, manifest::Listing::Decompressed(crate::manifest::Hash::Sha256)),
-            Step::ManifestBlake2b => {
-                manifest::apply(t, manifest::Listing::Decompressed(crate::manifest::Hash::Blake2b256))
+            Step::Manifest | Step::ManifestBlake2b => {
+                let hash = self.list_hash().ok_or_else(|| Error::new(Kind::Internal, "a list step without a hash"))?;
+                manifest::apply(t, manifest::Listing::Decompressed(hash))
             }
             Step::ManifestRead => manifest::apply(t, manifest::Listing::Stored),
             Step::Sign => sign::apply(t, &dir),
