@@ -147,12 +147,32 @@ fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: 
 
 /// Parse one boot's framed output into a repetition: what every boot
 /// prints (the kernel log, the loads, the taint), then each workload's part.
-pub(crate) fn parse_boot(
-    out: &str,
-    traced: bool,
-    sizes: &[(String, u64)],
-    workloads: &[Box<dyn Workload>],
-) -> Repetition {
+/// What the host knows of a variant's module files, for reading its boots.
+#[derive(Debug, Default)]
+pub(crate) struct HostFacts {
+    /// Each module's file size (as stored: compressed if it is).
+    pub sizes: Vec<(String, u64)>,
+    /// Each module's undefined symbols: the lookups its load makes (a file
+    /// the host cannot read as a module has none listed).
+    pub lookups: Vec<(String, u64)>,
+}
+
+impl HostFacts {
+    fn of(files: &[(String, PathBuf)]) -> HostFacts {
+        HostFacts {
+            sizes: files.iter().map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))).collect(),
+            lookups: files
+                .iter()
+                .filter_map(|(n, p)| {
+                    crate::module::read_analysed(p).ok().map(|m| (n.clone(), m.undefined.len() as u64))
+                })
+                .collect(),
+        }
+    }
+}
+
+pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: &[Box<dyn Workload>]) -> Repetition {
+    let sizes = &files.sizes;
     let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
     let (trace_text, dmesg) = match rest {
         Some(r) => r.split_once(DMESG_SECTION).unwrap_or((r, "")),
@@ -229,6 +249,15 @@ pub(crate) fn parse_boot(
     for m in &mut rep.modules {
         if let Some((_, s)) = sizes.iter().find(|(n, _)| *n == m.name) {
             m.size = *s;
+        }
+        // Counted on the host where the trace did not count them: the
+        // kernel looks up each undefined symbol once in a load that
+        // succeeds (one that fails may stop before its lookups).
+        if m.lookups.is_none()
+            && m.status == 0
+            && let Some((_, n)) = files.lookups.iter().find(|(n, _)| *n == m.name)
+        {
+            m.lookups = Some(*n);
         }
     }
     let console = Console { main, dmesg, sizes };
@@ -336,11 +365,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         }
         let img = work.path().join(format!("v{i}.cpio"));
         initramfs(&ws, &cx, traced(sc.trace, &ws), &img)?;
-        let sizes = files
-            .iter()
-            .map(|(n, p)| (n.clone(), std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)))
-            .collect::<Vec<_>>();
-        images.push((img, sizes));
+        images.push((img, HostFacts::of(files)));
         loads.push(ws);
     }
     let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
@@ -467,7 +492,8 @@ MODTAINT crc16 E
 
     #[test]
     fn an_untraced_boot_parses_into_insmod_times() {
-        let r = parse_boot(UNTRACED, false, &[("crc16".into(), 1234)], &workload::build(Loader::Insmod, &[]));
+        let facts = HostFacts { sizes: vec![("crc16".into(), 1234)], lookups: vec![("crc16".into(), 7)] };
+        let r = parse_boot(UNTRACED, false, &facts, &workload::build(Loader::Insmod, &[]));
         assert_eq!(r.init_start_us, 1_500_000.0);
         assert_eq!(r.modules_total_us, 5_000.0);
         assert_eq!(r.initcalls.len(), 1);
@@ -475,6 +501,9 @@ MODTAINT crc16 E
         let got: Vec<(&str, f64, f64, i32, u64)> =
             r.modules.iter().map(|m| (m.name.as_str(), m.start_us, m.total_us, m.status, m.size)).collect();
         assert_eq!(got, [("crc16", 2_000_100.0, 4_000.0, 0, 1234), ("bad", 2_004_200.0, 200.0, 1, 0)]);
+        // Lookups from the host's count, for the load that succeeded only.
+        let lookups: Vec<Option<u64>> = r.modules.iter().map(|m| m.lookups).collect();
+        assert_eq!(lookups, [Some(7), None]);
         assert_eq!(r.tainted, Some(8192));
         assert_eq!(r.module_taints.into_iter().collect::<Vec<_>>(), [("crc16".to_string(), "E".to_string())]);
     }
