@@ -185,12 +185,14 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
         [
             "dedup",
             "eval-one-pass",
+            "export-slots",
             "hashes",
             "hashes-blake2b",
             "load-stats",
             "symhash",
             "symhash-vmlinux",
             "symlookup-direct",
+            "versions-indexed",
             "versions-sorted"
         ],
         "{info}"

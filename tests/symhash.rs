@@ -115,9 +115,21 @@ fn check_tables(rel: &str, input_path: &Path, outp: &Path) {
         let word = |i: usize| u32::from_le_bytes(u[4 * i..4 * i + 4].try_into().unwrap());
         assert_eq!(word(0), symhash::tables::UNDEF_MAGIC);
         assert_eq!(word(2) as usize, input.undefined.len(), "{rel}");
-        assert_eq!(word(3), symhash::tables::VERSIONS_SORTED);
+        use symhash::tables::{NONE, VERSIONS_INDEXED, VERSIONS_SORTED};
+        assert_eq!(word(3), VERSIONS_SORTED | VERSIONS_INDEXED);
+        let count = input.undefined.len();
+        assert_eq!(u.len(), 16 + 8 * count, "{rel}: hashes and __versions indexes");
         for (i, name) in input.undefined.iter().enumerate() {
             assert_eq!(word(4 + i), symhash::djb(name.as_bytes()), "{rel}: hash of {name}");
+            // each import's __versions index names it in the sorted table
+            let v = word(4 + count + i);
+            match written.versions.get(v as usize) {
+                Some((n, _)) => assert_eq!(n, name, "{rel}: __versions index {v} of {name}"),
+                None => {
+                    assert_eq!(v, NONE, "{rel}: {name}");
+                    assert!(!written.versions.iter().any(|(n, _)| n == name), "{rel}: {name} has a record");
+                }
+            }
         }
         // the loader keeps .ksymhash (SHF_ALLOC), not .undef.hash
         let elf = Elf::parse_for(&data, Want::Relocatable, ANALYSED_MACHINES).unwrap();

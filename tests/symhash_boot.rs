@@ -48,6 +48,11 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         .map(|m| {
             format!("{m}={},modules:symhash-sorted,cmdline:module.symlookup={m} module.symlookup_check=1,{STATS}", common::build_kernel())
         })
+        // Each import's export slot first (6.1 patch 0021), checked against the stock search.
+        .chain(std::iter::once(format!(
+            "slotted={},modules:symhash-slotted,cmdline:module.symlookup=gnu module.symlookup_check=1,{STATS}",
+            common::build_kernel()
+        )))
         .chain(std::iter::once(format!(
             "direct={},modules:preresolved-symhash,cmdline:module.symlookup=gnu module.symlookup_check=1 module.symlookup_direct=1,{STATS}",
             common::build_kernel()

@@ -121,7 +121,9 @@ impl Plan {
             // lab's best combination has no tables. Without folding, the
             // tables are the symbols phase's gain.
             if !f.fixed_base && f.features.has(name::SYMHASH) {
-                if f.features.has(name::VERSIONS_SORTED) {
+                if f.features.has(name::EXPORT_SLOTS) {
+                    steps.push(Step::SymhashSlotted);
+                } else if f.features.has(name::VERSIONS_SORTED) {
                     steps.push(Step::SymhashSorted);
                 } else {
                     steps.push(Step::Symhash);
@@ -172,6 +174,8 @@ mod tests {
         "symhash",
         "symhash-vmlinux",
         "versions-sorted",
+        "versions-indexed",
+        "export-slots",
         "symlookup-direct",
         "ftrace-check-sorted",
         "ftrace-checked",
@@ -212,7 +216,7 @@ mod tests {
         let mut f = facts(ALL);
         f.fixed_base = false;
         let p = Plan::of(&f);
-        assert_eq!(p.steps, [Step::Unsign, Step::Finalize, Step::SymhashSorted, Step::Manifest]);
+        assert_eq!(p.steps, [Step::Unsign, Step::Finalize, Step::SymhashSlotted, Step::Manifest]);
         assert!(p.cmdline.contains(&"module.symlookup=gnu".to_string()));
         assert!(p.left_out[0].starts_with("fold:"), "{:?}", p.left_out);
     }

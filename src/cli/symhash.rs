@@ -12,7 +12,7 @@ use super::{Rewrite, Signing, print_batch, print_json};
 pub struct Args {
     /// Fill this vmlinux's reserved __ksymhash section in place (the kernel
     /// build's KSYMHASH hook)
-    #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions", "dry_run"])]
+    #[arg(long, conflicts_with_all = ["kernel", "modules", "output", "in_place", "sort_versions", "export_slots", "dry_run"])]
     vmlinux: Option<PathBuf>,
     /// vmlinux, vmlinuz or build directory the modules will run with
     #[arg(long, requires = "modules")]
@@ -21,9 +21,18 @@ pub struct Args {
     modules: Vec<PathBuf>,
     #[command(flatten)]
     rewrite: Rewrite,
-    /// Also sort __versions by name, so the kernel binary-searches it
+    /// Also sort __versions by name and give each undefined symbol its
+    /// entry's index in .undef.hash: a kernel with the index patch checks
+    /// that one entry, one with only the sorted-versions patch
+    /// binary-searches
     #[arg(long)]
     sort_versions: bool,
+    /// Also give each undefined symbol the slot of vmlinux's export of its
+    /// name (from --kernel's image): a kernel with the export-slots patch
+    /// compares that one export's name before any search (works with a
+    /// randomized base, unlike preresolve)
+    #[arg(long)]
+    export_slots: bool,
     /// Build and check everything in memory, write nothing
     #[arg(long)]
     dry_run: bool,
@@ -59,6 +68,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         output: a.rewrite.output(),
         sign: a.signing.key(),
         sort_versions: a.sort_versions,
+        export_slots: a.export_slots,
         dry_run: a.dry_run,
     };
     let report = symhash::run(&k, &a.modules, &opts)?;

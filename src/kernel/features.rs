@@ -30,6 +30,11 @@ pub mod name {
     pub const SYMHASH: &str = "symhash";
     pub const SYMHASH_VMLINUX: &str = "symhash-vmlinux";
     pub const VERSIONS_SORTED: &str = "versions-sorted";
+    /// `.undef.hash` may give each symbol's `__versions` index (patch 0020).
+    pub const VERSIONS_INDEXED: &str = "versions-indexed";
+    /// `.undef.hash` may give each import's slot in vmlinux's export
+    /// tables (patch 0021).
+    pub const EXPORT_SLOTS: &str = "export-slots";
     pub const SYMLOOKUP_DIRECT: &str = "symlookup-direct";
     pub const FTRACE_CHECK_SORTED: &str = "ftrace-check-sorted";
     pub const FTRACE_CHECKED: &str = "ftrace-checked";

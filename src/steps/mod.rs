@@ -45,6 +45,9 @@ pub enum Step {
     Symhash,
     /// `bootlink symhash --sort-versions`: tables and `__versions` sorted.
     SymhashSorted,
+    /// `bootlink symhash --sort-versions --export-slots`: and each import's
+    /// slot in vmlinux's export tables (kernel/6.1/patches 0021).
+    SymhashSlotted,
     /// `bootlink finalize`: ORC tables sorted and ftrace records checked at
     /// build time (the kernel needs kernel/6.1/patches to skip the work).
     Finalize,
@@ -122,12 +125,13 @@ pub struct Tree<'a> {
 
 impl Step {
     /// Every step without parameters, by its name.
-    pub const ALL: [Step; 10] = [
+    pub const ALL: [Step; 11] = [
         Step::Unsign,
         Step::Preresolve,
         Step::Fold,
         Step::Symhash,
         Step::SymhashSorted,
+        Step::SymhashSlotted,
         Step::Finalize,
         Step::FinalizeOrc,
         Step::FinalizeMcount,
@@ -142,6 +146,7 @@ impl Step {
             Step::Fold => "fold",
             Step::Symhash => "symhash",
             Step::SymhashSorted => "symhash-sorted",
+            Step::SymhashSlotted => "symhash-slotted",
             Step::Finalize => "finalize",
             Step::FinalizeOrc => "finalize-orc",
             Step::FinalizeMcount => "finalize-mcount",
@@ -188,8 +193,9 @@ impl Step {
             Step::Unsign => unsign::apply(t, &dir),
             Step::Preresolve => preresolve::apply(t, &dir, false),
             Step::Fold => preresolve::apply(t, &dir, true),
-            Step::Symhash => symhash::apply(t, &dir, false),
-            Step::SymhashSorted => symhash::apply(t, &dir, true),
+            Step::Symhash => symhash::apply(t, &dir, false, false),
+            Step::SymhashSorted => symhash::apply(t, &dir, true, false),
+            Step::SymhashSlotted => symhash::apply(t, &dir, true, true),
             Step::Finalize => finalize::apply(t, &dir, true, true),
             Step::FinalizeOrc => finalize::apply(t, &dir, true, false),
             Step::FinalizeMcount => finalize::apply(t, &dir, false, true),
@@ -225,6 +231,7 @@ pub(crate) const PRESETS: &[(&str, &[Step])] = &[
     ("folded", &[Step::Fold]),
     ("symhash", &[Step::Symhash]),
     ("symhash-sorted", &[Step::SymhashSorted]),
+    ("symhash-slotted", &[Step::SymhashSlotted]),
     ("preresolved-symhash", &[Step::Preresolve, Step::SymhashSorted]),
     // Unsigned first: a module finalize leaves alone keeps its signature.
     ("finalized", &[Step::Unsign, Step::Finalize]),

@@ -1,5 +1,6 @@
-//! `symhash` and `symhash-sorted`: `bootlink symhash` (with
-//! `--sort-versions`): the modules' symbol hash tables.
+//! `symhash`, `symhash-sorted` and `symhash-slotted`: `bootlink symhash`
+//! (with `--sort-versions`, and `--export-slots`): the modules' symbol hash
+//! tables.
 
 use std::path::Path;
 
@@ -9,11 +10,12 @@ use crate::symhash;
 
 use super::Tree;
 
-pub fn apply(t: &mut Tree, dir: &Path, sort_versions: bool) -> Result<()> {
+pub fn apply(t: &mut Tree, dir: &Path, sort_versions: bool, export_slots: bool) -> Result<()> {
     let opts = symhash::Options {
         output: preresolve::Output::Dir(dir.to_path_buf()),
         sign: None,
         sort_versions,
+        export_slots,
         dry_run: false,
     };
     let report = symhash::run(t.image, &super::inputs(t), &opts)?;

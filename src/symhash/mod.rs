@@ -46,6 +46,9 @@ pub struct Options {
     pub sign: Option<SignKey>,
     /// Sort `__versions` by name (and say so in `.undef.hash`).
     pub sort_versions: bool,
+    /// Give each undefined symbol its slot in the kernel's export tables
+    /// (`.undef.hash`): where the kernel looks first.
+    pub export_slots: bool,
     /// Build, write into memory and check everything, but write no file.
     pub dry_run: bool,
 }
@@ -62,6 +65,11 @@ pub struct ModuleResult {
     pub table_bytes: usize,
     /// `__versions` entries sorted (0 when not asked or absent).
     pub versions_sorted: usize,
+    /// Undefined symbols whose `__versions` index `.undef.hash` gives
+    /// (sorted modules only).
+    pub versions_indexed: usize,
+    /// Undefined symbols given the slot of vmlinux's export of their name.
+    pub slotted: usize,
     pub resigned: bool,
 }
 
@@ -75,7 +83,16 @@ pub struct Report {
 
 impl Report {
     pub fn render(&self) -> String {
-        let mut t = Table::new(&["module", "exports", "gpl", "undefined", "table bytes", "__versions sorted"]);
+        let mut t = Table::new(&[
+            "module",
+            "exports",
+            "gpl",
+            "undefined",
+            "table bytes",
+            "__versions sorted",
+            "indexed",
+            "slotted",
+        ]);
         for m in &self.modules {
             t.row(vec![
                 m.display.clone(),
@@ -84,6 +101,8 @@ impl Report {
                 thousands(m.undefined),
                 thousands(m.table_bytes),
                 thousands(m.versions_sorted),
+                thousands(m.versions_indexed),
+                thousands(m.slotted),
             ]);
         }
         let sum = |f: fn(&ModuleResult) -> usize| thousands(self.modules.iter().map(f).sum::<usize>());
@@ -94,6 +113,8 @@ impl Report {
             sum(|m| m.undefined),
             sum(|m| m.table_bytes),
             sum(|m| m.versions_sorted),
+            sum(|m| m.versions_indexed),
+            sum(|m| m.slotted),
         ]);
         let mut s = t.render();
         if !self.errors.is_empty() {

@@ -1,6 +1,7 @@
 //! Adding tables to one module: read it, check it was built for this
 //! kernel, collect its export tables and undefined symbols exactly as the
-//! loader counts them, optionally sort `__versions`, append `.ksymhash` and
+//! loader counts them, optionally sort `__versions` (and give each
+//! undefined symbol its entry's index), append `.ksymhash` and
 //! `.undef.hash`, re-sign, check the result, write atomically.
 
 use object::elf::{SHF_ALLOC, SHN_UNDEF};
@@ -134,7 +135,31 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
         versions_sorted = count;
         flags |= VERSIONS_SORTED;
     }
-    let undef = tables::undef(&strs(&n.undefined), flags);
+    let index = match versions_sorted {
+        0 => None,
+        _ => {
+            let e = Elf::parse_for(&ed.data, Want::Relocatable, elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
+            let data = e.named_section_data("__versions").map_err(|e| e.at(path))?.unwrap_or_default();
+            let records: Vec<Vec<u8>> = data.chunks(MODVERSION_SIZE).map(version_name).collect();
+            Some(tables::version_index(&strs(&n.undefined), &records))
+        }
+    };
+    let versions_indexed = index.as_ref().map_or(0, |v| v.iter().filter(|&&i| i != tables::NONE).count());
+    let slots = match opts.export_slots {
+        // The slots are where the image's tables put each name: a kernel
+        // known by its System.map has no order to give.
+        true if k.ksymtab_format.is_none() => {
+            return Err(Error::file(
+                Kind::Usage,
+                path,
+                "export slots need the kernel's image (its export tables' order), not a System.map",
+            ));
+        }
+        true => Some(tables::export_slots(&strs(&n.undefined), &k.exports)),
+        false => None,
+    };
+    let slotted = slots.as_ref().map_or(0, |v| v.iter().filter(|&&i| i != tables::NONE).count());
+    let undef = tables::undef(&strs(&n.undefined), flags, index.as_deref(), slots.as_deref());
     ed.add_section_with(EXPORTS_SECTION, &blob, SHF_ALLOC, 8).map_err(|e| e.at(path))?;
     ed.add_section_with(UNDEF_SECTION, &undef, Default::default(), 4).map_err(|e| e.at(path))?;
     let mut bytes = ed.data;
@@ -173,6 +198,8 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
         undefined: n.undefined.len(),
         table_bytes: blob.len() + undef.len(),
         versions_sorted,
+        versions_indexed,
+        slotted,
         resigned,
     })
 }

@@ -37,10 +37,22 @@ pub(crate) const MAGIC: u32 = 0x4853_594b; // "KYSH"
 pub const UNDEF_MAGIC: u32 = 0x4844_4e55; // "UNDH"
 pub(crate) const VERSION: u32 = 1;
 pub(crate) const HEADER_SIZE: usize = 16 + 2 * 20;
-pub(crate) const NONE: u32 = u32::MAX;
+pub const NONE: u32 = u32::MAX;
 pub(crate) const OVERFLOW: u32 = 0x8000_0000;
 /// `.undef.hash` flag: `__versions` is sorted by name.
 pub const VERSIONS_SORTED: u32 = 1;
+/// `.undef.hash` flag: after the hashes, each undefined symbol's index in
+/// `__versions` ([`NONE`] for a symbol without an entry), so the loader
+/// checks one entry instead of searching (kernel/6.1/patches 0020; a kernel
+/// without it reads the hashes and ignores the rest).
+pub const VERSIONS_INDEXED: u32 = 2;
+/// `.undef.hash` flag: then each undefined symbol's slot in vmlinux's export
+/// tables ([`NONE`] for a name vmlinux does not export): its index in
+/// `__ksymtab`, or in `__ksymtab_gpl` with [`SLOT_GPL`] (kernel/6.1/patches
+/// 0021, which checks the name there before any search).
+pub const EXPORT_SLOTS: u32 = 4;
+/// An export slot in `__ksymtab_gpl`.
+pub const SLOT_GPL: u32 = 0x8000_0000;
 const BLOOM_SHIFT: u32 = 26;
 
 /// The SysV bucket counts binutils uses (modpost's table).
@@ -252,16 +264,56 @@ pub fn build(tables: [&[&str]; 2]) -> std::result::Result<Vec<u8>, Error> {
     Ok(w.out)
 }
 
-/// `.undef.hash`: the hash of each undefined symbol, in .symtab order.
-pub fn undef(names: &[&str], flags: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + 4 * names.len());
+/// `.undef.hash`: the hash of each undefined symbol, in .symtab order;
+/// with `versions` (one index per name), then each one's `__versions`
+/// index, flagged [`VERSIONS_INDEXED`]; with `slots`, then each one's
+/// export slot, flagged [`EXPORT_SLOTS`].
+pub fn undef(names: &[&str], mut flags: u32, versions: Option<&[u32]>, slots: Option<&[u32]>) -> Vec<u8> {
+    let versions = versions.filter(|v| v.len() == names.len());
+    let slots = slots.filter(|v| v.len() == names.len());
+    if versions.is_some() {
+        flags |= VERSIONS_INDEXED;
+    }
+    if slots.is_some() {
+        flags |= EXPORT_SLOTS;
+    }
+    let mut out = Vec::with_capacity(16 + 12 * names.len());
     for v in [UNDEF_MAGIC, VERSION, names.len() as u32, flags] {
         out.extend_from_slice(&v.to_le_bytes());
     }
     for n in names {
         out.extend_from_slice(&djb(n.as_bytes()).to_le_bytes());
     }
+    for i in versions.unwrap_or_default().iter().chain(slots.unwrap_or_default()) {
+        out.extend_from_slice(&i.to_le_bytes());
+    }
     out
+}
+
+/// Each of `undefined`'s slot in vmlinux's export tables, `exports` in
+/// table order (`__ksymtab`'s, then `__ksymtab_gpl`'s): the index in its
+/// table, with [`SLOT_GPL`] for the GPL one; [`NONE`] for a name vmlinux
+/// does not export.
+pub fn export_slots(undefined: &[&str], exports: &[crate::kernel::Export]) -> Vec<u32> {
+    let mut at: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut next = [0u32; 2];
+    for e in exports {
+        let n = &mut next[e.gpl as usize];
+        at.entry(e.name.as_str()).or_insert(if e.gpl { SLOT_GPL | *n } else { *n });
+        *n += 1;
+    }
+    undefined.iter().map(|u| at.get(u).copied().unwrap_or(NONE)).collect()
+}
+
+/// Each of `undefined`'s index among the `__versions` record names
+/// `records` (in the section's order), [`NONE`] for a name without one; a
+/// name listed twice gets its first record, as the kernel's search would.
+pub fn version_index(undefined: &[&str], records: &[Vec<u8>]) -> Vec<u32> {
+    let mut at: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        at.entry(r.as_slice()).or_insert(i as u32);
+    }
+    undefined.iter().map(|u| at.get(u.as_bytes()).copied().unwrap_or(NONE)).collect()
 }
 
 /// A read view of built tables, searching as the kernel does.
@@ -399,6 +451,39 @@ mod tests {
         let mut v: Vec<String> = (0..n).map(|i| format!("sym_{i:05}_{}", i * 7919 % 1000)).collect();
         v.sort();
         v
+    }
+
+    fn export(name: &str, gpl: bool) -> crate::kernel::Export {
+        crate::kernel::Export { name: name.into(), addr: 0, gpl, namespace: None, crc: None }
+    }
+
+    #[test]
+    fn undef_arrays_follow_the_hashes_in_the_order_the_kernel_reads_them() {
+        let words = |b: &[u8]| b.chunks(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect::<Vec<_>>();
+        let names = ["kmalloc", "btrfs_own", "gpl_one"];
+        let exports =
+            [export("a_first", false), export("kmalloc", false), export("gpl_zero", true), export("gpl_one", true)];
+        let slots = export_slots(&names, &exports);
+        // kmalloc is __ksymtab's entry 1, gpl_one __ksymtab_gpl's entry 1, btrfs_own not vmlinux's.
+        assert_eq!(slots, [1, NONE, SLOT_GPL | 1]);
+        let records: Vec<Vec<u8>> = [b"gpl_one".to_vec(), b"kmalloc".to_vec(), b"module_layout".to_vec()].into();
+        let versions = version_index(&names, &records);
+        assert_eq!(versions, [1, NONE, 0]);
+        let hashes: Vec<u32> = names.iter().map(|n| djb(n.as_bytes())).collect();
+        let head = |flags| vec![UNDEF_MAGIC, VERSION, 3, flags];
+        let w = words(&undef(&names, VERSIONS_SORTED, Some(&versions), Some(&slots)));
+        assert_eq!(
+            w,
+            [head(VERSIONS_SORTED | VERSIONS_INDEXED | EXPORT_SLOTS), hashes.clone(), versions.clone(), slots.clone()]
+                .concat()
+        );
+        // Either array alone comes right after the hashes.
+        let w = words(&undef(&names, 0, None, Some(&slots)));
+        assert_eq!(w, [head(EXPORT_SLOTS), hashes.clone(), slots.clone()].concat());
+        let w = words(&undef(&names, 0, Some(&versions), None));
+        assert_eq!(w, [head(VERSIONS_INDEXED), hashes.clone(), versions].concat());
+        // An array of the wrong length is not written (nor flagged).
+        assert_eq!(words(&undef(&names, 0, Some(&[1]), None)), [head(0), hashes].concat());
     }
 
     #[test]
