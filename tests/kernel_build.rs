@@ -96,10 +96,7 @@ fn inspect_and_kernel_info_read_the_build() {
     // config every feature's code is built in, so every note is there.
     let names: Vec<&str> =
         info["loader_features"]["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
-    // The export slots and the __versions index (6.1 patches 0020-0021)
-    // are not in the 6.12 series.
-    let only_61 = ["export-slots", "versions-indexed"];
-    let want: Vec<&str> = [
+    let want = [
         "dedup",
         "eval-one-pass",
         "export-slots",
@@ -114,10 +111,7 @@ fn inspect_and_kernel_info_read_the_build() {
         "symlookup-direct",
         "versions-indexed",
         "versions-sorted",
-    ]
-    .into_iter()
-    .filter(|n| common::line() == "6.1" || !only_61.contains(n))
-    .collect();
+    ];
     assert_eq!(names, want, "{info}");
     // Every module's undefined symbols are exported by vmlinux or a module.
     let o = common::run(&[&"inspect", &b.vmlinux, &modules(b), &"--json"]);
