@@ -130,7 +130,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             } else {
                 print!("{}", report.render());
             }
-            Ok(exit(report.relinked.iter().all(|r| r.output_identical)))
+            Ok(exit(report.outputs_identical()))
         }
         Cmd::Record { output, json, command } => {
             let r = order::record(&command, &output)?;
