@@ -385,10 +385,10 @@ fn data_order(
         return Ok(None);
     }
     let objs = DataObjects::read(program)?;
-    let touched = data::record(run(program)?, program, &objs, &work.join("data.touch"))?;
+    let touched = data::record(run(program)?, true, program, &objs, &work.join("data.touch"))?;
     let mut footprints = vec![Footprint::of("unordered", program, &touched)];
     if let Some(r) = reordered {
-        let t = data::record(run(r)?, r, &DataObjects::read(r)?, &work.join("data.touch.reordered"))?;
+        let t = data::record(run(r)?, true, r, &DataObjects::read(r)?, &work.join("data.touch.reordered"))?;
         footprints.push(Footprint::of("reordered", r, &t));
     }
     let dir = work.join("data");
@@ -404,7 +404,7 @@ fn data_order(
         let out_objs = DataObjects::read(&out)?;
         let data = data::placement(&touched.order, &out_objs);
         if linker == Linker::Bfd {
-            let t = data::record(run(&out)?, &out, &out_objs, &work.join("data.touch.data"))?;
+            let t = data::record(run(&out)?, true, &out, &out_objs, &work.join("data.touch.data"))?;
             footprints.push(Footprint::of("reordered+data", &out, &t));
         }
         relinked.push(DataRelinked {
@@ -576,7 +576,7 @@ pub fn python_case() -> Result<PythonReport> {
             let Some(r) = r else { continue };
             let p = &r.program;
             let record = work.join(format!("data.touch.{build}"));
-            let t = data::record(record_in_layout(p)?, p, &DataObjects::read(p)?, &record)?;
+            let t = data::record(record_in_layout(p)?, true, p, &DataObjects::read(p)?, &record)?;
             d.footprints.push(Footprint::of(build, p, &t));
         }
     }

@@ -233,16 +233,19 @@ fn lackey_line(line: &[u8]) -> Option<(bool, u64)> {
 /// Run `cmd` (the program and its arguments, environment and directory
 /// set) under `valgrind --tool=lackey --trace-mem=yes` and read its
 /// accesses to `objs`'s data sections, in order.
-fn run_lackey(cmd: Command, program: &Path, objs: &DataObjects) -> Result<Stream> {
+fn run_lackey(cmd: Command, clean_env: bool, program: &Path, objs: &DataObjects) -> Result<Stream> {
     let prog = cmd.get_program().to_os_string();
     let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_os_string()).collect();
     let mut vg = Command::new("valgrind");
     vg.args(["--tool=lackey", "--trace-mem=yes", "--log-fd=2"]).arg(&prog).args(&args);
-    vg.env_clear();
+    if clean_env {
+        vg.env_clear();
+    }
     for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            vg.env(k, v);
-        }
+        match v {
+            Some(v) => vg.env(k, v),
+            None => vg.env_remove(k),
+        };
     }
     if let Some(d) = cmd.get_current_dir() {
         vg.current_dir(d);
@@ -353,8 +356,10 @@ fn read_record(path: &Path, key: &str) -> Option<Stream> {
 
 /// Record (or read back, when `out` holds a record of the same program,
 /// arguments and environment) the data `cmd` touches, then map it onto
-/// `objs` (the objects of the program `cmd` runs).
-pub fn record(cmd: Command, program: &Path, objs: &DataObjects, out: &Path) -> Result<Touched> {
+/// `objs` (the objects of the program `cmd` runs). `clean_env`: the
+/// program gets only the variables `cmd` sets (as the cases start it),
+/// else this process's environment with them.
+pub fn record(cmd: Command, clean_env: bool, program: &Path, objs: &DataObjects, out: &Path) -> Result<Touched> {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(std::fs::read(program).map_err(|e| Error::io(program, e))?);
@@ -367,12 +372,20 @@ pub fn record(cmd: Command, program: &Path, objs: &DataObjects, out: &Path) -> R
         h.update(v.map(|v| v.as_encoded_bytes()).unwrap_or_default());
         h.update([0]);
     }
+    if !clean_env {
+        // The rest of the environment is this process's: not the same start.
+        for (k, v) in std::env::vars_os() {
+            h.update(k.as_encoded_bytes());
+            h.update(v.as_encoded_bytes());
+            h.update([1]);
+        }
+    }
     let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
     let stream = match read_record(out, &key) {
         Some(s) => s,
         None => {
             crate::progress::status(&format!("recording {}'s first data touches under valgrind", program.display()));
-            let s = run_lackey(cmd, program, objs)?;
+            let s = run_lackey(cmd, clean_env, program, objs)?;
             let mut text = format!("{MAGIC} {key}\n");
             for a in &s.first {
                 text += &format!("{a:#x}\n");
@@ -456,6 +469,37 @@ fn input_sections(section: &str, name: &str) -> Vec<String> {
 /// The touched objects that can move, with their output section, in order.
 fn placed<'o>(order: &[FunctionId], objs: &'o DataObjects) -> Vec<&'o DataObject> {
     order.iter().filter_map(|id| objs.get(id)).filter(|o| movable(&o.section)).collect()
+}
+
+/// What [`record_command`] wrote.
+#[derive(Debug, Serialize)]
+pub struct DataReport {
+    pub touched: Touched,
+    /// order.ld, order.gold and order.lld.
+    pub files: Vec<PathBuf>,
+}
+
+/// `bootlink order data`: `command` (a program and its arguments) run once
+/// under valgrind; the record and the data order for each linker into `output`.
+pub fn record_command(command: &[String], output: &Path) -> Result<DataReport> {
+    let program = PathBuf::from(command.first().map(String::as_str).unwrap_or_default());
+    let objs = DataObjects::read(&program)?;
+    std::fs::create_dir_all(output).map_err(|e| Error::io(output, e))?;
+    let mut cmd = Command::new(&program);
+    cmd.args(command.get(1..).unwrap_or_default());
+    let touched = record(cmd, false, &program, &objs, &output.join("data.touch"))?;
+    let files = [
+        ("order.ld", gnu_ld(&touched.order, &objs)),
+        ("order.gold", gold(&touched.order, &objs)),
+        ("order.lld", lld(&touched.order, &objs)),
+    ];
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let p = output.join(name);
+        crate::fsutil::write_atomic(&p, text.as_bytes())?;
+        written.push(p);
+    }
+    Ok(DataReport { touched, files: written })
 }
 
 /// GNU ld: one `SECTIONS { NAME.bootlink_order : {...} } INSERT BEFORE NAME;` per output section.
