@@ -188,7 +188,9 @@ pub struct Touched {
     pub order: Vec<FunctionId>,
     /// Their bytes.
     pub bytes: u64,
-    /// Loads and stores into the data sections with file bytes.
+    /// Loads and stores into the data sections with file bytes (once the
+    /// load bias is known: a PIE's accesses before its entry point ran are
+    /// ordered but not counted).
     pub accesses: u64,
     /// 4 KiB pages of the file those accesses fall on.
     pub pages: usize,
@@ -209,8 +211,9 @@ pub struct Touched {
     pub record: PathBuf,
 }
 
-/// First accesses, in order, as link-time addresses of 8-byte granules
-/// (what [`record`] keeps of lackey's stream), and the load bias.
+/// What [`record`] keeps of lackey's stream: the first access to each
+/// 8-byte granule of the data sections, in order, as link-time addresses;
+/// how many accesses fell in them; the file pages any access touched.
 struct Stream {
     first: Vec<u64>,
     accesses_in: u64,
@@ -597,6 +600,54 @@ mod tests {
         assert_eq!(lackey_line(b" M 0071fb00,4\n"), Some((false, 0x71fb00)));
         assert_eq!(lackey_line(b"==123== Lackey"), None);
         assert_eq!(lackey_line(b" X 12,4"), None);
+    }
+
+    fn objects(list: Vec<DataObject>, duplicated: &[&str]) -> DataObjects {
+        let by_id = list.iter().enumerate().map(|(i, o)| (o.id.clone(), i)).collect();
+        DataObjects {
+            path: "prog".into(),
+            list,
+            by_id,
+            duplicated: duplicated.iter().map(|d| d.to_string()).collect(),
+            sections: Vec::new(),
+            fixed: true,
+            entry: 0,
+            main: None,
+            loads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_linker_gets_the_touched_objects_that_move() {
+        let o = |name: &str, file: Option<&str>, addr: u64, section: &str| DataObject {
+            id: FunctionId { name: name.into(), file: file.map(Into::into) },
+            addr,
+            size: 16,
+            file_off: addr,
+            section: section.into(),
+        };
+        let objs = objects(
+            vec![
+                o("tab", Some("a.c"), 0x100, ".data"),
+                o("tab", Some("b.c"), 0x200, ".data"),
+                o("names", None, 0x300, ".rodata"),
+                o("_PyRuntime", None, 0x400, ".PyRuntime"),
+            ],
+            &["tab"],
+        );
+        let order: Vec<FunctionId> = [3, 1, 2, 0].iter().map(|&i: &usize| objs.list[i].id.clone()).collect();
+        let ld = gnu_ld(&order, &objs);
+        // One fragment per output section, .rodata's first (MOVABLE's order),
+        // a duplicated static matched by its object file; .PyRuntime left out.
+        let (ro, data) = (ld.find(".rodata.bootlink_order").unwrap(), ld.find(".data.bootlink_order").unwrap());
+        assert!(ro < data, "{ld}");
+        assert!(ld.contains("*b.o(.data.tab .data.rel.tab .data.rel.local.tab)\n    *a.o(.data.tab"), "{ld}");
+        assert!(ld.contains("INSERT BEFORE .rodata;") && ld.contains("INSERT BEFORE .data;"), "{ld}");
+        assert!(!ld.contains("PyRuntime") && !ld.contains(".data.rel.ro"), "{ld}");
+        assert_eq!(gold(&order, &objs).lines().next(), Some(".data.tab"));
+        assert_eq!(lld(&order, &objs), "tab\nnames\n");
+        let p = placement(&order, &objs);
+        assert_eq!((p.objects, p.movable, p.blocks[0]), (4, 3, (4096, 1)));
     }
 
     #[test]
