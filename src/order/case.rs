@@ -327,7 +327,14 @@ impl DataOrder {
             }
             fp.row(r);
         }
-        s + &fp.render()
+        s += &fp.render();
+        for f in &self.footprints {
+            if let Some((spans, floor)) = f.at(64 << 10) {
+                let reached = if spans == floor { "reached" } else { "not reached" };
+                s += &format!("64 KiB blocks, {}: {spans}, the floor {floor}: {reached}\n", f.build);
+            }
+        }
+        s
     }
 }
 
