@@ -92,7 +92,9 @@ pub fn html(o: &mut String, runs: &[Run]) {
 pub(crate) fn grid_svg(t: &OrderTable) -> String {
     let n = t.cells.len().max(1) as f64;
     // At least 40 px per cell: python's six builds make 30 of them.
-    let (w, h, left, top, bottom) = ((70.0 + 40.0 * n).max(1000.0), 260.0, 60.0, 20.0, 50.0);
+    // Each cell's label slanted under its bars (speedup first, then block,
+    // readahead and build), the legend below them.
+    let (w, h, left, top, bottom) = ((70.0 + 40.0 * n).max(1000.0), 370.0, 120.0, 20.0, 150.0);
     let max = t.cells.iter().map(|c| c.unordered.wall_us.median.max(c.reordered.wall_us.median)).fold(1.0, f64::max);
     let group = (w - left - 10.0) / n;
     let bar = (group - 16.0) / 2.0;
@@ -138,15 +140,15 @@ pub(crate) fn grid_svg(t: &OrderTable) -> String {
         }
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}k, ra {}{}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
-            x0 + bar,
-            h - bottom + 14.0,
+            r#"<text x="{lx:.1}" y="{ly}" text-anchor="end" transform="rotate(-35 {lx:.1} {ly})">{}k, ra {}{}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
             c.block_kib,
             c.readahead_kib,
             if c.build == "reordered" { String::new() } else { format!(", {}", c.build) },
             x0 + bar,
-            h - bottom + 28.0,
-            c.speedup
+            h - bottom + 12.0,
+            c.speedup,
+            lx = x0 + bar + 4.0,
+            ly = h - bottom + 26.0,
         );
     }
     let mut x = left;
