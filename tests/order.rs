@@ -191,3 +191,143 @@ fn allow_missing_leaves_out_and_counts_what_the_layout_lacks() {
     let err = write(&trace, &traced, None, &dir.join("out2")).arg(&"--allow-missing").fails_with("--layout");
     assert!(!dir.join("out2").exists(), "{err}");
 }
+
+/// Data ordering (issue 29) on a program made for it: 64 writable and 64
+/// read-only tables of 1 KiB, of which `main` reads 12 of each in a fixed
+/// order. `order data` records (under valgrind) exactly those, in that
+/// order; each linker's link with the order prints the same and lays
+/// them out one after the other in that order, where the plain link has
+/// them in source order.
+#[test]
+fn data_objects_are_recorded_and_laid_out_in_first_touch_order() {
+    if !bootlink::hosttool::exists("valgrind") {
+        common::skip("data_objects_are_recorded_and_laid_out_in_first_touch_order", "valgrind is not installed");
+        return;
+    }
+    const TOUCHED: [u32; 12] = [41, 3, 58, 17, 29, 8, 62, 33, 0, 50, 21, 12];
+    let dir = common::tmpdir("order-data");
+    let mut c = String::from("#include <stdio.h>\n");
+    for i in 0..64 {
+        c += &format!("int d{i}[256] = {{ {i}, 1 }};\nconst int r{i}[256] = {{ {}, 2 }};\n", i * 3 + 1);
+    }
+    c += "int main(void)\n{\n\tvolatile int k = 0;\n\tint s = 0;\n";
+    for i in TOUCHED {
+        c += &format!("\ts += d{i}[k] * 7 + r{i}[k];\n");
+    }
+    c += "\tprintf(\"sum %d\\n\", s);\n\treturn 0;\n}\n";
+    std::fs::write(dir.join("main.c"), c).unwrap();
+    let (src, obj, prog) = (dir.join("main.c"), dir.join("main.o"), dir.join("prog"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    common::sh("gcc", &["-O1", "-fdata-sections", "-ffunction-sections", "-c", &s(&src), "-o", &s(&obj)]);
+    common::sh("gcc", &["-o", &s(&prog), &s(&obj)]);
+    let want = common::sh(&s(&prog), &[]);
+    let orders = dir.join("orders");
+    let out = TestCommand::new(&[&"order", &"data", &"--json", &"-o", &orders, &prog]).ok();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = r["touched"]["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .filter(|n| {
+            n.len() > 1 && (n.starts_with('d') || n.starts_with('r')) && n[1..].bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect();
+    let expected: Vec<String> = TOUCHED.iter().flat_map(|i| [format!("d{i}"), format!("r{i}")]).collect();
+    assert_eq!(names, expected, "the tables main reads, in the order it reads them");
+    // Where a link put each table: nm's addresses.
+    let addrs = |p: &Path| -> std::collections::HashMap<String, u64> {
+        String::from_utf8(common::sh("nm", &["--defined-only", &s(p)]))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w.len() == 3).then(|| (w[2].to_string(), u64::from_str_radix(w[0], 16).unwrap()))
+            })
+            .collect()
+    };
+    // Each touched table directly after the one touched before it.
+    let follows = |a: &std::collections::HashMap<String, u64>, kind: &str| -> Vec<bool> {
+        let seq: Vec<u64> = TOUCHED.iter().map(|i| a[&format!("{kind}{i}")]).collect();
+        seq.windows(2).map(|w| w[1] == w[0] + 1024).collect()
+    };
+    let plain = addrs(&prog);
+    assert!(follows(&plain, "d").iter().all(|f| !f), "the plain link has source order, not the touched order");
+    let mut linked = 0;
+    for (linker, opt) in [
+        ("bfd", format!("-Wl,-T,{}", s(&orders.join("order.ld")))),
+        ("gold", format!("-Wl,--section-ordering-file,{}", s(&orders.join("order.gold")))),
+        ("lld", format!("-Wl,--symbol-ordering-file,{}", s(&orders.join("order.lld")))),
+    ] {
+        if !bootlink::hosttool::exists(&format!("ld.{linker}")) {
+            common::skip(
+                "data_objects_are_recorded_and_laid_out_in_first_touch_order",
+                &format!("ld.{linker} not installed"),
+            );
+            continue;
+        }
+        let out = dir.join(format!("prog.{linker}"));
+        common::sh("gcc", &["-o", &s(&out), &s(&obj), &format!("-fuse-ld={linker}"), &opt]);
+        assert_eq!(common::sh(&s(&out), &[]), want, "{linker}: output differs");
+        let a = addrs(&out);
+        for kind in ["d", "r"] {
+            let seq: Vec<u64> = TOUCHED.iter().map(|i| a[&format!("{kind}{i}")]).collect();
+            for (w, i) in seq.windows(2).zip(TOUCHED.iter().skip(1)) {
+                assert_eq!(
+                    w[1],
+                    w[0] + 1024,
+                    "{linker}: {kind}{i} does not follow the table touched before it: {seq:x?}"
+                );
+            }
+        }
+        linked += 1;
+    }
+    assert!(linked > 0, "no linker to check the order with");
+    // Bad input: no ELF file, a stripped program; named, nothing written.
+    let bogus = dir.join("bogus");
+    std::fs::write(&bogus, b"#!/bin/sh\necho hi\n").unwrap();
+    let none = dir.join("none");
+    let err = TestCommand::new(&[&"order", &"data", &"-o", &none, &bogus]).fails_with("bogus");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let stripped = dir.join("stripped");
+    common::sh("strip", &["-o", &s(&stripped), &s(&prog)]);
+    TestCommand::new(&[&"order", &"data", &"-o", &none, &stripped]).fails_with("no symbol table");
+    assert!(!none.exists(), "a refused record left files");
+}
+
+/// The synthetic program's start-up, code and data, recorded in each
+/// build: with the data order (the rest of the code and the unwind tables
+/// after the data) GNU ld's link spans exactly the fewest 64 KiB blocks
+/// its pages can, and every link with the data order prints the same.
+#[test]
+fn the_synthetic_start_up_reaches_its_64k_floor_with_the_data_order() {
+    // The lab's program (10,000 functions, 1,000 at start-up).
+    let out = TestCommand::new(&[&"order", &"synth", &"--json"]).ok();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(d) = r["data"].as_object() else {
+        common::skip("the_synthetic_start_up_reaches_its_64k_floor_with_the_data_order", "valgrind is not installed");
+        return;
+    };
+    for l in d["relinked"].as_array().unwrap() {
+        assert_eq!(l["output_identical"], true, "{l}");
+    }
+    let at = |build: &str, key: &str, block: u64| -> u64 {
+        let f = d["footprints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["build"] == build)
+            .unwrap_or_else(|| panic!("no {build}"));
+        f[key].as_array().unwrap().iter().find(|p| p[0] == block).unwrap()[1].as_u64().unwrap()
+    };
+    let k64 = 64 << 10;
+    let (un, re, da, floor) = (
+        at("unordered", "spans", k64),
+        at("reordered", "spans", k64),
+        at("reordered+data", "spans", k64),
+        at("reordered+data", "floor", k64),
+    );
+    println!("64 KiB blocks of the start-up: unordered {un}, reordered {re}, reordered+data {da}, floor {floor}");
+    assert_eq!(da, floor, "the data order's layout spans {da} blocks, its floor is {floor}");
+    assert!(da < re && re < un, "{un} -> {re} -> {da}");
+}

@@ -15,11 +15,16 @@ const UNORDERED: &str = "#d9822b";
 const REORDERED: &str = "#2b8a3e";
 const BOLT: &str = "#1c7ed6";
 const QEMU: &str = "#7048e8";
+/// The function order with the data order (issue 29), alone and under BOLT.
+const DATA: &str = "#0ca678";
+const BOLT_DATA: &str = "#0b7285";
 
 fn color(build: &str) -> &'static str {
     match build {
         "bolt" => BOLT,
         "qemu" => QEMU,
+        "reordered+data" => DATA,
+        "bolt+data" => BOLT_DATA,
         _ => REORDERED,
     }
 }
@@ -85,9 +90,12 @@ pub fn html(o: &mut String, runs: &[Run]) {
 /// The grid as a bar plot: one group per (block size, readahead) cell, a
 /// bar per build, height the median cold-start wall time.
 pub(crate) fn grid_svg(t: &OrderTable) -> String {
-    let (w, h, left, top, bottom) = (760.0, 260.0, 60.0, 20.0, 50.0);
-    let max = t.cells.iter().map(|c| c.unordered.wall_us.median.max(c.reordered.wall_us.median)).fold(1.0, f64::max);
     let n = t.cells.len().max(1) as f64;
+    // At least 40 px per cell: python's six builds make 30 of them.
+    // Each cell's label slanted under its bars (speedup first, then block,
+    // readahead and build), the legend below them.
+    let (w, h, left, top, bottom) = ((70.0 + 40.0 * n).max(1000.0), 370.0, 120.0, 20.0, 150.0);
+    let max = t.cells.iter().map(|c| c.unordered.wall_us.median.max(c.reordered.wall_us.median)).fold(1.0, f64::max);
     let group = (w - left - 10.0) / n;
     let bar = (group - 16.0) / 2.0;
     let y = |us: f64| top + (h - top - bottom) * (1.0 - us / max);
@@ -132,36 +140,35 @@ pub(crate) fn grid_svg(t: &OrderTable) -> String {
         }
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}k, ra {}{}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
-            x0 + bar,
-            h - bottom + 14.0,
+            r#"<text x="{lx:.1}" y="{ly}" text-anchor="end" transform="rotate(-35 {lx:.1} {ly})">{}k, ra {}{}</text><text x="{:.1}" y="{}" text-anchor="middle">{:.2}x</text>"#,
             c.block_kib,
             c.readahead_kib,
             if c.build == "reordered" { String::new() } else { format!(", {}", c.build) },
             x0 + bar,
-            h - bottom + 28.0,
-            c.speedup
+            h - bottom + 12.0,
+            c.speedup,
+            lx = x0 + bar + 4.0,
+            ly = h - bottom + 26.0,
         );
     }
-    let _ = write!(
-        s,
-        r#"<rect x="{}" y="{}" width="10" height="10" fill="{UNORDERED}"/><text x="{}" y="{}">unordered</text><rect x="{}" y="{}" width="10" height="10" fill="{REORDERED}"/><text x="{}" y="{}">reordered</text><rect x="{}" y="{}" width="10" height="10" fill="{QEMU}"/><text x="{}" y="{}">ordered from QEMU</text><rect x="{}" y="{}" width="10" height="10" fill="{BOLT}"/><text x="{}" y="{}">BOLT (wall time; numbers on bars: major faults)</text></svg>"#,
-        left,
-        h - 14.0,
-        left + 14.0,
-        h - 5.0,
-        left + 90.0,
-        h - 14.0,
-        left + 104.0,
-        h - 5.0,
-        left + 180.0,
-        h - 14.0,
-        left + 194.0,
-        h - 5.0,
-        left + 310.0,
-        h - 14.0,
-        left + 324.0,
-        h - 5.0
-    );
+    let mut x = left;
+    for (color, label) in [
+        (UNORDERED, "unordered"),
+        (REORDERED, "reordered"),
+        (QEMU, "ordered from QEMU"),
+        (DATA, "+ data order"),
+        (BOLT, "BOLT"),
+        (BOLT_DATA, "BOLT + data order"),
+    ] {
+        let _ = write!(
+            s,
+            r#"<rect x="{x}" y="{}" width="10" height="10" fill="{color}"/><text x="{}" y="{}">{label}</text>"#,
+            h - 14.0,
+            x + 14.0,
+            h - 5.0
+        );
+        x += 24.0 + 6.5 * label.len() as f64;
+    }
+    let _ = write!(s, r#"<text x="{x}" y="{}">(wall time; numbers on bars: major faults)</text></svg>"#, h - 5.0);
     s
 }

@@ -84,6 +84,19 @@ pub enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Record the order PROGRAM's start-up first touches its data objects (one run under
+    /// valgrind's lackey) and write it for GNU ld (order.ld), gold (order.gold) and lld
+    /// (order.lld); the program needs its symbol table and -fdata-sections objects to relink
+    Data {
+        /// Directory for the record (data.touch) and the order files
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(long)]
+        json: bool,
+        /// The program (not stripped) and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// The real program end to end: build CPython 3.11 from Debian's source (plain and
     /// instrumented, cached), trace its start-up, order it, relink it with every installed
     /// linker, rewrite it with BOLT and its own profile, check every build's output
@@ -130,7 +143,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             } else {
                 print!("{}", report.render());
             }
-            Ok(exit(report.relinked.iter().all(|r| r.output_identical)))
+            Ok(exit(report.outputs_identical()))
         }
         Cmd::Record { output, json, command } => {
             let r = order::record(&command, &output)?;
@@ -143,6 +156,23 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     r.functions,
                     r.blocks,
                     output.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Data { output, json, command } => {
+            let r = order::data::record_command(&command, &output)?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "{}: {} data objects in first-touch order ({} bytes; {} of {} touched pages outside any object) -> {}",
+                    command[0],
+                    r.touched.order.len(),
+                    r.touched.bytes,
+                    r.touched.pages_outside_objects,
+                    r.touched.pages,
+                    r.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
                 );
             }
             Ok(ExitCode::SUCCESS)

@@ -24,7 +24,9 @@
 //! the kernel's timeline; the shell that starts it prints its children's
 //! fault counts (`/proc/$$/stat`: cminflt, cmajflt) and the device's
 //! `/sys/block/DEV/stat` before and after (requests and sectors read).
-//! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered`, `qemu` or `bolt`.
+//! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered`, `qemu`,
+//! `reordered+data` (the function order and the data order, issue 29),
+//! `bolt` or `bolt+data` (BOLT on the link with the data order).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -252,7 +254,10 @@ pub(crate) fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared>
             .trim_end()
             .to_string();
             std::fs::create_dir_all(root.join("bin")).map_err(|e| Error::io(&root, e))?;
-            let builds = vec![("unordered".to_string(), unordered), ("reordered".to_string(), relinked)];
+            let mut builds = vec![("unordered".to_string(), unordered), ("reordered".to_string(), relinked)];
+            if let Some(d) = &report.data {
+                builds.push(("reordered+data".to_string(), data_relink(d)?.to_path_buf()));
+            }
             (builds, Vec::new(), output)
         }
         Program::Python => {
@@ -269,11 +274,18 @@ pub(crate) fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared>
                 )?;
                 builds.push(("qemu".to_string(), p.to_path_buf()));
             }
+            if let Some(d) = &report.data {
+                builds.push(("reordered+data".to_string(), data_relink(d)?.to_path_buf()));
+            }
             if let Some(b) = &report.bolt {
                 builds.push((
                     "bolt".to_string(),
                     same_output(&b.program, b.output_identical, "BOLT's rewrite")?.to_path_buf(),
                 ));
+            }
+            if let Some(b) = &report.bolt_data {
+                let p = same_output(&b.program, b.output_identical, "BOLT's rewrite of the link with the data order")?;
+                builds.push(("bolt+data".to_string(), p.to_path_buf()));
             }
             crate::fsutil::copy_tree(&report.build.root, &root)?;
             let args: Vec<String> = crate::order::python::ARGS.iter().map(|a| a.to_string()).collect();
@@ -317,6 +329,17 @@ fn gnu_relink(relinked: &[crate::order::case::Relinked]) -> Result<&Path> {
         .find(|r| r.linker == "ld.bfd")
         .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's relink of the program is missing"))?;
     same_output(&r.program, r.output_identical, "the relinked program")
+}
+
+/// GNU ld's link with the function and the data order, which must print
+/// what the unordered build prints.
+fn data_relink(d: &crate::order::case::DataOrder) -> Result<&Path> {
+    let r = d
+        .relinked
+        .iter()
+        .find(|r| r.relinked.linker == "ld.bfd")
+        .ok_or_else(|| Error::new(Kind::Unsupported, "order: GNU ld's link with the data order is missing"))?;
+    same_output(&r.relinked.program, r.relinked.output_identical, "the link with the data order")
 }
 
 /// `program` when it printed what the unordered build prints (`identical`).

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
+use super::data::{self, DataObjects, Placement, Touched};
 use super::python::{self, PythonBuild};
 use super::report::{self, Prediction};
 use super::symbols::{self, FunctionId, Functions, Mapped};
@@ -72,7 +73,9 @@ pub struct CaseReport {
     /// The unordered program, and what the order should make of it.
     pub predicted: Prediction,
     pub relinked: Vec<Relinked>,
-    /// Linkers not installed here.
+    /// The function order and the data order together (None: no valgrind).
+    pub data: Option<DataOrder>,
+    /// Linkers (and valgrind) not installed here.
     pub missing: Vec<&'static str>,
 }
 
@@ -106,14 +109,29 @@ pub fn synth_case(spec: &SynthSpec) -> Result<CaseReport> {
     if want != traced_out {
         return Err(Error::file(Kind::Internal, &case.traced, "the instrumented build prints something else"));
     }
-    let (relinked, missing) = relink_all(
+    let (relinked, mut missing) = relink_all(
         &mapped.order,
         &work,
         "synth-order",
         &|linker, out| synth::relink(&case.objects, linker, &work, out),
         &|out, _| Ok(run_output(out)? == want),
     )?;
-    Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, missing })
+    let reordered = relinked.iter().find(|r| r.linker == "ld.bfd").map(|r| r.program.clone());
+    let data = data_order(
+        &case.program,
+        reordered.as_deref(),
+        &|p| Ok(Command::new(p)),
+        &mapped.order,
+        &plain_funcs,
+        &work,
+        "synth-order",
+        &|linker, dir, out| synth::relink(&case.objects, linker, dir, out),
+        &|out, _| Ok(run_output(out)? == want),
+    )?;
+    if data.is_none() {
+        missing.push("valgrind");
+    }
+    Ok(CaseReport { case, trace: trace_path, mapped, order_dir: work, predicted, relinked, data, missing })
 }
 
 /// `link` with every installed linker into `work/PREFIX.LINKER`; where
@@ -171,6 +189,12 @@ fn blocks_table(predicted: &Prediction, relinked: &[Relinked], extra: &[(String,
 }
 
 impl CaseReport {
+    /// Every relink, the data order's too, prints what the unordered program prints.
+    pub fn outputs_identical(&self) -> bool {
+        self.relinked.iter().all(|r| r.output_identical)
+            && self.data.iter().flat_map(|d| &d.relinked).all(|r| r.relinked.output_identical)
+    }
+
     pub fn render(&self) -> String {
         let mut s = format!(
             "{}: {} functions, {} called at startup; trace {}: {} functions in first-call order ({} calls)\n",
@@ -182,8 +206,11 @@ impl CaseReport {
             self.mapped.total_calls
         );
         s += &blocks_table(&self.predicted, &self.relinked, &[]);
+        if let Some(d) = &self.data {
+            s += &d.render();
+        }
         for m in &self.missing {
-            s += &format!("{m} is not installed: not relinked with it\n");
+            s += &format!("{m} is not installed: not used\n");
         }
         s
     }
@@ -203,9 +230,14 @@ pub struct PythonReport {
     pub relinked: Vec<Relinked>,
     /// BOLT's rewrite of the plain build (None: llvm-bolt not installed).
     pub bolt: Option<Bolted>,
+    /// BOLT's rewrite of GNU ld's link with the data order (None: no
+    /// llvm-bolt or no valgrind).
+    pub bolt_data: Option<Bolted>,
     /// The order recorded without a rebuild (the plain build under
     /// qemu-x86_64, [`super::qemu`]), relinked by GNU ld (None: no qemu-user).
     pub qemu: Option<QemuOrder>,
+    /// The function order and the data order together (None: no valgrind).
+    pub data: Option<DataOrder>,
     pub missing: Vec<&'static str>,
     /// What every build printed.
     pub output: String,
@@ -217,6 +249,183 @@ pub struct Bolted {
     pub program: PathBuf,
     /// Output identical to the unordered program's.
     pub output_identical: bool,
+}
+
+/// The data a start-up touches, ordered beside the functions (the build
+/// the lab calls `reordered+data`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DataOrder {
+    pub touched: Touched,
+    pub order_dir: PathBuf,
+    /// Where the touched objects lie in the unordered program.
+    pub unordered: Placement,
+    /// Each installed linker's link with both orders.
+    pub relinked: Vec<DataRelinked>,
+    /// The start-up's footprint in the file of the unordered build, GNU
+    /// ld's function order and GNU ld's link with both orders, each from
+    /// its own record.
+    pub footprints: Vec<Footprint>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DataRelinked {
+    #[serde(flatten)]
+    pub relinked: Relinked,
+    /// Where the touched objects lie in it.
+    pub data: Placement,
+}
+
+impl DataOrder {
+    /// What the start-up touched of the data, and where those objects lie
+    /// before and after, per linker.
+    pub fn render(&self) -> String {
+        let t = &self.touched;
+        let mut s = format!(
+            "data: {} objects first touched ({} bytes), {} accesses on {} pages of the file's data, {} of them outside any object ({})\n",
+            t.order.len(),
+            t.bytes,
+            t.accesses,
+            t.pages,
+            t.pages_outside_objects,
+            t.record.display()
+        );
+        for (section, n, bytes, movable) in &t.sections {
+            let how = if *movable { "ordered" } else { "cannot move" };
+            s += &format!("  {section}: {n} objects, {bytes} bytes ({how})\n");
+        }
+        let mut tab = crate::table::Table::new(&[
+            "touched objects in",
+            "4 KiB pages",
+            "16 KiB",
+            "64 KiB",
+            "128 KiB",
+            "in order",
+            "output",
+        ]);
+        let row = |name: String, p: &Placement, out: &str| {
+            let mut r = vec![name];
+            r.extend(p.blocks.iter().map(|(_, n)| n.to_string()));
+            r.push(format!("{}/{}", p.in_order, p.movable.saturating_sub(1)));
+            r.push(out.to_string());
+            r
+        };
+        tab.row(row("unordered (GNU ld)".into(), &self.unordered, "-"));
+        for r in &self.relinked {
+            let out = if r.relinked.output_identical { "identical" } else { "DIFFERS" };
+            tab.row(row(format!("functions + data, {}", r.relinked.linker), &r.data, out));
+        }
+        s += &tab.render();
+        s += "the whole start-up in the file (code, data, headers; valgrind's record of each build):\n";
+        let mut heads = vec!["build".to_string(), "4 KiB pages".to_string()];
+        heads.extend(super::report::BLOCKS.iter().skip(1).map(|b| format!("{} KiB blocks (floor)", b / 1024)));
+        let heads: Vec<&str> = heads.iter().map(String::as_str).collect();
+        let mut fp = crate::table::Table::new(&heads);
+        for f in &self.footprints {
+            let mut r = vec![f.build.clone(), f.file_pages.to_string()];
+            for &b in super::report::BLOCKS.iter().skip(1) {
+                r.push(f.at(b).map_or("-".into(), |(s, fl)| format!("{s} ({fl})")));
+            }
+            fp.row(r);
+        }
+        s += &fp.render();
+        for f in &self.footprints {
+            if let Some((spans, floor)) = f.at(64 << 10) {
+                let reached = if spans == floor { "reached" } else { "not reached" };
+                s += &format!("64 KiB blocks, {}: {spans}, the floor {floor}: {reached}\n", f.build);
+            }
+        }
+        s
+    }
+}
+
+/// The start-up's footprint in one build's file, from its own record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Footprint {
+    pub build: String,
+    pub program: PathBuf,
+    /// 4 KiB pages of the file the start-up touched.
+    pub file_pages: usize,
+    /// (block size, blocks those pages span).
+    pub spans: Vec<(u64, usize)>,
+    /// (block size, the fewest blocks as many pages can span).
+    pub floor: Vec<(u64, usize)>,
+}
+
+impl Footprint {
+    fn of(build: &str, program: &Path, t: &Touched) -> Footprint {
+        Footprint {
+            build: build.to_string(),
+            program: program.to_path_buf(),
+            file_pages: t.file_pages,
+            spans: t.spans.clone(),
+            floor: t.floor.clone(),
+        }
+    }
+
+    /// Blocks of `block` bytes spanned, and the floor.
+    pub fn at(&self, block: u64) -> Option<(usize, usize)> {
+        let s = self.spans.iter().find(|(b, _)| *b == block)?.1;
+        let f = self.floor.iter().find(|(b, _)| *b == block)?.1;
+        Some((s, f))
+    }
+}
+
+/// Record what `run(program)` (the unordered program started as the case
+/// starts it) touches of its data, write both orders (`order`: the
+/// functions) into `work/data`, and link with every installed linker into
+/// `work/PREFIX.data.LINKER`; the start-up's footprint recorded in the
+/// unordered build, GNU ld's function order (`reordered`) and GNU ld's
+/// link with both. None when valgrind is not installed.
+#[allow(clippy::too_many_arguments)]
+fn data_order(
+    program: &Path,
+    reordered: Option<&Path>,
+    run: &dyn Fn(&Path) -> Result<Command>,
+    order: &[FunctionId],
+    funcs: &Functions,
+    work: &Path,
+    prefix: &str,
+    link: &dyn Fn(Linker, &Path, &Path) -> Result<()>,
+    same_output: &dyn Fn(&Path, Linker) -> Result<bool>,
+) -> Result<Option<DataOrder>> {
+    if !crate::hosttool::exists("valgrind") {
+        return Ok(None);
+    }
+    let objs = DataObjects::read(program)?;
+    let touched = data::record(run(program)?, true, program, &objs, &work.join("data.touch"))?;
+    let mut footprints = vec![Footprint::of("unordered", program, &touched)];
+    if let Some(r) = reordered {
+        let t = data::record(run(r)?, true, r, &DataObjects::read(r)?, &work.join("data.touch.reordered"))?;
+        footprints.push(Footprint::of("reordered", r, &t));
+    }
+    let dir = work.join("data");
+    super::script::write_with_data(&dir, order, funcs, Some((&touched.order, &objs)))?;
+    let mut relinked = Vec::new();
+    for linker in Linker::ALL {
+        if !linker.installed() {
+            continue;
+        }
+        let out = work.join(format!("{prefix}.data.{}", linker.name()));
+        link(linker, &dir, &out)?;
+        let measured = report::predict(&symbols::resolve(order, &Functions::read(&out)?)?);
+        let out_objs = DataObjects::read(&out)?;
+        let data = data::placement(&touched.order, &out_objs);
+        if linker == Linker::Bfd {
+            let t = data::record(run(&out)?, true, &out, &out_objs, &work.join("data.touch.data"))?;
+            footprints.push(Footprint::of("reordered+data", &out, &t));
+        }
+        relinked.push(DataRelinked {
+            relinked: Relinked {
+                linker: linker.name(),
+                output_identical: same_output(&out, linker)?,
+                program: out,
+                measured,
+            },
+            data,
+        });
+    }
+    let unordered = data::placement(&touched.order, &objs);
+    Ok(Some(DataOrder { touched, order_dir: dir, unordered, relinked, footprints }))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -320,22 +529,64 @@ pub fn python_case() -> Result<PythonReport> {
         missing.push(super::qemu::QEMU);
         None
     };
-    let bolt = match super::bolt::find() {
+    let reordered = relinked.iter().find(|r| r.linker == "ld.bfd").map(|r| r.program.clone());
+    let record_in_layout = |p: &Path| {
+        let name = p.file_name().map(|n| n.to_string_lossy().replace('.', "-")).unwrap_or_default();
+        in_layout(&b.root, p, &format!("record-{name}"))
+    };
+    let mut data = data_order(
+        &b.plain,
+        reordered.as_deref(),
+        &record_in_layout,
+        &mapped.order,
+        &plain_funcs,
+        &work,
+        "python",
+        &|linker, dir, out| synth::link_ordered(&args_of_link, plain_dir, linker, dir, out),
+        &|out, linker| Ok(layout_output(&b.root, out, &format!("data-{}", linker.name()))? == want),
+    )?;
+    if data.is_none() {
+        missing.push("valgrind");
+    }
+    // BOLT with its own profile of `input` (`name`: the file names' stem).
+    let bolted = |tool: &Path, input: &Path, name: &str| -> Result<Bolted> {
+        let inst = work.join(format!("{name}-instrumented"));
+        let profile = work.join(format!("{name}.fdata"));
+        let _ = std::fs::remove_file(&profile);
+        super::bolt::instrument(tool, input, &profile, &inst)?;
+        layout_output(&b.root, &inst, "bolt-instrumented")?;
+        let out = work.join(name);
+        super::bolt::optimize(tool, input, &profile, &out)?;
+        Ok(Bolted { output_identical: layout_output(&b.root, &out, "bolt")? == want, program: out })
+    };
+    let (bolt, bolt_data) = match super::bolt::find() {
         None => {
             missing.push("llvm-bolt");
-            None
+            (None, None)
         }
         Some(tool) => {
-            let inst = work.join("python.bolt-instrumented");
-            let profile = work.join("bolt.fdata");
-            let _ = std::fs::remove_file(&profile);
-            super::bolt::instrument(&tool, &b.plain, &profile, &inst)?;
-            layout_output(&b.root, &inst, "bolt-instrumented")?;
-            let out = work.join("python.bolt");
-            super::bolt::optimize(&tool, &b.plain, &profile, &out)?;
-            Some(Bolted { output_identical: layout_output(&b.root, &out, "bolt")? == want, program: out })
+            let plain = bolted(&tool, &b.plain, "python.bolt")?;
+            // BOLT on GNU ld's link with the data order (and the function
+            // order, which BOLT's own replaces): the data stays where the
+            // link put it.
+            let with_data = match data.as_ref().and_then(|d| d.relinked.iter().find(|r| r.relinked.linker == "ld.bfd"))
+            {
+                Some(r) => Some(bolted(&tool, &r.relinked.program, "python.data.bolt")?),
+                None => None,
+            };
+            (Some(plain), with_data)
         }
     };
+    // The start-up's footprint in BOLT's files too.
+    if let Some(d) = data.as_mut() {
+        for (build, r) in [("bolt", &bolt), ("bolt+data", &bolt_data)] {
+            let Some(r) = r else { continue };
+            let p = &r.program;
+            let record = work.join(format!("data.touch.{build}"));
+            let t = data::record(record_in_layout(p)?, true, p, &DataObjects::read(p)?, &record)?;
+            d.footprints.push(Footprint::of(build, p, &t));
+        }
+    }
     Ok(PythonReport {
         build: b,
         trace: trace_path,
@@ -344,7 +595,9 @@ pub fn python_case() -> Result<PythonReport> {
         predicted,
         relinked,
         bolt,
+        bolt_data,
         qemu,
+        data,
         missing,
         output: String::from_utf8_lossy(&want).trim_end().to_string(),
     })
@@ -355,7 +608,8 @@ impl PythonReport {
     pub fn outputs_identical(&self) -> bool {
         self.relinked.iter().all(|r| r.output_identical)
             && self.qemu.iter().all(|q| q.relinked.output_identical)
-            && self.bolt.iter().all(|b| b.output_identical)
+            && self.data.iter().flat_map(|d| &d.relinked).all(|r| r.relinked.output_identical)
+            && self.bolt.iter().chain(&self.bolt_data).all(|b| b.output_identical)
     }
 
     pub fn render(&self) -> String {
@@ -375,15 +629,17 @@ impl PythonReport {
         let extra: Vec<(String, String)> = self
             .bolt
             .iter()
-            .map(|r| {
-                let out = if r.output_identical { "identical" } else { "DIFFERS" };
-                (format!("BOLT ({})", super::bolt::OPTIONS.join(" ")), out.to_string())
-            })
+            .map(|r| (format!("BOLT ({})", super::bolt::OPTIONS.join(" ")), r))
+            .chain(self.bolt_data.iter().map(|r| ("BOLT on the link with the data order".to_string(), r)))
+            .map(|(name, r)| (name, if r.output_identical { "identical" } else { "DIFFERS" }.to_string()))
             .collect();
         s += &blocks_table(&self.predicted, &relinked, &extra);
         if let Some(q) = &self.qemu {
             s +=
                 &format!("recorded under qemu-x86_64, no rebuild: {} functions ({})\n", q.functions, q.trace.display());
+        }
+        if let Some(d) = &self.data {
+            s += &d.render();
         }
         for m in &self.missing {
             s += &format!("{m} is not installed: not used\n");

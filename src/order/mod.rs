@@ -9,6 +9,7 @@
 
 pub mod bolt;
 pub mod case;
+pub mod data;
 pub mod python;
 pub mod qemu;
 pub mod report;

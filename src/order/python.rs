@@ -48,7 +48,7 @@ const CONFIGURE: &[&str] = &[
     "--without-ensurepip",
     "--disable-shared",
     "OPT=-DNDEBUG -fwrapv -O2",
-    "CFLAGS=-ffunction-sections -fno-reorder-blocks-and-partition -fno-pie",
+    "CFLAGS=-ffunction-sections -fdata-sections -fno-reorder-blocks-and-partition -fno-pie",
     "LDFLAGS=-Wl,-q -no-pie",
 ];
 /// What the profile, the checks and the lab run: python's start-up and one

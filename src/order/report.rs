@@ -27,7 +27,7 @@ pub struct Prediction {
     pub blocks: Vec<Blocks>,
 }
 
-fn touched(spans: impl Iterator<Item = (u64, u64)>, block: u64) -> usize {
+pub(crate) fn touched(spans: impl Iterator<Item = (u64, u64)>, block: u64) -> usize {
     let mut set = BTreeSet::new();
     for (off, size) in spans {
         for b in off / block..=(off + size.max(1) - 1) / block {

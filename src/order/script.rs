@@ -18,20 +18,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::symbols::{FunctionId, Functions};
+use super::symbols::{FunctionId, Functions, object_of};
 use crate::error::Result;
 
 /// The input section names GCC may give function NAME.
 fn sections(name: &str) -> [String; 5] {
     ["", "hot.", "unlikely.", "startup.", "exit."].map(|p| format!(".text.{p}{name}"))
-}
-
-/// The object file a static function came from: its STT_FILE name with
-/// the extension `.o` ("dir/a.c" → "a.o").
-fn object_of(file: &str) -> String {
-    let base = file.rsplit('/').next().unwrap_or(file);
-    let stem = base.rsplit_once('.').map_or(base, |(s, _)| s);
-    format!("{stem}.o")
 }
 
 /// GNU ld: `ld -T order.ld` (or `gcc -Wl,-T,order.ld`).
@@ -64,8 +56,26 @@ pub fn lld(order: &[FunctionId]) -> String {
 
 /// Write `order.ld`, `order.gold` and `order.lld` into `dir`, atomically.
 pub(crate) fn write_all(dir: &Path, order: &[FunctionId], funcs: &Functions) -> Result<Vec<PathBuf>> {
+    write_with_data(dir, order, funcs, None)
+}
+
+/// [`write_all`], each file followed by the data order (`data`: the
+/// touched objects in first-touch order and the binary's objects).
+pub(crate) fn write_with_data(
+    dir: &Path,
+    order: &[FunctionId],
+    funcs: &Functions,
+    data: Option<(&[FunctionId], &super::data::DataObjects)>,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
-    let files = [("order.ld", gnu_ld(order, funcs)), ("order.gold", gold(order)), ("order.lld", lld(order))];
+    let (mut ld, mut gd, mut ll) = (gnu_ld(order, funcs), gold(order), lld(order));
+    if let Some((touched, objs)) = data {
+        ld += &super::data::gnu_ld(touched, objs);
+        ld += &super::data::gnu_ld_rest_last();
+        gd += &super::data::gold(touched, objs);
+        ll += &super::data::lld(touched, objs);
+    }
+    let files = [("order.ld", ld), ("order.gold", gd), ("order.lld", ll)];
     let mut out = Vec::new();
     for (name, text) in files {
         let p = dir.join(name);

@@ -198,6 +198,14 @@ pub fn map(trace: &Trace, trace_path: &Path, funcs: &Functions, object: &str) ->
     Ok(Mapped { order, other_objects: other, missing: 0, total_calls: trace.total_calls })
 }
 
+/// The object file a static symbol came from: its STT_FILE name with the
+/// extension `.o` ("dir/a.c" → "a.o"), as linker scripts match it.
+pub(crate) fn object_of(file: &str) -> String {
+    let base = file.rsplit('/').next().unwrap_or(file);
+    let stem = base.rsplit_once('.').map_or(base, |(s, _)| s);
+    format!("{stem}.o")
+}
+
 /// A function's name without GCC's clone suffixes (`.constprop.N`,
 /// `.isra.N`, `.part.N`, `.cold`): `f.part.0.isra.0` -> `f`.
 pub(crate) fn base_name(name: &str) -> &str {
