@@ -269,6 +269,7 @@ fn fixture() -> Run {
                         module_taints: Default::default(),
                         processes: Vec::new(),
                         boot_clock: None,
+                        job: None,
                     }
                 })
                 .collect(),
@@ -291,6 +292,7 @@ fn fixture() -> Run {
         variants,
         partial: false,
         tracing_overhead_pct: None,
+        device_type: String::new(),
     }
 }
 
@@ -717,6 +719,7 @@ fn synth_run(variants: Vec<(&str, Vec<Repetition>)>) -> Run {
         variants: variants.into_iter().map(|(n, reps)| Variant { repetitions: reps, ..Variant::named(n) }).collect(),
         partial: false,
         tracing_overhead_pct: None,
+        device_type: String::new(),
     }
 }
 

@@ -131,8 +131,9 @@ fn context<'a>(
 }
 
 /// The variant's initramfs: busybox, each workload's files, /init.
-fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: &Path) -> Result<()> {
+fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, tag: &str, dest: &Path) -> Result<()> {
     let mut ir = Initramfs::new(busybox::busybox_for(cx.arch.debian())?);
+    ir.tag(tag);
     for w in workloads {
         w.add_files(&mut ir, cx)?;
     }
@@ -143,6 +144,11 @@ fn initramfs(workloads: &[Box<dyn Workload>], cx: &Context, traced: bool, dest: 
     ir.prologue(&format!("/{}\n{prologue}", bootclock::GUEST_PATH));
     ir.body(&body(workloads, traced, procs));
     ir.write(dest)
+}
+
+/// Whether a variant's loads are traced (asked for, and its workloads let them).
+pub(crate) fn traced_loads(sc: &Scenario, b: &Built) -> bool {
+    traced(sc.trace, &b.workloads)
 }
 
 /// Parse one boot's framed output into a repetition: what every boot
@@ -277,11 +283,25 @@ fn qemu_version(qemu: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Run the scenario; the run directory is written as it goes, so a failed
-/// boot leaves what was measured, marked partial.
-pub fn run(sc: &Scenario) -> Result<Run> {
-    std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
-    let work = crate::lab::TempDir::new("lab")?;
+/// A variant built and ready to boot: its record in run.json, its final
+/// module files, its initramfs and the workloads that parse its boots.
+pub(crate) struct Built {
+    pub meta: Variant,
+    /// The set's final module files (name, file), in load order.
+    pub files: Vec<(String, PathBuf)>,
+    pub initramfs: PathBuf,
+    /// What the host knows of its module files (sizes, lookups), for the parse.
+    pub facts: HostFacts,
+    pub workloads: Vec<Box<dyn Workload>>,
+    /// The kernel's configuration, when bootlink found it.
+    pub config: Option<crate::kernel::KernelConfig>,
+}
+
+/// Apply every variant's steps, prepare its workloads and write its
+/// initramfs into `work` (framed with `tag(i)` for the i-th variant): what
+/// a boot needs, and the run's record without repetitions. The lab boots
+/// it; `bootlink lab --lava` writes it out as LAVA jobs.
+pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -> Result<(Run, Vec<Built>)> {
     // Realtime guests with several vCPUs share the host's cores: a vCPU the
     // host does not run for a while looks like a lockup to the guest.
     let smp_quiet = if !sc.deterministic && sc.cpus > 1 { REALTIME_SMP_CMDLINE } else { "" };
@@ -305,7 +325,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
             modules: v.modules.clone(),
             cmdline: Vec::new(),
             raw_module: String::new(),
-            work: work.path().join(format!("v{i}")),
+            work: work.join(format!("v{i}")),
             // <variant>-vmlinux, or -Image for an arm64 kernel booted from its Image
             kernel_copy: sc.out.join("kernels").join(format!(
                 "{}-{}",
@@ -327,7 +347,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         variants.push((meta, tree.modules));
     }
     let first = &variants[0].0;
-    let mut run = Run {
+    let run = Run {
         format: FORMAT_VERSION,
         source: "lab".into(),
         kernel_release: first.kernel_release.clone(),
@@ -347,28 +367,37 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         variants: variants.iter().map(|(v, _)| v.clone()).collect(),
         partial: false,
         tracing_overhead_pct: None,
+        device_type: String::new(),
     };
     // Each variant's workloads, prepared on the host once (DDLink's
     // program profiled and its caches written, the reordering case and its
     // SquashFS images), then one initramfs per variant.
-    let mut loads = Vec::new();
-    let mut images = Vec::new();
-    for (i, (meta, files)) in variants.iter().enumerate() {
+    let mut built = Vec::new();
+    for (i, (meta, files)) in variants.into_iter().enumerate() {
         let v = &sc.variants[i];
-        let dir = work.path().join(format!("v{i}"));
+        let dir = work.join(format!("v{i}"));
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let config = images_open.iter().find(|(p, _)| *p == v.kernel).and_then(|(_, k)| k.config.as_ref());
-        let cx = context(v, &rels, files, &dir, sc.target.arch, &meta.kernel, config);
+        let config = images_open.iter().find(|(p, _)| *p == v.kernel).and_then(|(_, k)| k.config.clone());
+        let cx = context(v, &rels, &files, &dir, sc.target.arch, &meta.kernel, config.as_ref());
         let mut ws = workload::build(v.spec.loader, &v.spec.workloads);
         for w in &mut ws {
             w.prepare(&cx)?;
         }
-        let img = work.path().join(format!("v{i}.cpio"));
-        initramfs(&ws, &cx, traced(sc.trace, &ws), &img)?;
-        images.push((img, HostFacts::of(files)));
-        loads.push(ws);
+        let img = work.join(format!("v{i}.cpio"));
+        initramfs(&ws, &cx, traced(sc.trace, &ws), &tag(i), &img)?;
+        let facts = HostFacts::of(&files);
+        built.push(Built { meta, files, initramfs: img, facts, workloads: ws, config });
     }
-    let total = sc.repetitions * variants.len() + sc.measure_overhead as usize;
+    Ok((run, built))
+}
+
+/// Run the scenario; the run directory is written as it goes, so a failed
+/// boot leaves what was measured, marked partial.
+pub fn run(sc: &Scenario) -> Result<Run> {
+    std::fs::create_dir_all(sc.out.join("logs")).map_err(|e| Error::io(&sc.out, e))?;
+    let work = crate::lab::TempDir::new("lab")?;
+    let (mut run, built) = build(sc, work.path(), &|_| crate::lab::initramfs::DEFAULT_TAG.to_string())?;
+    let total = sc.repetitions * built.len() + sc.measure_overhead as usize;
     let mut n = 0;
     let boot = |v: &Variant, img: &Path, log: &Path| -> Result<qemu::Boot> {
         let mut o = QemuOptions::on(&sc.target, &v.kernel);
@@ -382,15 +411,16 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         qemu::run(&o)
     };
     for rep in 0..sc.repetitions {
-        for (vi, (v, files)) in variants.iter().enumerate() {
+        for (vi, b) in built.iter().enumerate() {
+            let (v, files) = (&b.meta, &b.files);
             n += 1;
             progress::status(&format!("boot {n}/{total}: {} repetition {}", v.name, rep + 1));
             let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
-            let b = boot(v, &images[vi].0, &sc.out.join(&rel))?;
+            let b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
             run.qemu_command = b.command.split_whitespace().map(str::to_string).collect();
             let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
-            let ws = &loads[vi];
-            let mut r = parse_boot(&framed, traced(sc.trace, ws), &images[vi].1, ws);
+            let ws = &built[vi].workloads;
+            let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
             r.index = rep;
             if !sc.deterministic {
                 // the counter is the host's, not a clock from reset
@@ -429,19 +459,20 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     if sc.measure_overhead && sc.trace {
         // The first variant again, untraced: what does the tracing cost?
         n += 1;
-        progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", variants[0].0.name));
+        let first = &built[0];
+        progress::status(&format!("boot {n}/{total}: {} without tracing (overhead)", first.meta.name));
         let img = work.path().join("untraced.cpio");
         let v = &sc.variants[0];
-        let files = &variants[0].1;
+        let files = &first.files;
         let dir = work.path().join("untraced-root");
         let rels: Vec<(String, PathBuf)> = v.rels.iter().cloned().zip(files.iter().map(|(_, p)| p.clone())).collect();
-        let config = images_open.iter().find(|(p, _)| *p == v.kernel).and_then(|(_, k)| k.config.as_ref());
-        let cx = context(v, &rels, files, &dir, sc.target.arch, &variants[0].0.kernel, config);
-        initramfs(&loads[0], &cx, false, &img)?;
-        let rel = sc.out.join(format!("logs/{}-untraced.log", variants[0].0.name));
-        let b = boot(&variants[0].0, &img, &rel)?;
-        let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
-        let untraced = parse_boot(&framed, false, &images[0].1, &loads[0]).modules_total_us;
+        let cx = context(v, &rels, files, &dir, sc.target.arch, &first.meta.kernel, first.config.as_ref());
+        let tag = crate::lab::initramfs::DEFAULT_TAG;
+        initramfs(&first.workloads, &cx, false, tag, &img)?;
+        let rel = sc.out.join(format!("logs/{}-untraced.log", first.meta.name));
+        let b = boot(&first.meta, &img, &rel)?;
+        let framed = b.framed(tag).unwrap_or_default();
+        let untraced = parse_boot(&framed, false, &first.facts, &first.workloads).modules_total_us;
         let traced: Vec<f64> = run.variants[0].repetitions.iter().map(|r| r.modules_total_us).collect();
         let traced = traced.iter().sum::<f64>() / traced.len().max(1) as f64;
         if untraced > 0.0 {

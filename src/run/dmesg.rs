@@ -271,6 +271,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         module_taints: Default::default(),
         processes: Vec::new(),
         boot_clock: None,
+        job: None,
     };
     Run {
         format: FORMAT_VERSION,
@@ -288,6 +289,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         variants: vec![Variant { repetitions: vec![rep], ..Variant::named(&name) }],
         partial: false,
         tracing_overhead_pct: None,
+        device_type: String::new(),
     }
 }
 

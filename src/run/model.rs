@@ -551,6 +551,7 @@ mod tests {
                 .collect(),
             partial: false,
             tracing_overhead_pct: None,
+            device_type: String::new(),
         }
     }
 

@@ -154,6 +154,10 @@ pub struct Repetition {
     /// lab boots only; see [`BootClock`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_clock: Option<BootClock>,
+    /// The LAVA job this boot was (`bootlink lava import`): its id, or the
+    /// log's file name when the log does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 /// Guest time from machine reset, in microseconds: firmware, the boot
@@ -603,4 +607,8 @@ pub struct Run {
     /// module set's load time), if measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing_overhead_pct: Option<f64>,
+    /// The LAVA device type the boots ran on (`source` "lava", `bootlink
+    /// lava import`); empty for the lab's own boots.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device_type: String,
 }

@@ -275,6 +275,7 @@ pub(crate) mod tests {
             variants: vec![Variant { repetitions: vec![rep], ..Variant::named("ddl") }],
             partial: false,
             tracing_overhead_pct: None,
+            device_type: String::new(),
         }
     }
 
