@@ -44,7 +44,7 @@ fn stat_cell(v: Option<Stat>, unit: &str) -> String {
     let fmt = |x: f64| {
         if unit == "count" { crate::table::thousands(x.round().max(0.0) as usize) } else { format!("{} ms", ms(x)) }
     };
-    let mut c = format!("<td>{}", fmt(s.mean));
+    let mut c = format!("<td>{}", fmt(s.median));
     if s.n > 1 {
         let sd = if unit == "count" { format!("{:.0}", s.stddev) } else { ms(s.stddev) };
         let _ = write!(c, r#"<span class="spread">{}–{} · sd {sd} · n={}</span>"#, fmt(s.min), fmt(s.max), s.n);
@@ -90,7 +90,7 @@ fn before_after(o: &mut String, sum: &Summary, phases: &[String]) {
     o.push_str(r#"<section id="before-after"><h2>Before / after</h2>"#);
     let _ = write!(
         o,
-        r#"<p class="note">Baseline (old): <b>{}</b>. Gain = (new − old) / old × 100 on the means; negative is faster. Spread: min–max and standard deviation over repetitions.</p>"#,
+        r#"<p class="note">Baseline (old): <b>{}</b>. Figures are medians over repetitions; gain = (new − old) / old × 100 on the medians; negative is faster. Spread: min–max and standard deviation over repetitions.</p>"#,
         esc(labels[0])
     );
     if !left_out.is_empty() {

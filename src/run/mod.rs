@@ -132,7 +132,8 @@ pub fn summary(runs: &[Run]) -> Summary {
     model::summary(runs)
 }
 
-/// The before/after comparison as a terminal table.
+/// The before/after comparison as a terminal table: medians over
+/// repetitions, with min-max when there are several.
 pub fn render_summary_text(s: &Summary) -> String {
     let mut header =
         vec!["".to_string(), format!("{} (old)", s.series.first().map(|x| x.label.as_str()).unwrap_or(""))];
@@ -142,11 +143,11 @@ pub fn render_summary_text(s: &Summary) -> String {
     }
     let cell = |v: Option<Stat>, unit: &str| match v {
         None => "-".to_string(),
-        Some(v) if unit == "count" => crate::table::thousands(v.mean.round().max(0.0) as usize),
+        Some(v) if unit == "count" => crate::table::thousands(v.median.round().max(0.0) as usize),
         Some(v) if v.n > 1 => {
-            format!("{} ms ({}-{})", crate::table::ms(v.mean), crate::table::ms(v.min), crate::table::ms(v.max))
+            format!("{} ms ({}-{})", crate::table::ms(v.median), crate::table::ms(v.min), crate::table::ms(v.max))
         }
-        Some(v) => format!("{} ms", crate::table::ms(v.mean)),
+        Some(v) => format!("{} ms", crate::table::ms(v.median)),
     };
     let mut t = Table::new(&header);
     for r in &s.rows {

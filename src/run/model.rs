@@ -56,18 +56,28 @@ pub fn series(runs: &[Run]) -> Vec<Series<'_>> {
         *count.entry(s.label.clone()).or_default() += 1;
     }
     // A label given twice: by the runs' architectures when they tell the
-    // series apart (an x86-64 and an arm64 run of the same set), else by run.
+    // series apart (an x86-64 and an arm64 run of the same set), else by
+    // where they ran (a lab run beside a LAVA one), else by run.
     let arch = |r: &Run| if r.arch.is_empty() { "x86-64".to_string() } else { r.arch.clone() };
+    // else by where they ran: the lab's own boots, or a LAVA device type
+    let origin = |r: &Run| match r.source.as_str() {
+        "lava" => format!("lava {}", r.device_type),
+        s => s.to_string(),
+    };
     let labels: Vec<String> = out
         .iter()
         .map(|s| {
             if count[&s.label] == 1 {
                 return s.label.clone();
             }
-            let archs: Vec<String> = out.iter().filter(|o| o.label == s.label).map(|o| arch(o.run)).collect();
-            let distinct = archs.iter().all(|a| archs.iter().filter(|b| *b == a).count() == 1);
-            if distinct {
+            let distinct = |f: &dyn Fn(&Run) -> String| {
+                let all: Vec<String> = out.iter().filter(|o| o.label == s.label).map(|o| f(o.run)).collect();
+                all.iter().all(|a| all.iter().filter(|b| *b == a).count() == 1)
+            };
+            if distinct(&arch) {
                 format!("{} ({})", s.label, arch(s.run))
+            } else if distinct(&origin) {
+                format!("{} ({})", s.label, origin(s.run))
             } else {
                 format!("{} (run {})", s.label, s.run_index + 1)
             }
@@ -79,11 +89,15 @@ pub fn series(runs: &[Run]) -> Vec<Series<'_>> {
     out
 }
 
-/// Mean and spread of one quantity over repetitions.
+/// Mean, median and spread of one quantity over repetitions (the
+/// before/after tables show the median and min–max: boots timed in real
+/// time, on a board or a busy host, spread, and a slow outlier moves the
+/// mean).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Stat {
     pub n: usize,
     pub mean: f64,
+    pub median: f64,
     pub min: f64,
     pub max: f64,
     pub stddev: f64,
@@ -99,7 +113,8 @@ impl Stat {
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let var = if n > 1 { values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-        Some(Stat { n, mean, min, max, stddev: var.sqrt() })
+        let median = Med::of(values.iter().copied()).map_or(mean, |m| m.median);
+        Some(Stat { n, mean, median, min, max, stddev: var.sqrt() })
     }
 }
 
@@ -318,7 +333,7 @@ pub struct SeriesInfo {
 }
 
 /// The before/after comparison: the first series is the baseline ("old"),
-/// every other one is "new"; gain = (new - old) / old * 100 on the means.
+/// every other one is "new"; gain = (new - old) / old * 100 on the medians.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub baseline: String,
@@ -338,7 +353,7 @@ fn row(name: &str, unit: &'static str, series: &[Series], f: impl Fn(&Repetition
         .enumerate()
         .map(|(i, v)| match (i, base, v) {
             (0, _, _) => None,
-            (_, Some(b), Some(v)) => gain_pct(b.mean, v.mean),
+            (_, Some(b), Some(v)) => gain_pct(b.median, v.median),
             _ => None,
         })
         .collect();
@@ -558,7 +573,9 @@ mod tests {
     #[test]
     fn stats_and_gain() {
         let s = Stat::of(&[1.0, 2.0, 3.0]).unwrap();
-        assert_eq!((s.n, s.mean, s.min, s.max, s.stddev), (3, 2.0, 1.0, 3.0, 1.0));
+        assert_eq!((s.n, s.mean, s.median, s.min, s.max, s.stddev), (3, 2.0, 2.0, 1.0, 3.0, 1.0));
+        let s = Stat::of(&[1.0, 2.0, 9.0]).unwrap();
+        assert_eq!((s.mean, s.median), (4.0, 2.0));
         assert_eq!(Stat::of(&[]), None);
         assert_eq!(gain_pct(200.0, 150.0), Some(-25.0));
         assert_eq!(gain_pct(0.0, 1.0), None);
@@ -623,5 +640,18 @@ mod tests {
         let labels: Vec<String> = series(&[x86.clone(), x86, arm]).into_iter().map(|s| s.label).collect();
         assert_eq!(labels[..2], ["stock (run 1)", "unsigned (run 1)"]);
         assert_eq!(labels[4], "stock (run 3)");
+    }
+
+    #[test]
+    fn a_lab_run_beside_a_lava_run_is_labelled_by_where_it_ran() {
+        let lab = run(vec![("stock", vec![vec![]])]);
+        let mut lava = lab.clone();
+        lava.source = "lava".into();
+        lava.device_type = "qemu".into();
+        let labels: Vec<String> = series(&[lab.clone(), lava.clone()]).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["stock (lab)", "stock (lava qemu)"]);
+        // two LAVA runs of one device type: by run
+        let labels: Vec<String> = series(&[lab, lava.clone(), lava]).into_iter().map(|s| s.label).collect();
+        assert_eq!(labels, ["stock (run 1)", "stock (run 2)", "stock (run 3)"]);
     }
 }
