@@ -22,6 +22,7 @@ pub mod kbuild;
 pub mod kernel;
 pub mod kmod;
 pub mod lab;
+pub mod lava;
 pub mod manifest;
 pub mod modcheck;
 pub mod module;

@@ -36,7 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // build-time steps in order (the lab's variants and `bootlink apply`)
     ("steps", &["steps"]),
     ("run results", &["run"]),
-    ("lab", &["lab", "apply"]),
+    ("lab", &["lab", "apply", "lava"]),
     ("chart", &["chart", "recommend"]),
     // the binary's command line (src/main.rs `mod cli;`), over everything
     ("cli", &["cli"]),
@@ -61,6 +61,8 @@ const SAME_LAYER: &[(&str, &str)] = &[
     // `manifest write --bzimage` finds the object tree in kbuild's build.json
     ("manifest", "kbuild"),
     ("recommend", "chart"),
+    // LAVA jobs are the lab's variants built and its consoles parsed
+    ("lava", "lab"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

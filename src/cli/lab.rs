@@ -53,6 +53,25 @@ pub struct Args {
     output: Option<PathBuf>,
     #[arg(long)]
     json: bool,
+    /// Write the run as LAVA jobs into DIR instead of booting: per variant and repetition a
+    /// job definition, the kernel and initramfs, bootlink-lava.json (docs/lava.md)
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "measure_overhead"])]
+    lava: Option<PathBuf>,
+    /// The LAVA device type the jobs ask for: qemu, or a board's type
+    #[arg(long, default_value = "qemu", requires = "lava")]
+    lava_device_type: String,
+    /// How that device type boots: qemu, u-boot or grub (default: qemu for the qemu type)
+    #[arg(long, requires = "lava")]
+    lava_boot: Option<String>,
+    /// The URL LAVA downloads DIR's files from (default: file://DIR, a dispatcher on this machine)
+    #[arg(long, requires = "lava")]
+    lava_url: Option<String>,
+    /// A device tree blob for a board's U-Boot
+    #[arg(long, requires = "lava")]
+    lava_dtb: Option<PathBuf>,
+    /// The kernel's image type for U-Boot: image (default), zimage or uimage
+    #[arg(long, requires = "lava")]
+    lava_kernel_type: Option<String>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
@@ -77,7 +96,47 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             extra_cmdline: a.cmdline,
         },
     };
+    let lava = match &a.lava {
+        Some(dir) => {
+            let boot = match &a.lava_boot {
+                Some(b) => bootlink::lava::job::BootMethod::parse(b).ok_or_else(|| {
+                    Error::new(bootlink::error::Kind::Usage, format!("--lava-boot {b:?}: use qemu, u-boot or grub"))
+                })?,
+                None => bootlink::lava::job::BootMethod::of_device_type(&a.lava_device_type).ok_or_else(|| {
+                    Error::new(
+                        bootlink::error::Kind::Usage,
+                        format!(
+                            "--lava-device-type {}: name its boot method with --lava-boot u-boot or grub",
+                            a.lava_device_type
+                        ),
+                    )
+                })?,
+            };
+            Some(bootlink::lava::job::Options {
+                dir: dir.clone(),
+                device_type: a.lava_device_type.clone(),
+                boot,
+                url: a.lava_url.clone(),
+                dtb: a.lava_dtb.clone(),
+                kernel_type: a.lava_kernel_type.clone(),
+            })
+        }
+        None => None,
+    };
+    let req = match &lava {
+        Some(o) => lab::setup::Request { out: Some(o.dir.clone()), ..req },
+        None => req,
+    };
     let sc = lab::setup::scenario(&req)?;
+    if let Some(o) = lava {
+        let report = bootlink::lava::job::write(&sc, &o)?;
+        if a.json {
+            print_json(&report);
+        } else {
+            print!("{}", bootlink::lava::job::render(&report));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let run = lab::scenario::run(&sc)?;
     let checks = lab::setup::check(&run, sc.modules.len(), sc.trace);
     if a.json {

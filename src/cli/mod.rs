@@ -14,6 +14,7 @@ mod inspect;
 mod kernel;
 mod kernel_info;
 mod lab;
+mod lava;
 mod manifest;
 mod order;
 mod plan;
@@ -59,6 +60,11 @@ enum Cmd {
     /// in batches of boots, on one variant; a boot that dies is cut at the module it died on. Writes
     /// the loadable modules as a list file and why the others did not load
     Survey(survey::Args),
+    /// The lab on LAVA: read finished jobs (written by `lab --lava DIR`) back into a run directory
+    Lava {
+        #[command(subcommand)]
+        cmd: lava::Cmd,
+    },
     /// Chart boots: timeline, module load phases, longest links, before/after
     Chart(chart::Args),
     /// Which kernel image (compressor) reaches /init first from a given storage: the lab run's
@@ -145,6 +151,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Plan(a) => plan::run(a),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Survey(a) => survey::run(a),
+        Cmd::Lava { cmd } => lava::run(cmd),
         Cmd::Chart(a) => chart::run(a),
         Cmd::Recommend(a) => recommend::run(a),
         Cmd::Apply(a) => apply::run(a),
