@@ -285,8 +285,12 @@ pub fn import(opts: &Options) -> Result<Report> {
         let mut r = crate::lab::scenario::parse_boot(&framed, v.traced, &facts, &ws);
         let problems_of_workloads: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
         r.boot_wall_s = l.wall_s;
-        // the cycle counter is the host's or the board's, not a clock from reset
-        r.boot_clock = None;
+        let timing = timing_of(&l, &manifest);
+        if timing != "deterministic" {
+            // the cycle counter is the host's or the board's, not QEMU's
+            // virtual clock from reset (as in the lab's realtime boots)
+            r.boot_clock = None;
+        }
         let faults = crate::lab::qemu::find_faults(&l.console);
         let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
         if !faults.is_empty() || r.modules.len() != v.sizes.len() {
@@ -300,7 +304,6 @@ pub fn import(opts: &Options) -> Result<Report> {
         } else if !problems_of_workloads.is_empty() {
             r.failure = Some(problems_of_workloads.join("; "));
         }
-        let timing = timing_of(&l, &manifest);
         good.push((vi, job_id(path), path.clone(), r, timing, l));
     }
     let mut report =
