@@ -288,6 +288,24 @@ fn bad_logs_are_refused_one_line_each_and_the_rest_is_imported() {
     let a = &load(&from_yaml).variants[0].repetitions[0];
     let b = &run.variants[1].repetitions[0];
     assert_eq!((&a.modules, &a.initcalls, a.modules_total_us), (&b.modules, &b.initcalls, b.modules_total_us));
+    // a log given twice is imported once; a log of other jobs (its
+    // initramfs's digest, as LAVA logged it, is not the variant's here)
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bootlink-lava.json")).unwrap()).unwrap();
+    assert_eq!(m["variants"][0]["initramfs_sha256"].as_str().map(str::len), Some(64));
+    m["variants"][0]["initramfs_sha256"] = "00".repeat(32).into();
+    std::fs::write(other.join("bootlink-lava.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+    let twice = dir.join("twice");
+    let o = TestCommand::new(&[&"lava", &"import", &"--jobs", &dir, &"-o", &twice])
+        .arg(&logs.join("101.yaml"))
+        .arg(&logs.join("101.yaml"))
+        .cmd_output();
+    assert!(!o.status.success() && common::stderr(&o).contains("101.yaml: given twice: imported once"));
+    assert_eq!(load(&twice).variants[0].repetitions.len(), 1);
+    TestCommand::new(&[&"lava", &"import", &"--jobs", &other, &"-o", &dir.join("o"), &logs.join("101.yaml")])
+        .fails_with("a job of other jobs: the initramfs LAVA booted is not variant stock's in these jobs");
     // nothing importable: nothing written, and the exit says so
     let none = dir.join("none");
     let o = TestCommand::new(&[&"lava", &"import", &"--jobs", &dir, &"-o", &none, &logs.join("103.yaml"), &foreign])

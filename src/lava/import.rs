@@ -92,6 +92,9 @@ struct JobLog {
     /// LAVA's job log, whose job passed: LAVA matched the status line as
     /// its prompt (which it may log as the prompt, not as a console line).
     lava_passed: bool,
+    /// The SHA-256 LAVA computed of the initramfs it downloaded (the
+    /// qemu type's `initrd`, a board's `ramdisk`).
+    initramfs_sha256: Option<String>,
     /// From LAVA's log: the QEMU command its qemu boot ran, QEMU's version,
     /// host seconds from the boot action's start to the console's last line.
     qemu_command: Option<String>,
@@ -163,6 +166,13 @@ fn read_lava_log(path: &Path, text: &str) -> Result<JobLog> {
                         }
                     );
                     result = Some((get("result"), why));
+                }
+                let extra = |k: &str| r.msg.get("extra").and_then(|e| e.get(k)).and_then(Value::str);
+                if get("case") == "file-download"
+                    && matches!(extra("label"), Some("initrd" | "ramdisk"))
+                    && let Some(sum) = extra("sha256sum")
+                {
+                    out.initramfs_sha256 = Some(sum.to_string());
                 }
                 if get("case") == "execute-qemu"
                     && let Some(v) = r.msg.get("extra").and_then(|e| e.get("qemu_version")).and_then(Value::str)
@@ -242,6 +252,16 @@ fn variant_of<'m>(path: &Path, l: &JobLog, m: &'m Manifest) -> Result<(usize, &'
                 format!("truncated: variant {}'s console ends before its status line", v.name),
             ));
         }
+        if let Some(sum) = &l.initramfs_sha256
+            && !v.initramfs_sha256.is_empty()
+            && *sum != v.initramfs_sha256
+        {
+            return Err(Error::file(
+                Kind::Stale,
+                path,
+                format!("a job of other jobs: the initramfs LAVA booted is not variant {}'s in these jobs", v.name),
+            ));
+        }
         return Ok((i, v, framed));
     }
     let tags: Vec<&str> = m.variants.iter().map(|v| v.tag.as_str()).collect();
@@ -268,7 +288,14 @@ pub fn import(opts: &Options) -> Result<Report> {
     let mut problems = Vec::new();
     // (variant index, job id, log path, repetition, timing, the log)
     let mut good: Vec<(usize, String, PathBuf, Repetition, String, JobLog)> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     for path in &opts.logs {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if seen.contains(&canonical) {
+            problems.push(Error::file(Kind::Usage, path, "given twice: imported once").to_string());
+            continue;
+        }
+        seen.push(canonical);
         let read = read_log(path).and_then(|l| {
             let (vi, v, framed) = variant_of(path, &l, &manifest)?;
             Ok((vi, v, framed, l))

@@ -115,6 +115,10 @@ pub struct JobVariant {
     pub lookups: Vec<(String, u64)>,
     /// Its job files, one per repetition.
     pub jobs: Vec<String>,
+    /// The SHA-256 of its initramfs, which LAVA logs when it downloads it:
+    /// the import refuses a job log of another initramfs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub initramfs_sha256: String,
 }
 
 /// `bootlink-lava.json`: the run's record (no repetitions yet), the device
@@ -314,6 +318,7 @@ pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
             sizes: b.facts.sizes.clone(),
             lookups: b.facts.lookups.clone(),
             jobs: files,
+            initramfs_sha256: isum,
         });
         run.variants[i].kernel = kernel;
     }
