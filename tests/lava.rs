@@ -93,14 +93,17 @@ fn qemu_jobs_are_valid_lava_jobs_with_their_artifacts() {
         skip("lava-run --validate", "lava-run is not installed or this is not root (lava-run runs as root)");
         return;
     }
+    let id = format!("{}", 700_000 + std::process::id());
     let o = std::process::Command::new(lava_run)
-        .args(["--validate", "--job-id", &format!("{}", 700_000 + std::process::id()), "--output-dir"])
+        .args(["--validate", "--job-id", &id, "--output-dir"])
         .arg(dir.join("validate"))
         .arg("--device")
         .arg(jobs.join("device-qemu.yaml"))
         .arg(&files[0])
         .output()
         .unwrap();
+    // a validation does not clean up its scratch directory as a run does
+    let _ = std::fs::remove_dir_all(Path::new("/var/lib/lava/dispatcher/tmp").join(&id));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "lava-run --validate:\n{log}");
     assert!(log.contains(r#""case": "validate", "definition": "lava", "result": "pass""#), "{log}");

@@ -195,8 +195,8 @@ fn sha256_of(path: &Path) -> Result<String> {
     Ok(fsutil::hex(&sha2::Sha256::digest(&data[..])))
 }
 
-/// Copy `src` to `dest` atomically (a hard link when on one file system
-/// would share the cache's file; a copy keeps DIR self-contained).
+/// Copy `src` to `dest` atomically. A copy, not a link into the cache:
+/// DIR is what gets served to the workers, on its own.
 fn copy_atomic(src: &Path, dest: &Path) -> Result<()> {
     let data = fsutil::map_file(src)?;
     fsutil::write_atomic(dest, &data)
