@@ -87,7 +87,7 @@ fn lava_and_lab(lava_run: &Path, dir: &Path, arch: &str, id_base: u32) -> (PathB
     let from_lab = bootlink::run::load(&lab).unwrap();
     // Same kernel, initramfs (but its marker tag), command line, CPU and
     // clock; LAVA's qemu device adds a virtio NIC. Measured on 2026-11-28:
-    // the module set's time within 0.2 % on x86-64, 0.01 % on arm64.
+    // the module set's time within 0.1 % on x86-64 and on arm64.
     for ((name, a), (_, b)) in set_times(&from_lab).iter().zip(set_times(&from_lava)) {
         let diff = (b - a) / a * 100.0;
         common::report(
@@ -116,7 +116,7 @@ fn generated_jobs_run_through_lava_run_and_chart_beside_the_lab() {
     let dir = tmpdir("lava-boot");
     let (lab, lava, from_lab, from_lava) = lava_and_lab(lava_run, &dir, "x86-64", 800_000);
     // From machine reset to /init: LAVA's qemu device also has its NIC's
-    // option ROM for the firmware to load (2.2 ms more on 2026-11-28).
+    // option ROM for the firmware to load (2.1 ms more on 2026-11-28).
     let init = |r: &Run| r.variants[0].repetitions[0].boot_clock.map(|c| c.init_us);
     let (a, b) = (init(&from_lab).unwrap(), init(&from_lava).expect("a deterministic LAVA boot keeps its boot clock"));
     common::report("lava_boot", &format!("reset to /init: {a:.0} us in the lab, {b:.0} us under lava-run"));
