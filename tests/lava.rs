@@ -109,6 +109,33 @@ fn qemu_jobs_are_valid_lava_jobs_with_their_artifacts() {
     assert!(log.contains(r#""case": "validate", "definition": "lava", "result": "pass""#), "{log}");
 }
 
+/// A second write into the same directory replaces the first: a variant
+/// and a repetition the new run does not have leave no job behind.
+#[test]
+fn a_second_write_replaces_the_first() {
+    let dir = tmpdir("lava-again");
+    let jobs = dir.join("jobs");
+    let write = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = vec![&"lab" as &dyn AsRef<std::ffi::OsStr>, &"vfat"];
+        c.extend_from_slice(args);
+        TestCommand::new(&c).arg(&"--lava").arg(&jobs).ok();
+    };
+    write(&[&"--variant", &"stock", &"--variant", &"unsigned", &"-n", &"2"]);
+    assert!(jobs.join("unsigned-1.yaml").exists() && jobs.join("artifacts/unsigned").is_dir());
+    // a file of the user's in the directory is not bootlink's to remove
+    std::fs::write(jobs.join("notes.txt"), "mine").unwrap();
+    write(&[&"--variant", &"stock"]);
+    let mut names: Vec<String> =
+        std::fs::read_dir(&jobs).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["artifacts", "bootlink-lava.json", "device-qemu.yaml", "notes.txt", "stock-0.yaml"]);
+    let arts: Vec<String> = std::fs::read_dir(jobs.join("artifacts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(arts, ["stock"]);
+}
+
 #[test]
 fn board_jobs_name_the_boot_method_and_refusals_are_one_line() {
     let dir = tmpdir("lava-boards");

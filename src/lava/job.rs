@@ -244,7 +244,33 @@ fn check(sc: &Scenario, opts: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Build every variant as the lab does and write its jobs into `opts.dir`.
+/// What an earlier write into `dir` made, as its manifest lists them: the
+/// job files and each variant's artifact directory, removed before a new
+/// write so that no job of an earlier run (one with more variants or
+/// repetitions) stays beside the new ones. Only plain names are taken
+/// from the old manifest (a name with a path in it is not bootlink's and
+/// is left alone); a manifest that does not read is left as it is.
+fn remove_earlier(dir: &Path) -> Result<()> {
+    let Ok(data) = std::fs::read(dir.join(MANIFEST)) else { return Ok(()) };
+    let Ok(old) = serde_json::from_slice::<Manifest>(&data) else { return Ok(()) };
+    let plain = |n: &str| !n.is_empty() && Path::new(n).file_name().is_some_and(|f| f == n) && n != "..";
+    for v in old.variants.iter().filter(|v| plain(&v.name)) {
+        for j in v.jobs.iter().filter(|j| plain(j)) {
+            match std::fs::remove_file(dir.join(j)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&dir.join(j), e)),
+                _ => {}
+            }
+        }
+        let a = dir.join("artifacts").join(&v.name);
+        if a.is_dir() {
+            std::fs::remove_dir_all(&a).map_err(|e| Error::io(&a, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Build every variant as the lab does and write its jobs into `opts.dir`
+/// (what an earlier write there made is replaced, not added to).
 pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
     check(sc, opts)?;
     let dir = &opts.dir;
@@ -256,6 +282,7 @@ pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
     };
     let work = crate::lab::TempDir::new("lava")?;
     let (mut run, built) = scenario::build(sc, work.path(), &tag)?;
+    remove_earlier(&dir)?;
     let timing = match opts.boot {
         BootMethod::Qemu if sc.deterministic => "deterministic".to_string(),
         BootMethod::Qemu => run.timing.clone(),
