@@ -336,14 +336,14 @@ impl ElfEdit {
 
     /// Sort the `record`-byte records of section `name` by `key` (stable).
     /// Refused when a relocation section applies to it (a record's meaning
-    /// would move away from its relocation). Returns the record count, or
-    /// None when there is no such section.
+    /// would move away from its relocation). Returns each record's key in
+    /// the new order, or None when there is no such section.
     pub(crate) fn sort_records(
         &mut self,
         name: &str,
         record: usize,
         key: impl Fn(&[u8]) -> Vec<u8>,
-    ) -> Result<Option<usize>, Error> {
+    ) -> Result<Option<Vec<Vec<u8>>>, Error> {
         let (off, size) = {
             let elf = parse(&self.data)?;
             let Some((index, sh)) = elf.section(name) else { return Ok(None) };
@@ -365,12 +365,12 @@ impl ElfEdit {
             return Err(unsupported(format!("section {name} is not a whole number of {record}-byte records")));
         }
         let bytes = &mut self.data[off..off + size];
-        let mut recs: Vec<Vec<u8>> = bytes.chunks(record).map(<[u8]>::to_vec).collect();
-        recs.sort_by_cached_key(|r| key(r));
-        for (dst, src) in bytes.chunks_mut(record).zip(&recs) {
+        let mut recs: Vec<(Vec<u8>, Vec<u8>)> = bytes.chunks(record).map(|r| (key(r), r.to_vec())).collect();
+        recs.sort_by(|a, b| a.0.cmp(&b.0));
+        for (dst, (_, src)) in bytes.chunks_mut(record).zip(&recs) {
             dst.copy_from_slice(src);
         }
-        Ok(Some(recs.len()))
+        Ok(Some(recs.into_iter().map(|(k, _)| k).collect()))
     }
 
     /// Rearrange the `record`-byte records of section `name`: new record k

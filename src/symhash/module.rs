@@ -129,21 +129,15 @@ pub(super) fn one(k: &KernelImage, job: &Job, opts: &Options) -> Result<ModuleRe
     let mut ed = ElfEdit::new(elf_part.to_vec()).map_err(|e| e.at(path))?;
     let mut versions_sorted = 0;
     let mut flags = 0;
+    let mut index = None;
     if opts.sort_versions
-        && let Some(count) = ed.sort_records("__versions", MODVERSION_SIZE, version_name).map_err(|e| e.at(path))?
+        && let Some(names) = ed.sort_records("__versions", MODVERSION_SIZE, version_name).map_err(|e| e.at(path))?
     {
-        versions_sorted = count;
+        versions_sorted = names.len();
         flags |= VERSIONS_SORTED;
+        // each import's record, by the sorted names the sort returned
+        index = (versions_sorted > 0).then(|| tables::version_index(&strs(&n.undefined), &names));
     }
-    let index = match versions_sorted {
-        0 => None,
-        _ => {
-            let e = Elf::parse_for(&ed.data, Want::Relocatable, elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
-            let data = e.named_section_data("__versions").map_err(|e| e.at(path))?.unwrap_or_default();
-            let records: Vec<Vec<u8>> = data.chunks(MODVERSION_SIZE).map(version_name).collect();
-            Some(tables::version_index(&strs(&n.undefined), &records))
-        }
-    };
     let versions_indexed = index.as_ref().map_or(0, |v| v.iter().filter(|&&i| i != tables::NONE).count());
     let slots = match opts.export_slots {
         // The slots are where the image's tables put each name: a kernel
