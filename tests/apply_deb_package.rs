@@ -85,7 +85,11 @@ fn can_run() -> bool {
 /// The linux-image package `make bindeb-pkg` makes of the lab's build `k`:
 /// from the cache, else built now. Returns the .deb.
 fn linux_image_deb(k: &common::SelfBuilt, key: &str) -> PathBuf {
-    let dir = common::cache().join("bindeb").join(key);
+    // The object tree's source is shared with other builds (arm64's series
+    // leaves patches out): the package is what make made of the tree with
+    // the source as this build left it, so the cache names both.
+    let source = std::fs::read_to_string(k.tree.join("bootlink-source")).expect("the build recorded its source");
+    let dir = common::cache().join("bindeb").join(format!("{key}-{}", &source[..12]));
     let name = format!("linux-image-{rel}_{rel}-1_amd64.deb", rel = k.release);
     let deb = dir.join(&name);
     if deb.is_file() {
@@ -119,6 +123,22 @@ fn linux_image_deb(k: &common::SelfBuilt, key: &str) -> PathBuf {
     deb
 }
 
+/// The packaged image names the loader features the build's bzImage
+/// names (bindeb-pkg relinks vmlinux in the object tree: a source patched
+/// by another build since would change what it names).
+fn package_names_the_builds_features(k: &common::SelfBuilt, deb: &Path) {
+    let loader = |image: &Path| {
+        let o = Command::new(common::bin()).arg("kernel-info").arg(image).output().unwrap();
+        assert!(o.status.success(), "kernel-info {}: {}", image.display(), text(&o));
+        let out = common::stdout(&o);
+        out.lines().find(|l| l.starts_with("loader ")).unwrap_or_else(|| panic!("no loader line:\n{out}")).to_string()
+    };
+    let x = common::tmpdir("deb-contents");
+    common::sh("dpkg-deb", &["-x", deb.to_str().unwrap(), x.to_str().unwrap()]);
+    let packaged = loader(&x.join("boot").join(format!("vmlinuz-{}", k.release)));
+    assert_eq!(packaged, loader(&k.dir.join("bzImage")), "{}", deb.display());
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
@@ -146,6 +166,8 @@ fn bindeb_pkg(k: &common::SelfBuilt, key: &str, scratch: &Path) -> PathBuf {
     let script = r#"set -e
 kbuild=$1 upper=$2 work=$3 src=$4 obj=$5 key=$6; shift 6
 [ "$(cat "$obj/bootlink-key")" = "$key" ] || { echo "the object tree holds another build now" >&2; exit 3; }
+applied=$(ls -1 "$src/.bootlink-applied" | sha256sum | cut -d' ' -f1)
+[ "$(cat "$obj/bootlink-source")" = "$applied" ] || { echo "the source holds another build's series now" >&2; exit 3; }
 mount -t overlay overlay -o "lowerdir=$kbuild,upperdir=$upper,workdir=$work" "$kbuild"
 cd "$src"
 exec make O="$obj" "$@" bindeb-pkg"#;
@@ -333,6 +355,7 @@ fn a_bindeb_pkg_kernel_installed_with_dpkg_is_applied_before_its_initramfs_and_b
     let t0 = Instant::now();
     let deb = linux_image_deb(&k, key);
     let t_deb = t0.elapsed().as_secs_f64();
+    package_names_the_builds_features(&k, &deb);
     let t0 = Instant::now();
     let tar = root_tarball();
     let dir = common::tmpdir("deb-package");

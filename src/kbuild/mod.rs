@@ -283,9 +283,11 @@ fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(St
 /// image the tree's recorded commands would make.
 fn tree_holds(built: &Report) -> Result<()> {
     let held = std::fs::read_to_string(built.tree.join(TREE_KEY)).unwrap_or_default();
-    if held == built.key {
+    if held == built.key && source_holds(&built.tree) {
         return Ok(());
     }
+    let held =
+        if held == built.key { format!("{held}, but its source has another series applied since") } else { held };
     let flavours: String = built.flavours.iter().map(|f| format!(" --flavour {f}")).collect();
     let line = if built.line == Line::default().name { String::new() } else { format!(" --line {}", built.line) };
     Err(Error::file(
@@ -301,6 +303,19 @@ fn tree_holds(built: &Report) -> Result<()> {
 
 /// The file in the object tree naming the build it holds.
 const TREE_KEY: &str = "bootlink-key";
+/// The file in the object tree naming the patches its source held when
+/// the build finished ([`source::applied_state`]).
+const TREE_SOURCE: &str = "bootlink-source";
+
+/// The object tree's source (its `source` link) still has the patches
+/// applied that it had when the tree's build finished.
+fn source_holds(obj: &Path) -> bool {
+    let Ok(recorded) = std::fs::read_to_string(obj.join(TREE_SOURCE)) else { return false };
+    std::fs::canonicalize(obj.join("source"))
+        .ok()
+        .and_then(|src| source::applied_state(&src).ok())
+        .is_some_and(|now| now == recorded)
+}
 
 use crate::fsutil::hex;
 
@@ -422,7 +437,9 @@ pub fn run(opts: &Options) -> Result<Report> {
     let key = cache_key(opts.arch, &version, &config_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
-    let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    let tree_holds = |b: &Report| {
+        !opts.tree || (std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(&b.tree))
+    };
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
@@ -443,7 +460,9 @@ pub fn run(opts: &Options) -> Result<Report> {
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // Another process may have built it while we waited.
-    let tree_holds = |b: &Report| !opts.tree || std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key);
+    let tree_holds = |b: &Report| {
+        !opts.tree || (std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(&b.tree))
+    };
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
@@ -516,12 +535,14 @@ pub fn run(opts: &Options) -> Result<Report> {
     // hook or a new tables format alone).
     let _ = std::fs::remove_file(obj.join("vmlinux"));
     let _ = std::fs::remove_file(obj.join(TREE_KEY));
+    let _ = std::fs::remove_file(obj.join(TREE_SOURCE));
     let (image_in_obj, image_name) = opts.arch.boot_image();
     // `all` makes the boot image too (arm64's makes Image.gz from Image).
     let image_target = image_in_obj.rsplit('/').next().unwrap_or(image_name);
     let targets: Vec<&str> = if opts.modules { vec!["all"] } else { vec!["vmlinux", image_target] };
     env.run(&targets, &release_var, &log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
+    fsutil::write_atomic(&obj.join(TREE_SOURCE), source::applied_state(&tree)?.as_bytes())?;
     fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
     let release = match &opts.release {
         Some(r) => r.clone(),
@@ -813,7 +834,22 @@ mod tests {
         std::fs::create_dir_all(&r.tree).unwrap();
         std::fs::write(build.join("build.json"), serde_json::to_vec(&r).unwrap()).unwrap();
         let vmlinux = build.join("vmlinux");
+        // The source the tree links, with one patch applied, as the build
+        // left it.
+        let src = t.path().join("src");
+        std::fs::create_dir_all(src.join(".bootlink-applied")).unwrap();
+        std::fs::write(src.join(".bootlink-applied/0000-abc-one.patch"), "x").unwrap();
+        std::os::unix::fs::symlink(&src, r.tree.join("source")).unwrap();
+        std::fs::write(r.tree.join(TREE_SOURCE), source::applied_state(&src).unwrap()).unwrap();
+        // What `ls -1 .bootlink-applied | sha256sum` prints.
+        assert_eq!(source::applied_state(&src).unwrap(), hex(&Sha256::digest(b"0000-abc-one.patch\n")));
         std::fs::write(r.tree.join(TREE_KEY), "k1").unwrap();
+        assert_eq!(object_tree_of(&vmlinux).unwrap(), r.tree);
+        // Another build (arm64's series) patched the shared source since.
+        std::fs::write(src.join(".bootlink-applied/0001-def-two.patch"), "y").unwrap();
+        let e = object_tree_of(&vmlinux).unwrap_err().to_string();
+        assert!(e.contains("k1, but its source has another series applied since"), "{e}");
+        std::fs::remove_file(src.join(".bootlink-applied/0001-def-two.patch")).unwrap();
         assert_eq!(object_tree_of(&vmlinux).unwrap(), r.tree);
         std::fs::write(r.tree.join(TREE_KEY), "k2").unwrap();
         let e = object_tree_of(&vmlinux).unwrap_err().to_string();

@@ -122,6 +122,22 @@ fn applied(tree: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// What the source tree holds: a digest of the patches applied, by their
+/// record names (each carries its diff's hash) in order, each followed by
+/// a newline (what `ls -1 .bootlink-applied | sha256sum` prints). An object
+/// tree records it when a build finishes: the source is shared by every
+/// object tree of a line (x86-64, arm64, other configs), and make in an
+/// object tree whose source another build has patched since recompiles
+/// what that build changed.
+pub(crate) fn applied_state(tree: &Path) -> Result<String> {
+    let mut listing = Vec::new();
+    for f in applied(tree)? {
+        listing.extend_from_slice(f.file_name().unwrap_or_default().as_encoded_bytes());
+        listing.push(b'\n');
+    }
+    Ok(hash_hex(&listing))
+}
+
 /// `patch -p1` in `tree`; a failure says why in `patch`'s words (Build), a
 /// missing `patch` is a Tool error.
 fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
