@@ -160,6 +160,13 @@ fn board_jobs_name_the_boot_method_and_refusals_are_one_line() {
     assert_eq!(field(&y, "commands:"), ["ramdisk"]);
     assert!(field(&y, "url:").iter().all(|u| u.starts_with("http://files.example/lab/artifacts/")), "{y}");
     assert_eq!(field(&y, "url:").len(), 3, "kernel, ramdisk, dtb: {y}");
+    // U-Boot takes the ramdisk by its legacy header (LAVA's u-boot boot
+    // passes booti its address only): the lab's newc cpio behind it
+    assert_eq!(field(&y, "header:"), ["u-boot"], "{y}");
+    let img = std::fs::read(uboot.join("artifacts/stock/initramfs.cpio.uboot")).unwrap();
+    assert_eq!(&img[..4], &[0x27, 0x05, 0x19, 0x56], "U-Boot's image magic");
+    assert_eq!(u32::from_be_bytes(img[12..16].try_into().unwrap()) as usize, img.len() - 64, "the data's size");
+    assert_eq!(&img[64..70], b"070701", "a newc cpio behind the header");
     let args = field(&y, "extra_kernel_args:");
     assert!(args[0].starts_with("nokaslr") && !args[0].contains("console="), "{y}");
     assert!(!uboot.join("device-qemu.yaml").exists(), "no qemu dictionary for a board");
@@ -173,6 +180,10 @@ fn board_jobs_name_the_boot_method_and_refusals_are_one_line() {
         .ok();
     let g = std::fs::read_to_string(grub.join("stock-0.yaml")).unwrap();
     assert_eq!(field(&g, "method:"), ["grub"]);
+    assert!(
+        field(&g, "header:").is_empty() && grub.join("artifacts/stock/initramfs.cpio").exists(),
+        "GRUB: the raw cpio"
+    );
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(grub.join("bootlink-lava.json")).unwrap()).unwrap();
     assert_eq!(m["timing"], "realtime (hardware)");

@@ -9,9 +9,11 @@
 //! What DIR holds:
 //! - `VARIANT-N.yaml`: one job per variant and repetition (LAVA's job
 //!   schema, checked by `lava_common.schemas.validate` in tests/lava.rs);
-//! - `artifacts/VARIANT/`: the kernel image and `initramfs.cpio`, named
-//!   in the jobs by URL (`--lava-url`, default `file://` DIR) with their
-//!   SHA-256, which LAVA checks after downloading;
+//! - `artifacts/VARIANT/`: the kernel image and `initramfs.cpio` (for
+//!   U-Boot `initramfs.cpio.uboot`: the same cpio behind U-Boot's legacy
+//!   ramdisk header, which LAVA's u-boot boot needs), named in the jobs by
+//!   URL (`--lava-url`, default `file://` DIR) with their SHA-256, which
+//!   LAVA checks after downloading;
 //! - `bootlink-lava.json`: what the import needs (the run's record, each
 //!   variant's marker tag, module sizes, whether its loads are traced);
 //! - `device-qemu.yaml` for the qemu device type: the device dictionary
@@ -33,6 +35,7 @@ use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 use crate::lab::arch::Arch;
 use crate::lab::scenario::{self, Scenario};
+use crate::lava::uimage;
 use crate::run::results::Run;
 
 /// The file in a jobs directory that `bootlink lava import` reads.
@@ -40,6 +43,10 @@ pub const MANIFEST: &str = "bootlink-lava.json";
 
 /// The device dictionary written for the qemu device type.
 pub const QEMU_DEVICE: &str = "device-qemu.yaml";
+
+/// The initramfs of a U-Boot board's jobs: the lab's cpio behind U-Boot's
+/// legacy ramdisk header.
+pub const UBOOT_INITRAMFS: &str = "initramfs.cpio.uboot";
 
 const MANIFEST_FORMAT: u32 = 1;
 
@@ -115,8 +122,9 @@ pub struct JobVariant {
     pub lookups: Vec<(String, u64)>,
     /// Its job files, one per repetition.
     pub jobs: Vec<String>,
-    /// The SHA-256 of its initramfs, which LAVA logs when it downloads it:
-    /// the import refuses a job log of another initramfs.
+    /// The SHA-256 of the initramfs file its jobs download (with U-Boot's
+    /// header for u-boot), which LAVA logs when it downloads it: the import
+    /// refuses a job log of another initramfs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub initramfs_sha256: String,
 }
@@ -315,8 +323,20 @@ pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
         let kname = b.meta.kernel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or("kernel".into());
         let kernel = adir.join(&kname);
         copy_atomic(&b.meta.kernel, &kernel)?;
-        let initrd = adir.join("initramfs.cpio");
-        copy_atomic(&b.initramfs, &initrd)?;
+        let initrd = match opts.boot {
+            // U-Boot takes a ramdisk by its legacy header (src/lava/uimage.rs)
+            BootMethod::UBoot => {
+                let p = adir.join(UBOOT_INITRAMFS);
+                let data = fsutil::map_file(&b.initramfs)?;
+                fsutil::write_atomic(&p, &uimage::ramdisk(&data, sc.target.arch)?)?;
+                p
+            }
+            BootMethod::Qemu | BootMethod::Grub => {
+                let p = adir.join("initramfs.cpio");
+                copy_atomic(&b.initramfs, &p)?;
+                p
+            }
+        };
         let (ksum, isum) = (sha256_of(&kernel)?, sha256_of(&initrd)?);
         let tag = tag(i);
         let mut files = Vec::new();
@@ -449,6 +469,9 @@ fn job_yaml(j: &JobText) -> String {
                 q(j.initrd.0),
                 q(j.initrd.1)
             ));
+            if j.opts.boot == BootMethod::UBoot {
+                y.push_str("      header: u-boot\n");
+            }
             if let Some((u, s)) = &j.dtb {
                 y.push_str(&format!("    dtb:\n      url: {}\n      sha256sum: {}\n", q(u), q(s)));
             }

@@ -6,8 +6,10 @@
 //!   (qemu, or a board with U-Boot or GRUB), with its artifacts;
 //! - [`import`]: `bootlink lava import`: finished jobs' logs through the
 //!   lab's own console parser into a run directory `bootlink chart` reads;
-//! - [`log`]: LAVA's job log format (one YAML record a line).
+//! - [`log`]: LAVA's job log format (one YAML record a line);
+//! - [`uimage`]: U-Boot's legacy header around a board's initramfs.
 
 pub mod import;
 pub mod job;
 pub mod log;
+pub(crate) mod uimage;
