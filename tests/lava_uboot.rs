@@ -315,8 +315,8 @@ fn uboot_jobs_boot_a_qemu_board_through_lava_run_as_the_lab_boots() {
     // started by U-Boot with its DTB, the initrd and the DTB where U-Boot
     // puts them. Measured on 2026-11-28: the module set within 0.2 % of the
     // lab's with the same command line. Without root=/dev/ram0 the lab's
-    // set is 75 to 96 us longer (the module files' read phase; 0.4 % of
-    // stock's 22 ms, 1.7 % of unsigned's 4.6 ms): that is reported, and the
+    // set is 72 to 96 us longer (the module files' read phase; 0.4 % of
+    // stock's 22 ms, 1.6 to 1.8 % of unsigned's 4.6 ms): that is reported, and the
     // gain of one variant over the other must hold against it too. Board
     // runs differ by some us: U-Boot waits for LAVA's typed commands in host
     // time, so the kernel starts at another virtual time each run.
