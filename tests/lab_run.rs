@@ -498,3 +498,57 @@ fn a_variant_runs_a_dynamic_program_in_the_guest() {
         "run:python3: give a program's absolute path, or one of the initramfs's busybox applets",
     );
 }
+
+/// Boots run at once (`--jobs 2`) measure what boots run one at a time
+/// measure: deterministic guest time is the guest's instructions, so each
+/// console log is the same byte for byte, and the record holds the same
+/// boots in the same order (only the host's wall time differs). Realtime
+/// runs refuse more than one job.
+#[test]
+fn boots_at_once_measure_what_boots_one_at_a_time_measure() {
+    let dir = common::tmpdir("lab-jobs");
+    let mut runs = Vec::new();
+    for jobs in ["1", "2"] {
+        let out = dir.join(format!("j{jobs}"));
+        let t0 = std::time::Instant::now();
+        let o = common::run(&[
+            &"lab",
+            &"vfat",
+            &"sctp",
+            &"--variant",
+            &"stock",
+            &"--variant",
+            &"unsigned",
+            &"--jobs",
+            &jobs,
+            &"-o",
+            &out,
+        ]);
+        assert!(o.status.success(), "--jobs {jobs}: {}", common::stderr(&o));
+        println!("--jobs {jobs}: 2 boots in {:.0} s wall", t0.elapsed().as_secs_f64());
+        let mut run: Run = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+        for v in &mut run.variants {
+            for r in &mut v.repetitions {
+                r.boot_wall_s = 0.0;
+            }
+        }
+        runs.push((out, run));
+    }
+    let ((d1, r1), (d2, r2)) = (&runs[0], &runs[1]);
+    let mut logs = 0;
+    for v in &r1.variants {
+        for r in &v.repetitions {
+            let (a, b) = (std::fs::read(d1.join(&r.log)).unwrap(), std::fs::read(d2.join(&r.log)).unwrap());
+            assert!(a == b, "{} differs between --jobs 1 and --jobs 2", r.log.display());
+            logs += 1;
+        }
+    }
+    assert_eq!(logs, 2);
+    assert_eq!(serde_json::to_value(&r1.variants).unwrap(), serde_json::to_value(&r2.variants).unwrap());
+    println!("{logs} console logs the same byte for byte, and the records equal");
+
+    let rt = dir.join("rt");
+    lab_fails(&[&"lab", &"vfat", &"--realtime", &"--jobs", &"2", &"-o", &rt], "--jobs 2 needs the deterministic clock");
+    lab_fails(&[&"lab", &"vfat", &"--jobs", &"0", &"-o", &rt], "--jobs must be at least 1");
+    assert!(!rt.exists(), "a refused run wrote {}", rt.display());
+}

@@ -48,6 +48,10 @@ pub struct Args {
     /// Extra kernel command line
     #[arg(long, default_value = "")]
     cmdline: String,
+    /// Boots run at once (default: one per host CPU; realtime runs boot one at a time, as they
+    /// would time each other). Deterministic figures do not depend on it
+    #[arg(short, long)]
+    jobs: Option<usize>,
     /// Run directory to write (default: ./lab-<time>)
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -77,7 +81,9 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let variants = a.variants.iter().map(|v| lab::variant::Variant::parse(v)).collect::<Result<Vec<_>, _>>()?;
     let req = match a.scenario {
-        Some(file) => lab::scenario_file::load(&file, a.output)?.with_variants(variants),
+        Some(file) => {
+            lab::setup::Request { jobs: a.jobs, ..lab::scenario_file::load(&file, a.output)?.with_variants(variants) }
+        }
         None => lab::setup::Request {
             target: lab::target::Target::of(a.boot.arch),
             kernel: a.boot.kernel,
@@ -94,6 +100,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             memory_mib: a.memory,
             out: a.output,
             extra_cmdline: a.cmdline,
+            jobs: a.jobs,
         },
     };
     let lava = match &a.lava {

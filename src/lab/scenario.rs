@@ -67,6 +67,8 @@ pub struct Scenario {
     pub memory_mib: u32,
     pub out: PathBuf,
     pub extra_cmdline: String,
+    /// Boots run at once (1 for realtime runs: they would time each other).
+    pub jobs: usize,
 }
 
 /// Added for realtime runs with more than one vCPU: no soft-lockup or RCU
@@ -398,7 +400,6 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     let work = crate::lab::TempDir::new("lab")?;
     let (mut run, built) = build(sc, work.path(), &|_| crate::lab::initramfs::DEFAULT_TAG.to_string())?;
     let total = sc.repetitions * built.len() + sc.measure_overhead as usize;
-    let mut n = 0;
     let boot = |v: &Variant, img: &Path, log: &Path| -> Result<qemu::Boot> {
         let mut o = QemuOptions::on(&sc.target, &v.kernel);
         o.initrd = Some(img.to_path_buf());
@@ -410,52 +411,105 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         o.log = Some(log.to_path_buf());
         qemu::run(&o)
     };
-    for rep in 0..sc.repetitions {
-        for (vi, b) in built.iter().enumerate() {
-            let (v, files) = (&b.meta, &b.files);
-            n += 1;
-            progress::status(&format!("boot {n}/{total}: {} repetition {}", v.name, rep + 1));
-            let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
-            let b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
-            run.qemu_command = b.command.split_whitespace().map(str::to_string).collect();
-            let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
-            let ws = &built[vi].workloads;
-            let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
-            r.index = rep;
-            if !sc.deterministic {
-                // the counter is the host's, not a clock from reset
-                r.boot_clock = None;
-            }
-            let workload_problems: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
-            r.boot_wall_s = b.wall.as_secs_f64();
-            r.log = rel;
-            let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
-            let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
-            // A storm's requests are counted, not its modules' loads.
-            let measured = if r.storm().is_some() { files.len() } else { r.modules.len() };
-            if failed || measured != files.len() {
-                r.partial = true;
-                let why = if failed {
-                    format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
-                } else {
-                    format!("{} of {} modules measured", r.modules.len(), files.len())
-                };
-                r.failure = Some(format!("{why}\n{}", b.excerpt(40)));
-            } else if !not_loaded.is_empty() {
-                r.failure = Some(format!("insmod failed for: {}", not_loaded.join(", ")));
-            } else if !workload_problems.is_empty() {
-                r.failure = Some(workload_problems.join("; "));
-            }
-            let stop = r.partial;
-            run.variants[vi].repetitions.push(r);
-            if stop {
-                run.partial = true;
-                crate::run::save(&run, &sc.out)?;
-                return Ok(run);
-            }
-            crate::run::save(&run, &sc.out)?;
+    // Every boot of the run, in the order the record keeps them
+    // (repetitions interleaved); up to sc.jobs of them at once. Each boot is
+    // measured on its own (deterministic: guest time is instructions), and
+    // the record takes them in this order, saved as it grows, ending at
+    // the first boot that failed: what it holds does not depend on jobs.
+    let slots: Vec<(usize, usize)> =
+        (0..sc.repetitions).flat_map(|rep| (0..built.len()).map(move |vi| (rep, vi))).collect();
+    let measure = |rep: usize, vi: usize| -> Result<(Repetition, String)> {
+        let (v, files) = (&built[vi].meta, &built[vi].files);
+        let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
+        let b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
+        let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
+        let ws = &built[vi].workloads;
+        let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
+        r.index = rep;
+        if !sc.deterministic {
+            // the counter is the host's, not a clock from reset
+            r.boot_clock = None;
         }
+        let workload_problems: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
+        r.boot_wall_s = b.wall.as_secs_f64();
+        r.log = rel;
+        let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
+        let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
+        // A storm's requests are counted, not its modules' loads.
+        let measured = if r.storm().is_some() { files.len() } else { r.modules.len() };
+        if failed || measured != files.len() {
+            r.partial = true;
+            let why = if failed {
+                format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
+            } else {
+                format!("{} of {} modules measured", r.modules.len(), files.len())
+            };
+            r.failure = Some(format!("{why}\n{}", b.excerpt(40)));
+        } else if !not_loaded.is_empty() {
+            r.failure = Some(format!("insmod failed for: {}", not_loaded.join(", ")));
+        } else if !workload_problems.is_empty() {
+            r.failure = Some(workload_problems.join("; "));
+        }
+        Ok((r, b.command))
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<(Repetition, String)>)>();
+    let outcome: Result<bool> = std::thread::scope(|scope| {
+        for _ in 0..sc.jobs.clamp(1, slots.len().max(1)) {
+            let tx = tx.clone();
+            let (next, stop, slots, measure, built) = (&next, &stop, &slots, &measure, &built);
+            scope.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(rep, vi)) = slots.get(i) else { break };
+                    progress::status(&format!(
+                        "boot {}/{total}: {} repetition {}",
+                        i + 1,
+                        built[vi].meta.name,
+                        rep + 1
+                    ));
+                    if tx.send((i, measure(rep, vi))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Take the boots in their order as they finish.
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut taken = 0;
+        for (i, got) in rx {
+            waiting.insert(i, got);
+            while let Some(got) = waiting.remove(&taken) {
+                let (rep, vi) = slots[taken];
+                taken += 1;
+                let (r, command) = match got {
+                    Ok(x) => x,
+                    Err(e) => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Err(e);
+                    }
+                };
+                debug_assert_eq!(r.index, rep);
+                run.qemu_command = command.split_whitespace().map(str::to_string).collect();
+                let partial = r.partial;
+                run.variants[vi].repetitions.push(r);
+                if partial {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    run.partial = true;
+                    crate::run::save(&run, &sc.out)?;
+                    return Ok(true);
+                }
+                crate::run::save(&run, &sc.out)?;
+            }
+        }
+        Ok(false)
+    });
+    if outcome? {
+        return Ok(run);
     }
+    let mut n = slots.len();
     if sc.measure_overhead && sc.trace {
         // The first variant again, untraced: what does the tracing cost?
         n += 1;

@@ -153,6 +153,8 @@ pub fn parse(text: &str, out: Option<PathBuf>) -> Result<Request> {
         memory_mib: f.memory,
         out,
         extra_cmdline: f.cmdline,
+        // how many boots the host runs at once is the command line's (--jobs)
+        jobs: None,
     })
 }
 

@@ -47,6 +47,9 @@ pub struct Request {
     pub memory_mib: u32,
     pub out: Option<PathBuf>,
     pub extra_cmdline: String,
+    /// Boots at once (None: one per host CPU for a deterministic run, one
+    /// for a realtime run).
+    pub jobs: Option<usize>,
 }
 
 impl Request {
@@ -250,6 +253,18 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     if req.repetitions == 0 {
         return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
     }
+    let jobs = match (req.jobs, req.realtime) {
+        (Some(0), _) => return Err(Error::new(Kind::Usage, "--jobs must be at least 1")),
+        (Some(j), true) if j > 1 => {
+            return Err(Error::new(
+                Kind::Usage,
+                format!("--jobs {j} needs the deterministic clock: realtime boots on one host would time each other"),
+            ));
+        }
+        (Some(j), _) => j,
+        (None, true) => 1,
+        (None, false) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let out = match &req.out {
         Some(o) => o.clone(),
         None => {
@@ -276,6 +291,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         memory_mib: req.memory_mib,
         out,
         extra_cmdline: req.extra_cmdline.clone(),
+        jobs,
     })
 }
 

@@ -216,6 +216,7 @@ pub fn run(opts: &Options) -> Result<Report> {
             memory_mib: opts.memory_mib,
             out: Some(dir.clone()),
             extra_cmdline: opts.extra_cmdline.clone(),
+            jobs: None,
         };
         let sc = setup::scenario(&req)?;
         let b0 = Instant::now();

@@ -81,7 +81,8 @@ pub struct Console<'a> {
     pub sizes: &'a [(String, u64)],
 }
 
-pub trait Workload {
+/// Send + Sync: the lab boots a run's variants on several threads.
+pub trait Workload: Send + Sync {
     /// Host side, once per variant (build, profile, write caches).
     fn prepare(&mut self, _cx: &Context) -> Result<()> {
         Ok(())
