@@ -139,23 +139,40 @@ fn crypto_self_tests_are_the_crypto_link_on_debians_kernel() {
     links_add_up(notests);
     let sum = |r: &Repetition, link: &str| r.modules.iter().map(|m| link_us(m, link)).sum::<f64>();
     let (ca, cz) = (sum(tested, "crypto registration"), sum(notests, "crypto registration"));
-    assert!(ca > 50_000.0, "self-tests at registration: {ca} us");
+    // The set's self-tests are the link on either line, smaller on 6.12
+    // (measured 2026-11-28: 136 ms on Debian's 6.1, 37.2 ms on its 6.12).
+    let floor = if common::line() == "6.1" { 50_000.0 } else { 25_000.0 };
+    assert!(ca > floor, "self-tests at registration: {ca} us (at least {floor} us expected on {})", common::line());
     assert!(cz < ca / 10.0, "crypto registration {ca} -> {cz} us");
-    // The same algorithms, drivers and priorities registered, and every one
-    // marked as passed either way (notests marks them untested-but-passed).
+    // The same algorithms, drivers and priorities registered, each marked
+    // as passed either way (notests marks them untested-but-passed), but
+    // for template instances the self-tests build themselves: on 6.12 the
+    // drbg tests instantiate ctr(aes) and hmac(sha512), which without the
+    // tests the kernel builds on their first use (measured 2026-11-28; on
+    // 6.1 the two lists are equal).
     let (pa, pz) = (crypto_probe(tested), crypto_probe(notests));
-    assert!(pa.0.len() > 50 && pa.1 > 0, "{pa:?}");
-    assert_eq!(pa, pz, "/proc/crypto differs");
+    assert!(pa.0.len() > 50 && pa.1 > 0 && pz.1 > 0, "{pa:?} {pz:?}");
+    let missing: Vec<&String> = pz.0.iter().filter(|a| !pa.0.contains(a)).collect();
+    assert!(missing.is_empty(), "registered only without the self-tests: {missing:?}");
+    let built_by_tests: Vec<&String> = pa.0.iter().filter(|a| !pz.0.contains(a)).collect();
+    let instance = |a: &str| a.split_whitespace().next().is_some_and(|n| n.starts_with("name=") && n.contains('('));
+    assert!(built_by_tests.iter().all(|a| instance(a)), "/proc/crypto differs: {built_by_tests:?}");
+    if common::line() == "6.1" {
+        assert_eq!(pa, pz, "/proc/crypto differs");
+    }
     let init = |r: &Repetition| r.modules.iter().map(init_us).sum::<f64>();
     common::report(
-        "crypto self-tests (Debian 6.1)",
+        &format!("crypto self-tests (Debian {})", common::line()),
         &format!(
-            "crypto registration {:.1} -> {:.1} ms, init {:.1} -> {:.1} ms; {} algorithms identical",
+            "crypto registration {:.1} -> {:.1} ms, init {:.1} -> {:.1} ms; {} algorithms identical, {} instances \
+             only the self-tests built ({:?})",
             ca / 1e3,
             cz / 1e3,
             init(tested) / 1e3,
             init(notests) / 1e3,
-            pa.0.len()
+            pz.0.len(),
+            built_by_tests.len(),
+            built_by_tests
         ),
     );
 }
