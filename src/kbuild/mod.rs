@@ -282,10 +282,10 @@ fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(St
 /// compressor have the same vmlinux, so only the key tells whose boot
 /// image the tree's recorded commands would make.
 fn tree_holds(built: &Report) -> Result<()> {
-    let held = std::fs::read_to_string(built.tree.join(TREE_KEY)).unwrap_or_default();
-    if held == built.key && source_holds(&built.tree) {
+    if holds(&built.tree, &built.key) {
         return Ok(());
     }
+    let held = std::fs::read_to_string(built.tree.join(TREE_KEY)).unwrap_or_default();
     let held =
         if held == built.key { format!("{held}, but its source has another series applied since") } else { held };
     let flavours: String = built.flavours.iter().map(|f| format!(" --flavour {f}")).collect();
@@ -306,6 +306,12 @@ const TREE_KEY: &str = "bootlink-key";
 /// The file in the object tree naming the patches its source held when
 /// the build finished ([`source::applied_state`]).
 const TREE_SOURCE: &str = "bootlink-source";
+
+/// The object tree `obj` holds the build `key`: its bootlink-key names it
+/// and its source still has that build's patches applied.
+fn holds(obj: &Path, key: &str) -> bool {
+    std::fs::read_to_string(obj.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(obj)
+}
 
 /// The object tree's source (its `source` link) still has the patches
 /// applied that it had when the tree's build finished.
@@ -437,9 +443,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let key = cache_key(opts.arch, &version, &config_text, &series, &cert);
     let kernels = cache.join("kernels");
     let out = kernels.join(format!("build-{key}"));
-    let tree_holds = |b: &Report| {
-        !opts.tree || (std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(&b.tree))
-    };
+    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &key);
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
@@ -460,9 +464,6 @@ pub fn run(opts: &Options) -> Result<Report> {
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
     // Another process may have built it while we waited.
-    let tree_holds = |b: &Report| {
-        !opts.tree || (std::fs::read_to_string(b.tree.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(&b.tree))
-    };
     if let Some(mut b) = cached(&out).filter(tree_holds) {
         b.seconds = t0.elapsed().as_secs_f64();
         b.cached = true;
