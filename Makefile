@@ -30,7 +30,7 @@ test-offline: build
 
 # The extended tier only (not part of `make test`): the kernel series'
 # kernel/module/ compiled with -Werror in each combination of CONFIG_MODULE_SIG
-# and CONFIG_MODULE_SYMHASH (tests/kernel_configs.rs; see docs/kernel-series.md
+# and CONFIG_MODULE_SYMHASH (tests/extended/kernel_configs.rs; see docs/kernel-series.md
 # for its time).
 test-extended: build
 	@scripts/run-tests --tier X

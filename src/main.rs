@@ -1,6 +1,6 @@
 //! The `bootlink` binary. The command line lives in src/cli/ (one file per
 //! subcommand, argument mapping and printing only); the work is the
-//! library's (src/lib.rs).
+//! crates' (crates/bootlink, crates/bootlink-lab).
 
 mod cli;
 

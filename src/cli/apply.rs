@@ -37,8 +37,8 @@ pub struct Args {
     dry_run: bool,
     /// The hash of the module hash list: blake2b where the kernel names hashes-blake2b (patch 0018)
     /// and the CPU has no SHA instructions (then about half the cost); SHA-256 otherwise
-    #[arg(long, value_enum, default_value_t = bootlink::manifest::Hash::Sha256)]
-    manifest_hash: bootlink::manifest::Hash,
+    #[arg(long, value_enum, default_value_t = super::values::ListHash::Sha256)]
+    manifest_hash: super::values::ListHash,
     #[command(flatten)]
     signing: Signing,
     #[arg(long)]
@@ -60,7 +60,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         allow_unsigned: a.allow_unsigned,
         depmod: !a.no_depmod,
         dry_run: a.dry_run,
-        manifest_hash: a.manifest_hash,
+        manifest_hash: a.manifest_hash.into(),
     };
     let report = apply::run(&opts)?;
     Ok(print_batch(&report, &report.errors, false, a.json, || report.render()))

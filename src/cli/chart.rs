@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bootlink::{Error, chart};
+use bootlink::Error;
+use bootlink_lab::chart;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -17,7 +17,7 @@ pub struct Args {
     /// Debian architecture of the package (arm64: downloaded as a foreign
     /// package, which needs `dpkg --add-architecture arm64`)
     #[arg(long, value_enum, default_value = "amd64")]
-    arch: fetch::Arch,
+    arch: super::values::Arch,
     #[arg(long)]
     json: bool,
 }
@@ -28,7 +28,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         (Some(v), None) => fetch::Request::Series(v),
         (None, None) => fetch::Request::Reference,
     };
-    let f = fetch::fetch_for(&req, a.arch)?;
+    let f = fetch::fetch_for(&req, a.arch.into())?;
     if let Some(why) = &f.fallback {
         eprintln!("bootlink: note: {why}");
     }

@@ -22,7 +22,7 @@ pub enum Cmd {
         /// aarch64-linux-gnu-gcc from kernel/<line>/configs/lab-arm64.config; the
         /// series' patches marked `arch:x86` are left out, and the image is `Image`
         #[arg(long, value_enum, default_value = "amd64")]
-        arch: bootlink::fetch::Arch,
+        arch: super::values::Arch,
         /// Directory with a quilt-style `series` file and its patches (default: kernel/<line>/patches)
         #[arg(long)]
         series: Option<PathBuf>,
@@ -96,7 +96,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             cached_only,
             json,
         } => {
-            let mut opts = kbuild::Options::for_line_arch(line, arch);
+            let mut opts = kbuild::Options::for_line_arch(line, arch.into());
             opts.tree = tree;
             opts.cached_only = cached_only;
             opts.series = series.unwrap_or(opts.series);

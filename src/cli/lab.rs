@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bootlink::{Error, lab};
+use bootlink::Error;
+use bootlink_lab::lab;
 
 use super::{exit, print_json};
 
@@ -19,7 +20,7 @@ pub struct Args {
     boot: super::BootKernel,
     /// A preset (stock, folded, ...) or NAME=key:value,...; repeat to compare (default: stock and
     /// preresolved; --help for the grammar)
-    #[arg(long = "variant", long_help = bootlink::lab::variant::GRAMMAR)]
+    #[arg(long = "variant", long_help = bootlink_lab::lab::variant::GRAMMAR)]
     variants: Vec<String>,
     /// The whole run from a TOML scenario file (docs/examples/); --variant adds to its variants
     #[arg(long, conflicts_with_all = ["names", "set", "kernel", "modules", "arch", "repetitions", "realtime", "smp",
@@ -106,10 +107,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let lava = match &a.lava {
         Some(dir) => {
             let boot = match &a.lava_boot {
-                Some(b) => bootlink::lava::job::BootMethod::parse(b).ok_or_else(|| {
+                Some(b) => bootlink_lab::lava::job::BootMethod::parse(b).ok_or_else(|| {
                     Error::new(bootlink::error::Kind::Usage, format!("--lava-boot {b:?}: use qemu, u-boot or grub"))
                 })?,
-                None => bootlink::lava::job::BootMethod::of_device_type(&a.lava_device_type).ok_or_else(|| {
+                None => bootlink_lab::lava::job::BootMethod::of_device_type(&a.lava_device_type).ok_or_else(|| {
                     Error::new(
                         bootlink::error::Kind::Usage,
                         format!(
@@ -119,7 +120,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                     )
                 })?,
             };
-            Some(bootlink::lava::job::Options {
+            Some(bootlink_lab::lava::job::Options {
                 dir: dir.clone(),
                 device_type: a.lava_device_type.clone(),
                 boot,
@@ -136,11 +137,11 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     };
     let sc = lab::setup::scenario(&req)?;
     if let Some(o) = lava {
-        let report = bootlink::lava::job::write(&sc, &o)?;
+        let report = bootlink_lab::lava::job::write(&sc, &o)?;
         if a.json {
             print_json(&report);
         } else {
-            print!("{}", bootlink::lava::job::render(&report));
+            print!("{}", bootlink_lab::lava::job::render(&report));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -150,10 +151,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         print_json(&lab::setup::Report {
             run_dir: &sc.out,
             checks: &checks,
-            summary: bootlink::run::summary(std::slice::from_ref(&run)),
+            summary: bootlink_lab::run::summary(std::slice::from_ref(&run)),
             tracing_overhead_pct: run.tracing_overhead_pct,
             partial: run.partial,
-            userspace: bootlink::run::userspace::tables(std::slice::from_ref(&run)),
+            userspace: bootlink_lab::run::userspace::tables(std::slice::from_ref(&run)),
         });
     } else {
         print!("{}", lab::setup::render(&sc, &run, &checks));

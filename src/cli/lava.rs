@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bootlink::Error;
-use bootlink::lava::import;
+use bootlink_lab::lava::import;
 
 use super::{exit, print_json};
 

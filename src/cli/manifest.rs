@@ -40,8 +40,8 @@ pub enum Cmd {
         sign_cert: Option<PathBuf>,
         /// The hash the list holds: blake2b needs a kernel with patch 0018
         /// (CONFIG_MODULE_HASHES_BLAKE2B; refused otherwise)
-        #[arg(long, value_enum, default_value_t = manifest::Hash::Sha256)]
-        hash: manifest::Hash,
+        #[arg(long, value_enum, default_value_t = super::values::ListHash::Sha256)]
+        hash: super::values::ListHash,
         #[arg(long)]
         json: bool,
         /// The final modules: files or directories (.ko, .ko.xz, .ko.zst, .ko.gz)
@@ -68,7 +68,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 modules,
                 sign,
                 image,
-                hash,
+                hash: hash.into(),
             })?;
             for e in &w.errors {
                 eprintln!("bootlink: {}: {}", e.path.display(), e.error);

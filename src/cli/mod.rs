@@ -3,6 +3,7 @@
 //! Nothing here decides anything the library could.
 
 mod apply;
+#[cfg(feature = "lab")]
 mod chart;
 mod ddlink;
 mod extract_vmlinux;
@@ -13,15 +14,20 @@ mod help_reference;
 mod inspect;
 mod kernel;
 mod kernel_info;
+#[cfg(feature = "lab")]
 mod lab;
+#[cfg(feature = "lab")]
 mod lava;
 mod manifest;
 mod order;
 mod plan;
 mod preresolve;
+#[cfg(feature = "lab")]
 mod recommend;
+#[cfg(feature = "lab")]
 mod survey;
 mod symhash;
+mod values;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,50 +43,91 @@ pub struct Cli {
     cmd: Cmd,
 }
 
+// The commands in the order of a user's work: read and plan; the build-time
+// steps and apply; the builds; measuring (the lab); user-space start-up. Each
+// doc comment's first line is the short help `bootlink --help` lists.
 #[derive(Subcommand)]
 enum Cmd {
     /// Report what load-time symbol resolution costs for modules against a kernel
     Inspect(inspect::Args),
-    /// Do the loader's finalize work at build time: sort each module's ORC table and check its
-    /// ftrace records (dropping those the kernel would disable), marked for a patched kernel
-    Finalize(finalize::Args),
-    /// Precomputed symbol hash tables for the module loader (SysV, GNU + Bloom, perfect),
-    /// for modules (added as .ksymhash/.undef.hash, re-signed) or vmlinux (--vmlinux, in place)
-    #[command(group(clap::ArgGroup::new("target").required(true).args(["vmlinux", "kernel"])))]
-    Symhash(symhash::Args),
-    /// Resolve module symbols against vmlinux at build time (SHN_UNDEF -> SHN_ABS)
-    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place", "dry_run"])))]
-    Preresolve(preresolve::Args),
-    /// Write the batch loader's plan (loader/, bl-modload): modules in dependency order, each with
-    /// the modules that must be live before it starts
-    Plan(plan::Args),
-    /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
-    Lab(lab::Args),
-    /// Which modules of a kernel's tree load under QEMU: all of them (or a set) in dependency order,
-    /// in batches of boots, on one variant; a boot that dies is cut at the module it died on. Writes
-    /// the loadable modules as a list file and why the others did not load
-    Survey(survey::Args),
-    /// The lab on LAVA: read finished jobs (written by `lab --lava DIR`) back into a run directory
-    Lava {
-        #[command(subcommand)]
-        cmd: lava::Cmd,
-    },
-    /// Chart boots: timeline, module load phases, longest links, before/after
-    Chart(chart::Args),
-    /// Which kernel image (compressor) reaches /init first from a given storage: the lab run's
-    /// boots timed from reset plus the image's read time on the lab's flash model, and the
-    /// throughputs at which the best image changes
-    Recommend(recommend::Args),
-    /// Take a kernel build and its installed modules through every build-time step the kernel
-    /// supports (read from its image), in the lab's order; then the module hash list or
-    /// signatures, the bzImage, depmod. Idempotent; --dry-run shows the plan
-    Apply(apply::Args),
     /// Show what bootlink reads from a kernel image: release, exports, KASLR
     KernelInfo(kernel_info::Args),
     /// Write the uncompressed vmlinux held in a bzImage or compressed image
     ExtractVmlinux(extract_vmlinux::Args),
-    /// DDLink: record a program's symbol bindings once, then let the patched ld.so take them
-    /// from a cache (File Read Mode) or skip relocation with prelinked images (Skip Mode)
+    /// Download a real Debian kernel package into the cache and print its paths
+    FetchKernel(fetch_kernel::Args),
+    /// Write the batch loader's plan: modules in dependency order
+    ///
+    /// The plan is for loader/'s bl-modload: each module with the modules that must be live
+    /// before it starts.
+    Plan(plan::Args),
+    /// Resolve module symbols against vmlinux at build time (SHN_UNDEF -> SHN_ABS)
+    #[command(group(clap::ArgGroup::new("out").required(true).args(["output", "in_place", "dry_run"])))]
+    Preresolve(preresolve::Args),
+    /// Add precomputed symbol hash tables to modules or vmlinux
+    ///
+    /// SysV, GNU + Bloom or perfect tables for the module loader: for modules (added as
+    /// .ksymhash/.undef.hash, re-signed) or vmlinux (--vmlinux, in place).
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["vmlinux", "kernel"])))]
+    Symhash(symhash::Args),
+    /// Do the loader's finalize work at build time (ORC sort, ftrace checks)
+    ///
+    /// Sorts each module's ORC table and checks its ftrace records (dropping those the kernel
+    /// would disable), marked for a patched kernel.
+    Finalize(finalize::Args),
+    /// The module hash list: a build's final modules, trusted by their hash
+    ///
+    /// The SHA-256 (or BLAKE2b-256) of a build's final modules in the kernel image, so the
+    /// kernel trusts them without a signature check each.
+    Manifest {
+        #[command(subcommand)]
+        cmd: manifest::Cmd,
+    },
+    /// Take a kernel build and its modules through every step the kernel supports
+    ///
+    /// The steps are read from the kernel image's features and run in the lab's order; then
+    /// the module hash list or signatures, the bzImage, depmod. Idempotent; --dry-run shows
+    /// the plan.
+    Apply(apply::Args),
+    /// Build Debian's kernel source with bootlink's patch series (cached)
+    Kernel {
+        #[command(subcommand)]
+        cmd: kernel::Cmd,
+    },
+    /// Build Debian's glibc with bootlink's patch series (cached)
+    Glibc {
+        #[command(subcommand)]
+        cmd: glibc::Cmd,
+    },
+    /// Boot a real kernel under QEMU (TCG) and measure module loading, phase by phase
+    #[cfg(feature = "lab")]
+    Lab(lab::Args),
+    /// Find which modules of a kernel's tree load under QEMU
+    ///
+    /// All of them (or a set) in dependency order, in batches of boots, on one variant; a
+    /// boot that dies is cut at the module it died on. Writes the loadable modules as a list
+    /// file and why the others did not load.
+    #[cfg(feature = "lab")]
+    Survey(survey::Args),
+    /// Chart boots: timeline, module load phases, longest links, before/after
+    #[cfg(feature = "lab")]
+    Chart(chart::Args),
+    /// Recommend the kernel image (compressor) that reaches /init first from a storage
+    ///
+    /// The lab run's boots timed from reset plus the image's read time on the lab's flash
+    /// model, and the throughputs at which the best image changes.
+    #[cfg(feature = "lab")]
+    Recommend(recommend::Args),
+    /// Read finished LAVA jobs (written by `lab --lava DIR`) back into a run directory
+    #[cfg(feature = "lab")]
+    Lava {
+        #[command(subcommand)]
+        cmd: lava::Cmd,
+    },
+    /// DDLink: record a program's symbol bindings once, then let ld.so reuse them
+    ///
+    /// The patched ld.so takes them from a cache (File Read Mode) or skips relocation with
+    /// prelinked images (Skip Mode).
     Ddlink {
         #[command(subcommand)]
         cmd: ddlink::Cmd,
@@ -90,24 +137,6 @@ enum Cmd {
         #[command(subcommand)]
         cmd: order::Cmd,
     },
-    /// The module hash manifest: the SHA-256 of a build's final modules in the kernel image
-    /// (kernel/6.1/patches 0011), so the kernel trusts them without a signature check each
-    Manifest {
-        #[command(subcommand)]
-        cmd: manifest::Cmd,
-    },
-    /// Build Debian's kernel source with bootlink's patch series and lab config (cached)
-    Kernel {
-        #[command(subcommand)]
-        cmd: kernel::Cmd,
-    },
-    /// Build Debian's glibc (the installed libc6's version) with bootlink's patch series (cached)
-    Glibc {
-        #[command(subcommand)]
-        cmd: glibc::Cmd,
-    },
-    /// Download a real Debian kernel package into the cache and print its paths
-    FetchKernel(fetch_kernel::Args),
     /// Print the command-line reference (docs/cli.md) as Markdown
     #[command(hide = true)]
     HelpReference,
@@ -145,24 +174,29 @@ fn exit_for(kinds: &[bootlink::error::Kind]) -> ExitCode {
 fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     match cmd {
         Cmd::Inspect(a) => inspect::run(a),
-        Cmd::Finalize(a) => finalize::run(a),
-        Cmd::Symhash(a) => symhash::run(a),
-        Cmd::Preresolve(a) => preresolve::run(a),
-        Cmd::Plan(a) => plan::run(a),
-        Cmd::Lab(a) => lab::run(a),
-        Cmd::Survey(a) => survey::run(a),
-        Cmd::Lava { cmd } => lava::run(cmd),
-        Cmd::Chart(a) => chart::run(a),
-        Cmd::Recommend(a) => recommend::run(a),
-        Cmd::Apply(a) => apply::run(a),
         Cmd::KernelInfo(a) => kernel_info::run(a),
         Cmd::ExtractVmlinux(a) => extract_vmlinux::run(a),
-        Cmd::Ddlink { cmd } => ddlink::run(cmd),
-        Cmd::Order { cmd } => order::run(cmd),
+        Cmd::FetchKernel(a) => fetch_kernel::run(a),
+        Cmd::Plan(a) => plan::run(a),
+        Cmd::Preresolve(a) => preresolve::run(a),
+        Cmd::Symhash(a) => symhash::run(a),
+        Cmd::Finalize(a) => finalize::run(a),
         Cmd::Manifest { cmd } => manifest::run(cmd),
+        Cmd::Apply(a) => apply::run(a),
         Cmd::Kernel { cmd } => kernel::run(cmd),
         Cmd::Glibc { cmd } => glibc::run(cmd),
-        Cmd::FetchKernel(a) => fetch_kernel::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Lab(a) => lab::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Survey(a) => survey::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Chart(a) => chart::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Recommend(a) => recommend::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::Lava { cmd } => lava::run(cmd),
+        Cmd::Ddlink { cmd } => ddlink::run(cmd),
+        Cmd::Order { cmd } => order::run(cmd),
         Cmd::HelpReference => {
             print!("{}", help_reference::markdown(&<Cli as clap::CommandFactory>::command()));
             Ok(ExitCode::SUCCESS)
@@ -171,6 +205,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
 }
 
 /// The kernel a QEMU command boots and its modules (`lab`, `survey`).
+#[cfg(feature = "lab")]
 #[derive(clap::Args)]
 pub struct BootKernel {
     /// Kernel to boot: vmlinux (PVH) or bzImage; on arm64 Image or Debian's vmlinuz (default:
@@ -183,11 +218,12 @@ pub struct BootKernel {
     /// The guest's architecture: x86-64 (qemu-system-x86_64, pc, Haswell) or arm64
     /// (qemu-system-aarch64, virt, Cortex-A72)
     #[arg(long, default_value = "x86-64", value_parser = parse_arch)]
-    arch: bootlink::lab::target::Arch,
+    arch: bootlink_lab::lab::target::Arch,
 }
 
-fn parse_arch(s: &str) -> Result<bootlink::lab::target::Arch, String> {
-    use bootlink::lab::target::Arch;
+#[cfg(feature = "lab")]
+fn parse_arch(s: &str) -> Result<bootlink_lab::lab::target::Arch, String> {
+    use bootlink_lab::lab::target::Arch;
     Arch::parse(s).ok_or_else(|| {
         let known: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
         format!("not one of {}", known.join(", "))
@@ -228,13 +264,13 @@ pub struct Signing {
     #[arg(long, requires = "sign_key")]
     sign_cert: Option<PathBuf>,
     /// The signature's digest
-    #[arg(long, value_enum, default_value_t = sign::Hash::Sha256)]
-    sign_hash: sign::Hash,
+    #[arg(long, value_enum, default_value_t = values::SignHash::Sha256)]
+    sign_hash: values::SignHash,
 }
 
 impl Signing {
     fn key(self) -> Option<sign::SignKey> {
-        let hash = self.sign_hash;
+        let hash = self.sign_hash.into();
         self.sign_key.zip(self.sign_cert).map(|(key, cert)| sign::SignKey { key, cert, hash })
     }
 }

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bootlink::{Error, recommend};
+use bootlink::Error;
+use bootlink_lab::recommend;
 
 use super::print_json;
 

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bootlink::{Error, lab};
+use bootlink::Error;
+use bootlink_lab::lab;
 
 use super::print_json;
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use bootlink::lab::{Boot, QemuOptions};
+use bootlink_lab::lab::{Boot, QemuOptions};
 
 /// The marker tag the probe frames /proc/modules with.
 pub const PROBE_TAG: &str = "initrd-probe";
@@ -49,7 +49,7 @@ pub fn boot(kernel: &Path, initrd: &Path, cmdline: &str, log: &Path) -> Boot {
     o.cmdline = format!("{} {cmdline}", o.cmdline);
     o.timeout = Duration::from_secs(240);
     o.log = Some(log.to_path_buf());
-    let b = bootlink::lab::qemu::run(&o).unwrap();
+    let b = bootlink_lab::lab::qemu::run(&o).unwrap();
     if let Err(e) = b.check() {
         panic!("{e}");
     }

@@ -382,7 +382,7 @@ pub fn self_built(tree: bool) -> SelfBuilt {
 
 /// `bootlink lab --no-trace --realtime -o out ARGS`: for correctness only
 /// (host time is faster than -icount); its run.json.
-pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlink::run::results::Run {
+pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlink_lab::run::results::Run {
     let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"--realtime", &"-o", &out];
     all.extend_from_slice(args);
     let t0 = std::time::Instant::now();
@@ -415,12 +415,12 @@ pub fn lab_without_modules(variant: &str, dir: &Path) -> TestCommand {
 /// One untraced, deterministic boot of the self-built kernel with no
 /// modules (`--set none`) and one `--variant`, into a fresh run directory:
 /// (run directory, bootlink's output, run.json).
-pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink::run::results::Run) {
+pub fn boot_without_modules(label: &str, variant: &str) -> (PathBuf, Output, bootlink_lab::run::results::Run) {
     let dir = tmpdir(label).keep().join("run");
     let t0 = std::time::Instant::now();
     let out = lab_without_modules(variant, &dir).arg(&"--no-trace").cmd_output();
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    let run: bootlink::run::results::Run = serde_json::from_slice(
+    let run: bootlink_lab::run::results::Run = serde_json::from_slice(
         &std::fs::read(dir.join("run.json"))
             .unwrap_or_else(|e| panic!("no run.json ({e}); stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out))),
     )
@@ -457,7 +457,10 @@ pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 /// the lab's checks passed (a refused module fails them by design): the
 /// run and the command's output. Panics, quoting the output, without a
 /// run.json.
-pub fn lab_run_either_way(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> (bootlink::run::results::Run, Output) {
+pub fn lab_run_either_way(
+    args: &[&dyn AsRef<std::ffi::OsStr>],
+    out: &Path,
+) -> (bootlink_lab::run::results::Run, Output) {
     let o = TestCommand::new(args).cmd_output();
     let bytes = std::fs::read(out.join("run.json"))
         .unwrap_or_else(|e| panic!("no run.json ({e}):\n{}\n{}", stdout(&o), stderr(&o)));
@@ -580,7 +583,7 @@ pub fn debian_of_line() -> &'static Fetched {
 /// in its "with" list and is a dependency of a set module in some tree.
 /// Returns the run's module names (first variant), checked equal in every
 /// variant.
-pub fn check_194_set_run(run: &bootlink::run::results::Run, trees: &[&bootlink::kmod::ModTree]) -> Vec<String> {
+pub fn check_194_set_run(run: &bootlink_lab::run::results::Run, trees: &[&bootlink::kmod::ModTree]) -> Vec<String> {
     use std::collections::BTreeSet;
     let norm = bootlink::kmod::normalize;
     let set: Vec<String> = bootlink::kmod::named_set_paths("fs-nls-crypto-net-194")
@@ -588,7 +591,7 @@ pub fn check_194_set_run(run: &bootlink::run::results::Run, trees: &[&bootlink::
         .iter()
         .map(|p| norm(p.file_name().unwrap().to_string_lossy().split(".ko").next().unwrap()))
         .collect();
-    let names = |v: &bootlink::run::results::Variant| -> BTreeSet<String> {
+    let names = |v: &bootlink_lab::run::results::Variant| -> BTreeSet<String> {
         v.repetitions[0].modules.iter().map(|m| m.name.clone()).collect()
     };
     let first = names(&run.variants[0]);
@@ -638,7 +641,7 @@ pub fn check_194_set_run(run: &bootlink::run::results::Run, trees: &[&bootlink::
 
 /// A storm's requests that neither loaded nor met the module already
 /// there (EEXIST): the storm tests expect none.
-pub fn storm_failures(s: &bootlink::run::results::Storm) -> u64 {
+pub fn storm_failures(s: &bootlink_lab::run::results::Storm) -> u64 {
     s.results.iter().filter(|(k, _)| k != "loaded" && k != "File exists").map(|(_, c)| c).sum()
 }
 
@@ -652,7 +655,7 @@ pub fn lab_variants<V: AsRef<str>>(
     label: &str,
     head: &[&str],
     variants: &[V],
-) -> (PathBuf, bootlink::run::results::Run) {
+) -> (PathBuf, bootlink_lab::run::results::Run) {
     let dir = tmpdir(label).keep().join("run");
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab"];
     for h in head {
@@ -670,4 +673,14 @@ pub fn lab_variants<V: AsRef<str>>(
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
     let run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
     (dir, run)
+}
+
+/// A test's name as its binary's harness knows it (what `--exact` takes):
+/// the caller's `module_path!()` less the crate's name (each tier's test
+/// binary is a crate, its test files modules), then the function.
+pub fn test_name(module_path: &str, function: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{function}"),
+        None => function.to_string(),
+    }
 }

@@ -24,4 +24,8 @@ define HOST_BOOTLINK_FETCH_CRATES
 endef
 HOST_BOOTLINK_POST_RSYNC_HOOKS += HOST_BOOTLINK_FETCH_CRATES
 
+# The binary with the product's commands only (apply, the steps, the
+# builds): the lab's measuring commands are a default feature.
+HOST_BOOTLINK_CARGO_BUILD_OPTS = --no-default-features
+
 $(eval $(host-cargo-package))

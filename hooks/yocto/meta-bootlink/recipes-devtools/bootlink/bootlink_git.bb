@@ -26,4 +26,9 @@ require ${BPN}-crates.inc
 
 inherit cargo cargo-update-recipe-crates
 
+# The binary with the product's commands only (apply, the steps, the
+# builds): the lab's measuring commands are a default feature a target
+# does not need.
+CARGO_BUILD_FLAGS:append = " --no-default-features"
+
 BBCLASSEXTEND = "native"

@@ -1,0 +1,55 @@
+//! The lab: real kernels booted under QEMU (TCG) with an initramfs bootlink builds itself.
+//!
+//! The pieces, one job each:
+//! - [`cpio`]: a writer (and a checking reader) for the "newc" archives the
+//!   kernel unpacks as an initramfs;
+//! - [`busybox`]: a static busybox from Debian's `busybox-static`, cached;
+//! - [`initramfs`]: busybox, applet links, a generated `/init` that frames
+//!   the caller's output with marker lines, and any extra files;
+//! - [`arch`]: the guest's architecture (x86-64, arm64);
+//! - [`target`]: what a run boots on: the emulator, machine, pinned CPU
+//!   model, console and kernel images of an architecture;
+//! - [`qemu`]: boot a kernel under QEMU (TCG) on a target, capture the
+//!   serial console, time it, and tell a clean power-off from a panic;
+//! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
+//!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
+//!   batch loader from `loader/` and reads its report;
+//! - [`order`]: function reordering on emulated slow flash: `order synth`'s
+//!   program (or CPython), unordered and reordered, started cold from SquashFS.
+//! - [`ddlink`]: a program started under DDLink's patched ld.so in each
+//!   loader mode after the modules load, its starts on the kernel's timeline;
+//! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,
+//!   in an ftrace instance of its own.
+
+pub mod arch;
+pub mod batchloader;
+pub mod bootclock;
+pub mod busybox;
+pub mod cpio;
+pub mod ddlink;
+pub(crate) mod debs;
+pub mod imageread;
+pub mod initramfs;
+pub mod loaders;
+pub mod order;
+pub(crate) mod packaged;
+pub mod procs;
+pub mod qemu;
+pub mod scenario;
+pub mod scenario_file;
+pub mod setup;
+pub mod survey;
+pub mod target;
+pub mod userspace;
+pub mod variant;
+pub mod workload;
+
+pub use initramfs::{Initramfs, framed};
+pub use qemu::{Boot, BootStatus, QemuOptions};
+
+/// Kept here so the lab's files that name `crate::lab::TempDir` keep
+/// working; the type lives in the ground layer.
+pub use bootlink::fsutil::TempDir;
+
+/// The host-tool runner, under the lab's old name.
+pub(crate) use bootlink::hosttool::run as run_tool;

@@ -1,0 +1,673 @@
+//! `bootlink lab`: from what the user asks (a kernel or the default Debian
+//! one, a module set by name, list file or module names, variants,
+//! repetitions) to a [`Scenario`], and from a finished [`Run`] to the
+//! report the command prints, with the checks every run must pass.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::lab::scenario::{Prepared, Scenario};
+use crate::lab::target::Target;
+use crate::lab::variant::{self, KernelChoice, Variant};
+use crate::run::results::{Run, USER_MODES, WorkloadResult};
+use bootlink::error::{Error, Kind, Result};
+use bootlink::fetch;
+use bootlink::kbuild;
+use bootlink::kmod::{self as modset, Entry, ModTree};
+
+/// The set `bootlink lab` loads when none is named.
+pub(crate) const DEFAULT_SET: &str = "fs-nls-crypto-net-194";
+
+/// `--set none`: load no module (a boot for what runs after, e.g. DDLink's program).
+pub(crate) const NO_MODULES: &str = "none";
+
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// What the run boots on (default: x86-64, [`Target::x86_64`]).
+    pub target: Target,
+    /// vmlinux (boots through PVH) or bzImage; None: the default Debian kernel.
+    pub kernel: Option<PathBuf>,
+    /// `lib/modules/<release>` of that kernel (required with `kernel`).
+    pub modules_dir: Option<PathBuf>,
+    /// A named set ([`modset::NAMED_SETS`]) or a list file.
+    pub set: Option<String>,
+    /// Module names (or aliases), loaded with their dependencies.
+    pub names: Vec<String>,
+    /// The variants, parsed (default: stock and preresolved).
+    pub variants: Vec<Variant>,
+    pub repetitions: usize,
+    pub realtime: bool,
+    /// Virtual CPUs (realtime only).
+    pub smp: u32,
+    pub no_trace: bool,
+    pub measure_overhead: bool,
+    pub timeout: Duration,
+    pub memory_mib: u32,
+    pub out: Option<PathBuf>,
+    pub extra_cmdline: String,
+    /// Boots at once (None: one per host CPU for a deterministic run, one
+    /// for a realtime run).
+    pub jobs: Option<usize>,
+}
+
+impl Request {
+    /// The request with `more` variants after its own.
+    pub fn with_variants(mut self, more: Vec<Variant>) -> Request {
+        self.variants.extend(more);
+        self
+    }
+}
+
+/// The kernel image and its module tree a run boots: the ones given, or
+/// Debian's reference kernel of `target`'s architecture fetched (its tree
+/// unless another is given).
+pub(crate) fn kernel_and_tree(
+    target: &Target,
+    kernel: Option<&Path>,
+    modules: Option<&Path>,
+) -> Result<(PathBuf, PathBuf)> {
+    Ok(match (kernel, modules) {
+        (Some(k), Some(m)) => (k.to_path_buf(), m.to_path_buf()),
+        (Some(k), None) => {
+            return Err(Error::file(
+                Kind::Usage,
+                k,
+                "--kernel needs --modules DIR (the lib/modules/<release> tree of that kernel)",
+            ));
+        }
+        (None, m) => {
+            let f = fetch::fetch_for(&fetch::Request::Reference, target.arch.debian())?;
+            if let Some(why) = &f.fallback {
+                bootlink::progress::status(&format!("note: {why}"));
+            }
+            (f.vmlinux, m.map(Path::to_path_buf).unwrap_or(f.modules))
+        }
+    })
+}
+
+/// The modules of `--set SET` in `tree`, in the set's order: none for
+/// [`NO_MODULES`], a named set's as far as the tree has them (second: the
+/// names it lacks), or a list file's, each of which must be in the tree.
+pub(crate) fn set_entries<'t>(tree: &'t ModTree, set: &str) -> Result<(Vec<&'t Entry>, Vec<String>)> {
+    if set == NO_MODULES {
+        Ok((Vec::new(), Vec::new()))
+    } else if modset::named_set(set).is_some() {
+        tree.from_named_set(&modset::named_set_paths(set)?)
+    } else if Path::new(set).is_file() {
+        Ok((tree.from_list(&modset::read_list(Path::new(set))?)?, Vec::new()))
+    } else {
+        let known: Vec<&str> = modset::NAMED_SETS.iter().map(|(n, _)| *n).collect();
+        Err(Error::new(
+            Kind::Usage,
+            format!("--set {set:?}: neither a named set ({}, none) nor a list file", known.join(", ")),
+        ))
+    }
+}
+
+/// Work out the scenario: fetch the default kernel if needed, read the
+/// module tree, resolve the set.
+pub fn scenario(req: &Request) -> Result<Scenario> {
+    let specs = if req.variants.is_empty() {
+        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
+    } else {
+        req.variants.clone()
+    };
+    for (i, v) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|o| o.name == v.name) {
+            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
+        }
+    }
+    // The run's kernel and tree: --kernel/--modules, else (when every
+    // variant names its own kernel) the first variant's, so that a run of
+    // other kernels neither fetches nor is shaped by the default one.
+    // Each variant's own kernel is resolved once (a build looked up, a
+    // Debian package fetched), however many variants name it.
+    let mut resolved: Vec<(&KernelChoice, (PathBuf, PathBuf))> = Vec::new();
+    let own =
+        req.kernel.is_none() && req.modules_dir.is_none() && specs.iter().all(|s| s.kernel != KernelChoice::Default);
+    let (kernel, tree_dir) = if own {
+        let first = variant_kernel(&specs[0].kernel, req)?;
+        resolved.push((&specs[0].kernel, first.clone()));
+        first
+    } else {
+        kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())?
+    };
+    let tree = ModTree::read(&tree_dir)?;
+    // A named set's modules that some kernel of the run does not have as modules.
+    let mut not_modules: Vec<String> = Vec::new();
+    let named = req.names.is_empty() && modset::named_set(req.set.as_deref().unwrap_or(DEFAULT_SET)).is_some();
+    let (set_name, mut entries) = if !req.names.is_empty() {
+        if req.set.is_some() {
+            return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
+        }
+        let plan = tree.resolve(&req.names)?;
+        (req.names.join(","), plan.entries())
+    } else {
+        let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
+        let (entries, missing) = set_entries(&tree, &set)?;
+        not_modules = missing;
+        // (a named set is checked once its missing dependencies are in, below)
+        if !named && let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
+            return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));
+        }
+        (set, entries)
+    };
+    if entries.is_empty() && set_name != NO_MODULES {
+        return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
+    }
+    // Each variant's kernel and module tree, each tree read once.
+    let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for spec in &specs {
+        let k = match resolved.iter().find(|(c, _)| **c == spec.kernel) {
+            Some((_, k)) => k.clone(),
+            None if spec.kernel == KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
+            None => {
+                let k = variant_kernel(&spec.kernel, req)?;
+                resolved.push((&spec.kernel, k.clone()));
+                k
+            }
+        };
+        kernels.push(k);
+    }
+    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
+    for (_, dir) in &kernels {
+        if *dir != tree_dir && !trees.iter().any(|(d, _)| d == dir) {
+            trees.push((dir.clone(), ModTree::read(dir)?));
+        }
+    }
+    // A named set runs on what every kernel of the run has of it as
+    // modules (built in, removed upstream, not configured: said, and in
+    // the set's name in run.json); a list file or names must be in every tree.
+    let mut set_name = set_name;
+    if named {
+        let all: Vec<&ModTree> = std::iter::once(&tree).chain(trees.iter().map(|(_, t)| t)).collect();
+        (entries, set_name) = on_every_kernel(&all, &entries, not_modules, set_name)?;
+    }
+    let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+    let mut variants = Vec::new();
+    for (spec, (image, dir)) in specs.into_iter().zip(kernels) {
+        // The same set on every kernel: the same modules, by name.
+        let t = if dir == tree_dir { &tree } else { &trees.iter().find(|(d, _)| *d == dir).expect("read").1 };
+        let entries = base
+            .iter()
+            .map(|(name, _)| {
+                t.module(name).ok_or_else(|| {
+                    Error::file(
+                        Kind::Usage,
+                        &dir,
+                        format!("variant {}: module {name} of the set is not in this tree", spec.name),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        for s in &spec.steps {
+            s.check(&spec.name, &names)?;
+        }
+        crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
+        if !req.target.arch.runs_host_programs() {
+            // the batch loader decompresses zstd with the host's zstd
+            let zstd = bootlink::steps::compression(&spec.steps) == bootlink::compress::Compression::Zstd
+                && matches!(spec.loader, crate::lab::loaders::Loader::Batch(..));
+            let host = if zstd {
+                Some("compress:zstd with loader:batch (busybox has no zstd: the host's decompresses)".to_string())
+            } else {
+                crate::lab::workload::build(spec.loader, &spec.workloads).iter().find_map(|w| w.host_programs())
+            };
+            if let Some(what) = host {
+                return Err(Error::new(
+                    Kind::Usage,
+                    format!(
+                        "variant {}: {what} runs the host's programs, which do not run on {}",
+                        spec.name,
+                        req.target.arch.name()
+                    ),
+                ));
+            }
+        }
+        for w in &spec.workloads {
+            w.check(&dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
+        }
+        let conf = bootlink::kmod::ModprobeConf::runtime_deps();
+        let compression = bootlink::steps::compression(&spec.steps);
+        let plan = t.loader_plan(&entries, |e| crate::lab::loaders::guest_path(&e.name, compression), &conf)?;
+        let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+        let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
+        let boot = boot_image(&spec, &image, req.target.arch)?;
+        variants.push(Prepared { spec, kernel: image, boot, modules, tree: dir.clone(), rels, plan });
+    }
+    if req.smp == 0 || req.smp > 64 {
+        return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
+    }
+    if req.smp > 1 && !req.realtime {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "--smp {} needs --realtime: QEMU 7.2's deterministic clock (-icount) runs one CPU (more hang at boot)",
+                req.smp
+            ),
+        ));
+    }
+    if req.repetitions == 0 {
+        return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
+    }
+    let jobs = match (req.jobs, req.realtime) {
+        (Some(0), _) => return Err(Error::new(Kind::Usage, "--jobs must be at least 1")),
+        (Some(j), true) if j > 1 => {
+            return Err(Error::new(
+                Kind::Usage,
+                format!("--jobs {j} needs the deterministic clock: realtime boots on one host would time each other"),
+            ));
+        }
+        (Some(j), _) => j,
+        (None, true) => 1,
+        (None, false) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let out = match &req.out {
+        Some(o) => o.clone(),
+        None => {
+            let secs =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            PathBuf::from(format!("lab-{secs}"))
+        }
+    };
+    if out.join("run.json").exists() {
+        return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
+    }
+    Ok(Scenario {
+        target: req.target.clone(),
+        kernel,
+        modules: entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect(),
+        module_set: set_name,
+        variants,
+        repetitions: req.repetitions,
+        deterministic: !req.realtime,
+        cpus: req.smp,
+        trace: !req.no_trace,
+        measure_overhead: req.measure_overhead && !req.no_trace,
+        timeout: req.timeout,
+        memory_mib: req.memory_mib,
+        out,
+        extra_cmdline: req.extra_cmdline.clone(),
+        jobs,
+    })
+}
+
+/// A variant's own kernel (not [`KernelChoice::Default`]): its image and
+/// module tree, fetched or built as it says.
+fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, PathBuf)> {
+    Ok(match choice {
+        KernelChoice::Default => kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())?,
+        KernelChoice::Debian => {
+            let f = fetch::fetch_for(&fetch::Request::Reference, req.target.arch.debian())?;
+            (f.vmlinux, f.modules)
+        }
+        KernelChoice::DebianSeries(series) => {
+            let f = fetch::fetch_for(&fetch::Request::Series(series.clone()), req.target.arch.debian())?;
+            (f.vmlinux, f.modules)
+        }
+        KernelChoice::Build(line, flavours) => {
+            let arch = req.target.arch.debian();
+            let mut opts = kbuild::Options::for_line_arch(*line, arch);
+            opts.flavours = flavours.clone();
+            let b = kbuild::run(&opts)?;
+            let modules = b.modules.ok_or_else(|| {
+                Error::file(Kind::Usage, &b.dir, "this kernel build has no modules of its own (an image alone)")
+            })?;
+            // x86-64 boots the vmlinux through its PVH entry; arm64 the
+            // Image, as the board's loader would.
+            match req.target.arch {
+                crate::lab::arch::Arch::X86_64 => (b.vmlinux, modules),
+                crate::lab::arch::Arch::Arm64 => (b.bzimage, modules),
+            }
+        }
+        KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
+    })
+}
+
+/// The bzImage QEMU boots for a variant that asks for one (see
+/// [`Variant::boots_bzimage`]): the one beside the build's vmlinux.
+fn boot_image(spec: &Variant, kernel: &Path, arch: crate::lab::arch::Arch) -> Result<Option<PathBuf>> {
+    if !spec.boots_bzimage() {
+        return Ok(None);
+    }
+    if arch != crate::lab::arch::Arch::X86_64 {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "variant {}: a bzImage (image:, or a compressor flavour) is x86-64's; {} boots its Image",
+                spec.name,
+                arch.name()
+            ),
+        ));
+    }
+    let bz = kernel.with_file_name("bzImage");
+    if !bz.is_file() {
+        return Err(Error::file(Kind::Usage, &bz, format!("variant {}: this build has no bzImage", spec.name)));
+    }
+    Ok(Some(bz))
+}
+
+/// A named set on the kernels of a run (`all`, the run's tree first): the
+/// modules every tree has as modules, each after its hard dependencies in
+/// any tree (added when the set lacks them), in the set's order; what was
+/// left out (`not_modules` starts with what the run's tree lacks) and
+/// added goes into the set's name.
+fn on_every_kernel<'t>(
+    all: &[&'t ModTree],
+    entries: &[&'t Entry],
+    mut not_modules: Vec<String>,
+    set_name: String,
+) -> Result<(Vec<&'t Entry>, String)> {
+    let tree = all[0];
+    // Kept: a module every tree has as a module, whose hard dependencies
+    // (in every tree) are too; those dependencies join the set.
+    let everywhere = |n: &str| all.iter().all(|t| t.module(n).is_some());
+    let mut kept: Vec<String> = Vec::new();
+    let mut added: Vec<String> = Vec::new();
+    for e in entries {
+        let mut need: Vec<String> = Vec::new();
+        let mut stack = vec![e.name.clone()];
+        let mut ok = true;
+        while let Some(n) = stack.pop() {
+            // depends= spells names as written (crc-itu-t); the tree's are normalized
+            let n = bootlink::kmod::normalize(&n);
+            if need.contains(&n) {
+                continue;
+            }
+            if !everywhere(&n) {
+                ok = false;
+                if !not_modules.contains(&n) {
+                    not_modules.push(n.clone());
+                }
+                break;
+            }
+            for t in all {
+                stack.extend(t.module(&n).map(|m| m.depends.clone()).unwrap_or_default());
+            }
+            need.push(n);
+        }
+        if !ok {
+            if !not_modules.contains(&e.name) {
+                not_modules.push(e.name.clone());
+            }
+            continue;
+        }
+        for n in need {
+            if !kept.contains(&n) {
+                if !entries.iter().any(|x| x.name == n) {
+                    added.push(n.clone());
+                }
+                kept.push(n);
+            }
+        }
+    }
+    // The set's order, each module after its dependencies in any tree
+    // (moved up, or added, when the set has them later or not at all).
+    let mut order: Vec<String> = Vec::new();
+    fn visit(n: &str, all: &[&ModTree], order: &mut Vec<String>, active: &mut Vec<String>) {
+        if order.iter().any(|o| o == n) || active.iter().any(|a| a == n) {
+            return;
+        }
+        active.push(n.to_string());
+        for t in all {
+            for d in t.module(n).map(|m| m.depends.clone()).unwrap_or_default() {
+                if let Some(m) = t.module(&d) {
+                    visit(&m.name, all, order, active);
+                }
+            }
+        }
+        active.pop();
+        order.push(n.to_string());
+    }
+    for e in entries.iter().filter(|e| kept.contains(&e.name)) {
+        visit(&e.name, all, &mut order, &mut Vec::new());
+    }
+    let entries: Vec<&'t Entry> = order.iter().filter_map(|n| tree.module(n)).collect();
+    let mut said = Vec::new();
+    if !not_modules.is_empty() {
+        said.push(format!("without {} (not modules on every kernel of the run)", not_modules.join(", ")));
+    }
+    if !added.is_empty() {
+        said.push(format!("with {} (dependencies on this line)", added.join(", ")));
+    }
+    let mut set_name = set_name;
+    if !said.is_empty() {
+        set_name = format!("{set_name}: {} modules, {}", entries.len(), said.join(", "));
+        bootlink::progress::status(&format!("note: module set {set_name}"));
+    }
+    if let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
+        return Err(Error::new(Kind::Usage, format!("--set {set_name}: the set's order breaks a dependency: {p}")));
+    }
+    Ok((entries, set_name))
+}
+
+/// What a run must show: every module of the set loaded in every
+/// repetition, each with its phases, phases adding up to no more than
+/// the module's measured load time.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Checks {
+    pub modules_expected: usize,
+    /// Per variant: repetitions in which every module loaded.
+    pub complete: Vec<(String, usize, usize)>,
+    pub problems: Vec<String>,
+}
+
+/// Check a run against the set it was meant to load.
+pub fn check(run: &Run, expected: usize, traced: bool) -> Checks {
+    let mut c = Checks { modules_expected: expected, ..Default::default() };
+    for v in &run.variants {
+        let mut complete = 0;
+        for r in &v.repetitions {
+            let user_problems = user_problems(r);
+            let user_ok = user_problems.is_empty();
+            c.problems.extend(user_problems.into_iter().map(|p| format!("{} #{}: {p}", v.name, r.index + 1)));
+            // A storm counts requests, not per-module loads.
+            if r.storm().is_some() {
+                complete += (!r.partial && user_ok) as usize;
+                continue;
+            }
+            let mut ok = r.modules.len() == expected && !r.partial && user_ok;
+            if r.modules.len() != expected {
+                c.problems.push(format!(
+                    "{} #{}: {} of {expected} modules measured",
+                    v.name,
+                    r.index + 1,
+                    r.modules.len()
+                ));
+            }
+            for m in &r.modules {
+                if m.status != 0 {
+                    ok = false;
+                    c.problems.push(format!("{} #{}: {}: insmod exited {}", v.name, r.index + 1, m.name, m.status));
+                }
+                if traced && m.phases.is_empty() {
+                    ok = false;
+                    c.problems.push(format!("{} #{}: {}: no phases traced", v.name, r.index + 1, m.name));
+                }
+                let sum: f64 = m.phases.iter().map(|p| p.duration_us).sum();
+                // Times are printed to the microsecond; allow for rounding.
+                if sum > m.total_us + 1.0 {
+                    ok = false;
+                    c.problems.push(format!(
+                        "{} #{}: {}: phases add up to {sum:.0} us, more than its load time {:.0} us",
+                        v.name,
+                        r.index + 1,
+                        m.name,
+                        m.total_us
+                    ));
+                }
+            }
+            complete += ok as usize;
+        }
+        c.complete.push((v.name.clone(), complete, v.repetitions.len()));
+    }
+    c
+}
+
+/// What is wrong with the programs a repetition started, from run.json
+/// alone: under DDLink, every mode as often as the most-started one, the
+/// caches used, the same output; reordering's cold starts, each measured.
+fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in &r.workloads {
+        match w {
+            WorkloadResult::Ddlink(u) => {
+                let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
+                out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
+            }
+            WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
+            WorkloadResult::Loader(_)
+            | WorkloadResult::Storm(_)
+            | WorkloadResult::Program(_)
+            | WorkloadResult::ImageRead(_) => {}
+        }
+    }
+    out
+}
+
+/// The report `bootlink lab --json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub run_dir: &'a Path,
+    pub checks: &'a Checks,
+    pub summary: crate::run::Summary,
+    pub tracing_overhead_pct: Option<f64>,
+    pub partial: bool,
+    /// A program started under DDLink's ld.so: per series, its modes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub userspace: Vec<crate::run::userspace::UserTable>,
+}
+
+/// The human report: what ran, the before/after table, the checks.
+pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
+    let mut o = String::new();
+    // The run's kernel, unless every variant names its own (then each
+    // variant's line says which it boots).
+    let kernel = if run.variants.iter().any(|v| v.kernel == sc.kernel) {
+        format!("kernel {} ({})", run.kernel_release, sc.kernel.display())
+    } else {
+        "kernels per variant (below)".to_string()
+    };
+    o.push_str(&format!(
+        "{kernel}, {} modules ({}), {} timing, {} repetition(s) per variant\nguest CPU: {}\n",
+        sc.modules.len(),
+        sc.module_set,
+        run.timing,
+        sc.repetitions,
+        run.cpu_model
+    ));
+    for v in &run.variants {
+        let walls: Vec<String> = v.repetitions.iter().map(|r| format!("{:.1} s", r.boot_wall_s)).collect();
+        o.push_str(&format!(
+            "  {:<12} {} modules on {} ({}); host wall per boot: {}\n",
+            v.name,
+            v.transform,
+            v.kernel_release,
+            v.kernel.display(),
+            walls.join(", ")
+        ));
+        if let Some((name, file)) = v.raw_module.split_once('=') {
+            o.push_str(&format!("  {:<12} {name}'s file in the guest: the raw bytes of {file}\n", ""));
+        }
+    }
+    o.push('\n');
+    o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
+    o.push('\n');
+    let mut user = crate::run::userspace::render_text(std::slice::from_ref(run));
+    user.push_str(&crate::run::order::render_text(std::slice::from_ref(run)));
+    if !user.is_empty() {
+        o.push_str(&user);
+        o.push('\n');
+    }
+    match run.tracing_overhead_pct {
+        Some(p) => o.push_str(&format!(
+            "tracing overhead: {p:+.2} % of the module set's load time (traced vs untraced boot of {})\n",
+            run.variants.first().map(|v| v.name.as_str()).unwrap_or("")
+        )),
+        None if sc.trace => {
+            o.push_str("tracing overhead: not measured (--measure-overhead boots once more without tracing)\n")
+        }
+        None => {}
+    }
+    for (name, ok, n) in &checks.complete {
+        let reps: Vec<_> = run.variants.iter().filter(|v| v.name == *name).flat_map(|v| &v.repetitions).collect();
+        let user = if reps.iter().any(|r| r.order().is_some()) {
+            "; both builds started cold in every block size and readahead, faults and reads counted, the same output"
+        } else if reps.iter().any(|r| r.ddlink().is_some()) {
+            "; the DDLink program started in every mode, the caches taken, the same output"
+        } else {
+            ""
+        };
+        o.push_str(&format!(
+            "{name}: {ok}/{n} repetition(s) loaded all {} modules{}{}\n",
+            checks.modules_expected,
+            if sc.trace { ", each with its phases, phases within load time" } else { "" },
+            user
+        ));
+    }
+    // A tainted kernel is said, with the modules that tainted it.
+    for v in &run.variants {
+        for r in &v.repetitions {
+            let Some(mask) = r.tainted.filter(|&m| m != 0) else { continue };
+            let mut by: Vec<String> = r.module_taints.iter().take(4).map(|(m, l)| format!("{m} {l}")).collect();
+            if r.module_taints.len() > 4 {
+                by.push(format!("{} more (run.json)", r.module_taints.len() - 4));
+            }
+            o.push_str(&format!(
+                "{} #{}: kernel tainted {}{}\n",
+                v.name,
+                r.index + 1,
+                crate::run::taint::describe(mask),
+                if by.is_empty() { String::new() } else { format!(" by {}", by.join(", ")) }
+            ));
+        }
+    }
+    for p in checks.problems.iter().take(20) {
+        o.push_str(&format!("problem: {p}\n"));
+    }
+    if checks.problems.len() > 20 {
+        o.push_str(&format!("... and {} more problems (see run.json)\n", checks.problems.len() - 20));
+    }
+    if run.partial {
+        for v in &run.variants {
+            for r in v.repetitions.iter().filter(|r| r.partial) {
+                o.push_str(&format!(
+                    "PARTIAL: {} #{} failed: {}\n",
+                    v.name,
+                    r.index + 1,
+                    r.failure.as_deref().unwrap_or("")
+                ));
+            }
+        }
+    }
+    o.push_str(&format!("run: {}\n", sc.out.display()));
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_the_cache_did_not_serve_fails_the_checks() {
+        let mut run = crate::run::userspace::tests::run();
+        let c = check(&run, 0, false);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);
+        let u = run.variants[0].repetitions[0].ddlink_mut();
+        u.starts[5].decision = "normal loading: /s: libsynth03.so: another mtime".into();
+        u.starts.pop();
+        let c = check(&run, 0, false);
+        assert_eq!(
+            c.problems,
+            [
+                "ddl #1: ddlink skip: 2 of 3 starts measured",
+                "ddl #1: ddlink skip #2: the loader did not use the cache: normal loading: /s: libsynth03.so: another mtime"
+            ]
+        );
+        assert_eq!(c.complete, [("ddl".to_string(), 0, 1)]);
+    }
+}

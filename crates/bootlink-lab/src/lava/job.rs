@@ -1,0 +1,596 @@
+//! `bootlink lab --lava DIR`: the lab's run written as LAVA jobs. Each
+//! variant is built as the lab builds it (its steps, its initramfs with the
+//! lab's /init and markers, the module files inside it), and each
+//! repetition becomes one job definition that boots that kernel and
+//! initramfs on a device type the user names, with the lab's kernel
+//! command line. The guest prints what a lab boot prints; `bootlink lava
+//! import` reads it back from the jobs' logs.
+//!
+//! What DIR holds:
+//! - `VARIANT-N.yaml`: one job per variant and repetition (LAVA's job
+//!   schema, checked by `lava_common.schemas.validate` in tests/debian/lava.rs);
+//! - `artifacts/VARIANT/`: the kernel image and `initramfs.cpio` (for
+//!   U-Boot `initramfs.cpio.uboot`: the same cpio behind U-Boot's legacy
+//!   ramdisk header, which LAVA's u-boot boot needs), named in the jobs by
+//!   URL (`--lava-url`, default `file://` DIR) with their SHA-256, which
+//!   LAVA checks after downloading;
+//! - `bootlink-lava.json`: what the import needs (the run's record, each
+//!   variant's marker tag, module sizes, whether its loads are traced);
+//! - `device-qemu.yaml` for the qemu device type: the device dictionary
+//!   LAVA's `qemu.jinja2` renders for the jobs' context, for `lava-run`
+//!   without a server.
+//!
+//! The console markers: each variant's /init frames its output with the
+//! tag `lava-vI` (I the variant's index), so a log says which variant it
+//! is whatever its file is called; the boot action waits for the begin
+//! marker as LAVA's "kernel-start-message" (the lab's kernels boot
+//! `quiet`) and ends at the status line as its prompt.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use crate::lab::arch::Arch;
+use crate::lab::scenario::{self, Scenario};
+use crate::lava::uimage;
+use crate::run::results::Run;
+use bootlink::error::{Error, Kind, Result};
+use bootlink::fsutil;
+
+/// The file in a jobs directory that `bootlink lava import` reads.
+pub const MANIFEST: &str = "bootlink-lava.json";
+
+/// The device dictionary written for the qemu device type.
+pub const QEMU_DEVICE: &str = "device-qemu.yaml";
+
+/// The initramfs of a U-Boot board's jobs: the lab's cpio behind U-Boot's
+/// legacy ramdisk header.
+pub const UBOOT_INITRAMFS: &str = "initramfs.cpio.uboot";
+
+const MANIFEST_FORMAT: u32 = 1;
+
+/// How the device type boots a kernel and an initramfs (its LAVA boot
+/// method and the deploy that goes with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootMethod {
+    /// LAVA's qemu device type: `deploy: to: tmpfs`, `boot: method: qemu`.
+    Qemu,
+    /// A board with U-Boot: `deploy: to: tftp`, `boot: method: u-boot`, `commands: ramdisk`.
+    UBoot,
+    /// A board with GRUB (x86 PCs): `deploy: to: tftp`, `boot: method: grub`, `commands: ramdisk`.
+    Grub,
+}
+
+impl BootMethod {
+    pub fn parse(s: &str) -> Option<BootMethod> {
+        match s {
+            "qemu" => Some(BootMethod::Qemu),
+            "u-boot" | "uboot" => Some(BootMethod::UBoot),
+            "grub" => Some(BootMethod::Grub),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BootMethod::Qemu => "qemu",
+            BootMethod::UBoot => "u-boot",
+            BootMethod::Grub => "grub",
+        }
+    }
+
+    /// The method a device type boots with when none is named: qemu for
+    /// `qemu`, none for a board (the user names it).
+    pub fn of_device_type(device_type: &str) -> Option<BootMethod> {
+        (device_type == "qemu").then_some(BootMethod::Qemu)
+    }
+}
+
+/// What `--lava` asks for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The directory to write (jobs, artifacts, manifest).
+    pub dir: PathBuf,
+    /// The LAVA device type the jobs ask for (`qemu`, or a board's type).
+    pub device_type: String,
+    pub boot: BootMethod,
+    /// Where LAVA will download DIR's files from (`http://host/path`);
+    /// None: `file://` DIR, for a dispatcher on this machine.
+    pub url: Option<String>,
+    /// A device tree blob for the board's kernel (u-boot).
+    pub dtb: Option<PathBuf>,
+    /// The kernel's image type for U-Boot (`image`, `zimage`, `uimage`);
+    /// default `image` (an arm64 Image).
+    pub kernel_type: Option<String>,
+}
+
+/// One variant as the import needs it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobVariant {
+    pub name: String,
+    /// The marker tag its /init frames its output with.
+    pub tag: String,
+    /// Its loads are ftraced (the trace section is in the console).
+    pub traced: bool,
+    /// Each module file's size (name, bytes), in load order.
+    pub sizes: Vec<(String, u64)>,
+    /// Each module's undefined symbols, counted on the host: its load's
+    /// lookups where the trace does not count them.
+    #[serde(default)]
+    pub lookups: Vec<(String, u64)>,
+    /// Its job files, one per repetition.
+    pub jobs: Vec<String>,
+    /// The SHA-256 of the initramfs file its jobs download (with U-Boot's
+    /// header for u-boot), which LAVA logs when it downloads it: the import
+    /// refuses a job log of another initramfs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub initramfs_sha256: String,
+}
+
+/// `bootlink-lava.json`: the run's record (no repetitions yet), the device
+/// type, and each variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format: u32,
+    pub device_type: String,
+    pub boot_method: BootMethod,
+    /// The timing the jobs ask for: "deterministic" (the qemu device type
+    /// given the lab's -icount), "realtime", or "realtime (hardware)".
+    pub timing: String,
+    pub run: Run,
+    pub variants: Vec<JobVariant>,
+}
+
+/// What `--lava` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub dir: PathBuf,
+    pub device_type: String,
+    pub boot_method: &'static str,
+    pub timing: String,
+    pub jobs: Vec<PathBuf>,
+    /// The device dictionary for `lava-run` (qemu device type only).
+    pub device: Option<PathBuf>,
+}
+
+/// The marker tag of the i-th variant's /init.
+pub fn tag(i: usize) -> String {
+    format!("lava-v{i}")
+}
+
+/// The QEMU options the lab's target and clock add on the qemu device
+/// type, as the jobs' `context: extra_options` (the device-type template
+/// appends them to its own): the pinned CPU and machine (x86-64; arm64's
+/// template takes `cpu` and `machine` from the context), TCG, no default
+/// devices but the console, and for a deterministic run the lab's -icount,
+/// guest random seed and real-time clock.
+fn qemu_extra_options(sc: &Scenario) -> Vec<String> {
+    let mut o = Vec::new();
+    if sc.target.arch == Arch::X86_64 {
+        o.push(format!("-cpu {}", sc.target.cpu_arg()));
+        o.push(format!("-machine {}", sc.target.machine));
+    }
+    o.push("-accel tcg".into());
+    o.push(format!("-smp {}", sc.cpus));
+    o.push("-nodefaults".into());
+    o.push("-serial mon:stdio".into());
+    o.push("-no-reboot".into());
+    if sc.deterministic {
+        o.push("-icount shift=0,sleep=off".into());
+        o.push(format!("-seed {}", crate::lab::qemu::GUEST_RANDOM_SEED));
+        o.push(format!("-rtc {}", crate::lab::qemu::GUEST_RTC));
+    }
+    o
+}
+
+/// LAVA's name of the architecture (the qemu template's `arch`).
+fn lava_arch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "amd64",
+        Arch::Arm64 => "arm64",
+    }
+}
+
+/// A YAML double-quoted scalar (a JSON string is one).
+fn q(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+fn sha256_of(path: &Path) -> Result<String> {
+    let data = fsutil::map_file(path)?;
+    Ok(fsutil::hex(&sha2::Sha256::digest(&data[..])))
+}
+
+/// Copy `src` to `dest` atomically. A copy, not a link into the cache:
+/// DIR is what gets served to the workers, on its own.
+fn copy_atomic(src: &Path, dest: &Path) -> Result<()> {
+    let data = fsutil::map_file(src)?;
+    fsutil::write_atomic(dest, &data)
+}
+
+/// The kernel command line of a board: the variant's, less the lab's
+/// console (the board's device type names its own).
+fn board_cmdline(cmdline: &str) -> String {
+    cmdline.split_whitespace().filter(|w| !w.starts_with("console=")).collect::<Vec<_>>().join(" ")
+}
+
+/// Refuse what the jobs cannot carry, before anything is built.
+fn check(sc: &Scenario, opts: &Options) -> Result<()> {
+    for v in &sc.variants {
+        if !v.spec.workloads.is_empty() || v.spec.loader != crate::lab::loaders::Loader::Insmod {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "--lava: variant {} runs a workload or a loader other than insmod; the LAVA jobs carry \
+                     module loading with busybox insmod only",
+                    v.spec.name
+                ),
+            ));
+        }
+    }
+    if opts.device_type.is_empty()
+        || !opts.device_type.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(Error::new(
+            Kind::Usage,
+            format!("--lava-device-type {:?}: not a device type name", opts.device_type),
+        ));
+    }
+    if opts.boot == BootMethod::Qemu && opts.dtb.is_some() {
+        return Err(Error::new(Kind::Usage, "--lava-dtb is for a board's U-Boot, not the qemu boot method"));
+    }
+    if opts.boot == BootMethod::Grub && sc.target.arch != Arch::X86_64 {
+        return Err(Error::new(Kind::Usage, "--lava-boot grub: the jobs' GRUB boot is for x86-64 boards"));
+    }
+    if let Some(t) = &opts.kernel_type
+        && !["image", "zimage", "uimage"].contains(&t.as_str())
+    {
+        return Err(Error::new(Kind::Usage, format!("--lava-kernel-type {t:?}: use image, zimage or uimage")));
+    }
+    Ok(())
+}
+
+/// What an earlier write into `dir` made, as its manifest lists them: the
+/// job files and each variant's artifact directory, removed before a new
+/// write so that no job of an earlier run (one with more variants or
+/// repetitions) stays beside the new ones. Only plain names are taken
+/// from the old manifest (a name with a path in it is not bootlink's and
+/// is left alone); a manifest that does not read is left as it is.
+fn remove_earlier(dir: &Path) -> Result<()> {
+    let Ok(data) = std::fs::read(dir.join(MANIFEST)) else { return Ok(()) };
+    let Ok(old) = serde_json::from_slice::<Manifest>(&data) else { return Ok(()) };
+    let plain = |n: &str| !n.is_empty() && Path::new(n).file_name().is_some_and(|f| f == n) && n != "..";
+    for v in old.variants.iter().filter(|v| plain(&v.name)) {
+        for j in v.jobs.iter().filter(|j| plain(j)) {
+            match std::fs::remove_file(dir.join(j)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&dir.join(j), e)),
+                _ => {}
+            }
+        }
+        let a = dir.join("artifacts").join(&v.name);
+        if a.is_dir() {
+            std::fs::remove_dir_all(&a).map_err(|e| Error::io(&a, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Build every variant as the lab does and write its jobs into `opts.dir`
+/// (what an earlier write there made is replaced, not added to).
+pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
+    check(sc, opts)?;
+    let dir = &opts.dir;
+    std::fs::create_dir_all(dir.join("artifacts")).map_err(|e| Error::io(dir, e))?;
+    let dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+    let base = match &opts.url {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None => format!("file://{}", dir.display()),
+    };
+    let work = crate::lab::TempDir::new("lava")?;
+    let (mut run, built) = scenario::build(sc, work.path(), &tag)?;
+    remove_earlier(&dir)?;
+    let timing = match opts.boot {
+        BootMethod::Qemu if sc.deterministic => "deterministic".to_string(),
+        BootMethod::Qemu => run.timing.clone(),
+        _ => "realtime (hardware)".to_string(),
+    };
+    run.source = "lava".into();
+    run.device_type = opts.device_type.clone();
+    run.timing = timing.clone();
+    if opts.boot != BootMethod::Qemu {
+        run.qemu_version.clear();
+        run.cpu_model.clear();
+        run.machine.clear();
+    }
+    let extra = qemu_extra_options(sc);
+    let dtb = match &opts.dtb {
+        Some(p) => {
+            let dest = dir.join("artifacts").join(p.file_name().unwrap_or_else(|| "board.dtb".as_ref()));
+            copy_atomic(p, &dest)?;
+            Some((dest.clone(), sha256_of(&dest)?))
+        }
+        None => None,
+    };
+    let url_of = |p: &Path| format!("{base}/{}", p.strip_prefix(&dir).expect("under DIR").display());
+    let mut jobs = Vec::new();
+    let mut variants = Vec::new();
+    for (i, b) in built.iter().enumerate() {
+        let name = &b.meta.name;
+        let adir = dir.join("artifacts").join(name);
+        std::fs::create_dir_all(&adir).map_err(|e| Error::io(&adir, e))?;
+        let kname = b.meta.kernel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or("kernel".into());
+        let kernel = adir.join(&kname);
+        copy_atomic(&b.meta.kernel, &kernel)?;
+        let initrd = match opts.boot {
+            // U-Boot takes a ramdisk by its legacy header (crates/bootlink-lab/src/lava/uimage.rs)
+            BootMethod::UBoot => {
+                let p = adir.join(UBOOT_INITRAMFS);
+                let data = fsutil::map_file(&b.initramfs)?;
+                fsutil::write_atomic(&p, &uimage::ramdisk(&data, sc.target.arch)?)?;
+                p
+            }
+            BootMethod::Qemu | BootMethod::Grub => {
+                let p = adir.join("initramfs.cpio");
+                copy_atomic(&b.initramfs, &p)?;
+                p
+            }
+        };
+        let (ksum, isum) = (sha256_of(&kernel)?, sha256_of(&initrd)?);
+        let tag = tag(i);
+        let mut files = Vec::new();
+        for rep in 0..sc.repetitions {
+            let file = format!("{name}-{rep}.yaml");
+            let text = job_yaml(&JobText {
+                sc,
+                opts,
+                variant: name,
+                rep,
+                tag: &tag,
+                cmdline: &b.meta.cmdline,
+                kernel: (&url_of(&kernel), &ksum),
+                initrd: (&url_of(&initrd), &isum),
+                dtb: dtb.as_ref().map(|(p, s)| (url_of(p), s.clone())),
+                extra: &extra,
+            });
+            fsutil::write_atomic(&dir.join(&file), text.as_bytes())?;
+            jobs.push(dir.join(&file));
+            files.push(file);
+        }
+        variants.push(JobVariant {
+            name: name.clone(),
+            tag,
+            traced: scenario::traced_loads(sc, b),
+            sizes: b.facts.sizes.clone(),
+            lookups: b.facts.lookups.clone(),
+            jobs: files,
+            initramfs_sha256: isum,
+        });
+        run.variants[i].kernel = kernel;
+    }
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        device_type: opts.device_type.clone(),
+        boot_method: opts.boot,
+        timing: timing.clone(),
+        run,
+        variants,
+    };
+    let json = serde_json::to_vec_pretty(&manifest).expect("serializable");
+    fsutil::write_atomic(&dir.join(MANIFEST), &json)?;
+    let device = if opts.boot == BootMethod::Qemu {
+        let p = dir.join(QEMU_DEVICE);
+        fsutil::write_atomic(&p, qemu_device_dictionary(sc, &extra).as_bytes())?;
+        Some(p)
+    } else {
+        None
+    };
+    Ok(Report { dir, device_type: opts.device_type.clone(), boot_method: opts.boot.name(), timing, jobs, device })
+}
+
+struct JobText<'a> {
+    sc: &'a Scenario,
+    opts: &'a Options,
+    variant: &'a str,
+    rep: usize,
+    tag: &'a str,
+    cmdline: &'a str,
+    kernel: (&'a str, &'a str),
+    initrd: (&'a str, &'a str),
+    dtb: Option<(String, String)>,
+    extra: &'a [String],
+}
+
+/// One job definition.
+fn job_yaml(j: &JobText) -> String {
+    let sc = j.sc;
+    let secs = sc.timeout.as_secs().max(60);
+    let begin = crate::lab::initramfs::begin_marker(j.tag);
+    let status = format!("=== BOOTLINK STATUS {} -?[0-9]+ ===", j.tag);
+    let mut y = String::new();
+    y.push_str(&format!(
+        "# bootlink lab --lava: variant {}, repetition {} of {}, module set {}.\n\
+         # The guest prints the lab's markers; `bootlink lava import` reads this job's log.\n",
+        j.variant,
+        j.rep + 1,
+        sc.repetitions,
+        sc.module_set
+    ));
+    y.push_str(&format!("job_name: {}\n", q(&format!("bootlink {} {} #{}", sc.module_set, j.variant, j.rep + 1))));
+    y.push_str(&format!("device_type: {}\n", q(&j.opts.device_type)));
+    y.push_str("visibility: public\npriority: medium\n");
+    y.push_str(&format!(
+        "timeouts:\n  job: {{seconds: {}}}\n  action: {{seconds: {secs}}}\n  connection: {{seconds: {secs}}}\n  \
+         actions:\n    auto-login-action: {{seconds: {secs}}}\n  connections:\n    auto-login-action: {{seconds: {secs}}}\n",
+        secs * 2 + 600
+    ));
+    y.push_str(&format!(
+        "metadata:\n  bootlink.variant: {}\n  bootlink.repetition: {}\n  bootlink.module_set: {}\n  bootlink.tag: {}\n",
+        q(j.variant),
+        j.rep,
+        q(&sc.module_set),
+        q(j.tag)
+    ));
+    match j.opts.boot {
+        BootMethod::Qemu => {
+            y.push_str(&format!("context:\n  arch: {}\n  no_kvm: \"True\"\n", lava_arch(sc.target.arch)));
+            y.push_str(&format!("  memory: {}\n", sc.memory_mib));
+            if sc.target.arch == Arch::Arm64 {
+                y.push_str(&format!("  cpu: {}\n  machine: {}\n", q(&sc.target.cpu_model), q(&sc.target.machine)));
+            }
+            y.push_str("  extra_options:\n");
+            for o in j.extra {
+                y.push_str(&format!("  - {}\n", q(o)));
+            }
+            y.push_str("actions:\n- deploy:\n    to: tmpfs\n    timeout: {minutes: 10}\n    images:\n");
+            y.push_str(&format!(
+                "      kernel:\n        url: {}\n        sha256sum: {}\n        image_arg: {}\n",
+                q(j.kernel.0),
+                q(j.kernel.1),
+                q(&format!("-kernel {{kernel}} -append \"{}\"", j.cmdline))
+            ));
+            y.push_str(&format!(
+                "      initrd:\n        url: {}\n        sha256sum: {}\n        image_arg: \"-initrd {{initrd}}\"\n",
+                q(j.initrd.0),
+                q(j.initrd.1)
+            ));
+            y.push_str(&format!("- boot:\n    method: qemu\n    media: tmpfs\n    timeout: {{seconds: {secs}}}\n"));
+        }
+        BootMethod::UBoot | BootMethod::Grub => {
+            y.push_str(&format!("context:\n  extra_kernel_args: {}\n", q(&board_cmdline(j.cmdline))));
+            y.push_str("actions:\n- deploy:\n    to: tftp\n    timeout: {minutes: 10}\n    os: oe\n");
+            y.push_str(&format!("    kernel:\n      url: {}\n      sha256sum: {}\n", q(j.kernel.0), q(j.kernel.1)));
+            if j.opts.boot == BootMethod::UBoot {
+                y.push_str(&format!("      type: {}\n", j.opts.kernel_type.as_deref().unwrap_or("image")));
+            }
+            y.push_str(&format!(
+                "    ramdisk:\n      url: {}\n      sha256sum: {}\n      install_modules: false\n      install_overlay: false\n",
+                q(j.initrd.0),
+                q(j.initrd.1)
+            ));
+            if j.opts.boot == BootMethod::UBoot {
+                y.push_str("      header: u-boot\n");
+            }
+            if let Some((u, s)) = &j.dtb {
+                y.push_str(&format!("    dtb:\n      url: {}\n      sha256sum: {}\n", q(u), q(s)));
+            }
+            y.push_str(&format!(
+                "- boot:\n    method: {}\n    commands: ramdisk\n    timeout: {{seconds: {secs}}}\n",
+                j.opts.boot.name()
+            ));
+        }
+    }
+    y.push_str(&format!("    parameters:\n      kernel-start-message: {}\n", q(&regex_literal(&begin))));
+    y.push_str(&format!("    prompts:\n    - {}\n", q(&status)));
+    y
+}
+
+/// `s` as a Python regular expression matching itself.
+fn regex_literal(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.^$*+?{}[]|()".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The device dictionary LAVA's `qemu.jinja2` (on `base.jinja2`) renders
+/// for the jobs' context (`arch`, `no_kvm`, `memory`, `extra_options`, and
+/// on arm64 `cpu` and `machine`): what a LAVA server would hand its
+/// dispatcher, for `lava-run --device` without one. Its default NIC stays
+/// (`-net nic,model=virtio ... -net user`), as on a server's qemu device.
+fn qemu_device_dictionary(sc: &Scenario, extra: &[String]) -> String {
+    let arch = lava_arch(sc.target.arch);
+    let command = match sc.target.arch {
+        Arch::X86_64 => "qemu-system-x86_64",
+        Arch::Arm64 => "qemu-system-aarch64",
+    };
+    let arch_options = match sc.target.arch {
+        Arch::X86_64 => String::new(),
+        Arch::Arm64 => {
+            format!("          - -cpu {}\n          - -machine {}\n", sc.target.cpu_model, sc.target.machine)
+        }
+    };
+    let extra = extra.iter().map(|o| format!("'{o}'")).collect::<Vec<_>>().join(", ");
+    format!(
+        "# The qemu device type's dictionary (LAVA's qemu.jinja2 on base.jinja2) rendered\n\
+         # for the context of bootlink's jobs; written by `bootlink lab --lava` for\n\
+         # `lava-run --device {QEMU_DEVICE} --job-id N --output-dir DIR JOB.yaml`.\n\
+         constants:\n  posix:\n    lava_test_sh_cmd: /bin/sh\n    lava_test_results_dir: /lava-%s\n    \
+         lava_test_shell_file: ~/.bashrc\n  \
+         shutdown-message: 'The system is going down for reboot NOW'\n  \
+         kernel-start-message: 'Linux version [0-9]'\n  default-shell-prompt: 'lava-test: # '\n  \
+         spawn_maxread: '4092'\n  failure_retry: 1\n  boot_retry: 1\n\
+         parameters:\n  pass:\n\
+         available_architectures:\n- {arch}\n\
+         actions:\n  deploy:\n    connections:\n      serial:\n      lxc:\n    methods:\n      nfs:\n      lxc:\n      \
+         image:\n        parameters:\n          guest:\n            size: 512\n            interface: ide\n            \
+         driveid: lavatest\n  boot:\n    connections:\n      serial:\n      ssh:\n      lxc:\n    methods:\n      \
+         qemu:\n        parameters:\n          command: {command}\n          options:\n{arch_options}          \
+         - -nographic\n          - -net nic,model=virtio,macaddr=52:54:00:12:34:58 -net user\n          \
+         - -m {memory}\n          - -monitor none\n          extra: [{extra}]\n\
+         timeouts:\n  actions:\n    auto-login-action:\n      minutes: 2\n  connections:\n    auto-login-action:\n      \
+         minutes: 2\n",
+        memory = sc.memory_mib,
+    )
+}
+
+/// What `--lava` prints: the jobs and how to run them.
+pub fn render(r: &Report) -> String {
+    let mut s = format!(
+        "{} LAVA job(s) for device type {} (boot method {}, timing {}) in {}\n",
+        r.jobs.len(),
+        r.device_type,
+        r.boot_method,
+        r.timing,
+        r.dir.display()
+    );
+    for j in &r.jobs {
+        s.push_str(&format!("  {}\n", j.display()));
+    }
+    match &r.device {
+        Some(d) => s.push_str(&format!(
+            "without a server: lava-run --device {} --job-id N --output-dir OUT JOB.yaml 2> N.yaml\n",
+            d.display()
+        )),
+        None => s.push_str("submit: lavacli jobs submit JOB.yaml (the artifacts' URLs must reach the dispatcher)\n"),
+    }
+    s.push_str(&format!("then: bootlink lava import --jobs {} LOGS... -o RUNDIR\n", r.dir.display()));
+    s
+}
+
+/// A jobs directory's manifest.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = if dir.is_dir() { dir.join(MANIFEST) } else { dir.to_path_buf() };
+    let data = fsutil::map_file(&path)?;
+    let m: Manifest = serde_json::from_slice(&data).map_err(|e| {
+        Error::file(Kind::Format, &path, format!("not a bootlink-lava.json (written by `bootlink lab --lava`): {e}"))
+    })?;
+    if m.format != MANIFEST_FORMAT {
+        return Err(Error::file(
+            Kind::Format,
+            &path,
+            format!("bootlink-lava.json format {} is not {MANIFEST_FORMAT}", m.format),
+        ));
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boards_keep_the_command_line_but_the_console() {
+        assert_eq!(board_cmdline("console=ttyS0 nokaslr quiet initcall_debug"), "nokaslr quiet initcall_debug");
+        assert_eq!(regex_literal("=== BOOTLINK BEGIN lava-v0 ==="), "=== BOOTLINK BEGIN lava-v0 ===");
+        assert_eq!(regex_literal("a.b(c)"), "a\\.b\\(c\\)");
+        assert_eq!(BootMethod::parse("uboot"), Some(BootMethod::UBoot));
+        assert_eq!(BootMethod::of_device_type("qemu"), Some(BootMethod::Qemu));
+        assert_eq!(BootMethod::of_device_type("bcm2711-rpi-4-b"), None);
+    }
+}

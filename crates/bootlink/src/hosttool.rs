@@ -1,0 +1,106 @@
+//! Running host tools (apt-get, openssl, make, patch, qemu...): a missing
+//! tool is reported with the Debian package that provides it, a failing one
+//! with its last line of stderr.
+
+use std::process::{Command, ExitStatus};
+
+use crate::error::{Error, Kind, Result};
+
+/// Why a host tool did not do its job. Every variant is a [`Kind::Tool`]
+/// error once it becomes an [`Error`] (which keeps it as its source), so
+/// callers can tell a tool that is not installed from one that failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolError {
+    /// Not on the PATH: install `package`.
+    #[error("{prog}: missing tool, needed for {what} (install the Debian package {package})")]
+    Missing { prog: String, what: String, package: String, source: std::io::Error },
+    /// Found but could not be started (permissions, a bad interpreter...).
+    #[error("{prog}: cannot run it for {what}: {source}")]
+    CannotRun { prog: String, what: String, source: std::io::Error },
+    /// Ran and exited non-zero (or was killed); `stderr` is all it wrote.
+    #[error("{what} failed ({prog} exited {status}): {}", last_line(.stderr))]
+    Failed { prog: String, what: String, status: ExitStatus, stderr: String },
+}
+
+impl From<ToolError> for Error {
+    fn from(e: ToolError) -> Error {
+        Error::new(Kind::Tool, e.to_string()).because(e)
+    }
+}
+
+/// The last line of stderr that says something (apt's "W:" warnings are
+/// not the reason a command failed).
+fn last_line(stderr: &str) -> &str {
+    stderr.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with("W:")).unwrap_or("")
+}
+
+/// Run a host tool to completion and return its stdout.
+pub fn run(cmd: &mut Command, what: &str, package: &str) -> Result<String> {
+    run_bytes(cmd, what, package).map(|out| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Run a host tool to completion and return its stdout's bytes.
+pub fn run_bytes(cmd: &mut Command, what: &str, package: &str) -> Result<Vec<u8>> {
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd.output().map_err(|e| spawn_error(&prog, what, package, e))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(ToolError::Failed { prog, what: what.to_string(), status: out.status, stderr }.into());
+    }
+    Ok(out.stdout)
+}
+
+/// The error for a tool that could not be started.
+pub fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> Error {
+    let (prog, what) = (prog.to_string(), what.to_string());
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ToolError::Missing { prog, what, package: package.to_string(), source: e },
+        _ => ToolError::CannotRun { prog, what, source: e },
+    }
+    .into()
+}
+
+/// Is `prog` on the PATH?
+pub fn exists(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tool error behind an Error (its source).
+    fn tool_error(e: &Error) -> &ToolError {
+        use std::error::Error as _;
+        e.source().and_then(|s| s.downcast_ref::<ToolError>()).expect("a ToolError as the source")
+    }
+
+    #[test]
+    fn missing_tool_names_the_package() {
+        let err = run(&mut Command::new("bootlink-no-such-tool"), "testing", "some-package").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("bootlink-no-such-tool") && text.contains("some-package"), "{text}");
+        assert_eq!(err.kind, Kind::Tool);
+        match tool_error(&err) {
+            ToolError::Missing { package, source, .. } => {
+                assert_eq!((package.as_str(), source.kind()), ("some-package", std::io::ErrorKind::NotFound));
+            }
+            other => panic!("not Missing: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failing_tool_is_told_from_a_missing_one() {
+        let err = run(Command::new("sh").args(["-c", "echo oops >&2; echo W: noise >&2; exit 3"]), "testing", "dash")
+            .unwrap_err();
+        assert_eq!(err.kind, Kind::Tool);
+        assert!(err.to_string().ends_with(": oops"), "the last line that says something: {err}");
+        match tool_error(&err) {
+            ToolError::Failed { status, stderr, .. } => {
+                assert_eq!(status.code(), Some(3));
+                assert!(stderr.contains("W: noise"), "all of stderr is kept: {stderr}");
+            }
+            other => panic!("not Failed: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,913 @@
+//! `bootlink kernel build`: Debian's kernel source of a kernel [`Line`]
+//! (6.1, 6.12) with that line's patch series and lab config, built once per
+//! (source version, config, series, signing key) and kept in the cache.
+//!
+//! The pieces: [`series`] (the quilt-style patch list, shared with the
+//! glibc build and kept in the ground layer), [`source`] (the
+//! Debian source package, unpacked once, the series applied and switched),
+//! [`kconfig`] (the config fragment merged onto `tinyconfig`, and checked),
+//! [`key`] (the module signing key), [`make`] (running kbuild with ccache).
+//!
+//! A build's output is a directory under `<cache>/kernels/build-<key>/`:
+//! `vmlinux` (boots through PVH), `bzImage`, `System.map`, `Module.symvers`,
+//! `config-<release>`, the installed and signed modules under
+//! `lib/modules/<release>/`, the signing key and certificate, and
+//! `build.json` (what went in). It is renamed into place when complete, so
+//! it is either whole or absent. The kernel's object directory is kept
+//! (one per config) so a changed patch rebuilds only what it touches.
+
+pub mod kconfig;
+pub mod key;
+pub mod line;
+pub mod make;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Kind, Result};
+use crate::{fsutil, hosttool, progress};
+
+pub use crate::series::{self, Series};
+pub use kconfig::Fragment;
+pub use line::Line;
+
+/// Bumped when the recipe changes in a way that changes the output.
+/// Changes when what the build does changes (e.g. the symbol hash tables'
+/// format, written into vmlinux by the KSYMHASH hook).
+const RECIPE: &str = "bootlink kernel build 2, symhash tables v1";
+/// Where the signing key sits in the object tree (CONFIG_MODULE_SIG_KEY).
+const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kernel line: which Debian source package is built.
+    pub line: Line,
+    /// The architecture built for: x86-64 (the host's), or arm64 cross-built
+    /// with `aarch64-linux-gnu-`. Patches marked for other architectures
+    /// (`arch:x86` in a series file) are left out.
+    pub arch: crate::fetch::Arch,
+    /// The directory with the `series` file and its patches.
+    pub series: PathBuf,
+    /// A second series applied after `series`: the lab-only patches
+    /// (`kernel/6.1/lab-patches`), none when `None`.
+    pub lab_series: Option<PathBuf>,
+    /// Where `.config` starts from: tinyconfig (the lab's kernel), or a
+    /// whole config (a distribution's, a user's own).
+    pub base: ConfigBase,
+    /// The config fragment merged onto the base: the lab's fragment on
+    /// tinyconfig, the series' own options on a whole config.
+    pub config: PathBuf,
+    /// Build flavours (`kernel/<line>/configs/flavours/<name>.config`), in
+    /// order, merged over [`Options::config`]: each a build of its own.
+    pub flavours: Vec<String>,
+    /// Build and install the modules too (a whole config's build may be
+    /// vmlinux and bzImage alone, for the distribution's own modules).
+    pub modules: bool,
+    /// `KERNELRELEASE` for make (a distribution's release string, so its
+    /// module tree's directory and vermagic are the kernel's), or kbuild's own.
+    pub release: Option<String>,
+    /// make -j.
+    pub jobs: usize,
+    /// The object tree must hold this build (for external modules): a
+    /// cached build whose tree another build has used since is made again.
+    pub tree: bool,
+    /// Only look in the cache: a build that is not there is an error,
+    /// nothing is built (`make demo` asks before it offers the patched kernel).
+    pub cached_only: bool,
+}
+
+impl Options {
+    /// Build from the whole config `file` with the line's series options
+    /// (`kernel/<line>/configs/series.config`) instead of the lab's.
+    pub fn whole_config(&mut self, file: PathBuf) {
+        self.base = ConfigBase::Whole(file);
+        self.config = self.line.series_config(crate::fsutil::source_tree());
+    }
+
+    /// [`Options::for_line`] of the default line (6.1).
+    pub fn defaults() -> Options {
+        Options::for_line(Line::default())
+    }
+
+    /// The repository's `kernel/<line>/patches`, then
+    /// `kernel/<line>/lab-patches`, and `kernel/<line>/configs/lab.config`
+    /// (when run from a checkout), `jobs` = the number of CPUs.
+    pub fn for_line(line: Line) -> Options {
+        Options::for_line_arch(line, crate::fetch::Arch::Amd64)
+    }
+
+    /// [`Options::for_line`] for `arch`: the lab config is
+    /// `kernel/<line>/configs/lab-<arch>.config` on arm64.
+    pub fn for_line_arch(line: Line, arch: crate::fetch::Arch) -> Options {
+        let checkout = crate::fsutil::source_tree();
+        Options {
+            line,
+            arch,
+            series: line.series(checkout),
+            lab_series: Some(line.lab_series(checkout)),
+            base: ConfigBase::Tiny,
+            config: line.lab_config_for(checkout, arch),
+            flavours: Vec::new(),
+            modules: true,
+            release: None,
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            tree: false,
+            cached_only: false,
+        }
+    }
+}
+
+/// Where a build's `.config` starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigBase {
+    /// `make tinyconfig`, then [`Options::config`] (the lab's fragment).
+    Tiny,
+    /// A whole `.config` (a distribution's, or a user's own), then
+    /// [`Options::config`] (the series' own options,
+    /// `kernel/<line>/configs/series.config`), nothing else: the config is
+    /// built as its owner ships it, debug information and BTF included (the
+    /// owner's modules' BTF is loaded as by their own kernel).
+    Whole(PathBuf),
+}
+
+impl ConfigBase {
+    /// The name build.json gives it: `tinyconfig`, or the file.
+    pub fn describe(&self) -> String {
+        match self {
+            ConfigBase::Tiny => "tinyconfig".into(),
+            ConfigBase::Whole(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// A finished build, what `bootlink kernel build` prints (`--json`: this,
+/// as the build.json beside its vmlinux holds it): every path in its
+/// output directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub dir: PathBuf,
+    /// The kernel line (`6.1`, `6.12`).
+    #[serde(default = "default_line")]
+    pub line: String,
+    /// The architecture (said only when not amd64, the default).
+    #[serde(default, skip_serializing_if = "crate::fetch::Arch::is_amd64")]
+    pub arch: crate::fetch::Arch,
+    pub release: String,
+    pub vmlinux: PathBuf,
+    /// The boot image: `bzImage` on x86-64, `Image` (arch/arm64/boot/Image,
+    /// what QEMU's `-kernel` boots) on arm64.
+    pub bzimage: PathBuf,
+    pub system_map: PathBuf,
+    pub module_symvers: PathBuf,
+    pub config: PathBuf,
+    /// `lib/modules/<release>`; none when only the image was built.
+    pub modules: Option<PathBuf>,
+    pub signing_key: PathBuf,
+    pub signing_cert: PathBuf,
+    /// The cache key (hex).
+    pub key: String,
+    pub source_package: String,
+    pub source_version: String,
+    /// The patches applied, in order.
+    pub patches: Vec<String>,
+    /// The patches the series' `arch:` marks left out for this architecture.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    pub config_fragment: PathBuf,
+    /// The flavours merged over it (`sealed`, `lz4`...), none for the lab's
+    /// own build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavours: Vec<String>,
+    /// What `.config` started from: `tinyconfig` or a whole config's file.
+    #[serde(default = "tinyconfig")]
+    pub config_base: String,
+    /// Seconds this call took.
+    #[serde(default)]
+    pub seconds: f64,
+    /// Found in the cache (nothing was built).
+    #[serde(default)]
+    pub cached: bool,
+    /// The object tree it was built in (shared by builds of one config):
+    /// `make -C <tree> M=<dir> modules` builds external modules for it
+    /// while `<tree>/bootlink-key` names this build.
+    #[serde(default)]
+    pub tree: PathBuf,
+}
+
+impl Report {
+    /// What `bootlink kernel build` prints: the release, how it was got,
+    /// and its paths.
+    pub fn render(&self) -> String {
+        let how = if self.cached { "cached" } else { "built" };
+        let skipped = if self.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} left out for {}", self.skipped.len(), self.arch.kernel())
+        };
+        let image = if self.arch.is_amd64() { "bzImage" } else { "Image  " };
+        let flavours =
+            if self.flavours.is_empty() { String::new() } else { format!(", flavour {}", self.flavours.join("+")) };
+        format!(
+            "kernel    {} ({how} in {:.1} s; {} {}, {} patch(es){skipped}{flavours})\n\
+             vmlinux   {}\n{image}   {}\nconfig    {}\nmodules   {}\nkey       {} (certificate {})\n",
+            self.release,
+            self.seconds,
+            self.source_package,
+            self.source_version,
+            self.patches.len(),
+            self.vmlinux.display(),
+            self.bzimage.display(),
+            self.config.display(),
+            self.modules.as_ref().map_or("(not built: the image alone)".into(), |m| m.display().to_string()),
+            self.signing_key.display(),
+            self.signing_cert.display()
+        )
+    }
+}
+
+/// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
+/// read from the build.json beside it (what `--bzimage` replays the boot
+/// image's chain in). A usage error when there is none.
+pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
+    let json = vmlinux.parent().unwrap_or(Path::new(".")).join("build.json");
+    let no_tree = || {
+        Error::file(
+            Kind::Usage,
+            vmlinux,
+            "--bzimage needs the kernel's object tree: give --tree (`bootlink kernel build --json` prints it)",
+        )
+    };
+    let text = std::fs::read(&json).map_err(|_| no_tree())?;
+    let built: Report = serde_json::from_slice(&text).map_err(|e| Error::json(&json, e))?;
+    if built.tree.as_os_str().is_empty() {
+        return Err(no_tree());
+    }
+    tree_holds(&built)?;
+    Ok(built.tree)
+}
+
+/// A flavour's `# bootlink-make: NAME=PROGRAM` lines: make's variable NAME
+/// set to a program of the checkout's kernel/tools/ (the `none` flavour:
+/// KGZIP=gzip-stored). Anything else on such a line is refused.
+fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(v) = line.trim().strip_prefix("# bootlink-make:") else { continue };
+        let bad = |why: &str| Error::file(Kind::Usage, file, format!("{line:?}: {why}"));
+        let (var, tool) = v.trim().split_once('=').ok_or_else(|| bad("give NAME=PROGRAM"))?;
+        if var.is_empty() || !var.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') {
+            return Err(bad("a make variable's name is capitals, digits and _"));
+        }
+        if tool.is_empty()
+            || !tool.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            || tool.starts_with('.')
+        {
+            return Err(bad("PROGRAM is a file name of kernel/tools/"));
+        }
+        let path = checkout.join("kernel/tools").join(tool);
+        if !path.is_file() {
+            return Err(Error::file(Kind::Usage, &path, format!("{line:?} in {}: no such program", file.display())));
+        }
+        out.push((var.to_string(), path));
+    }
+    Ok(out)
+}
+
+/// The object tree of `built` holds that build: flavours share their
+/// unflavoured build's tree, and two that differ only in the bzImage's
+/// compressor have the same vmlinux, so only the key tells whose boot
+/// image the tree's recorded commands would make.
+fn tree_holds(built: &Report) -> Result<()> {
+    if holds(&built.tree, &built.key) {
+        return Ok(());
+    }
+    let held = std::fs::read_to_string(built.tree.join(TREE_KEY)).unwrap_or_default();
+    let held =
+        if held == built.key { format!("{held}, but its source has another series applied since") } else { held };
+    let flavours: String = built.flavours.iter().map(|f| format!(" --flavour {f}")).collect();
+    let line = if built.line == Line::default().name { String::new() } else { format!(" --line {}", built.line) };
+    Err(Error::file(
+        Kind::Usage,
+        &built.tree,
+        format!(
+            "the object tree does not hold the kernel in {} (it holds {}): `bootlink kernel build --tree{line}{flavours}` makes it hold that one again",
+            built.dir.display(),
+            if held.is_empty() { "no finished build".to_string() } else { format!("another build ({held})") },
+        ),
+    ))
+}
+
+/// The file in the object tree naming the build it holds.
+const TREE_KEY: &str = "bootlink-key";
+/// The file in the object tree naming the patches its source held when
+/// the build finished ([`source::applied_state`]).
+const TREE_SOURCE: &str = "bootlink-source";
+
+/// The object tree `obj` holds the build `key`: its bootlink-key names it
+/// and its source still has that build's patches applied.
+fn holds(obj: &Path, key: &str) -> bool {
+    std::fs::read_to_string(obj.join(TREE_KEY)).is_ok_and(|k| k == key) && source_holds(obj)
+}
+
+/// The object tree's source (its `source` link) still has the patches
+/// applied that it had when the tree's build finished.
+fn source_holds(obj: &Path) -> bool {
+    let Ok(recorded) = std::fs::read_to_string(obj.join(TREE_SOURCE)) else { return false };
+    std::fs::canonicalize(obj.join("source"))
+        .ok()
+        .and_then(|src| source::applied_state(&src).ok())
+        .is_some_and(|now| now == recorded)
+}
+
+use crate::fsutil::hex;
+
+/// The cache key: recipe, source version, config fragment, the patches'
+/// diffs in order (not their messages or file names: a reworded message, a
+/// renamed file or a patch moved between the two series with the same diff
+/// makes no new build) and the signing certificate; and the architecture
+/// when it is not x86-64 (so an x86 build's key is what it was before
+/// bootlink built for arm64).
+pub(crate) fn cache_key(
+    arch: crate::fetch::Arch,
+    version: &str,
+    fragment: &[u8],
+    series: &Series,
+    cert: &[u8],
+) -> String {
+    let mut h = crate::series::KeyHash::new();
+    h.field("recipe", RECIPE.as_bytes());
+    if !arch.is_amd64() {
+        h.field("arch", arch.kernel().as_bytes());
+    }
+    h.field("source", version.as_bytes());
+    h.field("config", fragment);
+    for p in &series.patches {
+        h.field("diff", p.diff());
+    }
+    h.field("cert", cert);
+    h.finish()
+}
+
+fn tinyconfig() -> String {
+    "tinyconfig".into()
+}
+
+fn default_line() -> String {
+    Line::default().name.to_string()
+}
+
+/// Build (or find in the cache) the kernel.
+pub fn run(opts: &Options) -> Result<Report> {
+    let t0 = Instant::now();
+    let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
+    let (series, skipped) = Series::read_stacked(&opts.series, &lab)?.for_arch(opts.arch.kernel());
+    if !opts.arch.is_amd64() && !opts.config.exists() {
+        return Err(Error::file(
+            Kind::Unsupported,
+            &opts.config,
+            format!(
+                "no {} lab config for kernel line {}: only 6.1 is built for {} so far (or give --fragment FILE)",
+                opts.arch.debian(),
+                opts.line,
+                opts.arch.debian()
+            ),
+        ));
+    }
+    let mut fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
+    let unflavoured_text = fragment_text.clone();
+    let mut fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
+    // A flavour's lines go over the fragment's (and into the key after
+    // them: no flavour, the key it always had).
+    let checkout = crate::fsutil::source_tree();
+    let mut make_vars: Vec<String> = Vec::new();
+    for name in &opts.flavours {
+        let file = opts.line.flavour_config(checkout, name);
+        if !file.is_file() {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "kernel line {} has no build flavour {name:?} (it has: {})",
+                    opts.line,
+                    opts.line.flavours(checkout).join(", ")
+                ),
+            ));
+        }
+        let text = crate::fsutil::read_input(&file, crate::fsutil::MAX_TEXT)?;
+        fragment = fragment.overlaid(&Fragment::parse(&String::from_utf8_lossy(&text), &file)?);
+        fragment_text.extend_from_slice(format!("\n# bootlink: flavour {name}\n").as_bytes());
+        fragment_text.extend_from_slice(&text);
+        for (var, tool) in flavour_make_vars(&String::from_utf8_lossy(&text), &file, checkout)? {
+            // the program's bytes make the key too
+            let bytes = crate::fsutil::read_input(&tool, crate::fsutil::MAX_TEXT)?;
+            fragment_text.extend_from_slice(
+                format!("# bootlink: make {var} sha256 {}\n", hex(&Sha256::digest(&bytes))).as_bytes(),
+            );
+            make_vars.push(format!("{var}={}", tool.display()));
+        }
+    }
+    // What makes the config: the lab's fragment alone (so its key is what
+    // it always was), or a whole config with the series' options, the
+    // build-time changes, the release and whether modules are built.
+    let whole = match &opts.base {
+        ConfigBase::Tiny => None,
+        ConfigBase::Whole(file) => {
+            let whole = crate::fsutil::read_input(file, crate::fsutil::MAX_TEXT)?;
+            Fragment::parse(&String::from_utf8_lossy(&whole), file)?;
+            Some(whole)
+        }
+    };
+    let with_whole = |fragment_text: &[u8]| match &whole {
+        None => fragment_text.to_vec(),
+        Some(whole) => {
+            let mut t = whole.clone();
+            t.extend_from_slice(b"\n# bootlink: the series' options\n");
+            t.extend_from_slice(fragment_text);
+            t.extend_from_slice(
+                format!("# bootlink: release {:?}, modules {}\n", opts.release, opts.modules).as_bytes(),
+            );
+            t
+        }
+    };
+    // A flavour builds in its unflavoured build's object tree: what its
+    // options change is rebuilt there (a compressor: the boot image alone).
+    let obj_text = with_whole(&unflavoured_text);
+    let config_text = with_whole(&fragment_text);
+    let cache = fsutil::cache_dir();
+    let signing = key::ensure(&cache.join("keys"))?;
+    let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
+    let version = source::package_version(opts.line)?;
+    let key = cache_key(opts.arch, &version, &config_text, &series, &cert);
+    let kernels = cache.join("kernels");
+    let out = kernels.join(format!("build-{key}"));
+    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &key);
+    if let Some(mut b) = cached(&out).filter(tree_holds) {
+        b.seconds = t0.elapsed().as_secs_f64();
+        b.cached = true;
+        return Ok(b);
+    }
+    if opts.cached_only {
+        return Err(Error::new(
+            Kind::Build,
+            format!("this kernel build is not in the cache ({}): `bootlink kernel build` makes it", out.display()),
+        ));
+    }
+    let kbuild = cache.join("kbuild");
+    std::fs::create_dir_all(&kbuild).map_err(|e| Error::io(&kbuild, e))?;
+    let lock_path = kbuild.join(".lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    if lock.try_lock().is_err() {
+        progress::status("waiting for another kernel build to finish");
+        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    }
+    // Another process may have built it while we waited.
+    if let Some(mut b) = cached(&out).filter(tree_holds) {
+        b.seconds = t0.elapsed().as_secs_f64();
+        b.cached = true;
+        return Ok(b);
+    }
+    let cross_gcc = format!("{}gcc", opts.arch.cross_compile());
+    for tool in ["make", "gcc", cross_gcc.as_str(), "flex", "bison", "bc", "patch", "openssl", "depmod"] {
+        if !hosttool::exists(tool) && !Path::new("/sbin").join(tool).is_file() {
+            if tool != "gcc" && tool == cross_gcc {
+                return Err(Error::new(
+                    Kind::Tool,
+                    format!(
+                        "{tool}: missing cross compiler for --arch {} (run scripts/install-deps or install gcc-aarch64-linux-gnu)",
+                        opts.arch.debian()
+                    ),
+                ));
+            }
+            return Err(Error::new(
+                Kind::Tool,
+                format!(
+                    "{tool}: missing tool, needed for building the kernel (run scripts/install-deps or install build-essential flex bison bc libelf-dev libssl-dev kmod)"
+                ),
+            ));
+        }
+    }
+    let tree = source::unpacked(&kbuild, opts.line, &version)?;
+    let (reverted, applied) = source::apply_series(&tree, &series, opts.line, &version)?;
+    if reverted + applied > 0 {
+        progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
+    }
+    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&obj_text))[..12]));
+    std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
+    let log = obj.join("bootlink-build.log");
+    let _ = std::fs::remove_file(&log);
+    let env = make::Env {
+        tree: &tree,
+        obj: &obj,
+        ccache_dir: &cache.join("ccache"),
+        base: &kbuild,
+        jobs: opts.jobs,
+        arch: opts.arch,
+        symhash_hook: Some(make::symhash_hook()?),
+        make_vars,
+    };
+    // The key goes into the object tree under a fixed name, so the config
+    // (and every object's preprocessed input through autoconf.h) does not
+    // depend on where the cache is: ccache hits across caches and keys.
+    let key_in_obj = obj.join(KEY_IN_OBJ);
+    let key_data = crate::fsutil::read_input(&signing.pem, crate::fsutil::MAX_TEXT)?;
+    if std::fs::read(&key_in_obj).ok().as_deref() != Some(key_data.as_slice()) {
+        std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
+        fsutil::write_atomic(&key_in_obj, &key_data)?;
+    }
+    let wanted = Wanted { whole: whole.as_deref(), fragment: &fragment, config_text: &config_text };
+    configure(&env, &wanted, &opts.config, &log)?;
+    let release_var: Vec<String> = opts.release.iter().map(|r| format!("KERNELRELEASE={r}")).collect();
+    // A build killed in the middle (SIGKILL, a session's end) can leave a
+    // half-written object that make then takes as up to date: objects made
+    // since an unfinished build began are removed and made again (ccache
+    // makes that cheap).
+    let building = obj.join("bootlink-building");
+    if building.exists() {
+        let n = remove_newer_objects(&obj, &building);
+        progress::status(&format!("an earlier build was interrupted: {n} objects it made are rebuilt"));
+    } else {
+        std::fs::write(&building, b"").map_err(|e| Error::io(&building, e))?;
+    }
+    // vmlinux is linked again for every new build key, so link-vmlinux.sh
+    // runs this bootlink's KSYMHASH hook (make would not relink for a new
+    // hook or a new tables format alone).
+    let _ = std::fs::remove_file(obj.join("vmlinux"));
+    let _ = std::fs::remove_file(obj.join(TREE_KEY));
+    let _ = std::fs::remove_file(obj.join(TREE_SOURCE));
+    let (image_in_obj, image_name) = opts.arch.boot_image();
+    // `all` makes the boot image too (arm64's makes Image.gz from Image).
+    let image_target = image_in_obj.rsplit('/').next().unwrap_or(image_name);
+    let targets: Vec<&str> = if opts.modules { vec!["all"] } else { vec!["vmlinux", image_target] };
+    env.run(&targets, &release_var, &log, "kernel build")?;
+    let _ = std::fs::remove_file(&building);
+    fsutil::write_atomic(&obj.join(TREE_SOURCE), source::applied_state(&tree)?.as_bytes())?;
+    fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
+    let release = match &opts.release {
+        Some(r) => r.clone(),
+        None => std::fs::read_to_string(obj.join("include/config/kernel.release"))
+            .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
+            .trim()
+            .to_string(),
+    };
+    // Install into a temporary directory beside the final one, then rename.
+    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    let stage = tempfile::Builder::new().prefix(".build-").tempdir_in(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    if opts.modules {
+        let mut vars = vec![format!("INSTALL_MOD_PATH={}", stage.path().display()), "INSTALL_MOD_STRIP=1".into()];
+        vars.extend(release_var.iter().cloned());
+        env.run(&["modules_install"], &vars, &log, "installing modules")?;
+        let modules = stage.path().join("lib/modules").join(&release);
+        for link in ["build", "source"] {
+            let _ = std::fs::remove_file(modules.join(link));
+        }
+    }
+    let copy = |from: &Path, name: &str| -> Result<()> {
+        let to = stage.path().join(name);
+        std::fs::copy(from, &to).map_err(|e| Error::io(from, e))?;
+        Ok(())
+    };
+    copy(&obj.join("vmlinux"), "vmlinux")?;
+    copy(&obj.join(image_in_obj), image_name)?;
+    copy(&obj.join("System.map"), "System.map")?;
+    // Module.symvers holds vmlinux's exports and the modules'; an image
+    // alone has vmlinux.symvers (the same lines for vmlinux).
+    let symvers = if opts.modules { obj.join("Module.symvers") } else { obj.join("vmlinux.symvers") };
+    copy(&symvers, "Module.symvers")?;
+    copy(&obj.join(".config"), &format!("config-{release}"))?;
+    copy(&signing.pem, "module-signing.pem")?;
+    copy(&signing.cert, "module-signing.crt")?;
+    let mut built = Report {
+        dir: out.clone(),
+        line: opts.line.name.to_string(),
+        arch: opts.arch,
+        release: release.clone(),
+        vmlinux: out.join("vmlinux"),
+        bzimage: out.join(image_name),
+        system_map: out.join("System.map"),
+        module_symvers: out.join("Module.symvers"),
+        config: out.join(format!("config-{release}")),
+        modules: opts.modules.then(|| out.join("lib/modules").join(&release)),
+        signing_key: out.join("module-signing.pem"),
+        signing_cert: out.join("module-signing.crt"),
+        key,
+        source_package: opts.line.package.into(),
+        source_version: version,
+        patches: series.patches.iter().map(|p| p.name.clone()).collect(),
+        skipped,
+        config_fragment: opts.config.clone(),
+        flavours: opts.flavours.clone(),
+        config_base: opts.base.describe(),
+        seconds: 0.0,
+        cached: false,
+        tree: obj.clone(),
+    };
+    let json = serde_json::to_vec_pretty(&built).expect("serializable");
+    fsutil::write_atomic(&stage.path().join("build.json"), &json)?;
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+    }
+    std::fs::rename(stage.path(), &out).map_err(|e| Error::io(&out, e))?;
+    let _ = stage.keep();
+    built.seconds = t0.elapsed().as_secs_f64();
+    prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
+    Ok(built)
+}
+
+/// Remove build products (`.o`, `.ko`, `.a`) under `dir` modified after `mark`.
+fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
+    let Ok(since) = std::fs::metadata(mark).and_then(|m| m.modified()) else { return 0 };
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file()
+                && p.extension().is_some_and(|x| x == "o" || x == "ko" || x == "a")
+                && e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t > since)
+                && std::fs::remove_file(&p).is_ok()
+            {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Object directories kept in the cache (each about 500 MB) per
+/// architecture: this build's and the most recent others, so switching
+/// between two configs stays incremental.
+const KEEP_OBJECT_DIRS: usize = 4;
+
+/// How an architecture's object directories are named (`obj-<hash>` on
+/// x86-64, as before there were others; `obj-arm64-<hash>`), so each
+/// architecture keeps its own [`KEEP_OBJECT_DIRS`].
+fn obj_prefix(arch: crate::fetch::Arch) -> String {
+    if arch.is_amd64() { "obj-".into() } else { format!("obj-{}-", arch.kernel()) }
+}
+
+/// Is `name` an object directory named with `prefix` (an x86 one's
+/// `obj-<hex>` is not an arm64 one's `obj-arm64-<hex>`, nor the reverse)?
+fn is_obj_dir(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Remove all but the `keep` most recently used object directories of one
+/// architecture (named with `prefix`; `current` always stays).
+fn prune_objects(kbuild: &Path, current: &Path, prefix: String, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(kbuild) else { return };
+    let mut others: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != current && p.file_name().is_some_and(|n| is_obj_dir(&n.to_string_lossy(), &prefix)))
+        .filter_map(|p| {
+            let t = std::fs::metadata(p.join("bootlink-build.log")).and_then(|m| m.modified()).ok()?;
+            Some((t, p))
+        })
+        .collect();
+    others.sort_by_key(|x| std::cmp::Reverse(x.0));
+    for (_, p) in others.into_iter().skip(keep.saturating_sub(1)) {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
+/// A complete earlier build in `out`, if there is one.
+fn cached(out: &Path) -> Option<Report> {
+    let text = std::fs::read(out.join("build.json")).ok()?;
+    let b: Report = serde_json::from_slice(&text).ok()?;
+    (b.vmlinux.is_file() && b.modules.as_ref().is_none_or(|m| m.is_dir())).then_some(b)
+}
+
+/// `.config` in `obj`: tinyconfig, the fragment merged on top, the signing
+/// key, olddefconfig; every fragment line must hold in the result. Done
+/// again only when the fragment differs from the one it was made from.
+/// What [`configure`] makes `.config` from.
+struct Wanted<'a> {
+    /// The whole config it starts from (as read for the cache key), or
+    /// none for tinyconfig.
+    whole: Option<&'a [u8]>,
+    fragment: &'a Fragment,
+    /// Everything that goes into it, as the cache key sees it.
+    config_text: &'a [u8],
+}
+
+fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Result<()> {
+    let dotconfig = env.obj.join(".config");
+    let made_from = env.obj.join("bootlink-fragment");
+    let stamp = format!("{}\nkey {KEY_IN_OBJ}", hex(&Sha256::digest(wanted.config_text)));
+    if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
+        return Ok(());
+    }
+    match wanted.whole {
+        None => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
+        Some(whole) => fsutil::write_atomic(&dotconfig, whole)?,
+    }
+    let fragment = wanted.fragment;
+    let mut text = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
+    let mut set: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    for (k, v) in &fragment.values {
+        set.insert(k.as_str(), if v == "n" { format!("# {k} is not set") } else { format!("{k}={v}") });
+    }
+    set.insert("CONFIG_MODULE_SIG_KEY", format!("CONFIG_MODULE_SIG_KEY=\"{KEY_IN_OBJ}\""));
+    // Replace the lines tinyconfig wrote for these symbols, append the rest.
+    let mut out = String::new();
+    for line in text.lines() {
+        let sym = line
+            .strip_prefix("# ")
+            .and_then(|l| l.strip_suffix(" is not set"))
+            .or_else(|| line.split_once('=').map(|(k, _)| k));
+        if sym.is_some_and(|s| set.contains_key(s)) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    for (k, _) in &fragment.values {
+        out.push_str(&set[k.as_str()]);
+        out.push('\n');
+    }
+    out.push_str(&set["CONFIG_MODULE_SIG_KEY"]);
+    out.push('\n');
+    text = out;
+    fsutil::write_atomic(&dotconfig, text.as_bytes())?;
+    env.run(&["olddefconfig"], &[], log, "kernel config (olddefconfig)")?;
+    let result = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
+    let unmet = fragment.unmet(&result);
+    if !unmet.is_empty() {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "{} line(s) do not hold after olddefconfig (unmet dependencies?): {}",
+                unmet.len(),
+                unmet.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        ));
+    }
+    fsutil::write_atomic(&made_from, stamp.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flavours_name_make_variables_of_kernel_tools_only() {
+        let checkout = crate::fsutil::source_tree();
+        let f = Path::new("none.config");
+        let got = flavour_make_vars("CONFIG_X=y\n# bootlink-make: KGZIP=gzip-stored\n", f, checkout).unwrap();
+        assert_eq!(got, [("KGZIP".to_string(), checkout.join("kernel/tools/gzip-stored"))]);
+        assert!(flavour_make_vars("# CONFIG_X is not set\n", f, checkout).unwrap().is_empty());
+        for (line, want) in [
+            ("# bootlink-make: KGZIP", "NAME=PROGRAM"),
+            ("# bootlink-make: kgzip=gzip-stored", "capitals"),
+            ("# bootlink-make: KGZIP=../../bin/sh", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=/bin/sh", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=.hidden", "file name of kernel/tools/"),
+            ("# bootlink-make: KGZIP=no-such-tool", "no such program"),
+        ] {
+            let e = flavour_make_vars(line, f, checkout).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    fn report(d: PathBuf) -> Report {
+        Report {
+            dir: d.clone(),
+            line: "6.1".into(),
+            arch: crate::fetch::Arch::Amd64,
+            release: "6.1.192".into(),
+            vmlinux: d.join("vmlinux"),
+            bzimage: d.join("bzImage"),
+            system_map: d.join("System.map"),
+            module_symvers: d.join("Module.symvers"),
+            config: d.join("config"),
+            modules: Some(d.join("lib/modules/6.1.192")),
+            signing_key: "/c/keys/signing.pem".into(),
+            signing_cert: "/c/keys/signing.crt".into(),
+            key: "k1".into(),
+            source_package: "linux-source-6.1".into(),
+            source_version: "6.1.192-1".into(),
+            patches: vec!["0001-a.patch".into(), "0002-b.patch".into()],
+            skipped: Vec::new(),
+            config_fragment: "lab.config".into(),
+            flavours: Vec::new(),
+            config_base: "tinyconfig".into(),
+            seconds: 0.04,
+            cached: true,
+            tree: "/c/kernel/obj".into(),
+        }
+    }
+
+    #[test]
+    fn the_report_prints_the_paths_and_reads_back_from_its_json() {
+        let r = report(PathBuf::from("/c/kernel/k1"));
+        let text = r.render();
+        assert!(
+            text.starts_with("kernel    6.1.192 (cached in 0.0 s; linux-source-6.1 6.1.192-1, 2 patch(es))\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nvmlinux   /c/kernel/k1/vmlinux\n")
+                && text.ends_with("(certificate /c/keys/signing.crt)\n")
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.key, back.tree, back.cached), (r.key, r.tree, true));
+    }
+
+    /// A flavour's build and its unflavoured one share a tree: only the
+    /// build the tree holds (its key in bootlink-key) gets the tree back.
+    #[test]
+    fn the_object_tree_is_given_only_for_the_build_it_holds() {
+        let t = tempfile::tempdir().unwrap();
+        let build = t.path().join("build-k1");
+        std::fs::create_dir_all(&build).unwrap();
+        let mut r = report(build.clone());
+        r.tree = t.path().join("obj");
+        r.flavours = vec!["lz4".into()];
+        std::fs::create_dir_all(&r.tree).unwrap();
+        std::fs::write(build.join("build.json"), serde_json::to_vec(&r).unwrap()).unwrap();
+        let vmlinux = build.join("vmlinux");
+        // The source the tree links, with one patch applied, as the build
+        // left it.
+        let src = t.path().join("src");
+        std::fs::create_dir_all(src.join(".bootlink-applied")).unwrap();
+        std::fs::write(src.join(".bootlink-applied/0000-abc-one.patch"), "x").unwrap();
+        std::os::unix::fs::symlink(&src, r.tree.join("source")).unwrap();
+        std::fs::write(r.tree.join(TREE_SOURCE), source::applied_state(&src).unwrap()).unwrap();
+        // What `ls -1 .bootlink-applied | sha256sum` prints.
+        assert_eq!(source::applied_state(&src).unwrap(), hex(&Sha256::digest(b"0000-abc-one.patch\n")));
+        std::fs::write(r.tree.join(TREE_KEY), "k1").unwrap();
+        assert_eq!(object_tree_of(&vmlinux).unwrap(), r.tree);
+        // Another build (arm64's series) patched the shared source since.
+        std::fs::write(src.join(".bootlink-applied/0001-def-two.patch"), "y").unwrap();
+        let e = object_tree_of(&vmlinux).unwrap_err().to_string();
+        assert!(e.contains("k1, but its source has another series applied since"), "{e}");
+        std::fs::remove_file(src.join(".bootlink-applied/0001-def-two.patch")).unwrap();
+        assert_eq!(object_tree_of(&vmlinux).unwrap(), r.tree);
+        std::fs::write(r.tree.join(TREE_KEY), "k2").unwrap();
+        let e = object_tree_of(&vmlinux).unwrap_err().to_string();
+        assert!(e.contains("another build (k2)") && e.contains("bootlink kernel build --tree --flavour lz4"), "{e}");
+        std::fs::remove_file(r.tree.join(TREE_KEY)).unwrap();
+        assert!(object_tree_of(&vmlinux).unwrap_err().to_string().contains("no finished build"));
+    }
+
+    const MAIL: &str = "From: a <a@localhost>\nSubject: [PATCH 1/2] x\n\nWhy: 3 ms.\n\nSigned-off-by: a <a@localhost>\n---\n\
+                        diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n";
+
+    fn series(patches: &[(&str, &str)]) -> Series {
+        let d = tempfile::tempdir().unwrap();
+        crate::series::write_for_test(d.path(), patches)
+    }
+
+    #[test]
+    fn the_key_follows_the_diffs_not_the_messages_or_names() {
+        use crate::fetch::Arch;
+        let k = |s: &Series| cache_key(Arch::Amd64, "6.1.1-1", b"CONFIG_X=y\n", s, b"cert");
+        let base = k(&series(&[("0001-x.patch", MAIL)]));
+        let reworded = MAIL.replace("Why: 3 ms.", "Why, remeasured: 2.5 ms.").replace("[PATCH 1/2]", "[PATCH v2 1/3]");
+        assert_eq!(base, k(&series(&[("0001-x.patch", &reworded)])), "a reworded message");
+        assert_eq!(base, k(&series(&[("0003-renamed.patch", MAIL)])), "a renamed file");
+        assert_ne!(base, k(&series(&[("0001-x.patch", &MAIL.replace("+b", "+c"))])), "a changed diff");
+        assert_ne!(base, k(&series(&[])), "a patch fewer");
+        assert_ne!(
+            base,
+            cache_key(Arch::Amd64, "6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert")
+        );
+        // The architecture is part of the key (the same inputs for arm64
+        // are another build); x86's key has no arch field, as before.
+        let arm = cache_key(Arch::Arm64, "6.1.1-1", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert");
+        assert_ne!(base, arm);
+        let mut h = crate::series::KeyHash::new();
+        h.field("recipe", RECIPE.as_bytes());
+        h.field("source", b"6.1.1-1");
+        h.field("config", b"CONFIG_X=y\n");
+        h.field("diff", series(&[("0001-x.patch", MAIL)]).patches[0].diff());
+        h.field("cert", b"cert");
+        assert_eq!(base, h.finish(), "x86's key is the one it was before there were other architectures");
+    }
+
+    #[test]
+    fn each_architecture_prunes_its_own_object_directories() {
+        use crate::fetch::Arch;
+        assert_eq!(obj_prefix(Arch::Amd64), "obj-");
+        assert_eq!(obj_prefix(Arch::Arm64), "obj-arm64-");
+        assert!(is_obj_dir("obj-3258f85e4791", "obj-") && !is_obj_dir("obj-arm64-3258f85e4791", "obj-"));
+        assert!(is_obj_dir("obj-arm64-3258f85e4791", "obj-arm64-") && !is_obj_dir("obj-3258f85e4791", "obj-arm64-"));
+        let d = tempfile::tempdir().unwrap();
+        for n in ["obj-aa", "obj-bb", "obj-arm64-cc", "obj-arm64-dd"] {
+            std::fs::create_dir_all(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join("bootlink-build.log"), b"").unwrap();
+        }
+        prune_objects(d.path(), &d.path().join("obj-arm64-cc"), obj_prefix(Arch::Arm64), 1);
+        let left = |n: &str| d.path().join(n).is_dir();
+        assert!(left("obj-aa") && left("obj-bb") && left("obj-arm64-cc") && !left("obj-arm64-dd"));
+    }
+}

@@ -1,0 +1,439 @@
+//! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
+//! gzip, lz4 or lzma payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
+//! vmlinuz, Image.gz), or `System.map` + `Module.symvers` as a fallback
+//! when no image is at hand.
+
+pub mod abi;
+pub mod arm64;
+pub mod config;
+pub mod features;
+pub mod imagecache;
+pub mod ksymtab;
+pub mod sysmap;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::compress::{self, Compression};
+use crate::elf::{self, Elf, Want};
+use crate::error::{Error, Kind, Result};
+use crate::fsutil;
+pub use config::{Kaslr, KernelConfig};
+pub use features::LoaderFeatures;
+pub use ksymtab::{EntryFormat, Export};
+
+/// Where the exports were read from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Vmlinux,
+    /// An x86 boot image whose payload is the compressed vmlinux.
+    BzImage {
+        /// As [`crate::compress::kernel_payload_name`] names it.
+        compression: String,
+    },
+    /// A compressed vmlinux, or an image with one embedded.
+    Compressed {
+        compression: Compression,
+        offset: usize,
+    },
+    SystemMap {
+        symvers: PathBuf,
+    },
+    /// An arm64 Image (raw, or compressed as Image.gz): no ELF inside.
+    Arm64Image {
+        compression: Compression,
+    },
+}
+
+impl Source {
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Vmlinux => "vmlinux".into(),
+            Source::BzImage { compression } => format!("bzImage, {compression} payload"),
+            Source::Compressed { compression, offset } => {
+                format!("{}-compressed vmlinux at offset {offset}", compression.name())
+            }
+            Source::SystemMap { symvers } => format!("System.map + {}", symvers.display()),
+            Source::Arm64Image { compression: Compression::None } => "arm64 Image".into(),
+            Source::Arm64Image { compression } => format!("arm64 Image, {}-compressed", compression.name()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelImage {
+    pub path: PathBuf,
+    pub source: Source,
+    pub release: Option<String>,
+    /// The kernel's own vermagic string, which modules must match.
+    pub vermagic: Option<String>,
+    pub machine: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ksymtab_format: Option<EntryFormat>,
+    pub exports: Vec<Export>,
+    pub config_source: Option<String>,
+    pub kaslr: Kaslr,
+    /// The module loader's build-time features the image names
+    /// (kernel/6.1/patches 0012).
+    pub loader_features: LoaderFeatures,
+    #[serde(skip)]
+    pub config: Option<KernelConfig>,
+}
+
+/// A decompressed (or mapped) vmlinux and how it was found.
+pub struct Vmlinux {
+    pub data: fsutil::Bytes,
+    pub source: Source,
+}
+
+/// A kernel image or table that is not what it claims to be.
+pub(crate) fn corrupt(msg: impl Into<String>) -> Error {
+    Error::new(Kind::Format, msg)
+}
+
+const BZIMAGE_MAGIC_OFFSET: usize = 0x202;
+
+/// Locate the vmlinux ELF inside `data` (which may itself be it).
+pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
+    if data.starts_with(&object::elf::ELFMAG) {
+        return Ok(Vmlinux { data, source: Source::Vmlinux });
+    }
+    if let Some(v) = bzimage_payload(&data)? {
+        return Ok(v);
+    }
+    if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+        return Err(Error::new(
+            Kind::Unsupported,
+            "an arm64 Image holds no ELF vmlinux (it is the kernel's raw binary); bootlink reads its exports from the Image itself",
+        ));
+    }
+    // An x86 boot sector (boot_flag 0xAA55) without the "HdrS" boot header
+    // is a damaged bzImage, not another wrapper to search for a stream: the
+    // boot loader would not start it.
+    if data.get(0x1fe..0x200) == Some(&[0x55, 0xaa]) && data.len() > BZIMAGE_MAGIC_OFFSET {
+        return Err(corrupt("damaged bzImage: an x86 boot sector without the \"HdrS\" boot header"));
+    }
+    let kind = Compression::detect(&data);
+    if kind != Compression::None {
+        let out = compress::decompress(&data, kind, data.len() * 5)?;
+        if !out.starts_with(&object::elf::ELFMAG) {
+            return Err(corrupt(format!("{}-compressed data does not hold an ELF vmlinux", kind.name())));
+        }
+        return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset: 0 } });
+    }
+    // Other boot wrappers (EFI zboot, ...): try every embedded stream.
+    for (magic, kind) in [
+        (compress::XZ_MAGIC, Compression::Xz),
+        (compress::ZSTD_MAGIC, Compression::Zstd),
+        (compress::GZIP_MAGIC, Compression::Gzip),
+    ] {
+        for offset in memchr::memmem::find_iter(&data, magic) {
+            if let Ok(out) = compress::decompress(&data[offset..], kind, 0)
+                && out.starts_with(&object::elf::ELFMAG)
+            {
+                return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
+            }
+        }
+    }
+    Err(corrupt("not a kernel image: no ELF header, bzImage header or compressed vmlinux found"))
+}
+
+/// A bzImage's compressed kernel, as it lies in the file (no
+/// decompression): None when `data` has no bzImage header.
+pub fn bzimage_payload_bytes(data: &[u8]) -> std::result::Result<Option<&[u8]>, Error> {
+    if data.get(BZIMAGE_MAGIC_OFFSET..BZIMAGE_MAGIC_OFFSET + 4) != Some(b"HdrS") {
+        return Ok(None);
+    }
+    let setup_sects = match data.get(0x1f1) {
+        Some(0) => 4,
+        Some(&n) => n as usize,
+        None => return Ok(None),
+    };
+    let (Some(off), Some(len)) = (elf::read_u32(data, 0x248), elf::read_u32(data, 0x24c)) else {
+        return Err(corrupt("truncated bzImage header"));
+    };
+    let start = (setup_sects + 1) * 512 + off as usize;
+    let end = start.saturating_add(len as usize);
+    let payload = data.get(start..end).ok_or_else(|| {
+        corrupt(format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))
+    })?;
+    Ok(Some(payload))
+}
+
+fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
+    let Some(payload) = bzimage_payload_bytes(data)? else { return Ok(None) };
+    let kind = Compression::detect(payload);
+    if kind == Compression::None && payload.starts_with(&object::elf::ELFMAG) {
+        return Ok(Some(Vmlinux {
+            data: payload.to_vec().into(),
+            source: Source::BzImage { compression: "none".into() },
+        }));
+    }
+    let name = compress::kernel_payload_name(payload).ok_or_else(|| {
+        Error::new(Kind::Unsupported, "bzImage payload is in no compression the kernel knows (nor an ELF vmlinux)")
+    })?;
+    let out = if kind == Compression::None {
+        compress::decompress_kernel_payload(payload, name)?
+    } else {
+        // The build appends the uncompressed size (le32) after the stream.
+        let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
+        compress::decompress(payload, kind, hint)?
+    };
+    if !out.starts_with(&object::elf::ELFMAG) {
+        return Err(corrupt("bzImage payload does not decompress to an ELF vmlinux"));
+    }
+    Ok(Some(Vmlinux { data: out.into(), source: Source::BzImage { compression: name.into() } }))
+}
+
+/// An arm64 kernel image's raw `Image`: None when the file is one already
+/// (as Debian's arm64 vmlinuz is), the decompressed bytes of an Image.gz,
+/// and an error for anything else.
+pub fn arm64_image(path: &Path) -> Result<Option<Vec<u8>>> {
+    let data = fsutil::map_file(path)?;
+    if arm64::header(&data).is_some() {
+        return Ok(None);
+    }
+    if arm64::is_gzip_image(&data) {
+        return compress::decompress(&data, Compression::Gzip, data.len() * 4).map(Some).map_err(|e| e.at(path));
+    }
+    Err(corrupt("not an arm64 Image: no \"ARM\\x64\" magic at 0x38, and not a gzip-compressed one").at(path))
+}
+
+/// Extract the uncompressed vmlinux from any supported image.
+pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
+    let data = fsutil::map_file(path)?;
+    let v = find_vmlinux(data).map_err(|e| e.at(path))?;
+    // The whole ELF check, machine included: an image of another machine
+    // (or a damaged one) is not extracted as if it were a vmlinux.
+    Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    Ok(v)
+}
+
+impl KernelImage {
+    /// Read a kernel image. `config` overrides where the configuration comes
+    /// from; otherwise an embedded IKCONFIG, then `config-<release>` or
+    /// `.config` beside the image, are used.
+    pub fn open(path: &Path, config: Option<&Path>) -> Result<KernelImage> {
+        let meta = fsutil::follow_once(path)?;
+        if meta.is_dir() {
+            return Self::open_dir(path, config);
+        }
+        let data = fsutil::map_file(path)?;
+        if sysmap::looks_like_system_map(&data) {
+            let symvers = path.with_file_name("Module.symvers");
+            return sysmap::open(path, &symvers, config);
+        }
+        if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+            return arm64::open(path, &data, config);
+        }
+        let v = if data.starts_with(&object::elf::ELFMAG) {
+            Vmlinux { data, source: Source::Vmlinux }
+        } else {
+            imagecache::vmlinux(&data).map_err(|e| e.at(path))?
+        };
+        Self::from_vmlinux(path, &v.data, v.source, config)
+    }
+
+    fn open_dir(dir: &Path, config: Option<&Path>) -> Result<KernelImage> {
+        let vmlinux = dir.join("vmlinux");
+        if vmlinux.is_file() {
+            return Self::open(&vmlinux, config);
+        }
+        let map = dir.join("System.map");
+        if map.is_file() {
+            return sysmap::open(&map, &dir.join("Module.symvers"), config);
+        }
+        Err(Error::file(Kind::Usage, dir, "directory holds neither vmlinux nor System.map + Module.symvers"))
+    }
+
+    pub fn from_vmlinux(path: &Path, data: &[u8], source: Source, config: Option<&Path>) -> Result<KernelImage> {
+        let elf = Elf::parse(data, Want::Executable).map_err(|e| e.at(path))?;
+        let (exports, fmt) = ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
+        let rodata = match elf.section(".rodata") {
+            Some((_, s)) => elf.section_data(s).map_err(|e| e.at(path))?,
+            None => data,
+        };
+        let release = find_release(rodata);
+        let vermagic = release.as_deref().and_then(|r| find_vermagic(rodata, r));
+        let (cfg, cfg_source) = match config {
+            Some(c) => load_config_file(c).map(|k| (Some(k), Some(c.display().to_string())))?,
+            None => match config::find_ikconfig(data) {
+                Some(text) => (Some(KernelConfig::parse(&text)), Some("IKCONFIG (embedded)".to_string())),
+                None => beside_config(path, release.as_deref())?,
+            },
+        };
+        let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
+        let loader_features = LoaderFeatures::of(&elf).map_err(|e| e.at(path))?;
+        Ok(KernelImage {
+            path: path.to_path_buf(),
+            source,
+            release,
+            vermagic,
+            machine: elf::machine_name(elf.machine()),
+            ksymtab_format: Some(fmt),
+            exports,
+            config_source: cfg_source,
+            kaslr,
+            loader_features,
+            config: cfg,
+        })
+    }
+
+    /// Refuse module `m` if it is for another machine or was built for
+    /// another kernel (vermagic), as this kernel's loader would; `then`
+    /// says what the caller does with a refused module ("not listed").
+    pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        self.same_machine(m, then)?;
+        let kv = self.vermagic.as_deref().unwrap_or_default();
+        match m.vermagic() {
+            Some(v) if v == kv => Ok(()),
+            Some(v) => Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!(
+                    "built for another kernel: vermagic \"{}\", the kernel's is \"{}\": {then}",
+                    v.trim(),
+                    kv.trim()
+                ),
+            )),
+            None => Err(Error::file(Kind::WrongKernel, &m.path, format!("module has no vermagic: {then}"))),
+        }
+    }
+
+    /// Refuse module `m` if it is for another machine than this kernel, in
+    /// one line naming the module and both machines.
+    pub fn same_machine(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        if m.machine != self.machine {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!("a module for {}, the kernel is {}: {then}", m.machine, self.machine),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse this kernel for a command that rewrites modules or kernels
+    /// and handles x86-64 only so far, in one line naming the image.
+    pub fn rewritable_by(&self, command: &str) -> Result<()> {
+        if self.machine == elf::machine_name(object::elf::EM_AARCH64) {
+            return Err(Error::file(Kind::Unsupported, &self.path, format!("AArch64: not supported yet by {command}")));
+        }
+        Ok(())
+    }
+
+    pub fn gpl_exports(&self) -> usize {
+        self.exports.iter().filter(|e| e.gpl).count()
+    }
+
+    pub fn export_map(&self) -> HashMap<&str, &Export> {
+        self.exports.iter().map(|e| (e.name.as_str(), e)).collect()
+    }
+}
+
+pub(crate) fn load_config_file(path: &Path) -> Result<KernelConfig> {
+    let raw = fsutil::read_input(path, fsutil::MAX_TEXT)?;
+    let text = String::from_utf8_lossy(&raw);
+    if raw.contains(&0) || !KernelConfig::looks_like_config(&text) {
+        return Err(Error::file(Kind::Format, path, "not a kernel config (no CONFIG_ lines)"));
+    }
+    Ok(KernelConfig::parse(&text))
+}
+
+/// `config-<release>` beside the image (as Debian's /boot has it), or a
+/// `.config` beside a vmlinux in a build tree.
+pub(crate) fn beside_config(path: &Path, release: Option<&str>) -> Result<(Option<KernelConfig>, Option<String>)> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut candidates = Vec::new();
+    if let Some(r) = release {
+        candidates.push(dir.join(format!("config-{r}")));
+    }
+    candidates.push(dir.join(".config"));
+    for c in candidates {
+        if c.is_file() {
+            return Ok((Some(load_config_file(&c)?), Some(c.display().to_string())));
+        }
+    }
+    Ok((None, None))
+}
+
+/// The release from the `linux_banner` string ("Linux version 6.1.0-56-amd64 (...").
+pub(crate) fn find_release(rodata: &[u8]) -> Option<String> {
+    for pos in memchr::memmem::find_iter(rodata, b"Linux version ") {
+        let rest = &rodata[pos + 14..];
+        let end = rest.iter().position(|&b| b == b' ' || b == 0)?;
+        let rel = &rest[..end];
+        if !rel.is_empty() && rel[0].is_ascii_digit() && rel.iter().all(|b| b.is_ascii_graphic()) {
+            return Some(String::from_utf8_lossy(rel).into_owned());
+        }
+    }
+    None
+}
+
+/// The kernel's vermagic: "<release> SMP preempt mod_unload modversions ".
+pub(crate) fn find_vermagic(rodata: &[u8], release: &str) -> Option<String> {
+    let mut needle = release.as_bytes().to_vec();
+    needle.push(b' ');
+    for pos in memchr::memmem::find_iter(rodata, &needle) {
+        if pos > 0 && rodata[pos - 1] != 0 {
+            continue;
+        }
+        let s = elf::cstr(rodata, pos)?;
+        if memchr::memmem::find(s, b"mod_unload").is_some() && s.len() < 256 {
+            return Some(String::from_utf8_lossy(s).into_owned());
+        }
+    }
+    None
+}
+
+/// What a report says of the kernel it read.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelSummary {
+    pub path: PathBuf,
+    pub source: String,
+    pub release: Option<String>,
+    pub vermagic: Option<String>,
+    pub machine: &'static str,
+    pub exports: usize,
+    pub gpl_exports: usize,
+    pub kaslr: Kaslr,
+    pub loader_features: LoaderFeatures,
+}
+
+impl KernelSummary {
+    pub fn of(k: &KernelImage) -> KernelSummary {
+        KernelSummary {
+            path: k.path.clone(),
+            source: k.source.describe(),
+            release: k.release.clone(),
+            vermagic: k.vermagic.clone(),
+            machine: k.machine,
+            exports: k.exports.len(),
+            gpl_exports: k.gpl_exports(),
+            kaslr: k.kaslr.clone(),
+            loader_features: k.loader_features.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An xz-compressed vmlinux after a bare x86 boot sector is a bzImage
+    /// whose boot header is damaged: refused, not found by the search for
+    /// an embedded stream that other wrappers need.
+    #[test]
+    fn a_boot_sector_without_its_boot_header_is_refused() {
+        let vmlinux = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/vmlinux")).unwrap();
+        let mut image = vec![0u8; 1024];
+        image.extend(compress::compress(&vmlinux, Compression::Xz).unwrap());
+        assert!(matches!(find_vmlinux(image.clone().into()), Ok(Vmlinux { source: Source::Compressed { .. }, .. })));
+        image[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
+        let err = find_vmlinux(image.into()).err().expect("refused");
+        assert!(err.msg.contains("HdrS"), "{err}");
+    }
+}

@@ -1,0 +1,228 @@
+//! The module set's compression against storage speed, at reduced size:
+//! nine modules (xfs, ext4, vfat and their dependencies) of the self-built
+//! kernel (BOOTLINK_TEST_LINE for the line), loaded by the batch loader
+//! under `module.sig_enforce=1` with a module hash manifest (so every load
+//! is checked against the digest of the decompressed module), stored
+//! plain, compressed and decompressed in user space, compressed and
+//! decompressed by the kernel (the MODULE_DECOMPRESS flavour of the line's
+//! format: xz on 6.1, zstd on 6.12); and `bootlink recommend` on that run.
+//! Also the lab patch that hashes the bytes read instead
+//! (`module.hashes_of_read=1` with `manifest:read`): what it saves, and why
+//! it is not kept. The full grid (the 194-module set, every format, both
+//! paths) is `bench/compress-modules`.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use bootlink_lab::run::results::{LoaderResult, Run, Variant, WorkloadResult};
+use common::TestCommand;
+
+struct Grid {
+    dir: PathBuf,
+    run: Run,
+}
+
+/// The line's in-kernel format: xz on 6.1 (gzip or xz there), zstd on 6.12.
+fn format() -> &'static str {
+    if common::line() == "6.1" { "xz" } else { "zstd" }
+}
+
+const MODULES: [&str; 3] = ["xfs", "ext4", "vfat"];
+
+fn grid() -> &'static Grid {
+    static G: OnceLock<Grid> = OnceLock::new();
+    G.get_or_init(|| {
+        let k = common::build_kernel();
+        let format = format();
+        let checked = "modules:unsigned,manifest:on,loader:batch-1,cmdline:module.sig_enforce=1";
+        let mut variants = vec![
+            format!("plain={k},{checked}"),
+            format!("user={k},{checked},compress:{format},decompress:user"),
+            format!("kernel={k}+modules-{format},{checked},compress:{format},decompress:kernel"),
+        ];
+        variants.push(format!(
+            "read={k}+modules-{format},modules:unsigned,manifest:read,loader:batch-1,compress:{format},\
+             decompress:kernel,cmdline:module.sig_enforce=1 module.hashes_of_read=1"
+        ));
+        let mut head = vec!["--no-trace", "-n", "1"];
+        head.extend(MODULES);
+        let (dir, run) = common::lab_variants("compress-modules", &head, &variants);
+        Grid { dir, run }
+    })
+}
+
+/// A lab run of the set with one variant that must fail loudly (the lab
+/// stops at a variant that did not load the set): its output and run.
+fn failing_lab(label: &str, spec: &str) -> (String, Run) {
+    let dir = common::tmpdir(label).keep().join("run");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"-n", &"1"];
+    for m in &MODULES {
+        args.push(m);
+    }
+    args.extend([&"--variant" as &dyn AsRef<std::ffi::OsStr>, &spec, &"-o", &dir]);
+    let (run, o) = common::lab_run_either_way(&args, &dir);
+    let out = format!("{}{}", common::stdout(&o), common::stderr(&o));
+    assert!(!o.status.success(), "{out}");
+    (out, run)
+}
+
+fn variant<'a>(run: &'a Run, name: &str) -> &'a Variant {
+    run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}"))
+}
+
+fn loader(v: &Variant) -> &LoaderResult {
+    v.repetitions[0]
+        .workloads
+        .iter()
+        .find_map(|w| match w {
+            WorkloadResult::Loader(l) => Some(l),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{}: no loader result", v.name))
+}
+
+#[test]
+fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
+    let g = grid();
+    let (plain, user, kernel) = (variant(&g.run, "plain"), variant(&g.run, "user"), variant(&g.run, "kernel"));
+    let files = |v: &Variant| v.module_files.clone().unwrap_or_else(|| panic!("{}: no module files", v.name));
+    let n = files(plain).files;
+    assert!(n >= 9, "{n} modules");
+    for (v, compression, by_kernel, by_user) in
+        [(plain, "none", 0, 0), (user, format(), 0, n), (kernel, format(), n, 0)]
+    {
+        let f = files(v);
+        assert_eq!((f.compression.as_str(), f.files), (compression, n), "{}", v.name);
+        // whole 4 KiB requests per file
+        assert!(f.requests_4k >= f.file_bytes.div_ceil(4096) && f.requests_4k <= f.file_bytes / 4096 + n, "{f:?}");
+        let l = loader(v);
+        // every module loaded under sig_enforce: its decompressed digest
+        // is in the manifest, whichever side decompressed it
+        assert!(l.not_loaded.is_empty() && l.exit == 0, "{}: {l:?}", v.name);
+        assert_eq!(v.repetitions[0].modules.len() as u64, n, "{}", v.name);
+        assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (by_kernel, by_user), "{}", v.name);
+        assert!(v.cmdline.contains("module.sig_enforce=1"), "{}", v.name);
+    }
+    // compressed files are a fraction of the plain ones
+    assert!(files(user).file_bytes * 3 < files(plain).file_bytes, "{:?} vs {:?}", files(user), files(plain));
+    assert_eq!(files(user).file_bytes, files(kernel).file_bytes);
+    // decompressing costs load time; the kernel's path saves user space's
+    // fork, exec and pipe around the same kind of decoder
+    let load = |v: &Variant| v.repetitions[0].modules_total_us;
+    assert!(load(plain) < load(kernel), "{} vs {}", load(plain), load(kernel));
+    assert!(load(kernel) < load(user), "{} vs {}", load(kernel), load(user));
+}
+
+#[test]
+fn the_kernel_path_without_module_decompress_refuses_every_module() {
+    let refused = format!("refused={},compress:{},loader:batch-1,decompress:kernel", common::build_kernel(), format());
+    // EOPNOTSUPP: no user-space fallback took over
+    let (out, run) = failing_lab("compress-modules-refused", &refused);
+    assert!(out.contains("insmod exited 95"), "{out}");
+    let v = variant(&run, "refused");
+    let l = loader(v);
+    let n = v.module_files.as_ref().unwrap().files as usize;
+    // the set's roots fail, the rest for their dependencies
+    assert_eq!(l.not_loaded.len(), n, "{l:?}");
+    assert!(l.not_loaded.iter().any(|(_, r)| r == "failed"), "{l:?}");
+    assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (0, 0), "{l:?}");
+}
+
+#[test]
+fn recommend_ranks_the_module_files_by_the_flash_model() {
+    let g = grid();
+    let o = TestCommand::new(&[&"recommend", &g.dir, &"--storage", &"nand", &"--json"]).ok();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    // nand: 50 us and 4 KiB at 8 MiB/s per request
+    let request_us = 50.0 + 4096.0 / (8.0 * 1_048_576.0) * 1e6;
+    let mods = r["modules"].as_array().unwrap();
+    let names: Vec<&str> = mods.iter().map(|m| m["variant"].as_str().unwrap()).collect();
+    // the hash of the bytes read is measured, never recommended
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(!names.contains(&"read"), "{names:?}");
+    let left: Vec<&str> = r["left_out"].as_array().unwrap().iter().map(|l| l["variant"].as_str().unwrap()).collect();
+    assert!(left.contains(&"read"), "{left:?}");
+    let mut last = 0.0;
+    for m in mods {
+        let v = variant(&g.run, m["variant"].as_str().unwrap());
+        let files = v.module_files.as_ref().unwrap();
+        assert_eq!(m["requests_4k"].as_u64().unwrap(), files.requests_4k);
+        assert!((f(&m["read_us"]) - files.requests_4k as f64 * request_us).abs() < 1e-6, "{m}");
+        assert_eq!(f(&m["load_us"]), v.repetitions[0].modules_total_us);
+        assert!((f(&m["total_us"]) - f(&m["read_us"]) - f(&m["load_us"])).abs() < 1e-6);
+        assert!(f(&m["total_us"]) >= last, "fastest first");
+        last = f(&m["total_us"]);
+    }
+    assert_eq!(r["best_modules"], mods[0]["variant"]);
+    let best_total = f(&r["candidates"][0]["total_us"]) + f(&mods[0]["total_us"]);
+    assert!((f(&r["best_total_us"]) - best_total).abs() < 1e-6);
+    // each range of the envelope names the set that is fastest inside it
+    let envelope = r["modules_envelope"].as_array().unwrap();
+    assert!(!envelope.is_empty());
+    for e in envelope {
+        let from = f(&e["from_mib_s"]);
+        let mid = match e["to_mib_s"].as_f64() {
+            Some(to) => (from.max(to / 1e3) + to) / 2.0,
+            None => from * 2.0 + 1.0,
+        };
+        let request = 50.0 + 4096.0 / (mid * 1_048_576.0) * 1e6;
+        let best = mods
+            .iter()
+            .min_by(|a, b| {
+                let t = |m: &serde_json::Value| m["requests_4k"].as_f64().unwrap() * request + f(&m["load_us"]);
+                t(a).total_cmp(&t(b))
+            })
+            .unwrap();
+        assert_eq!(e["variant"], best["variant"], "at {mid} MiB/s: {e}");
+    }
+    // the chart draws one line per way of storing the set
+    let svg = common::tmpdir("compress-modules-svg").keep().join("modules.svg");
+    let text =
+        common::stdout(&TestCommand::new(&[&"recommend", &g.dir, &"--storage", &"nand", &"--modules-svg", &svg]).ok());
+    assert!(text.contains("best module files: "), "{text}");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    for name in names {
+        assert!(chart.contains(&format!("<title>{name}</title>")), "{name}");
+    }
+}
+
+/// The lab patch's hash of the bytes read (lab patch 0004): with a manifest of the
+/// compressed files the kernel path loads the set hashing a fraction of
+/// the bytes; the same manifest without the patch's parameter, or with
+/// user space decompressing, refuses every module (the kernel then hashes
+/// plain bytes, which that list does not hold: the reason the safe
+/// manifest lists decompressed modules).
+#[test]
+fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
+    let g = grid();
+    let (kernel, read) = (variant(&g.run, "kernel"), variant(&g.run, "read"));
+    let l = loader(read);
+    let n = read.module_files.as_ref().unwrap().files;
+    assert!(l.not_loaded.is_empty() && l.decompressed_by_kernel == n, "{l:?}");
+    let load = |v: &Variant| v.repetitions[0].modules_total_us;
+    assert!(load(read) < load(kernel), "read {} vs decompressed {}", load(read), load(kernel));
+    println!(
+        "hash of the bytes read: {:.1} ms; of the decompressed modules: {:.1} ms ({n} modules)",
+        load(read) / 1000.0,
+        load(kernel) / 1000.0
+    );
+    let k = common::build_kernel();
+    let stored =
+        format!("{k}+modules-{},modules:unsigned,manifest:read,loader:batch-1,compress:{}", format(), format());
+    let (off, user) = (
+        format!("off={stored},decompress:kernel,cmdline:module.sig_enforce=1"),
+        format!("user={stored},decompress:user,cmdline:module.sig_enforce=1 module.hashes_of_read=1"),
+    );
+    for (name, spec) in [("off", &off), ("user", &user)] {
+        // EKEYREJECTED: unsigned and not listed by the digest it was checked by
+        let (out, run) = failing_lab(&format!("compress-modules-read-{name}"), spec);
+        assert!(out.contains("insmod exited 129"), "{name}: {out}");
+        let v = variant(&run, name);
+        let l = loader(v);
+        assert_eq!(l.not_loaded.len() as u64, v.module_files.as_ref().unwrap().files, "{name}: {l:?}");
+        assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (0, 0), "{name}: {l:?}");
+    }
+}

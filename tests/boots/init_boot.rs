@@ -1,0 +1,178 @@
+//! The init phase cut into its links, and the two init links removed
+//! (docs/links.md): raid6_pq's benchmark (the `raid6-nobench` build
+//! flavour) on the self-built kernel, and the crypto self-tests at
+//! registration (`cryptomgr.notests=1`) on Debian's kernel, which runs
+//! them. Deterministic boots (-icount), traced: each fix removes its link,
+//! and what the kernel then does is what it did before (the same raid6
+//! functions chosen on the pinned CPU; the same algorithms, drivers and
+//! priorities registered).
+
+use crate::common;
+
+use bootlink_lab::run::results::{ModuleLoad, Repetition, Run};
+
+fn lab(args: &[&dyn AsRef<std::ffi::OsStr>], label: &str) -> (std::path::PathBuf, Run) {
+    let dir = common::tmpdir(label).keep().join("run");
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"-o", &dir];
+    all.extend_from_slice(args);
+    common::TestCommand::new(&all).show_dir(&dir).ok();
+    let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    (dir, run)
+}
+
+fn rep<'a>(run: &'a Run, name: &str) -> &'a Repetition {
+    &run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).repetitions[0]
+}
+
+fn module<'a>(r: &'a Repetition, name: &str) -> &'a ModuleLoad {
+    r.modules.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("{name} not loaded"))
+}
+
+fn init_us(m: &ModuleLoad) -> f64 {
+    m.phases.iter().filter(|p| p.name == "init").map(|p| p.duration_us).sum()
+}
+
+fn link_us(m: &ModuleLoad, link: &str) -> f64 {
+    m.init_steps.iter().filter(|p| p.name == link).map(|p| p.duration_us).sum()
+}
+
+/// Every load's init links add up to its init phase, each link at most once.
+fn links_add_up(r: &Repetition) {
+    for m in r.modules.iter().filter(|m| m.status == 0) {
+        assert!(!m.init_steps.is_empty(), "{}: no init links", m.name);
+        let sum: f64 = m.init_steps.iter().map(|p| p.duration_us).sum();
+        assert!((sum - init_us(m)).abs() < 1e-3, "{}: links {sum} != init {}", m.name, init_us(m));
+        let mut names: Vec<&str> = m.init_steps.iter().map(|p| p.name.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), m.init_steps.len(), "{}: {names:?}", m.name);
+    }
+}
+
+/// The line a log names raid6's syndrome functions with: the benchmark's
+/// choice ("using algorithm avx2x4 gen() ...") or the flavour's ("skipped
+/// pq benchmark and selected avx2x4").
+fn raid6_choice(log: &str) -> Option<String> {
+    log.lines().find_map(|l| {
+        let l = l.split("raid6: ").nth(1)?;
+        let name =
+            l.strip_prefix("using algorithm ").or_else(|| l.strip_prefix("skipped pq benchmark and selected "))?;
+        name.split_whitespace().next().map(str::to_string)
+    })
+}
+
+#[test]
+fn raid6_chooses_its_functions_without_the_benchmark() {
+    common::self_built(false);
+    let kernel = common::build_kernel();
+    let (dir, run) = lab(
+        &[&"btrfs", &"--variant", &format!("bench={kernel}"), &"--variant", &format!("nobench={kernel}+raid6-nobench")],
+        "init-raid6",
+    );
+    let (bench, nobench) = (rep(&run, "bench"), rep(&run, "nobench"));
+    links_add_up(bench);
+    links_add_up(nobench);
+    let (a, z) = (module(bench, "raid6_pq"), module(nobench, "raid6_pq"));
+    // The benchmark times each candidate for 16 jiffies: its init function.
+    assert!(link_us(a, "init function") > 0.9 * init_us(a), "{:?}", a.init_steps);
+    assert!(init_us(a) > 100_000.0, "the benchmark takes {} us", init_us(a));
+    assert!(init_us(z) < init_us(a) / 20.0, "raid6_pq's init: {} -> {} us", init_us(a), init_us(z));
+    let log = |r: &Repetition| std::fs::read_to_string(dir.join(&r.log)).unwrap();
+    let (la, lz) = (log(bench), log(nobench));
+    assert!(lz.contains("raid6: skipped pq benchmark"), "the flavour skips it");
+    assert!(!la.contains("raid6: skipped pq benchmark"), "stock runs it");
+    // On the pinned CPU the benchmark's winner is the first by priority.
+    let (ca, cz) = (raid6_choice(&la), raid6_choice(&lz));
+    assert!(ca.is_some(), "no raid6 choice in the log");
+    assert_eq!(ca, cz, "the same syndrome functions");
+    // btrfs, which needs raid6_pq, loads the same way on both.
+    assert_eq!(module(nobench, "btrfs").status, 0);
+    common::report(
+        "raid6_pq's init",
+        &format!("{:.1} -> {:.1} ms, {} chosen both ways", init_us(a) / 1e3, init_us(z) / 1e3, ca.unwrap()),
+    );
+}
+
+/// /proc/crypto, printed by the guest after the set loaded.
+const CRYPTO: &str = "run:/bin/cat /proc/crypto";
+
+/// Every registered algorithm as /proc/crypto describes it, without the
+/// self-test's result (name, driver, module, priority, type), sorted; and
+/// how many say their self-test passed.
+fn crypto_probe(r: &Repetition) -> (Vec<String>, usize) {
+    let out = r.program().map(|p| p.output.as_str()).unwrap_or_default();
+    let mut algs = Vec::new();
+    let mut passed = 0;
+    for block in out.split("\n\n") {
+        let mut keep = Vec::new();
+        for l in block.lines() {
+            let Some((k, v)) = l.split_once(':') else { continue };
+            match k.trim() {
+                "name" | "driver" | "module" | "priority" | "type" => keep.push(format!("{}={}", k.trim(), v.trim())),
+                "selftest" if v.trim() == "passed" => passed += 1,
+                _ => {}
+            }
+        }
+        if !keep.is_empty() {
+            algs.push(keep.join(" "));
+        }
+    }
+    algs.sort();
+    (algs, passed)
+}
+
+#[test]
+fn crypto_self_tests_are_the_crypto_link_on_debians_kernel() {
+    common::kernel();
+    let (_, run) = lab(
+        &[
+            &"--set",
+            &"fs-nls-crypto-net-194",
+            &"--variant",
+            &format!("tested={},{CRYPTO}", common::debian_kernel()),
+            &"--variant",
+            &format!("notests={},cmdline:cryptomgr.notests=1,{CRYPTO}", common::debian_kernel()),
+        ],
+        "init-crypto",
+    );
+    let (tested, notests) = (rep(&run, "tested"), rep(&run, "notests"));
+    links_add_up(tested);
+    links_add_up(notests);
+    let sum = |r: &Repetition, link: &str| r.modules.iter().map(|m| link_us(m, link)).sum::<f64>();
+    let (ca, cz) = (sum(tested, "crypto registration"), sum(notests, "crypto registration"));
+    // The set's self-tests are the link on either line, smaller on 6.12
+    // (measured 2026-11-28: 136 ms on Debian's 6.1, 37.2 ms on its 6.12).
+    let floor = if common::line() == "6.1" { 50_000.0 } else { 25_000.0 };
+    assert!(ca > floor, "self-tests at registration: {ca} us (at least {floor} us expected on {})", common::line());
+    assert!(cz < ca / 10.0, "crypto registration {ca} -> {cz} us");
+    // The same algorithms, drivers and priorities registered, each marked
+    // as passed either way (notests marks them untested-but-passed), but
+    // for template instances the self-tests build themselves: on 6.12 the
+    // drbg tests instantiate ctr(aes) and hmac(sha512), which without the
+    // tests the kernel builds on their first use (measured 2026-11-28; on
+    // 6.1 the two lists are equal).
+    let (pa, pz) = (crypto_probe(tested), crypto_probe(notests));
+    assert!(pa.0.len() > 50 && pa.1 > 0 && pz.1 > 0, "{pa:?} {pz:?}");
+    let missing: Vec<&String> = pz.0.iter().filter(|a| !pa.0.contains(a)).collect();
+    assert!(missing.is_empty(), "registered only without the self-tests: {missing:?}");
+    let built_by_tests: Vec<&String> = pa.0.iter().filter(|a| !pz.0.contains(a)).collect();
+    let instance = |a: &str| a.split_whitespace().next().is_some_and(|n| n.starts_with("name=") && n.contains('('));
+    assert!(built_by_tests.iter().all(|a| instance(a)), "/proc/crypto differs: {built_by_tests:?}");
+    if common::line() == "6.1" {
+        assert_eq!(pa, pz, "/proc/crypto differs");
+    }
+    let init = |r: &Repetition| r.modules.iter().map(init_us).sum::<f64>();
+    common::report(
+        &format!("crypto self-tests (Debian {})", common::line()),
+        &format!(
+            "crypto registration {:.1} -> {:.1} ms, init {:.1} -> {:.1} ms; {} algorithms identical, {} instances \
+             only the self-tests built ({:?})",
+            ca / 1e3,
+            cz / 1e3,
+            init(tested) / 1e3,
+            init(notests) / 1e3,
+            pz.0.len(),
+            built_by_tests.len(),
+            built_by_tests
+        ),
+    );
+}

@@ -1,0 +1,92 @@
+//! The damaged-input suite from real Debian modules (tier 2): modules of
+//! the reference kernel package, their signatures cut off, damaged one way
+//! each (tests/damaged/generate.rs, BOOTLINK_DAMAGED_SEED replays another
+//! seed) and run through every module command against Debian's vmlinuz
+//! (tests/damaged/suite.rs), with the undamaged modules in the same batch.
+
+#[path = "../damaged/bzimage.rs"]
+mod bzimage;
+use crate::common;
+#[path = "../damaged/generate.rs"]
+mod generate;
+#[path = "../damaged/suite.rs"]
+mod suite;
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use bootlink::rng::Rng;
+use common::*;
+
+const MODULES: &[&str] = &["fs/fat/fat.ko", "lib/libcrc32c.ko", "drivers/usb/storage/uas.ko", "fs/nls/nls_cp437.ko"];
+
+#[test]
+fn damaged_debian_modules_are_refused_and_the_good_ones_still_written() {
+    let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
+    println!("damaged-input seed {seed} (BOOTLINK_DAMAGED_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+    let good: Vec<_> = MODULES.iter().map(|m| module(m)).collect();
+    let mut files = Vec::new();
+    for p in &good {
+        let (bytes, _) = bootlink::module::load_bytes(p).unwrap();
+        let (elf_len, _) = bootlink::module::split_signature(&bytes).unwrap();
+        files.extend(generate::modules(&bootlink::module::name_from_path(p), &bytes[..elf_len], &mut rng, 3));
+    }
+    let dir = tmpdir("damaged-real");
+    let mut counts = suite::Counts::default();
+    let k = &kernel().vmlinuz;
+    suite::batch(&dir, k, true, &files, &good, &mut counts);
+    suite::singles(&dir, k, true, &files, &mut counts);
+    assert!(counts.files >= 300, "only {} damaged modules", counts.files);
+    report("damaged_real", &counts.render("damaged modules (Debian's)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Damaged copies of Debian's vmlinuz (its x86 boot header and its xz
+/// payload; tests/damaged/bzimage.rs) through every command that reads a
+/// kernel image: each refused in one line naming it, nothing written.
+#[test]
+fn damaged_debian_vmlinuz_is_refused_by_every_command() {
+    let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
+    println!("damaged-input seed {seed} (BOOTLINK_DAMAGED_SEED={seed} replays it)");
+    let mut rng = Rng(seed ^ 0x627a_696d);
+    let base = std::fs::read(&kernel().vmlinuz).unwrap();
+    // An ELF kernel image of another machine: the fixture vmlinux as AArch64.
+    let mut foreign = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vmlinux")).unwrap();
+    foreign[0x12..0x14].copy_from_slice(&183u16.to_le_bytes());
+    let images = bzimage::images(&base, &foreign, &mut rng, 2);
+    let m = module("fs/fat/fat.ko");
+    let s = |a: &str| OsString::from(a);
+    let with = |mut a: Vec<OsString>, p: &Path, rest: &[&dyn AsRef<std::ffi::OsStr>]| {
+        a.push(p.into());
+        a.extend(rest.iter().map(|r| r.as_ref().to_owned()));
+        a
+    };
+    let commands: Vec<suite::OneInput> = vec![
+        ("kernel-info", Box::new(|p: &Path, _: &Path| with(vec![s("kernel-info")], p, &[]))),
+        ("inspect", Box::new(|p: &Path, _: &Path| with(vec![s("inspect")], p, &[&m]))),
+        (
+            "preresolve",
+            Box::new(|p: &Path, o: &Path| {
+                with(vec![s("preresolve"), s("--kernel")], p, &[&"--assume-nokaslr", &m, &"-o", &o])
+            }),
+        ),
+        ("finalize", Box::new(|p: &Path, o: &Path| with(vec![s("finalize"), s("--kernel")], p, &[&m, &"-o", &o]))),
+        ("symhash", Box::new(|p: &Path, o: &Path| with(vec![s("symhash"), s("--kernel")], p, &[&m, &"-o", &o]))),
+        ("extract-vmlinux", Box::new(|p: &Path, o: &Path| with(vec![s("extract-vmlinux")], p, &[&"-o", &o]))),
+        ("manifest show", Box::new(|p: &Path, _: &Path| with(vec![s("manifest"), s("show")], p, &[]))),
+        (
+            "manifest write",
+            Box::new(|p: &Path, o: &Path| with(vec![s("manifest"), s("write"), s("--vmlinux")], p, &[&"-o", &o, &m])),
+        ),
+    ];
+    let dir = tmpdir("damaged-vmlinuz");
+    let mut counts = suite::Counts::default();
+    // Not the shared image cache: damaged images would push the good ones out.
+    suite::each_alone_env(&dir, &images, &commands, &[("BOOTLINK_NO_IMAGE_CACHE", "1")], &mut counts);
+    for class in bzimage::CLASSES {
+        assert!(counts.by_class.contains_key(class), "no damaged vmlinuz of class {class}");
+    }
+    report("damaged_real", &counts.render("damaged vmlinuz (Debian's)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,632 @@
+//! DDLink end to end with the patched glibc (`bootlink glibc build`,
+//! cached): real programs and the playground's libraries profiled, their
+//! caches written and verified (0 differences), the programs' output
+//! identical under Debian's ld.so, the patched one without a cache and File
+//! Read Mode; and every fallback — a library replaced after profiling, a
+//! truncated or corrupt cache, a cache of another program, LD_PRELOAD and
+//! LD_LIBRARY_PATH, a cache others can write, a setuid program — loads
+//! normally with the loader's reason, and the program behaves identically.
+//! `verify` catches a deliberately wrong cache entry, which File Read Mode
+//! would apply (the playground's output shows it). Relocation Skip Mode:
+//! the same programs with prelinked images (every relocated word verified
+//! against a normal relocation), and its fallbacks.
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use bootlink::ddlink::format::{self, Cache};
+use bootlink::ddlink::objects::ObjFile;
+use common::TestCommand;
+
+const DEBIAN_LD_SO: &str = "/lib64/ld-linux-x86-64.so.2";
+
+/// What the playground prints when every binding is the normal one.
+const PLAYGROUND_OUTPUT: &str = "which=liba data=41 tls=6 ifunc=2 value=42 weak=0 uniq=101\n";
+
+struct Glibc {
+    prefix: PathBuf,
+    ld_so: PathBuf,
+}
+
+/// The patched glibc, built once (cached by content across runs).
+fn glibc() -> &'static Glibc {
+    static G: OnceLock<Glibc> = OnceLock::new();
+    G.get_or_init(|| {
+        let out = TestCommand::new(&[&"glibc", &"build", &"--json"]).ok();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("glibc build --json");
+        let get = |k: &str| PathBuf::from(v[k].as_str().unwrap_or_else(|| panic!("no {k} in {v}")));
+        Glibc { prefix: get("prefix"), ld_so: get("ld_so") }
+    })
+}
+
+/// The playground (tests/ddlink) built into `dir` with the patched ld.so as
+/// the program's interpreter.
+fn playground(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ddlink");
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&src)
+        .arg(format!("OUT={}", dir.display()))
+        .arg(format!("LOADER={}", glibc().ld_so.display()))
+        .output()
+        .expect("make");
+    assert!(out.status.success(), "building the playground: {}", String::from_utf8_lossy(&out.stderr));
+    dir.join("ddlink-play")
+}
+
+/// Run `program` with `loader` (explicitly), a clean LD_ environment plus
+/// `env`, and LD_DEBUG=ddlink into a file: (stdout, the loader's ddlink lines).
+fn start(loader: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    start_in(None, loader, program, args, env)
+}
+
+/// `start`, with the prelinked images under `overlay` bind-mounted over the
+/// originals (as `bootlink ddlink ... --overlay` runs).
+fn start_in(
+    overlay: Option<&Path>,
+    loader: &Path,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (String, String) {
+    let dbg = tempfile::tempdir().unwrap();
+    let p = bootlink::ddlink::run::Program {
+        path: program.to_path_buf(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        overlay: overlay.map(Path::to_path_buf),
+    };
+    let out_file = dbg.path().join("d");
+    let mut e: Vec<(&str, std::ffi::OsString)> =
+        vec![("LD_DEBUG", "ddlink".into()), ("LD_DEBUG_OUTPUT", out_file.into_os_string())];
+    e.extend(env.iter().map(|(k, v)| (*k, std::ffi::OsString::from(v))));
+    let out = bootlink::ddlink::run::command(loader, &p, &e).output().expect("start the program");
+    assert!(out.status.success(), "{} failed: {}", program.display(), String::from_utf8_lossy(&out.stderr));
+    let mut lines = String::new();
+    for e in std::fs::read_dir(dbg.path()).unwrap().flatten() {
+        lines += &std::fs::read_to_string(e.path()).unwrap();
+    }
+    (String::from_utf8_lossy(&out.stdout).into_owned(), lines)
+}
+
+/// profile + write + verify through the CLI; returns the cache path.
+fn cache_for(dir: &Path, program: &Path, args: &[&str]) -> PathBuf {
+    cache_for_env(dir, program, args, &[])
+}
+
+/// `bootlink ddlink write` of `rec` (a record of `prog`) to `out`.
+fn write_cmd(rec: &Path, prog: &Path, out: &Path) -> TestCommand {
+    let ld = &glibc().ld_so;
+    TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &prog, &"-o", &out])
+}
+
+/// `bootlink ddlink SUB --json` with `cache` and the images under `images` in place.
+fn overlay_cmd(sub: &str, cache: &Path, images: &Path) -> TestCommand {
+    let ld = &glibc().ld_so;
+    TestCommand::new(&[&"ddlink", &sub, &"--json", &"--loader", ld, &"--cache", &cache, &"--overlay", &images])
+}
+
+/// Relocation Skip Mode through the CLI: profile, `write --prelink`, and
+/// `verify --overlay` (every binding and every relocated word of the images
+/// compared with a normal relocation: 0 differences). (cache, images).
+fn skip_for(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+    let ld = &glibc().ld_so;
+    let name = program.file_name().unwrap().to_string_lossy().into_owned();
+    let rec = dir.join(format!("{name}.skip-record"));
+    let cache = dir.join(format!("{name}.skip-cache"));
+    let images = dir.join(format!("{name}.images"));
+    let with_args = |mut c: TestCommand| {
+        c = c.arg(&program);
+        for a in args {
+            c = c.arg(a);
+        }
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        c
+    };
+    with_args(TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &rec])).ok();
+    let out = TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--json",
+        &"--loader",
+        ld,
+        &"--record",
+        &rec,
+        &"--program",
+        &program,
+        &"-o",
+        &cache,
+        &"--prelink",
+        &images,
+    ])
+    .ok();
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(w["prelink"]["images"].as_u64().unwrap() > 0, "nothing prelinked: {w}");
+    let out = with_args(overlay_cmd("verify", &cache, &images)).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatched"], 0, "verify found binding differences: {v}");
+    assert_eq!(v["words_mismatched"], 0, "an image differs from a normal relocation: {v}");
+    assert_eq!(v["images"], w["prelink"]["images"], "not every image was compared: {v}");
+    assert!(v["words_checked"].as_u64().unwrap() > 0, "verify compared no relocated word: {v}");
+    (cache, images)
+}
+
+fn skip_mode(lines: &str) -> bool {
+    lines.contains("ddlink: skip mode")
+}
+
+/// The same, with the program's own environment (e.g. Qt's platform).
+fn cache_for_env(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> PathBuf {
+    let with_env = |mut c: TestCommand| {
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        c
+    };
+    let ld = &glibc().ld_so;
+    let rec = dir.join(format!("{}.record", program.file_name().unwrap().to_string_lossy()));
+    let cache = rec.with_extension("cache");
+    let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"ddlink", &"profile", &"--loader", ld, &"-o", &rec, &program];
+    for x in args {
+        a.push(x);
+    }
+    TestCommand::new(&a).ok();
+    TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &program, &"-o", &cache])
+        .ok();
+    let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &cache, &program];
+    for x in args {
+        a.push(x);
+    }
+    let out = with_env(TestCommand::new(&a)).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatched"], 0, "verify found differences: {v}");
+    assert!(v["checked"].as_u64().unwrap() > 0, "verify checked nothing: {v}");
+    cache
+}
+
+fn file_read(lines: &str) -> bool {
+    lines.contains("ddlink: file-read mode")
+}
+
+fn normal_because<'a>(lines: &'a str, why: &str) -> &'a str {
+    let line = lines
+        .lines()
+        .find(|l| l.contains("normal loading"))
+        .unwrap_or_else(|| panic!("no fallback for `{why}`: {lines}"));
+    assert!(line.contains(why), "fallback for another reason than `{why}`: {line}");
+    line
+}
+
+/// The playground's program under each mode: every binding kind right.
+#[test]
+fn playground_every_binding_kind_from_the_cache() {
+    let dir = common::tmpdir("ddlink-play");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let want = PLAYGROUND_OUTPUT;
+    let ld = &glibc().ld_so;
+    let c = cache.to_str().unwrap();
+    let (out, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    assert_eq!(out, want, "Debian's ld.so");
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "no cache");
+    for bind_now in ["", "1"] {
+        let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c), ("LD_BIND_NOW", bind_now)]);
+        assert_eq!(out, want, "file-read mode, LD_BIND_NOW={bind_now}");
+        assert!(file_read(&dbg), "{dbg}");
+    }
+    // The GNU unique symbol is left to the normal lookup; the rest cached.
+    let bytes = std::fs::read(&cache).unwrap();
+    let decoded = format::decode(&bytes).unwrap();
+    let uniq = decoded.objects.iter().position(|o| o.name.ends_with("libdduniq.so")).unwrap();
+    let uniq_file = ObjFile::read(Path::new(&decoded.objects[uniq].name)).unwrap();
+    let unique_bound = decoded
+        .objects
+        .iter()
+        .flat_map(|o| &o.entries)
+        .filter(|e| e.defobj as usize == uniq && uniq_file.unique[e.defsym as usize])
+        .count();
+    assert_eq!(unique_bound, 0, "a STB_GNU_UNIQUE definition was cached");
+    // status agrees with the loader.
+    let out = TestCommand::new(&[&"ddlink", &"status", &"--json", &"--loader", ld, &"--cache", &cache, &prog]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "file-read", "{v}");
+    assert!(v["objects"].as_array().unwrap().iter().all(|o| o["problem"].is_null()), "{v}");
+}
+
+/// A cache with `which` bound to libb's definition instead of liba's.
+fn wrong_cache(cache: &Path, program: &Path, out: &Path) {
+    let mut c: Cache = format::decode(&std::fs::read(cache).unwrap()).unwrap();
+    let find = |c: &Cache, suffix: &str| c.objects.iter().position(|o| o.name.ends_with(suffix)).unwrap();
+    let (main, a, b) = (0, find(&c, "libdda.so"), find(&c, "libddb.so"));
+    let main_file = ObjFile::read(program).unwrap();
+    let a_file = ObjFile::read(Path::new(&c.objects[a].name)).unwrap();
+    let b_file = ObjFile::read(Path::new(&c.objects[b].name)).unwrap();
+    let idx = |f: &ObjFile| f.names.iter().position(|n| n == "which").unwrap() as u32;
+    let mut changed = 0;
+    for e in &mut c.objects[main].entries {
+        if e.symidx == idx(&main_file) && e.defobj as usize == a && e.defsym == idx(&a_file) {
+            e.defobj = b as u16;
+            e.defsym = idx(&b_file);
+            changed += 1;
+        }
+    }
+    assert!(changed > 0, "the program's binding of `which` is not in the cache");
+    std::fs::write(out, format::encode(&c).unwrap()).unwrap();
+}
+
+/// `verify` reports a wrong entry (and applies the normal binding), while
+/// File Read Mode would apply it: the check is what makes a cache safe.
+#[test]
+fn verify_catches_a_wrong_entry() {
+    let dir = common::tmpdir("ddlink-wrong");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let wrong = dir.join("wrong.cache");
+    wrong_cache(&cache, &prog, &wrong);
+    let ld = &glibc().ld_so;
+    let out =
+        TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &wrong, &prog]).cmd_output();
+    assert!(!out.status.success(), "verify passed a wrong cache");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["mismatched"].as_u64().unwrap() >= 1, "{v}");
+    assert!(
+        v["mismatches"].to_string().contains("which cache=") && v["mismatches"].to_string().contains("libddb.so"),
+        "{v}"
+    );
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", wrong.to_str().unwrap())]);
+    assert!(file_read(&dbg));
+    assert!(out.starts_with("which=libb "), "the wrong entry was not applied, so this test proves nothing: {out}");
+}
+
+/// Every fallback: normal loading, the loader's reason, identical output.
+#[test]
+fn fallbacks_load_normally() {
+    let dir = common::tmpdir("ddlink-fallback");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let want = PLAYGROUND_OUTPUT;
+    let ld = &glibc().ld_so;
+    let bytes = std::fs::read(&cache).unwrap();
+    let check = |cache: &Path, env: &[(&str, &str)], why: &str| {
+        let mut e = vec![("LD_DDLINK", cache.to_str().unwrap())];
+        e.extend_from_slice(env);
+        let (out, dbg) = start(ld, &prog, &[], &e);
+        assert_eq!(out, want, "fallback `{why}` changed the output");
+        normal_because(&dbg, why);
+    };
+
+    // truncated, corrupt
+    let t = dir.join("truncated.cache");
+    std::fs::write(&t, &bytes[..bytes.len() / 2 / 8 * 8]).unwrap();
+    check(&t, &[], "truncated");
+    std::fs::write(&t, &bytes[..100]).unwrap();
+    check(&t, &[], "impossible size");
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 1;
+    let c = dir.join("corrupt.cache");
+    std::fs::write(&c, &flipped).unwrap();
+    check(&c, &[], "checksum");
+    // environment
+    let libb = dir.join("libddb.so");
+    // (a preload that changes no binding: the fallback must not depend on it)
+    let uniq = dir.join("libdduniq.so");
+    check(&cache, &[("LD_PRELOAD", uniq.to_str().unwrap())], "LD_PRELOAD");
+    check(&cache, &[("LD_LIBRARY_PATH", dir.to_str().unwrap())], "LD_LIBRARY_PATH");
+    check(&cache, &[("LD_DYNAMIC_WEAK", "1")], "LD_DYNAMIC_WEAK");
+    // a cache others can write, or not owned by root
+    let w = dir.join("writable.cache");
+    std::fs::write(&w, &bytes).unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o666)).unwrap();
+    check(&w, &[], "writable by others");
+    // a cache of another program: Debian's /bin/true under the same loader
+    let other_rec = dir.join("true.record");
+    let other = dir.join("true.cache");
+    TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &other_rec, &"/bin/true"]).ok();
+    TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--loader",
+        ld,
+        &"--record",
+        &other_rec,
+        &"--program",
+        &"/bin/true",
+        &"-o",
+        &other,
+    ])
+    .ok();
+    check(&other, &[], "another");
+    // a library replaced after profiling: same content, new inode and mtime
+    let copy = dir.join("libddb.so.new");
+    std::fs::copy(&libb, &copy).unwrap();
+    std::fs::rename(&copy, &libb).unwrap();
+    check(&cache, &[], "file changed");
+    let out = TestCommand::new(&[&"ddlink", &"status", &"--json", &"--loader", ld, &"--cache", &cache, &prog]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "normal", "{v}");
+    let bad: Vec<&serde_json::Value> =
+        v["objects"].as_array().unwrap().iter().filter(|o| !o["problem"].is_null()).collect();
+    assert_eq!(bad.len(), 1, "status should blame exactly libddb.so: {v}");
+    assert!(bad[0]["name"].as_str().unwrap().ends_with("libddb.so"));
+    // and `write` refuses the stale record
+    let rec = dir.join("ddlink-play.record");
+    let err = write_cmd(&rec, &prog, &dir.join("x.cache")).fails_with("profile again");
+    assert!(err.contains("libddb.so"), "{err}");
+    assert!(!dir.join("x.cache").exists(), "a refused write left a cache");
+}
+
+/// Before it uses any binding, ld.so checks every one against the loaded
+/// objects' real symbol tables: a cache whose index points past a
+/// library's symbol table (the cache claiming a bigger table), or at a
+/// symbol of another name than the stored name hash, is refused for the
+/// whole program, which runs as usual through the normal lookup.
+#[test]
+fn bindings_past_a_symbol_table_or_to_another_name_are_refused() {
+    let dir = common::tmpdir("ddlink-bounds");
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    let ld = &glibc().ld_so;
+    let good: Cache = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    let a = good.objects.iter().position(|o| o.name.ends_with("libdda.so")).unwrap();
+    let a_file = ObjFile::read(Path::new(&good.objects[a].name)).unwrap();
+    let main_file = ObjFile::read(&prog).unwrap();
+    let sym = |f: &ObjFile, n: &str| f.names.iter().position(|x| x == n).unwrap() as u32;
+    let which_ref = sym(&main_file, "which");
+    // The program's binding of `which`, changed by `edit`, then run.
+    let run_with = |name: &str, edit: &dyn Fn(&mut Cache, usize)| -> String {
+        let mut c = good.clone();
+        let k = c.objects[0]
+            .entries
+            .iter()
+            .position(|e| e.symidx == which_ref && e.defobj as usize == a)
+            .expect("the program's binding of `which` to libdda.so is in the cache");
+        edit(&mut c, k);
+        let path = dir.join(name);
+        std::fs::write(&path, format::encode(&c).unwrap()).unwrap();
+        let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", path.to_str().unwrap())]);
+        assert_eq!(out, PLAYGROUND_OUTPUT, "{name}: the program did not run as usual");
+        assert!(!file_read(&dbg), "{name}: the loader used the cache: {dbg}");
+        dbg
+    };
+    // Past libdda.so's table: the cache claims 16 more symbols than the
+    // file has and binds `which` to one of them.
+    let real = a_file.nsyms();
+    let dbg = run_with("past-the-table.cache", &|c, k| {
+        c.objects[a].nsyms = real + 16;
+        c.objects[0].entries[k].defsym = real + 8;
+    });
+    let line = normal_because(&dbg, "symbol table has another size");
+    assert!(line.contains("libdda.so"), "{line}");
+    // Inside the table, at `liba_value` while the stored hash is `which`'s.
+    let other = sym(&a_file, "liba_value");
+    let dbg = run_with("another-name.cache", &|c, k| c.objects[0].entries[k].defsym = other);
+    let line = normal_because(&dbg, "a symbol of another name");
+    assert!(line.contains("the program"), "{line}");
+    // The unchanged cache is used (the refusals above are the check's).
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", cache.to_str().unwrap())]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    assert!(file_read(&dbg), "{dbg}");
+}
+
+/// A cache for a root file system image (`write --portable`, glibc/patches 0006:
+/// no device and inode) identifies each library by name, size, mtime in
+/// seconds and build ID: a library changed with the same name and size is
+/// refused, whether its mtime or its content and build ID differ.
+#[test]
+fn portable_cache_refuses_a_changed_file_of_the_same_size() {
+    let dir = common::tmpdir("ddlink-portable");
+    let prog = playground(&dir);
+    cache_for(&dir, &prog, &[]);
+    let ld = &glibc().ld_so;
+    let rec = dir.join("ddlink-play.record");
+    let cache = dir.join("portable.cache");
+    write_cmd(&rec, &prog, &cache).arg(&"--portable").ok();
+    let c = cache.to_str().unwrap();
+    let decoded = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    assert!(decoded.objects.iter().all(|o| o.identity.dev == 0 && o.identity.ino == 0), "not portable");
+    let libb = dir.join("libddb.so");
+    // A fresh copy (another inode) is still the same file for this cache.
+    let original = std::fs::read(&libb).unwrap();
+    let mtime = std::fs::metadata(&libb).unwrap().modified().unwrap();
+    let replace = |bytes: &[u8], mtime: std::time::SystemTime| {
+        let tmp = dir.join("libddb.so.new");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::File::options().write(true).open(&tmp).unwrap().set_modified(mtime).unwrap();
+        std::fs::rename(&tmp, &libb).unwrap();
+    };
+    replace(&original, mtime);
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    assert!(file_read(&dbg), "a copy with the same name, size, mtime and build ID was refused: {dbg}");
+    // Same content, another mtime.
+    replace(&original, mtime + std::time::Duration::from_secs(2));
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    normal_because(&dbg, "file changed");
+    // Same size and mtime, other content: one byte of the build ID note.
+    let id = ObjFile::read(&libb).unwrap().build_id;
+    assert!(!id.is_empty(), "libddb.so has no build ID");
+    let at = original.windows(id.len()).position(|w| w == id.as_slice()).expect("the build ID in the file");
+    let mut changed = original.clone();
+    changed[at] ^= 0xff;
+    replace(&changed, mtime);
+    assert_eq!(std::fs::metadata(&libb).unwrap().len(), original.len() as u64);
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, PLAYGROUND_OUTPUT);
+    normal_because(&dbg, "build ID");
+}
+
+/// Relocation Skip Mode on the playground (lazy and BIND_NOW), and every way
+/// it falls back: the images are ordinary libraries (Debian's ld.so and the
+/// patched one without a cache run them, lazily, through GOT[1]'s PLT
+/// base), an image not at its base is relocated as usual with the cache's
+/// bindings, the skip cache without its images, an image changed after it
+/// was written, LD_PRELOAD: the output never changes.
+#[test]
+fn playground_skip_mode_and_its_fallbacks() {
+    let dir = common::tmpdir("ddlink-skip");
+    let prog = playground(&dir.join("pg"));
+    let (cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let ld = &glibc().ld_so;
+    let c = cache.to_str().unwrap();
+    let want = PLAYGROUND_OUTPUT;
+    for extra in [&[][..], &[("LD_BIND_NOW", "1")][..]] {
+        let mut env = vec![("LD_DDLINK", c)];
+        env.extend_from_slice(extra);
+        let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &env);
+        assert!(skip_mode(&dbg), "skip mode not used {extra:?}: {dbg}");
+        assert_eq!(out, want, "skip mode {extra:?}");
+    }
+    let (out, _) = start_in(Some(&images), Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    assert_eq!(out, want, "the images under Debian's ld.so (lazy)");
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    assert_eq!(out, want, "the images under the patched ld.so without a cache");
+    normal_because(&dbg, "no cache");
+
+    // Not at its base: 0x1000 is below the kernel's mmap_min_addr.
+    let low_cache = dir.join("low.cache");
+    let low = dir.join("low-images");
+    let rec = dir.join("ddlink-play.skip-record");
+    write_cmd(&rec, &prog, &low_cache).arg(&"--prelink").arg(&low).arg(&"--base").arg(&"0x1000").ok();
+    let (out, dbg) = start_in(Some(&low), ld, &prog, &[], &[("LD_DDLINK", low_cache.to_str().unwrap())]);
+    assert_eq!(out, want, "images not at their base");
+    assert!(file_read(&dbg) && dbg.contains("not mapped at its base"), "{dbg}");
+
+    // The skip cache with the original files (not the images it names).
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "file changed");
+
+    // An image changed after it was written (here: only its mtime).
+    let libb =
+        bootlink::ddlink::prelink::image_path(&images, prog.parent().unwrap().join("libddb.so").to_str().unwrap());
+    common::sh("touch", &["-d", "2020-01-01", libb.to_str().unwrap()]);
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "file changed");
+    let st = overlay_cmd("status", &cache, &images).arg(&prog).ok();
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let bad: Vec<&serde_json::Value> =
+        v["objects"].as_array().unwrap().iter().filter(|o| !o["problem"].is_null()).collect();
+    assert!(bad.len() == 1 && bad[0]["name"].as_str().unwrap().ends_with("libddb.so"), "status: {v}");
+
+    // LD_PRELOAD turns DDLink off; the images are relocated as usual.
+    let uniq = prog.parent().unwrap().join("libdduniq.so");
+    let (out, dbg) =
+        start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c), ("LD_PRELOAD", uniq.to_str().unwrap())]);
+    assert_eq!(out, want);
+    normal_because(&dbg, "LD_PRELOAD");
+}
+
+/// A setuid program ignores every cache (even one in the default place),
+/// while the same program run by its owner uses it: the wrong cache makes
+/// the difference visible without LD_DEBUG (which AT_SECURE turns off).
+#[test]
+fn setuid_program_ignores_the_cache() {
+    if !Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        common::skip("setuid_program_ignores_the_cache", "needs root to make a setuid-root program");
+        return;
+    }
+    let dir = common::tmpdir("ddlink-setuid");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = playground(&dir);
+    let cache = cache_for(&dir, &prog, &[]);
+    // The default place: SYSCONFDIR/ld.so.ddlink/<build id of the program>.
+    let id = ObjFile::read(&prog).unwrap().build_id;
+    let default = glibc().prefix.join("etc/ld.so.ddlink").join(bootlink::ddlink::record::hex(&id));
+    std::fs::create_dir_all(default.parent().unwrap()).unwrap();
+    wrong_cache(&cache, &prog, &default);
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _cleanup = Remove(default.clone());
+    // Started by the kernel through PT_INTERP, by root: the default cache is used.
+    let out = Command::new(&prog).env_clear().output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("which=libb "), "default cache not used: {out:?}");
+    // setuid root, started by nobody: AT_SECURE, normal loading.
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(&prog)
+        .env_clear()
+        .output()
+        .expect("setpriv");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), PLAYGROUND_OUTPUT, "the setuid program used the cache: {out:?}");
+}
+
+/// Real Debian programs: every binding verified, output identical in every mode.
+#[test]
+fn real_programs_identical_in_every_mode() {
+    let dir = common::tmpdir("ddlink-real");
+    // qbittorrent is a Qt GUI: its --version starts Qt, which needs a platform.
+    let qt: &[(&str, &str)] = &[("QT_QPA_PLATFORM", "offscreen")];
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let programs: &[Case] = &[
+        ("/usr/bin/llc-14", &["--version"], &[]),
+        ("/usr/bin/inkscape", &["--version"], &[]),
+        ("/usr/bin/qbittorrent", &["--version"], qt),
+    ];
+    for (prog, args, env) in programs {
+        let prog = Path::new(prog);
+        if !prog.is_file() {
+            common::skip("real_programs_identical_in_every_mode", &format!("{} is not installed", prog.display()));
+            continue;
+        }
+        let cache = cache_for_env(&dir, prog, args, env);
+        let c = cache.to_str().unwrap();
+        let mut plain_env = env.to_vec();
+        plain_env.push(("LD_DDLINK", "/nonexistent"));
+        let mut fast_env = env.to_vec();
+        fast_env.push(("LD_DDLINK", c));
+        let (stock, _) = start(Path::new(DEBIAN_LD_SO), prog, args, env);
+        let (plain, _) = start(&glibc().ld_so, prog, args, &plain_env);
+        let (fast, dbg) = start(&glibc().ld_so, prog, args, &fast_env);
+        assert!(file_read(&dbg), "{}: {dbg}", prog.display());
+        assert_eq!(plain, stock, "{}: patched loader output differs", prog.display());
+        assert_eq!(fast, stock, "{}: file-read output differs", prog.display());
+        let (skip_cache, images) = skip_for(&dir, prog, args, env);
+        let mut skip_env = env.to_vec();
+        skip_env.push(("LD_DDLINK", skip_cache.to_str().unwrap()));
+        let (skipped, dbg) = start_in(Some(&images), &glibc().ld_so, prog, args, &skip_env);
+        assert!(skip_mode(&dbg), "{}: {dbg}", prog.display());
+        assert_eq!(skipped, stock, "{}: skip-mode output differs", prog.display());
+        std::fs::remove_dir_all(&images).unwrap();
+    }
+}
+
+/// The seed's case (12 libraries, ~200,000 symbols, `ddlink synth`, cached):
+/// every binding and every relocated word verified, the same output under
+/// Debian's ld.so, the patched one, File Read Mode and Skip Mode.
+#[test]
+fn seed_case_identical_in_every_mode() {
+    let dir = common::tmpdir("ddlink-seed");
+    let out = TestCommand::new(&[&"ddlink", &"synth", &"--json"]).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prog = PathBuf::from(v["program"].as_str().unwrap());
+    let cache = cache_for(&dir, &prog, &[]);
+    let (skip_cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let ld = &glibc().ld_so;
+    let (stock, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    let (plain, _) = start(ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    let (fast, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", cache.to_str().unwrap())]);
+    assert!(file_read(&dbg), "{dbg}");
+    let (skipped, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", skip_cache.to_str().unwrap())]);
+    assert!(skip_mode(&dbg), "{dbg}");
+    assert!(!stock.is_empty());
+    assert_eq!(plain, stock, "patched loader");
+    assert_eq!(fast, stock, "file-read");
+    assert_eq!(skipped, stock, "skip");
+}

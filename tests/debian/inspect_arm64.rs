@@ -1,0 +1,209 @@
+//! `bootlink inspect` and `kernel-info` on Debian's arm64 kernel package
+//! (linux-image-6.1.0-56-arm64 6.1.192-2, the x86 reference's version,
+//! fetched as a foreign package), each figure checked against a count made
+//! another way: the exports against Debian's own Module.symvers (from
+//! linux-headers-6.1.0-56-arm64), their addresses against the Image's own
+//! R_AARCH64_RELATIVE relocations, and the modules' undefined symbols
+//! against binutils' `nm`. Without the package (dpkg does not know arm64,
+//! or no network) each test is a counted skip.
+
+use crate::common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use bootlink::kernel::{Kaslr, KernelImage};
+use common::arm64::*;
+use common::*;
+
+#[test]
+fn exports_of_the_arm64_image_equal_debians_module_symvers() {
+    let test = "exports_of_the_arm64_image_equal_debians_module_symvers";
+    let Some(k) = arm64(test) else { return };
+    let img = KernelImage::open(&k.vmlinuz, None).unwrap();
+    assert_eq!(img.machine, "aarch64");
+    assert_eq!(img.source.describe(), "arm64 Image");
+    assert_eq!(img.release.as_deref(), Some(k.release.as_str()));
+    assert_eq!(img.vermagic.as_deref(), Some(format!("{} SMP mod_unload modversions aarch64", k.release).as_str()));
+    assert!(matches!(img.kaslr, Kaslr::Possible { .. }), "{:?}", img.kaslr);
+    let Some(path) = symvers(test, k) else { return };
+    let theirs = read_symvers(&path).vmlinux;
+    assert_eq!(img.exports.len(), theirs.len());
+    for e in &img.exports {
+        let t = theirs.get(&e.name).unwrap_or_else(|| panic!("{} not in Module.symvers", e.name));
+        assert_eq!((e.crc, e.gpl, &e.namespace), (Some(t.0), t.1, &t.2), "{}", e.name);
+    }
+    let gpl = img.gpl_exports();
+    println!(
+        "{}: {} exports ({} + {} GPL-only) agree with {}",
+        k.package,
+        img.exports.len(),
+        img.exports.len() - gpl,
+        gpl,
+        path.display()
+    );
+    if reference(test, k) {
+        assert_eq!((img.exports.len(), gpl), (10_973, 6_085));
+    }
+}
+
+/// The Image relocates itself (CONFIG_RELOCATABLE): its R_AARCH64_RELATIVE
+/// entries (24 bytes, r_info 1027, 8-aligned) hold link-time addresses. A
+/// function or object an export names is mostly also pointed at from data
+/// (an ops table), so its address is some relocation's addend: true of
+/// most exports at the right base, of almost none at a wrong one.
+#[test]
+fn export_addresses_are_the_images_own_relocation_targets() {
+    let test = "export_addresses_are_the_images_own_relocation_targets";
+    let Some(k) = arm64(test) else { return };
+    let data = std::fs::read(&k.vmlinuz).unwrap();
+    let u64_at = |o: usize| u64::from_le_bytes(data[o..o + 8].try_into().unwrap());
+    assert_eq!(&data[0x38..0x3c], b"ARM\x64");
+    let image_size = u64_at(16);
+    const KIMAGE_VADDR: u64 = 0xffff_8000_0800_0000; // VA_BITS 48
+    let mut addends = HashSet::new();
+    let mut in_image = 0;
+    for o in (8..data.len() - 16).step_by(8) {
+        if u64_at(o) == 1027 {
+            let (offset, addend) = (u64_at(o - 8), u64_at(o + 8));
+            if (KIMAGE_VADDR..KIMAGE_VADDR + image_size).contains(&offset) {
+                in_image += 1;
+                addends.insert(addend);
+            }
+        }
+    }
+    assert!(in_image > 100_000, "{in_image} relocations");
+    let img = KernelImage::open(&k.vmlinuz, None).unwrap();
+    let hit = img.exports.iter().filter(|e| addends.contains(&e.addr)).count();
+    let off = img.exports.iter().filter(|e| addends.contains(&(e.addr + 4))).count();
+    println!("{in_image} relocations; {hit} of {} export addresses are targets ({off} at +4)", img.exports.len());
+    assert!(hit * 100 > img.exports.len() * 80 && off * 100 < img.exports.len(), "{hit} {off}");
+    assert!(img.exports.iter().all(|e| (KIMAGE_VADDR..KIMAGE_VADDR + image_size).contains(&e.addr)));
+    if reference(test, k) {
+        assert_eq!(hit, 9_626);
+    }
+}
+
+/// Every module's undefined symbols by `nm -u` (binutils reads AArch64
+/// objects too), keyed by path.
+fn undefined_by_nm(modules: &Path) -> BTreeMap<PathBuf, Vec<String>> {
+    let mut files = Vec::new();
+    let mut stack = vec![modules.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "ko") {
+                files.push(p);
+            }
+        }
+    }
+    let mut out: BTreeMap<PathBuf, Vec<String>> = files.iter().map(|f| (f.clone(), Vec::new())).collect();
+    for chunk in files.chunks(500) {
+        let mut args = vec!["-u", "-A"];
+        args.extend(chunk.iter().map(|p| p.to_str().unwrap()));
+        let text = String::from_utf8(sh("nm", &args)).unwrap();
+        for line in text.lines() {
+            let (file, rest) = line.split_once(": ").unwrap();
+            let name = rest.split_whitespace().last().unwrap();
+            out.get_mut(Path::new(file)).unwrap().push(name.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn inspect_all_arm64_modules_against_an_independent_count() {
+    let test = "inspect_all_arm64_modules_against_an_independent_count";
+    let Some(k) = arm64(test) else { return };
+    let Some(path) = symvers(test, k) else { return };
+    let o = run(&[&"inspect", &"--json", &k.vmlinuz, &k.modules]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["errors"].as_array().unwrap().is_empty(), "{}", r["errors"]);
+    assert_eq!(r["kernel"]["machine"], "aarch64");
+    let t = &r["totals"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    println!("totals: {t}");
+
+    // The same count from nm and Debian's Module.symvers.
+    let sv = read_symvers(&path);
+    let undef = undefined_by_nm(&k.modules);
+    let (mut total, mut vml, mut mods, mut none, mut fully, mut empty) = (0, 0, 0, 0, 0, 0);
+    let mut distinct = HashSet::new();
+    let mut by_path = HashMap::new();
+    for (p, names) in &undef {
+        let v = names.iter().filter(|u| sv.vmlinux.contains_key(*u)).count();
+        let m = names.iter().filter(|u| !sv.vmlinux.contains_key(*u) && sv.modules.contains(*u)).count();
+        total += names.len();
+        vml += v;
+        mods += m;
+        none += names.len() - v - m;
+        fully += (v == names.len()) as u64;
+        empty += names.is_empty() as u64;
+        distinct.extend(names.iter().map(String::as_str));
+        by_path.insert(p.clone(), (names.len() as u64, v as u64));
+    }
+    assert_eq!(n(&t["modules"]), undef.len() as u64);
+    assert_eq!(
+        (n(&t["undefined"]), n(&t["vmlinux"]), n(&t["modules_only"]), n(&t["unresolved"])),
+        (total as u64, vml as u64, mods as u64, none as u64)
+    );
+    assert_eq!(n(&t["distinct_names"]), distinct.len() as u64);
+    assert_eq!((n(&t["fully_preresolvable"]), n(&t["no_undefined"])), (fully, empty));
+    for m in r["modules"].as_array().unwrap() {
+        let p = PathBuf::from(m["path"].as_str().unwrap());
+        assert_eq!(Some(&(n(&m["undefined"]), n(&m["vmlinux"]))), by_path.get(&p), "{}", p.display());
+    }
+    if reference(test, k) {
+        assert_eq!(n(&t["modules"]), 3_685);
+        assert_eq!(n(&t["undefined"]), 162_021);
+        assert_eq!(n(&t["vmlinux"]), 124_610);
+        assert_eq!(n(&t["modules_only"]), 37_411);
+        assert_eq!(n(&t["unresolved"]), 0);
+        assert_eq!(n(&t["distinct_names"]), 17_253);
+        assert_eq!(n(&t["fully_preresolvable"]), 1_086);
+        assert_eq!(n(&t["no_undefined"]), 13);
+        assert_eq!(n(&t["signed"]), 3_685);
+    }
+}
+
+/// A module and a kernel of different machines are refused in one line
+/// naming the module and both machines, either way round; an arm64 Image
+/// is not extracted as if it held a vmlinux; and the rewriting commands
+/// that do not handle arm64 yet (finalize, manifest) refuse the arm64
+/// kernel in one line.
+#[test]
+fn mixed_machines_and_rewrites_are_refused_in_one_line() {
+    let test = "mixed_machines_and_rewrites_are_refused_in_one_line";
+    let Some(a) = arm64(test) else { return };
+    let x = kernel();
+    let fat_arm = a.modules.join("kernel/fs/fat/fat.ko");
+    let fat_x86 = x.modules.join("kernel/fs/fat/fat.ko");
+    for (k, good, m, want) in [
+        (&a.vmlinuz, &fat_arm, &fat_x86, "a module for x86_64, the kernel is aarch64: not counted"),
+        (&x.vmlinuz, &fat_x86, &fat_arm, "a module for aarch64, the kernel is x86_64: not counted"),
+    ] {
+        let o = run(&[&"inspect", &"--json", k, good, m]);
+        assert_eq!(o.status.code(), Some(1), "a refused file fails the batch: {}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["totals"]["modules"], 1);
+        let errors = r["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "{r}");
+        assert_eq!(errors[0]["path"], m.to_str().unwrap());
+        let e = errors[0]["error"].as_str().unwrap();
+        assert!(e.contains(want) && !e.contains('\n'), "{e}");
+    }
+    let o = run(&[&"finalize", &"--kernel", &a.vmlinuz, &"--dry-run", &fat_arm]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.starts_with(&format!("bootlink: {}: AArch64: nothing to finalize: ", a.vmlinuz.display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let o = run(&[&"manifest", &"write", &"--vmlinux", &a.vmlinuz, &"-o", &"/dev/null", &fat_arm]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let o = run(&[&"extract-vmlinux", &a.vmlinuz, &"-o", &"/dev/null"]);
+    assert!(!o.status.success() && stderr(&o).contains("an arm64 Image holds no ELF vmlinux"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+}

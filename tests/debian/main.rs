@@ -1,0 +1,28 @@
+//! Tier 2: the real Debian kernel (fetched and cached), test modules built against its headers, the glibc and CPython builds.
+//!
+//! One test binary for the tier (one link step instead of one per file);
+//! each module is a former test file, and scripts/run-tests runs them one
+//! module at a time, timing each test.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apply;
+mod apply_buildroot_yocto;
+mod apply_hooks;
+mod bad_input;
+mod batch_input;
+mod damaged_real;
+mod ddlink;
+mod finalize;
+mod fuzz_reader;
+mod glibc_build;
+mod image_cache;
+mod inspect_arm64;
+mod inspect_real;
+mod lava;
+mod manifest_signing;
+mod order_python;
+mod preresolve;
+mod preresolve_arm64;
+mod symhash;

@@ -1,0 +1,112 @@
+//! The reordering's real program (tier 2: Debian's python3.11 source, gcc,
+//! binutils, lld, BOLT; no QEMU): `bootlink order python` builds CPython
+//! 3.11 plain and instrumented (cached), traces its start-up in the
+//! installed layout, orders it, relinks it with GNU ld, gold and lld and
+//! rewrites it with BOLT; every build prints what the plain one prints, and
+//! the start-up functions sit on far fewer pages in every relink. The data
+//! order (issue 29): the objects start-up touches, recorded under
+//! valgrind, laid out in that order by every linker, the start-up's
+//! footprint in the file smaller with it, also under BOLT.
+
+use crate::common;
+
+use common::TestCommand;
+
+#[test]
+fn python_is_traced_ordered_relinked_and_bolted() {
+    let t0 = std::time::Instant::now();
+    let out = TestCommand::new(&[&"order", &"python", &"--json"]).ok();
+    println!("bootlink order python: {:.0} s", t0.elapsed().as_secs_f64());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["output"], "42", "{r}");
+    // The trace: python's start-up runs well over a thousand of its
+    // functions; those the plain build inlines are counted, not ordered.
+    let order = r["mapped"]["order"].as_array().unwrap();
+    assert!(order.len() > 1000, "{} functions ordered", order.len());
+    assert!(r["mapped"]["missing"].as_u64().unwrap() > 0, "no function inlined differently? {}", r["mapped"]);
+    assert!(order.iter().any(|f| f["name"] == "Py_BytesMain"), "Py_BytesMain not in the order");
+    assert!(std::path::Path::new(r["trace"].as_str().unwrap()).is_file());
+    let pages = |p: &serde_json::Value, k: &str| p["blocks"][0][k].as_u64().unwrap();
+    let before = pages(&r["predicted"], "before");
+    for l in r["relinked"].as_array().unwrap() {
+        let name = l["linker"].as_str().unwrap();
+        assert_eq!(l["output_identical"], true, "{name}: output differs");
+        let after = pages(&l["measured"], "before");
+        // 357 -> 179 pages when this was written: the order at least a
+        // third smaller in every linker's output.
+        assert!(after * 3 <= before * 2, "{name}: start-up functions on {after} pages, unordered {before}");
+    }
+    let linkers: Vec<&str> = r["relinked"].as_array().unwrap().iter().map(|l| l["linker"].as_str().unwrap()).collect();
+    for want in ["ld.bfd", "ld.gold", "ld.lld"] {
+        if !linkers.contains(&want) {
+            common::skip("python_is_traced_ordered_relinked_and_bolted", &format!("{want} is not installed"));
+        }
+    }
+    match r["qemu"].as_object() {
+        Some(q) => {
+            // Recorded without a rebuild: as many functions give or take
+            // the instrumented build's differences, the same output.
+            let n = q["functions"].as_u64().unwrap();
+            assert!(n > 1000, "{n} functions from QEMU's record");
+            assert_eq!(q["relinked"]["output_identical"], true, "the QEMU-ordered python prints something else");
+        }
+        None => {
+            common::skip("python_is_traced_ordered_relinked_and_bolted", "qemu-x86_64 is not installed (qemu-user)")
+        }
+    }
+    match r["bolt"].as_object() {
+        Some(b) => {
+            assert_eq!(b["output_identical"], true, "BOLT's python prints something else");
+            assert!(std::path::Path::new(b["program"].as_str().unwrap()).is_file());
+        }
+        None => common::skip("python_is_traced_ordered_relinked_and_bolted", "llvm-bolt is not installed (bolt-16)"),
+    }
+    data_order(&r);
+}
+
+fn data_order(r: &serde_json::Value) {
+    let Some(d) = r["data"].as_object() else {
+        common::skip("python_is_traced_ordered_relinked_and_bolted", "valgrind is not installed: no data order");
+        return;
+    };
+    let t = &d["touched"];
+    // 5,926 objects when this was written: the deep-frozen modules' objects in .data.
+    let objects = t["order"].as_array().unwrap().len();
+    assert!(objects > 1000, "{objects} data objects touched");
+    let section = |name: &str| t["sections"].as_array().unwrap().iter().find(|s| s[0] == name).cloned();
+    let data = section(".data").expect("no .data object touched");
+    assert_eq!(data[3], true, ".data's objects move");
+    assert!(data[1].as_u64().unwrap() > 1000, "{data}");
+    assert_eq!(section(".PyRuntime").expect("no .PyRuntime")[3], false, ".PyRuntime is one object: it cannot move");
+    let pages = |p: &serde_json::Value| p["blocks"][0][1].as_u64().unwrap();
+    let before = pages(&d["unordered"]);
+    for l in d["relinked"].as_array().unwrap() {
+        let name = l["linker"].as_str().unwrap();
+        assert_eq!(l["output_identical"], true, "{name} with the data order: output differs");
+        // 387 -> 301 pages when this was written.
+        let after = pages(&l["data"]);
+        assert!(after * 10 <= before * 9, "{name}: touched objects on {after} pages, unordered {before}");
+        // Each object right after the one touched before it (5,725 of 5,925 with gold).
+        let (n, of) = (l["data"]["in_order"].as_u64().unwrap(), l["data"]["movable"].as_u64().unwrap() - 1);
+        assert!(n * 10 >= of * 9, "{name}: {n} of {of} objects follow the one touched before them");
+    }
+    // The whole start-up's pages in each build's file, from its own record.
+    let fp = |build: &str| -> u64 {
+        let f = d["footprints"].as_array().unwrap().iter().find(|f| f["build"] == build);
+        f.unwrap_or_else(|| panic!("no footprint of {build}"))["file_pages"].as_u64().unwrap()
+    };
+    let (un, re, da) = (fp("unordered"), fp("reordered"), fp("reordered+data"));
+    println!("start-up pages: unordered {un}, reordered {re}, reordered+data {da}");
+    assert!(da < re && re < un, "{un} -> {re} -> {da}");
+    match r["bolt_data"].as_object() {
+        Some(b) => {
+            assert_eq!(b["output_identical"], true, "BOLT's rewrite of the data order prints something else");
+            let (bo, bd) = (fp("bolt"), fp("bolt+data"));
+            println!("start-up pages: bolt {bo}, bolt+data {bd}");
+            assert!(bd < bo, "bolt {bo} -> bolt+data {bd}");
+        }
+        None => {
+            common::skip("python_is_traced_ordered_relinked_and_bolted", "llvm-bolt is not installed: no bolt+data")
+        }
+    }
+}

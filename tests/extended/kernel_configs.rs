@@ -1,0 +1,145 @@
+//! The kernel series in every combination of the configuration the module
+//! hash manifest patch depends on: CONFIG_MODULE_SIG with and without
+//! CONFIG_MODULE_SYMHASH, and without CONFIG_MODULE_SIG (which drops
+//! kernel/module/signing.c and hashes.c), and with CONFIG_MODULE_SEALED
+//! (kernel/module/sealed.c). Each is configured from the lab
+//! fragment (tinyconfig, the fragment, the change, olddefconfig; the
+//! change checked in the resulting .config) and kernel/module/ is compiled
+//! with -Werror in a source tree of its own with both series applied.
+//! Extended tier (`make test-extended`): several minutes per combination.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Debian's source of the tested line (6.1, or BOOTLINK_TEST_LINE=6.12).
+fn tarball() -> PathBuf {
+    PathBuf::from(format!("/usr/src/linux-source-{}.tar.xz", common::line()))
+}
+
+struct Combination {
+    name: &'static str,
+    /// Lines appended to the lab fragment.
+    change: &'static str,
+    /// `CONFIG_X=y` lines the .config must hold, and options it must not set.
+    set: &'static [&'static str],
+    unset: &'static [&'static str],
+    /// Objects of kernel/module/ that must be built, and must not.
+    built: &'static [&'static str],
+    not_built: &'static [&'static str],
+}
+
+const COMBINATIONS: &[Combination] = &[
+    Combination {
+        name: "sig-symhash",
+        change: "",
+        set: &["CONFIG_MODULE_SIG", "CONFIG_MODULE_SYMHASH"],
+        unset: &[],
+        built: &["signing.o", "hashes.o", "symhash.o", "main.o"],
+        not_built: &[],
+    },
+    Combination {
+        name: "sig-no-symhash",
+        change: "# CONFIG_MODULE_SYMHASH is not set\n",
+        set: &["CONFIG_MODULE_SIG"],
+        unset: &["CONFIG_MODULE_SYMHASH"],
+        built: &["signing.o", "hashes.o", "main.o"],
+        not_built: &["symhash.o"],
+    },
+    Combination {
+        name: "no-sig",
+        change: "# CONFIG_MODULE_SIG is not set\n# CONFIG_MODULE_SIG_ALL is not set\n",
+        set: &["CONFIG_MODULE_SYMHASH"],
+        unset: &["CONFIG_MODULE_SIG"],
+        built: &["symhash.o", "main.o"],
+        not_built: &["signing.o", "hashes.o"],
+    },
+    Combination {
+        name: "sealed",
+        change: "CONFIG_MODULE_SEALED=y\n",
+        set: &["CONFIG_MODULE_SEALED", "CONFIG_MODULE_SIG", "CONFIG_MODULE_SYMHASH"],
+        unset: &[],
+        built: &["sealed.o", "version.o", "main.o"],
+        not_built: &[],
+    },
+];
+
+fn run(c: &mut Command, what: &str, log: &Path) {
+    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    std::fs::write(log, &text).unwrap();
+    assert!(o.status.success(), "{what} failed ({}):\n{}", log.display(), tail(&text, 60));
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The whole source, unpacked, with kernel/<line>/patches then kernel/<line>/lab-patches applied.
+fn patched_tree(root: &Path) -> PathBuf {
+    let (line, checkout) =
+        (bootlink::kbuild::Line::parse(common::line()).unwrap(), Path::new(env!("CARGO_MANIFEST_DIR")));
+    let series = bootlink::series::Series::read_stacked(&line.series(checkout), &[&line.lab_series(checkout)])
+        .expect("both series read");
+    run(Command::new("tar").arg("-xf").arg(tarball()).arg("-C").arg(root), "unpacking", &root.join("tar.log"));
+    let tree = root.join(format!("linux-source-{}", common::line()));
+    for p in &series.patches {
+        let mut c = Command::new("patch");
+        c.current_dir(&tree).args(["-p1", "-s", "-f", "-N", "-i"]).arg(&p.path);
+        run(&mut c, &format!("applying {}", p.name), &root.join("patch.log"));
+    }
+    println!("{} patches applied", series.patches.len());
+    tree
+}
+
+#[test]
+fn kernel_module_builds_in_every_combination_of_module_sig_and_symhash() {
+    if !tarball().is_file() {
+        let (t, l) = (tarball(), common::line());
+        common::skip("kernel_configs", &format!("{} missing (apt-get install linux-source-{l})", t.display()));
+        return;
+    }
+    let root = common::tmpdir("kernel-configs");
+    let tree = patched_tree(&root);
+    let fragment = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("kernel/{}/configs/lab.config", common::line())),
+    )
+    .unwrap();
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).to_string();
+    for c in COMBINATIONS {
+        let t0 = std::time::Instant::now();
+        let obj = root.join(format!("obj-{}", c.name));
+        std::fs::create_dir_all(&obj).unwrap();
+        let make = |args: &[&str], what: &str| {
+            let mut m = Command::new("make");
+            m.arg("-C").arg(&tree).arg(format!("O={}", obj.display())).args(args);
+            run(&mut m, &format!("{}: {what}", c.name), &obj.join(format!("bootlink-{what}.log")));
+        };
+        make(&["tinyconfig"], "tinyconfig");
+        let dot = obj.join(".config");
+        let mut config = std::fs::read_to_string(&dot).unwrap();
+        config.push_str(&fragment);
+        config.push_str(c.change);
+        std::fs::write(&dot, config).unwrap();
+        make(&["olddefconfig"], "olddefconfig");
+        let result = std::fs::read_to_string(&dot).unwrap();
+        for o in c.set {
+            assert!(result.lines().any(|l| l == format!("{o}=y")), "{}: {o}=y not in .config", c.name);
+        }
+        for o in c.unset {
+            assert!(result.lines().any(|l| l == format!("# {o} is not set")), "{}: {o} is set", c.name);
+        }
+        make(&["-j", &jobs, "KCFLAGS=-Werror", "kernel/module/"], "build");
+        let dir = obj.join("kernel/module");
+        for o in c.built {
+            assert!(dir.join(o).is_file(), "{}: kernel/module/{o} was not built", c.name);
+        }
+        for o in c.not_built {
+            assert!(!dir.join(o).exists(), "{}: kernel/module/{o} was built", c.name);
+        }
+        println!("{}: kernel/module/ built with -Werror in {:.0} s", c.name, t0.elapsed().as_secs_f64());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -1,0 +1,14 @@
+//! The extended tier (`make test-extended`): kernel configs, a blacklist build, Buildroot, Debian-config builds, the arm64 cross build.
+//!
+//! One test binary for the tier (one link step instead of one per file);
+//! each module is a former test file, and scripts/run-tests runs them one
+//! module at a time, timing each test.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod buildroot_source;
+mod kernel_build_arm64;
+mod kernel_configs;
+mod kernel_debian_config;
+mod manifest_blacklist;

@@ -1,0 +1,300 @@
+//! The damaged-input suite, offline: several hundred modules and kernel
+//! images damaged one way each (tests/damaged/generate.rs, seeded:
+//! BOOTLINK_DAMAGED_SEED replays another seed) from the checked-in fixtures,
+//! and DDLink records and caches, order traces and programs made in the
+//! test (tests/damaged/records.rs), through every command of the real
+//! binary that reads them (tests/damaged/suite.rs). tests/debian/damaged_real.rs
+//! does the same from real Debian modules and Debian's vmlinuz.
+
+use crate::common;
+#[path = "../damaged/generate.rs"]
+mod generate;
+#[path = "../damaged/records.rs"]
+mod records;
+#[path = "../damaged/suite.rs"]
+mod suite;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use bootlink::rng::Rng;
+
+fn seed() -> u64 {
+    let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23);
+    println!("damaged-input seed {seed} (BOOTLINK_DAMAGED_SEED={seed} replays it)");
+    seed
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The fixture modules, uncompressed: (stem, bytes).
+fn bases() -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(fixtures().join("modules"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .map(|p| {
+            let (bytes, _) = bootlink::module::load_bytes(&p).unwrap();
+            (bootlink::module::name_from_path(&p), bytes.to_vec())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn damaged_modules_are_refused_and_the_good_ones_still_written() {
+    let mut rng = Rng(seed());
+    let files: Vec<_> = bases().iter().flat_map(|(stem, b)| generate::modules(stem, b, &mut rng, 4)).collect();
+    let good: Vec<PathBuf> =
+        std::fs::read_dir(fixtures().join("modules")).unwrap().flatten().map(|e| e.path()).collect();
+    let dir = common::tmpdir("damaged-modules");
+    let mut counts = suite::Counts::default();
+    suite::batch(&dir, &fixtures().join("vmlinux"), false, &files, &good, &mut counts);
+    suite::singles(&dir, &fixtures().join("vmlinux"), false, &files, &mut counts);
+    assert!(counts.files >= 300, "only {} damaged modules", counts.files);
+    for class in generate::ELF_CLASSES.iter().chain(generate::MODULE_CLASSES) {
+        assert!(counts.by_class.contains_key(class), "no damaged module of class {class}");
+    }
+    common::report("damaged", &counts.render("damaged modules (fixtures)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn damaged_kernel_images_are_refused_by_every_command() {
+    let mut rng = Rng(seed() ^ 0x6b65_726e);
+    let base = std::fs::read(fixtures().join("vmlinux")).unwrap();
+    let images = generate::kernels(&base, &mut rng, 3);
+    let dir = common::tmpdir("damaged-kernels");
+    let mut counts = suite::Counts::default();
+    suite::kernels(&dir, &images, &fixtures().join("modules/bl_plain.ko"), &mut counts);
+    common::report("damaged", &counts.render("damaged kernel images (fixture vmlinux)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn os(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
+    args.iter().map(|a| a.as_ref().to_owned()).collect()
+}
+
+const LIBZ: &str = "/lib/x86_64-linux-gnu/libz.so.1";
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+/// A DDLink record as the patched loader writes it, of /bin/true with
+/// Debian's libz and libc (their real identities and build IDs): libz's
+/// `free` and `malloc` bound to libc's, one undefined weak reference.
+fn ddlink_record() -> String {
+    use bootlink::ddlink::objects::ObjFile;
+    use std::os::unix::fs::MetadataExt;
+    let read = |p: &str| ObjFile::read(Path::new(p)).unwrap();
+    let id = |p: &str| bootlink::ddlink::record::hex(&read(p).build_id);
+    let identity = |p: &str| {
+        let m = std::fs::metadata(p).unwrap();
+        format!("{} {} {} {} {}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+    };
+    let sym = |p: &str, name: &str| {
+        let f = read(p);
+        (0..f.nsyms()).find(|&i| f.name(i) == name).unwrap_or_else(|| panic!("{p} has no {name}"))
+    };
+    format!(
+        "ddlink-record 1\nloader 00\nobj 0 2 0 0 0 0 0 {} \nobj 1 0 {} {} {LIBZ}\nobj 2 0 {} {} {LIBC}\n\
+         scope 0 1 2\nbind 1 {} 1 2 {}\nbind 1 {} 1 2 {}\nbind 1 1 0 - -\nend 3\n",
+        id("/bin/true"),
+        identity(LIBZ),
+        id(LIBZ),
+        identity(LIBC),
+        id(LIBC),
+        sym(LIBZ, "free"),
+        sym(LIBC, "free"),
+        sym(LIBZ, "malloc"),
+        sym(LIBC, "malloc"),
+    )
+}
+
+#[test]
+fn damaged_ddlink_records_and_caches_are_refused() {
+    let mut rng = Rng(seed() ^ 0x6464_6c6b);
+    let dir = common::tmpdir("damaged-ddlink");
+    let record = ddlink_record();
+    let good_record = dir.join("good.record");
+    std::fs::write(&good_record, &record).unwrap();
+    let good_cache = dir.join("good.cache");
+    common::TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--loader",
+        &"/bin/true",
+        &"--record",
+        &good_record,
+        &"--program",
+        &"/bin/true",
+        &"-o",
+        &good_cache,
+    ])
+    .ok();
+    let cache = std::fs::read(&good_cache).unwrap();
+
+    let records = records::records(&record, &mut rng, 8);
+    let write: Vec<suite::OneInput> = vec![(
+        "ddlink write",
+        Box::new(|p: &Path, out: &Path| {
+            os(&[
+                &"ddlink",
+                &"write",
+                &"--loader",
+                &"/bin/true",
+                &"--record",
+                &p,
+                &"--program",
+                &"/bin/true",
+                &"-o",
+                &out,
+            ])
+        }),
+    )];
+    each_class_alone(
+        &dir.join("records"),
+        &records,
+        &write,
+        records::RECORD_CLASSES,
+        "record",
+        "damaged DDLink records",
+    );
+
+    let caches = records::caches(&cache, &mut rng, 8);
+    // `measure` too: it hands the cache to the loader, which would only
+    // fall back and leave every run "not using the cache".
+    let read: Vec<suite::OneInput> = ["status", "verify", "measure"]
+        .into_iter()
+        .map(|cmd| -> suite::OneInput {
+            (
+                cmd,
+                Box::new(move |p: &Path, _: &Path| {
+                    os(&[&"ddlink", &cmd, &"--loader", &"/bin/true", &"--cache", &p, &"/bin/true"])
+                }),
+            )
+        })
+        .collect();
+    each_class_alone(&dir.join("caches"), &caches, &read, records::CACHE_CLASSES, "cache", "damaged DDLink caches");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A small program of FUNCTIONS functions called from main in turn, built
+/// with gcc (not stripped), and a bl-trace of its startup as the runtime
+/// writes it: main, then each function, and a first call into libc. Also
+/// an address inside the second function, past its first byte.
+fn order_case(dir: &Path) -> (PathBuf, String, u64) {
+    const FUNCTIONS: usize = 40;
+    let mut c = String::from("#include <stdio.h>\n");
+    for k in 0..FUNCTIONS {
+        c += &format!("__attribute__((noinline)) int f{k}(int x) {{ return x * {} + {k}; }}\n", k + 3);
+    }
+    c += "int main(int argc, char **argv) {\n  int s = argc;\n";
+    for k in 0..FUNCTIONS {
+        c += &format!("  s = f{k}(s);\n");
+    }
+    c += "  printf(\"%d\\n\", s);\n  return 0;\n}\n";
+    let src = dir.join("prog.c");
+    std::fs::write(&src, c).unwrap();
+    let prog = dir.join("prog");
+    common::sh("gcc", &["-O1", "-fno-inline", "-o", prog.to_str().unwrap(), src.to_str().unwrap()]);
+    let nm = String::from_utf8(common::sh("nm", &["--defined-only", prog.to_str().unwrap()])).unwrap();
+    let addr = |name: &str| {
+        nm.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
+            })
+            .unwrap_or_else(|| panic!("no {name} in {}", prog.display()))
+    };
+    let bias = 0x5555_5555_4000u64;
+    let mut t = format!("bl-trace 1\nobject {bias:x} -\nobject 7ffff7dd0000 {LIBC}\nfn {:x}\n", bias + addr("main"));
+    for k in 0..FUNCTIONS {
+        t += &format!("fn {:x}\n", bias + addr(&format!("f{k}")));
+    }
+    t += &format!("fn 7ffff7e01230\nend {} {}\n", FUNCTIONS + 2, 3 * FUNCTIONS);
+    let inside = addr("f1") + 1;
+    (prog, t, inside)
+}
+
+#[test]
+fn damaged_order_traces_and_programs_are_refused() {
+    let mut rng = Rng(seed() ^ 0x6f72_6472);
+    let dir = common::tmpdir("damaged-order");
+    let (prog, trace, inside) = order_case(&dir);
+    let good_trace = dir.join("good.trace");
+    std::fs::write(&good_trace, &trace).unwrap();
+    let ok = common::TestCommand::new(&[&"order", &"report", &"--trace", &good_trace, &"--binary", &prog]).ok();
+    assert!(!ok.stdout.is_empty(), "order report printed nothing for the undamaged trace");
+
+    let traces = records::traces(&trace, inside, &mut rng, 8);
+    let prog2 = prog.clone();
+    let with_trace: Vec<suite::OneInput> = vec![
+        (
+            "order write",
+            Box::new(|p: &Path, out: &Path| os(&[&"order", &"write", &"--trace", &p, &"--binary", &prog, &"-o", &out])),
+        ),
+        (
+            "order report",
+            Box::new(|p: &Path, _: &Path| os(&[&"order", &"report", &"--trace", &p, &"--binary", &prog2])),
+        ),
+    ];
+    each_class_alone(
+        &dir.join("traces"),
+        &traces,
+        &with_trace,
+        records::TRACE_CLASSES,
+        "trace",
+        "damaged order traces",
+    );
+
+    let programs = generate::programs("prog", &std::fs::read(&prog).unwrap(), &mut rng, 5);
+    let (t1, t2, t3) = (good_trace.clone(), good_trace.clone(), good_trace.clone());
+    let good_prog = prog.clone();
+    let with_program: Vec<suite::OneInput> = vec![
+        (
+            "order write",
+            Box::new(move |p: &Path, out: &Path| {
+                os(&[&"order", &"write", &"--trace", &t1, &"--binary", &p, &"-o", &out])
+            }),
+        ),
+        (
+            "order report",
+            Box::new(move |p: &Path, _: &Path| os(&[&"order", &"report", &"--trace", &t2, &"--binary", &p])),
+        ),
+        (
+            "order report --layout",
+            Box::new(move |p: &Path, _: &Path| {
+                os(&[&"order", &"report", &"--trace", &t3, &"--binary", &good_prog, &"--layout", &p])
+            }),
+        ),
+    ];
+    each_class_alone(
+        &dir.join("programs"),
+        &programs,
+        &with_program,
+        generate::PROGRAM_CLASSES,
+        "program",
+        "damaged programs (order's traced and layout binaries)",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each damaged file alone under every command; every class of `classes`
+/// among them; the counts reported under `title`.
+fn each_class_alone(
+    dir: &Path,
+    files: &[generate::Damaged],
+    commands: &[suite::OneInput],
+    classes: &[&str],
+    noun: &str,
+    title: &str,
+) {
+    let mut counts = suite::Counts::default();
+    suite::each_alone(dir, files, commands, &mut counts);
+    for class in classes {
+        assert!(counts.by_class.contains_key(*class), "no damaged {noun} of class {class}");
+    }
+    common::report("damaged", &counts.render(title));
+}

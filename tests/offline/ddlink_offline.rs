@@ -1,0 +1,280 @@
+//! DDLink's bad input through the binary, without the patched glibc: a
+//! truncated or foreign record, a record whose files changed or are gone,
+//! a corrupt cache, a missing loader. Each is a one-line error naming the
+//! file and the problem, a non-zero exit, and no cache written.
+
+use crate::common;
+
+use std::path::Path;
+
+use bootlink::ddlink::objects::ObjFile;
+use common::TestCommand;
+
+/// A record of /bin/true with its real identity, as the loader writes it.
+fn record_of_true(build_id_hex: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/bin/true").unwrap();
+    format!(
+        "ddlink-record 1\nloader 00\nobj 0 2 0 0 0 0 0 {build_id_hex} \n\
+         obj 1 0 {} {} {} {} {} {build_id_hex} /bin/true\nscope 0 1\nbind 0 1 1 1 2\nend 1\n",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec()
+    )
+}
+
+fn true_build_id() -> String {
+    bootlink::ddlink::record::hex(&ObjFile::read(Path::new("/bin/true")).unwrap().build_id)
+}
+
+fn write_cmd(dir: &Path, record: &str) -> (TestCommand, std::path::PathBuf) {
+    let rec = dir.join("record");
+    std::fs::write(&rec, record).unwrap();
+    let out = dir.join("out.cache");
+    let cmd = TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--loader",
+        &"/bin/true",
+        &"--record",
+        &rec,
+        &"--program",
+        &"/bin/true",
+        &"-o",
+        &out,
+    ])
+    .show_dir(dir);
+    (cmd, out)
+}
+
+#[test]
+fn a_good_record_makes_a_cache_status_can_read() {
+    let dir = common::tmpdir("ddlink-good");
+    let (cmd, out) = write_cmd(&dir, &record_of_true(&true_build_id()));
+    cmd.ok();
+    let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(cache.objects.len(), 2);
+    assert_eq!(cache.entries(), 1);
+}
+
+#[test]
+fn truncated_and_foreign_records_are_refused() {
+    let dir = common::tmpdir("ddlink-trunc");
+    let good = record_of_true(&true_build_id());
+    let cut = &good[..good.find("end").unwrap()];
+    let (cmd, out) = write_cmd(&dir, cut);
+    let err = cmd.fails_with("truncated record");
+    assert!(err.contains("record:"), "the error names the file: {err}");
+    assert!(!out.exists(), "a refused record left a cache");
+    let (cmd, out) = write_cmd(&dir, "\x7fELF not a record");
+    cmd.fails_with("not a DDLink record");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_record_of_other_files_is_stale() {
+    let dir = common::tmpdir("ddlink-stale");
+    // The recorded build ID is not /bin/true's: a library replaced since.
+    let (cmd, out) = write_cmd(&dir, &record_of_true("0123456789abcdef0123456789abcdef01234567"));
+    let err = cmd.fails_with("profile again");
+    assert!(err.contains("/bin/true") && err.contains("build ID"), "{err}");
+    assert!(!out.exists());
+    // A symbol index the file does not have.
+    let rec = record_of_true(&true_build_id()).replace("bind 0 1 1 1 2", "bind 0 1 1 1 999999");
+    let (cmd, out) = write_cmd(&dir, &rec);
+    cmd.fails_with("does not have");
+    assert!(!out.exists());
+    // A library that is gone.
+    let rec = record_of_true(&true_build_id()).replace(" /bin/true\n", " /nonexistent/libgone.so\n");
+    let (cmd, out) = write_cmd(&dir, &rec);
+    cmd.fails_with("/nonexistent/libgone.so: no such file");
+    assert!(!out.exists());
+}
+
+#[test]
+fn corrupt_caches_and_missing_loaders_are_named() {
+    let dir = common::tmpdir("ddlink-corrupt");
+    let (cmd, out) = write_cmd(&dir, &record_of_true(&true_build_id()));
+    cmd.ok();
+    let mut bytes = std::fs::read(&out).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    let bad = dir.join("bad.cache");
+    std::fs::write(&bad, &bytes).unwrap();
+    let err = TestCommand::new(&[&"ddlink", &"status", &"--loader", &"/bin/true", &"--cache", &bad, &"/bin/true"])
+        .fails_with("checksum");
+    assert!(err.contains("bad.cache"), "{err}");
+    let err = TestCommand::new(&[
+        &"ddlink",
+        &"profile",
+        &"--loader",
+        &"/nonexistent/ld.so",
+        &"-o",
+        &dir.join("r"),
+        &"/bin/true",
+    ])
+    .fails_with("no such file");
+    assert!(err.contains("/nonexistent/ld.so"), "{err}");
+    assert!(!dir.join("r").exists());
+}
+
+const LIBZ: &str = "/lib/x86_64-linux-gnu/libz.so.1";
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+fn identity(path: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    format!("{} {} {} {} {}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+}
+
+fn dynsym_index(path: &str, name: &str) -> u32 {
+    let f = ObjFile::read(Path::new(path)).unwrap();
+    (0..f.nsyms()).find(|&i| f.name(i) == name).unwrap_or_else(|| panic!("{path} has no {name}"))
+}
+
+/// /bin/true's record extended with Debian's libz (RELA, lazy PLT) and
+/// libc (DT_RELR), libz's `free` bound to libc's.
+fn record_with_libz() -> String {
+    let id = |p: &str| bootlink::ddlink::record::hex(&ObjFile::read(Path::new(p)).unwrap().build_id);
+    format!(
+        "ddlink-record 1\nloader 00\nobj 0 2 0 0 0 0 0 {} \nobj 1 0 {} {} {LIBZ}\nobj 2 0 {} {} {LIBC}\n\
+         scope 0 1 2\nbind 1 {} 1 2 {}\nend 1\n",
+        id("/bin/true"),
+        identity(LIBZ),
+        id(LIBZ),
+        identity(LIBC),
+        id(LIBC),
+        dynsym_index(LIBZ, "free"),
+        dynsym_index(LIBC, "free"),
+    )
+}
+
+/// Skip Mode's bases: drawn at random for each build unless `--base` fixes
+/// them (then exactly that), and the cache and the report say which.
+#[test]
+fn each_image_build_draws_its_own_base_unless_one_is_given() {
+    if !Path::new(LIBZ).is_file() {
+        common::skip("each_image_build_draws_its_own_base_unless_one_is_given", "libz1 is not installed");
+        return;
+    }
+    let dir = common::tmpdir("ddlink-bases");
+    let base_of = |name: &str, fixed: Option<&str>| -> u64 {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let (cmd, out) = write_cmd(&d, &record_with_libz());
+        let mut cmd = cmd.arg(&"--prelink").arg(&d.join("images")).arg(&"--json");
+        if let Some(b) = fixed {
+            cmd = cmd.arg(&"--base").arg(&b);
+        }
+        let report: serde_json::Value = serde_json::from_slice(&cmd.ok().stdout).unwrap();
+        let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
+        let base = cache.objects[1].prelink.as_ref().unwrap().base;
+        assert_eq!(report["prelink"]["base"], base, "{report}");
+        base
+    };
+    let drawn: Vec<u64> = (0..3).map(|i| base_of(&format!("random{i}"), None)).collect();
+    assert!(drawn.windows(2).any(|w| w[0] != w[1]), "three builds, one base: {drawn:x?}");
+    assert_eq!(base_of("fixed", Some("0x3000000000")), 0x30_0000_0000);
+}
+
+/// Skip Mode's images without a loader: the image differs from the library
+/// exactly at the relocations bootlink applied (each with the value the
+/// loader would write at the image's base) and at GOT[1]; libc (DT_RELR)
+/// is placed, not prelinked; the cache says so.
+#[test]
+fn prelinked_image_holds_exactly_the_applied_relocations() {
+    use object::read::{Object, ObjectSegment, ObjectSymbol, ObjectSymbolTable};
+    if !Path::new(LIBZ).is_file() {
+        common::skip("prelinked_image_holds_exactly_the_applied_relocations", "libz1 is not installed");
+        return;
+    }
+    let dir = common::tmpdir("ddlink-prelink");
+    let (cmd, out) = write_cmd(&dir, &record_with_libz());
+    let images = dir.join("images");
+    let cmd = cmd.arg(&"--prelink").arg(&images).arg(&"--json");
+    let report: serde_json::Value = serde_json::from_slice(&cmd.ok().stdout).unwrap();
+    assert_eq!(report["prelink"]["images"], 1, "{report}");
+    let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
+    let (z, c) = (&cache.objects[1], &cache.objects[2]);
+    assert_ne!(z.flags & bootlink::ddlink::format::OBJ_PRELINKED, 0);
+    assert_ne!(c.flags & bootlink::ddlink::format::OBJ_PLACED, 0, "libc has DT_RELR: placed only");
+    let (zbase, cbase) = (z.prelink.as_ref().unwrap().base, c.prelink.as_ref().unwrap().base);
+    // No --base: a first base drawn for this build, inside the documented
+    // range (docs/ddlink-security.md, the ASLR trade-off).
+    use bootlink::ddlink::prelink::{RANDOM_BASE_ALIGN, RANDOM_BASES};
+    assert!(RANDOM_BASES.contains(&zbase) && zbase.is_multiple_of(RANDOM_BASE_ALIGN), "{zbase:#x}");
+    assert!(cbase > zbase);
+
+    let orig = std::fs::read(LIBZ).unwrap();
+    let img = std::fs::read(images.join(LIBZ.trim_start_matches('/'))).unwrap();
+    assert_eq!(orig.len(), img.len());
+    let elf = object::File::parse(&*orig).unwrap();
+    let libc = std::fs::read(LIBC).unwrap();
+    let libc_elf = object::File::parse(&*libc).unwrap();
+    let free = libc_elf.dynamic_symbol_table().unwrap().symbols().find(|s| s.name() == Ok("free")).unwrap().address();
+    let file_off = |vaddr: u64| -> usize {
+        elf.segments()
+            .find_map(|s| {
+                let (off, size) = s.file_range();
+                (vaddr >= s.address() && vaddr + 8 <= s.address() + size).then(|| (off + vaddr - s.address()) as usize)
+            })
+            .unwrap()
+    };
+    let word = |d: &[u8], off: usize| u64::from_le_bytes(d[off..off + 8].try_into().unwrap());
+    let runtime = &z.prelink.as_ref().unwrap().runtime;
+    let mut expected = std::collections::BTreeMap::new();
+    let (mut relative, mut bound) = (0, 0);
+    for (i, (at, r)) in elf.dynamic_relocations().unwrap().enumerate() {
+        let object::RelocationFlags::Elf { r_type } = r.flags() else { panic!("not ELF") };
+        match r_type {
+            object::elf::R_X86_64_RELATIVE => {
+                expected.insert(file_off(at), zbase.wrapping_add_signed(r.addend()));
+                relative += 1;
+            }
+            object::elf::R_X86_64_JUMP_SLOT if !runtime.contains(&(i as u32)) => {
+                expected.insert(file_off(at), cbase + free);
+                bound += 1;
+            }
+            _ => assert!(runtime.contains(&(i as u32)), "relocation {i} (type {r_type}) neither applied nor left"),
+        }
+    }
+    assert!(relative > 0 && bound == 1, "{relative} relative, {bound} bound to libc's free");
+    let changed: Vec<usize> = (0..orig.len() / 8).map(|w| w * 8).filter(|&o| orig[o..o + 8] != img[o..o + 8]).collect();
+    for &off in &changed {
+        match expected.get(&off) {
+            Some(&v) => assert_eq!(word(&img, off), v, "word at file offset {off:#x}"),
+            // GOT[1]: the PLT stub base, so a lazy loader can reset the slots.
+            None => assert_eq!(word(&orig, off), 0, "unexpected change at {off:#x}"),
+        }
+    }
+    assert!(
+        changed.len() <= expected.len() + 1,
+        "{} words changed, {} expected + GOT[1]",
+        changed.len(),
+        expected.len()
+    );
+    for (&off, &v) in &expected {
+        assert_eq!(word(&img, off), v, "relocation target at {off:#x} not written");
+    }
+}
+
+#[test]
+fn prelink_bad_requests_write_nothing() {
+    if !Path::new(LIBZ).is_file() {
+        common::skip("prelink_bad_requests_write_nothing", "libz1 is not installed");
+        return;
+    }
+    let dir = common::tmpdir("ddlink-prelink-bad");
+    let (cmd, out) = write_cmd(&dir, &record_with_libz());
+    cmd.arg(&"--prelink").arg(&dir.join("img")).arg(&"--base").arg(&"0x3000000123").fails_with("page size");
+    assert!(!out.exists() && !dir.join("img").exists());
+    // A file where the image directory should be.
+    std::fs::write(dir.join("blocked"), "x").unwrap();
+    let (cmd, out) = write_cmd(&dir, &record_with_libz());
+    let err = cmd.arg(&"--prelink").arg(&dir.join("blocked")).fails_with("blocked");
+    assert!(!out.exists(), "a cache was written though its images were not: {err}");
+    let (cmd, _) = write_cmd(&dir, &record_with_libz());
+    cmd.arg(&"--prelink").arg(&dir.join("img")).arg(&"--base").arg(&"0xzz").fails_with("not an address");
+}
