@@ -63,5 +63,5 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         manifest_hash: a.manifest_hash.into(),
     };
     let report = apply::run(&opts)?;
-    Ok(print_batch(&report, &report.errors, false, a.json, || report.render()))
+    Ok(print_batch(&report, &report.errors, false, a.json))
 }

@@ -9,7 +9,7 @@ use bootlink::ddlink::request::{CacheRequest, MeasureRequest};
 use bootlink::ddlink::run::Program;
 use bootlink::{Error, ddlink, glibc};
 
-use super::{exit, print_json};
+use super::{emit, exit, print_json};
 
 /// A program run under the patched loader with a cache.
 #[derive(clap::Args)]
@@ -155,35 +155,20 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             let loader = loader_or_default(loader)?;
             let (rec, _) = ddlink::run::profile(&loader, &Program::from_words(program, None), &output)?;
             let summary = ddlink::record::Summary::of(&rec, &output);
-            if json {
-                print_json(&summary);
-            } else {
-                print!("{}", summary.render());
-            }
+            emit(&summary, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Write { loader, record, program, output, prelink, base, portable, json } => {
             let loader = loader_or_default(loader)?;
             let req = CacheRequest { loader, record, program, output, prelink, base, portable };
             let w = ddlink::request::write_cache(&req)?;
-            if json {
-                print_json(&w);
-            } else {
-                print!("{}", w.cache.render(&req.output));
-                if let Some(p) = &w.prelink {
-                    print!("{}", p.render());
-                }
-            }
+            emit(&w, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify(CacheRun { loader, cache, overlay, json, program }) => {
             let loader = loader_or_default(loader)?;
             let (report, _) = ddlink::run::verify(&loader, &cache, &Program::from_words(program, overlay))?;
-            if json {
-                print_json(&report);
-            } else {
-                print!("{}", report.render());
-            }
+            emit(&report, json);
             Ok(exit(report.ok()))
         }
         Cmd::Measure { loader, cache, stock, runs, output, bind_now, skip_cache, overlay, json, program } => {
@@ -198,11 +183,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                 program: Program::from_words(program, None),
             };
             let result = ddlink::request::measure(&req)?;
-            if json {
-                print_json(&result);
-            } else {
-                print!("{}", result.render());
-            }
+            emit(&result, json);
             Ok(exit(result.modes.iter().all(|m| m.output_identical)))
         }
         Cmd::Synth { libs, symbols, seed, out, json } => {
@@ -225,11 +206,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Status(CacheRun { loader, cache, overlay, json, program }) => {
             let loader = loader_or_default(loader)?;
             let report = ddlink::run::status(&loader, &cache, &Program::from_words(program, overlay))?;
-            if json {
-                print_json(&report);
-            } else {
-                print!("{}", report.render());
-            }
+            emit(&report, json);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -46,5 +46,5 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         mcount: !a.no_mcount,
     };
     let report = finalize::run(k.as_ref(), &a.modules, &opts)?;
-    Ok(print_batch(&report, &report.errors, report.modules.is_empty(), a.json, || report.render()))
+    Ok(print_batch(&report, &report.errors, report.modules.is_empty(), a.json))
 }

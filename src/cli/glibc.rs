@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use bootlink::{Error, glibc};
 
-use super::print_json;
+use super::emit;
 
 #[derive(Subcommand)]
 pub enum Cmd {
@@ -31,10 +31,6 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
     opts.series = series.unwrap_or(opts.series);
     opts.jobs = jobs.unwrap_or(opts.jobs);
     let report = glibc::run(&opts)?;
-    if json {
-        print_json(&report);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(&report, json);
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use bootlink::{Error, fetch, kbuild};
 
-use super::print_json;
+use super::emit;
 
 #[derive(Subcommand)]
 pub enum Cmd {
@@ -110,11 +110,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
 
 fn abi(ours: PathBuf, theirs: PathBuf, json: bool) -> Result<ExitCode, Error> {
     let report = bootlink::kernel::abi::run(&bootlink::kernel::abi::Options { ours, theirs })?;
-    if json {
-        print_json(&report);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(&report, json);
     Ok(if report.kept() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
@@ -156,11 +152,7 @@ fn build(
     opts.release = release.or(opts.release);
     opts.config = fragment.unwrap_or(opts.config);
     let report = kbuild::run(&opts)?;
-    if json {
-        print_json(&report);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(&report, json);
     Ok(ExitCode::SUCCESS)
 }
 

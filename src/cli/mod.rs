@@ -34,6 +34,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use bootlink::report::Report;
 use bootlink::{Error, preresolve as pre, sign};
 
 #[derive(Parser)]
@@ -277,22 +278,25 @@ impl Signing {
 
 /// A batch transform's report: each failed module on stderr, then the
 /// report (JSON, or the table when any module succeeded); exit 1 when any failed.
-fn print_batch<R: serde::Serialize>(
-    report: &R,
-    errors: &[bootlink::tree::FileError],
-    empty: bool,
-    json: bool,
-    render: impl FnOnce() -> String,
-) -> ExitCode {
+fn print_batch(report: &impl Report, errors: &[bootlink::tree::FileError], empty: bool, json: bool) -> ExitCode {
     for e in errors {
         eprintln!("bootlink: {}: {}", e.path.display(), e.error);
     }
-    if json {
-        print_json(report);
-    } else if !empty {
-        print!("{}", render());
+    if json || !empty {
+        emit(report, json);
     }
     if errors.is_empty() { ExitCode::SUCCESS } else { exit_for(&errors.iter().map(|e| e.kind).collect::<Vec<_>>()) }
+}
+
+/// Print a command's result: its JSON with `--json`, else its text. Every
+/// command's output goes through here (or [`print_json`] for a value that
+/// is only ever data).
+fn emit(report: &impl Report, json: bool) {
+    if json {
+        print_json(report);
+    } else {
+        print!("{}", report.render());
+    }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {

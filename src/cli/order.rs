@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use bootlink::{Error, order};
 
-use super::{exit, print_json};
+use super::{emit, exit, print_json};
 
 /// A startup trace and the binaries it is read against.
 #[derive(clap::Args)]
@@ -111,38 +111,19 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Write { t, output } => {
             let (req, json) = t.request();
             let w = order::write(&req, &output)?;
-            if json {
-                print_json(&w);
-            } else {
-                println!(
-                    "{} functions in first-call order ({} first calls in other objects, {} not in the layout) -> {}",
-                    w.mapped.order.len(),
-                    w.mapped.other_objects,
-                    w.mapped.missing,
-                    w.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
-                );
-                print!("{}", w.predicted.render());
-            }
+            emit(&w, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Report { t } => {
             let (req, json) = t.request();
             let predicted = order::map(&req)?.predicted;
-            if json {
-                print_json(&predicted);
-            } else {
-                print!("{}", predicted.render());
-            }
+            emit(&predicted, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Synth { functions, startup, files, seed, json } => {
             let spec = order::synth::SynthSpec { functions, startup, files, seed };
             let report = order::case::synth_case(&spec)?;
-            if json {
-                print_json(&report);
-            } else {
-                print!("{}", report.render());
-            }
+            emit(&report, json);
             Ok(exit(report.outputs_identical()))
         }
         Cmd::Record { output, json, command } => {
@@ -179,11 +160,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         }
         Cmd::Python { json } => {
             let report = order::case::python_case()?;
-            if json {
-                print_json(&report);
-            } else {
-                print!("{}", report.render());
-            }
+            emit(&report, json);
             Ok(exit(report.outputs_identical()))
         }
     }

@@ -54,5 +54,5 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         dry_run: a.dry_run,
     };
     let report = preresolve::run(&k, &a.modules, &opts)?;
-    Ok(print_batch(&report, &report.errors, report.modules.is_empty(), a.json, || report.render()))
+    Ok(print_batch(&report, &report.errors, report.modules.is_empty(), a.json))
 }

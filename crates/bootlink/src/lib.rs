@@ -33,6 +33,7 @@ pub mod panic;
 pub mod preresolve;
 pub mod progress;
 pub mod reloc;
+pub mod report;
 pub mod rng;
 pub mod series;
 pub mod sign;

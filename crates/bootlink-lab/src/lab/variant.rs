@@ -505,7 +505,10 @@ mod tests {
     #[test]
     fn docs_lab_md_holds_the_grammar() {
         let doc = std::fs::read_to_string(bootlink::fsutil::source_tree().join("docs/lab.md")).unwrap();
-        assert!(doc.contains(GRAMMAR), "docs/lab.md: copy crates/bootlink-lab/src/lab/variant.txt into its grammar block");
+        assert!(
+            doc.contains(GRAMMAR),
+            "docs/lab.md: copy crates/bootlink-lab/src/lab/variant.txt into its grammar block"
+        );
     }
 
     #[test]

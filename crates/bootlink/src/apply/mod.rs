@@ -99,8 +99,10 @@ impl Report {
     pub fn nothing_to_do(&self) -> bool {
         self.applied == 0 && self.written.is_empty()
     }
+}
 
-    pub fn render(&self) -> String {
+impl crate::report::Report for Report {
+    fn render(&self) -> String {
         let mut s = format!(
             "kernel   {} ({})\nloader   {}\nsteps    {}\n",
             self.release,

@@ -245,8 +245,10 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
     Ok(ProgramResult { program: program.clone(), runs, modes: results, load_average: (load_before, load_average()) })
 }
 
-impl ProgramResult {
-    pub fn render(&self) -> String {
+impl ProgramResult {}
+
+impl crate::report::Report for ProgramResult {
+    fn render(&self) -> String {
         let mut t = crate::table::Table::new(&[
             "mode",
             "relocation ms",

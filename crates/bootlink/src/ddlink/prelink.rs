@@ -548,8 +548,10 @@ pub(crate) fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashM
     Ok((out, report))
 }
 
-impl PrelinkReport {
-    pub fn render(&self) -> String {
+impl PrelinkReport {}
+
+impl crate::report::Report for PrelinkReport {
+    fn render(&self) -> String {
         let mut s = format!(
             "prelinked {} libraries into {} ({} bytes, from {:#x}): {} relocations applied in the images, {} left to the loader\n",
             self.images,

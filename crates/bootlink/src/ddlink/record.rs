@@ -205,8 +205,10 @@ impl Summary {
             lookups: rec.lookups,
         }
     }
+}
 
-    pub fn render(&self) -> String {
+impl crate::report::Report for Summary {
+    fn render(&self) -> String {
         format!(
             "recorded {} bindings ({} undefined weak) of {} objects to {}\n",
             self.bindings,

@@ -47,6 +47,20 @@ pub struct CacheRequest {
 pub struct CacheReport {
     pub cache: WriteReport,
     pub prelink: Option<PrelinkReport>,
+    /// The cache file written (named in the text; the JSON has always named
+    /// it by the request).
+    #[serde(skip)]
+    pub output: PathBuf,
+}
+
+impl crate::report::Report for CacheReport {
+    fn render(&self) -> String {
+        let mut s = self.cache.render(&self.output);
+        if let Some(p) = &self.prelink {
+            s.push_str(&p.render());
+        }
+        s
+    }
 }
 
 pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
@@ -64,7 +78,7 @@ pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
     // A binding the files do not have is the record's error: name it.
     let (cache, prelink) =
         write::write(&rec, &req.loader, &req.program, &req.output, &opts).map_err(|e| e.at(&req.record))?;
-    Ok(CacheReport { cache, prelink })
+    Ok(CacheReport { cache, prelink, output: req.output.clone() })
 }
 
 /// `ddlink measure`: startup under Debian's loader, the patched one without

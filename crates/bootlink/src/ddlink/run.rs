@@ -353,8 +353,10 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
         .collect()
 }
 
-impl VerifyReport {
-    pub fn render(&self) -> String {
+impl VerifyReport {}
+
+impl crate::report::Report for VerifyReport {
+    fn render(&self) -> String {
         let mut s = String::new();
         if let Some(why) = &self.not_used {
             s += &format!("the loader did not use the cache: {why}\n");
@@ -380,8 +382,10 @@ impl VerifyReport {
     }
 }
 
-impl StatusReport {
-    pub fn render(&self) -> String {
+impl StatusReport {}
+
+impl crate::report::Report for StatusReport {
+    fn render(&self) -> String {
         let mut s = match (self.mode.as_str(), &self.reason) {
             ("skip", _) => format!(
                 "skip mode: the prelinked images are used as they are, the other bindings come from {}\n",

@@ -66,8 +66,10 @@ pub struct Report {
     pub errors: Vec<FileError>,
 }
 
-impl Report {
-    pub fn render(&self) -> String {
+impl Report {}
+
+impl crate::report::Report for Report {
+    fn render(&self) -> String {
         let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
         let mut t = Table::new(&["module", "ORC entries", "sorted", "ftrace records", "dropped", "checked"]);
         for m in &self.modules {

@@ -81,9 +81,11 @@ pub struct Report {
     pub build_seconds: f64,
 }
 
-impl Report {
+impl Report {}
+
+impl crate::report::Report for Report {
     /// What `bootlink glibc build` prints: one `name value` line per field.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String {
         let patches = if self.patches.is_empty() { "(none)".to_string() } else { self.patches.join(" ") };
         format!(
             "key             {}\ndebian_version  {}\nprefix          {}\nld_so           {}\nlibdir          {}\n\

@@ -198,10 +198,12 @@ pub struct Report {
     pub tree: PathBuf,
 }
 
-impl Report {
+impl Report {}
+
+impl crate::report::Report for Report {
     /// What `bootlink kernel build` prints: the release, how it was got,
     /// and its paths.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String {
         let how = if self.cached { "cached" } else { "built" };
         let skipped = if self.skipped.is_empty() {
             String::new()
@@ -756,6 +758,7 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Report as _;
 
     #[test]
     fn flavours_name_make_variables_of_kernel_tools_only() {

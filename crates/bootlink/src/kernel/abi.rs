@@ -52,8 +52,10 @@ impl Report {
     pub fn kept(&self) -> bool {
         self.changed.is_empty() && self.missing.is_empty()
     }
+}
 
-    pub fn render(&self) -> String {
+impl crate::report::Report for Report {
+    fn render(&self) -> String {
         let mut s = format!(
             "ours      {}\ntheirs    {}\ncompared  {} exports: {} the same, {} changed, {} missing; {} added\n",
             self.ours.display(),

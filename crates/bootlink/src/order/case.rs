@@ -194,8 +194,10 @@ impl CaseReport {
         self.relinked.iter().all(|r| r.output_identical)
             && self.data.iter().flat_map(|d| &d.relinked).all(|r| r.relinked.output_identical)
     }
+}
 
-    pub fn render(&self) -> String {
+impl crate::report::Report for CaseReport {
+    fn render(&self) -> String {
         let mut s = format!(
             "{}: {} functions, {} called at startup; trace {}: {} functions in first-call order ({} calls)\n",
             self.case.program.display(),
@@ -275,10 +277,12 @@ pub struct DataRelinked {
     pub data: Placement,
 }
 
-impl DataOrder {
+impl DataOrder {}
+
+impl crate::report::Report for DataOrder {
     /// What the start-up touched of the data, and where those objects lie
     /// before and after, per linker.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String {
         let t = &self.touched;
         let mut s = format!(
             "data: {} objects first touched ({} bytes), {} accesses on {} pages of the file's data, {} of them outside any object ({})\n",
@@ -611,8 +615,10 @@ impl PythonReport {
             && self.data.iter().flat_map(|d| &d.relinked).all(|r| r.relinked.output_identical)
             && self.bolt.iter().chain(&self.bolt_data).all(|b| b.output_identical)
     }
+}
 
-    pub fn render(&self) -> String {
+impl crate::report::Report for PythonReport {
+    fn render(&self) -> String {
         let mut s = format!(
             "python3.11 {} ({}): `python {}` starts {} of its functions ({} more are inlined in the plain build), {} calls\n",
             self.build.version,

@@ -58,8 +58,10 @@ pub(crate) fn predict(funcs: &[&Function]) -> Prediction {
     Prediction { functions: funcs.len(), bytes: funcs.iter().map(|f| f.size).sum(), blocks }
 }
 
-impl Prediction {
-    pub fn render(&self) -> String {
+impl Prediction {}
+
+impl crate::report::Report for Prediction {
+    fn render(&self) -> String {
         let mut t = crate::table::Table::new(&["block", "touched now", "after the order", "saved"]);
         for b in &self.blocks {
             t.row(vec![

@@ -59,6 +59,19 @@ pub struct WriteReport {
     pub predicted: Prediction,
 }
 
+impl crate::report::Report for WriteReport {
+    fn render(&self) -> String {
+        format!(
+            "{} functions in first-call order ({} first calls in other objects, {} not in the layout) -> {}\n{}",
+            self.mapped.order.len(),
+            self.mapped.other_objects,
+            self.mapped.missing,
+            self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "),
+            self.predicted.render()
+        )
+    }
+}
+
 /// Map the trace and write the order for GNU ld, gold and lld into `output`.
 pub fn write(req: &TraceRequest, output: &std::path::Path) -> Result<WriteReport> {
     let Ordered { mapped, funcs, predicted } = map(req)?;

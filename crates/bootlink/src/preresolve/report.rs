@@ -184,8 +184,10 @@ impl Totals {
     }
 }
 
-impl Report {
-    pub fn render(&self) -> String {
+impl Report {}
+
+impl crate::report::Report for Report {
+    fn render(&self) -> String {
         let mut s = String::new();
         for m in &self.modules {
             s.push_str(&m.line());

@@ -81,8 +81,10 @@ pub struct Report {
     pub errors: Vec<FileError>,
 }
 
-impl Report {
-    pub fn render(&self) -> String {
+impl Report {}
+
+impl crate::report::Report for Report {
+    fn render(&self) -> String {
         let mut t = Table::new(&[
             "module",
             "exports",
