@@ -26,12 +26,13 @@ pub enum Cmd {
         /// Directory with a quilt-style `series` file and its patches (default: kernel/<line>/patches)
         #[arg(long)]
         series: Option<PathBuf>,
-        /// A second series applied after it (default: kernel/<line>/lab-patches, the lab-only patches)
-        #[arg(long, conflicts_with = "no_lab_series")]
-        lab_series: Option<PathBuf>,
-        /// Apply no second series (the upstreamable one alone)
+        /// Apply the lab-only series too (kernel/<line>/lab-patches: the lab's boot landmarks
+        /// and self-checks; not for a kernel you ship), as the lab's own builds do
         #[arg(long)]
-        no_lab_series: bool,
+        lab: bool,
+        /// With --lab: this directory's series instead of kernel/<line>/lab-patches
+        #[arg(long, requires = "lab")]
+        lab_series: Option<PathBuf>,
         /// Build from a whole config instead of the lab's: `debian` (the line's Debian
         /// kernel's config and release; the image alone, for Debian's own modules) or a
         /// config FILE of your own; the series' options (kernel/<line>/configs/series.config)
@@ -84,8 +85,8 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             line,
             arch,
             series,
+            lab,
             lab_series,
-            no_lab_series,
             config,
             fragment,
             flavours,
@@ -100,7 +101,10 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             opts.tree = tree;
             opts.cached_only = cached_only;
             opts.series = series.unwrap_or(opts.series);
-            opts.lab_series = if no_lab_series { None } else { lab_series.or(opts.lab_series) };
+            if lab {
+                opts = opts.with_lab_series();
+                opts.lab_series = lab_series.or(opts.lab_series);
+            }
             opts.jobs = jobs.unwrap_or(opts.jobs);
             opts.flavours = flavours;
             build(opts, config.as_deref(), fragment, image_only, release, json)

@@ -22,7 +22,7 @@ use bootlink_lab::lab::{Initramfs, QemuOptions, busybox, initramfs, qemu};
 
 fn build_json() -> Report {
     let o = Command::new(common::bin())
-        .args(["kernel", "build", "--line", common::line(), "--json"])
+        .args(["kernel", "build", "--lab", "--line", common::line(), "--json"])
         .env("BOOTLINK_QUIET", "1")
         .output()
         .expect("run bootlink kernel build");

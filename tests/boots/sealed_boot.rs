@@ -22,7 +22,8 @@ struct Sealed {
 
 fn sealed() -> Sealed {
     let line = common::line();
-    let o = TestCommand::new(&[&"kernel", &"build", &"--line", &line, &"--flavour", &"sealed", &"--json"]).ok();
+    let o =
+        TestCommand::new(&[&"kernel", &"build", &"--lab", &"--line", &line, &"--flavour", &"sealed", &"--json"]).ok();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["flavours"], serde_json::json!(["sealed"]), "{v}");
     Sealed { dir: v["dir"].as_str().unwrap().into() }

@@ -367,7 +367,7 @@ pub fn build_kernel() -> &'static str {
 
 pub fn self_built(tree: bool) -> SelfBuilt {
     let line = line();
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--line", &line, &"--json"];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--lab", &"--line", &line, &"--json"];
     if tree {
         args.push(&"--tree");
     }

@@ -31,7 +31,7 @@ fn built(test: &str) -> Option<&'static Report> {
             return None;
         }
         let o = Command::new(common::bin())
-            .args(["kernel", "build", "--arch", "arm64", "--json"])
+            .args(["kernel", "build", "--lab", "--arch", "arm64", "--json"])
             .env("BOOTLINK_QUIET", "1")
             .output()
             .expect("run bootlink kernel build");

@@ -46,9 +46,17 @@ struct Built {
 
 fn build() -> Built {
     let t0 = std::time::Instant::now();
-    let o =
-        common::TestCommand::new(&[&"kernel", &"build", &"--line", &common::line(), &"--config", &"debian", &"--json"])
-            .ok();
+    let o = common::TestCommand::new(&[
+        &"kernel",
+        &"build",
+        &"--lab",
+        &"--line",
+        &common::line(),
+        &"--config",
+        &"debian",
+        &"--json",
+    ])
+    .ok();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     common::report(
         "kernel build --config debian",

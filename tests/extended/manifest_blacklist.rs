@@ -32,7 +32,7 @@ fn hex(d: &[u8]) -> String {
 /// `kernel build --json [--config FRAGMENT]`: the build's directory and release.
 fn build(config: Option<&Path>) -> (PathBuf, String) {
     let line = common::line();
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--line", &line, &"--json"];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"kernel", &"build", &"--lab", &"--line", &line, &"--json"];
     if let Some(c) = &config {
         args.push(&"--fragment");
         args.push(c);

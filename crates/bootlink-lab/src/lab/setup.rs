@@ -310,7 +310,7 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
         }
         KernelChoice::Build(line, flavours) => {
             let arch = req.target.arch.debian();
-            let mut opts = kbuild::Options::for_line_arch(*line, arch);
+            let mut opts = kbuild::Options::for_line_arch(*line, arch).with_lab_series();
             opts.flavours = flavours.clone();
             let b = kbuild::run(&opts)?;
             let modules = b.modules.ok_or_else(|| {

@@ -88,14 +88,23 @@ impl Options {
         self.config = self.line.series_config(crate::fsutil::source_tree());
     }
 
+    /// The lab-only series (`kernel/<line>/lab-patches`: the lab's boot
+    /// landmarks and self-checks) applied after the upstreamable one. The
+    /// lab asks for it; a kernel to ship does not (one of its patches says
+    /// it is not safe to ship).
+    pub fn with_lab_series(mut self) -> Options {
+        self.lab_series = Some(self.line.lab_series(crate::fsutil::source_tree()));
+        self
+    }
+
     /// [`Options::for_line`] of the default line (6.1).
     pub fn defaults() -> Options {
         Options::for_line(Line::default())
     }
 
-    /// The repository's `kernel/<line>/patches`, then
-    /// `kernel/<line>/lab-patches`, and `kernel/<line>/configs/lab.config`
-    /// (when run from a checkout), `jobs` = the number of CPUs.
+    /// The repository's `kernel/<line>/patches` (the upstreamable series
+    /// alone: the lab-only one is [`Options::with_lab_series`]) and
+    /// `kernel/<line>/configs/lab.config`, `jobs` = the number of CPUs.
     pub fn for_line(line: Line) -> Options {
         Options::for_line_arch(line, crate::fetch::Arch::Amd64)
     }
@@ -108,7 +117,7 @@ impl Options {
             line,
             arch,
             series: line.series(checkout),
-            lab_series: Some(line.lab_series(checkout)),
+            lab_series: None,
             base: ConfigBase::Tiny,
             config: line.lab_config_for(checkout, arch),
             flavours: Vec::new(),
@@ -279,6 +288,13 @@ fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(St
     Ok(out)
 }
 
+/// Whether `built` has patches of its line's lab-only series.
+fn built_with_lab_series(built: &Report) -> bool {
+    let Some(line) = Line::parse(&built.line).ok() else { return false };
+    let Ok(lab) = Series::read_stacked(&line.lab_series(crate::fsutil::source_tree()), &[]) else { return false };
+    lab.patches.iter().any(|p| built.patches.contains(&p.name))
+}
+
 /// The object tree of `built` holds that build: flavours share their
 /// unflavoured build's tree, and two that differ only in the bzImage's
 /// compressor have the same vmlinux, so only the key tells whose boot
@@ -292,11 +308,12 @@ fn tree_holds(built: &Report) -> Result<()> {
         if held == built.key { format!("{held}, but its source has another series applied since") } else { held };
     let flavours: String = built.flavours.iter().map(|f| format!(" --flavour {f}")).collect();
     let line = if built.line == Line::default().name { String::new() } else { format!(" --line {}", built.line) };
+    let lab = if built_with_lab_series(built) { " --lab" } else { "" };
     Err(Error::file(
         Kind::Usage,
         &built.tree,
         format!(
-            "the object tree does not hold the kernel in {} (it holds {}): `bootlink kernel build --tree{line}{flavours}` makes it hold that one again",
+            "the object tree does not hold the kernel in {} (it holds {}): `bootlink kernel build --tree{lab}{line}{flavours}` makes it hold that one again",
             built.dir.display(),
             if held.is_empty() { "no finished build".to_string() } else { format!("another build ({held})") },
         ),
