@@ -60,6 +60,13 @@ pub fn build_cross(
 }
 
 fn build_with(name: &str, target: &str, what: &str, cross: Option<&str>) -> Result<PathBuf> {
+    crate::buildlog::timed(
+        || format!("{name}/{target}{}", cross.map(|c| format!(" ({c})")).unwrap_or_default()),
+        || build_with_uncounted(name, target, what, cross),
+    )
+}
+
+fn build_with_uncounted(name: &str, target: &str, what: &str, cross: Option<&str>) -> Result<PathBuf> {
     let src = source_dir(name);
     let mut h = Sha256::new();
     if let Some(c) = cross {

@@ -222,6 +222,10 @@ pub fn fetch(req: &Request) -> Result<Fetched> {
 /// a series, or one named), cached like the amd64 ones under
 /// `<cache>/kernels/<release>`.
 pub fn fetch_for(req: &Request, arch: Arch) -> Result<Fetched> {
+    crate::buildlog::timed(|| format!("kernel package {req:?} {}", arch.debian()), || fetch_uncounted(req, arch))
+}
+
+fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     let mut fallback = None;
     let reference = arch.reference_package();
     let (package, want_version) = match req {

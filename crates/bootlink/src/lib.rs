@@ -8,6 +8,7 @@
 //! lab's.
 
 pub mod apply;
+pub mod buildlog;
 pub mod cbuild;
 pub mod compress;
 pub mod ddlink;

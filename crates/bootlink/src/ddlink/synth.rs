@@ -234,6 +234,13 @@ impl Manifest {
 /// until removed (the default case's is about 60 MB; a generator change makes new
 /// keys and leaves the old cases unused).
 pub fn build(spec: &SynthSpec, out_dir: Option<&Path>) -> Result<SynthCase> {
+    crate::buildlog::timed(
+        || format!("DDLink synthetic case {} libs x {} symbols", spec.libs, spec.symbols),
+        || build_case(spec, out_dir),
+    )
+}
+
+fn build_case(spec: &SynthSpec, out_dir: Option<&Path>) -> Result<SynthCase> {
     spec.check()?;
     let gcc = gcc_version()?;
     let key = spec.key(&gcc);

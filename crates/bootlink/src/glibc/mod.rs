@@ -130,6 +130,10 @@ fn done(keydir: &Path, key: &str) -> Option<Report> {
 
 /// Build (or find in the cache) Debian's glibc with the series.
 pub fn run(opts: &Options) -> Result<Report> {
+    crate::buildlog::timed(|| "glibc".to_string(), || build_or_find(opts))
+}
+
+fn build_or_find(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let series = Series::read(&opts.series)?;
     let cache = std::path::absolute(&opts.cache).map_err(|e| Error::io(&opts.cache, e))?;

@@ -381,6 +381,21 @@ fn default_line() -> String {
 
 /// Build (or find in the cache) the kernel.
 pub fn run(opts: &Options) -> Result<Report> {
+    crate::buildlog::timed(
+        || {
+            format!(
+                "kernel {} {}{}{}",
+                opts.line,
+                opts.arch.debian(),
+                if opts.lab_series.is_some() { " lab" } else { "" },
+                opts.flavours.iter().map(|f| format!(" {f}")).collect::<String>()
+            )
+        },
+        || build_or_find(opts),
+    )
+}
+
+fn build_or_find(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
     let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
     let (series, skipped) = Series::read_stacked(&opts.series, &lab)?.for_arch(opts.arch.kernel());

@@ -76,6 +76,10 @@ pub struct PythonBuild {
 
 /// The source (downloaded once), both builds and the layout, cached.
 pub fn build() -> Result<PythonBuild> {
+    crate::buildlog::timed(|| "CPython, plain and instrumented".to_string(), build_both)
+}
+
+fn build_both() -> Result<PythonBuild> {
     let runtime = crate::cbuild::build("trace", "bl-trace.o", "building the trace runtime (trace/)")?;
     let base = fsutil::cache_dir().join("order-python");
     let (version, dsc) = debsrc::download_newest(&base, PACKAGE)?;

@@ -127,6 +127,10 @@ fn cc(args: &[&std::ffi::OsStr], dir: &Path, what: &str) -> Result<()> {
 /// Generate and build the case (cached by the sources' content and the
 /// runtime's); `out` puts it in a directory of the caller's instead.
 pub fn build(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
+    crate::buildlog::timed(|| format!("order synthetic case {} functions", spec.functions), || build_case(spec, out))
+}
+
+fn build_case(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
     if spec.functions == 0 || spec.startup > spec.functions || spec.files == 0 || spec.files > spec.functions {
         return Err(Error::new(
             Kind::Usage,
