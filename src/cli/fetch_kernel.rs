@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use bootlink::{Error, fetch};
 
-use super::print_json;
+use super::emit;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,18 +32,6 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     if let Some(why) = &f.fallback {
         eprintln!("bootlink: note: {why}");
     }
-    if a.json {
-        print_json(&f);
-    } else {
-        println!("package   {} {}", f.package, f.version);
-        println!("release   {}", f.release);
-        if f.arch != fetch::Arch::Amd64 {
-            println!("arch      {}", f.arch.debian());
-        }
-        println!("vmlinuz   {}", f.vmlinuz.display());
-        println!("vmlinux   {}", f.vmlinux.display());
-        println!("config    {}", f.config.display());
-        println!("modules   {}", f.modules.display());
-    }
+    emit(&f, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use bootlink::{Error, inspect};
 
-use super::{exit, print_json};
+use super::{emit, exit};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,10 +35,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     }
     if report.modules.is_empty() {
         // nothing could be read: the errors above are the answer
-    } else if a.json {
-        print_json(&report);
     } else {
-        print!("{}", report.render(if a.all { None } else { Some(a.top) }));
+        emit(&inspect::Listed { report: &report, top: if a.all { None } else { Some(a.top) } }, a.json);
     }
     Ok(exit(report.errors.is_empty()))
 }

@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use bootlink::{Error, manifest};
 
-use super::{exit_for, print_json};
+use super::{emit, exit_for};
 
 #[derive(Subcommand)]
 pub enum Cmd {
@@ -80,51 +80,15 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
                     b.bzimage.display()
                 );
             }
-            if json {
-                print_json(&w);
-            } else if let Some(r) = &w.report {
-                println!(
-                    "{}: {} modules listed by their {} ({} of {} reserved bytes)",
-                    r.vmlinux.display(),
-                    r.modules,
-                    r.hash.name(),
-                    r.bytes,
-                    r.reserved
-                );
-                if let Some(i) = &w.image {
-                    println!("{}: its Image, with the same list", i.display());
-                }
-                if let Some(b) = &w.bzimage {
-                    println!(
-                        "{}: its bzImage ({} bytes; payload {} -> {} bytes; {} steps replayed from {})",
-                        b.bzimage.display(),
-                        b.bytes,
-                        b.payload_before,
-                        b.payload_after,
-                        b.steps.len(),
-                        b.tree.display()
-                    );
-                }
-                if let Some(cert) = &w.secure_boot_cert {
-                    println!(
-                        "{}: signed for Secure Boot by sbsign, checked with sbverify --cert {}",
-                        w.bzimage.as_ref().map(|b| b.bzimage.display().to_string()).unwrap_or_default(),
-                        cert.display()
-                    );
-                }
-            }
+            emit(&w, json);
             if !w.errors.is_empty() {
                 return Ok(exit_for(&w.errors.iter().map(|e| e.kind).collect::<Vec<_>>()));
             }
         }
         Cmd::Show { vmlinux, json } => {
             let m = manifest::read(&vmlinux)?.unwrap_or_default();
-            if json {
-                print_json(&m);
-            } else {
-                for d in &m.digests {
-                    println!("{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>());
-                }
+            emit(&m, json);
+            if !json {
                 eprintln!("{}: {} modules listed by their {}", vmlinux.display(), m.digests.len(), m.hash.name());
             }
         }

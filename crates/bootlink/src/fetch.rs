@@ -126,6 +126,23 @@ pub struct Fetched {
     pub fallback: Option<String>,
 }
 
+impl crate::report::Report for Fetched {
+    fn render(&self) -> String {
+        let mut s = format!("package   {} {}\nrelease   {}\n", self.package, self.version, self.release);
+        if self.arch != Arch::Amd64 {
+            s.push_str(&format!("arch      {}\n", self.arch.debian()));
+        }
+        s.push_str(&format!(
+            "vmlinuz   {}\nvmlinux   {}\nconfig    {}\nmodules   {}\n",
+            self.vmlinuz.display(),
+            self.vmlinux.display(),
+            self.config.display(),
+            self.modules.display()
+        ));
+        s
+    }
+}
+
 /// Run apt-get, apt-cache or dpkg-deb through the one host-tool runner,
 /// naming the Debian package that provides it.
 fn run(cmd: &mut Command, what: &str) -> Result<String> {

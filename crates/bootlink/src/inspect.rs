@@ -132,6 +132,22 @@ pub(crate) fn analyse(k: &KernelImage, mods: Vec<Result<Module>>) -> Report {
     Report { kernel: KernelSummary::of(k), totals: t, modules: rows, errors }
 }
 
+/// A report as `inspect` shows it: the text lists the `top` modules by cost
+/// (all of them with None); the JSON is the whole report.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct Listed<'a> {
+    pub report: &'a Report,
+    #[serde(skip)]
+    pub top: Option<usize>,
+}
+
+impl crate::report::Report for Listed<'_> {
+    fn render(&self) -> String {
+        self.report.render(self.top)
+    }
+}
+
 impl Report {
     /// The human report: kernel, the top modules (or all) in the
     /// Std/Preres form, totals, and any errors.

@@ -401,6 +401,46 @@ pub struct KernelSummary {
     pub gpl_exports: usize,
     pub kaslr: Kaslr,
     pub loader_features: LoaderFeatures,
+    /// Where the configuration was read from, if anywhere.
+    pub config_source: Option<String>,
+}
+
+impl crate::report::Report for KernelSummary {
+    fn render(&self) -> String {
+        format!(
+            "image     {}\nformat    {}\nrelease   {}\nvermagic  {}\nmachine   {}\nexports   {} ({} GPL-only)\n\
+             config    {}\nKASLR     {}\nloader    {}\n",
+            self.path.display(),
+            self.source,
+            self.release.as_deref().unwrap_or("unknown"),
+            self.vermagic.as_deref().unwrap_or("unknown"),
+            self.machine,
+            self.exports,
+            self.gpl_exports,
+            self.config_source.as_deref().unwrap_or("none found"),
+            self.kaslr.describe(),
+            self.loader_features.describe()
+        )
+    }
+}
+
+/// A kernel image's text is its export list, one line an export (address,
+/// CRC, kind, namespace, name), as `kernel-info --exports` prints it.
+impl crate::report::Report for KernelImage {
+    fn render(&self) -> String {
+        let mut s = String::new();
+        for e in &self.exports {
+            s.push_str(&format!(
+                "{:016x}\t0x{:08x}\t{}\t{}\t{}\n",
+                e.addr,
+                e.crc.unwrap_or(0),
+                if e.gpl { "EXPORT_SYMBOL_GPL" } else { "EXPORT_SYMBOL" },
+                e.namespace.as_deref().unwrap_or(""),
+                e.name
+            ));
+        }
+        s
+    }
 }
 
 impl KernelSummary {
@@ -415,6 +455,7 @@ impl KernelSummary {
             gpl_exports: k.gpl_exports(),
             kaslr: k.kaslr.clone(),
             loader_features: k.loader_features.clone(),
+            config_source: k.config_source.clone(),
         }
     }
 }

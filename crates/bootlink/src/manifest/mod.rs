@@ -105,6 +105,13 @@ pub struct Manifest {
     pub digests: Vec<Sha>,
 }
 
+/// A list's text: its digests in hex, one a line, in the list's order.
+impl crate::report::Report for Manifest {
+    fn render(&self) -> String {
+        self.digests.iter().map(|d| d.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n").collect()
+    }
+}
+
 fn hex_list<S: serde::Serializer>(d: &[Sha], s: S) -> std::result::Result<S::Ok, S::Error> {
     s.collect_seq(d.iter().map(|x| x.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }

@@ -55,6 +55,44 @@ pub struct WriteReport {
 /// ones are reported, not listed), list the rest, write the kernel, then its
 /// bzImage, signed when a key was given. Nothing is written when no module
 /// is left.
+impl crate::report::Report for WriteReport {
+    /// What was written, a line a file (nothing when no list was written:
+    /// the errors say why).
+    fn render(&self) -> String {
+        let Some(r) = &self.report else { return String::new() };
+        let mut s = format!(
+            "{}: {} modules listed by their {} ({} of {} reserved bytes)\n",
+            r.vmlinux.display(),
+            r.modules,
+            r.hash.name(),
+            r.bytes,
+            r.reserved
+        );
+        if let Some(i) = &self.image {
+            s.push_str(&format!("{}: its Image, with the same list\n", i.display()));
+        }
+        if let Some(b) = &self.bzimage {
+            s.push_str(&format!(
+                "{}: its bzImage ({} bytes; payload {} -> {} bytes; {} steps replayed from {})\n",
+                b.bzimage.display(),
+                b.bytes,
+                b.payload_before,
+                b.payload_after,
+                b.steps.len(),
+                b.tree.display()
+            ));
+        }
+        if let Some(cert) = &self.secure_boot_cert {
+            s.push_str(&format!(
+                "{}: signed for Secure Boot by sbsign, checked with sbverify --cert {}\n",
+                self.bzimage.as_ref().map(|b| b.bzimage.display().to_string()).unwrap_or_default(),
+                cert.display()
+            ));
+        }
+        s
+    }
+}
+
 pub fn write(req: &WriteRequest) -> Result<WriteReport> {
     // An arm64 vmlinux boots as the Image made from it: the kernel's
     // release, vermagic and machine are read from that Image.
