@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use bootlink::Error;
 use bootlink_lab::lab;
 
-use super::{exit, print_json};
+use super::{emit, exit};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -138,26 +138,11 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let sc = lab::setup::scenario(&req)?;
     if let Some(o) = lava {
         let report = bootlink_lab::lava::job::write(&sc, &o)?;
-        if a.json {
-            print_json(&report);
-        } else {
-            print!("{}", bootlink_lab::lava::job::render(&report));
-        }
+        emit(&report, a.json);
         return Ok(ExitCode::SUCCESS);
     }
     let run = lab::scenario::run(&sc)?;
     let checks = lab::setup::check(&run, sc.modules.len(), sc.trace);
-    if a.json {
-        print_json(&lab::setup::Report {
-            run_dir: &sc.out,
-            checks: &checks,
-            summary: bootlink_lab::run::summary(std::slice::from_ref(&run)),
-            tracing_overhead_pct: run.tracing_overhead_pct,
-            partial: run.partial,
-            userspace: bootlink_lab::run::userspace::tables(std::slice::from_ref(&run)),
-        });
-    } else {
-        print!("{}", lab::setup::render(&sc, &run, &checks));
-    }
+    emit(&lab::setup::Report::of(&sc, &run, &checks), a.json);
     Ok(exit(!run.partial && checks.problems.is_empty()))
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use bootlink::Error;
 use bootlink_lab::lava::import;
 
-use super::{exit, print_json};
+use super::{emit, exit};
 
 #[derive(clap::Subcommand)]
 pub enum Cmd {
@@ -46,11 +46,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
             for p in &r.problems {
                 eprintln!("bootlink: {p}");
             }
-            if a.json {
-                print_json(&r);
-            } else {
-                print!("{}", import::render(&r));
-            }
+            emit(&r, a.json);
             Ok(exit(r.problems.is_empty() && r.run_dir.is_some()))
         }
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use bootlink::Error;
 use bootlink_lab::lab;
 
-use super::print_json;
+use super::emit;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -54,10 +54,6 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         out: a.output,
     };
     let r = lab::survey::run(&opts)?;
-    if a.json {
-        print_json(&r);
-    } else {
-        print!("{}", lab::survey::render(&r));
-    }
+    emit(&r, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -539,10 +539,37 @@ pub struct Report<'a> {
     /// A program started under DDLink's ld.so: per series, its modes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub userspace: Vec<crate::run::userspace::UserTable>,
+    /// What ran (the text names it; the JSON has the run directory).
+    #[serde(skip)]
+    pub scenario: &'a Scenario,
+    #[serde(skip)]
+    pub run: &'a Run,
+}
+
+impl<'a> Report<'a> {
+    /// The report of a finished run and its checks.
+    pub fn of(sc: &'a Scenario, run: &'a Run, checks: &'a Checks) -> Report<'a> {
+        Report {
+            run_dir: &sc.out,
+            checks,
+            summary: crate::run::summary(std::slice::from_ref(run)),
+            tracing_overhead_pct: run.tracing_overhead_pct,
+            partial: run.partial,
+            userspace: crate::run::userspace::tables(std::slice::from_ref(run)),
+            scenario: sc,
+            run,
+        }
+    }
 }
 
 /// The human report: what ran, the before/after table, the checks.
-pub fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
+impl bootlink::report::Report for Report<'_> {
+    fn render(&self) -> String {
+        render(self.scenario, self.run, self.checks)
+    }
+}
+
+fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     let mut o = String::new();
     // The run's kernel, unless every variant names its own (then each
     // variant's line says which it boots).

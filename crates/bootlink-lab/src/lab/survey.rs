@@ -477,50 +477,53 @@ fn failure_reason(log: &str, dmesg: &str, name: &str) -> String {
 }
 
 /// The report as text: counts, the reasons grouped, the list file.
-pub fn render(r: &Report) -> String {
-    let mut o = format!(
-        "survey of {} modules ({}) on {} ({}), variant {} ({}): {} boots, {:.0} s\n",
-        r.surveyed,
-        r.modules_dir.display(),
-        r.kernel_release,
-        r.kernel.display(),
-        r.variant,
-        r.transform,
-        r.batches.len(),
-        r.wall_s
-    );
-    o.push_str(&format!(
-        "  loaded {}, insmod failed {}, needs a module that did not load {}, the guest died {}, unreadable {}\n",
-        r.loaded, r.failed, r.needs_failed, r.killed_guest, r.unreadable
-    ));
-    // The reasons, most common first (errno text without the kernel's lines).
-    let mut reasons: HashMap<String, Vec<&str>> = HashMap::new();
-    for m in &r.modules {
-        let key = match &m.outcome {
-            Outcome::Loaded => continue,
-            Outcome::Failed { reason } => format!("insmod: {}", reason.split(';').next().unwrap_or(reason)),
-            Outcome::NeedsFailed { .. } => "needs a module that did not load".to_string(),
-            Outcome::KilledGuest { fault } => format!("the guest died: {fault}"),
-            Outcome::Unreadable { .. } => "unreadable on the host".to_string(),
-        };
-        reasons.entry(key).or_default().push(&m.name);
-    }
-    let mut reasons: Vec<_> = reasons.into_iter().collect();
-    reasons.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
-    for (why, names) in reasons {
-        let shown: Vec<&str> = names.iter().take(6).copied().collect();
-        let more = if names.len() > 6 { format!(", {} more", names.len() - 6) } else { String::new() };
-        o.push_str(&format!("  {:>5}  {why}: {}{more}\n", names.len(), shown.join(", ")));
-    }
-    for b in &r.batches {
-        for out in &b.outputs {
-            if let Some(first) = out.lines().find(|l| !l.trim().is_empty()) {
-                o.push_str(&format!("  batch {}: {}\n", b.index + 1, first.trim()));
+impl bootlink::report::Report for Report {
+    fn render(&self) -> String {
+        let r = self;
+        let mut o = format!(
+            "survey of {} modules ({}) on {} ({}), variant {} ({}): {} boots, {:.0} s\n",
+            r.surveyed,
+            r.modules_dir.display(),
+            r.kernel_release,
+            r.kernel.display(),
+            r.variant,
+            r.transform,
+            r.batches.len(),
+            r.wall_s
+        );
+        o.push_str(&format!(
+            "  loaded {}, insmod failed {}, needs a module that did not load {}, the guest died {}, unreadable {}\n",
+            r.loaded, r.failed, r.needs_failed, r.killed_guest, r.unreadable
+        ));
+        // The reasons, most common first (errno text without the kernel's lines).
+        let mut reasons: HashMap<String, Vec<&str>> = HashMap::new();
+        for m in &r.modules {
+            let key = match &m.outcome {
+                Outcome::Loaded => continue,
+                Outcome::Failed { reason } => format!("insmod: {}", reason.split(';').next().unwrap_or(reason)),
+                Outcome::NeedsFailed { .. } => "needs a module that did not load".to_string(),
+                Outcome::KilledGuest { fault } => format!("the guest died: {fault}"),
+                Outcome::Unreadable { .. } => "unreadable on the host".to_string(),
+            };
+            reasons.entry(key).or_default().push(&m.name);
+        }
+        let mut reasons: Vec<_> = reasons.into_iter().collect();
+        reasons.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        for (why, names) in reasons {
+            let shown: Vec<&str> = names.iter().take(6).copied().collect();
+            let more = if names.len() > 6 { format!(", {} more", names.len() - 6) } else { String::new() };
+            o.push_str(&format!("  {:>5}  {why}: {}{more}\n", names.len(), shown.join(", ")));
+        }
+        for b in &r.batches {
+            for out in &b.outputs {
+                if let Some(first) = out.lines().find(|l| !l.trim().is_empty()) {
+                    o.push_str(&format!("  batch {}: {}\n", b.index + 1, first.trim()));
+                }
             }
         }
+        o.push_str(&format!("loadable modules, in load order: {}\n", r.loadable_list.display()));
+        o
     }
-    o.push_str(&format!("loadable modules, in load order: {}\n", r.loadable_list.display()));
-    o
 }
 
 #[cfg(test)]

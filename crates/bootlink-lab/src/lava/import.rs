@@ -58,30 +58,33 @@ pub struct Report {
 }
 
 /// What `bootlink lava import` prints.
-pub fn render(r: &Report) -> String {
-    let mut s = String::new();
-    for i in &r.imported {
-        s.push_str(&format!(
-            "{}: variant {} repetition {} (job {}, {}){}\n",
-            i.log.display(),
-            i.variant,
-            i.repetition + 1,
-            i.job,
-            i.timing,
-            i.failure.as_ref().map(|f| format!(": {f}")).unwrap_or_default()
-        ));
+impl bootlink::report::Report for Report {
+    fn render(&self) -> String {
+        let r = self;
+        let mut s = String::new();
+        for i in &r.imported {
+            s.push_str(&format!(
+                "{}: variant {} repetition {} (job {}, {}){}\n",
+                i.log.display(),
+                i.variant,
+                i.repetition + 1,
+                i.job,
+                i.timing,
+                i.failure.as_ref().map(|f| format!(": {f}")).unwrap_or_default()
+            ));
+        }
+        match &r.run_dir {
+            Some(d) => s.push_str(&format!(
+                "{} of {} log(s) imported (device type {}); run: {}\n",
+                r.imported.len(),
+                r.imported.len() + r.problems.len(),
+                r.device_type,
+                d.display()
+            )),
+            None => s.push_str(&format!("no log imported ({} refused); nothing written\n", r.problems.len())),
+        }
+        s
     }
-    match &r.run_dir {
-        Some(d) => s.push_str(&format!(
-            "{} of {} log(s) imported (device type {}); run: {}\n",
-            r.imported.len(),
-            r.imported.len() + r.problems.len(),
-            r.device_type,
-            d.display()
-        )),
-        None => s.push_str(&format!("no log imported ({} refused); nothing written\n", r.problems.len())),
-    }
-    s
 }
 
 /// What a log says, read.

@@ -540,27 +540,32 @@ fn qemu_device_dictionary(sc: &Scenario, extra: &[String]) -> String {
 }
 
 /// What `--lava` prints: the jobs and how to run them.
-pub fn render(r: &Report) -> String {
-    let mut s = format!(
-        "{} LAVA job(s) for device type {} (boot method {}, timing {}) in {}\n",
-        r.jobs.len(),
-        r.device_type,
-        r.boot_method,
-        r.timing,
-        r.dir.display()
-    );
-    for j in &r.jobs {
-        s.push_str(&format!("  {}\n", j.display()));
+impl bootlink::report::Report for Report {
+    fn render(&self) -> String {
+        let r = self;
+        let mut s = format!(
+            "{} LAVA job(s) for device type {} (boot method {}, timing {}) in {}\n",
+            r.jobs.len(),
+            r.device_type,
+            r.boot_method,
+            r.timing,
+            r.dir.display()
+        );
+        for j in &r.jobs {
+            s.push_str(&format!("  {}\n", j.display()));
+        }
+        match &r.device {
+            Some(d) => s.push_str(&format!(
+                "without a server: lava-run --device {} --job-id N --output-dir OUT JOB.yaml 2> N.yaml\n",
+                d.display()
+            )),
+            None => {
+                s.push_str("submit: lavacli jobs submit JOB.yaml (the artifacts' URLs must reach the dispatcher)\n")
+            }
+        }
+        s.push_str(&format!("then: bootlink lava import --jobs {} LOGS... -o RUNDIR\n", r.dir.display()));
+        s
     }
-    match &r.device {
-        Some(d) => s.push_str(&format!(
-            "without a server: lava-run --device {} --job-id N --output-dir OUT JOB.yaml 2> N.yaml\n",
-            d.display()
-        )),
-        None => s.push_str("submit: lavacli jobs submit JOB.yaml (the artifacts' URLs must reach the dispatcher)\n"),
-    }
-    s.push_str(&format!("then: bootlink lava import --jobs {} LOGS... -o RUNDIR\n", r.dir.display()));
-    s
 }
 
 /// A jobs directory's manifest.

@@ -21,6 +21,7 @@
 //! it before the root's /init.
 
 mod svg;
+mod text;
 
 use std::path::{Path, PathBuf};
 
