@@ -9,7 +9,7 @@ use bootlink::ddlink::request::{CacheRequest, MeasureRequest};
 use bootlink::ddlink::run::Program;
 use bootlink::{Error, ddlink, glibc};
 
-use super::{emit, exit, print_json};
+use super::{emit, exit};
 
 /// A program run under the patched loader with a cache.
 #[derive(clap::Args)]
@@ -189,18 +189,7 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Synth { libs, symbols, seed, out, json } => {
             let spec = ddlink::synth::SynthSpec { libs, symbols, seed };
             let case = ddlink::synth::build(&spec, out.as_deref())?;
-            if json {
-                print_json(&case);
-            } else {
-                println!(
-                    "{}: {} libraries, {} symbols, ~{} lookups at startup{}",
-                    case.program.display(),
-                    case.libs.len(),
-                    case.symbols,
-                    case.expected_lookups,
-                    if case.from_cache { " (cached)" } else { "" }
-                );
-            }
+            emit(&case, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Status(CacheRun { loader, cache, overlay, json, program }) => {

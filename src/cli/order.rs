@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use bootlink::{Error, order};
 
-use super::{emit, exit, print_json};
+use super::{emit, exit};
 
 /// A startup trace and the binaries it is read against.
 #[derive(clap::Args)]
@@ -128,34 +128,12 @@ pub fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         }
         Cmd::Record { output, json, command } => {
             let r = order::record(&command, &output)?;
-            if json {
-                print_json(&r);
-            } else {
-                println!(
-                    "{}: {} functions in first-call order ({} blocks translated) -> {}",
-                    command[0],
-                    r.functions,
-                    r.blocks,
-                    output.display()
-                );
-            }
+            emit(&r, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Data { output, json, command } => {
             let r = order::data::record_command(&command, &output)?;
-            if json {
-                print_json(&r);
-            } else {
-                println!(
-                    "{}: {} data objects in first-touch order ({} bytes; {} of {} touched pages outside any object) -> {}",
-                    command[0],
-                    r.touched.order.len(),
-                    r.touched.bytes,
-                    r.touched.pages_outside_objects,
-                    r.touched.pages,
-                    r.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
-                );
-            }
+            emit(&r, json);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Python { json } => {

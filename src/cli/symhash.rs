@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use bootlink::error::Kind;
 use bootlink::{Error, kernel, symhash};
 
-use super::{Rewrite, Signing, print_batch, print_json};
+use super::{Rewrite, Signing, emit, print_batch};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -45,18 +45,7 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     if let Some(v) = a.vmlinux {
         let r = symhash::fill_vmlinux(&v)?;
-        if a.json {
-            print_json(&r);
-        } else {
-            println!(
-                "{}: {} + {} GPL exports, tables {} of {} reserved bytes",
-                v.display(),
-                r.exports,
-                r.gpl_exports,
-                r.table_bytes,
-                r.reserved_bytes
-            );
-        }
+        emit(&r, a.json);
         return Ok(ExitCode::SUCCESS);
     }
     let kernel = a.kernel.expect("clap requires --kernel or --vmlinux");

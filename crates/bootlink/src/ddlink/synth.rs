@@ -183,6 +183,19 @@ pub struct SynthCase {
     pub from_cache: bool,
 }
 
+impl crate::report::Report for SynthCase {
+    fn render(&self) -> String {
+        format!(
+            "{}: {} libraries, {} symbols, ~{} lookups at startup{}\n",
+            self.program.display(),
+            self.libs.len(),
+            self.symbols,
+            self.expected_lookups,
+            if self.from_cache { " (cached)" } else { "" }
+        )
+    }
+}
+
 /// `synth.json`: everything a case is, without the directory it is in.
 #[derive(Debug, Serialize, Deserialize)]
 struct Manifest {

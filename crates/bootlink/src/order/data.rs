@@ -480,6 +480,23 @@ pub struct DataReport {
     pub touched: Touched,
     /// order.ld, order.gold and order.lld.
     pub files: Vec<PathBuf>,
+    /// The program run (the text names it).
+    #[serde(skip)]
+    pub program: PathBuf,
+}
+
+impl crate::report::Report for DataReport {
+    fn render(&self) -> String {
+        format!(
+            "{}: {} data objects in first-touch order ({} bytes; {} of {} touched pages outside any object) -> {}\n",
+            self.program.display(),
+            self.touched.order.len(),
+            self.touched.bytes,
+            self.touched.pages_outside_objects,
+            self.touched.pages,
+            self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    }
 }
 
 /// `bootlink order data`: `command` (a program and its arguments) run once
@@ -502,7 +519,7 @@ pub fn record_command(command: &[String], output: &Path) -> Result<DataReport> {
         crate::fsutil::write_atomic(&p, text.as_bytes())?;
         written.push(p);
     }
-    Ok(DataReport { touched, files: written })
+    Ok(DataReport { touched, files: written, program })
 }
 
 /// GNU ld: one `SECTIONS { NAME.bootlink_order : {...} } INSERT BEFORE NAME;` per output section.

@@ -85,6 +85,21 @@ pub struct RecordReport {
     pub blocks: usize,
     pub functions: usize,
     pub trace: PathBuf,
+    /// The program traced (the text names it).
+    #[serde(skip)]
+    pub program: PathBuf,
+}
+
+impl crate::report::Report for RecordReport {
+    fn render(&self) -> String {
+        format!(
+            "{}: {} functions in first-call order ({} blocks translated) -> {}\n",
+            self.program.display(),
+            self.functions,
+            self.blocks,
+            self.trace.display()
+        )
+    }
 }
 
 /// Record a start-up trace of `command` (program and arguments) under
@@ -93,5 +108,5 @@ pub fn record(command: &[String], output: &std::path::Path) -> Result<RecordRepo
     let program = PathBuf::from(command.first().map(String::as_str).unwrap_or_default());
     let args = command.get(1..).unwrap_or_default();
     let (functions, blocks) = crate::order::qemu::record(&program, args, None, output)?;
-    Ok(RecordReport { blocks, functions, trace: output.to_path_buf() })
+    Ok(RecordReport { blocks, functions, trace: output.to_path_buf(), program })
 }

@@ -23,6 +23,22 @@ pub struct VmlinuxResult {
     pub gpl_exports: usize,
     pub table_bytes: usize,
     pub reserved_bytes: usize,
+    /// The vmlinux filled (the text names it).
+    #[serde(skip)]
+    pub path: std::path::PathBuf,
+}
+
+impl crate::report::Report for VmlinuxResult {
+    fn render(&self) -> String {
+        format!(
+            "{}: {} + {} GPL exports, tables {} of {} reserved bytes\n",
+            self.path.display(),
+            self.exports,
+            self.gpl_exports,
+            self.table_bytes,
+            self.reserved_bytes
+        )
+    }
 }
 
 /// Fill `path`'s reserved section with tables for its export tables
@@ -64,5 +80,11 @@ pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
         .and_then(|t| t.verify([&plain, &gpl]))
         .map_err(|e| Error::file(Kind::Internal, path, format!("internal error: written tables: {e}")).because(e))?;
     fsutil::write_atomic(path, &data)?;
-    Ok(VmlinuxResult { exports: plain.len(), gpl_exports: gpl.len(), table_bytes: blob.len(), reserved_bytes: size })
+    Ok(VmlinuxResult {
+        exports: plain.len(),
+        gpl_exports: gpl.len(),
+        table_bytes: blob.len(),
+        reserved_bytes: size,
+        path: path.to_path_buf(),
+    })
 }
