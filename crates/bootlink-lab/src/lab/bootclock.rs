@@ -73,16 +73,29 @@ pub fn parse(dmesg: &str) -> Option<BootClock> {
 pub fn describe(image: &Path) -> Result<BootImage> {
     let data = bootlink::fsutil::map_file(image)?;
     let file_bytes = data.len() as u64;
-    if data.starts_with(&object::elf::ELFMAG) {
-        let elf = bootlink::elf::Elf::parse(&data, bootlink::elf::Want::Executable).map_err(|e| e.at(image))?;
-        let read_bytes = elf.loadable_bytes().map_err(|e| e.at(image))?;
-        return Ok(BootImage { kind: "vmlinux".into(), compression: "none".into(), file_bytes, read_bytes });
-    }
-    if bootlink::kernel::arm64::header(&data).is_some() {
-        return Ok(BootImage { kind: "Image".into(), compression: "none".into(), file_bytes, read_bytes: file_bytes });
-    }
-    if bootlink::kernel::arm64::is_gzip_image(&data) {
-        return Ok(BootImage { kind: "Image".into(), compression: "gzip".into(), file_bytes, read_bytes: file_bytes });
+    match bootlink::kernel::ImageKind::detect(&data) {
+        bootlink::kernel::ImageKind::Elf => {
+            let elf = bootlink::elf::Elf::parse(&data, bootlink::elf::Want::Executable).map_err(|e| e.at(image))?;
+            let read_bytes = elf.loadable_bytes().map_err(|e| e.at(image))?;
+            return Ok(BootImage { kind: "vmlinux".into(), compression: "none".into(), file_bytes, read_bytes });
+        }
+        bootlink::kernel::ImageKind::Arm64Image => {
+            return Ok(BootImage {
+                kind: "Image".into(),
+                compression: "none".into(),
+                file_bytes,
+                read_bytes: file_bytes,
+            });
+        }
+        bootlink::kernel::ImageKind::Arm64ImageGz => {
+            return Ok(BootImage {
+                kind: "Image".into(),
+                compression: "gzip".into(),
+                file_bytes,
+                read_bytes: file_bytes,
+            });
+        }
+        _ => {}
     }
     let payload = bootlink::kernel::bzimage_payload_bytes(&data)
         .map_err(|e| e.at(image))?

@@ -83,6 +83,48 @@ pub struct KernelImage {
     pub config: Option<KernelConfig>,
 }
 
+/// What a kernel image file is, from its bytes: the one detect step every
+/// command that takes a kernel image goes through (`KernelImage::open`,
+/// `extract-vmlinux`, the lab's boot-image reader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageKind {
+    /// An ELF file (a vmlinux, or an ELF of another kind the caller refuses).
+    Elf,
+    /// A System.map (exports come from it and Module.symvers beside it).
+    SystemMap,
+    /// An arm64 Image, raw (Debian's arm64 vmlinuz is one).
+    Arm64Image,
+    /// An arm64 Image compressed with gzip (Image.gz).
+    Arm64ImageGz,
+    /// An x86 boot image with the "HdrS" boot header.
+    BzImage,
+    /// Anything else: a compressed vmlinux, another boot wrapper, or not a
+    /// kernel at all (the reader searches for an embedded vmlinux).
+    Other,
+}
+
+impl ImageKind {
+    pub fn detect(data: &[u8]) -> ImageKind {
+        if data.starts_with(&object::elf::ELFMAG) {
+            ImageKind::Elf
+        } else if sysmap::looks_like_system_map(data) {
+            ImageKind::SystemMap
+        } else if arm64::header(data).is_some() {
+            ImageKind::Arm64Image
+        } else if arm64::is_gzip_image(data) {
+            ImageKind::Arm64ImageGz
+        } else if data.get(BZIMAGE_MAGIC_OFFSET..BZIMAGE_MAGIC_OFFSET + 4) == Some(b"HdrS") {
+            ImageKind::BzImage
+        } else {
+            ImageKind::Other
+        }
+    }
+
+    pub fn is_arm64(self) -> bool {
+        matches!(self, ImageKind::Arm64Image | ImageKind::Arm64ImageGz)
+    }
+}
+
 /// A decompressed (or mapped) vmlinux and how it was found.
 pub struct Vmlinux {
     pub data: fsutil::Bytes,
@@ -98,13 +140,14 @@ const BZIMAGE_MAGIC_OFFSET: usize = 0x202;
 
 /// Locate the vmlinux ELF inside `data` (which may itself be it).
 pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
-    if data.starts_with(&object::elf::ELFMAG) {
+    let kind = ImageKind::detect(&data);
+    if kind == ImageKind::Elf {
         return Ok(Vmlinux { data, source: Source::Vmlinux });
     }
     if let Some(v) = bzimage_payload(&data)? {
         return Ok(v);
     }
-    if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+    if kind.is_arm64() {
         return Err(Error::new(
             Kind::Unsupported,
             "an arm64 Image holds no ELF vmlinux (it is the kernel's raw binary); bootlink reads its exports from the Image itself",
@@ -193,10 +236,11 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
 /// and an error for anything else.
 pub fn arm64_image(path: &Path) -> Result<Option<Vec<u8>>> {
     let data = fsutil::map_file(path)?;
-    if arm64::header(&data).is_some() {
+    let kind = ImageKind::detect(&data);
+    if kind == ImageKind::Arm64Image {
         return Ok(None);
     }
-    if arm64::is_gzip_image(&data) {
+    if kind == ImageKind::Arm64ImageGz {
         return compress::decompress(&data, Compression::Gzip, data.len() * 4).map(Some).map_err(|e| e.at(path));
     }
     Err(corrupt("not an arm64 Image: no \"ARM\\x64\" magic at 0x38, and not a gzip-compressed one").at(path))
@@ -222,14 +266,15 @@ impl KernelImage {
             return Self::open_dir(path, config);
         }
         let data = fsutil::map_file(path)?;
-        if sysmap::looks_like_system_map(&data) {
+        let kind = ImageKind::detect(&data);
+        if kind == ImageKind::SystemMap {
             let symvers = path.with_file_name("Module.symvers");
             return sysmap::open(path, &symvers, config);
         }
-        if arm64::header(&data).is_some() || arm64::is_gzip_image(&data) {
+        if kind.is_arm64() {
             return arm64::open(path, &data, config);
         }
-        let v = if data.starts_with(&object::elf::ELFMAG) {
+        let v = if kind == ImageKind::Elf {
             Vmlinux { data, source: Source::Vmlinux }
         } else {
             imagecache::vmlinux(&data).map_err(|e| e.at(path))?
