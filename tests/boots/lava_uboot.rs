@@ -19,6 +19,9 @@
 //! firmware, a virtio NIC on QEMU's user network whose built-in TFTP
 //! server serves the directory LAVA deploys into, and the serial line to
 //! the console listener LAVA connected to.
+//!
+//! run-tests: alone (U-Boot's TFTP transfer and LAVA's timeouts run on
+//! the host's clock).
 
 use crate::common;
 

@@ -10,6 +10,9 @@
 //!   worker killed mid-load, a timeout, a built-in module, a module already
 //!   live; and a module whose init requests its own alias through a
 //!   modprobe that loads the same file again, which must not deadlock.
+//!
+//! run-tests: alone (realtime guests with four vCPUs race duplicate
+//! requests, and a loader timeout is checked against the host's clock).
 
 use crate::common;
 

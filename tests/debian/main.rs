@@ -22,7 +22,6 @@ mod inspect_arm64;
 mod inspect_real;
 mod lava;
 mod manifest_signing;
-mod order_python;
 mod preresolve;
 mod preresolve_arm64;
 mod symhash;

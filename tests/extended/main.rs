@@ -1,4 +1,5 @@
-//! The extended tier (`make test-extended`): kernel configs, a blacklist build, Buildroot, Debian-config builds, the arm64 cross build.
+//! The extended tier (`make test-extended`): kernel configs, a blacklist build, Buildroot, Debian-config builds, the arm64 cross build,
+//! CPython's reordering (its own build, which no other test needs).
 //!
 //! One test binary for the tier (one link step instead of one per file);
 //! each module is a former test file, and scripts/run-tests runs them one
@@ -12,3 +13,5 @@ mod kernel_build_arm64;
 mod kernel_configs;
 mod kernel_debian_config;
 mod manifest_blacklist;
+mod order_python;
+mod order_python_boot;

@@ -1,5 +1,5 @@
-//! The reordering's real program (tier 2: Debian's python3.11 source, gcc,
-//! binutils, lld, BOLT; no QEMU): `bootlink order python` builds CPython
+//! The reordering's real program (the extended tier, where CPython's build
+//! is: Debian's python3.11 source, gcc, binutils, lld, BOLT; no QEMU): `bootlink order python` builds CPython
 //! 3.11 plain and instrumented (cached), traces its start-up in the
 //! installed layout, orders it, relinks it with GNU ld, gold and lld and
 //! rewrites it with BOLT; every build prints what the plain one prints, and
