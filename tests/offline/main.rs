@@ -9,6 +9,7 @@ mod common;
 
 mod cli_reference;
 mod damaged;
+mod docs_check;
 mod ddlink_offline;
 mod ddlink_synth;
 mod glibc_offline;
