@@ -152,14 +152,14 @@ fn run(cmd: &mut Command, what: &str) -> Result<String> {
 
 /// The candidate version apt would download for a package, if any.
 fn candidate(package: &str) -> Option<String> {
-    let out = Command::new("apt-cache").args(["policy", package]).output().ok()?;
+    let out = crate::hosttool::apt_cache().args(["policy", package]).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let v = text.lines().find_map(|l| l.trim().strip_prefix("Candidate:"))?.trim().to_string();
     (v != "(none)" && !v.is_empty()).then_some(v)
 }
 
 fn has_version(package: &str, version: &str) -> bool {
-    Command::new("apt-cache")
+    crate::hosttool::apt_cache()
         .args(["show", &format!("{package}={version}")])
         .output()
         .map(|o| o.status.success())
@@ -179,7 +179,7 @@ fn version_key(name: &str) -> Vec<u64> {
 /// The newest generic image package of a series for `arch`.
 fn newest_in_series(series: &str, arch: Arch) -> Result<String> {
     let list = |_: ()| {
-        run(Command::new("apt-cache").args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames")
+        run(crate::hosttool::apt_cache().args(["pkgnames", &format!("linux-image-{series}")]), "apt-cache pkgnames")
     };
     let mut names = list(())?;
     if names.trim().is_empty() {
@@ -242,9 +242,26 @@ pub fn fetch_for(req: &Request, arch: Arch) -> Result<Fetched> {
     crate::buildlog::timed(|| format!("kernel package {req:?} {}", arch.debian()), || fetch_uncounted(req, arch))
 }
 
+/// The package unpacked under `<cache>/kernels/<release>`, when it is
+/// `version` (any version if None) of `arch`.
+fn cached(package: &str, version: Option<&str>, arch: Arch) -> Option<Fetched> {
+    let marker = fsutil::cache_dir().join("kernels").join(release_of(package)).join("bootlink-fetched.json");
+    let text = std::fs::read_to_string(&marker).ok()?;
+    let f = serde_json::from_str::<Fetched>(&text).ok()?;
+    (version.is_none_or(|v| v == f.version) && f.arch == arch && f.vmlinux.is_file()).then_some(f)
+}
+
 fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     let mut fallback = None;
     let reference = arch.reference_package();
+    // The reference package's exact version, once unpacked, is what every
+    // later request gets, without asking apt (two apt-cache calls: seconds
+    // each, and every lab run and test asks).
+    if matches!(req, Request::Reference)
+        && let Some(f) = cached(&reference, Some(REFERENCE_VERSION), arch)
+    {
+        return Ok(f);
+    }
     let (package, want_version) = match req {
         Request::Package(p) => match p.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
@@ -269,13 +286,7 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     let release = release_of(&package);
     let cache = fsutil::cache_dir();
     let dir = cache.join("kernels").join(&release);
-    let marker = dir.join("bootlink-fetched.json");
-    if let Ok(text) = std::fs::read_to_string(&marker)
-        && let Ok(mut f) = serde_json::from_str::<Fetched>(&text)
-        && want_version.as_ref().is_none_or(|v| *v == f.version)
-        && f.arch == arch
-        && f.vmlinux.is_file()
-    {
+    if let Some(mut f) = cached(&package, want_version.as_deref(), arch) {
         f.fallback = fallback;
         return Ok(f);
     }

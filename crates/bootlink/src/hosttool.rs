@@ -104,3 +104,45 @@ mod tests {
         }
     }
 }
+
+/// `apt-cache` with its binary caches kept in bootlink's cache directory
+/// (`<cache>/apt/`). Debian's container images turn those caches off
+/// (`Dir::Cache::pkgcache ""`), and then every call parses all package
+/// lists again: about a second of CPU, where a kept cache answers in a
+/// tenth. apt rebuilds a kept cache when the lists change and writes it
+/// to a temporary file renamed into place, so processes may share it.
+/// Without a cache directory (it cannot be made) apt's own setting stays.
+pub fn apt_cache() -> Command {
+    let mut cmd = Command::new("apt-cache");
+    let dir = crate::fsutil::cache_dir().join("apt");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        cmd.arg("-o").arg(format!("Dir::Cache::pkgcache={}", dir.join("pkgcache.bin").display()));
+        cmd.arg("-o").arg(format!("Dir::Cache::srcpkgcache={}", dir.join("srcpkgcache.bin").display()));
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod apt_tests {
+    /// The kept caches sit in bootlink's cache directory, and apt answers
+    /// through them as without them.
+    #[test]
+    fn apt_cache_keeps_its_binary_caches_in_bootlinks_cache() {
+        let cmd = super::apt_cache();
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let dir = crate::fsutil::cache_dir().join("apt");
+        assert_eq!(
+            args,
+            [
+                "-o".to_string(),
+                format!("Dir::Cache::pkgcache={}/pkgcache.bin", dir.display()),
+                "-o".to_string(),
+                format!("Dir::Cache::srcpkgcache={}/srcpkgcache.bin", dir.display()),
+            ]
+        );
+        let kept = super::apt_cache().args(["policy", "dpkg"]).output().unwrap();
+        let plain = std::process::Command::new("apt-cache").args(["policy", "dpkg"]).output().unwrap();
+        assert!(kept.status.success(), "{}", String::from_utf8_lossy(&kept.stderr));
+        assert_eq!(String::from_utf8_lossy(&kept.stdout), String::from_utf8_lossy(&plain.stdout));
+    }
+}

@@ -24,7 +24,7 @@ pub(crate) fn spec(package: &str, arch: Arch) -> String {
 /// The version apt would download, if apt knows the package.
 pub(crate) fn candidate(package: &str, arch: Arch) -> Result<Option<String>> {
     let spec = spec(package, arch);
-    let out = run_tool(Command::new("apt-cache").args(["policy", &spec]), &format!("finding {spec}"), "apt")?;
+    let out = run_tool(bootlink::hosttool::apt_cache().args(["policy", &spec]), &format!("finding {spec}"), "apt")?;
     Ok(out
         .lines()
         .find_map(|l| l.trim().strip_prefix("Candidate:"))
