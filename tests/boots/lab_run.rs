@@ -1,10 +1,12 @@
 //! `bootlink lab` end to end, through the binary: the 194-module set of
 //! MEASURED.md on the reference Debian 6.1 kernel, variants stock,
-//! unsigned, preresolved (SHN_ABS) and folded (--fold-symbols), two
-//! deterministic repetitions each, plus one untraced boot for the tracing
-//! overhead. One run (~9 boots) is shared by
-//! the tests of this file; each checks one thing the issue asks the lab to
-//! show, and prints what it compared.
+//! unsigned, preresolved (SHN_ABS) and folded (--fold-symbols), one
+//! deterministic boot each (booted two at a time, `--jobs 2`), plus one
+//! untraced boot for the tracing overhead. That run (5 boots) is shared by
+//! the tests of this file, and a second run boots stock alone (`--jobs 1`)
+//! for the determinism: the same boot, alone or beside others, in another
+//! run, measures the same. Each test checks one thing the issue asks the
+//! lab to show, and prints what it compared.
 
 use crate::common;
 
@@ -17,7 +19,7 @@ use bootlink::kmod::{self as modset, ModTree};
 use bootlink_lab::run::results::{Repetition, Run};
 
 const SET: &str = "fs-nls-crypto-net-194";
-const REPS: usize = 2;
+const REPS: usize = 1;
 const VARIANTS: &[&str] = &["stock", "unsigned", "preresolved", "folded"];
 
 struct Lab {
@@ -35,7 +37,7 @@ fn lab() -> &'static Lab {
         let dir = common::tmpdir("lab194").keep().join("run");
         let t0 = std::time::Instant::now();
         let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-            vec![&"lab", &"--set", &SET, &"-n", &"2", &"--measure-overhead"];
+            vec![&"lab", &"--set", &SET, &"-n", &"1", &"--jobs", &"2", &"--measure-overhead"];
         for v in VARIANTS {
             args.push(&"--variant");
             args.push(v);
@@ -56,6 +58,20 @@ fn lab() -> &'static Lab {
             undefined.insert(e.name.clone(), m.undefined.len());
         }
         Lab { dir, out, run, undefined }
+    })
+}
+
+/// Stock booted again, alone (`--jobs 1`), in a run of its own.
+fn alone() -> &'static (PathBuf, Run) {
+    static A: OnceLock<(PathBuf, Run)> = OnceLock::new();
+    A.get_or_init(|| {
+        let dir = common::tmpdir("lab194-alone").keep().join("run");
+        let t0 = std::time::Instant::now();
+        let o = common::run(&[&"lab", &"--set", &SET, &"--variant", &"stock", &"--jobs", &"1", &"-o", &dir]);
+        assert!(o.status.success(), "{}\n{}", common::stdout(&o), common::stderr(&o));
+        println!("bootlink lab (stock alone): {:.0} s wall", t0.elapsed().as_secs_f64());
+        let run: Run = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        (dir, run)
     })
 }
 
@@ -115,7 +131,9 @@ fn every_module_of_the_set_loads_with_its_phases() {
 /// Two boots of the same variant in deterministic mode measure the same:
 /// -icount on the pinned guest CPU (`Target::x86_64().cpu_model`) leaves nothing to
 /// chance, so every figure — the totals, and each module's load time and
-/// each of its phases — agrees within 0.1 % (docs/reproducibility.md).
+/// each of its phases — agrees within 0.1 % (docs/reproducibility.md)
+/// between stock in the shared run and stock booted alone in a run of its
+/// own.
 #[test]
 fn deterministic_repetitions_agree() {
     const TOLERANCE_PCT: f64 = 0.1;
@@ -136,9 +154,9 @@ fn deterministic_repetitions_agree() {
         }
         assert!(d(x, y) <= TOLERANCE_PCT, "{what}: {x} us vs {y} us ({:.3} %)", d(x, y));
     };
-    for v in VARIANTS {
-        let reps = variant(&l.run, v);
-        let (a, b) = (&reps[0], &reps[1]);
+    let (_, again) = alone();
+    for v in ["stock"] {
+        let (a, b) = (&variant(&l.run, v)[0], &variant(again, v)[0]);
         let (ta, tb) = (total(a), total(b));
         println!("{v}: total load time {ta:.0} us vs {tb:.0} us ({:.4} %)", d(ta, tb));
         check(format!("{v}: total load time"), ta, tb);
@@ -504,53 +522,36 @@ fn a_variant_runs_a_dynamic_program_in_the_guest() {
 }
 
 /// Boots run at once (`--jobs 2`) measure what boots run one at a time
-/// measure: deterministic guest time is the guest's instructions, so each
-/// console log is the same byte for byte, and the record holds the same
-/// boots in the same order (only the host's wall time differs). Realtime
-/// runs refuse more than one job.
+/// measure: deterministic guest time is the guest's instructions, so the
+/// stock boot's console log in the shared run (four variants and the
+/// overhead boot, two at a time) is the same byte for byte as stock's
+/// booted alone in a run of its own, and the records of that boot are the
+/// same (only the host's wall time differs). Realtime runs refuse more
+/// than one job.
 #[test]
 fn boots_at_once_measure_what_boots_one_at_a_time_measure() {
-    let dir = common::tmpdir("lab-jobs");
-    let mut runs = Vec::new();
-    for jobs in ["1", "2"] {
-        let out = dir.join(format!("j{jobs}"));
-        let t0 = std::time::Instant::now();
-        let o = common::run(&[
-            &"lab",
-            &"vfat",
-            &"sctp",
-            &"--variant",
-            &"stock",
-            &"--variant",
-            &"unsigned",
-            &"--jobs",
-            &jobs,
-            &"-o",
-            &out,
-        ]);
-        assert!(o.status.success(), "--jobs {jobs}: {}", common::stderr(&o));
-        println!("--jobs {jobs}: 2 boots in {:.0} s wall", t0.elapsed().as_secs_f64());
-        let mut run: Run = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
-        for v in &mut run.variants {
-            for r in &mut v.repetitions {
-                r.boot_wall_s = 0.0;
-            }
-        }
-        runs.push((out, run));
+    let l = lab();
+    let (dir, again) = alone();
+    let (a, b) = (&variant(&l.run, "stock")[0], &variant(again, "stock")[0]);
+    let (la, lb) = (std::fs::read(l.dir.join(&a.log)).unwrap(), std::fs::read(dir.join(&b.log)).unwrap());
+    assert!(
+        la == lb,
+        "stock's console log differs between --jobs 2 ({}) and --jobs 1 ({})",
+        a.log.display(),
+        b.log.display()
+    );
+    let mut ra = serde_json::to_value(a).unwrap();
+    let mut rb = serde_json::to_value(b).unwrap();
+    for r in [&mut ra, &mut rb] {
+        r["boot_wall_s"] = serde_json::Value::Null;
     }
-    let ((d1, r1), (d2, r2)) = (&runs[0], &runs[1]);
-    let mut logs = 0;
-    for v in &r1.variants {
-        for r in &v.repetitions {
-            let (a, b) = (std::fs::read(d1.join(&r.log)).unwrap(), std::fs::read(d2.join(&r.log)).unwrap());
-            assert!(a == b, "{} differs between --jobs 1 and --jobs 2", r.log.display());
-            logs += 1;
-        }
-    }
-    assert_eq!(logs, 2);
-    assert_eq!(serde_json::to_value(&r1.variants).unwrap(), serde_json::to_value(&r2.variants).unwrap());
-    println!("{logs} console logs the same byte for byte, and the records equal");
+    assert_eq!(ra, rb, "stock's record differs between --jobs 2 and --jobs 1");
+    println!(
+        "stock's console log ({} bytes) the same byte for byte at --jobs 2 and --jobs 1, and its record",
+        la.len()
+    );
 
+    let dir = common::tmpdir("lab-jobs");
     let rt = dir.join("rt");
     lab_fails(&[&"lab", &"vfat", &"--realtime", &"--jobs", &"2", &"-o", &rt], "--jobs 2 needs the deterministic clock");
     lab_fails(&[&"lab", &"vfat", &"--jobs", &"0", &"-o", &rt], "--jobs must be at least 1");
