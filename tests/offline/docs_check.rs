@@ -78,10 +78,11 @@ fn kernel_patches_are_cited_by_name() {
     let o = check(ok.path());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 
-    // Every numbered form, one line each, and one cut by a line break.
+    // Every numbered form, one line each, one cut by a line break, and the
+    // series' own numbering ("patch 8").
     let bad = tree(
         "# x\n\nSee patch 0014, Patches 0005-0008 and kernel/6.12/patches 0011.\n",
-        "# page\n\nlab patch 0004 hashes the bytes; the kernel patches\n0016-0018 do it.\n",
+        "# page\n\nlab patch 0004 hashes the bytes; the kernel patches\n0016-0018 do it. Patch 8 once did.\n",
     );
     let o = check(bad.path());
     let text = String::from_utf8_lossy(&o.stdout);
@@ -92,10 +93,11 @@ fn kernel_patches_are_cited_by_name() {
         "README.md:3: kernel patch cited by number ('kernel/6.12/patches 0011')",
         "docs/new-page.md:3: kernel patch cited by number ('lab patch 0004')",
         "docs/new-page.md:3: kernel patch cited by number ('patches 0016-0018', across a line break)",
+        "docs/new-page.md:4: kernel patch cited by number ('Patch 8')",
     ] {
         assert!(text.contains(want), "{want}\n{text}");
     }
-    assert!(text.contains(", 5 problems"), "{text}");
+    assert!(text.contains(", 6 problems"), "{text}");
 }
 
 #[test]
