@@ -189,7 +189,7 @@ fn recommend_ranks_the_module_files_by_the_flash_model() {
     }
 }
 
-/// The lab patch's hash of the bytes read (lab patch 0004): with a manifest of the
+/// The lab patch's hash of the bytes read (lab patch `hash-bytes-read`): with a manifest of the
 /// compressed files the kernel path loads the set hashing a fraction of
 /// the bytes; the same manifest without the patch's parameter, or with
 /// user space decompressing, refuses every module (the kernel then hashes

@@ -1,4 +1,5 @@
-//! `bootlink finalize` and the finalize patches (kernel/6.1/patches 0005-0008, 0015)
+//! `bootlink finalize` and the finalize patches (`ftrace-check-sorted`,
+//! `eval-one-pass`, `orc-sort-skip`, `ftrace-checked`, `lazy-event-files`)
 //! on the self-built kernel under QEMU: the same ftrace records, the same
 //! event formats and the same stack traces as the stock paths, for the
 //! 194-module set plus nfsv4, and test modules built against the kernel
@@ -115,7 +116,7 @@ fn finalized_loading_is_exact() {
     let dir = tmpdir("finalize-exact");
     let (kdir, mods) = kernel_with_test_modules(&b, &dir);
     let vmlinux = kdir.join("vmlinux");
-    // On 6.1 trace_events.lazy_files=1 (patch 0015) too: the event files
+    // On 6.1 trace_events.lazy_files=1 (patch `lazy-event-files`) too: the event files
     // are made on first access, and must be the same files (6.12's
     // eventfs makes them lazily as it is).
     let lazy = if common::line() == "6.1" { " trace_events.lazy_files=1" } else { "" };

@@ -92,7 +92,7 @@ fn inspect_and_kernel_info_read_the_build() {
     assert!(exports > 3000, "only {exports} exports");
     let text = common::stdout(&common::run(&[&"kernel-info", &b.vmlinux]));
     assert!(text.contains("KASLR     no (CONFIG_RANDOMIZE_BASE not set"), "{text}");
-    // The series' feature notes (patch 0011 on both lines): with the lab
+    // The series' feature notes (patch `feature-notes`): with the lab
     // config every feature's code is built in, so every note is there.
     let names: Vec<&str> =
         info["loader_features"]["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();

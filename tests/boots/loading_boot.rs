@@ -1,5 +1,5 @@
 //! Duplicate-free, parallel module loading on the self-built kernel under
-//! QEMU (kernel/6.1/patches 0009-0010 and the batch loader in loader/):
+//! QEMU (patches `load-stats` and `dedup`, and the batch loader in loader/):
 //! - a duplicate-request storm (one kmod insmod worker per CPU over the same
 //!   set) reads each module once with module.dedup on, and wastes reads and
 //!   vmalloc with it off (the stock path, same build) and on Debian's 6.1;
@@ -93,7 +93,7 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
     assert!(deb.kernel_reads > n, "Debian's kernel reads duplicates ({})", deb.kernel_reads);
     assert!(deb.kernel_stats.is_empty(), "Debian's kernel has no module stats");
     if common::line() == "6.1" {
-        // The series' own statistics (patch 0009 on 6.1).
+        // The series' own statistics (patch `load-stats` on 6.1).
         assert_eq!(stat(on, "load_module calls"), n as i64);
         assert_eq!(stat(on, "Mods ever loaded"), n as i64);
         assert_eq!(stat(on, "Load requests"), n as i64, "duplicates never reach the read");

@@ -1,4 +1,4 @@
-//! The module hash manifest on the self-built kernel (kernel/6.1/patches 0011)
+//! The module hash manifest on the self-built kernel (patch `hash-manifest`)
 //! under QEMU, with `module.sig_enforce=1`: unsigned modules load when the
 //! kernel image lists them (`--variant ...,manifest:on`), are refused
 //! without the list and with `module.hashes=0`; the image the variant booted
@@ -88,7 +88,7 @@ fn section_range(vmlinux: &std::path::Path) -> (usize, usize) {
     use object::read::{Object, ObjectSection};
     let data = std::fs::read(vmlinux).unwrap();
     let f = object::File::parse(&*data).unwrap();
-    let s = f.section_by_name("__modhashes").expect("a kernel with kernel/6.1/patches 0011");
+    let s = f.section_by_name("__modhashes").expect("a kernel with patch `hash-manifest`");
     let (off, size) = s.file_range().unwrap();
     (off as usize, size as usize)
 }
@@ -459,7 +459,7 @@ fn a_listed_bzimage_boots_and_trusts_its_list() {
     }
 }
 
-/// A list of BLAKE2b-256 digests (kernel/6.1/patches 0018,
+/// A list of BLAKE2b-256 digests (patch `hashes-blake2b`,
 /// `manifest write --hash blake2b`) with `module.sig_enforce=1`: the
 /// build's unsigned modules load, the kernel saying it trusts them by their
 /// BLAKE2b-256; a listed module with one byte flipped is refused, and so is
@@ -530,7 +530,7 @@ fn a_blake2b_list_trusts_its_modules_and_nothing_else() {
         &g.tree,
     ])
     .cmd_output();
-    assert!(!o.status.success(), "a BLAKE2b list for a kernel without patch 0018");
+    assert!(!o.status.success(), "a BLAKE2b list for a kernel without patch `hashes-blake2b`");
     assert!(common::stderr(&o).contains("hashes-blake2b"), "{}", common::stderr(&o));
     assert!(!refused.exists(), "nothing written");
 

@@ -1,4 +1,4 @@
-//! `manifest write` on the self-built kernel (kernel/6.1/patches 0011) given
+//! `manifest write` on the self-built kernel (patch `hash-manifest`) given
 //! files that are not modules of that kernel, and its bzImage's Secure Boot
 //! state: each bad file is one line and not listed, the build's modules
 //! are; the new bzImage is said to be unsigned; signing is refused before

@@ -1,4 +1,4 @@
-//! The sealed kernel (6.1's patch 0014, 6.12's 0013; `kernel build
+//! The sealed kernel (patch `exports-sealed` on either line; `kernel build
 //! --flavour sealed`, BOOTLINK_TEST_LINE for the line): its
 //! exports sit after the read-only data and are freed with that gap; it
 //! boots with a set preresolved and folded against it, and refuses an

@@ -1,5 +1,5 @@
-//! The symbol hash tables on the self-built kernel (kernel/6.1/patches
-//! 0001-0004), under QEMU: vmlinux's tables filled by the build; every
+//! The symbol hash tables on the self-built kernel (patches `symhash-tables`
+//! to `direct-binding`), under QEMU: vmlinux's tables filled by the build; every
 //! method loading the whole 194-module set with the kernel's self-check on
 //! (every hashed search also done with bsearch and compared: 0
 //! disagreements); direct binding of preresolved modules; and modules with
@@ -48,7 +48,7 @@ fn every_method_loads_the_set_with_zero_disagreements() {
         .map(|m| {
             format!("{m}={},modules:symhash-sorted,cmdline:module.symlookup={m} module.symlookup_check=1,{STATS}", common::build_kernel())
         })
-        // Each import's export slot first (6.1 patch 0021), checked against the stock search.
+        // Each import's export slot first (patch `export-slots`), checked against the stock search.
         .chain(std::iter::once(format!(
             "slotted={},modules:symhash-slotted,cmdline:module.symlookup=gnu module.symlookup_check=1,{STATS}",
             common::build_kernel()

@@ -77,7 +77,7 @@ fn the_image_and_modules_are_aarch64_and_the_x86_patches_are_left_out() {
     let all = bootlink::series::Series::read_stacked(&line.series(checkout), &[&line.lab_series(checkout)]).unwrap();
     let x86_only: Vec<String> = all.patches.iter().filter(|p| !p.applies_to("arm64")).map(|p| p.name.clone()).collect();
     let rest: Vec<String> = all.patches.iter().filter(|p| p.applies_to("arm64")).map(|p| p.name.clone()).collect();
-    // the ORC patches 0007 and 0013, and the lab's decompressor counters (lab 0003)
+    // the ORC patches `orc-sort-skip` and `orc-note`, and the lab's decompressor counters (lab patch `boot-tsc`)
     assert_eq!(
         x86_only,
         [
@@ -173,8 +173,9 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
     // The Image's feature notes: every feature of the series but the x86
     // ORC unwinder's and the two ftrace ones: 6.1 checks module records for
     // weak functions only where the architecture defines
-    // FTRACE_MCOUNT_MAX_OFFSET (x86), and patches 0005 and 0008's code and
-    // their notes sit in that #ifdef, so arm64 builds none of them.
+    // FTRACE_MCOUNT_MAX_OFFSET (x86), and the code of patches
+    // `ftrace-check-sorted` and `ftrace-checked` and their notes sit in that
+    // #ifdef, so arm64 builds none of them.
     let o = common::run(&[&"kernel-info", &b.bzimage, &"--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -216,8 +217,8 @@ fn bootable(test: &str) -> bool {
 /// signed modules load under sig_enforce with its key, the hash tables
 /// agree with the stock search on every lookup (module.symlookup_check=1,
 /// the counters read by the guest's busybox cat), eval maps in one pass
-/// (patch 0006) cut xfs's eval-map link, and unsigned modules listed in
-/// the hash manifest of a copy of the Image (patch 0011) load under
+/// (patch `eval-one-pass`) cut xfs's eval-map link, and unsigned modules listed in
+/// the hash manifest of a copy of the Image (patch `hash-manifest`) load under
 /// sig_enforce.
 #[test]
 fn the_series_runs_in_the_arm64_lab() {
@@ -282,11 +283,11 @@ fn the_series_runs_in_the_arm64_lab() {
     assert!(eval("eval") < eval("u") / 4.0, "{} vs {}", eval("eval"), eval("u"));
 }
 
-/// Duplicate-free loading (patch 0010) on arm64: four kmod insmod workers
+/// Duplicate-free loading (patch `dedup`) on arm64: four kmod insmod workers
 /// (Debian's kmod:arm64 in the guest) over the same list, on the build with
 /// dedup and with `module.dedup=0`: with it each module file is read once
 /// and every duplicate is answered before the read; without it duplicates
-/// read their files again (the series' statistics, patch 0009, count both).
+/// read their files again (the series' statistics, patch `load-stats`, count both).
 #[test]
 fn dedup_reads_each_module_once_on_arm64() {
     let test = "dedup_reads_each_module_once_on_arm64";

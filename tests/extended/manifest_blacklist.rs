@@ -6,7 +6,7 @@
 //! the blacklisted module is refused with the kernel's own line, with and
 //! without module.sig_enforce, and its init never runs, while the other
 //! listed modules load. The same with a list of BLAKE2b-256 digests
-//! (patch 0018): the kernel then hashes a listed module with SHA-256 as
+//! (patch `hashes-blake2b`): the kernel then hashes a listed module with SHA-256 as
 //! well, because its blacklist holds a binary hash, and refuses it alike.
 //!
 //! The blacklist is built into the image, so the digest must be known

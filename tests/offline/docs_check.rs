@@ -2,8 +2,10 @@
 //! tier) fails on a figure typed into the README outside a region a script
 //! writes, on a docs page holding more hand-typed figures than its ledger
 //! allows, and on a region whose script does not exist; a figure inside a
-//! region, in code, or a plain number passes. Checked on pages of its own
-//! (`--root`), and on the repository's own pages.
+//! region, in code, or a plain number passes. It also fails on a kernel
+//! patch cited by number (`patch 0014`: the numbers differ between the
+//! kernel lines) outside the region that maps names to numbers. Checked on
+//! pages of its own (`--root`), and on the repository's own pages.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -58,6 +60,44 @@ fn figures_stand_only_in_regions_a_script_writes() {
     let bad = tree("# x\n\n<!-- begin t (written by scripts/gone) -->\n| 1 s |\n<!-- end t -->\n", "# page\n");
     let text = String::from_utf8_lossy(&check(bad.path()).stdout).into_owned();
     assert!(text.contains("written by scripts/gone, which is not an executable file here"), "{text}");
+}
+
+#[test]
+fn kernel_patches_are_cited_by_name() {
+    // Clean: names, a glibc patch's number, a path to a patch file, a number
+    // in code, and the numbers in the patch-names region.
+    let names = "<!-- begin patch-names (written by scripts/measure) -->\n| `dedup` | 0010 | 0009 |\n\
+                 <!-- end patch-names -->\n";
+    let ok = tree(
+        &format!(
+            "# x\n\nPatch `dedup` and lab patch `hash-bytes-read`; glibc patch 0005, glibc/patches 0006;\n\
+             `kernel/6.1/patches/0011-module-x.patch`, `patch 0014` in code.\n\n{names}"
+        ),
+        "# page\n",
+    );
+    let o = check(ok.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // Every numbered form, one line each, one cut by a line break, and the
+    // series' own numbering ("patch 8").
+    let bad = tree(
+        "# x\n\nSee patch 0014, Patches 0005-0008 and kernel/6.12/patches 0011.\n",
+        "# page\n\nlab patch 0004 hashes the bytes; the kernel patches\n0016-0018 do it. Patch 8 once did.\n",
+    );
+    let o = check(bad.path());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success());
+    for want in [
+        "README.md:3: kernel patch cited by number ('patch 0014')",
+        "README.md:3: kernel patch cited by number ('Patches 0005-0008')",
+        "README.md:3: kernel patch cited by number ('kernel/6.12/patches 0011')",
+        "docs/new-page.md:3: kernel patch cited by number ('lab patch 0004')",
+        "docs/new-page.md:3: kernel patch cited by number ('patches 0016-0018', across a line break)",
+        "docs/new-page.md:4: kernel patch cited by number ('Patch 8')",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    assert!(text.contains(", 6 problems"), "{text}");
 }
 
 #[test]
