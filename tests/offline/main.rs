@@ -9,9 +9,9 @@ mod common;
 
 mod cli_reference;
 mod damaged;
-mod docs_check;
 mod ddlink_offline;
 mod ddlink_synth;
+mod docs_check;
 mod glibc_offline;
 mod layering;
 mod offline;
