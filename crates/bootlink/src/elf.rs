@@ -3,7 +3,8 @@
 //! one-line errors before any parser sees it.
 
 use object::LittleEndian;
-use object::elf::{self, FileHeader64, SectionHeader64, Sym64};
+use object::elf::{self, Dyn64, FileHeader64, Rel64, Rela64, SectionHeader64, Sym64};
+use object::pod::Pod;
 use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym, SymbolTable};
 
 use crate::error::{Error, Kind};
@@ -13,6 +14,13 @@ pub const LE: LittleEndian = LittleEndian;
 pub(crate) type Header = FileHeader64<Endian>;
 pub(crate) type Shdr = SectionHeader64<Endian>;
 pub type Symbol = Sym64<Endian>;
+/// A relocation with addend (SHT_RELA, DT_RELA): r_offset, r_info, r_addend.
+pub(crate) type Rela = Rela64<Endian>;
+/// A relocation without addend (SHT_REL): r_offset, r_info; also the head
+/// every [`Rela`] starts with.
+pub(crate) type Rel = Rel64<Endian>;
+/// An entry of the dynamic section: d_tag, d_val.
+pub(crate) type Dyn = Dyn64<Endian>;
 
 /// The ELF file types bootlink reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,7 +441,7 @@ pub(crate) fn cstr(data: &[u8], offset: usize) -> Option<&[u8]> {
 }
 
 pub(crate) fn read_u32(data: &[u8], offset: usize) -> Option<u32> {
-    data.get(offset..offset.checked_add(4)?).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    crate::bytes::le_u32(data, offset)
 }
 
 pub(crate) fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
@@ -441,7 +449,27 @@ pub(crate) fn read_i32(data: &[u8], offset: usize) -> Option<i32> {
 }
 
 pub(crate) fn read_u64(data: &[u8], offset: usize) -> Option<u64> {
-    data.get(offset..offset.checked_add(8)?).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    crate::bytes::le_u64(data, offset)
+}
+
+/// A typed view of the ELF record (a [`Symbol`], [`Rela`], [`Shdr`],
+/// [`Header`]...) at `at` in `d`, for data whose layout was checked: the
+/// record lies inside `d` (panics otherwise; `object`'s field types are
+/// byte arrays, so any offset is aligned). Each field is then read by its
+/// name (`sym.st_value.get(LE)`).
+pub(crate) fn view<T: Pod>(d: &[u8], at: usize) -> &T {
+    object::pod::from_bytes::<T>(&d[at..]).expect("a whole record inside the file").0
+}
+
+/// [`view`], to write the record's fields by name (`sym.st_value.set(LE, v)`).
+pub(crate) fn view_mut<T: Pod>(d: &mut [u8], at: usize) -> &mut T {
+    object::pod::from_bytes_mut::<T>(&mut d[at..]).expect("a whole record inside the file").0
+}
+
+/// The whole records of type `T` that `d` holds, in order (a trailing part
+/// of a record is left out).
+pub(crate) fn records<T: Pod>(d: &[u8]) -> &[T] {
+    object::pod::slice_from_bytes(d, d.len() / size_of::<T>()).expect("whole records fit").0
 }
 
 /// The names of `machines`, joined by `sep` (" or ", " and ").
@@ -455,7 +483,9 @@ fn machine_names(machines: &[elf::Machine], sep: &str) -> String {
 /// None: no ELF header.
 pub(crate) fn machine_of(head: &[u8]) -> Option<elf::Machine> {
     match head.get(..20) {
-        Some(h) if h.starts_with(&elf::ELFMAG) => Some(elf::Machine(u16::from_le_bytes([h[18], h[19]]))),
+        Some(h) if h.starts_with(&elf::ELFMAG) => {
+            crate::bytes::le_u16(h, std::mem::offset_of!(Header, e_machine)).map(elf::Machine)
+        }
         _ => None,
     }
 }

@@ -9,12 +9,12 @@ use object::elf::{
 };
 use object::read::elf::{FileHeader, SectionHeader};
 
-use crate::elf::{ANALYSED_MACHINES, Elf, Header, LE, ReadError, Shdr, Want};
+use crate::elf::{ANALYSED_MACHINES, Elf, Header, LE, ReadError, Rela, Shdr, Symbol as Sym, Want, view, view_mut};
 use crate::error::{Error, Kind};
 
-const SYM_SIZE: usize = 24;
-const SHDR_SIZE: usize = 64;
-const RELA_SIZE: usize = 24;
+const SYM_SIZE: usize = size_of::<Sym>();
+const SHDR_SIZE: usize = size_of::<Shdr>();
+const RELA_SIZE: usize = size_of::<Rela>();
 /// Linux's flag for livepatch relocation sections (include/uapi/linux/elf.h).
 const SHF_RELA_LIVEPATCH: u64 = 0x0010_0000;
 
@@ -42,9 +42,6 @@ fn parse(d: &[u8]) -> Result<Elf<'_>, ReadError> {
     Elf::parse_for(d, Want::Relocatable, ANALYSED_MACHINES)
 }
 
-type Sym = object::elf::Sym64<object::LittleEndian>;
-type Rela = object::elf::Rela64<object::LittleEndian>;
-
 /// The new index of every symbol kept when those `gone` marks are removed
 /// (u32::MAX for the removed ones).
 fn renumbering(gone: &[bool]) -> Vec<u32> {
@@ -58,16 +55,6 @@ fn renumbering(gone: &[bool]) -> Vec<u32> {
             next - 1
         })
         .collect()
-}
-
-/// A typed, mutable view of a plain-old-data ELF record at `at`.
-fn view_mut<T: object::pod::Pod>(d: &mut [u8], at: usize) -> &mut T {
-    object::pod::from_bytes_mut::<T>(&mut d[at..]).expect("a whole record inside the file").0
-}
-
-/// A typed view of a plain-old-data ELF record at `at`.
-fn view<T: object::pod::Pod>(d: &[u8], at: usize) -> &T {
-    object::pod::from_bytes::<T>(&d[at..]).expect("a whole record inside the file").0
 }
 
 /// What `ElfEdit::fold_symbols` did.
@@ -555,7 +542,7 @@ impl ElfEdit {
 pub(crate) mod tests {
     use super::*;
     use crate::elf::{Elf, LE, Want, sym_name};
-    use object::read::elf::{Rela, SectionHeader};
+    use object::read::elf::{Rela as _, SectionHeader};
 
     const R_X86_64_64: u32 = object::elf::R_X86_64_64.0;
     const R_X86_64_PC32: u32 = object::elf::R_X86_64_PC32.0;
@@ -570,28 +557,35 @@ pub(crate) mod tests {
     /// section symbol, global `f` defined in .text, undefined `a`, `b`,
     /// `c`), .strtab, .shstrtab.
     fn tiny_elf(relocs: &[R], rela_type: u32) -> Vec<u8> {
+        use object::elf::{FileHeader64, Rela64, SectionHeader64, Sym64};
+        use object::elf::{SectionFlags, SectionType, SymbolInfo, SymbolOther, SymbolSection};
+        use object::pod::bytes_of;
+        use object::{I64, U16, U32, U64};
         let strtab = b"\0f\0a\0b\0c\0";
         let shstrtab = b"\0.text\0.rela.text\0.symtab\0.strtab\0.shstrtab\0";
         // name, info (bind << 4 | type), shndx, value
         let syms: [(u32, u8, u16, u64); 6] =
             [(0, 0, 0, 0), (0, 3, 1, 0), (1, 0x12, 1, 4), (3, 0x10, 0, 0), (5, 0x10, 0, 0), (7, 0x10, 0, 0)];
-        let mut d = vec![0u8; 64];
+        let mut d = vec![0u8; size_of::<Header>()];
         let text_off = d.len();
         d.extend_from_slice(&[0x90; 48]);
         let rela_off = d.len();
         for &(off, ty, sym, addend) in relocs {
-            d.extend_from_slice(&off.to_le_bytes());
-            d.extend_from_slice(&(((sym as u64) << 32) | ty as u64).to_le_bytes());
-            d.extend_from_slice(&addend.to_le_bytes());
+            let mut r = Rela64 { r_offset: U64::new(LE, off), r_info: U64::new(LE, 0), r_addend: I64::new(LE, addend) };
+            r.set_r_info(LE, false, sym, object::elf::RelocationType(ty));
+            d.extend_from_slice(bytes_of(&r));
         }
         let sym_off = d.len();
         for (name, info, shndx, value) in syms {
-            d.extend_from_slice(&name.to_le_bytes());
-            d.push(info);
-            d.push(0);
-            d.extend_from_slice(&shndx.to_le_bytes());
-            d.extend_from_slice(&value.to_le_bytes());
-            d.extend_from_slice(&0u64.to_le_bytes());
+            let s = Sym64 {
+                st_name: U32::new(LE, name),
+                st_info: SymbolInfo(info),
+                st_other: SymbolOther(0),
+                st_shndx: U16::new(LE, SymbolSection(shndx)),
+                st_value: U64::new(LE, value),
+                st_size: U64::new(LE, 0),
+            };
+            d.extend_from_slice(bytes_of(&s));
         }
         let str_off = d.len();
         d.extend_from_slice(strtab);
@@ -602,46 +596,50 @@ pub(crate) mod tests {
         }
         let shoff = d.len();
         // name, type, flags, offset, size, link, info, align, entsize
-        type Header = (u32, u32, u64, usize, usize, u32, u32, u64, u64);
-        let headers: [Header; 6] = [
+        type Fields = (u32, u32, u64, usize, usize, u32, u32, u64, u64);
+        let headers: [Fields; 6] = [
             (0, 0, 0, 0, 0, 0, 0, 0, 0),
             (1, 1, 6, text_off, 48, 0, 0, 16, 0),
-            (7, rela_type, 0x40, rela_off, relocs.len() * 24, 3, 1, 8, 24),
-            (18, 2, 0, sym_off, syms.len() * 24, 4, 2, 8, 24),
+            (7, rela_type, 0x40, rela_off, relocs.len() * RELA_SIZE, 3, 1, 8, RELA_SIZE as u64),
+            (18, 2, 0, sym_off, syms.len() * SYM_SIZE, 4, 2, 8, SYM_SIZE as u64),
             (26, 3, 0, str_off, strtab.len(), 0, 0, 1, 0),
             (34, 3, 0, shstr_off, shstrtab.len(), 0, 0, 1, 0),
         ];
         for (name, ty, flags, off, size, link, info, align, entsize) in headers {
-            d.extend_from_slice(&name.to_le_bytes());
-            d.extend_from_slice(&ty.to_le_bytes());
-            d.extend_from_slice(&flags.to_le_bytes());
-            d.extend_from_slice(&0u64.to_le_bytes());
-            d.extend_from_slice(&(off as u64).to_le_bytes());
-            d.extend_from_slice(&(size as u64).to_le_bytes());
-            d.extend_from_slice(&link.to_le_bytes());
-            d.extend_from_slice(&info.to_le_bytes());
-            d.extend_from_slice(&align.to_le_bytes());
-            d.extend_from_slice(&entsize.to_le_bytes());
+            let sh = SectionHeader64 {
+                sh_name: U32::new(LE, name),
+                sh_type: U32::new(LE, SectionType(ty)),
+                sh_flags: U64::new(LE, SectionFlags(flags)),
+                sh_addr: U64::new(LE, 0),
+                sh_offset: U64::new(LE, off as u64),
+                sh_size: U64::new(LE, size as u64),
+                sh_link: U32::new(LE, link),
+                sh_info: U32::new(LE, info),
+                sh_addralign: U64::new(LE, align),
+                sh_entsize: U64::new(LE, entsize),
+            };
+            d.extend_from_slice(bytes_of(&sh));
         }
-        d[..4].copy_from_slice(b"\x7fELF");
-        d[4] = 2; // ELFCLASS64
-        d[5] = 1; // little-endian
-        d[6] = 1; // EV_CURRENT
-        d[0x10..0x12].copy_from_slice(&1u16.to_le_bytes()); // ET_REL
-        d[0x12..0x14].copy_from_slice(&EM_X86_64.0.to_le_bytes());
-        d[0x14..0x18].copy_from_slice(&1u32.to_le_bytes());
-        d[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
-        d[0x34..0x36].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
-        d[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
-        d[0x3c..0x3e].copy_from_slice(&6u16.to_le_bytes());
-        d[0x3e..0x40].copy_from_slice(&5u16.to_le_bytes());
+        let h: &mut FileHeader64<_> = view_mut(&mut d, 0);
+        h.e_ident.magic = object::elf::ELFMAG;
+        h.e_ident.class = object::elf::ELFCLASS64;
+        h.e_ident.data = object::elf::ELFDATA2LSB;
+        h.e_ident.version = object::elf::EV_CURRENT;
+        h.e_type.set(LE, object::elf::ET_REL);
+        h.e_machine.set(LE, EM_X86_64);
+        h.e_version.set(LE, 1);
+        h.e_shoff.set(LE, shoff as u64);
+        h.e_ehsize.set(LE, size_of::<Header>() as u16);
+        h.e_shentsize.set(LE, SHDR_SIZE as u16);
+        h.e_shnum.set(LE, headers.len() as u16);
+        h.e_shstrndx.set(LE, SymbolSection(5));
         d
     }
 
     /// The same module built for AArch64 (its relocations AArch64's).
     pub(crate) fn tiny_aarch64(relocs: &[R]) -> Vec<u8> {
         let mut d = tiny_elf(relocs, SHT_RELA.0);
-        d[0x12..0x14].copy_from_slice(&EM_AARCH64.0.to_le_bytes());
+        view_mut::<Header>(&mut d, 0).e_machine.set(LE, EM_AARCH64);
         d
     }
 
@@ -784,18 +782,18 @@ pub(crate) mod tests {
         // A group section whose signature is a symbol index.
         let mut grouped = tiny_elf(RELOCS, SHT_RELA.0);
         let shoff = view::<Header>(&grouped, 0).e_shoff(LE) as usize;
-        grouped[shoff + 64 + 4..shoff + 64 + 8].copy_from_slice(&SHT_GROUP.0.to_le_bytes());
+        view_mut::<Shdr>(&mut grouped, shoff + SHDR_SIZE).sh_type.set(LE, SHT_GROUP);
         refused(grouped, &[(3, 1)], "section .text is SHT_GROUP");
         // Another machine (EM_RISCV = 243) is refused when read.
         let mut riscv = tiny_elf(RELOCS, SHT_RELA.0);
-        riscv[0x12..0x14].copy_from_slice(&243u16.to_le_bytes());
+        view_mut::<Header>(&mut riscv, 0).e_machine.set(LE, object::elf::Machine(243));
         let e = ElfEdit::new(riscv).err().unwrap();
         assert!(e.msg.contains("(e_machine 243), not x86_64 or aarch64"), "{e}");
         assert_eq!(e.kind, crate::error::Kind::Unsupported, "another machine is valid input bootlink does not handle");
         // Livepatch relocations (.rela.text is section 2).
         let mut klp = tiny_elf(RELOCS, SHT_RELA.0);
-        let at = view::<Header>(&klp, 0).e_shoff(LE) as usize + 2 * 64 + 8;
-        klp[at..at + 8].copy_from_slice(&SHF_RELA_LIVEPATCH.to_le_bytes());
+        let at = view::<Header>(&klp, 0).e_shoff(LE) as usize + 2 * SHDR_SIZE;
+        view_mut::<Shdr>(&mut klp, at).sh_flags.set(LE, object::elf::SectionFlags(SHF_RELA_LIVEPATCH));
         refused(klp, &[(3, 1)], "section .rela.text holds livepatch relocations");
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod buildlog;
+pub(crate) mod bytes;
 pub mod cbuild;
 pub mod compress;
 pub mod ddlink;

@@ -10,7 +10,7 @@
 use object::elf::{SHF_ALLOC, SHF_EXECINSTR, SHN_LORESERVE, SHT_NOBITS, SHT_PROGBITS, SHT_REL, SHT_RELA, STB_LOCAL};
 use object::read::elf::{SectionHeader, Sym, SymbolTable};
 
-use crate::elf::{Elf, Header, LE, ReadError};
+use crate::elf::{Elf, Header, LE, ReadError, Rel, Rela, records};
 
 pub(crate) const THIS_MODULE: &str = ".gnu.linkonce.this_module";
 /// struct module's first fields: state (4, padded to 8), list (16), name
@@ -122,16 +122,18 @@ pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError
         })?;
         let tsize = tsh.sh_size(LE);
         let tname = String::from_utf8_lossy(elf.section_name(tsh)).into_owned();
+        // A RELA entry starts with a REL entry's fields: the REL view of
+        // each entry's head reads both kinds.
         for (j, e) in data.chunks_exact(entsize).enumerate() {
-            let offset = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
-            let info = u64::from_le_bytes(e[8..16].try_into().expect("8 bytes"));
-            let sym = (info >> 32) as usize;
+            let r: &Rel = crate::elf::view(e, 0);
+            let offset = r.r_offset.get(LE);
+            let sym = r.r_sym(LE) as usize;
             if sym >= nsyms {
                 return Err(ReadError::Corrupt(format!(
                     "corrupt relocation section {name} (#{idx}): entry {j} names symbol {sym}, past the {nsyms} symbols of .symtab"
                 )));
             }
-            let width = crate::reloc::width(machine, info as u32);
+            let width = crate::reloc::width(machine, r.r_type(LE).0);
             if offset.checked_add(width).is_none_or(|end| end > tsize) {
                 return Err(ReadError::Corrupt(format!(
                     "corrupt relocation section {name} (#{idx}): entry {j} writes {width} bytes at {offset:#x}, outside {tname} ({tsize:#x} bytes)"
@@ -191,10 +193,8 @@ fn check_code_table(
             continue;
         }
         let data = elf.section_data(rsh)?;
-        for e in data.chunks_exact(24) {
-            let at = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
-            let sym = (u64::from_le_bytes(e[8..16].try_into().expect("8 bytes")) >> 32) as usize;
-            let addend = i64::from_le_bytes(e[16..24].try_into().expect("8 bytes"));
+        for e in records::<Rela>(data) {
+            let (at, sym, addend) = (e.r_offset.get(LE), e.r_sym(LE, false) as usize, e.r_addend.get(LE));
             let s = symtab.symbol(object::read::SymbolIndex(sym)).map_err(|_| {
                 ReadError::Corrupt(format!("corrupt module: a record of {name} names a symbol past the symbol table"))
             })?;
@@ -253,9 +253,11 @@ mod tests {
 
     use object::read::elf::{FileHeader, SectionHeader};
 
-    use super::THIS_MODULE;
+    use object::elf::{ET_EXEC, SHF_ALLOC, SHT_NOBITS, SHT_PROGBITS, SectionFlags};
+
+    use super::{MODVERSION_LEN, THIS_MODULE};
     use crate::compress::Compression;
-    use crate::elf::{Elf, LE, ReadError, Want};
+    use crate::elf::{Elf, Header, LE, ReadError, Rela, Shdr, Symbol, Want, view_mut};
     use crate::error::Kind;
 
     /// A real module (tests/fixtures: kbuild against Debian's headers).
@@ -267,7 +269,7 @@ mod tests {
         let elf = Elf::parse(PLAIN, Want::Relocatable).unwrap();
         let (i, sh) = elf.section(name).unwrap();
         let shoff = elf.header.e_shoff(LE) as usize;
-        (i, shoff + i * 64, sh.sh_offset(LE) as usize, sh.sh_size(LE) as usize)
+        (i, shoff + i * size_of::<Shdr>(), sh.sh_offset(LE) as usize, sh.sh_size(LE) as usize)
     }
 
     fn refused(what: &str, patch: impl Fn(&mut Vec<u8>), want: &str) -> ReadError {
@@ -281,55 +283,74 @@ mod tests {
         e
     }
 
-    fn put(d: &mut [u8], at: usize, v: &[u8]) {
-        d[at..at + v.len()].copy_from_slice(v);
+    /// The section header at file offset `at`, to change a field by name.
+    fn shdr(d: &mut [u8], at: usize) -> &mut Shdr {
+        view_mut(d, at)
+    }
+
+    /// The relocation at file offset `at`.
+    fn rela(d: &mut [u8], at: usize) -> &mut Rela {
+        view_mut(d, at)
+    }
+
+    fn elf_header(d: &mut [u8]) -> &mut Header {
+        view_mut(d, 0)
     }
 
     #[test]
     fn every_class_of_damage_is_refused_with_its_reason() {
         assert!(crate::module::parse(Path::new("bl_plain.ko"), PLAIN, Compression::None).is_ok());
         let (_, this, _, _) = header(THIS_MODULE);
-        refused("this_module small", |d| put(d, this + 32, &16u64.to_le_bytes()), "is 16 bytes, smaller than");
-        refused("this_module not alloc", |d| d[this + 8] &= !2, "is not SHF_ALLOC");
-        refused("this_module nobits", |d| put(d, this + 4, &8u32.to_le_bytes()), "holds no file data (SHT_NOBITS)");
+        refused("this_module small", |d| shdr(d, this).sh_size.set(LE, 16), "is 16 bytes, smaller than");
+        let not_alloc = |d: &mut Vec<u8>| {
+            let sh = shdr(d, this);
+            sh.sh_flags.set(LE, SectionFlags(sh.sh_flags.get(LE).0 & !SHF_ALLOC.0));
+        };
+        refused("this_module not alloc", not_alloc, "is not SHF_ALLOC");
+        refused("this_module nobits", |d| shdr(d, this).sh_type.set(LE, SHT_NOBITS), "holds no file data (SHT_NOBITS)");
         let len = PLAIN.len() as u64;
-        let e =
-            refused("this_module past end", |d| put(d, this + 24, &(len - 8).to_le_bytes()), "lies outside the file");
+        let e = refused("this_module past end", |d| shdr(d, this).sh_offset.set(LE, len - 8), "lies outside the file");
         assert!(matches!(e, ReadError::OutsideFile(_)), "{e:?}");
-        let (_, _, rela, _) = header(".rela__mcount_loc");
-        refused("r_offset", |d| put(d, rela, &0x10u64.to_le_bytes()), "writes 8 bytes at 0x10, outside __mcount_loc");
-        refused("r_offset wraps", |d| put(d, rela, &u64::MAX.to_le_bytes()), "outside __mcount_loc");
-        refused("mcount target", |d| put(d, rela + 16, &0x10_0000i64.to_le_bytes()), "__mcount_loc at 0x0 points to");
+        let (_, _, mcount, _) = header(".rela__mcount_loc");
+        refused("r_offset", |d| rela(d, mcount).r_offset.set(LE, 0x10), "writes 8 bytes at 0x10, outside __mcount_loc");
+        refused("r_offset wraps", |d| rela(d, mcount).r_offset.set(LE, u64::MAX), "outside __mcount_loc");
+        refused("mcount target", |d| rela(d, mcount).r_addend.set(LE, 0x10_0000), "__mcount_loc at 0x0 points to");
         let (_, orc_ip, _, _) = header(".orc_unwind_ip");
-        refused("orc outside file", |d| put(d, orc_ip + 24, &len.to_le_bytes()), "lies outside the file");
+        refused("orc outside file", |d| shdr(d, orc_ip).sh_offset.set(LE, len), "lies outside the file");
         let (_, _, orc_rela, _) = header(".rela.orc_unwind_ip");
-        refused("orc target", |d| put(d, orc_rela + 16, &(-8i64).to_le_bytes()), ".orc_unwind_ip at");
+        refused("orc target", |d| rela(d, orc_rela).r_addend.set(LE, -8), ".orc_unwind_ip at");
         let (_, _, versions, _) = header("__versions");
-        refused("versions", |d| d[versions + 8..versions + 64].fill(b'A'), "entry 0 has no terminating NUL");
+        // An entry: an 8-byte CRC, then the name in the rest.
+        refused(
+            "versions",
+            |d| d[versions + 8..versions + MODVERSION_LEN].fill(b'A'),
+            "entry 0 has no terminating NUL",
+        );
         let (_, symtab, _, sym_size) = header(".symtab");
-        let info = u32::from_le_bytes(PLAIN[symtab + 44..symtab + 48].try_into().unwrap());
-        let n = (sym_size / 24) as u32;
-        refused("global before sh_info", |d| put(d, symtab + 44, &n.to_le_bytes()), "comes before sh_info");
-        refused("local after sh_info", |d| put(d, symtab + 44, &(info - 1).to_le_bytes()), "comes after sh_info");
+        let info = Elf::parse(PLAIN, Want::Relocatable).unwrap().section(".symtab").unwrap().1.sh_info(LE);
+        let n = (sym_size / size_of::<Symbol>()) as u32;
+        refused("global before sh_info", |d| shdr(d, symtab).sh_info.set(LE, n), "comes before sh_info");
+        refused("local after sh_info", |d| shdr(d, symtab).sh_info.set(LE, info - 1), "comes after sh_info");
         let e = refused(
             "aarch64",
-            |d| put(d, 0x12, &183u16.to_le_bytes()),
+            |d| elf_header(d).e_machine.set(LE, object::elf::EM_AARCH64),
             "module built for aarch64 (e_machine 183), not x86_64",
         );
         assert!(matches!(e, ReadError::WrongMachine { found: object::elf::EM_AARCH64, .. }), "{e:?}");
         assert_eq!(e.kind(), Kind::Unsupported);
-        let e = refused("ELFCLASS32", |d| d[4] = 1, "32-bit ELF");
+        let e = refused("ELFCLASS32", |d| elf_header(d).e_ident.class = object::elf::ELFCLASS32, "32-bit ELF");
         assert!(matches!(e, ReadError::Class32) && e.kind() == Kind::Unsupported, "{e:?}");
-        let e = refused("ET_EXEC", |d| put(d, 0x10, &2u16.to_le_bytes()), "not a kernel module: ELF type is ET_EXEC");
+        let e =
+            refused("ET_EXEC", |d| elf_header(d).e_type.set(LE, ET_EXEC), "not a kernel module: ELF type is ET_EXEC");
         assert!(matches!(e, ReadError::WrongType { want: Want::Relocatable, .. }) && e.kind() == Kind::Format);
-        let shoff = u64::from_le_bytes(PLAIN[0x28..0x30].try_into().unwrap()) as usize;
-        refused("section 0", |d| put(d, shoff + 4, &1u32.to_le_bytes()), "section 0 is of type 1, not SHT_NULL");
+        let shoff = Elf::parse(PLAIN, Want::Relocatable).unwrap().header.e_shoff(LE) as usize;
+        refused("section 0", |d| shdr(d, shoff).sh_type.set(LE, SHT_PROGBITS), "section 0 is of type 1, not SHT_NULL");
         let (_, _, shstr_off, shstr_size) = header(".shstrtab");
         refused("shstrtab NUL", |d| d[shstr_off + shstr_size - 1] = b'x', "does not end in a NUL");
-        refused("name offset", |d| put(d, shoff + 64, &(shstr_size as u32).to_le_bytes()), "past the");
+        refused("name offset", |d| shdr(d, shoff + size_of::<Shdr>()).sh_name.set(LE, shstr_size as u32), "past the");
         let (_, text, text_off, _) = header(".text.unlikely");
         let (_, modinfo, _, _) = header(".modinfo");
-        refused("overlap", |d| put(d, modinfo + 24, &(text_off as u64).to_le_bytes()), "overlaps section");
-        refused("size wraps", |d| put(d, text + 32, &u64::MAX.to_le_bytes()), "lies outside the file");
+        refused("overlap", |d| shdr(d, modinfo).sh_offset.set(LE, text_off as u64), "overlaps section");
+        refused("size wraps", |d| shdr(d, text).sh_size.set(LE, u64::MAX), "lies outside the file");
     }
 }

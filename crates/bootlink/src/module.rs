@@ -165,12 +165,15 @@ pub fn split_signature(data: &[u8]) -> std::result::Result<(usize, Option<Signat
         .checked_sub(SIG_INFO_LEN)
         .map(|s| &data[s..info_end])
         .ok_or_else(|| ReadError::OutsideFile("truncated module signature".into()))?;
-    let sig_len = u32::from_be_bytes(info[8..12].try_into().unwrap()) as usize;
-    let extra = info[3] as usize + info[4] as usize;
+    // The kernel's struct module_signature: algo, hash, id_type,
+    // signer_len, key_id_len, 3 pad bytes, then sig_len (big-endian).
+    let (id_type, signer_len, key_id_len) = (info[2], info[3], info[4]);
+    let sig_len = crate::bytes::be_u32(info, 8).expect("a whole signature info") as usize;
+    let extra = signer_len as usize + key_id_len as usize;
     let offset = (info_end - SIG_INFO_LEN)
         .checked_sub(sig_len.saturating_add(extra))
         .ok_or_else(|| ReadError::OutsideFile("corrupt module signature: its length exceeds the file".into()))?;
-    Ok((offset, Some(Signature { offset, sig_len, id_type: info[2] })))
+    Ok((offset, Some(Signature { offset, sig_len, id_type })))
 }
 
 /// Read a module for the commands that rewrite modules (x86-64 only).
@@ -308,7 +311,7 @@ pub(crate) fn parse_for(
             )));
         }
         for entry in v.chunks_exact(MODVERSION_LEN) {
-            let crc = u64::from_le_bytes(entry[..8].try_into().unwrap()) as u32;
+            let crc = crate::bytes::le_u64(entry, 0).expect("a whole entry") as u32;
             let name = elf::cstr(&entry[8..], 0).unwrap_or(&entry[8..]);
             versions.push((String::from_utf8_lossy(name).into_owned(), crc));
         }

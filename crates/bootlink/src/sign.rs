@@ -49,10 +49,11 @@ impl SignKey {
 
 /// The trailer that follows the PKCS#7 blob.
 pub fn trailer(sig_len: usize) -> Vec<u8> {
-    let mut t = vec![0u8, 0, PKEY_ID_PKCS7, 0, 0, 0, 0, 0];
-    t.extend_from_slice(&(sig_len as u32).to_be_bytes());
-    t.extend_from_slice(SIG_MAGIC);
-    t
+    let mut t = crate::bytes::LeWriter::default();
+    t.bytes(&[0u8, 0, PKEY_ID_PKCS7, 0, 0, 0, 0, 0]);
+    t.be_u32(sig_len as u32);
+    t.bytes(SIG_MAGIC);
+    t.into_inner()
 }
 
 /// Sign `elf` (a module without signature) and return module + signature.

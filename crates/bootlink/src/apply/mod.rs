@@ -158,7 +158,74 @@ struct Installed {
     sha: String,
 }
 
+/// What apply reads before it decides anything: the kernel (its build or
+/// installed image, read), the installed modules' directory and the
+/// record of an earlier run.
+struct Inputs {
+    build: build::Build,
+    /// The build directory (absolute), when given one.
+    build_dir: Option<PathBuf>,
+    image: KernelImage,
+    release: String,
+    /// lib/modules/<release>.
+    dir: PathBuf,
+    /// INSTALL_MOD_PATH, when `dir` lies below one (what depmod needs).
+    root: Option<PathBuf>,
+    record: record::Record,
+}
+
+/// The installed modules, sorted: those to take through the steps (with
+/// how each was compressed), those an earlier run wrote, and those refused.
+struct Modules {
+    todo: Vec<(Installed, Compression)>,
+    already: Vec<Installed>,
+    /// Some module is (or, written by an earlier run, was) signed.
+    signed: bool,
+    errors: Vec<FileError>,
+}
+
+/// The final files made in the scratch directory, before anything is
+/// installed: the record that will list them, and each file to install
+/// (scratch file, installed path).
+struct Staged {
+    record: record::Record,
+    installs: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Read the kernel and its modules, plan the steps, take the modules (and
+/// the kernel) through them in a scratch directory, then install the
+/// results, the image first.
 pub fn run(opts: &Options) -> Result<Report> {
+    let mut inputs = read_inputs(opts)?;
+    let mut modules = sort_modules(&inputs)?;
+    let sign_key = opts.sign_key.clone().or_else(|| {
+        inputs.build_dir.as_deref().and_then(|d| build::Build::signing_key(d, inputs.image.config.as_ref()))
+    });
+    let mut report = plan_steps(opts, &mut inputs, &mut modules, sign_key.is_some())?;
+    if opts.dry_run || report.plan.steps.is_empty() {
+        return Ok(report);
+    }
+    let kernel_out = opts.kernel_out.clone().or_else(|| inputs.build_dir.clone()).unwrap_or_default();
+    let list_hash = report.plan.steps.iter().find_map(Step::list_hash);
+    remove_stale_temps(&modules, &kernel_out, &inputs.dir);
+    let built = &inputs.build.vmlinux;
+    if modules.todo.is_empty() && !manifest_stale(list_hash, built, &kernel_out.join("vmlinux"), &modules.already)? {
+        return Ok(report);
+    }
+    let work = fsutil::TempDir::new("apply")?;
+    let (kernel, finals) = apply_steps(&inputs, &modules, &report.plan.steps, sign_key, work.path())?;
+    let staged = final_files(&modules, &finals, work.path(), &mut report)?;
+    install(opts, &inputs, &kernel_out, list_hash.is_some(), &kernel, staged, &mut report)?;
+    if opts.depmod {
+        run_depmod(&inputs)?;
+        report.depmod = true;
+    }
+    Ok(report)
+}
+
+/// The kernel (its build directory or installed image), its release, the
+/// module tree of that release and the record an earlier run left there.
+fn read_inputs(opts: &Options) -> Result<Inputs> {
     let (mut build, build_dir) = match &opts.kernel {
         Kernel::Build(dir) => {
             let b = build::Build::find(dir)?;
@@ -177,8 +244,8 @@ pub fn run(opts: &Options) -> Result<Report> {
             (build::Build::installed(image)?, None)
         }
     };
-    let k = KernelImage::open(&build.vmlinux, None)?;
-    let release = k.release.clone().ok_or_else(|| {
+    let image = KernelImage::open(&build.vmlinux, None)?;
+    let release = image.release.clone().ok_or_else(|| {
         Error::file(Kind::Format, &build.vmlinux, "no release string (linux_banner) found in the kernel image")
     })?;
     if build.installed {
@@ -193,15 +260,20 @@ pub fn run(opts: &Options) -> Result<Report> {
         ));
     }
     let record = record::Record::load(&dir)?;
-    let files = crate::tree::find_modules(std::slice::from_ref(&dir))?;
+    Ok(Inputs { build, build_dir, image, release, dir, root, record })
+}
 
-    // Each module: already written by apply, or checked (with its
-    // compression, and whether it is signed) to be taken through the
-    // steps. A module the kernel would refuse is left alone.
+/// Each installed module: already written by apply, or checked (with its
+/// compression, and whether it is signed) to be taken through the steps.
+/// A module the kernel would refuse is left alone, and so is every file
+/// of a module name found twice.
+fn sort_modules(inputs: &Inputs) -> Result<Modules> {
+    let (dir, record) = (&inputs.dir, &inputs.record);
+    let files = crate::tree::find_modules(std::slice::from_ref(dir))?;
     let mut errors = Vec::new();
     let mut found: Vec<(Installed, Option<(Compression, bool)>)> = Vec::new();
     for path in files {
-        let rel = path.strip_prefix(&dir).unwrap_or(&path).to_string_lossy().into_owned();
+        let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
         let name = module::name_from_path(&path);
         let checked = crate::tree::isolated(&path, || {
             let sha = record::sha256_file(&path)?;
@@ -209,7 +281,7 @@ pub fn run(opts: &Options) -> Result<Report> {
                 return Ok((sha, None));
             }
             let m = module::read_analysed(&path)?;
-            k.accepts(&m, "left as it is")?;
+            inputs.image.accepts(&m, "left as it is")?;
             Ok((sha, Some((m.compression, m.signature.is_some()))))
         });
         match checked {
@@ -250,16 +322,22 @@ pub fn run(opts: &Options) -> Result<Report> {
     // Modules an earlier run signed again are signed: the plan (and the
     // line that shows it) is the same when there is nothing left to do.
     signed |= !already.is_empty() && record.steps.iter().any(|s| s == Step::Sign.name());
+    Ok(Modules { todo, already, signed, errors })
+}
 
+/// The steps the kernel supports for these modules ([`Plan::of`]), as the
+/// report that says so; refused for a sealed kernel the modules cannot be
+/// folded against. A build's bzImage that cannot be made again is left
+/// out (with a note) unless it is the build directory's own.
+fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: bool) -> Result<Report> {
+    let (k, build) = (&inputs.image, &mut inputs.build);
     let config = k.config.as_ref();
-    let sign_key =
-        opts.sign_key.clone().or_else(|| build_dir.as_deref().and_then(|d| build::Build::signing_key(d, config)));
     let facts = Facts {
         features: k.loader_features.clone(),
         fixed_base: opts.assume_nokaslr || matches!(k.kaslr, crate::kernel::Kaslr::No { .. }),
-        signed_modules: signed,
+        signed_modules: modules.signed,
         checks_signatures: config.is_some_and(|c| c.is_enabled("CONFIG_MODULE_SIG")),
-        key: sign_key.is_some(),
+        key,
         // The list is written into a vmlinux; an installed bzImage has none.
         manifest_room: !build.installed && crate::manifest::read(&build.vmlinux).is_ok(),
         allow_unsigned: opts.allow_unsigned,
@@ -279,17 +357,17 @@ pub fn run(opts: &Options) -> Result<Report> {
             ),
         ));
     }
-    let applied = if plan.steps.is_empty() { 0 } else { todo.len() };
+    let applied = if plan.steps.is_empty() { 0 } else { modules.todo.len() };
     let mut report = Report {
-        release: release.clone(),
-        modules_dir: dir.clone(),
+        release: inputs.release.clone(),
+        modules_dir: inputs.dir.clone(),
         loader_features: k.loader_features.clone(),
         plan,
         applied,
-        already: already.len(),
+        already: modules.already.len(),
         unchanged: 0,
         written: Vec::new(),
-        errors,
+        errors: std::mem::take(&mut modules.errors),
         notes: Vec::new(),
         depmod: false,
         dry_run: opts.dry_run,
@@ -297,73 +375,86 @@ pub fn run(opts: &Options) -> Result<Report> {
     if build.installed {
         report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
     }
-    let kernel_out = opts.kernel_out.clone().or_else(|| build_dir.clone()).unwrap_or_default();
-    let list_hash = report.plan.steps.iter().find_map(Step::list_hash);
-    let manifest = list_hash.is_some();
+    let manifest = report.plan.steps.iter().any(|s| s.list_hash().is_some());
     if manifest && let Some((_, tree)) = &build.bzimage {
         // A kbuild tree's own bzImage must be made again; bootlink's
         // cached build shares its object tree with later builds, which may
         // have replaced its vmlinux: then only vmlinux gets the list.
         if let Err(e) = crate::manifest::bzimage::check(tree, &build.vmlinux) {
-            if Some(tree) == build_dir.as_ref() {
+            if Some(tree) == inputs.build_dir.as_ref() {
                 return Err(e);
             }
             report.notes.push(format!("bzImage not made again: {e}"));
             build.bzimage = None;
         }
     }
-    if opts.dry_run || report.plan.steps.is_empty() {
-        return Ok(report);
-    }
-    // A run killed while installing leaves its temporary files beside the
-    // modules and the image: remove those of processes that are gone.
-    let dirs: std::collections::BTreeSet<&Path> = todo
+    Ok(report)
+}
+
+/// A run killed while installing leaves its temporary files beside the
+/// modules and the image: remove those of processes that are gone.
+fn remove_stale_temps(modules: &Modules, kernel_out: &Path, dir: &Path) {
+    let dirs: std::collections::BTreeSet<&Path> = modules
+        .todo
         .iter()
         .map(|(m, _)| m.path.as_path())
-        .chain(already.iter().map(|m| m.path.as_path()))
+        .chain(modules.already.iter().map(|m| m.path.as_path()))
         .filter_map(Path::parent)
-        .chain([kernel_out.as_path(), dir.as_path()])
+        .chain([kernel_out, dir])
         .collect();
     for d in dirs {
         fsutil::remove_stale_temps(d);
     }
-    if todo.is_empty() && !manifest_stale(list_hash, &build.vmlinux, &kernel_out.join("vmlinux"), &already)? {
-        return Ok(report);
-    }
+}
 
-    let work = fsutil::TempDir::new("apply")?;
+/// Take the modules through the module steps, then (with the modules an
+/// earlier run wrote) the kernel through the image steps, in `work`.
+/// Returns the kernel as the steps left it and each module's file after
+/// the module steps (in `todo`'s order).
+fn apply_steps(
+    inputs: &Inputs,
+    modules: &Modules,
+    steps: &[Step],
+    sign_key: Option<SignKey>,
+    work: &Path,
+) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
     let mut tree = Tree {
-        image: &k,
-        kernel: build.vmlinux.clone(),
-        modules: todo.iter().map(|(m, _)| (m.name.clone(), m.path.clone())).collect(),
+        image: &inputs.image,
+        kernel: inputs.build.vmlinux.clone(),
+        modules: modules.todo.iter().map(|(m, _)| (m.name.clone(), m.path.clone())).collect(),
         cmdline: Vec::new(),
         raw_module: String::new(),
-        work: work.path().to_path_buf(),
-        kernel_copy: work.path().join("vmlinux"),
+        work: work.to_path_buf(),
+        kernel_copy: work.join("vmlinux"),
         sign_key,
     };
     let (module_steps, image_steps): (Vec<Step>, Vec<Step>) =
-        report.plan.steps.iter().cloned().partition(|s| s.stage() == Stage::Modules);
+        steps.iter().cloned().partition(|s| s.stage() == Stage::Modules);
     if !tree.modules.is_empty() {
         steps::apply_all(&module_steps, &mut tree)?;
     }
     let finals: Vec<(PathBuf, PathBuf)> =
-        todo.iter().zip(&tree.modules).map(|((m, _), (_, f))| (m.path.clone(), f.clone())).collect();
+        modules.todo.iter().zip(&tree.modules).map(|((m, _), (_, f))| (m.path.clone(), f.clone())).collect();
     // The list covers every module: those rewritten now and those an
     // earlier run wrote.
-    tree.modules.extend(already.iter().map(|m| (m.name.clone(), m.path.clone())));
+    tree.modules.extend(modules.already.iter().map(|m| (m.name.clone(), m.path.clone())));
     if !image_steps.is_empty() {
         steps::apply_all(&image_steps, &mut tree)?;
     }
+    Ok((tree.kernel, finals))
+}
 
-    // Every module's final file (compressed back as it was installed:
-    // the paths in modules.order and the initramfs tools' lists still
-    // hold), made before anything is installed, in the scratch directory.
+/// Every module's final file (compressed back as it was installed: the
+/// paths in modules.order and the initramfs tools' lists still hold),
+/// made before anything is installed, in the scratch directory; and the
+/// record that will list them. A module the steps left as it was is
+/// counted in the report, not installed.
+fn final_files(modules: &Modules, finals: &[(PathBuf, PathBuf)], work: &Path, report: &mut Report) -> Result<Staged> {
     let mut new_record = record::Record { format: 1, steps: names_of(&report.plan.steps), ..Default::default() };
-    let ready = work.path().join("install");
+    let ready = work.join("install");
     std::fs::create_dir_all(&ready).map_err(|e| Error::io(&ready, e))?;
     let mut installs = Vec::new();
-    for (i, ((m, kind), (orig, fin))) in todo.iter().zip(&finals).enumerate() {
+    for (i, ((m, kind), (orig, fin))) in modules.todo.iter().zip(finals).enumerate() {
         let (plain, _) = module::load_bytes(fin)?;
         let bytes = if *kind == Compression::None {
             plain.to_vec()
@@ -381,47 +472,60 @@ pub fn run(opts: &Options) -> Result<Report> {
         fsutil::write_atomic_nosync(&file, &bytes)?;
         installs.push((file, orig.clone()));
     }
-    for m in &already {
+    for m in &modules.already {
         new_record.modules.insert(m.rel.clone(), m.sha.clone());
     }
+    Ok(Staged { record: new_record, installs })
+}
 
-    // Install: the image first (see the module's doc), then the record of
-    // the final files, then the modules. A run killed among the modules
-    // leaves some as installed (not in the record: done again next time,
-    // from the file as installed) and some as written (in the record: left
-    // alone), never a rewritten module taken through the steps twice.
+/// Install: the image first (see the module's doc), then the record of
+/// the final files, then the modules. A run killed among the modules
+/// leaves some as installed (not in the record: done again next time,
+/// from the file as installed) and some as written (in the record: left
+/// alone), never a rewritten module taken through the steps twice.
+fn install(
+    opts: &Options,
+    inputs: &Inputs,
+    kernel_out: &Path,
+    manifest: bool,
+    kernel: &Path,
+    staged: Staged,
+    report: &mut Report,
+) -> Result<()> {
+    let Staged { record: mut new_record, installs } = staged;
     if manifest {
-        std::fs::create_dir_all(&kernel_out).map_err(|e| Error::io(&kernel_out, e))?;
+        std::fs::create_dir_all(kernel_out).map_err(|e| Error::io(kernel_out, e))?;
         let out = kernel_out.join("vmlinux");
-        let bytes = fsutil::read_input(&tree.kernel, fsutil::MAX_BINARY)?;
+        let bytes = fsutil::read_input(kernel, fsutil::MAX_BINARY)?;
         fsutil::write_atomic(&out, &bytes)?;
         report.written.push(out.clone());
-        if let Some((bz, obj)) = &build.bzimage {
+        if let Some((bz, obj)) = &inputs.build.bzimage {
             let bz_out = if opts.kernel_out.is_some() { kernel_out.join("bzImage") } else { bz.clone() };
             crate::manifest::bzimage::rebuild(obj, &out, &bz_out)?;
             report.written.push(bz_out);
         }
         new_record.vmlinux = Some(record::sha256_file(&out)?);
     }
-    report.written.push(new_record.save(&dir)?);
+    report.written.push(new_record.save(&inputs.dir)?);
     for (file, orig) in installs {
         let bytes = fsutil::read_input(&file, fsutil::MAX_BINARY)?;
         fsutil::write_atomic(&orig, &bytes)?;
         report.written.push(orig);
     }
+    Ok(())
+}
 
-    if opts.depmod {
-        let root = root.expect("checked above");
-        let mut cmd = Command::new("depmod");
-        cmd.arg("-a").arg("-b").arg(&root);
-        if let Some(map) = &build.system_map {
-            cmd.arg("-F").arg(map);
-        }
-        cmd.arg(&release);
-        hosttool::run(&mut cmd, "depmod for the applied modules", "kmod")?;
-        report.depmod = true;
+/// depmod on the tree, with the kernel's System.map when there is one.
+fn run_depmod(inputs: &Inputs) -> Result<()> {
+    let root = inputs.root.as_ref().expect("checked in read_inputs");
+    let mut cmd = Command::new("depmod");
+    cmd.arg("-a").arg("-b").arg(root);
+    if let Some(map) = &inputs.build.system_map {
+        cmd.arg("-F").arg(map);
     }
-    Ok(report)
+    cmd.arg(&inputs.release);
+    hosttool::run(&mut cmd, "depmod for the applied modules", "kmod")?;
+    Ok(())
 }
 
 /// What an installed image leaves out, and what the build would add.

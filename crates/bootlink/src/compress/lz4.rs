@@ -20,7 +20,7 @@ fn corrupt(why: impl std::fmt::Display) -> Error {
 /// Decompress a legacy-frame stream to at most `limit` bytes; what follows
 /// the last block (the kernel build's 4-byte size) is left alone.
 pub(crate) fn decompress_legacy(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
-    let word = |at: usize| data.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let word = |at: usize| crate::bytes::le_u32(data, at);
     if word(0) != Some(MAGIC) {
         return Err(corrupt("no legacy frame magic"));
     }
@@ -83,8 +83,7 @@ fn block_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), Error
         if i == block.len() {
             return Ok(());
         }
-        let off = block.get(i..i + 2).ok_or_else(|| corrupt("a match offset runs past the block"))?;
-        let off = u16::from_le_bytes([off[0], off[1]]) as usize;
+        let off = crate::bytes::le_u16(block, i).ok_or_else(|| corrupt("a match offset runs past the block"))? as usize;
         i += 2;
         if off == 0 || off > out.len() - start {
             return Err(corrupt(format!("a match {off} bytes back, before the block's start")));

@@ -45,13 +45,11 @@ impl<'a> Reader<'a> {
     }
 
     fn be16(&mut self, what: &str) -> Result<u16, Error> {
-        let b = self.bytes(2, what)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
+        Ok(crate::bytes::be_u16(self.bytes(2, what)?, 0).expect("2 bytes"))
     }
 
     fn be32(&mut self, what: &str) -> Result<u32, Error> {
-        let b = self.bytes(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(crate::bytes::be_u32(self.bytes(4, what)?, 0).expect("4 bytes"))
     }
 }
 

@@ -22,6 +22,7 @@
 
 use serde::Serialize;
 
+use crate::bytes::{LeWriter, le_u16, le_u32, le_u64, le_u64s, set_le_u64};
 use crate::error::{Error, Kind};
 
 /// Bytes that are not a DDLink cache this bootlink reads.
@@ -144,38 +145,18 @@ pub fn checksum(data: &[u8]) -> u64 {
     const BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h = [BASIS, BASIS ^ 1, BASIS ^ 2, BASIS ^ 3];
-    for (i, w) in data.chunks_exact(8).enumerate() {
-        let v = if i * 8 == CHECKSUM_AT { 0 } else { u64::from_le_bytes(w.try_into().unwrap()) };
+    for (i, w) in le_u64s(data).enumerate() {
+        let v = if i * 8 == CHECKSUM_AT { 0 } else { w };
         h[i % 4] = (h[i % 4] ^ v).wrapping_mul(PRIME);
     }
     h.iter().fold(BASIS, |r, &x| (r ^ x).wrapping_mul(PRIME))
 }
 
-struct Out(Vec<u8>);
-
-impl Out {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn id(&mut self, id: &[u8]) {
-        let mut b = [0u8; BUILD_ID_MAX];
-        b[..id.len()].copy_from_slice(id);
-        self.0.extend_from_slice(&b);
-    }
-    fn pad8(&mut self) {
-        while !self.0.len().is_multiple_of(8) {
-            self.0.push(0);
-        }
-    }
+/// A build ID in its fixed field of [`BUILD_ID_MAX`] bytes, zero-padded.
+fn put_id(out: &mut LeWriter, id: &[u8]) {
+    let mut b = [0u8; BUILD_ID_MAX];
+    b[..id.len()].copy_from_slice(id);
+    out.bytes(&b);
 }
 
 /// The cache as the loader reads it. Refuses what cannot be expressed
@@ -220,8 +201,8 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
     let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| unsupported(format!("too many {what}")));
 
-    let mut out = Out(Vec::with_capacity(file_size));
-    out.0.extend_from_slice(MAGIC);
+    let mut out = LeWriter::with_capacity(file_size);
+    out.bytes(MAGIC);
     out.u32(VERSION);
     out.u32(HEADER_SIZE as u32);
     out.u64(file_size as u64);
@@ -233,13 +214,13 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     for off in [objs_off, scope_off, entries_off, sorted_off, strtab_off] {
         out.u64(off as u64);
     }
-    out.id(&cache.loader_build_id);
+    put_id(&mut out, &cache.loader_build_id);
     out.u32(cache.loader_build_id.len() as u32);
     out.u32(0);
     out.u64(runtime_off as u64);
     out.u32(n32(nruntime, "runtime relocations")?);
     out.u32(0);
-    debug_assert_eq!(out.0.len(), HEADER_SIZE);
+    debug_assert_eq!(out.len(), HEADER_SIZE);
     let mut first = 0u32;
     let mut first_runtime = 0u32;
     for (o, &name) in cache.objects.iter().zip(&name_off) {
@@ -255,7 +236,7 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
         out.u32(n);
         out.u32(o.nsyms);
         out.u32(o.build_id.len() as u32);
-        out.id(&o.build_id);
+        put_id(&mut out, &o.build_id);
         first += n;
         match &o.prelink {
             Some(p) => {
@@ -274,7 +255,7 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     for &s in &cache.scope {
         out.u32(s);
     }
-    while out.0.len() < entries_off {
+    while out.len() < entries_off {
         out.u8(0);
     }
     for o in &cache.objects {
@@ -299,12 +280,13 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
             out.u32(r);
         }
     }
-    out.0.extend_from_slice(&strtab);
-    out.pad8();
-    debug_assert_eq!(out.0.len(), file_size);
-    let sum = checksum(&out.0);
-    out.0[CHECKSUM_AT..CHECKSUM_AT + 8].copy_from_slice(&sum.to_le_bytes());
-    Ok(out.0)
+    out.bytes(&strtab);
+    out.align(8);
+    let mut out = out.into_inner();
+    debug_assert_eq!(out.len(), file_size);
+    let sum = checksum(&out);
+    set_le_u64(&mut out, CHECKSUM_AT, sum);
+    Ok(out)
 }
 
 /// Whether an object's flags and prelink data contradict each other (what
@@ -328,13 +310,13 @@ fn prelink_error(flags: u32, p: Option<&Prelink>) -> bool {
 
 // Offsets are checked against the file's size before these are called.
 fn u16_at(d: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes(d[off..off + 2].try_into().unwrap())
+    le_u16(d, off).expect("offset checked")
 }
 fn u32_at(d: &[u8], off: usize) -> u32 {
-    crate::elf::read_u32(d, off).expect("offset checked")
+    le_u32(d, off).expect("offset checked")
 }
 fn u64_at(d: &[u8], off: usize) -> u64 {
-    crate::elf::read_u64(d, off).expect("offset checked")
+    le_u64(d, off).expect("offset checked")
 }
 
 /// Read a cache, with every check the loader makes on the file itself (the

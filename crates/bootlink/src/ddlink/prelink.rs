@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN, OBJ_PLACED, OBJ_PRELINKED, Prelink};
 use super::record::{Def, Record};
-use crate::elf::{Elf, Header, LE, Want, read_u64};
+use crate::elf::{Dyn, Elf, Header, LE, Want, read_u64, records};
 use crate::error::{Error, Kind, Result};
 
 /// Why an object cannot be prelinked (it is left to the loader).
@@ -167,12 +167,12 @@ impl Image {
         let dyn_bytes =
             data.get(doff..doff + dsize).ok_or_else(|| not_placeable("PT_DYNAMIC lies outside the file"))?;
         let mut tags: HashMap<i64, u64> = HashMap::new();
-        for e in dyn_bytes.chunks_exact(16) {
-            let tag = i64::from_le_bytes(e[..8].try_into().unwrap());
+        for e in records::<Dyn>(dyn_bytes) {
+            let tag = e.d_tag.get(LE).0;
             if tag == DT_NULL {
                 break;
             }
-            tags.insert(tag, u64::from_le_bytes(e[8..].try_into().unwrap()));
+            tags.insert(tag, e.d_val.get(LE));
         }
         let tag = |t: i64| tags.get(&t).copied();
         let unsuitable = if tag(DT_TEXTREL).is_some() {
@@ -207,13 +207,12 @@ impl Image {
                 break;
             }
             let off = image.file_off(addr, size).ok_or_else(|| not_placeable("relocations outside the file"))?;
-            for r in data[off..off + size as usize].chunks_exact(24) {
-                let info = u64::from_le_bytes(r[8..16].try_into().unwrap());
+            for r in records::<crate::elf::Rela>(&data[off..off + size as usize]) {
                 image.relocs.push(Rela {
-                    offset: u64::from_le_bytes(r[..8].try_into().unwrap()),
-                    rtype: info as u32,
-                    sym: (info >> 32) as u32,
-                    addend: i64::from_le_bytes(r[16..24].try_into().unwrap()),
+                    offset: r.r_offset.get(LE),
+                    rtype: r.r_type(LE, false).0,
+                    sym: r.r_sym(LE, false),
+                    addend: r.r_addend.get(LE),
                 });
             }
         }
@@ -530,7 +529,7 @@ pub(crate) fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashM
         let src = Path::new(name);
         let mut bytes = datas[p.index].as_ref().expect("planned objects have data").to_vec();
         for &(off, v) in &p.patches {
-            bytes[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            crate::bytes::set_le_u64(&mut bytes, off, v);
         }
         let dest = image_path(dir, name);
         if let Some(parent) = dest.parent() {

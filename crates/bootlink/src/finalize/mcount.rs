@@ -61,16 +61,16 @@ pub fn plan(elf: &Elf, syms: &SectionSymbols) -> std::result::Result<Option<Plan
 
 /// `.ftrace_checked`: magic, version, count, then the symbol indices.
 pub(crate) fn section_bytes(syms: &[u32]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(12 + 4 * syms.len());
-    for w in [MAGIC, VERSION, syms.len() as u32].iter().chain(syms) {
-        v.extend_from_slice(&w.to_le_bytes());
+    let mut v = crate::bytes::LeWriter::with_capacity(12 + 4 * syms.len());
+    for &w in [MAGIC, VERSION, syms.len() as u32].iter().chain(syms) {
+        v.u32(w);
     }
-    v
+    v.into_inner()
 }
 
 /// The symbol indices of a `.ftrace_checked` section.
 pub fn parse_section(data: &[u8]) -> std::result::Result<Vec<u32>, Error> {
-    let words: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let words: Vec<u32> = crate::bytes::le_u32s(data).collect();
     match words[..] {
         [MAGIC, VERSION, n, ref rest @ ..] if data.len().is_multiple_of(4) && rest.len() == n as usize => {
             Ok(rest.to_vec())

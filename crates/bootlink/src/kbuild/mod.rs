@@ -395,8 +395,81 @@ pub fn run(opts: &Options) -> Result<Report> {
     )
 }
 
+/// What the config is made from, as read: the fragment with its flavours
+/// over it, the make variables the flavours name, the whole config it
+/// starts from (none: tinyconfig), and the text the cache key and the
+/// object directory are computed from.
+struct ConfigInputs {
+    fragment: Fragment,
+    make_vars: Vec<String>,
+    whole: Option<Vec<u8>>,
+    /// What names the object tree: the unflavoured build's config text (a
+    /// flavour builds in its unflavoured build's tree).
+    obj_text: Vec<u8>,
+    /// Everything that goes into the config, as the cache key sees it.
+    config_text: Vec<u8>,
+}
+
+/// The cache key of a build and where the cache keeps it.
+struct Keyed {
+    signing: key::SigningKey,
+    version: String,
+    key: String,
+    /// `<cache>/kernels/build-<key>`.
+    out: PathBuf,
+}
+
 fn build_or_find(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
+    let (series, skipped) = resolve_series(opts)?;
+    let inputs = read_config_inputs(opts)?;
+    let cache = fsutil::cache_dir();
+    let keyed = key_build(opts, &cache, &inputs, &series)?;
+    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &keyed.key);
+    if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
+        return Ok(b);
+    }
+    if opts.cached_only {
+        return Err(Error::new(
+            Kind::Build,
+            format!(
+                "this kernel build is not in the cache ({}): `bootlink kernel build` makes it",
+                keyed.out.display()
+            ),
+        ));
+    }
+    let kbuild = cache.join("kbuild");
+    let _lock = lock_kbuild(&kbuild)?;
+    // Another process may have built it while we waited.
+    if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
+        return Ok(b);
+    }
+    check_tools(opts)?;
+    let (tree, obj) = prepare_tree(opts, &kbuild, &series, &keyed.version, &inputs.obj_text)?;
+    let log = obj.join("bootlink-build.log");
+    let _ = std::fs::remove_file(&log);
+    let env = make::Env {
+        tree: &tree,
+        obj: &obj,
+        ccache_dir: &cache.join("ccache"),
+        base: &kbuild,
+        jobs: opts.jobs,
+        arch: opts.arch,
+        symhash_hook: Some(make::symhash_hook()?),
+        make_vars: inputs.make_vars.clone(),
+    };
+    configure_obj(opts, &env, &inputs, &keyed, &log)?;
+    let release = compile(opts, &env, &keyed.key, &log)?;
+    let mut built = install_into_cache(opts, &env, &keyed, &series, skipped, &release, &log)?;
+    built.seconds = t0.elapsed().as_secs_f64();
+    prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
+    Ok(built)
+}
+
+/// The series for the architecture (the lab's stacked on the product's
+/// with `--lab`), and the patches it leaves out; refused for an
+/// architecture the line has no lab config for.
+fn resolve_series(opts: &Options) -> Result<(Series, Vec<String>)> {
     let lab: Vec<&Path> = opts.lab_series.iter().map(PathBuf::as_path).collect();
     let (series, skipped) = Series::read_stacked(&opts.series, &lab)?.for_arch(opts.arch.kernel());
     if !opts.arch.is_amd64() && !opts.config.exists() {
@@ -411,6 +484,13 @@ fn build_or_find(opts: &Options) -> Result<Report> {
             ),
         ));
     }
+    Ok((series, skipped))
+}
+
+/// Read the fragment, each flavour's lines over it (and into the key after
+/// it, with the bytes of the programs a flavour names as make variables)
+/// and the whole config, if any.
+fn read_config_inputs(opts: &Options) -> Result<ConfigInputs> {
     let mut fragment_text = crate::fsutil::read_input(&opts.config, crate::fsutil::MAX_TEXT)?;
     let unflavoured_text = fragment_text.clone();
     let mut fragment = Fragment::parse(&String::from_utf8_lossy(&fragment_text), &opts.config)?;
@@ -470,39 +550,45 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     // options change is rebuilt there (a compressor: the boot image alone).
     let obj_text = with_whole(&unflavoured_text);
     let config_text = with_whole(&fragment_text);
-    let cache = fsutil::cache_dir();
+    Ok(ConfigInputs { fragment, make_vars, whole, obj_text, config_text })
+}
+
+/// The build's cache key ([`cache_key`]: with the signing certificate,
+/// made once under the cache, and the source package's version) and its
+/// directory in the cache.
+fn key_build(opts: &Options, cache: &Path, inputs: &ConfigInputs, series: &Series) -> Result<Keyed> {
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
     let version = source::package_version(opts.line)?;
-    let key = cache_key(opts.arch, &version, &config_text, &series, &cert);
-    let kernels = cache.join("kernels");
-    let out = kernels.join(format!("build-{key}"));
-    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &key);
-    if let Some(mut b) = cached(&out).filter(tree_holds) {
-        b.seconds = t0.elapsed().as_secs_f64();
-        b.cached = true;
-        return Ok(b);
-    }
-    if opts.cached_only {
-        return Err(Error::new(
-            Kind::Build,
-            format!("this kernel build is not in the cache ({}): `bootlink kernel build` makes it", out.display()),
-        ));
-    }
-    let kbuild = cache.join("kbuild");
-    std::fs::create_dir_all(&kbuild).map_err(|e| Error::io(&kbuild, e))?;
+    let key = cache_key(opts.arch, &version, &inputs.config_text, series, &cert);
+    let out = cache.join("kernels").join(format!("build-{key}"));
+    Ok(Keyed { signing, version, key, out })
+}
+
+/// The complete build cached in `out` (whose object tree `tree_holds`
+/// when asked to), marked as found in the cache.
+fn lookup_cache(out: &Path, tree_holds: impl Fn(&Report) -> bool, t0: Instant) -> Option<Report> {
+    let mut b = cached(out).filter(|b| tree_holds(b))?;
+    b.seconds = t0.elapsed().as_secs_f64();
+    b.cached = true;
+    Some(b)
+}
+
+/// The lock that lets one kernel build at a time use the cache's sources
+/// and object trees (waited for, saying so, when another build holds it).
+fn lock_kbuild(kbuild: &Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(kbuild).map_err(|e| Error::io(kbuild, e))?;
     let lock_path = kbuild.join(".lock");
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
     if lock.try_lock().is_err() {
         progress::status("waiting for another kernel build to finish");
         lock.lock().map_err(|e| Error::io(&lock_path, e))?;
     }
-    // Another process may have built it while we waited.
-    if let Some(mut b) = cached(&out).filter(tree_holds) {
-        b.seconds = t0.elapsed().as_secs_f64();
-        b.cached = true;
-        return Ok(b);
-    }
+    Ok(lock)
+}
+
+/// The host tools a kernel build runs, each found or named as missing.
+fn check_tools(opts: &Options) -> Result<()> {
     let cross_gcc = format!("{}gcc", opts.arch.cross_compile());
     for tool in ["make", "gcc", cross_gcc.as_str(), "flex", "bison", "bc", "patch", "openssl", "depmod"] {
         if !hosttool::exists(tool) && !Path::new("/sbin").join(tool).is_file() {
@@ -523,44 +609,56 @@ fn build_or_find(opts: &Options) -> Result<Report> {
             ));
         }
     }
-    let tree = source::unpacked(&kbuild, opts.line, &version)?;
-    let (reverted, applied) = source::apply_series(&tree, &series, opts.line, &version)?;
+    Ok(())
+}
+
+/// The unpacked source with the series applied (what is already applied
+/// stays), and the object directory named by `obj_text`.
+fn prepare_tree(
+    opts: &Options,
+    kbuild: &Path,
+    series: &Series,
+    version: &str,
+    obj_text: &[u8],
+) -> Result<(PathBuf, PathBuf)> {
+    let tree = source::unpacked(kbuild, opts.line, version)?;
+    let (reverted, applied) = source::apply_series(&tree, series, opts.line, version)?;
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
-    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&obj_text))[..12]));
+    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(obj_text))[..12]));
     std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
-    let log = obj.join("bootlink-build.log");
-    let _ = std::fs::remove_file(&log);
-    let env = make::Env {
-        tree: &tree,
-        obj: &obj,
-        ccache_dir: &cache.join("ccache"),
-        base: &kbuild,
-        jobs: opts.jobs,
-        arch: opts.arch,
-        symhash_hook: Some(make::symhash_hook()?),
-        make_vars,
-    };
+    Ok((tree, obj))
+}
+
+/// The signing key in the object tree, then `.config` ([`configure`]).
+fn configure_obj(opts: &Options, env: &make::Env<'_>, inputs: &ConfigInputs, keyed: &Keyed, log: &Path) -> Result<()> {
     // The key goes into the object tree under a fixed name, so the config
     // (and every object's preprocessed input through autoconf.h) does not
     // depend on where the cache is: ccache hits across caches and keys.
-    let key_in_obj = obj.join(KEY_IN_OBJ);
-    let key_data = crate::fsutil::read_input(&signing.pem, crate::fsutil::MAX_TEXT)?;
+    let key_in_obj = env.obj.join(KEY_IN_OBJ);
+    let key_data = crate::fsutil::read_input(&keyed.signing.pem, crate::fsutil::MAX_TEXT)?;
     if std::fs::read(&key_in_obj).ok().as_deref() != Some(key_data.as_slice()) {
-        std::fs::create_dir_all(obj.join("certs")).map_err(|e| Error::io(&obj, e))?;
+        std::fs::create_dir_all(env.obj.join("certs")).map_err(|e| Error::io(env.obj, e))?;
         fsutil::write_atomic(&key_in_obj, &key_data)?;
     }
-    let wanted = Wanted { whole: whole.as_deref(), fragment: &fragment, config_text: &config_text };
-    configure(&env, &wanted, &opts.config, &log)?;
-    let release_var: Vec<String> = opts.release.iter().map(|r| format!("KERNELRELEASE={r}")).collect();
+    let wanted =
+        Wanted { whole: inputs.whole.as_deref(), fragment: &inputs.fragment, config_text: &inputs.config_text };
+    configure(env, &wanted, &opts.config, log)
+}
+
+/// `make` the kernel (and its modules) in the object tree, marking the
+/// tree with the source state and the key it now holds; returns the
+/// release it was built as.
+fn compile(opts: &Options, env: &make::Env<'_>, key: &str, log: &Path) -> Result<String> {
+    let obj = env.obj;
     // A build killed in the middle (SIGKILL, a session's end) can leave a
     // half-written object that make then takes as up to date: objects made
     // since an unfinished build began are removed and made again (ccache
     // makes that cheap).
     let building = obj.join("bootlink-building");
     if building.exists() {
-        let n = remove_newer_objects(&obj, &building);
+        let n = remove_newer_objects(obj, &building);
         progress::status(&format!("an earlier build was interrupted: {n} objects it made are rebuilt"));
     } else {
         std::fs::write(&building, b"").map_err(|e| Error::io(&building, e))?;
@@ -575,25 +673,45 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     // `all` makes the boot image too (arm64's makes Image.gz from Image).
     let image_target = image_in_obj.rsplit('/').next().unwrap_or(image_name);
     let targets: Vec<&str> = if opts.modules { vec!["all"] } else { vec!["vmlinux", image_target] };
-    env.run(&targets, &release_var, &log, "kernel build")?;
+    env.run(&targets, &release_vars(opts), log, "kernel build")?;
     let _ = std::fs::remove_file(&building);
-    fsutil::write_atomic(&obj.join(TREE_SOURCE), source::applied_state(&tree)?.as_bytes())?;
+    fsutil::write_atomic(&obj.join(TREE_SOURCE), source::applied_state(env.tree)?.as_bytes())?;
     fsutil::write_atomic(&obj.join(TREE_KEY), key.as_bytes())?;
-    let release = match &opts.release {
+    Ok(match &opts.release {
         Some(r) => r.clone(),
         None => std::fs::read_to_string(obj.join("include/config/kernel.release"))
             .map_err(|e| Error::io(&obj.join("include/config/kernel.release"), e))?
             .trim()
             .to_string(),
-    };
-    // Install into a temporary directory beside the final one, then rename.
-    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
-    let stage = tempfile::Builder::new().prefix(".build-").tempdir_in(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    })
+}
+
+/// `KERNELRELEASE=` for make, when a release is asked for.
+fn release_vars(opts: &Options) -> Vec<String> {
+    opts.release.iter().map(|r| format!("KERNELRELEASE={r}")).collect()
+}
+
+/// Install the build into a temporary directory beside its place in the
+/// cache (the modules, the images, System.map, Module.symvers, the config,
+/// the signing key and `build.json`), then rename it into place.
+fn install_into_cache(
+    opts: &Options,
+    env: &make::Env<'_>,
+    keyed: &Keyed,
+    series: &Series,
+    skipped: Vec<String>,
+    release: &str,
+    log: &Path,
+) -> Result<Report> {
+    let (obj, out) = (env.obj, &keyed.out);
+    let kernels = out.parent().expect("build-<key> lies in kernels/");
+    std::fs::create_dir_all(kernels).map_err(|e| Error::io(kernels, e))?;
+    let stage = tempfile::Builder::new().prefix(".build-").tempdir_in(kernels).map_err(|e| Error::io(kernels, e))?;
     if opts.modules {
         let mut vars = vec![format!("INSTALL_MOD_PATH={}", stage.path().display()), "INSTALL_MOD_STRIP=1".into()];
-        vars.extend(release_var.iter().cloned());
-        env.run(&["modules_install"], &vars, &log, "installing modules")?;
-        let modules = stage.path().join("lib/modules").join(&release);
+        vars.extend(release_vars(opts));
+        env.run(&["modules_install"], &vars, log, "installing modules")?;
+        let modules = stage.path().join("lib/modules").join(release);
         for link in ["build", "source"] {
             let _ = std::fs::remove_file(modules.join(link));
         }
@@ -603,6 +721,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         std::fs::copy(from, &to).map_err(|e| Error::io(from, e))?;
         Ok(())
     };
+    let (image_in_obj, image_name) = opts.arch.boot_image();
     copy(&obj.join("vmlinux"), "vmlinux")?;
     copy(&obj.join(image_in_obj), image_name)?;
     copy(&obj.join("System.map"), "System.map")?;
@@ -611,24 +730,24 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     let symvers = if opts.modules { obj.join("Module.symvers") } else { obj.join("vmlinux.symvers") };
     copy(&symvers, "Module.symvers")?;
     copy(&obj.join(".config"), &format!("config-{release}"))?;
-    copy(&signing.pem, "module-signing.pem")?;
-    copy(&signing.cert, "module-signing.crt")?;
-    let mut built = Report {
+    copy(&keyed.signing.pem, "module-signing.pem")?;
+    copy(&keyed.signing.cert, "module-signing.crt")?;
+    let built = Report {
         dir: out.clone(),
         line: opts.line.name.to_string(),
         arch: opts.arch,
-        release: release.clone(),
+        release: release.to_string(),
         vmlinux: out.join("vmlinux"),
         bzimage: out.join(image_name),
         system_map: out.join("System.map"),
         module_symvers: out.join("Module.symvers"),
         config: out.join(format!("config-{release}")),
-        modules: opts.modules.then(|| out.join("lib/modules").join(&release)),
+        modules: opts.modules.then(|| out.join("lib/modules").join(release)),
         signing_key: out.join("module-signing.pem"),
         signing_cert: out.join("module-signing.crt"),
-        key,
+        key: keyed.key.clone(),
         source_package: opts.line.package.into(),
-        source_version: version,
+        source_version: keyed.version.clone(),
         patches: series.patches.iter().map(|p| p.name.clone()).collect(),
         skipped,
         config_fragment: opts.config.clone(),
@@ -636,17 +755,15 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         config_base: opts.base.describe(),
         seconds: 0.0,
         cached: false,
-        tree: obj.clone(),
+        tree: obj.to_path_buf(),
     };
     let json = serde_json::to_vec_pretty(&built).expect("serializable");
     fsutil::write_atomic(&stage.path().join("build.json"), &json)?;
     if out.exists() {
-        std::fs::remove_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+        std::fs::remove_dir_all(out).map_err(|e| Error::io(out, e))?;
     }
-    std::fs::rename(stage.path(), &out).map_err(|e| Error::io(&out, e))?;
+    std::fs::rename(stage.path(), out).map_err(|e| Error::io(out, e))?;
     let _ = stage.keep();
-    built.seconds = t0.elapsed().as_secs_f64();
-    prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
     Ok(built)
 }
 

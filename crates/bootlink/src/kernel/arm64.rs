@@ -282,7 +282,7 @@ mod tests {
     /// start, the CRCs' start, the strings' start and each name's place.
     fn synthetic(pad: usize, plain: &[&str], gpl: &[&str]) -> (Vec<u8>, usize, usize, usize, Vec<usize>) {
         let mut img = vec![0u8; 0x200 + pad];
-        img[MAGIC_OFFSET..MAGIC_OFFSET + 4].copy_from_slice(MAGIC);
+        img[MAGIC_OFFSET..][..MAGIC.len()].copy_from_slice(MAGIC);
         let tab = img.len();
         let n = plain.len() + gpl.len();
         let crcs = tab + 12 * n;
@@ -295,13 +295,18 @@ mod tests {
             text.push(0);
         }
         img.resize(strings + text.len(), 0);
+        // Each entry: value, name and namespace, each relative to its own field.
+        let mut w = crate::bytes::LeWriter::default();
+        let prel32 = |to: usize, field: usize| (to as i64 - field as i64) as i32 as u32;
         for (i, &a) in at.iter().enumerate() {
             let o = tab + 12 * i;
-            img[o..o + 4].copy_from_slice(&(0x40i32 - o as i32).to_le_bytes());
-            img[o + 4..o + 8].copy_from_slice(&((a as i64 - (o + 4) as i64) as i32).to_le_bytes());
-            img[o + 8..o + 12].copy_from_slice(&((strings as i64 - (o + 8) as i64) as i32).to_le_bytes());
-            img[crcs + 4 * i..crcs + 4 * i + 4].copy_from_slice(&(i as u32).to_le_bytes());
+            w.u32(prel32(0x40, o));
+            w.u32(prel32(a, o + 4));
+            w.u32(prel32(strings, o + 8));
         }
+        debug_assert_eq!(tab + w.len(), crcs);
+        (0..n as u32).for_each(|i| w.u32(i));
+        img[tab..strings].copy_from_slice(&w.into_inner());
         img[strings..].copy_from_slice(&text);
         (img, tab, crcs, strings, at)
     }

@@ -43,6 +43,9 @@ use crate::error::{Error, Kind, Result};
 pub const SECTION: &str = "__modhashes";
 pub(crate) const MAGIC: &[u8; 8] = b"MODHASH1";
 const HEADER: usize = 16;
+/// The header's fields after the magic: the number of digests, the hash.
+const COUNT_AT: usize = 8;
+const HASH_AT: usize = 12;
 
 pub(crate) type Sha = [u8; 32];
 
@@ -134,14 +137,15 @@ impl Manifest {
 
     /// The section's contents.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + 32 * self.digests.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&(self.digests.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.hash.id().to_le_bytes());
+        let mut out = crate::bytes::LeWriter::with_capacity(HEADER + 32 * self.digests.len());
+        out.bytes(MAGIC);
+        out.u32(self.digests.len() as u32);
+        out.u32(self.hash.id());
+        debug_assert_eq!(out.len(), HEADER);
         for d in &self.digests {
-            out.extend_from_slice(d);
+            out.bytes(d);
         }
-        out
+        out.into_inner()
     }
 
     /// Read a section as the kernel does: None for an empty (all-zero) one;
@@ -153,13 +157,14 @@ impl Manifest {
         if &area[..8] != MAGIC {
             return if area.iter().all(|&b| b == 0) { Ok(None) } else { Err(corrupt("bad magic")) };
         }
-        let n = u32::from_le_bytes(area[8..12].try_into().unwrap()) as usize;
-        let id = u32::from_le_bytes(area[12..16].try_into().unwrap());
+        let n = crate::bytes::le_u32(area, COUNT_AT).expect("a whole header") as usize;
+        let id = crate::bytes::le_u32(area, HASH_AT).expect("a whole header");
         let hash = Hash::from_id(id).ok_or_else(|| corrupt(format!("hash {id}: not one bootlink knows")))?;
         if n > (area.len() - HEADER) / 32 {
             return Err(corrupt("count out of range"));
         }
-        let digests: Vec<Sha> = area[HEADER..HEADER + 32 * n].chunks_exact(32).map(|c| c.try_into().unwrap()).collect();
+        let digests: Vec<Sha> =
+            area[HEADER..HEADER + 32 * n].chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
         if digests.windows(2).any(|w| w[0] >= w[1]) {
             return Err(corrupt("digests not strictly increasing"));
         }
@@ -366,10 +371,10 @@ mod tests {
         dup[HEADER + 32..HEADER + 64].copy_from_slice(&[1; 32]);
         assert!(Manifest::decode(&dup).unwrap_err().msg.contains("strictly"));
         let mut big = area.clone();
-        big[8..12].copy_from_slice(&1000u32.to_le_bytes());
+        crate::bytes::set_le_u32(&mut big, COUNT_AT, 1000);
         assert!(Manifest::decode(&big).unwrap_err().msg.contains("count"));
         let mut unknown = area.clone();
-        unknown[12..16].copy_from_slice(&2u32.to_le_bytes());
+        crate::bytes::set_le_u32(&mut unknown, HASH_AT, 2);
         assert!(Manifest::decode(&unknown).unwrap_err().msg.contains("hash 2"));
         let mut magic = area;
         magic[0] = b'X';
@@ -380,7 +385,7 @@ mod tests {
     fn a_blake2b_list_says_so_in_its_header_and_reads_back() {
         let m = Manifest::new(Hash::Blake2b256, vec![[9; 32], [4; 32]]);
         let mut area = m.encode();
-        assert_eq!(area[12..16], 1u32.to_le_bytes());
+        assert_eq!(crate::bytes::le_u32(&area, HASH_AT), Some(1));
         area.resize(4096, 0);
         assert_eq!(Manifest::decode(&area).unwrap(), Some(m));
     }

@@ -17,7 +17,7 @@ pub(crate) fn mix(mut x: u32) -> u32 {
 
 /// The tables' checksum: each 32-bit word xored into a rotating sum.
 pub fn checksum(data: &[u8]) -> u32 {
-    data.chunks_exact(4).fold(0u32, |c, w| c.rotate_left(5) ^ u32::from_le_bytes(w.try_into().expect("4 bytes")))
+    crate::bytes::le_u32s(data).fold(0u32, |c, w| c.rotate_left(5) ^ w)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 //! the CRC arrays index them), so the chain names the export by index.
 
 use super::hash::{checksum, djb, mix};
+use crate::bytes::{LeWriter, le_u32};
 use crate::error::{Error, Kind};
 
 /// Bytes that are not symbol hash tables.
@@ -92,26 +93,8 @@ fn sysv_buckets(n: usize) -> u32 {
     best
 }
 
-struct Writer {
-    out: Vec<u8>,
-}
-
-impl Writer {
-    fn u32(&mut self, v: u32) {
-        self.out.extend_from_slice(&v.to_le_bytes());
-    }
-    fn align(&mut self, to: usize) {
-        while !self.out.len().is_multiple_of(to) {
-            self.out.push(0);
-        }
-    }
-    fn off(&self) -> u32 {
-        self.out.len() as u32
-    }
-}
-
-fn sysv(w: &mut Writer, hashes: &[u32]) -> u32 {
-    let off = w.off();
+fn sysv(w: &mut LeWriter, hashes: &[u32]) -> u32 {
+    let off = w.len() as u32;
     let n = hashes.len();
     let nbucket = sysv_buckets(n);
     let mut bucket = vec![NONE; nbucket as usize];
@@ -128,9 +111,9 @@ fn sysv(w: &mut Writer, hashes: &[u32]) -> u32 {
     off
 }
 
-fn gnu(w: &mut Writer, hashes: &[u32]) -> u32 {
+fn gnu(w: &mut LeWriter, hashes: &[u32]) -> u32 {
     w.align(8);
-    let off = w.off();
+    let off = w.len() as u32;
     let n = hashes.len();
     let nbuckets = n.div_ceil(4).max(1) as u32;
     let words = (n / 8).max(1).next_power_of_two();
@@ -157,7 +140,7 @@ fn gnu(w: &mut Writer, hashes: &[u32]) -> u32 {
     w.u32(BLOOM_SHIFT);
     w.u32(0);
     for b in bloom {
-        w.out.extend_from_slice(&b.to_le_bytes());
+        w.u64(b);
     }
     bucket.iter().chain(&chain).for_each(|&v| w.u32(v));
     order.iter().for_each(|&i| w.u32(i as u32));
@@ -168,8 +151,8 @@ fn gnu(w: &mut Writer, hashes: &[u32]) -> u32 {
 /// slot `mix(h ^ seed[bucket]) % nslots`; the seeds are found at build time,
 /// largest buckets first. Exports whose names share a 32-bit hash share a
 /// slot that points to a counted list in `overflow`.
-fn perfect(w: &mut Writer, hashes: &[u32]) -> std::result::Result<u32, Error> {
-    let off = w.off();
+fn perfect(w: &mut LeWriter, hashes: &[u32]) -> std::result::Result<u32, Error> {
+    let off = w.len() as u32;
     let n = hashes.len();
     let mut keys: Vec<(u32, Vec<u32>)> = Vec::new();
     {
@@ -236,7 +219,7 @@ fn perfect(w: &mut Writer, hashes: &[u32]) -> std::result::Result<u32, Error> {
 /// Build the tables for two export tables (`__ksymtab`, `__ksymtab_gpl`),
 /// each given as its names in table order.
 pub fn build(tables: [&[&str]; 2]) -> std::result::Result<Vec<u8>, Error> {
-    let mut w = Writer { out: vec![0; HEADER_SIZE] };
+    let mut w = LeWriter { out: vec![0; HEADER_SIZE] };
     let mut entries = [[0u32; 5]; 2];
     for (t, names) in tables.iter().enumerate() {
         if names.is_empty() {
@@ -244,7 +227,7 @@ pub fn build(tables: [&[&str]; 2]) -> std::result::Result<Vec<u8>, Error> {
         }
         let hashes: Vec<u32> = names.iter().map(|n| djb(n.as_bytes())).collect();
         w.align(4);
-        let hoff = w.off();
+        let hoff = w.len() as u32;
         hashes.iter().for_each(|&h| w.u32(h));
         let s = sysv(&mut w, &hashes);
         let g = gnu(&mut w, &hashes);
@@ -252,16 +235,16 @@ pub fn build(tables: [&[&str]; 2]) -> std::result::Result<Vec<u8>, Error> {
         entries[t] = [names.len() as u32, hoff, s, g, p];
     }
     w.align(8);
-    let size = w.out.len();
-    let mut head = Vec::with_capacity(HEADER_SIZE);
-    for v in [MAGIC, VERSION, size as u32, checksum(&w.out[HEADER_SIZE..])] {
-        head.extend_from_slice(&v.to_le_bytes());
+    let mut out = w.into_inner();
+    let mut head = LeWriter::with_capacity(HEADER_SIZE);
+    for v in [MAGIC, VERSION, out.len() as u32, checksum(&out[HEADER_SIZE..])] {
+        head.u32(v);
     }
     for e in entries {
-        e.iter().for_each(|v| head.extend_from_slice(&v.to_le_bytes()));
+        e.iter().for_each(|&v| head.u32(v));
     }
-    w.out[..HEADER_SIZE].copy_from_slice(&head);
-    Ok(w.out)
+    out[..HEADER_SIZE].copy_from_slice(&head.out);
+    Ok(out)
 }
 
 /// `.undef.hash`: the hash of each undefined symbol, in .symtab order;
@@ -277,17 +260,17 @@ pub fn undef(names: &[&str], mut flags: u32, versions: Option<&[u32]>, slots: Op
     if slots.is_some() {
         flags |= EXPORT_SLOTS;
     }
-    let mut out = Vec::with_capacity(16 + 12 * names.len());
+    let mut out = LeWriter::with_capacity(16 + 12 * names.len());
     for v in [UNDEF_MAGIC, VERSION, names.len() as u32, flags] {
-        out.extend_from_slice(&v.to_le_bytes());
+        out.u32(v);
     }
     for n in names {
-        out.extend_from_slice(&djb(n.as_bytes()).to_le_bytes());
+        out.u32(djb(n.as_bytes()));
     }
-    for i in versions.unwrap_or_default().iter().chain(slots.unwrap_or_default()) {
-        out.extend_from_slice(&i.to_le_bytes());
+    for &i in versions.unwrap_or_default().iter().chain(slots.unwrap_or_default()) {
+        out.u32(i);
     }
-    out
+    out.into_inner()
 }
 
 /// Each of `undefined`'s slot in vmlinux's export tables, `exports` in
@@ -339,7 +322,7 @@ impl<'d> Tables<'d> {
     }
 
     fn word(&self, off: usize) -> u32 {
-        self.data.get(off..off + 4).map_or(NONE, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        le_u32(self.data, off).unwrap_or(NONE)
     }
 
     fn at(&self, base: u32, i: u64) -> u32 {
@@ -459,7 +442,7 @@ mod tests {
 
     #[test]
     fn undef_arrays_follow_the_hashes_in_the_order_the_kernel_reads_them() {
-        let words = |b: &[u8]| b.chunks(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect::<Vec<_>>();
+        let words = |b: &[u8]| crate::bytes::le_u32s(b).collect::<Vec<_>>();
         let names = ["kmalloc", "btrfs_own", "gpl_one"];
         let exports =
             [export("a_first", false), export("kmalloc", false), export("gpl_zero", true), export("gpl_one", true)];
