@@ -174,6 +174,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
             "glibc's makefiles cannot install into a path with spaces, quotes or `$` (set BOOTLINK_CACHE)",
         ));
     }
+    crate::buildlog::failed_earlier("glibc", &key)?;
     // Whatever an unfinished build left (we hold the lock): not complete, gone.
     start_over(&keydir)?;
     source::download(&glibc, &version)?;
@@ -194,7 +195,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     };
     let configure = build::configure_args(&prefix.to_string_lossy(), &version);
     progress::status(&format!("building glibc {version} in {} (log: {})", builddir.display(), log.display()));
-    build::build_and_install(&env, &configure, &prefix)?;
+    crate::buildlog::remember("glibc", &key, build::build_and_install(&env, &configure, &prefix))?;
     let libdir = prefix.join("lib");
     let built = Report {
         key: key.clone(),

@@ -444,6 +444,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
         return Ok(b);
     }
+    crate::buildlog::failed_earlier("kernel", &keyed.key)?;
     check_tools(opts)?;
     let (tree, obj) = prepare_tree(opts, &kbuild, &series, &keyed.version, &inputs.obj_text)?;
     let log = obj.join("bootlink-build.log");
@@ -458,9 +459,10 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         symhash_hook: Some(make::symhash_hook()?),
         make_vars: inputs.make_vars.clone(),
     };
-    configure_obj(opts, &env, &inputs, &keyed, &log)?;
-    let release = compile(opts, &env, &keyed.key, &log)?;
-    let mut built = install_into_cache(opts, &env, &keyed, &series, skipped, &release, &log)?;
+    let done = configure_obj(opts, &env, &inputs, &keyed, &log)
+        .and_then(|()| compile(opts, &env, &keyed.key, &log))
+        .and_then(|release| install_into_cache(opts, &env, &keyed, &series, skipped, &release, &log));
+    let mut built = crate::buildlog::remember("kernel", &keyed.key, done)?;
     built.seconds = t0.elapsed().as_secs_f64();
     prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
     Ok(built)
