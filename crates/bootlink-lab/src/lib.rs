@@ -9,3 +9,4 @@ pub mod lab;
 pub mod lava;
 pub mod recommend;
 pub mod run;
+pub mod workload;

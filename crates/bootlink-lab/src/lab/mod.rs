@@ -42,7 +42,6 @@ pub mod survey;
 pub mod target;
 pub mod userspace;
 pub mod variant;
-pub mod workload;
 
 pub use initramfs::{Initramfs, framed};
 pub use qemu::{Boot, BootStatus, QemuOptions};

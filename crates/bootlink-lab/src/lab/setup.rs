@@ -214,7 +214,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
             let host = if zstd {
                 Some("compress:zstd with loader:batch (busybox has no zstd: the host's decompresses)".to_string())
             } else {
-                crate::lab::workload::build(spec.loader, &spec.workloads).iter().find_map(|w| w.host_programs())
+                crate::workload::build(spec.loader, &spec.workloads).iter().find_map(|w| w.host_programs())
             };
             if let Some(what) = host {
                 return Err(Error::new(

@@ -7,12 +7,12 @@
 //! [`crate::lab::scenario_file`]), both through [`Variant::from_pairs`];
 //! the lab acts on the parsed model only: its kernel ([`KernelChoice`]),
 //! its [`Step`]s (see [`bootlink::steps`]), its loader and its workloads
-//! ([`crate::lab::workload`]).
+//! ([`crate::workload`]).
 
 use std::path::{Path, PathBuf};
 
 pub use crate::lab::loaders::Loader;
-use crate::lab::workload;
+use crate::workload;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::steps::{self as step, Step};
 

@@ -16,10 +16,10 @@ use serde::Serialize;
 
 use crate::lab::initramfs;
 use crate::lab::loaders::Loader;
-use crate::lab::workload;
 use crate::lava::job::{self, JobVariant, Manifest};
 use crate::lava::log::{self, Value};
 use crate::run::results::{Repetition, Run};
+use crate::workload;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
 

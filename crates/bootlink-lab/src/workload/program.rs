@@ -9,7 +9,7 @@ use crate::lab::Initramfs;
 use crate::run::results::{ProgramRun, Repetition, WorkloadResult};
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 const SECTION: &str = "@@@ bootlink run @@@";
 const END: &str = "@@@ bootlink run end @@@";

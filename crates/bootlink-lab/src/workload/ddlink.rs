@@ -7,7 +7,7 @@ use crate::run::results::{Repetition, WorkloadResult};
 use bootlink::error::Result;
 use bootlink::progress;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub struct DdlinkStarts {
     pub spec: Spec,

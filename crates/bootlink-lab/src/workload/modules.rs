@@ -11,7 +11,7 @@ use crate::run::ftrace as trace;
 use crate::run::results::{Repetition, WorkloadResult};
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub(crate) struct ModuleLoading {
     pub loader: Loader,

@@ -8,7 +8,7 @@ use crate::lab::imageread::{self, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub struct ImageRead {
     pub spec: Spec,
