@@ -22,9 +22,8 @@
 
 mod html;
 mod loaders;
-mod order;
 mod perfetto;
-mod svg;
+pub(crate) mod svg;
 
 /// Text escaped for HTML and SVG (`recommend`'s chart too).
 pub(crate) use svg::esc;
@@ -137,7 +136,7 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
             text.push_str(&tables);
         }
         let mut user = crate::run::userspace::render_text(&runs);
-        user.push_str(&crate::run::order::render_text(&runs));
+        user.push_str(&crate::workload::order::table::render_text(&runs));
         if !user.is_empty() {
             text.push('\n');
             text.push_str(&user);

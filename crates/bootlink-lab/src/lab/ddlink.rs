@@ -296,7 +296,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<DdlinkStarts> {
             cur.2.push('\n');
         }
     }
-    let mut starts: Vec<DdlinkStart> = crate::run::userspace::marked_starts(dmesg_text, "bootlink: ddlink ")
+    let mut starts: Vec<DdlinkStart> = crate::run::dmesg::marked_starts(dmesg_text, "bootlink: ddlink ")
         .into_iter()
         .map(|(start, _)| DdlinkStart { start, ..Default::default() })
         .collect();

@@ -31,7 +31,6 @@ pub(crate) mod debs;
 pub mod imageread;
 pub mod initramfs;
 pub mod loaders;
-pub mod order;
 pub(crate) mod packaged;
 pub mod procs;
 pub mod qemu;

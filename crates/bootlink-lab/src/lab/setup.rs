@@ -518,7 +518,7 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
                 let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
                 out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
             }
-            WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
+            WorkloadResult::Order(u) => out.extend(crate::workload::order::problems_alone(u)),
             WorkloadResult::Loader(_)
             | WorkloadResult::Storm(_)
             | WorkloadResult::Program(_)
@@ -604,7 +604,7 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
     let mut user = crate::run::userspace::render_text(std::slice::from_ref(run));
-    user.push_str(&crate::run::order::render_text(std::slice::from_ref(run)));
+    user.push_str(&crate::workload::order::table::render_text(std::slice::from_ref(run)));
     if !user.is_empty() {
         o.push_str(&user);
         o.push('\n');

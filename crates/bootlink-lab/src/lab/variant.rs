@@ -304,7 +304,7 @@ impl Variant {
             ),
             None => None,
         };
-        let flash = get("flash").map(crate::lab::order::Flash::parse).transpose().map_err(in_variant)?;
+        let flash = get("flash").map(crate::workload::order::Flash::parse).transpose().map_err(in_variant)?;
         match (get("ddlink"), get("order")) {
             (Some(_), Some(_)) => return Err(usage("give ddlink: or order:, not both".into())),
             (Some(d), None) => {
@@ -316,7 +316,7 @@ impl Variant {
                 workloads.insert(0, workload::Spec::Ddlink(d));
             }
             (None, Some(o)) => {
-                let mut o = crate::lab::order::Spec::parse(o).map_err(in_variant)?;
+                let mut o = crate::workload::order::Spec::parse(o).map_err(in_variant)?;
                 if let Some(n) = starts {
                     o.starts = n;
                 }
@@ -334,7 +334,7 @@ impl Variant {
             }
         }
         if let Some(v) = get("read") {
-            let flash = crate::lab::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
+            let flash = crate::workload::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
             workloads.push(workload::Spec::ImageRead(crate::lab::imageread::Spec { flash }));
         }
         if flash.is_some() && get("order").is_none() {
@@ -403,7 +403,7 @@ mod tests {
         let [workload::Spec::Order(o)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
         assert_eq!(
             (&o.blocks, o.flash, o.starts),
-            (&vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1)
+            (&vec![64], crate::workload::order::Flash { mib_s: 4, latency_us: 20 }, 1)
         );
         let v = Variant::parse("t=manifest:on,raw:nls_cp437=/tmp/cut.ko").unwrap();
         assert_eq!(v.steps, [Step::Manifest, Step::Raw { module: "nls_cp437".into(), file: "/tmp/cut.ko".into() }]);

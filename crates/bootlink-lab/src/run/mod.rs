@@ -14,7 +14,6 @@
 pub mod dmesg;
 pub mod ftrace;
 pub mod model;
-pub mod order;
 pub mod results;
 pub mod taint;
 pub mod userspace;

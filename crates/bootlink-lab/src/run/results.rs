@@ -7,6 +7,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// Each workload's results, from its folder (`workload/<name>/record.rs`),
+/// under the names run.json's readers use.
+pub use crate::workload::order::record::{OrderStart, OrderStarts};
+pub use crate::workload::start::Start;
+
 /// 2: each workload's results in `workloads`, tagged by `"workload"`
 /// (format 1 had `loader`, `storm`, `userspace` and `run_output` fields on
 /// the repetition; [`crate::run::parse_run_json`] reads both).
@@ -303,27 +308,6 @@ workload_accessors! {
 /// cache), Relocation Skip Mode (prelinked images, relocation skipped).
 pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
 
-/// One start of a program in the guest, whichever workload started it:
-/// what the kernel log's markers and the shell say.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Start {
-    /// The start's series: one of [`USER_MODES`] for DDLink, `BLOCK/RA/BUILD`
-    /// for reordering.
-    pub mode: String,
-    /// The how-manieth start in this mode (from 0).
-    pub index: usize,
-    /// Guest time (since boot) of the kernel log marker written just
-    /// before the shell starts the program, and from it to the marker
-    /// written once the program exited (fork, exec, ld.so, the program).
-    pub start_us: f64,
-    pub duration_us: f64,
-    /// The program's exit status.
-    pub exit: i32,
-    /// What the program printed (stdout and stderr).
-    #[serde(default)]
-    pub output: String,
-}
-
 /// A program started under DDLink's patched ld.so in each mode.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct DdlinkStarts {
@@ -360,38 +344,6 @@ pub struct DdlinkStart {
     pub decision: String,
 }
 
-/// Function reordering's cold starts, unordered and reordered builds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct OrderStarts {
-    /// The reordering case's label: the program, its builds, the flash.
-    pub command: String,
-    /// Every start, in the order they ran.
-    pub starts: Vec<OrderStart>,
-}
-
-/// One cold start from emulated flash: the start, the program's page
-/// faults (the starting shell's cminflt/cmajflt), what the device served
-/// during it (`/sys/block/DEV/stat`: requests, bytes) and its time to UI.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct OrderStart {
-    #[serde(flatten)]
-    pub start: Start,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minor_faults: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub major_faults: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_requests: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_bytes: Option<u64>,
-    /// Time to UI: from the start marker to the moment the program's first
-    /// output line reached the shell reading it (its `bootlink: order ui
-    /// MODE K` kernel log marker), guest microseconds; None when the
-    /// program printed nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ui_us: Option<f64>,
-}
-
 /// The common part of a DDLink or reordering start, read through it.
 impl std::ops::Deref for DdlinkStart {
     type Target = Start;
@@ -401,19 +353,6 @@ impl std::ops::Deref for DdlinkStart {
 }
 
 impl std::ops::DerefMut for DdlinkStart {
-    fn deref_mut(&mut self) -> &mut Start {
-        &mut self.start
-    }
-}
-
-impl std::ops::Deref for OrderStart {
-    type Target = Start;
-    fn deref(&self) -> &Start {
-        &self.start
-    }
-}
-
-impl std::ops::DerefMut for OrderStart {
     fn deref_mut(&mut self) -> &mut Start {
         &mut self.start
     }

@@ -15,6 +15,7 @@ pub mod imageread;
 pub mod modules;
 pub mod order;
 pub mod program;
+pub mod start;
 
 use std::path::Path;
 
@@ -28,7 +29,7 @@ pub enum Spec {
     /// `ddlink:...`: a program started under DDLink's patched ld.so.
     Ddlink(crate::lab::ddlink::Spec),
     /// `order:...`: function reordering's cold starts from emulated flash.
-    Order(crate::lab::order::Spec),
+    Order(order::Spec),
     /// `run:/PATH ARGS`: a host program with its ld.so and libraries.
     Run(String),
     /// `read:FLASH`: the booted image read back from emulated flash.
@@ -41,7 +42,7 @@ impl Spec {
     pub fn check(&self, tree: &Path) -> Result<()> {
         match self {
             Spec::Ddlink(d) => d.check(),
-            Spec::Order(_) => crate::lab::order::check(tree).map(|_| ()),
+            Spec::Order(_) => order::check(tree).map(|_| ()),
             Spec::Run(_) => Ok(()),
             Spec::ImageRead(_) => crate::lab::imageread::check(tree).map(|_| ()),
         }
@@ -54,7 +55,7 @@ pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
     for s in specs {
         w.push(match s {
             Spec::Ddlink(d) => Box::new(ddlink::DdlinkStarts { spec: d.clone(), prepared: None }),
-            Spec::Order(o) => Box::new(order::OrderStarts { spec: o.clone(), prepared: None }),
+            Spec::Order(o) => Box::new(order::workload::OrderStarts { spec: o.clone(), prepared: None }),
             Spec::Run(cmd) => Box::new(program::Program { command: cmd.clone() }),
             Spec::ImageRead(r) => Box::new(imageread::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),
         });

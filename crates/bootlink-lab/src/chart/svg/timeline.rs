@@ -455,7 +455,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         entries.extend(super::userspace::legend_ddlink(u));
     }
     if let Some(u) = order {
-        entries.extend(super::userspace::legend_order(u));
+        entries.extend(crate::workload::order::chart::legend_order(u));
     }
     y += 14.0;
     y += legend(&mut o, 12.0, y, &entries);
@@ -496,7 +496,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         y = super::userspace::panel_ddlink(&mut o, y, u);
     }
     if let Some(u) = order {
-        y = super::userspace::panel_order(&mut o, y, u);
+        y = crate::workload::order::chart::panel_order(&mut o, y, u);
     }
     y = super::userspace::processes_panel(&mut o, y, &rep.processes);
     if builtin.is_empty() && mods.is_empty() && ddlink.is_none() && order.is_none() && rep.processes.is_empty() {

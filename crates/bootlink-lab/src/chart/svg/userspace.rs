@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::run::model::Med;
-use crate::run::results::{DdlinkStart, DdlinkStarts, OrderStart, OrderStarts, Process, Start, USER_MODES};
+use crate::run::results::{DdlinkStart, DdlinkStarts, Process, Start, USER_MODES};
 
 use super::panel::{finish_panel, stripe};
 use super::*;
@@ -71,17 +71,6 @@ impl StartBar for DdlinkStart {
     }
 }
 
-impl StartBar for OrderStart {
-    fn ui_us(&self) -> Option<f64> {
-        self.ui_us
-    }
-    fn figures(&self, t: &mut String) {
-        if let Some(u) = self.ui_us {
-            let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
-        }
-    }
-}
-
 /// Legend entries of DDLink's starts: the modes that have starts.
 pub(crate) fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
     let mut out = Vec::new();
@@ -94,18 +83,8 @@ pub(crate) fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
     out
 }
 
-/// Legend entries of reordering's cold starts: one bar per start, no
-/// loader spans, the time-to-UI mark.
-pub(crate) fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
-    let mut out = vec![("cold start (marker to exit)".to_string(), mode_colors("")[0])];
-    if u.starts.iter().any(|s| s.ui_us.is_some()) {
-        out.push(("time to UI (first output line)".to_string(), UI));
-    }
-    out
-}
-
 /// The modes with starts, [`USER_MODES`] first.
-fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
+pub(crate) fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
     let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| starts.iter().any(|s| s.mode == *m)).collect();
     for s in starts {
         if !out.contains(&s.mode.as_str()) {
@@ -176,15 +155,8 @@ pub(crate) fn panel_ddlink(o: &mut String, y: f64, u: &DdlinkStarts) -> f64 {
     panel(o, y, &title, "darker: ld.so, darkest: its relocation", &program, &u.starts)
 }
 
-/// Reordering's panel; returns the new y.
-pub(crate) fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
-    let program = program_name(&u.command);
-    let title = "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)";
-    panel(o, y, title, "mark: time to UI (the first output line)", &program, &u.starts)
-}
-
 /// The panel of a series of starts; returns the new y.
-fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str, program: &str, starts: &[S]) -> f64 {
+pub(crate) fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str, program: &str, starts: &[S]) -> f64 {
     let mut y = y + 18.0;
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(title));
     let a = starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);

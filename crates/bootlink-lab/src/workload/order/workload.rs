@@ -1,9 +1,9 @@
 //! Function reordering's cold starts from emulated flash (see
-//! [`crate::lab::order`]).
+//! [`crate::workload::order`]).
 
 use crate::lab::Initramfs;
-use crate::lab::order::{self, Prepared, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::order::{self, Prepared, Spec};
 use bootlink::error::Result;
 use bootlink::progress;
 
