@@ -26,7 +26,6 @@ pub mod batchloader;
 pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
-pub mod ddlink;
 pub(crate) mod debs;
 pub mod imageread;
 pub mod initramfs;

@@ -516,7 +516,7 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
         match w {
             WorkloadResult::Ddlink(u) => {
                 let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
-                out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
+                out.extend(crate::workload::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
             }
             WorkloadResult::Order(u) => out.extend(crate::workload::order::problems_alone(u)),
             WorkloadResult::Loader(_)
@@ -538,7 +538,7 @@ pub struct Report<'a> {
     pub partial: bool,
     /// A program started under DDLink's ld.so: per series, its modes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub userspace: Vec<crate::run::userspace::UserTable>,
+    pub userspace: Vec<crate::workload::ddlink::table::UserTable>,
     /// What ran (the text names it; the JSON has the run directory).
     #[serde(skip)]
     pub scenario: &'a Scenario,
@@ -555,7 +555,7 @@ impl<'a> Report<'a> {
             summary: crate::run::summary(std::slice::from_ref(run)),
             tracing_overhead_pct: run.tracing_overhead_pct,
             partial: run.partial,
-            userspace: crate::run::userspace::tables(std::slice::from_ref(run)),
+            userspace: crate::workload::ddlink::table::tables(std::slice::from_ref(run)),
             scenario: sc,
             run,
         }
@@ -603,7 +603,7 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
-    let mut user = crate::run::userspace::render_text(std::slice::from_ref(run));
+    let mut user = crate::workload::ddlink::table::render_text(std::slice::from_ref(run));
     user.push_str(&crate::workload::order::table::render_text(std::slice::from_ref(run)));
     if !user.is_empty() {
         o.push_str(&user);
@@ -680,7 +680,7 @@ mod tests {
 
     #[test]
     fn a_start_the_cache_did_not_serve_fails_the_checks() {
-        let mut run = crate::run::userspace::tests::run();
+        let mut run = crate::workload::ddlink::table::tests::run();
         let c = check(&run, 0, false);
         assert!(c.problems.is_empty(), "{:?}", c.problems);
         assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);

@@ -308,7 +308,7 @@ impl Variant {
         match (get("ddlink"), get("order")) {
             (Some(_), Some(_)) => return Err(usage("give ddlink: or order:, not both".into())),
             (Some(d), None) => {
-                let mut d = crate::lab::ddlink::Spec::parse(d).map_err(in_variant)?;
+                let mut d = crate::workload::ddlink::Spec::parse(d).map_err(in_variant)?;
                 if let Some(n) = starts {
                     d.starts = n;
                 }
@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(v.transform(), "unsigned");
         let v = Variant::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
         let [workload::Spec::Ddlink(d)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
-        assert_eq!((&d.program, d.starts), (&crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
+        assert_eq!((&d.program, d.starts), (&crate::workload::ddlink::Program::Synth { symbols: 9000 }, 5));
         let v = Variant::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
         let [workload::Spec::Order(o)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
         assert_eq!(

@@ -16,7 +16,6 @@ pub mod ftrace;
 pub mod model;
 pub mod results;
 pub mod taint;
-pub mod userspace;
 
 use std::path::Path;
 

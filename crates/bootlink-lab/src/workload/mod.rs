@@ -27,7 +27,7 @@ use bootlink::error::Result;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spec {
     /// `ddlink:...`: a program started under DDLink's patched ld.so.
-    Ddlink(crate::lab::ddlink::Spec),
+    Ddlink(ddlink::Spec),
     /// `order:...`: function reordering's cold starts from emulated flash.
     Order(order::Spec),
     /// `run:/PATH ARGS`: a host program with its ld.so and libraries.
@@ -54,7 +54,7 @@ pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
     let mut w: Vec<Box<dyn Workload>> = vec![Box::new(modules::ModuleLoading { loader })];
     for s in specs {
         w.push(match s {
-            Spec::Ddlink(d) => Box::new(ddlink::DdlinkStarts { spec: d.clone(), prepared: None }),
+            Spec::Ddlink(d) => Box::new(ddlink::workload::DdlinkStarts { spec: d.clone(), prepared: None }),
             Spec::Order(o) => Box::new(order::workload::OrderStarts { spec: o.clone(), prepared: None }),
             Spec::Run(cmd) => Box::new(program::Program { command: cmd.clone() }),
             Spec::ImageRead(r) => Box::new(imageread::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),

@@ -452,7 +452,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
     let ddlink = rep.ddlink().filter(|u| !u.starts.is_empty());
     let order = rep.order().filter(|u| !u.starts.is_empty());
     if let Some(u) = ddlink {
-        entries.extend(super::userspace::legend_ddlink(u));
+        entries.extend(crate::workload::ddlink::chart::legend_ddlink(u));
     }
     if let Some(u) = order {
         entries.extend(crate::workload::order::chart::legend_order(u));
@@ -493,7 +493,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
         }
     }
     if let Some(u) = ddlink {
-        y = super::userspace::panel_ddlink(&mut o, y, u);
+        y = crate::workload::ddlink::chart::panel_ddlink(&mut o, y, u);
     }
     if let Some(u) = order {
         y = crate::workload::order::chart::panel_order(&mut o, y, u);
