@@ -27,7 +27,6 @@ pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
 pub(crate) mod debs;
-pub mod imageread;
 pub mod initramfs;
 pub mod loaders;
 pub(crate) mod packaged;

@@ -335,7 +335,7 @@ impl Variant {
         }
         if let Some(v) = get("read") {
             let flash = crate::workload::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
-            workloads.push(workload::Spec::ImageRead(crate::lab::imageread::Spec { flash }));
+            workloads.push(workload::Spec::ImageRead(crate::workload::imageread::Spec { flash }));
         }
         if flash.is_some() && get("order").is_none() {
             return Err(usage("flash: is the device of order:; give order: too".into()));

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Each workload's results, from its folder (`workload/<name>/record.rs`),
 /// under the names run.json's readers use.
 pub use crate::workload::ddlink::record::{DdlinkStart, DdlinkStarts, USER_MODES};
+pub use crate::workload::imageread::record::ImageRead;
 pub use crate::workload::order::record::{OrderStart, OrderStarts};
+pub use crate::workload::program::record::ProgramRun;
 pub use crate::workload::start::Start;
 
 /// 2: each workload's results in `workloads`, tagged by `"workload"`
@@ -235,23 +237,6 @@ pub enum WorkloadResult {
     ImageRead(ImageRead),
 }
 
-/// The booted kernel image read from the lab's emulated flash (null_blk,
-/// one 4 KiB request at a time, readahead off), against the flash model
-/// `bootlink recommend` computes read times with.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ImageRead {
-    /// The device: MiB/s and microseconds per 4 KiB request.
-    pub mib_s: u32,
-    pub latency_us: u32,
-    /// The image's bytes, and the 4 KiB requests the device counted.
-    pub bytes: u64,
-    pub requests: Option<u64>,
-    /// Between the guest's kernel log marks around the read.
-    pub measured_us: Option<f64>,
-    /// The model: `ceil(bytes / 4096) x (latency + 4 KiB / throughput)`.
-    pub model_us: f64,
-}
-
 impl WorkloadResult {
     /// The workload's name, as run.json tags it.
     pub fn name(&self) -> &'static str {
@@ -302,17 +287,6 @@ workload_accessors! {
     ddlink, ddlink_mut, Ddlink, DdlinkStarts;
     order, order_mut, Order, OrderStarts;
     program, program_mut, Program, ProgramRun;
-}
-
-/// A host program run once in the guest after the modules load (`run:`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ProgramRun {
-    /// The program's path and arguments (empty in runs written before
-    /// results were tagged by workload).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub command: String,
-    /// What it printed, then `RUN-EXIT <status>`.
-    pub output: String,
 }
 
 /// What a loader other than sequential insmod reported for one boot.

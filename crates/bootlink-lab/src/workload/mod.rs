@@ -33,7 +33,7 @@ pub enum Spec {
     /// `run:/PATH ARGS`: a host program with its ld.so and libraries.
     Run(String),
     /// `read:FLASH`: the booted image read back from emulated flash.
-    ImageRead(crate::lab::imageread::Spec),
+    ImageRead(imageread::Spec),
 }
 
 impl Spec {
@@ -44,7 +44,7 @@ impl Spec {
             Spec::Ddlink(d) => d.check(),
             Spec::Order(_) => order::check(tree).map(|_| ()),
             Spec::Run(_) => Ok(()),
-            Spec::ImageRead(_) => crate::lab::imageread::check(tree).map(|_| ()),
+            Spec::ImageRead(_) => imageread::check(tree).map(|_| ()),
         }
     }
 }
@@ -57,7 +57,7 @@ pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
             Spec::Ddlink(d) => Box::new(ddlink::workload::DdlinkStarts { spec: d.clone(), prepared: None }),
             Spec::Order(o) => Box::new(order::workload::OrderStarts { spec: o.clone(), prepared: None }),
             Spec::Run(cmd) => Box::new(program::Program { command: cmd.clone() }),
-            Spec::ImageRead(r) => Box::new(imageread::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),
+            Spec::ImageRead(r) => Box::new(imageread::workload::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),
         });
     }
     w

@@ -1,11 +1,11 @@
 //! The booted image read back from emulated flash (see
-//! [`crate::lab::imageread`]).
+//! [`crate::workload::imageread`]).
 
 use std::path::PathBuf;
 
 use crate::lab::Initramfs;
-use crate::lab::imageread::{self, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::imageread::{self, Spec};
 use bootlink::error::Result;
 
 use crate::workload::base::{Console, Context, Workload};

@@ -10,10 +10,13 @@
 //! the model is the guest's own block layer per request, which a boot
 //! loader reading raw flash does not pay as such.
 
+pub mod record;
+pub mod workload;
+
 use std::path::{Path, PathBuf};
 
 use crate::lab::Initramfs;
-use crate::run::results::ImageRead;
+use crate::workload::imageread::record::ImageRead;
 use crate::workload::order::{FLASH_MODULES, Flash, REQUEST, guest_modules, null_blk_params};
 use bootlink::error::{Error, Kind, Result};
 use bootlink::kernel::KernelConfig;
