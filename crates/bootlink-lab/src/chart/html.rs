@@ -342,7 +342,7 @@ pub fn render(runs: &[Run]) -> String {
             before_after(&mut o, &sum, &phases);
         }
     }
-    super::loaders::html(&mut o, &series);
+    crate::workload::modules::chart::html(&mut o, &series);
     crate::workload::ddlink::chart::html(&mut o, runs);
     crate::workload::order::chart::html(&mut o, runs);
 

@@ -21,7 +21,6 @@
 //! `svg`, `html`, `perfetto`.
 
 mod html;
-mod loaders;
 mod perfetto;
 pub(crate) mod svg;
 
@@ -57,7 +56,7 @@ pub fn render_perfetto(runs: &[Run]) -> String {
 /// (empty when no variant has such figures): what `bootlink chart` prints
 /// after the before/after table.
 pub fn render_loaders_text(runs: &[Run]) -> String {
-    loaders::render_text(&model::series(runs))
+    crate::workload::modules::chart::render_text(&model::series(runs))
 }
 
 /// What [`render`] makes.

@@ -22,13 +22,11 @@
 //!   in an ftrace instance of its own.
 
 pub mod arch;
-pub mod batchloader;
 pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
 pub(crate) mod debs;
 pub mod initramfs;
-pub mod loaders;
 pub(crate) mod packaged;
 pub mod procs;
 pub mod qemu;

@@ -206,11 +206,11 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         for s in &spec.steps {
             s.check(&spec.name, &names)?;
         }
-        crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
+        crate::workload::modules::check(spec.loader, &spec.name, req.realtime)?;
         if !req.target.arch.runs_host_programs() {
             // the batch loader decompresses zstd with the host's zstd
             let zstd = bootlink::steps::compression(&spec.steps) == bootlink::compress::Compression::Zstd
-                && matches!(spec.loader, crate::lab::loaders::Loader::Batch(..));
+                && matches!(spec.loader, crate::workload::modules::Loader::Batch(..));
             let host = if zstd {
                 Some("compress:zstd with loader:batch (busybox has no zstd: the host's decompresses)".to_string())
             } else {
@@ -232,7 +232,7 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         }
         let conf = bootlink::kmod::ModprobeConf::runtime_deps();
         let compression = bootlink::steps::compression(&spec.steps);
-        let plan = t.loader_plan(&entries, |e| crate::lab::loaders::guest_path(&e.name, compression), &conf)?;
+        let plan = t.loader_plan(&entries, |e| crate::workload::modules::guest_path(&e.name, compression), &conf)?;
         let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
         let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
         let boot = boot_image(&spec, &image, req.target.arch)?;

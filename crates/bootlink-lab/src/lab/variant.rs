@@ -11,8 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
-pub use crate::lab::loaders::Loader;
 use crate::workload;
+pub use crate::workload::modules::Loader;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::steps::{self as step, Step};
 
@@ -260,7 +260,7 @@ impl Variant {
         }
         step::check_order(name, &steps)?;
         let loader = match get("loader") {
-            Some(v) => crate::lab::loaders::parse_name(v).ok_or_else(|| {
+            Some(v) => crate::workload::modules::parse_name(v).ok_or_else(|| {
                 usage(format!(
                     "loader:{v}: use insmod, batch, batch-N (1..64 workers), modprobe, modprobe-parallel or storm"
                 ))
@@ -275,7 +275,7 @@ impl Variant {
                 )));
             }
             (Some(v), Loader::Batch(workers, _)) => {
-                let d = crate::lab::loaders::Decompress::parse(v)
+                let d = crate::workload::modules::Decompress::parse(v)
                     .ok_or_else(|| usage(format!("decompress:{v}: use kernel, user or auto")))?;
                 Loader::Batch(workers, d)
             }
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn compress_and_decompress_choose_the_module_files_and_who_unpacks_them() {
-        use crate::lab::loaders::Decompress;
+        use crate::workload::modules::Decompress;
         let v = Variant::parse("a=kernel:build+modules-xz,manifest:on,compress:xz,loader:batch-1,decompress:kernel")
             .unwrap();
         assert_eq!(v.steps, [Step::Compress(bootlink::compress::Compression::Xz), Step::Manifest]);

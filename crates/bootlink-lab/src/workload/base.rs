@@ -18,7 +18,7 @@ pub struct Context<'a> {
     /// The set's final module files (name, file), in load order.
     pub files: &'a [(String, PathBuf)],
     /// How the guest holds them (the compress: step's format): each at
-    /// [`crate::lab::loaders::guest_path`], as the plan names it.
+    /// [`crate::workload::modules::guest_path`], as the plan names it.
     pub compression: bootlink::compress::Compression,
     /// The batch loader's plan, with the paths /init uses.
     pub plan: &'a str,

@@ -19,9 +19,9 @@ pub mod start;
 
 use std::path::Path;
 
-use crate::lab::loaders::Loader;
 pub use base::{Console, Context, Workload};
 use bootlink::error::Result;
+use modules::Loader;
 
 /// A workload the variant asks for (besides loading its modules).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl Spec {
 
 /// The workloads of a variant, in the order /init runs them.
 pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
-    let mut w: Vec<Box<dyn Workload>> = vec![Box::new(modules::ModuleLoading { loader })];
+    let mut w: Vec<Box<dyn Workload>> = vec![Box::new(modules::workload::ModuleLoading { loader })];
     for s in specs {
         w.push(match s {
             Spec::Ddlink(d) => Box::new(ddlink::workload::DdlinkStarts { spec: d.clone(), prepared: None }),
