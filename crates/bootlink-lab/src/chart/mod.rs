@@ -133,8 +133,7 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
             text.push('\n');
             text.push_str(&tables);
         }
-        let mut user = crate::workload::ddlink::table::render_text(&runs);
-        user.push_str(&crate::workload::order::table::render_text(&runs));
+        let user = crate::workload::starts_text(&runs);
         if !user.is_empty() {
             text.push('\n');
             text.push_str(&user);

@@ -603,8 +603,7 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
-    let mut user = crate::workload::ddlink::table::render_text(std::slice::from_ref(run));
-    user.push_str(&crate::workload::order::table::render_text(std::slice::from_ref(run)));
+    let user = crate::workload::starts_text(std::slice::from_ref(run));
     if !user.is_empty() {
         o.push_str(&user);
         o.push('\n');
