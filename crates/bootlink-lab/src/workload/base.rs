@@ -1,6 +1,7 @@
 //! What every workload is: the [`Workload`] trait, what its host side is
 //! given ([`Context`]) and what it reads its results from ([`Console`]).
-//! Each workload's folder implements it; [`crate::workload`] lists them.
+//! Each workload's folder implements it; the registry, `workload/mod.rs`,
+//! lists them.
 
 use std::path::{Path, PathBuf};
 
