@@ -18,7 +18,9 @@
 //!
 //! The runs, their parsing and what is computed from them (the summary,
 //! the longest links) live in [`crate::run`]; here are the renderers only:
-//! `svg`, `html`, `perfetto`.
+//! `svg` (its drawing primitives, below the workloads, and the timeline),
+//! `html`, `perfetto`. Each workload's own sections and panels are in its
+//! folder, reached through the registry ([`crate::workload`]).
 
 mod html;
 mod perfetto;
