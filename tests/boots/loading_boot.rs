@@ -195,7 +195,7 @@ fn the_batch_loader_fails_cleanly_and_self_requests_do_not_deadlock() {
     let vfat = tree.module("vfat").unwrap().path.clone();
 
     let mut ir = Initramfs::new(busybox::busybox().unwrap());
-    ir.copy_file("/bin/bl-modload", bootlink_lab::lab::batchloader::binary().unwrap());
+    ir.copy_file("/bin/bl-modload", bootlink_lab::workload::modules::batchloader::binary().unwrap());
     for m in ["bl_fail", "bl_needs_fail", "bl_slow", "bl_selfreq"] {
         ir.copy_file(&format!("/m/{m}.ko"), mods.join(format!("{m}.ko")));
     }

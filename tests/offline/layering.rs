@@ -2,8 +2,10 @@
 //! before: the product (`crates/bootlink`: what users ship), the lab
 //! (`crates/bootlink-lab`: boots, run records, charts, LAVA) and the binary
 //! (`bootlink-cli`: `src/main.rs`, `src/cli/`). Inside each crate a module
-//! may use the layers below its own and, within a layer, only what is listed
-//! here. Nothing imports upward: the product names neither the lab nor a
+//! may use the layers below its own and, within a layer, its own top-level
+//! module and what is listed here. A layer names modules by path
+//! (`chart::svg`; `*` is any one name: `workload::*::record` is every
+//! workload's record); a file is in the layer of the longest path naming it. Nothing imports upward: the product names neither the lab nor a
 //! command-line parser, the lab names no parser, no file imports a file
 //! that imports it back.
 
@@ -23,6 +25,7 @@ struct Crate {
 
 struct Layer {
     name: &'static str,
+    /// Module paths, `*` for any one name.
     modules: &'static [&'static str],
     what: &'static str,
 }
@@ -102,19 +105,48 @@ const LAB: Crate = Crate {
     src: "crates/bootlink-lab/src",
     layers: &[
         Layer {
-            name: "run results",
-            modules: &["run"],
-            what: "what a boot measured, as the lab writes it and the charts read it",
+            name: "workload records",
+            modules: &["workload::start", "workload::*::record"],
+            what: "each workload's results as run.json holds them (`workload/<name>/record.rs`), and the start of \
+                   a program that DDLink's and reordering's share",
         },
         Layer {
-            name: "lab",
-            modules: &["lab", "lava"],
-            what: "targets, module sets, variants and guest workloads booted under QEMU; the lab's runs as LAVA \
-                   jobs and their logs read back",
+            name: "run results",
+            modules: &["run"],
+            what: "what a boot measured, as the lab writes it and the charts read it: run.json (its one list of \
+                   workload results), kernel logs, ftrace, the before/after summary",
+        },
+        Layer {
+            name: "lab basics",
+            modules: &["lab"],
+            what: "targets and QEMU, the initramfs and its cpio, busybox and Debian packages, the processes and \
+                   clock of a boot, host programs copied into the guest",
+        },
+        Layer {
+            name: "chart primitives",
+            modules: &["chart::svg"],
+            what: "SVG drawing: scales, axes, legends, panels, program starts' bars, process lanes",
+        },
+        Layer {
+            name: "workloads",
+            modules: &["workload::base", "workload::*"],
+            what: "what runs in the guest, one folder each (`workload/<name>/`): its spec, host side, /init \
+                   part, console parser, tables and chart pieces; `base` is what every workload is given",
+        },
+        Layer {
+            name: "workload registry",
+            modules: &["workload"],
+            what: "the workloads listed once (`workload/mod.rs`): `Spec`, `build`, their charts and tables",
+        },
+        Layer {
+            name: "variants, boots",
+            modules: &["lab::variant", "lab::scenario_file", "lab::setup", "lab::scenario", "lab::survey", "lava"],
+            what: "variants parsed, prepared and booted under QEMU; surveys; the lab's runs as LAVA jobs and \
+                   their logs read back",
         },
         Layer {
             name: "charts, advice",
-            modules: &["chart", "recommend"],
+            modules: &["chart", "chart::svg::timeline", "recommend"],
             what: "HTML, SVG and Perfetto views of runs; the kernel image that reaches /init first from a storage",
         },
     ],
@@ -147,8 +179,23 @@ impl Crate {
         root().join(self.src)
     }
 
-    fn layer_of(&self, module: &str) -> Option<usize> {
-        self.layers.iter().position(|l| l.modules.contains(&module))
+    /// The layer of a module path (segments from the crate root, a type or
+    /// function at its end allowed): that of the longest listed path that
+    /// starts it, a name before a `*`.
+    fn layer_of<S: AsRef<str>>(&self, path: &[S]) -> Option<usize> {
+        let mut best: Option<(usize, usize, usize)> = None; // (length, names, layer)
+        for (i, l) in self.layers.iter().enumerate() {
+            for m in l.modules {
+                let segs: Vec<&str> = m.split("::").collect();
+                let fits =
+                    segs.len() <= path.len() && segs.iter().zip(path).all(|(a, b)| *a == "*" || *a == b.as_ref());
+                let key = (segs.len(), segs.iter().filter(|s| **s != "*").count(), i);
+                if fits && best.is_none_or(|b| (key.0, key.1) > (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+        }
+        best.map(|b| b.2)
     }
 
     fn files(&self) -> Vec<PathBuf> {
@@ -208,21 +255,39 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level modules a file names as `crate::X`.
-fn crate_refs(text: &str) -> BTreeSet<String> {
+/// The paths a file names as `crate::a::b...` (the names after `crate::`,
+/// up to a `{` group or anything else).
+fn crate_paths(text: &str) -> BTreeSet<Vec<String>> {
     let mut out = BTreeSet::new();
     for (i, _) in text.match_indices("crate::") {
         // `bootlink::crate::` never occurs; skip `$crate::` in macros.
         if text[..i].ends_with('$') {
             continue;
         }
-        let rest = &text[i + "crate::".len()..];
-        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        if !name.is_empty() {
-            out.insert(name);
+        let mut rest = &text[i + "crate::".len()..];
+        let mut path = Vec::new();
+        loop {
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if name.is_empty() {
+                break;
+            }
+            rest = &rest[name.len()..];
+            path.push(name);
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        if !path.is_empty() {
+            out.insert(path);
         }
     }
     out
+}
+
+/// The top-level modules a file names as `crate::X`.
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    crate_paths(text).into_iter().map(|p| p[0].clone()).collect()
 }
 
 #[test]
@@ -233,28 +298,36 @@ fn no_module_imports_upward() {
         let src = c.src_dir();
         for f in c.files() {
             let rel = f.strip_prefix(&src).unwrap();
-            let top =
-                rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
-            if top == "main" || top == "lib" {
-                continue;
-            }
-            let Some(own) = c.layer_of(&top) else {
+            let own_path = module_of(rel);
+            let Some(top) = own_path.first().cloned() else { continue }; // lib.rs, main.rs
+            let Some(own) = c.layer_of(&own_path) else {
                 problems.push(format!(
-                    "{}/{}: module {top} is in no layer (add it to tests/offline/layering.rs)",
+                    "{}/{}: module {} is in no layer (add it to tests/offline/layering.rs)",
                     c.src,
-                    rel.display()
+                    rel.display(),
+                    own_path.join("::")
                 ));
                 continue;
             };
             let text = std::fs::read_to_string(&f).unwrap();
-            for r in crate_refs(&text) {
-                if r == top || r == "Error" || r == "Result" {
+            for named in crate_paths(&text) {
+                let r = &named[0];
+                if r == "Error" || r == "Result" {
                     continue;
                 }
-                let Some(theirs) = c.layer_of(&r) else {
+                // The module it names: that of the deepest file the path reaches.
+                let p = match file_of(&src, &named) {
+                    Some(file) => module_of(file.strip_prefix(&src).unwrap()),
+                    None => named.clone(),
+                };
+                let Some(theirs) = c.layer_of(&p) else {
                     problems.push(format!("{}/{}: uses crate::{r}, which is in no layer", c.src, rel.display()));
                     continue;
                 };
+                // Its own top-level module, in its own layer: one unit.
+                if *r == top && theirs == own {
+                    continue;
+                }
                 checked += 1;
                 let ok = theirs < own
                     || (theirs == own
@@ -262,10 +335,12 @@ fn no_module_imports_upward() {
                             || c.same_layer.contains(&(top.as_str(), r.as_str()))));
                 if !ok {
                     problems.push(format!(
-                        "{}/{}: {top} ({}) uses crate::{r} ({})",
+                        "{}/{}: {} ({}) uses crate::{} ({})",
                         c.src,
                         rel.display(),
+                        own_path.join("::"),
                         c.layers[own].name,
+                        p.join("::"),
                         c.layers[theirs].name
                     ));
                 }
@@ -280,6 +355,29 @@ fn no_module_imports_upward() {
 fn the_scan_sees_uses() {
     let refs = crate_refs("use crate::run::results::Run;\nlet x = crate::lab::qemu::run(); macro $crate::foo");
     assert_eq!(refs.into_iter().collect::<Vec<_>>(), ["lab", "run"]);
+    let paths = crate_paths("use crate::workload::order::{self, Spec};\nlet r = crate::run::results::Run::default();");
+    let paths: Vec<String> = paths.into_iter().map(|p| p.join("::")).collect();
+    assert_eq!(paths, ["run::results::Run::default", "workload::order"]);
+}
+
+#[test]
+fn a_file_is_in_the_layer_of_its_longest_path() {
+    let layer = |p: &str| LAB.layers[LAB.layer_of(&p.split("::").collect::<Vec<_>>()).unwrap()].name;
+    assert_eq!(layer("workload::order::record::OrderStarts"), "workload records");
+    assert_eq!(layer("workload::start"), "workload records");
+    assert_eq!(layer("workload::order::chart"), "workloads");
+    assert_eq!(layer("workload::base::Workload"), "workloads");
+    assert_eq!(layer("workload"), "workload registry");
+    assert_eq!(layer("chart::svg::timeline"), "charts, advice");
+    assert_eq!(layer("chart::svg::userspace"), "chart primitives");
+    assert_eq!(layer("lab::setup::Request"), "variants, boots");
+    assert_eq!(layer("lab::qemu"), "lab basics");
+    assert_eq!(PRODUCT.layers[PRODUCT.layer_of(&["steps", "Step"]).unwrap()].name, "steps");
+    // A path is read as the module of the deepest file it reaches: the
+    // registry's Spec is the registry's, not a workload's.
+    let src = LAB.src_dir();
+    let spec = file_of(&src, &["workload".to_string(), "Spec".to_string()]).unwrap();
+    assert_eq!(module_of(spec.strip_prefix(&src).unwrap()), ["workload"]);
 }
 
 /// docs/architecture.md's layer table, from the lists above.

@@ -1,5 +1,5 @@
-//! The bootlink lab: targets, module sets, variants, guest workloads and
-//! QEMU boots (`lab`), the run records read from a boot (`run`), charts
+//! The bootlink lab: targets, module sets, variants and QEMU boots (`lab`),
+//! guest workloads, one folder each (`workload`), the run records read from a boot (`run`), charts
 //! (`chart`), recommendations from measured runs (`recommend`) and LAVA jobs
 //! (`lava`). It sits above the product crate (`bootlink`) and runs the same
 //! build-time steps `bootlink apply` does.
@@ -9,3 +9,4 @@ pub mod lab;
 pub mod lava;
 pub mod recommend;
 pub mod run;
+pub mod workload;

@@ -342,9 +342,7 @@ pub fn render(runs: &[Run]) -> String {
             before_after(&mut o, &sum, &phases);
         }
     }
-    super::loaders::html(&mut o, &series);
-    super::userspace::html(&mut o, runs);
-    super::order::html(&mut o, runs);
+    crate::workload::html_sections(&mut o, runs, &series);
 
     o.push_str(r#"<section id="timeline"><h2>Timeline</h2><p class="note">Like bootgraph: every initcall and module load on a time axis. Each lane at the top holds all of them (hover for names); the rows below are the longest, in time order. Module bars are split by phase. Below them, user space: a program started in the guest (its time to UI, the first output line, marked) and every process from /init on, fork to exit, like bootchart.</p>"#);
     if series.is_empty() {

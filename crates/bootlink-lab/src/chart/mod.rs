@@ -18,17 +18,16 @@
 //!
 //! The runs, their parsing and what is computed from them (the summary,
 //! the longest links) live in [`crate::run`]; here are the renderers only:
-//! `svg`, `html`, `perfetto`.
+//! `svg` (its drawing primitives, below the workloads, and the timeline),
+//! `html`, `perfetto`. Each workload's own sections and panels are in its
+//! folder, reached through the registry ([`crate::workload`]).
 
 mod html;
-mod loaders;
-mod order;
 mod perfetto;
-mod svg;
+pub(crate) mod svg;
 
 /// Text escaped for HTML and SVG (`recommend`'s chart too).
 pub(crate) use svg::esc;
-mod userspace;
 
 use std::path::{Path, PathBuf};
 
@@ -59,7 +58,7 @@ pub fn render_perfetto(runs: &[Run]) -> String {
 /// (empty when no variant has such figures): what `bootlink chart` prints
 /// after the before/after table.
 pub fn render_loaders_text(runs: &[Run]) -> String {
-    loaders::render_text(&model::series(runs))
+    crate::workload::modules::chart::render_text(&model::series(runs))
 }
 
 /// What [`render`] makes.
@@ -136,12 +135,126 @@ pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
             text.push('\n');
             text.push_str(&tables);
         }
-        let mut user = crate::run::userspace::render_text(&runs);
-        user.push_str(&crate::run::order::render_text(&runs));
+        let user = crate::workload::starts_text(&runs);
         if !user.is_empty() {
             text.push('\n');
             text.push_str(&user);
         }
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::run::results::{OrderStart, OrderStarts, Process, Start, WorkloadResult};
+    use crate::workload::ddlink::table::tests::run;
+
+    fn process(pid: u32, parent: u32, name: &str, t: f64, end: Option<f64>) -> Process {
+        Process { pid, parent, name: name.into(), start_us: t, exec_us: Some(t + 100.0), end_us: end }
+    }
+
+    #[test]
+    fn every_boot_charts_its_processes_and_order_starts_their_time_to_ui() {
+        // A boot without a program: /init, the body's shell (both still
+        // running at the end), two insmods one after the other.
+        let mut plain = run();
+        let rep = &mut plain.variants[0].repetitions[0];
+        rep.workloads.clear();
+        rep.processes = vec![
+            process(1, 0, "init", 1_000_000.0, None),
+            process(60, 1, "sh", 1_100_000.0, None),
+            process(61, 60, "insmod", 1_200_000.0, Some(1_300_000.0)),
+            process(62, 60, "insmod", 1_300_000.0, Some(1_500_000.0)),
+        ];
+        let svg = super::render_svg(std::slice::from_ref(&plain));
+        assert_eq!(svg.matches(r#"<g class="tl-proc""#).count(), 4, "{svg}");
+        assert!(svg.contains("2 still running when the trace stopped"), "{svg}");
+        assert!(svg.contains("init [1], parent 0: 1000–still running at 1500 ms"), "{svg}");
+        let trace: serde_json::Value = serde_json::from_str(&super::render_perfetto(&[plain])).unwrap();
+        let ev = trace["traceEvents"].as_array().unwrap();
+        let procs: Vec<&serde_json::Value> =
+            ev.iter().filter(|e| e["cat"] == "process" && e["name"].as_str().unwrap().contains('[')).collect();
+        assert_eq!(procs.len(), 4);
+        // Still running: drawn to the last event, and said so.
+        assert_eq!((procs[0]["ts"].as_f64(), procs[0]["dur"].as_f64()), (Some(1_000_000.0), Some(500_000.0)));
+        assert_eq!(procs[0]["args"]["running_at_end"], true);
+        // Packed like bootchart: init, sh, and both insmods on a third track.
+        let tracks: std::collections::BTreeSet<u64> = procs.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+        assert_eq!(tracks.len(), 3);
+        assert_eq!(procs[2]["tid"], procs[3]["tid"]);
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.starts_with("processes"))
+            .collect();
+        assert_eq!(names, ["processes", "processes (2)", "processes (3)"]);
+
+        // Reordering's starts: a time-to-UI mark inside each bar, an instant in Perfetto.
+        let mut ord = run();
+        let starts = (0..2)
+            .map(|k| OrderStart {
+                start: Start {
+                    mode: "unordered/4k/ra0".into(),
+                    index: k,
+                    start_us: 2_000_000.0 + k as f64 * 400_000.0,
+                    duration_us: 300_000.0,
+                    exit: 0,
+                    output: "checksum 1".into(),
+                },
+                ui_us: Some(290_000.0),
+                ..Default::default()
+            })
+            .collect();
+        ord.variants[0].repetitions[0].workloads =
+            vec![WorkloadResult::Order(OrderStarts { command: "synth: a vs b".into(), starts })];
+        let svg = super::render_svg(std::slice::from_ref(&ord));
+        assert_eq!(svg.matches(r#"<rect class="tl-ui" data-ui-us="290000""#).count(), 2, "{svg}");
+        assert!(svg.contains("time to UI (first output line): 290 ms") && svg.contains("UI 290 ms"), "{svg}");
+        let trace: serde_json::Value = serde_json::from_str(&super::render_perfetto(&[ord])).unwrap();
+        let ui: Vec<&serde_json::Value> =
+            trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "i").collect();
+        assert_eq!(ui.len(), 2);
+        assert_eq!((ui[1]["cat"].as_str(), ui[1]["ts"].as_f64()), (Some("ui"), Some(2_690_000.0)));
+        assert_eq!(ui[1]["args"]["time_to_ui_us"], 290_000.0);
+    }
+
+    #[test]
+    fn every_chart_shows_the_starts_by_mode() {
+        let runs = [run()];
+        let html = super::render_html(&runs);
+        assert!(html.contains(r#"<section id="userspace">"#), "no user-space section");
+        for m in ["normal", "file-read", "skip"] {
+            assert!(html.contains(&format!(r#"<tr data-user-mode="{m}">"#)), "{m} row");
+        }
+        assert!(html.contains("skip mode: 12 prelinked objects, 36 runtime relocations"));
+        let svg = super::render_svg(&runs);
+        assert!(svg.contains("User space: synth-main under the patched ld.so"));
+        assert_eq!(svg.matches(r#"<g class="tl-user" data-mode="skip""#).count(), 3);
+        assert_eq!(svg.matches(r#"data-part="relocation""#).count(), 9);
+        let trace: serde_json::Value = serde_json::from_str(&super::render_perfetto(&runs)).unwrap();
+        let ev = trace["traceEvents"].as_array().unwrap();
+        let threads: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.starts_with("ddlink"))
+            .collect();
+        assert_eq!(threads, ["ddlink normal", "ddlink file-read", "ddlink skip"]);
+        let starts: Vec<&serde_json::Value> = ev.iter().filter(|e| e["cat"] == "ddlink").collect();
+        assert_eq!(starts.len(), 9);
+        assert_eq!(starts[0]["name"], "synth-main (normal #1)");
+        assert_eq!(starts[0]["args"]["symbol_lookups"], 40_740);
+        // ld.so and its relocation nest inside their start, on its thread.
+        for s in &starts {
+            let (t0, t1) = (s["ts"].as_f64().unwrap(), s["ts"].as_f64().unwrap() + s["dur"].as_f64().unwrap());
+            let inner: Vec<&serde_json::Value> = ev
+                .iter()
+                .filter(|e| e["cat"] == "ddlink-loader" && e["tid"] == s["tid"])
+                .filter(|e| e["ts"].as_f64().unwrap() >= t0 && e["ts"].as_f64().unwrap() < t1)
+                .collect();
+            assert_eq!(inner.len(), 2, "{s}");
+            assert!(inner.iter().all(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap() <= t1));
+        }
+    }
 }

@@ -11,27 +11,19 @@
 //!   model, console and kernel images of an architecture;
 //! - [`qemu`]: boot a kernel under QEMU (TCG) on a target, capture the
 //!   serial console, time it, and tell a clean power-off from a panic;
-//! - [`loaders`]: how each loader (insmod, the batch loader, kmod, a
-//!   duplicate-request storm) runs in the guest; [`batchloader`] builds the
-//!   batch loader from `loader/` and reads its report;
-//! - [`order`]: function reordering on emulated slow flash: `order synth`'s
-//!   program (or CPython), unordered and reordered, started cold from SquashFS.
-//! - [`ddlink`]: a program started under DDLink's patched ld.so in each
-//!   loader mode after the modules load, its starts on the kernel's timeline;
 //! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,
-//!   in an ftrace instance of its own.
+//!   in an ftrace instance of its own;
+//! - [`userspace`]: a host program and its libraries copied into the guest;
+//! - above the workloads (`workload/`, one folder each): [`variant`],
+//!   [`scenario_file`], [`setup`], [`scenario`], [`survey`]: variants
+//!   parsed, prepared and booted.
 
 pub mod arch;
-pub mod batchloader;
 pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
-pub mod ddlink;
 pub(crate) mod debs;
-pub mod imageread;
 pub mod initramfs;
-pub mod loaders;
-pub mod order;
 pub(crate) mod packaged;
 pub mod procs;
 pub mod qemu;
@@ -42,7 +34,6 @@ pub mod survey;
 pub mod target;
 pub mod userspace;
 pub mod variant;
-pub mod workload;
 
 pub use initramfs::{Initramfs, framed};
 pub use qemu::{Boot, BootStatus, QemuOptions};

@@ -107,80 +107,27 @@ pub(crate) fn set_entries<'t>(tree: &'t ModTree, set: &str) -> Result<(Vec<&'t E
 }
 
 /// Work out the scenario: fetch the default kernel if needed, read the
-/// module tree, resolve the set.
+/// module tree, resolve the set. In phases: the variants
+/// (`variant_specs`), the run's kernel (`run_kernel`), its set
+/// (`module_set`), each variant's kernel and tree
+/// (`kernel_for_variants`, `module_trees`), the set on every kernel,
+/// each variant prepared (`prepare_variant`: `set_in_tree`,
+/// `check_steps`, `plan`), the run's settings (`check_run_settings`,
+/// `jobs`, `out_dir`).
 pub fn scenario(req: &Request) -> Result<Scenario> {
-    let specs = if req.variants.is_empty() {
-        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
-    } else {
-        req.variants.clone()
-    };
-    for (i, v) in specs.iter().enumerate() {
-        if specs[..i].iter().any(|o| o.name == v.name) {
-            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
-        }
-    }
-    // The run's kernel and tree: --kernel/--modules, else (when every
-    // variant names its own kernel) the first variant's, so that a run of
-    // other kernels neither fetches nor is shaped by the default one.
+    let specs = variant_specs(req)?;
     // Each variant's own kernel is resolved once (a build looked up, a
     // Debian package fetched), however many variants name it.
     let mut resolved: Vec<(&KernelChoice, (PathBuf, PathBuf))> = Vec::new();
-    let own =
-        req.kernel.is_none() && req.modules_dir.is_none() && specs.iter().all(|s| s.kernel != KernelChoice::Default);
-    let (kernel, tree_dir) = if own {
-        let first = variant_kernel(&specs[0].kernel, req)?;
-        resolved.push((&specs[0].kernel, first.clone()));
-        first
-    } else {
-        kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())?
-    };
+    let (kernel, tree_dir) = run_kernel(req, &specs, &mut resolved)?;
     let tree = ModTree::read(&tree_dir)?;
-    // A named set's modules that some kernel of the run does not have as modules.
-    let mut not_modules: Vec<String> = Vec::new();
-    let named = req.names.is_empty() && modset::named_set(req.set.as_deref().unwrap_or(DEFAULT_SET)).is_some();
-    let (set_name, mut entries) = if !req.names.is_empty() {
-        if req.set.is_some() {
-            return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
-        }
-        let plan = tree.resolve(&req.names)?;
-        (req.names.join(","), plan.entries())
-    } else {
-        let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
-        let (entries, missing) = set_entries(&tree, &set)?;
-        not_modules = missing;
-        // (a named set is checked once its missing dependencies are in, below)
-        if !named && let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
-            return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));
-        }
-        (set, entries)
-    };
-    if entries.is_empty() && set_name != NO_MODULES {
-        return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
-    }
-    // Each variant's kernel and module tree, each tree read once.
-    let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for spec in &specs {
-        let k = match resolved.iter().find(|(c, _)| **c == spec.kernel) {
-            Some((_, k)) => k.clone(),
-            None if spec.kernel == KernelChoice::Default => (kernel.clone(), tree_dir.clone()),
-            None => {
-                let k = variant_kernel(&spec.kernel, req)?;
-                resolved.push((&spec.kernel, k.clone()));
-                k
-            }
-        };
-        kernels.push(k);
-    }
-    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
-    for (_, dir) in &kernels {
-        if *dir != tree_dir && !trees.iter().any(|(d, _)| d == dir) {
-            trees.push((dir.clone(), ModTree::read(dir)?));
-        }
-    }
+    let set = module_set(req, &tree)?;
+    let kernels = kernel_for_variants(req, &specs, &mut resolved, (&kernel, &tree_dir))?;
+    let trees = module_trees(&kernels, &tree_dir)?;
     // A named set runs on what every kernel of the run has of it as
     // modules (built in, removed upstream, not configured: said, and in
     // the set's name in run.json); a list file or names must be in every tree.
-    let mut set_name = set_name;
+    let ModuleSet { name: mut set_name, mut entries, not_modules, named } = set;
     if named {
         let all: Vec<&ModTree> = std::iter::once(&tree).chain(trees.iter().map(|(_, t)| t)).collect();
         (entries, set_name) = on_every_kernel(&all, &entries, not_modules, set_name)?;
@@ -188,94 +135,12 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
     let mut variants = Vec::new();
     for (spec, (image, dir)) in specs.into_iter().zip(kernels) {
-        // The same set on every kernel: the same modules, by name.
         let t = if dir == tree_dir { &tree } else { &trees.iter().find(|(d, _)| *d == dir).expect("read").1 };
-        let entries = base
-            .iter()
-            .map(|(name, _)| {
-                t.module(name).ok_or_else(|| {
-                    Error::file(
-                        Kind::Usage,
-                        &dir,
-                        format!("variant {}: module {name} of the set is not in this tree", spec.name),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
-        for s in &spec.steps {
-            s.check(&spec.name, &names)?;
-        }
-        crate::lab::loaders::check(spec.loader, &spec.name, req.realtime)?;
-        if !req.target.arch.runs_host_programs() {
-            // the batch loader decompresses zstd with the host's zstd
-            let zstd = bootlink::steps::compression(&spec.steps) == bootlink::compress::Compression::Zstd
-                && matches!(spec.loader, crate::lab::loaders::Loader::Batch(..));
-            let host = if zstd {
-                Some("compress:zstd with loader:batch (busybox has no zstd: the host's decompresses)".to_string())
-            } else {
-                crate::lab::workload::build(spec.loader, &spec.workloads).iter().find_map(|w| w.host_programs())
-            };
-            if let Some(what) = host {
-                return Err(Error::new(
-                    Kind::Usage,
-                    format!(
-                        "variant {}: {what} runs the host's programs, which do not run on {}",
-                        spec.name,
-                        req.target.arch.name()
-                    ),
-                ));
-            }
-        }
-        for w in &spec.workloads {
-            w.check(&dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
-        }
-        let conf = bootlink::kmod::ModprobeConf::runtime_deps();
-        let compression = bootlink::steps::compression(&spec.steps);
-        let plan = t.loader_plan(&entries, |e| crate::lab::loaders::guest_path(&e.name, compression), &conf)?;
-        let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
-        let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
-        let boot = boot_image(&spec, &image, req.target.arch)?;
-        variants.push(Prepared { spec, kernel: image, boot, modules, tree: dir.clone(), rels, plan });
+        variants.push(prepare_variant(req, spec, image, dir, t, &base)?);
     }
-    if req.smp == 0 || req.smp > 64 {
-        return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
-    }
-    if req.smp > 1 && !req.realtime {
-        return Err(Error::new(
-            Kind::Usage,
-            format!(
-                "--smp {} needs --realtime: QEMU 7.2's deterministic clock (-icount) runs one CPU (more hang at boot)",
-                req.smp
-            ),
-        ));
-    }
-    if req.repetitions == 0 {
-        return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
-    }
-    let jobs = match (req.jobs, req.realtime) {
-        (Some(0), _) => return Err(Error::new(Kind::Usage, "--jobs must be at least 1")),
-        (Some(j), true) if j > 1 => {
-            return Err(Error::new(
-                Kind::Usage,
-                format!("--jobs {j} needs the deterministic clock: realtime boots on one host would time each other"),
-            ));
-        }
-        (Some(j), _) => j,
-        (None, true) => 1,
-        (None, false) => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let out = match &req.out {
-        Some(o) => o.clone(),
-        None => {
-            let secs =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-            PathBuf::from(format!("lab-{secs}"))
-        }
-    };
-    if out.join("run.json").exists() {
-        return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
-    }
+    check_run_settings(req)?;
+    let jobs = jobs(req)?;
+    let out = out_dir(req)?;
     Ok(Scenario {
         target: req.target.clone(),
         kernel,
@@ -293,6 +158,241 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
         extra_cmdline: req.extra_cmdline.clone(),
         jobs,
     })
+}
+
+/// The variants asked for (stock and preresolved when none), each name once.
+fn variant_specs(req: &Request) -> Result<Vec<Variant>> {
+    let specs: Vec<Variant> = if req.variants.is_empty() {
+        ["stock", "preresolved"].iter().filter_map(|p| Variant::preset(p)).collect()
+    } else {
+        req.variants.clone()
+    };
+    for (i, v) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|o| o.name == v.name) {
+            return Err(Error::new(Kind::Usage, format!("variant {} given twice", v.name)));
+        }
+    }
+    Ok(specs)
+}
+
+/// The run's kernel and tree: --kernel/--modules, else (when every
+/// variant names its own kernel) the first variant's, so that a run of
+/// other kernels neither fetches nor is shaped by the default one (then
+/// kept in `resolved`).
+fn run_kernel<'s>(
+    req: &Request,
+    specs: &'s [Variant],
+    resolved: &mut Vec<(&'s KernelChoice, (PathBuf, PathBuf))>,
+) -> Result<(PathBuf, PathBuf)> {
+    let own =
+        req.kernel.is_none() && req.modules_dir.is_none() && specs.iter().all(|s| s.kernel != KernelChoice::Default);
+    if own {
+        let first = variant_kernel(&specs[0].kernel, req)?;
+        resolved.push((&specs[0].kernel, first.clone()));
+        Ok(first)
+    } else {
+        kernel_and_tree(&req.target, req.kernel.as_deref(), req.modules_dir.as_deref())
+    }
+}
+
+/// The run's module set, found in the run's tree.
+struct ModuleSet<'t> {
+    name: String,
+    entries: Vec<&'t Entry>,
+    /// A named set's modules that some kernel of the run does not have as modules.
+    not_modules: Vec<String>,
+    /// A named set (not names, not a list file).
+    named: bool,
+}
+
+/// The set by its name (--set, the default), or the modules named.
+fn module_set<'t>(req: &Request, tree: &'t ModTree) -> Result<ModuleSet<'t>> {
+    let mut not_modules: Vec<String> = Vec::new();
+    let named = req.names.is_empty() && modset::named_set(req.set.as_deref().unwrap_or(DEFAULT_SET)).is_some();
+    let (name, entries) = if !req.names.is_empty() {
+        if req.set.is_some() {
+            return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
+        }
+        let plan = tree.resolve(&req.names)?;
+        (req.names.join(","), plan.entries())
+    } else {
+        let set = req.set.clone().unwrap_or_else(|| DEFAULT_SET.to_string());
+        let (entries, missing) = set_entries(tree, &set)?;
+        not_modules = missing;
+        // (a named set is checked once its missing dependencies are in, on every kernel)
+        if !named && let Some(p) = tree.check_order(&entries).iter().find(|p| !p.soft) {
+            return Err(Error::new(Kind::Usage, format!("--set {set}: the list's order breaks a dependency: {p}")));
+        }
+        (set, entries)
+    };
+    if entries.is_empty() && name != NO_MODULES {
+        return Err(Error::new(Kind::Usage, "the module set is empty (every requested module is built in?)"));
+    }
+    Ok(ModuleSet { name, entries, not_modules, named })
+}
+
+/// Each variant's kernel image and module tree directory: the run's for
+/// the default kernel, else its own, each resolved once.
+fn kernel_for_variants<'s>(
+    req: &Request,
+    specs: &'s [Variant],
+    resolved: &mut Vec<(&'s KernelChoice, (PathBuf, PathBuf))>,
+    (kernel, tree_dir): (&Path, &Path),
+) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let mut kernels: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for spec in specs {
+        let k = match resolved.iter().find(|(c, _)| **c == spec.kernel) {
+            Some((_, k)) => k.clone(),
+            None if spec.kernel == KernelChoice::Default => (kernel.to_path_buf(), tree_dir.to_path_buf()),
+            None => {
+                let k = variant_kernel(&spec.kernel, req)?;
+                resolved.push((&spec.kernel, k.clone()));
+                k
+            }
+        };
+        kernels.push(k);
+    }
+    Ok(kernels)
+}
+
+/// The module trees of the variants' kernels other than the run's, each read once.
+fn module_trees(kernels: &[(PathBuf, PathBuf)], tree_dir: &Path) -> Result<Vec<(PathBuf, ModTree)>> {
+    let mut trees: Vec<(PathBuf, ModTree)> = Vec::new();
+    for (_, dir) in kernels {
+        if *dir != tree_dir && !trees.iter().any(|(d, _)| d == dir) {
+            trees.push((dir.clone(), ModTree::read(dir)?));
+        }
+    }
+    Ok(trees)
+}
+
+/// One variant on its kernel: the set's modules in its tree, its checks,
+/// the batch loader's plan.
+fn prepare_variant(
+    req: &Request,
+    spec: Variant,
+    image: PathBuf,
+    dir: PathBuf,
+    t: &ModTree,
+    base: &[(String, PathBuf)],
+) -> Result<Prepared> {
+    let entries = set_in_tree(&spec, &dir, t, base)?;
+    check_steps(req, &spec, &entries, &dir)?;
+    let compression = bootlink::steps::compression(&spec.steps);
+    let plan = plan(t, &entries, compression)?;
+    let modules: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
+    let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
+    let boot = boot_image(&spec, &image, req.target.arch)?;
+    Ok(Prepared { spec, kernel: image, boot, modules, tree: dir, rels, plan })
+}
+
+/// The same set on every kernel: the same modules, by name, in the variant's tree.
+fn set_in_tree<'t>(spec: &Variant, dir: &Path, t: &'t ModTree, base: &[(String, PathBuf)]) -> Result<Vec<&'t Entry>> {
+    base.iter()
+        .map(|(name, _)| {
+            t.module(name).ok_or_else(|| {
+                Error::file(
+                    Kind::Usage,
+                    dir,
+                    format!("variant {}: module {name} of the set is not in this tree", spec.name),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Refuse what the variant cannot run before anything is built: each
+/// step's and workload's check, the loader's, and host programs on a
+/// guest of another architecture.
+fn check_steps(req: &Request, spec: &Variant, entries: &[&Entry], dir: &Path) -> Result<()> {
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    for s in &spec.steps {
+        s.check(&spec.name, &names)?;
+    }
+    crate::workload::modules::check(spec.loader, &spec.name, req.realtime)?;
+    if !req.target.arch.runs_host_programs() {
+        // the batch loader decompresses zstd with the host's zstd
+        let zstd = bootlink::steps::compression(&spec.steps) == bootlink::compress::Compression::Zstd
+            && matches!(spec.loader, crate::workload::modules::Loader::Batch(..));
+        let host = if zstd {
+            Some("compress:zstd with loader:batch (busybox has no zstd: the host's decompresses)".to_string())
+        } else {
+            crate::workload::build(spec.loader, &spec.workloads).iter().find_map(|w| w.host_programs())
+        };
+        if let Some(what) = host {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "variant {}: {what} runs the host's programs, which do not run on {}",
+                    spec.name,
+                    req.target.arch.name()
+                ),
+            ));
+        }
+    }
+    for w in &spec.workloads {
+        w.check(dir).map_err(|e| Error { msg: format!("variant {}: {}", spec.name, e.msg), ..e })?;
+    }
+    Ok(())
+}
+
+/// The batch loader's plan of the variant's modules, with the paths the
+/// guest holds them at.
+fn plan(t: &ModTree, entries: &[&Entry], compression: bootlink::compress::Compression) -> Result<String> {
+    let conf = bootlink::kmod::ModprobeConf::runtime_deps();
+    t.loader_plan(entries, |e| crate::workload::modules::guest_path(&e.name, compression), &conf)
+}
+
+/// --smp and --repetitions.
+fn check_run_settings(req: &Request) -> Result<()> {
+    if req.smp == 0 || req.smp > 64 {
+        return Err(Error::new(Kind::Usage, format!("--smp {}: give 1 to 64 CPUs", req.smp)));
+    }
+    if req.smp > 1 && !req.realtime {
+        return Err(Error::new(
+            Kind::Usage,
+            format!(
+                "--smp {} needs --realtime: QEMU 7.2's deterministic clock (-icount) runs one CPU (more hang at boot)",
+                req.smp
+            ),
+        ));
+    }
+    if req.repetitions == 0 {
+        return Err(Error::new(Kind::Usage, "--repetitions must be at least 1"));
+    }
+    Ok(())
+}
+
+/// How many boots run at once: --jobs, else one per host CPU (one with --realtime).
+fn jobs(req: &Request) -> Result<usize> {
+    Ok(match (req.jobs, req.realtime) {
+        (Some(0), _) => return Err(Error::new(Kind::Usage, "--jobs must be at least 1")),
+        (Some(j), true) if j > 1 => {
+            return Err(Error::new(
+                Kind::Usage,
+                format!("--jobs {j} needs the deterministic clock: realtime boots on one host would time each other"),
+            ));
+        }
+        (Some(j), _) => j,
+        (None, true) => 1,
+        (None, false) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    })
+}
+
+/// The run directory: -o, else `lab-<seconds>`; never one that holds a run.
+fn out_dir(req: &Request) -> Result<PathBuf> {
+    let out = match &req.out {
+        Some(o) => o.clone(),
+        None => {
+            let secs =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            PathBuf::from(format!("lab-{secs}"))
+        }
+    };
+    if out.join("run.json").exists() {
+        return Err(Error::file(Kind::Usage, &out, "already holds a run (run.json): choose another -o"));
+    }
+    Ok(out)
 }
 
 /// A variant's own kernel (not [`KernelChoice::Default`]): its image and
@@ -516,9 +616,9 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
         match w {
             WorkloadResult::Ddlink(u) => {
                 let n = USER_MODES.iter().map(|m| u.starts.iter().filter(|s| s.mode == *m).count());
-                out.extend(crate::lab::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
+                out.extend(crate::workload::ddlink::problems(u, n.max().unwrap_or(0).max(1)));
             }
-            WorkloadResult::Order(u) => out.extend(crate::lab::order::problems_alone(u)),
+            WorkloadResult::Order(u) => out.extend(crate::workload::order::problems_alone(u)),
             WorkloadResult::Loader(_)
             | WorkloadResult::Storm(_)
             | WorkloadResult::Program(_)
@@ -538,7 +638,7 @@ pub struct Report<'a> {
     pub partial: bool,
     /// A program started under DDLink's ld.so: per series, its modes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub userspace: Vec<crate::run::userspace::UserTable>,
+    pub userspace: Vec<crate::workload::ddlink::table::UserTable>,
     /// What ran (the text names it; the JSON has the run directory).
     #[serde(skip)]
     pub scenario: &'a Scenario,
@@ -555,7 +655,7 @@ impl<'a> Report<'a> {
             summary: crate::run::summary(std::slice::from_ref(run)),
             tracing_overhead_pct: run.tracing_overhead_pct,
             partial: run.partial,
-            userspace: crate::run::userspace::tables(std::slice::from_ref(run)),
+            userspace: crate::workload::ddlink::table::tables(std::slice::from_ref(run)),
             scenario: sc,
             run,
         }
@@ -603,8 +703,7 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
     o.push('\n');
     o.push_str(&crate::run::render_summary_text(&crate::run::summary(std::slice::from_ref(run))));
     o.push('\n');
-    let mut user = crate::run::userspace::render_text(std::slice::from_ref(run));
-    user.push_str(&crate::run::order::render_text(std::slice::from_ref(run)));
+    let user = crate::workload::starts_text(std::slice::from_ref(run));
     if !user.is_empty() {
         o.push_str(&user);
         o.push('\n');
@@ -680,7 +779,7 @@ mod tests {
 
     #[test]
     fn a_start_the_cache_did_not_serve_fails_the_checks() {
-        let mut run = crate::run::userspace::tests::run();
+        let mut run = crate::workload::ddlink::table::tests::run();
         let c = check(&run, 0, false);
         assert!(c.problems.is_empty(), "{:?}", c.problems);
         assert_eq!(c.complete, [("ddl".to_string(), 1, 1)]);

@@ -26,7 +26,6 @@
 use std::path::PathBuf;
 
 pub use crate::lab::arch::Arch;
-pub use crate::lab::variant::KernelChoice;
 
 /// The x86-64 guest CPU: QEMU's Haswell model, version 2 (no TSX; the model
 /// `Haswell-noTSX` names), without the four features QEMU 7.2's TCG does

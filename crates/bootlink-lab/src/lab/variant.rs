@@ -7,12 +7,12 @@
 //! [`crate::lab::scenario_file`]), both through [`Variant::from_pairs`];
 //! the lab acts on the parsed model only: its kernel ([`KernelChoice`]),
 //! its [`Step`]s (see [`bootlink::steps`]), its loader and its workloads
-//! ([`crate::lab::workload`]).
+//! ([`crate::workload`]).
 
 use std::path::{Path, PathBuf};
 
-pub use crate::lab::loaders::Loader;
-use crate::lab::workload;
+use crate::workload;
+pub use crate::workload::modules::Loader;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::steps::{self as step, Step};
 
@@ -178,10 +178,50 @@ impl Variant {
     }
 
     /// A variant from its name and `key`/`value` pairs ([`GRAMMAR`]'s keys).
+    /// In phases, each refusing what it reads first: the name and keys
+    /// (`Pairs::check`), the kernel and its image (`Pairs::kernel`),
+    /// the module steps (`Pairs::steps`), the loader (`Pairs::loader`),
+    /// the workloads (`Pairs::workloads`), then the whole.
     pub(crate) fn from_pairs(name: &str, pairs: &[(String, String)]) -> Result<Variant> {
-        let usage = |m: String| Error::new(Kind::Usage, format!("variant {name}: {m}"));
-        // A value's own parser says what is wrong with it; the variant's name leads.
-        let in_variant = |e: Error| Error::new(e.kind, format!("variant {name}: {}", e.msg)).because(e);
+        let p = Pairs { name, pairs };
+        p.check()?;
+        let (kernel, image) = p.kernel()?;
+        let steps = p.steps()?;
+        let loader = p.loader()?;
+        let workloads = p.workloads()?;
+        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image };
+        if v.boots_bzimage() && v.steps.iter().any(|s| s.stage() == step::Stage::Image) {
+            return Err(p.usage(
+                "the lab boots a bzImage as built, and manifest:on writes a new vmlinux; give image:vmlinux".into(),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// A variant's name and its `key`/`value` pairs, read phase by phase.
+struct Pairs<'a> {
+    name: &'a str,
+    pairs: &'a [(String, String)],
+}
+
+impl Pairs<'_> {
+    fn get(&self, k: &str) -> Option<&str> {
+        self.pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+    }
+
+    fn usage(&self, m: String) -> Error {
+        Error::new(Kind::Usage, format!("variant {}: {m}", self.name))
+    }
+
+    /// A value's own parser says what is wrong with it; the variant's name leads.
+    fn in_variant(&self, e: Error) -> Error {
+        Error::new(e.kind, format!("variant {}: {}", self.name, e.msg)).because(e)
+    }
+
+    /// The name's characters; each key known and given once.
+    fn check(&self) -> Result<()> {
+        let name = self.name;
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
             return Err(Error::new(
                 Kind::Usage,
@@ -189,31 +229,43 @@ impl Variant {
             ));
         }
         let mut seen: Vec<&str> = Vec::new();
-        for (key, _) in pairs {
+        for (key, _) in self.pairs {
             if !KEYS.contains(&key.as_str()) {
-                return Err(usage(format!("unknown key {key:?} ({})", KEYS.join(", "))));
+                return Err(self.usage(format!("unknown key {key:?} ({})", KEYS.join(", "))));
             }
             if seen.contains(&key.as_str()) {
-                return Err(usage(format!("{key} given twice")));
+                return Err(self.usage(format!("{key} given twice")));
             }
             seen.push(key);
         }
-        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        let kernel = match get("kernel") {
-            Some(v) => KernelChoice::parse(v).map_err(in_variant)?,
+        Ok(())
+    }
+
+    /// `kernel:` and `image:`.
+    fn kernel(&self) -> Result<(KernelChoice, Option<BootImage>)> {
+        let kernel = match self.get("kernel") {
+            Some(v) => KernelChoice::parse(v).map_err(|e| self.in_variant(e))?,
             None => KernelChoice::Default,
         };
-        let image = match get("image") {
+        let image = match self.get("image") {
             None => None,
             Some("bzimage") => Some(BootImage::BzImage),
             Some("vmlinux") => Some(BootImage::Vmlinux),
-            Some(v) => return Err(usage(format!("image:{v}: use bzimage or vmlinux"))),
+            Some(v) => return Err(self.usage(format!("image:{v}: use bzimage or vmlinux"))),
         };
         if image.is_some() && !matches!(kernel, KernelChoice::Build(..)) {
-            return Err(usage(
+            return Err(self.usage(
                 "image: chooses between a self-built kernel's images; give kernel:build (or build-LINE) too".into(),
             ));
         }
+        Ok((kernel, image))
+    }
+
+    /// `modules:` or `steps:`, then `compress:`, `manifest:`, `raw:`,
+    /// `cmdline:`, in the steps' order.
+    fn steps(&self) -> Result<Vec<Step>> {
+        let usage = |m: String| self.usage(m);
+        let get = |k: &str| self.get(k);
         let mut steps = match (get("modules"), get("steps")) {
             (Some(_), Some(_)) => return Err(usage("give modules: or steps:, not both".into())),
             (Some(m), None) => {
@@ -258,16 +310,23 @@ impl Variant {
         if let Some(v) = get("cmdline") {
             steps.push(Step::Cmdline(v.to_string()));
         }
-        step::check_order(name, &steps)?;
+        step::check_order(self.name, &steps)?;
+        Ok(steps)
+    }
+
+    /// `loader:` and the batch loader's `decompress:`.
+    fn loader(&self) -> Result<Loader> {
+        let usage = |m: String| self.usage(m);
+        let get = |k: &str| self.get(k);
         let loader = match get("loader") {
-            Some(v) => crate::lab::loaders::parse_name(v).ok_or_else(|| {
+            Some(v) => crate::workload::modules::parse_name(v).ok_or_else(|| {
                 usage(format!(
                     "loader:{v}: use insmod, batch, batch-N (1..64 workers), modprobe, modprobe-parallel or storm"
                 ))
             })?,
             None => Loader::Insmod,
         };
-        let loader = match (get("decompress"), loader) {
+        Ok(match (get("decompress"), loader) {
             (None, l) => l,
             (Some(v), _) if get("compress").is_none() => {
                 return Err(usage(format!(
@@ -275,7 +334,7 @@ impl Variant {
                 )));
             }
             (Some(v), Loader::Batch(workers, _)) => {
-                let d = crate::lab::loaders::Decompress::parse(v)
+                let d = crate::workload::modules::Decompress::parse(v)
                     .ok_or_else(|| usage(format!("decompress:{v}: use kernel, user or auto")))?;
                 Loader::Batch(workers, d)
             }
@@ -284,7 +343,15 @@ impl Variant {
                     "decompress:{v} is the batch loader's choice; give loader:batch (busybox insmod and kmod decompress in user space, in their own process)"
                 )));
             }
-        };
+        })
+    }
+
+    /// `run:`, `ddlink:` or `order:` (with `starts:` and `flash:`) and
+    /// `read:`, in the order /init runs them.
+    fn workloads(&self) -> Result<Vec<workload::Spec>> {
+        let usage = |m: String| self.usage(m);
+        let in_variant = |e: Error| self.in_variant(e);
+        let get = |k: &str| self.get(k);
         let mut workloads = Vec::new();
         if let Some(v) = get("run") {
             let program = v.split_whitespace().next().unwrap_or_default();
@@ -304,11 +371,11 @@ impl Variant {
             ),
             None => None,
         };
-        let flash = get("flash").map(crate::lab::order::Flash::parse).transpose().map_err(in_variant)?;
+        let flash = get("flash").map(crate::workload::order::Flash::parse).transpose().map_err(in_variant)?;
         match (get("ddlink"), get("order")) {
             (Some(_), Some(_)) => return Err(usage("give ddlink: or order:, not both".into())),
             (Some(d), None) => {
-                let mut d = crate::lab::ddlink::Spec::parse(d).map_err(in_variant)?;
+                let mut d = crate::workload::ddlink::Spec::parse(d).map_err(in_variant)?;
                 if let Some(n) = starts {
                     d.starts = n;
                 }
@@ -316,7 +383,7 @@ impl Variant {
                 workloads.insert(0, workload::Spec::Ddlink(d));
             }
             (None, Some(o)) => {
-                let mut o = crate::lab::order::Spec::parse(o).map_err(in_variant)?;
+                let mut o = crate::workload::order::Spec::parse(o).map_err(in_variant)?;
                 if let Some(n) = starts {
                     o.starts = n;
                 }
@@ -334,19 +401,13 @@ impl Variant {
             }
         }
         if let Some(v) = get("read") {
-            let flash = crate::lab::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
-            workloads.push(workload::Spec::ImageRead(crate::lab::imageread::Spec { flash }));
+            let flash = crate::workload::order::Flash::parse(v).map_err(|e| usage(format!("read:{v}: {}", e.msg)))?;
+            workloads.push(workload::Spec::ImageRead(crate::workload::imageread::Spec { flash }));
         }
         if flash.is_some() && get("order").is_none() {
             return Err(usage("flash: is the device of order:; give order: too".into()));
         }
-        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image };
-        if v.boots_bzimage() && v.steps.iter().any(|s| s.stage() == step::Stage::Image) {
-            return Err(usage(
-                "the lab boots a bzImage as built, and manifest:on writes a new vmlinux; give image:vmlinux".into(),
-            ));
-        }
-        Ok(v)
+        Ok(workloads)
     }
 }
 
@@ -398,12 +459,12 @@ mod tests {
         assert_eq!(v.transform(), "unsigned");
         let v = Variant::parse("d=kernel:build,ddlink:synth-9000,starts:5").unwrap();
         let [workload::Spec::Ddlink(d)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
-        assert_eq!((&d.program, d.starts), (&crate::lab::ddlink::Program::Synth { symbols: 9000 }, 5));
+        assert_eq!((&d.program, d.starts), (&crate::workload::ddlink::Program::Synth { symbols: 9000 }, 5));
         let v = Variant::parse("o=order:synth-64k,flash:4-20,starts:1").unwrap();
         let [workload::Spec::Order(o)] = v.workloads.as_slice() else { panic!("{:?}", v.workloads) };
         assert_eq!(
             (&o.blocks, o.flash, o.starts),
-            (&vec![64], crate::lab::order::Flash { mib_s: 4, latency_us: 20 }, 1)
+            (&vec![64], crate::workload::order::Flash { mib_s: 4, latency_us: 20 }, 1)
         );
         let v = Variant::parse("t=manifest:on,raw:nls_cp437=/tmp/cut.ko").unwrap();
         assert_eq!(v.steps, [Step::Manifest, Step::Raw { module: "nls_cp437".into(), file: "/tmp/cut.ko".into() }]);
@@ -457,7 +518,7 @@ mod tests {
 
     #[test]
     fn compress_and_decompress_choose_the_module_files_and_who_unpacks_them() {
-        use crate::lab::loaders::Decompress;
+        use crate::workload::modules::Decompress;
         let v = Variant::parse("a=kernel:build+modules-xz,manifest:on,compress:xz,loader:batch-1,decompress:kernel")
             .unwrap();
         assert_eq!(v.steps, [Step::Compress(bootlink::compress::Compression::Xz), Step::Manifest]);

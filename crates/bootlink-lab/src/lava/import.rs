@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::lab::initramfs;
-use crate::lab::loaders::Loader;
-use crate::lab::workload;
 use crate::lava::job::{self, JobVariant, Manifest};
 use crate::lava::log::{self, Value};
 use crate::run::results::{Repetition, Run};
+use crate::workload;
+use crate::workload::modules::Loader;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
 

@@ -219,7 +219,7 @@ fn board_cmdline(cmdline: &str) -> String {
 /// Refuse what the jobs cannot carry, before anything is built.
 fn check(sc: &Scenario, opts: &Options) -> Result<()> {
     for v in &sc.variants {
-        if !v.spec.workloads.is_empty() || v.spec.loader != crate::lab::loaders::Loader::Insmod {
+        if !v.spec.workloads.is_empty() || v.spec.loader != crate::workload::modules::Loader::Insmod {
             return Err(Error::new(
                 Kind::Usage,
                 format!(

@@ -5,7 +5,7 @@
 //! /init: firmware, setup, the decompressor, the kernel. The lab measures
 //! the second part exactly (each boot's `boot_clock`, the guest's
 //! cycle counter under `-icount`, see [`crate::lab::bootclock`]); the first
-//! is the lab's flash model ([`crate::lab::order::Flash`]: one request of
+//! is the lab's flash model ([`crate::workload::order::Flash`]: one request of
 //! 4 KiB at a time, each `latency + 4 KiB / throughput`), computed for the
 //! image's bytes. Each image is then a line in the time per byte; for any
 //! storage the best is the lowest line, and where two lines cross is the
@@ -33,7 +33,7 @@ use crate::run::results::Run;
 use bootlink::error::{Error, Kind, Result};
 
 /// The flash model's request size (bytes).
-const REQUEST: f64 = crate::lab::order::REQUEST as f64;
+const REQUEST: f64 = crate::workload::order::REQUEST as f64;
 
 /// Storage the image is read from: throughput and per-request latency.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -48,7 +48,7 @@ impl Storage {
     /// The lab's presets (`slow`, `nand`, `nor`) or `MIBS-USEC` (MiB/s,
     /// fractions allowed, and microseconds per 4 KiB request).
     pub fn parse(value: &str) -> Result<Storage> {
-        if let Ok(f) = crate::lab::order::Flash::parse(value) {
+        if let Ok(f) = crate::workload::order::Flash::parse(value) {
             return Ok(Storage { mib_s: f64::from(f.mib_s), latency_us: f64::from(f.latency_us) });
         }
         let bad = || {
@@ -431,7 +431,7 @@ fn envelope(cands: &[Curve], latency_us: f64) -> Vec<Range> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::order::Flash;
+    use crate::workload::order::Flash;
 
     #[test]
     fn reading_is_the_labs_flash_model() {

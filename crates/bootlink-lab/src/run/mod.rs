@@ -4,20 +4,18 @@
 //! charts.
 //!
 //! - [`results`]: the `run.json` format (variants, repetitions, module loads
-//!   and their phases, initcalls);
+//!   and their phases, initcalls, and the list of the workloads' records,
+//!   each from its folder, `workload/<name>/record.rs`);
 //! - [`dmesg`]: kernel logs (printk times, `initcall_debug`) into runs;
 //! - [`ftrace`]: per-module load phases from a function_graph trace;
 //! - [`model`]: the before/after summary, per-module means, longest links;
-//! - [`userspace`]: DDLink's program started in the guest, per loader mode;
 //! - [`taint`]: the kernel's taint mask in letters and words.
 
 pub mod dmesg;
 pub mod ftrace;
 pub mod model;
-pub mod order;
 pub mod results;
 pub mod taint;
-pub mod userspace;
 
 use std::path::Path;
 

@@ -7,6 +7,15 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// Each workload's results, from its folder (`workload/<name>/record.rs`),
+/// under the names run.json's readers use.
+pub use crate::workload::ddlink::record::{DdlinkStart, DdlinkStarts, USER_MODES};
+pub use crate::workload::imageread::record::ImageRead;
+pub use crate::workload::modules::record::{LoaderResult, Storm};
+pub use crate::workload::order::record::{OrderStart, OrderStarts};
+pub use crate::workload::program::record::ProgramRun;
+pub use crate::workload::start::Start;
+
 /// 2: each workload's results in `workloads`, tagged by `"workload"`
 /// (format 1 had `loader`, `storm`, `userspace` and `run_output` fields on
 /// the repetition; [`crate::run::parse_run_json`] reads both).
@@ -229,23 +238,6 @@ pub enum WorkloadResult {
     ImageRead(ImageRead),
 }
 
-/// The booted kernel image read from the lab's emulated flash (null_blk,
-/// one 4 KiB request at a time, readahead off), against the flash model
-/// `bootlink recommend` computes read times with.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ImageRead {
-    /// The device: MiB/s and microseconds per 4 KiB request.
-    pub mib_s: u32,
-    pub latency_us: u32,
-    /// The image's bytes, and the 4 KiB requests the device counted.
-    pub bytes: u64,
-    pub requests: Option<u64>,
-    /// Between the guest's kernel log marks around the read.
-    pub measured_us: Option<f64>,
-    /// The model: `ceil(bytes / 4096) x (latency + 4 KiB / throughput)`.
-    pub model_us: f64,
-}
-
 impl WorkloadResult {
     /// The workload's name, as run.json tags it.
     pub fn name(&self) -> &'static str {
@@ -296,200 +288,6 @@ workload_accessors! {
     ddlink, ddlink_mut, Ddlink, DdlinkStarts;
     order, order_mut, Order, OrderStarts;
     program, program_mut, Program, ProgramRun;
-}
-
-/// The DDLink loader modes the lab starts a program in, in order: the
-/// patched ld.so without a cache, File Read Mode (the bindings from a
-/// cache), Relocation Skip Mode (prelinked images, relocation skipped).
-pub const USER_MODES: &[&str] = &["normal", "file-read", "skip"];
-
-/// One start of a program in the guest, whichever workload started it:
-/// what the kernel log's markers and the shell say.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Start {
-    /// The start's series: one of [`USER_MODES`] for DDLink, `BLOCK/RA/BUILD`
-    /// for reordering.
-    pub mode: String,
-    /// The how-manieth start in this mode (from 0).
-    pub index: usize,
-    /// Guest time (since boot) of the kernel log marker written just
-    /// before the shell starts the program, and from it to the marker
-    /// written once the program exited (fork, exec, ld.so, the program).
-    pub start_us: f64,
-    pub duration_us: f64,
-    /// The program's exit status.
-    pub exit: i32,
-    /// What the program printed (stdout and stderr).
-    #[serde(default)]
-    pub output: String,
-}
-
-/// A program started under DDLink's patched ld.so in each mode.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct DdlinkStarts {
-    /// What was started: `LD.SO PROGRAM ARGS`, host paths (the guest holds
-    /// the files at the same paths).
-    pub command: String,
-    /// The guest's TSC rate (MHz, from the kernel log) the loader's cycle
-    /// counts are converted with; None when the log did not say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tsc_mhz: Option<f64>,
-    /// Every start, in the order they ran.
-    pub starts: Vec<DdlinkStart>,
-}
-
-/// One start under DDLink's ld.so: the start, and ld.so's own figures.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct DdlinkStart {
-    #[serde(flatten)]
-    pub start: Start,
-    /// ld.so's own figures (`LD_DEBUG=statistics`, converted with the
-    /// guest's TSC rate and glibc 2.36's missing factor 10): its whole
-    /// startup, loading the objects, and relocation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loader_us: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_objects_us: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relocation_us: Option<f64>,
-    /// Symbol lookups the loader made ("final number of relocations").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lookups: Option<u64>,
-    /// The loader's DDLink decision lines (`LD_DEBUG=ddlink`), joined with "; ".
-    #[serde(default)]
-    pub decision: String,
-}
-
-/// Function reordering's cold starts, unordered and reordered builds.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct OrderStarts {
-    /// The reordering case's label: the program, its builds, the flash.
-    pub command: String,
-    /// Every start, in the order they ran.
-    pub starts: Vec<OrderStart>,
-}
-
-/// One cold start from emulated flash: the start, the program's page
-/// faults (the starting shell's cminflt/cmajflt), what the device served
-/// during it (`/sys/block/DEV/stat`: requests, bytes) and its time to UI.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct OrderStart {
-    #[serde(flatten)]
-    pub start: Start,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minor_faults: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub major_faults: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_requests: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_bytes: Option<u64>,
-    /// Time to UI: from the start marker to the moment the program's first
-    /// output line reached the shell reading it (its `bootlink: order ui
-    /// MODE K` kernel log marker), guest microseconds; None when the
-    /// program printed nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ui_us: Option<f64>,
-}
-
-/// The common part of a DDLink or reordering start, read through it.
-impl std::ops::Deref for DdlinkStart {
-    type Target = Start;
-    fn deref(&self) -> &Start {
-        &self.start
-    }
-}
-
-impl std::ops::DerefMut for DdlinkStart {
-    fn deref_mut(&mut self) -> &mut Start {
-        &mut self.start
-    }
-}
-
-impl std::ops::Deref for OrderStart {
-    type Target = Start;
-    fn deref(&self) -> &Start {
-        &self.start
-    }
-}
-
-impl std::ops::DerefMut for OrderStart {
-    fn deref_mut(&mut self) -> &mut Start {
-        &mut self.start
-    }
-}
-
-/// A host program run once in the guest after the modules load (`run:`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ProgramRun {
-    /// The program's path and arguments (empty in runs written before
-    /// results were tagged by workload).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub command: String,
-    /// What it printed, then `RUN-EXIT <status>`.
-    pub output: String,
-}
-
-/// What a loader other than sequential insmod reported for one boot.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct LoaderResult {
-    /// "batch", "modprobe", "modprobe-parallel".
-    pub kind: String,
-    /// Parallel workers (1 for sequential loaders).
-    pub workers: u32,
-    /// The loader's exit status.
-    pub exit: i32,
-    /// Guest microseconds from the loader's start to its exit.
-    pub wall_us: f64,
-    /// finit_module calls the loader made (the batch loader's own count).
-    #[serde(default)]
-    pub load_calls: u64,
-    /// Modules it loaded more than once (must be empty).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub duplicates: Vec<String>,
-    /// The loader's own per-module results (name, result), for modules
-    /// that did not end `loaded`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_loaded: Vec<(String, String)>,
-    /// Compressed modules loaded after the kernel decompressed them
-    /// (finit_module with MODULE_INIT_COMPRESSED_FILE), and after user
-    /// space did.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub decompressed_by_kernel: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub decompressed_by_user: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// A storm: `workers` processes ask for every module of the set at once,
-/// as per-CPU udev workers do; what the kernel did with the requests.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct Storm {
-    pub workers: u32,
-    /// finit_module requests made (workers x modules).
-    pub requests: u64,
-    /// Their results: exit status of each insmod (0, or the errno name
-    /// busybox prints) and how many.
-    pub results: Vec<(String, u64)>,
-    /// kernel_read_file() calls and bytes (a kretprobe): module files read.
-    pub kernel_reads: u64,
-    pub bytes_read: u64,
-    /// Bytes read beyond one read of each module of the set.
-    pub duplicate_read_bytes: u64,
-    /// load_module() entries (a kprobe), where the kernel lets it be probed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_module_calls: Option<u64>,
-    /// /proc/meminfo VmallocUsed before the storm and its peak during it (KiB).
-    pub vmalloc_before_kb: u64,
-    pub vmalloc_peak_kb: u64,
-    /// Guest microseconds from the first request to the last answer.
-    pub quiescence_us: f64,
-    /// /sys/kernel/debug/modules/stats, where the kernel has it (name, value).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_stats: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -449,14 +449,7 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
     } else if model::module_inits(rep).next().is_some() {
         entries.push(("module init function".into(), phase_color("init")));
     }
-    let ddlink = rep.ddlink().filter(|u| !u.starts.is_empty());
-    let order = rep.order().filter(|u| !u.starts.is_empty());
-    if let Some(u) = ddlink {
-        entries.extend(super::userspace::legend_ddlink(u));
-    }
-    if let Some(u) = order {
-        entries.extend(super::userspace::legend_order(u));
-    }
+    entries.extend(crate::workload::timeline_legend(rep));
     y += 14.0;
     y += legend(&mut o, 12.0, y, &entries);
 
@@ -492,14 +485,10 @@ pub fn timeline(label: &str, rep_note: &str, rep: &Repetition, phases: &[String]
             y = panel(&mut o, y, title, &note, &s, &mods, DETAIL_MODULES, what, init);
         }
     }
-    if let Some(u) = ddlink {
-        y = super::userspace::panel_ddlink(&mut o, y, u);
-    }
-    if let Some(u) = order {
-        y = super::userspace::panel_order(&mut o, y, u);
-    }
+    let starts;
+    (y, starts) = crate::workload::timeline_panels(&mut o, y, rep);
     y = super::userspace::processes_panel(&mut o, y, &rep.processes);
-    if builtin.is_empty() && mods.is_empty() && ddlink.is_none() && order.is_none() && rep.processes.is_empty() {
+    if builtin.is_empty() && mods.is_empty() && !starts && rep.processes.is_empty() {
         y += 20.0;
         let _ = write!(
             o,

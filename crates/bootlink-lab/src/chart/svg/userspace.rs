@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::run::model::Med;
-use crate::run::results::{DdlinkStart, DdlinkStarts, OrderStart, OrderStarts, Process, Start, USER_MODES};
+use crate::run::results::{Process, Start, USER_MODES};
 
 use super::panel::{finish_panel, stripe};
 use super::*;
@@ -43,69 +43,8 @@ pub(crate) trait StartBar: std::ops::Deref<Target = Start> {
     fn notes(&self, _t: &mut String) {}
 }
 
-impl StartBar for DdlinkStart {
-    fn spans(&self) -> (Option<Span>, Option<Span>) {
-        inner_spans(self)
-    }
-    fn relocation_us(&self) -> Option<f64> {
-        self.relocation_us
-    }
-    fn figures(&self, t: &mut String) {
-        if let Some(l) = self.loader_us {
-            let _ = write!(t, "\nld.so: {} ms", ms(l));
-        }
-        if let Some(l) = self.load_objects_us {
-            let _ = write!(t, "\n  loading objects: {} ms", ms(l));
-        }
-        if let Some(r) = self.relocation_us {
-            let _ = write!(t, "\n  relocation: {} ms", ms(r));
-        }
-        if let Some(n) = self.lookups {
-            let _ = write!(t, "\nsymbol lookups: {}", bootlink::table::thousands(n as usize));
-        }
-    }
-    fn notes(&self, t: &mut String) {
-        for d in self.decision.split("; ").filter(|d| !d.is_empty()) {
-            let _ = write!(t, "\n{d}");
-        }
-    }
-}
-
-impl StartBar for OrderStart {
-    fn ui_us(&self) -> Option<f64> {
-        self.ui_us
-    }
-    fn figures(&self, t: &mut String) {
-        if let Some(u) = self.ui_us {
-            let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
-        }
-    }
-}
-
-/// Legend entries of DDLink's starts: the modes that have starts.
-pub(crate) fn legend_ddlink(u: &DdlinkStarts) -> Vec<(String, &'static str)> {
-    let mut out = Vec::new();
-    for m in modes(&u.starts) {
-        let [start, ldso, reloc] = mode_colors(m);
-        out.push((format!("{m}: start"), start));
-        out.push((format!("{m}: ld.so"), ldso));
-        out.push((format!("{m}: relocation"), reloc));
-    }
-    out
-}
-
-/// Legend entries of reordering's cold starts: one bar per start, no
-/// loader spans, the time-to-UI mark.
-pub(crate) fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
-    let mut out = vec![("cold start (marker to exit)".to_string(), mode_colors("")[0])];
-    if u.starts.iter().any(|s| s.ui_us.is_some()) {
-        out.push(("time to UI (first output line)".to_string(), UI));
-    }
-    out
-}
-
 /// The modes with starts, [`USER_MODES`] first.
-fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
+pub(crate) fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
     let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| starts.iter().any(|s| s.mode == *m)).collect();
     for s in starts {
         if !out.contains(&s.mode.as_str()) {
@@ -148,43 +87,14 @@ fn tooltip<S: StartBar>(s: &S, program: &str) -> String {
 /// (start, duration) in µs.
 pub(crate) type Span = (f64, f64);
 
-/// ld.so's part of a start and the relocation inside it, as (start,
-/// duration) clamped to the start's bar: ld.so runs first (the fork and
-/// exec before it are not told apart), relocation after it loaded the
-/// objects.
-pub(crate) fn inner_spans(s: &DdlinkStart) -> (Option<Span>, Option<Span>) {
-    let end = s.start_us + s.duration_us.max(0.0);
-    let ldso = s.loader_us.map(|l| (s.start_us, l.min(end - s.start_us).max(0.0)));
-    let ld_end = ldso.map(|(a, d)| a + d).unwrap_or(end);
-    let reloc = s.relocation_us.map(|r| {
-        let a = (s.start_us + s.load_objects_us.unwrap_or(0.0)).min(ld_end);
-        (a, r.min(ld_end - a).max(0.0))
-    });
-    (ldso, reloc)
-}
-
 /// The program's file name in a DDLink command (`LD.SO PROGRAM ARGS`).
 pub(crate) fn program_name(command: &str) -> String {
     let p = command.split_whitespace().nth(1).unwrap_or(command);
     p.rsplit('/').next().unwrap_or(p).to_string()
 }
 
-/// DDLink's panel; returns the new y.
-pub(crate) fn panel_ddlink(o: &mut String, y: f64, u: &DdlinkStarts) -> f64 {
-    let program = program_name(&u.command);
-    let title = format!("User space: {program} under the patched ld.so");
-    panel(o, y, &title, "darker: ld.so, darkest: its relocation", &program, &u.starts)
-}
-
-/// Reordering's panel; returns the new y.
-pub(crate) fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
-    let program = program_name(&u.command);
-    let title = "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)";
-    panel(o, y, title, "mark: time to UI (the first output line)", &program, &u.starts)
-}
-
 /// The panel of a series of starts; returns the new y.
-fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str, program: &str, starts: &[S]) -> f64 {
+pub(crate) fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str, program: &str, starts: &[S]) -> f64 {
     let mut y = y + 18.0;
     let _ = write!(o, r#"<text class="panel-title" x="10" y="{y:.1}">{}</text>"#, esc(title));
     let a = starts.iter().map(|s| s.start_us).fold(f64::INFINITY, f64::min);
@@ -400,26 +310,4 @@ pub(crate) fn processes_panel(o: &mut String, y: f64, procs: &[Process]) -> f64 
     }
     let body1 = body0 + 4.0 + n_lanes as f64 * row_h + 4.0;
     finish_panel(o, &s, &under, &inner, axis_top, body0, body1, None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inner_parts_stay_inside_the_bar() {
-        let s = DdlinkStart {
-            start: Start { mode: "normal".into(), start_us: 1000.0, duration_us: 100.0, ..Default::default() },
-            loader_us: Some(80.0),
-            load_objects_us: Some(10.0),
-            relocation_us: Some(60.0),
-            ..Default::default()
-        };
-        assert_eq!(inner_spans(&s), (Some((1000.0, 80.0)), Some((1010.0, 60.0))));
-        // Figures larger than the span (another clock) are cut to it.
-        let s = DdlinkStart { loader_us: Some(500.0), relocation_us: Some(400.0), ..s };
-        assert_eq!(inner_spans(&s), (Some((1000.0, 100.0)), Some((1010.0, 90.0))));
-        let s = DdlinkStart { loader_us: None, load_objects_us: None, ..s };
-        assert_eq!(inner_spans(&s), (None, Some((1000.0, 100.0))));
-    }
 }

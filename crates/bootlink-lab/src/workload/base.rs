@@ -1,52 +1,13 @@
-//! Workloads: what runs in the guest, each behind [`Workload`]. A
-//! variant's workloads are its module loading ([`modules`], always, with
-//! the variant's loader) and what it starts once the modules are loaded: a
-//! program under DDLink's ld.so ([`ddlink`]), function reordering's cold
-//! starts ([`order`]), a host program ([`program`]).
-//!
-//! A workload is prepared on the host, adds its files to the initramfs,
-//! contributes its part of /init, parses its part of the console into the
-//! boot's [`Repetition`] and says what is wrong with it. Adding a workload
-//! is a [`Spec`] variant, its file here, and its line in [`build`].
-
-mod ddlink;
-mod imageread;
-mod modules;
-mod order;
-mod program;
+//! What every workload is: the [`Workload`] trait, what its host side is
+//! given ([`Context`]) and what it reads its results from ([`Console`]).
+//! Each workload's folder implements it; the registry, `workload/mod.rs`,
+//! lists them.
 
 use std::path::{Path, PathBuf};
 
 use crate::lab::Initramfs;
-use crate::lab::loaders::Loader;
 use crate::run::results::Repetition;
 use bootlink::error::Result;
-
-/// A workload the variant asks for (besides loading its modules).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Spec {
-    /// `ddlink:...`: a program started under DDLink's patched ld.so.
-    Ddlink(crate::lab::ddlink::Spec),
-    /// `order:...`: function reordering's cold starts from emulated flash.
-    Order(crate::lab::order::Spec),
-    /// `run:/PATH ARGS`: a host program with its ld.so and libraries.
-    Run(String),
-    /// `read:FLASH`: the booted image read back from emulated flash.
-    ImageRead(crate::lab::imageread::Spec),
-}
-
-impl Spec {
-    /// Refuse a workload the variant cannot run before anything is built:
-    /// `tree` is the variant's module tree.
-    pub fn check(&self, tree: &Path) -> Result<()> {
-        match self {
-            Spec::Ddlink(d) => d.check(),
-            Spec::Order(_) => crate::lab::order::check(tree).map(|_| ()),
-            Spec::Run(_) => Ok(()),
-            Spec::ImageRead(_) => crate::lab::imageread::check(tree).map(|_| ()),
-        }
-    }
-}
 
 /// What a workload's host side and its files can use of the variant.
 pub struct Context<'a> {
@@ -58,7 +19,7 @@ pub struct Context<'a> {
     /// The set's final module files (name, file), in load order.
     pub files: &'a [(String, PathBuf)],
     /// How the guest holds them (the compress: step's format): each at
-    /// [`crate::lab::loaders::guest_path`], as the plan names it.
+    /// [`crate::workload::modules::guest_path`], as the plan names it.
     pub compression: bootlink::compress::Compression,
     /// The batch loader's plan, with the paths /init uses.
     pub plan: &'a str,
@@ -113,18 +74,4 @@ pub trait Workload: Send + Sync {
     fn problems(&self, _rep: &mut Repetition) -> Vec<String> {
         Vec::new()
     }
-}
-
-/// The workloads of a variant, in the order /init runs them.
-pub fn build(loader: Loader, specs: &[Spec]) -> Vec<Box<dyn Workload>> {
-    let mut w: Vec<Box<dyn Workload>> = vec![Box::new(modules::ModuleLoading { loader })];
-    for s in specs {
-        w.push(match s {
-            Spec::Ddlink(d) => Box::new(ddlink::DdlinkStarts { spec: d.clone(), prepared: None }),
-            Spec::Order(o) => Box::new(order::OrderStarts { spec: o.clone(), prepared: None }),
-            Spec::Run(cmd) => Box::new(program::Program { command: cmd.clone() }),
-            Spec::ImageRead(r) => Box::new(imageread::ImageRead { spec: *r, modules: Vec::new(), bytes: 0 }),
-        });
-    }
-    w
 }

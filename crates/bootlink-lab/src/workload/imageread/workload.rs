@@ -1,14 +1,14 @@
 //! The booted image read back from emulated flash (see
-//! [`crate::lab::imageread`]).
+//! [`crate::workload::imageread`]).
 
 use std::path::PathBuf;
 
 use crate::lab::Initramfs;
-use crate::lab::imageread::{self, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::imageread::{self, Spec};
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub struct ImageRead {
     pub spec: Spec,

@@ -1,17 +1,16 @@
 //! Module loading: the set's files, the loader's extras (see
-//! [`crate::lab::loaders`]), ftrace on the load phases' landmarks, the
+//! [`crate::workload::modules`]), ftrace on the load phases' landmarks, the
 //! loader, and the taint the modules left.
 
 use crate::lab::Initramfs;
-use crate::lab::batchloader;
-use crate::lab::loaders;
-use crate::lab::loaders::Loader;
 use crate::lab::procs;
 use crate::run::ftrace as trace;
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::modules::batchloader;
+use crate::workload::modules::{self as loaders, Loader};
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub(crate) struct ModuleLoading {
     pub loader: Loader,

@@ -3,18 +3,21 @@
 //! computes read times with. QEMU loads `-kernel` in no guest time, so the
 //! read a boot loader would do is modelled; this workload does that read in
 //! the guest, once the modules are loaded: the image is written to a
-//! null_blk device set up as [`crate::lab::order`]'s flash (one 4 KiB
+//! null_blk device set up as [`crate::workload::order`]'s flash (one 4 KiB
 //! request at a time, each completing after the flash's request time on a
 //! guest timer), the page cache dropped, readahead off, and read with
 //! 4 KiB `dd` blocks between two kernel log marks. What it measures beyond
 //! the model is the guest's own block layer per request, which a boot
 //! loader reading raw flash does not pay as such.
 
+pub mod record;
+pub mod workload;
+
 use std::path::{Path, PathBuf};
 
 use crate::lab::Initramfs;
-use crate::lab::order::{FLASH_MODULES, Flash, REQUEST, guest_modules, null_blk_params};
-use crate::run::results::ImageRead;
+use crate::workload::imageread::record::ImageRead;
+use crate::workload::order::{FLASH_MODULES, Flash, REQUEST, guest_modules, null_blk_params};
 use bootlink::error::{Error, Kind, Result};
 use bootlink::kernel::KernelConfig;
 

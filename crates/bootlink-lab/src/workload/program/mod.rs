@@ -3,13 +3,16 @@
 //! busybox applets (`run:cat /sys/...`, on a guest of any architecture);
 //! its output and exit status are its [`ProgramRun`].
 
+pub mod record;
+
 use std::path::Path;
 
 use crate::lab::Initramfs;
-use crate::run::results::{ProgramRun, Repetition, WorkloadResult};
+use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::program::record::ProgramRun;
 use bootlink::error::Result;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 const SECTION: &str = "@@@ bootlink run @@@";
 const END: &str = "@@@ bootlink run end @@@";

@@ -99,7 +99,7 @@ pub fn parse(out: &str) -> Report {
 }
 
 /// The batch loader's report as the run records it.
-pub fn result(text: &str) -> crate::run::results::LoaderResult {
+pub fn result(text: &str) -> crate::workload::modules::record::LoaderResult {
     let report = parse(text);
     let exit = text
         .lines()
@@ -114,7 +114,7 @@ pub fn result(text: &str) -> crate::run::results::LoaderResult {
         }
         seen.push(&o.name);
     }
-    crate::run::results::LoaderResult {
+    crate::workload::modules::record::LoaderResult {
         kind: "batch".into(),
         workers: report.summary("workers").unwrap_or(0) as u32,
         exit,

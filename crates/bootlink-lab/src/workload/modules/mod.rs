@@ -15,10 +15,15 @@
 //!   file reads (a kretprobe on kernel_read_file), load_module entries,
 //!   peak VmallocUsed, time to quiescence and the kernel's own statistics.
 
+pub mod batchloader;
+pub mod chart;
+pub mod record;
+pub mod workload;
+
 use std::path::Path;
 
 use crate::lab::Initramfs;
-use crate::run::results::Storm;
+use crate::workload::modules::record::Storm;
 use bootlink::compress::Compression;
 use bootlink::error::{Error, Kind, Result};
 
@@ -113,7 +118,7 @@ pub(crate) fn add_to(ir: &mut Initramfs, loader: Loader, x: &Extras, work: &Path
             Ok(())
         }
         Loader::Batch(..) => {
-            ir.copy_file(BATCH_BIN, crate::lab::batchloader::binary_for(x.arch)?);
+            ir.copy_file(BATCH_BIN, crate::workload::modules::batchloader::binary_for(x.arch)?);
             ir.file(PLAN, 0o644, x.plan.as_bytes().to_vec());
             Ok(())
         }

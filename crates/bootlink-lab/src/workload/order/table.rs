@@ -274,7 +274,7 @@ mod tests {
             start("reordered+data/64k/ra0", 100_000.0, 0, 30_000),
         ];
         let u = WorkloadResult::Order(OrderStarts { command: "a vs b".into(), starts });
-        let mut run = crate::run::userspace::tests::run();
+        let mut run = crate::workload::ddlink::table::tests::run();
         run.variants[0].repetitions.truncate(1);
         run.variants[0].repetitions[0].workloads = vec![u];
         let t = &tables(std::slice::from_ref(&run))[0];
@@ -304,7 +304,7 @@ mod tests {
             start("bolt/4k/ra0", 500_000.0, 200, 800_000),
         ];
         let u = WorkloadResult::Order(OrderStarts { command: "python -c print(42): ...".into(), starts });
-        let mut run = crate::run::userspace::tests::run();
+        let mut run = crate::workload::ddlink::table::tests::run();
         run.variants[0].repetitions.truncate(1);
         run.variants[0].repetitions[0].workloads = vec![u];
         let t = &tables(std::slice::from_ref(&run))[0];

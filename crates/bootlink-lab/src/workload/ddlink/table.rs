@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::run::model::{Med, Series, series};
-use crate::run::results::{DdlinkStart, Run, Start, USER_MODES};
+use crate::run::results::{DdlinkStart, Run, USER_MODES};
 use bootlink::table::{Table, ms, thousands};
 
 /// One loader mode of one series.
@@ -169,55 +169,10 @@ pub(crate) fn render_text(runs: &[Run]) -> String {
     out
 }
 
-/// The starts a guest script brackets with kernel log markers, `PREFIX
-/// start MODE K` and `PREFIX end MODE K [STATUS]`: each one's mode, index,
-/// printk time and duration, and its exit status when the end marker gives
-/// one (else -1); with it, a `PREFIX ui MODE K` marker in between as its
-/// time to UI (the first one, from the start marker).
-pub(crate) fn marked_starts(dmesg_text: &str, prefix: &str) -> Vec<(Start, Option<f64>)> {
-    let mut starts: Vec<(Start, Option<f64>)> = Vec::new();
-    for line in dmesg_text.lines() {
-        let Some((t, msg)) = crate::run::dmesg::timed_message(line.as_bytes()) else { continue };
-        let msg = String::from_utf8_lossy(msg);
-        let Some(m) = msg.strip_prefix(prefix) else { continue };
-        let w: Vec<&str> = m.split_whitespace().collect();
-        match w[..] {
-            ["start", mode, k] => starts.push((
-                Start {
-                    mode: mode.to_string(),
-                    index: k.parse().unwrap_or(0),
-                    start_us: t,
-                    exit: -1,
-                    ..Default::default()
-                },
-                None,
-            )),
-            ["ui", mode, k] => {
-                let k: usize = k.parse().unwrap_or(0);
-                if let Some((s, ui)) = starts.iter_mut().rev().find(|(s, _)| s.mode == mode && s.index == k)
-                    && s.duration_us == 0.0
-                    && ui.is_none()
-                {
-                    *ui = Some(t - s.start_us);
-                }
-            }
-            ["end", mode, k, ref rest @ ..] if rest.len() <= 1 => {
-                let k: usize = k.parse().unwrap_or(0);
-                if let Some((s, _)) = starts.iter_mut().rev().find(|(s, _)| s.mode == mode && s.index == k) {
-                    s.duration_us = t - s.start_us;
-                    s.exit = rest.first().and_then(|rc| rc.parse().ok()).unwrap_or(-1);
-                }
-            }
-            _ => {}
-        }
-    }
-    starts
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::run::results::{DdlinkStarts, Repetition, Variant, WorkloadResult};
+    use crate::run::results::{DdlinkStarts, Repetition, Start, Variant, WorkloadResult};
 
     fn start(mode: &str, index: usize, dur: f64, reloc: f64, decision: &str) -> DdlinkStart {
         DdlinkStart {

@@ -20,12 +20,17 @@
 //! Afterwards /init prints, per start, the program's output and ld.so's
 //! debug text between [`SECTION`] and [`END`]; [`parse`] reads them back.
 
+pub mod chart;
+pub mod record;
+pub mod table;
+pub mod workload;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::lab::Initramfs;
 use crate::run::dmesg;
-use crate::run::results::{DdlinkStart, DdlinkStarts, USER_MODES};
+use crate::workload::ddlink::record::{DdlinkStart, DdlinkStarts, USER_MODES};
 use bootlink::ddlink;
 use bootlink::ddlink::measure::stat_value;
 use bootlink::error::{Error, Kind, Result};
@@ -296,7 +301,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<DdlinkStarts> {
             cur.2.push('\n');
         }
     }
-    let mut starts: Vec<DdlinkStart> = crate::run::userspace::marked_starts(dmesg_text, "bootlink: ddlink ")
+    let mut starts: Vec<DdlinkStart> = crate::run::dmesg::marked_starts(dmesg_text, "bootlink: ddlink ")
         .into_iter()
         .map(|(start, _)| DdlinkStart { start, ..Default::default() })
         .collect();

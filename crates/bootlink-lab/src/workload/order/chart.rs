@@ -1,15 +1,16 @@
 //! The report's section for function reordering on emulated flash
-//! ([`crate::run::order`]): the before/after table and the block size x
+//! ([`crate::workload::order::table`]): the before/after table and the block size x
 //! readahead grid as a plot (cold-start wall time of both builds per cell,
 //! major faults written on the bars).
 
 use std::fmt::Write;
 
-use crate::run::order::{OrderTable, headline, tables};
+use crate::chart::svg::esc;
+use crate::chart::svg::userspace::{StartBar, UI, mode_colors, panel, program_name};
 use crate::run::results::Run;
+use crate::workload::order::record::{OrderStart, OrderStarts};
+use crate::workload::order::table::{OrderTable, headline, tables};
 use bootlink::table::ms;
-
-use super::svg::esc;
 
 const UNORDERED: &str = "#d9822b";
 const REORDERED: &str = "#2b8a3e";
@@ -171,4 +172,32 @@ pub(crate) fn grid_svg(t: &OrderTable) -> String {
     }
     let _ = write!(s, r#"<text x="{x}" y="{}">(wall time; numbers on bars: major faults)</text></svg>"#, h - 5.0);
     s
+}
+
+impl StartBar for OrderStart {
+    fn ui_us(&self) -> Option<f64> {
+        self.ui_us
+    }
+    fn figures(&self, t: &mut String) {
+        if let Some(u) = self.ui_us {
+            let _ = write!(t, "\ntime to UI (first output line): {} ms", ms(u));
+        }
+    }
+}
+
+/// Legend entries of reordering's cold starts: one bar per start, no
+/// loader spans, the time-to-UI mark.
+pub(crate) fn legend_order(u: &OrderStarts) -> Vec<(String, &'static str)> {
+    let mut out = vec![("cold start (marker to exit)".to_string(), mode_colors("")[0])];
+    if u.starts.iter().any(|s| s.ui_us.is_some()) {
+        out.push(("time to UI (first output line)".to_string(), UI));
+    }
+    out
+}
+
+/// Reordering's panel; returns the new y.
+pub(crate) fn panel_order(o: &mut String, y: f64, u: &OrderStarts) -> f64 {
+    let program = program_name(&u.command);
+    let title = "User space: cold starts from emulated flash, unordered vs reordered (SquashFS block / readahead KiB)";
+    panel(o, y, title, "mark: time to UI (the first output line)", &program, &u.starts)
 }

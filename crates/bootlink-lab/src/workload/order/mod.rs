@@ -28,11 +28,16 @@
 //! `reordered+data` (the function order and the data order, issue 29),
 //! `bolt` or `bolt+data` (BOLT on the link with the data order).
 
+pub mod chart;
+pub mod record;
+pub mod table;
+pub mod workload;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::lab::Initramfs;
-use crate::run::results::{OrderStart, OrderStarts};
+use crate::workload::order::record::{OrderStart, OrderStarts};
 use bootlink::error::{Error, Kind, Result};
 
 pub const SECTION: &str = "@@@ bootlink order @@@";
@@ -484,7 +489,7 @@ pub fn parse(main: &str, dmesg_text: &str) -> Option<OrderStarts> {
             cur.output.push('\n');
         }
     }
-    let mut starts: Vec<OrderStart> = crate::run::userspace::marked_starts(dmesg_text, "bootlink: order ")
+    let mut starts: Vec<OrderStart> = crate::run::dmesg::marked_starts(dmesg_text, "bootlink: order ")
         .into_iter()
         .map(|(start, ui_us)| OrderStart { start, ui_us, ..Default::default() })
         .collect();

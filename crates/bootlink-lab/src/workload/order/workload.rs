@@ -1,13 +1,13 @@
 //! Function reordering's cold starts from emulated flash (see
-//! [`crate::lab::order`]).
+//! [`crate::workload::order`]).
 
 use crate::lab::Initramfs;
-use crate::lab::order::{self, Prepared, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::order::{self, Prepared, Spec};
 use bootlink::error::Result;
 use bootlink::progress;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub struct OrderStarts {
     pub spec: Spec,

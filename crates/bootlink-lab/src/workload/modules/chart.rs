@@ -1,16 +1,17 @@
 //! What the parallel loaders and the duplicate-request storms measured, per
-//! series: the figures of [`crate::run::results::LoaderResult`] and
-//! [`crate::run::results::Storm`] as medians over repetitions with their
+//! series: the figures of [`crate::workload::modules::record::LoaderResult`] and
+//! [`crate::workload::modules::record::Storm`] as medians over repetitions with their
 //! min–max spread, and their tables (HTML for the report, plain text for
 //! the `bootlink chart` command's output).
 
 use std::fmt::Write;
 
 use crate::run::model::Series;
-use crate::run::results::{Repetition, Storm};
+use crate::run::results::Repetition;
+use crate::workload::modules::record::Storm;
 use bootlink::table::{Table, thousands};
 
-use super::svg::{esc, ms};
+use crate::chart::svg::{esc, ms};
 
 /// The kernel statistic that says how much memory failed loads took.
 pub(crate) const WASTED: &str = "Virtual mem wasted bytes";
@@ -170,8 +171,9 @@ pub(crate) fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
         if ls.is_empty() {
             continue;
         }
-        let med =
-            |f: &dyn Fn(&crate::run::results::LoaderResult) -> f64| Med::of(ls.iter().map(|x| f(x))).unwrap_or(ZERO);
+        let med = |f: &dyn Fn(&crate::workload::modules::record::LoaderResult) -> f64| {
+            Med::of(ls.iter().map(|x| f(x))).unwrap_or(ZERO)
+        };
         let mut kinds: Vec<&str> = Vec::new();
         let (mut duplicate_names, mut not_loaded_list, mut failed_exits) = (Vec::new(), Vec::new(), Vec::new());
         for l in &ls {

@@ -1,13 +1,13 @@
 //! DDLink's starts: a program under the patched ld.so in each loader mode
-//! (see [`crate::lab::ddlink`]).
+//! (see [`crate::workload::ddlink`]).
 
 use crate::lab::Initramfs;
-use crate::lab::ddlink::{self, Prepared, Spec};
 use crate::run::results::{Repetition, WorkloadResult};
+use crate::workload::ddlink::{self, Prepared, Spec};
 use bootlink::error::Result;
 use bootlink::progress;
 
-use super::{Console, Context, Workload};
+use crate::workload::base::{Console, Context, Workload};
 
 pub struct DdlinkStarts {
     pub spec: Spec,
