@@ -598,4 +598,100 @@ mod tests {
         assert_eq!(BootMethod::of_device_type("qemu"), Some(BootMethod::Qemu));
         assert_eq!(BootMethod::of_device_type("bcm2711-rpi-4-b"), None);
     }
+
+    /// One job of each kind the jobs directory can hold, from fixed
+    /// inputs (no build): (fixture name, job text).
+    fn sample_jobs() -> Vec<(String, String)> {
+        use crate::lab::target::Target;
+        let sum = |s: &str| fsutil::hex(&sha2::Sha256::digest(s.as_bytes()));
+        let mut out = Vec::new();
+        // (name, arch, device type, boot, deterministic, kernel type, dtb)
+        let kinds: [(&str, Arch, &str, BootMethod, bool, Option<&str>, bool); 6] = [
+            ("qemu-x86_64", Arch::X86_64, "qemu", BootMethod::Qemu, true, None, false),
+            ("qemu-x86_64-realtime", Arch::X86_64, "qemu", BootMethod::Qemu, false, None, false),
+            ("qemu-arm64", Arch::Arm64, "qemu", BootMethod::Qemu, true, None, false),
+            ("u-boot-arm64-dtb", Arch::Arm64, "bcm2711-rpi-4-b", BootMethod::UBoot, false, None, true),
+            ("u-boot-arm64-uimage", Arch::Arm64, "beaglebone.black", BootMethod::UBoot, false, Some("uimage"), false),
+            ("grub-x86_64", Arch::X86_64, "x86-pc", BootMethod::Grub, false, None, false),
+        ];
+        for (name, arch, device_type, boot, deterministic, kernel_type, dtb) in kinds {
+            let target = Target::of(arch);
+            let console = target.console;
+            let sc = Scenario {
+                target,
+                kernel: PathBuf::from("/k/vmlinux"),
+                modules: Vec::new(),
+                module_set: "vfat".into(),
+                variants: Vec::new(),
+                repetitions: 3,
+                deterministic,
+                cpus: if deterministic { 1 } else { 2 },
+                trace: true,
+                measure_overhead: false,
+                timeout: std::time::Duration::from_secs(if deterministic { 300 } else { 30 }),
+                memory_mib: 1024,
+                out: PathBuf::from("/out"),
+                extra_cmdline: String::new(),
+                jobs: 1,
+            };
+            let opts = Options {
+                dir: PathBuf::from("/jobs"),
+                device_type: device_type.into(),
+                boot,
+                url: None,
+                dtb: dtb.then(|| PathBuf::from("/b/board.dtb")),
+                kernel_type: kernel_type.map(str::to_string),
+            };
+            let base = if boot == BootMethod::Qemu { "file:///jobs" } else { "http://files.example/lab" };
+            let kernel = format!("{base}/artifacts/stock/{}", if arch == Arch::X86_64 { "vmlinux" } else { "Image" });
+            let initrd = format!(
+                "{base}/artifacts/stock/{}",
+                if boot == BootMethod::UBoot { UBOOT_INITRAMFS } else { "initramfs.cpio" }
+            );
+            let (ksum, isum) = (sum("kernel"), sum("initrd"));
+            // a user's --cmdline may quote
+            let cmdline = format!(
+                "console={console} nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M \
+                 dyndbg=\"module fat +p\""
+            );
+            let extra = qemu_extra_options(&sc);
+            let text = job_yaml(&JobText {
+                sc: &sc,
+                opts: &opts,
+                variant: "stock",
+                rep: 1,
+                tag: &tag(0),
+                cmdline: &cmdline,
+                kernel: (&kernel, &ksum),
+                initrd: (&initrd, &isum),
+                dtb: dtb.then(|| (format!("{base}/artifacts/board.dtb"), sum("dtb"))),
+                extra: &extra,
+            });
+            out.push((format!("{name}.yaml"), text));
+            if boot == BootMethod::Qemu && deterministic {
+                out.push((format!("device-{name}.yaml"), qemu_device_dictionary(&sc, &extra)));
+            }
+        }
+        out
+    }
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lava/jobs")
+    }
+
+    /// The job texts the string-building writer made, kept as fixtures
+    /// (`BOOTLINK_WRITE_LAVA_JOB_FIXTURES=1` writes them).
+    #[test]
+    fn job_texts_are_the_fixtures() {
+        let write = std::env::var_os("BOOTLINK_WRITE_LAVA_JOB_FIXTURES").is_some();
+        for (name, text) in sample_jobs() {
+            let path = fixtures().join(&name);
+            if write {
+                std::fs::create_dir_all(fixtures()).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            }
+            let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(text, want, "{name}");
+        }
+    }
 }
