@@ -298,8 +298,8 @@ fn bad_logs_are_refused_one_line_each_and_the_rest_is_imported() {
     let console: String = good
         .lines()
         .filter_map(|l| bootlink_lab::lava::log::record(l).unwrap())
-        .filter(|r| r.lvl == "target")
-        .map(|r| format!("{}\n", r.msg.str().unwrap()))
+        .filter(|r| r.lvl == bootlink_lab::lava::log::Level::Target)
+        .map(|r| format!("{}\n", r.msg.text().unwrap()))
         .collect();
     let plain = logs.join("105.log");
     std::fs::write(&plain, &console).unwrap();
