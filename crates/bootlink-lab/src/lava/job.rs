@@ -416,7 +416,7 @@ impl Job {
     /// The job's deploy action.
     pub fn deploy(&self) -> Option<&Deploy> {
         self.actions.iter().find_map(|a| match a {
-            Action::Deploy(d) => Some(d),
+            Action::Deploy(d) => Some(&**d),
             _ => None,
         })
     }
@@ -493,7 +493,7 @@ pub struct Context {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
-    Deploy(Deploy),
+    Deploy(Box<Deploy>),
     Boot(Boot),
 }
 
@@ -678,7 +678,7 @@ fn job(j: &JobText) -> Job {
             tag: j.tag.into(),
         },
         context,
-        actions: vec![Action::Deploy(deploy), Action::Boot(boot)],
+        actions: vec![Action::Deploy(Box::new(deploy)), Action::Boot(boot)],
     }
 }
 
@@ -817,7 +817,8 @@ mod tests {
         let sum = |s: &str| fsutil::hex(&sha2::Sha256::digest(s.as_bytes()));
         let mut out = Vec::new();
         // (name, arch, device type, boot, deterministic, kernel type, dtb)
-        let kinds: [(&str, Arch, &str, BootMethod, bool, Option<&str>, bool); 6] = [
+        type Kind = (&'static str, Arch, &'static str, BootMethod, bool, Option<&'static str>, bool);
+        let kinds: [Kind; 6] = [
             ("qemu-x86_64", Arch::X86_64, "qemu", BootMethod::Qemu, true, None, false),
             ("qemu-x86_64-realtime", Arch::X86_64, "qemu", BootMethod::Qemu, false, None, false),
             ("qemu-arm64", Arch::Arm64, "qemu", BootMethod::Qemu, true, None, false),
