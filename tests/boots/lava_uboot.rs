@@ -149,8 +149,8 @@ fn power_scripts(dir: &Path, machine: &[String], tftp: &Path, port: u16) -> (Pat
 /// A job's `context: extra_kernel_args`, which a server puts into the
 /// device type's bootargs.
 fn extra_kernel_args(job: &str) -> String {
-    let line = job.lines().find_map(|l| l.strip_prefix("  extra_kernel_args: ")).expect("extra_kernel_args");
-    serde_json::from_str(line).expect("a double-quoted scalar")
+    let job = bootlink_lab::lava::job::parse_job(job).expect("a job bootlink wrote");
+    job.context.extra_kernel_args.expect("extra_kernel_args")
 }
 
 /// The device dictionary a LAVA server renders from base-uboot.jinja2

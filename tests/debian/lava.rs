@@ -10,6 +10,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
+use bootlink_lab::lava::job::{self, BootMethod, DeployTo, Job};
 use bootlink_lab::run::results::Run;
 use common::{TestCommand, skip, tmpdir};
 
@@ -27,8 +28,10 @@ fn lava_schema_validate(jobs: &[PathBuf]) -> Option<Result<(), String>> {
     Some(if o.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&o.stderr).into_owned()) })
 }
 
-fn field<'a>(yaml: &'a str, key: &str) -> Vec<&'a str> {
-    yaml.lines().filter_map(|l| l.trim_start().strip_prefix(key)).map(|v| v.trim().trim_matches('"')).collect()
+/// A job file bootlink wrote, read.
+fn job(path: &Path) -> Job {
+    let text = std::fs::read_to_string(path).unwrap();
+    job::parse_job(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
 
 #[test]
@@ -45,29 +48,31 @@ fn qemu_jobs_are_valid_lava_jobs_with_their_artifacts() {
     let files: Vec<PathBuf> =
         ["stock-0", "stock-1", "unsigned-0", "unsigned-1"].iter().map(|j| jobs.join(format!("{j}.yaml"))).collect();
     for (i, f) in files.iter().enumerate() {
-        let y = std::fs::read_to_string(f).unwrap();
+        let j = job(f);
         let variant = if i < 2 { "stock" } else { "unsigned" };
         let tag = if i < 2 { "lava-v0" } else { "lava-v1" };
-        assert_eq!(field(&y, "device_type:"), ["qemu"]);
-        assert_eq!(field(&y, "bootlink.variant:"), [variant]);
-        assert_eq!(field(&y, "bootlink.tag:"), [tag]);
-        assert_eq!(field(&y, "kernel-start-message:"), [format!("=== BOOTLINK BEGIN {tag} ===")]);
+        assert_eq!(j.device_type, "qemu");
+        assert_eq!((j.metadata.variant.as_str(), j.metadata.tag.as_str()), (variant, tag));
+        let boot = j.boot().unwrap();
+        assert_eq!(boot.parameters.kernel_start_message, format!("=== BOOTLINK BEGIN {tag} ==="));
         // the lab's clock and CPU for the qemu device type
+        let extra = j.context.extra_options.as_deref().unwrap_or_default();
         for opt in
             ["-icount shift=0,sleep=off", "-seed 1", "-cpu Haswell-v2,-pcid,-x2apic,-tsc-deadline,-invpcid,enforce"]
         {
-            assert!(y.contains(&format!("- \"{opt}\"")), "{opt} in {y}");
+            assert!(extra.iter().any(|o| o == opt), "{opt} in {extra:?}");
         }
         // every artifact named is in the directory with the digest the job gives
-        let urls = field(&y, "url:");
-        let sums = field(&y, "sha256sum:");
-        assert_eq!((urls.len(), sums.len()), (2, 2), "{y}");
-        for (u, s) in urls.iter().zip(&sums) {
-            let p = Path::new(u.strip_prefix("file://").expect("a file:// URL"));
-            assert!(p.starts_with(jobs.canonicalize().unwrap()), "{u}");
-            assert_eq!(common::sha256_hex(p), *s, "{u}");
+        let deploy = j.deploy().unwrap();
+        let artifacts = deploy.artifacts();
+        assert_eq!(artifacts.len(), 2, "{j:?}");
+        for a in artifacts {
+            let p = Path::new(a.url.strip_prefix("file://").expect("a file:// URL"));
+            assert!(p.starts_with(jobs.canonicalize().unwrap()), "{}", a.url);
+            assert_eq!(common::sha256_hex(p), a.sha256sum, "{}", a.url);
         }
-        assert!(y.contains("-append \\\"console=ttyS0 nokaslr"), "{y}");
+        let kernel_arg = deploy.images.as_ref().and_then(|i| i.kernel.image_arg.as_deref()).unwrap_or("");
+        assert!(kernel_arg.contains("-append \"console=ttyS0 nokaslr"), "{kernel_arg}");
     }
     // the initramfs holds the lab's /init with the variant's tag, and the modules
     let cpio = std::fs::read(jobs.join("artifacts/unsigned/initramfs.cpio")).unwrap();
@@ -154,21 +159,23 @@ fn board_jobs_name_the_boot_method_and_refusals_are_one_line() {
         .arg(&"--lava-dtb")
         .arg(&dtb)
         .ok();
-    let y = std::fs::read_to_string(uboot.join("stock-0.yaml")).unwrap();
-    assert_eq!(field(&y, "method:"), ["u-boot"]);
-    assert_eq!(field(&y, "to:"), ["tftp"]);
-    assert_eq!(field(&y, "commands:"), ["ramdisk"]);
-    assert!(field(&y, "url:").iter().all(|u| u.starts_with("http://files.example/lab/artifacts/")), "{y}");
-    assert_eq!(field(&y, "url:").len(), 3, "kernel, ramdisk, dtb: {y}");
+    let j = job(&uboot.join("stock-0.yaml"));
+    let (deploy, boot) = (j.deploy().unwrap(), j.boot().unwrap());
+    assert_eq!(boot.method, BootMethod::UBoot);
+    assert_eq!(deploy.to, DeployTo::Tftp);
+    assert_eq!(boot.commands.as_deref(), Some("ramdisk"));
+    let urls: Vec<&str> = deploy.artifacts().iter().map(|a| a.url.as_str()).collect();
+    assert!(urls.iter().all(|u| u.starts_with("http://files.example/lab/artifacts/")), "{urls:?}");
+    assert_eq!(urls.len(), 3, "kernel, ramdisk, dtb: {j:?}");
     // U-Boot takes the ramdisk by its legacy header (LAVA's u-boot boot
     // passes booti its address only): the lab's newc cpio behind it
-    assert_eq!(field(&y, "header:"), ["u-boot"], "{y}");
+    assert_eq!(deploy.ramdisk.as_ref().and_then(|r| r.header.as_deref()), Some("u-boot"), "{j:?}");
     let img = std::fs::read(uboot.join("artifacts/stock/initramfs.cpio.uboot")).unwrap();
     assert_eq!(&img[..4], &[0x27, 0x05, 0x19, 0x56], "U-Boot's image magic");
     assert_eq!(u32::from_be_bytes(img[12..16].try_into().unwrap()) as usize, img.len() - 64, "the data's size");
     assert_eq!(&img[64..70], b"070701", "a newc cpio behind the header");
-    let args = field(&y, "extra_kernel_args:");
-    assert!(args[0].starts_with("nokaslr") && !args[0].contains("console="), "{y}");
+    let args = j.context.extra_kernel_args.as_deref().unwrap_or("");
+    assert!(args.starts_with("nokaslr") && !args.contains("console="), "{j:?}");
     assert!(!uboot.join("device-qemu.yaml").exists(), "no qemu dictionary for a board");
     let grub = dir.join("grub");
     TestCommand::new(&[&"lab", &"vfat", &"--variant", &"stock", &"--lava"])
@@ -178,10 +185,11 @@ fn board_jobs_name_the_boot_method_and_refusals_are_one_line() {
         .arg(&"--lava-boot")
         .arg(&"grub")
         .ok();
-    let g = std::fs::read_to_string(grub.join("stock-0.yaml")).unwrap();
-    assert_eq!(field(&g, "method:"), ["grub"]);
+    let g = job(&grub.join("stock-0.yaml"));
+    assert_eq!(g.boot().unwrap().method, BootMethod::Grub);
     assert!(
-        field(&g, "header:").is_empty() && grub.join("artifacts/stock/initramfs.cpio").exists(),
+        g.deploy().unwrap().ramdisk.as_ref().is_some_and(|r| r.header.is_none())
+            && grub.join("artifacts/stock/initramfs.cpio").exists(),
         "GRUB: the raw cpio"
     );
     let m: serde_json::Value =
@@ -290,8 +298,8 @@ fn bad_logs_are_refused_one_line_each_and_the_rest_is_imported() {
     let console: String = good
         .lines()
         .filter_map(|l| bootlink_lab::lava::log::record(l).unwrap())
-        .filter(|r| r.lvl == "target")
-        .map(|r| format!("{}\n", r.msg.str().unwrap()))
+        .filter(|r| r.lvl == bootlink_lab::lava::log::Level::Target)
+        .map(|r| format!("{}\n", r.msg.text().unwrap()))
         .collect();
     let plain = logs.join("105.log");
     std::fs::write(&plain, &console).unwrap();

@@ -132,186 +132,295 @@ pub struct Report {
     pub wall_s: f64,
 }
 
-/// Survey `opts.out`: see the module's documentation.
+/// What the survey has decided: each module's outcome and the batch (boot)
+/// that decided it.
+type Decided = HashMap<String, (Outcome, Option<usize>)>;
+
+/// What every batch of one survey shares: the kernel and its tree, the
+/// one load order, and the directory for the batches' list files.
+struct Survey<'a> {
+    opts: &'a Options,
+    kernel: PathBuf,
+    tree_dir: PathBuf,
+    tree: &'a ModTree,
+    order: Vec<&'a bootlink::kmod::Entry>,
+    position: HashMap<&'a str, usize>,
+    work: PathBuf,
+}
+
+/// Survey `opts.out`: see the module's documentation. The phases, in
+/// order: [`check_options`], [`wanted_modules`] (then one load order for
+/// them all), per batch [`next_batch`], [`boot_batch`], [`decide_batch`]
+/// and [`settle_batch`], then [`module_results`] and [`write_report`].
 pub fn run(opts: &Options) -> Result<Report> {
     let t0 = Instant::now();
+    check_options(opts)?;
+    let (kernel, tree_dir) = setup::kernel_and_tree(&opts.target, opts.kernel.as_deref(), opts.modules_dir.as_deref())?;
+    let tree = ModTree::read(&tree_dir)?;
+    let wanted = wanted_modules(opts, &tree)?;
+    // One order for the whole survey: every batch's list is a part of it.
+    let plan = tree.resolve(&wanted)?;
+    let order: Vec<&bootlink::kmod::Entry> = plan.entries();
+    let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
+    let mut results: Decided = HashMap::new();
+    std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
+    let work = bootlink::fsutil::TempDir::new("survey")?;
+    let survey = Survey { opts, kernel, tree_dir, tree: &tree, order, position, work: work.path().to_path_buf() };
+    let mut batches: Vec<BatchResult> = Vec::new();
+    let mut pending: Vec<usize> = (0..survey.order.len()).collect();
+    let mut release = String::new();
+    while !pending.is_empty() {
+        let (targets, rest) = next_batch(&survey, pending, &mut results);
+        pending = rest;
+        if targets.is_empty() {
+            continue;
+        }
+        let mut boot_list: Vec<usize> = closure(&tree, &survey.order, &survey.position, &targets, &results);
+        boot_list.sort_unstable();
+        let index = batches.len();
+        let boot = boot_batch(&survey, index, &boot_list, results.len())?;
+        release = boot.release.clone();
+        let decided = decide_batch(&survey, index, &boot_list, &targets, &results, &boot);
+        let loaded = decided.loaded;
+        settle_batch(&survey, index, &targets, decided, &boot, &mut results, &mut pending)?;
+        batches.push(BatchResult {
+            index,
+            dir: boot.dir,
+            modules: boot_list.len(),
+            loaded,
+            completed: boot.completed,
+            fault: boot.fault,
+            wall_s: boot.started.elapsed().as_secs_f64(),
+            outputs: boot.outputs,
+        });
+    }
+    let modules = module_results(&survey, &results);
+    write_report(&survey, release, batches, modules, t0)
+}
+
+/// Refuse a batch of no module and an `-o` that already holds a survey.
+fn check_options(opts: &Options) -> Result<()> {
     if opts.batch == 0 {
         return Err(Error::new(Kind::Usage, "--batch must be at least 1"));
     }
     if opts.out.join("survey.json").exists() {
         return Err(Error::file(Kind::Usage, &opts.out, "already holds a survey (survey.json): choose another -o"));
     }
-    let (kernel, tree_dir) = setup::kernel_and_tree(&opts.target, opts.kernel.as_deref(), opts.modules_dir.as_deref())?;
-    let tree = ModTree::read(&tree_dir)?;
-    let wanted: Vec<String> = if !opts.names.is_empty() {
+    Ok(())
+}
+
+/// The modules to survey, by name: those named, a set's, or every module
+/// of the tree (by path).
+fn wanted_modules(opts: &Options, tree: &ModTree) -> Result<Vec<String>> {
+    Ok(if !opts.names.is_empty() {
         if opts.set.is_some() {
             return Err(Error::new(Kind::Usage, "give either --set or module names, not both"));
         }
         opts.names.clone()
     } else if let Some(set) = &opts.set {
-        setup::set_entries(&tree, set)?.0.iter().map(|e| e.name.clone()).collect()
+        setup::set_entries(tree, set)?.0.iter().map(|e| e.name.clone()).collect()
     } else {
         let mut all: Vec<&bootlink::kmod::Entry> = tree.entries().iter().collect();
         all.sort_by(|a, b| a.rel.cmp(&b.rel));
         all.iter().map(|e| e.name.clone()).collect()
-    };
-    // One order for the whole survey: every batch's list is a part of it.
-    let plan = tree.resolve(&wanted)?;
-    let order: Vec<&bootlink::kmod::Entry> = plan.entries();
-    let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
-    let mut results: HashMap<String, (Outcome, Option<usize>)> = HashMap::new();
-    std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
-    let work = bootlink::fsutil::TempDir::new("survey")?;
-    let mut batches: Vec<BatchResult> = Vec::new();
-    let mut pending: Vec<usize> = (0..order.len()).collect();
-    let mut release = String::new();
-    while !pending.is_empty() {
-        // The next batch: modules whose dependencies did not fail.
-        let mut targets = Vec::new();
-        let mut rest = Vec::new();
-        for &i in &pending {
-            if targets.len() >= opts.batch {
-                rest.push(i);
-                continue;
-            }
-            let e = order[i];
-            match failed_dependency(&tree, e, &results) {
-                Some(dep) => {
-                    results.insert(e.name.clone(), (Outcome::NeedsFailed { dependency: dep }, None));
-                }
-                None => targets.push(i),
-            }
-        }
-        pending = rest;
-        if targets.is_empty() {
+    })
+}
+
+/// The next batch: up to `--batch` pending modules whose dependencies did
+/// not fail (those that did are decided here), and what stays pending.
+fn next_batch(survey: &Survey, pending: Vec<usize>, results: &mut Decided) -> (Vec<usize>, Vec<usize>) {
+    let mut targets = Vec::new();
+    let mut rest = Vec::new();
+    for &i in &pending {
+        if targets.len() >= survey.opts.batch {
+            rest.push(i);
             continue;
         }
-        let mut boot_list: Vec<usize> = closure(&tree, &order, &position, &targets, &results);
-        boot_list.sort_unstable();
-        let index = batches.len();
-        let list_file = work.path().join(format!("batch-{index:03}.list"));
-        let text: String = boot_list.iter().map(|&i| format!("{}\n", order[i].rel.display())).collect();
-        bootlink::fsutil::write_atomic(&list_file, text.as_bytes())?;
-        bootlink::progress::status(&format!(
-            "survey: batch {} ({} modules, {} decided of {})",
-            index + 1,
-            boot_list.len(),
-            results.len(),
-            order.len()
-        ));
-        let dir = opts.out.join(format!("batch-{index:03}"));
-        let req = Request {
-            target: opts.target.clone(),
-            kernel: Some(kernel.clone()),
-            modules_dir: Some(tree_dir.clone()),
-            set: Some(list_file.to_string_lossy().into_owned()),
-            names: Vec::new(),
-            variants: vec![opts.variant.clone()],
-            repetitions: 1,
-            realtime: true,
-            smp: 1,
-            no_trace: true,
-            measure_overhead: false,
-            timeout: opts.timeout,
-            memory_mib: opts.memory_mib,
-            out: Some(dir.clone()),
-            extra_cmdline: opts.extra_cmdline.clone(),
-            jobs: None,
-        };
-        let sc = setup::scenario(&req)?;
-        let b0 = Instant::now();
-        let run = crate::lab::scenario::run(&sc)?;
-        let v = &run.variants[0];
-        release = v.kernel_release.clone();
-        let rep = v.repetitions.first().ok_or_else(|| Error::file(Kind::Boot, &dir, "the lab run recorded no boot"))?;
-        let log_path = dir.join(&rep.log);
-        let log = std::fs::read_to_string(&log_path).map_err(|e| Error::io(&log_path, e))?;
-        let statuses = insmod_statuses(&log);
-        let dmesg = crate::lab::framed(&log, crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
-        let completed = !rep.partial;
-        let fault = (!completed)
-            .then(|| rep.failure.as_deref().unwrap_or("the boot died").lines().next().unwrap_or("").to_string());
-        // Decided on a copy: a boot that died before its kernel log was
-        // printed has no reasons for its failures, which are tried again.
-        let mut now = results.clone();
-        let mut loaded = 0;
-        let targets_set: HashSet<usize> = targets.iter().copied().collect();
-        let mut died_at = None;
-        for &i in &boot_list {
-            let e = order[i];
-            match statuses.get(e.name.as_str()) {
-                Some(0) => {
-                    loaded += 1;
-                    if targets_set.contains(&i) {
-                        now.insert(e.name.clone(), (Outcome::Loaded, Some(index)));
-                    }
-                }
-                Some(_) => {
-                    // A module whose dependency failed earlier in this boot
-                    // failed for that; a dependency that loaded in an
-                    // earlier batch but not here is recorded too: what
-                    // needs it is not a fair try.
-                    let outcome = match failed_dependency(&tree, e, &now) {
-                        Some(dependency) => Outcome::NeedsFailed { dependency },
-                        None => Outcome::Failed { reason: failure_reason(&log, &dmesg, &e.name) },
-                    };
-                    if targets_set.contains(&i) || now.get(&e.name).map(|r| &r.0) == Some(&Outcome::Loaded) {
-                        now.insert(e.name.clone(), (outcome, Some(index)));
-                    }
-                }
-                None => {
-                    died_at = Some(i);
-                    break;
-                }
+        let e = survey.order[i];
+        match failed_dependency(survey.tree, e, results) {
+            Some(dep) => {
+                results.insert(e.name.clone(), (Outcome::NeedsFailed { dependency: dep }, None));
             }
+            None => targets.push(i),
         }
-        match (died_at, &fault) {
-            (Some(i), None) => {
-                return Err(Error::file(
-                    Kind::Boot,
-                    &log_path,
-                    format!("the boot finished but printed no insmod result for {}", order[i].name),
-                ));
-            }
-            (Some(i), Some(fault)) => {
-                // Keep what loaded; the module loading when the guest died
-                // killed it; the batch's other modules go first next time.
-                for (name, (o, b)) in now {
-                    if o == Outcome::Loaded && b == Some(index) {
-                        results.insert(name, (o, b));
-                    }
-                }
-                let e = order[i];
-                results.insert(e.name.clone(), (Outcome::KilledGuest { fault: fault.clone() }, Some(index)));
-                let mut again: Vec<usize> =
-                    targets.iter().copied().filter(|t| !results.contains_key(&order[*t].name)).collect();
-                again.extend(pending);
-                pending = again;
-            }
-            // Every module answered (a boot that died after them is said in
-            // the batch's fault).
-            (None, _) => results = now,
-        }
-        let outputs = rep
-            .workloads
-            .iter()
-            .filter_map(|w| match w {
-                WorkloadResult::Program(p) => Some(p.output.clone()),
-                _ => None,
-            })
-            .collect();
-        batches.push(BatchResult {
-            index,
-            dir,
-            modules: boot_list.len(),
-            loaded,
-            completed,
-            fault,
-            wall_s: b0.elapsed().as_secs_f64(),
-            outputs,
-        });
     }
-    let mut modules: Vec<ModuleResult> = order
+    (targets, rest)
+}
+
+/// One batch's boot, read back.
+struct BatchBoot {
+    /// The lab run's directory.
+    dir: PathBuf,
+    release: String,
+    log_path: PathBuf,
+    /// Its console log.
+    log: String,
+    /// The kernel log /init printed (empty if the boot died before it).
+    dmesg: String,
+    completed: bool,
+    fault: Option<String>,
+    outputs: Vec<String>,
+    started: Instant,
+}
+
+/// Boot the batch's list (`boot_list`, in load order) as an ordinary lab
+/// run of the survey's variant, and read its console.
+fn boot_batch(survey: &Survey, index: usize, boot_list: &[usize], decided: usize) -> Result<BatchBoot> {
+    let (opts, order) = (survey.opts, &survey.order);
+    let list_file = survey.work.join(format!("batch-{index:03}.list"));
+    let text: String = boot_list.iter().map(|&i| format!("{}\n", order[i].rel.display())).collect();
+    bootlink::fsutil::write_atomic(&list_file, text.as_bytes())?;
+    bootlink::progress::status(&format!(
+        "survey: batch {} ({} modules, {} decided of {})",
+        index + 1,
+        boot_list.len(),
+        decided,
+        order.len()
+    ));
+    let dir = opts.out.join(format!("batch-{index:03}"));
+    let req = Request {
+        target: opts.target.clone(),
+        kernel: Some(survey.kernel.clone()),
+        modules_dir: Some(survey.tree_dir.clone()),
+        set: Some(list_file.to_string_lossy().into_owned()),
+        names: Vec::new(),
+        variants: vec![opts.variant.clone()],
+        repetitions: 1,
+        realtime: true,
+        smp: 1,
+        no_trace: true,
+        measure_overhead: false,
+        timeout: opts.timeout,
+        memory_mib: opts.memory_mib,
+        out: Some(dir.clone()),
+        extra_cmdline: opts.extra_cmdline.clone(),
+        jobs: None,
+    };
+    let sc = setup::scenario(&req)?;
+    let started = Instant::now();
+    let run = crate::lab::scenario::run(&sc)?;
+    let v = &run.variants[0];
+    let release = v.kernel_release.clone();
+    let rep = v.repetitions.first().ok_or_else(|| Error::file(Kind::Boot, &dir, "the lab run recorded no boot"))?;
+    let log_path = dir.join(&rep.log);
+    let log = std::fs::read_to_string(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let dmesg = crate::lab::framed(&log, crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
+    let completed = !rep.partial;
+    let fault = (!completed)
+        .then(|| rep.failure.as_deref().unwrap_or("the boot died").lines().next().unwrap_or("").to_string());
+    let outputs = rep
+        .workloads
+        .iter()
+        .filter_map(|w| match w {
+            WorkloadResult::Program(p) => Some(p.output.clone()),
+            _ => None,
+        })
+        .collect();
+    Ok(BatchBoot { dir, release, log_path, log, dmesg, completed, fault, outputs, started })
+}
+
+/// What a batch's console decides, on a copy of the survey's decisions (a
+/// boot that died before its kernel log was printed has no reasons for its
+/// failures, which are tried again): the decisions, how many modules of
+/// the boot's list loaded, and the module the guest died loading, if it did.
+struct BatchDecisions {
+    now: Decided,
+    loaded: usize,
+    died_at: Option<usize>,
+}
+
+/// Each module of the boot's list by its insmod status, in load order, up
+/// to the first that has none (the guest died loading it).
+fn decide_batch(
+    survey: &Survey,
+    index: usize,
+    boot_list: &[usize],
+    targets: &[usize],
+    results: &Decided,
+    boot: &BatchBoot,
+) -> BatchDecisions {
+    let statuses = insmod_statuses(&boot.log);
+    let mut now = results.clone();
+    let targets_set: HashSet<usize> = targets.iter().copied().collect();
+    let mut loaded = 0;
+    let mut died_at = None;
+    for &i in boot_list {
+        let e = survey.order[i];
+        match statuses.get(e.name.as_str()) {
+            Some(0) => {
+                loaded += 1;
+                if targets_set.contains(&i) {
+                    now.insert(e.name.clone(), (Outcome::Loaded, Some(index)));
+                }
+            }
+            Some(_) => {
+                // A module whose dependency failed earlier in this boot
+                // failed for that; a dependency that loaded in an earlier
+                // batch but not here is recorded too: what needs it is not
+                // a fair try.
+                let outcome = match failed_dependency(survey.tree, e, &now) {
+                    Some(dependency) => Outcome::NeedsFailed { dependency },
+                    None => Outcome::Failed { reason: failure_reason(&boot.log, &boot.dmesg, &e.name) },
+                };
+                if targets_set.contains(&i) || now.get(&e.name).map(|r| &r.0) == Some(&Outcome::Loaded) {
+                    now.insert(e.name.clone(), (outcome, Some(index)));
+                }
+            }
+            None => {
+                died_at = Some(i);
+                break;
+            }
+        }
+    }
+    BatchDecisions { now, loaded, died_at }
+}
+
+/// Take a batch's decisions into the survey's. A boot that died: what
+/// loaded is kept, the module loading when the guest died killed it, and
+/// the batch's other modules go first next time. A boot whose every
+/// module answered: all of its decisions (a boot that died after them is
+/// said in the batch's fault). A boot that finished without answering for
+/// a module is an error.
+fn settle_batch(
+    survey: &Survey,
+    index: usize,
+    targets: &[usize],
+    decided: BatchDecisions,
+    boot: &BatchBoot,
+    results: &mut Decided,
+    pending: &mut Vec<usize>,
+) -> Result<()> {
+    match (decided.died_at, &boot.fault) {
+        (Some(i), None) => Err(Error::file(
+            Kind::Boot,
+            &boot.log_path,
+            format!("the boot finished but printed no insmod result for {}", survey.order[i].name),
+        )),
+        (Some(i), Some(fault)) => {
+            for (name, (o, b)) in decided.now {
+                if o == Outcome::Loaded && b == Some(index) {
+                    results.insert(name, (o, b));
+                }
+            }
+            let e = survey.order[i];
+            results.insert(e.name.clone(), (Outcome::KilledGuest { fault: fault.clone() }, Some(index)));
+            let mut again: Vec<usize> =
+                targets.iter().copied().filter(|t| !results.contains_key(&survey.order[*t].name)).collect();
+            again.append(pending);
+            *pending = again;
+            Ok(())
+        }
+        (None, _) => {
+            *results = decided.now;
+            Ok(())
+        }
+    }
+}
+
+/// Every module's result in load order, then the files the host could not read.
+fn module_results(survey: &Survey, results: &Decided) -> Vec<ModuleResult> {
+    let mut modules: Vec<ModuleResult> = survey
+        .order
         .iter()
         .map(|e| {
             let (outcome, batch) = results
@@ -321,7 +430,7 @@ pub fn run(opts: &Options) -> Result<Report> {
             ModuleResult { name: e.name.clone(), rel: e.rel.to_string_lossy().into_owned(), outcome, batch }
         })
         .collect();
-    for (rel, e) in tree.unreadable() {
+    for (rel, e) in survey.tree.unreadable() {
         modules.push(ModuleResult {
             name: rel.clone(),
             rel: rel.clone(),
@@ -329,15 +438,27 @@ pub fn run(opts: &Options) -> Result<Report> {
             batch: None,
         });
     }
+    modules
+}
+
+/// Write `loadable.list` and `survey.json`, and return the report.
+fn write_report(
+    survey: &Survey,
+    release: String,
+    batches: Vec<BatchResult>,
+    modules: Vec<ModuleResult>,
+    t0: Instant,
+) -> Result<Report> {
+    let opts = survey.opts;
     let loadable: String =
         modules.iter().filter(|m| m.outcome == Outcome::Loaded).map(|m| format!("{}\n", m.rel)).collect();
     let loadable_list = opts.out.join("loadable.list");
     bootlink::fsutil::write_atomic(&loadable_list, loadable.as_bytes())?;
     let count = |f: fn(&Outcome) -> bool| modules.iter().filter(|m| f(&m.outcome)).count();
     let report = Report {
-        kernel,
+        kernel: survey.kernel.clone(),
         kernel_release: release,
-        modules_dir: tree_dir,
+        modules_dir: survey.tree_dir.clone(),
         variant: opts.variant.name.clone(),
         transform: opts.variant.transform(),
         surveyed: modules.len(),

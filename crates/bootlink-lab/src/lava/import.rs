@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::lab::initramfs;
 use crate::lava::job::{self, JobVariant, Manifest};
-use crate::lava::log::{self, Value};
+use crate::lava::log::{self, Level};
 use crate::run::results::{Repetition, Run};
 use crate::workload;
 use crate::workload::modules::Loader;
@@ -141,44 +141,43 @@ fn read_lava_log(path: &Path, text: &str) -> Result<JobLog> {
                 return Err(Error::file(Kind::Format, path, format!("line {}: {why}", n + 1)));
             }
         };
-        match r.lvl.as_str() {
+        match r.lvl {
             // the device's output; what it printed after LAVA matched the
             // job's prompt (the status line) is read as "feedback" when the
             // connection is closed
-            "target" | "feedback" => {
-                if let Some(m) = r.msg.str() {
+            Level::Target | Level::Feedback => {
+                if let Some(m) = r.msg.text() {
                     console.push(m.to_string());
                     end = seconds(&r.dt);
                 }
             }
-            "info" => {
-                if let Some(cmd) = r.msg.str().and_then(|m| m.strip_prefix("Boot command: ")) {
+            Level::Info => {
+                if let Some(cmd) = r.msg.text().and_then(|m| m.strip_prefix("Boot command: ")) {
                     out.qemu_command = Some(cmd.to_string());
                     start = seconds(&r.dt);
                 }
             }
-            "results" => {
-                let get = |k: &str| r.msg.get(k).and_then(Value::str).unwrap_or("").to_string();
-                if get("definition") == "lava" && get("case") == "job" {
+            Level::Results => {
+                let Some(c) = r.msg.case() else { continue };
+                if c.definition == "lava" && c.case == "job" {
                     let why = format!(
                         "{}{}",
-                        get("error_type"),
-                        match get("error_msg") {
-                            m if m.is_empty() => String::new(),
+                        c.error_type,
+                        match c.error_msg.as_str() {
+                            "" => String::new(),
                             m => format!(": {}", m.lines().next().unwrap_or("")),
                         }
                     );
-                    result = Some((get("result"), why));
+                    result = Some((c.result.clone(), why));
                 }
-                let extra = |k: &str| r.msg.get("extra").and_then(|e| e.get(k)).and_then(Value::str);
-                if get("case") == "file-download"
-                    && matches!(extra("label"), Some("initrd" | "ramdisk"))
-                    && let Some(sum) = extra("sha256sum")
+                if c.case == "file-download"
+                    && matches!(c.extra("label"), Some("initrd" | "ramdisk"))
+                    && let Some(sum) = c.extra("sha256sum")
                 {
                     out.initramfs_sha256 = Some(sum.to_string());
                 }
-                if get("case") == "execute-qemu"
-                    && let Some(v) = r.msg.get("extra").and_then(|e| e.get("qemu_version")).and_then(Value::str)
+                if c.case == "execute-qemu"
+                    && let Some(v) = c.extra("qemu_version")
                 {
                     out.qemu_version = v.to_string();
                 }

@@ -193,11 +193,6 @@ fn lava_arch(arch: Arch) -> &'static str {
     }
 }
 
-/// A YAML double-quoted scalar (a JSON string is one).
-fn q(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serializes")
-}
-
 fn sha256_of(path: &Path) -> Result<String> {
     let data = fsutil::map_file(path)?;
     Ok(fsutil::hex(&sha2::Sha256::digest(&data[..])))
@@ -402,87 +397,303 @@ struct JobText<'a> {
     extra: &'a [String],
 }
 
+/// A LAVA job definition: the keys of LAVA's job schema that bootlink's
+/// jobs use, in the order they are written. Serialized by the YAML crate
+/// (`serde-saphyr`, docs/lava.md); read back by [`parse_job`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub job_name: String,
+    pub device_type: String,
+    pub visibility: String,
+    pub priority: String,
+    pub timeouts: Timeouts,
+    pub metadata: Metadata,
+    pub context: Context,
+    pub actions: Vec<Action>,
+}
+
+impl Job {
+    /// The job's deploy action.
+    pub fn deploy(&self) -> Option<&Deploy> {
+        self.actions.iter().find_map(|a| match a {
+            Action::Deploy(d) => Some(&**d),
+            _ => None,
+        })
+    }
+
+    /// The job's boot action.
+    pub fn boot(&self) -> Option<&Boot> {
+        self.actions.iter().find_map(|a| match a {
+            Action::Boot(b) => Some(b),
+            _ => None,
+        })
+    }
+}
+
+/// A LAVA timeout in one of its units (`{seconds: N}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timeout {
+    Minutes(u64),
+    Seconds(u64),
+}
+
+/// The job's `timeouts`: the whole job, each action and connection by
+/// default, and the auto-login action's by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeouts {
+    pub job: Timeout,
+    pub action: Timeout,
+    pub connection: Timeout,
+    pub actions: NamedTimeouts,
+    pub connections: NamedTimeouts,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedTimeouts {
+    #[serde(rename = "auto-login-action")]
+    pub auto_login_action: Timeout,
+}
+
+/// The job's `metadata`: what the jobs directory's manifest also says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(rename = "bootlink.variant")]
+    pub variant: String,
+    #[serde(rename = "bootlink.repetition")]
+    pub repetition: usize,
+    #[serde(rename = "bootlink.module_set")]
+    pub module_set: String,
+    #[serde(rename = "bootlink.tag")]
+    pub tag: String,
+}
+
+/// The job's `context`, which the server renders the device type's
+/// template with: the qemu type's keys, or a board's kernel arguments.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Context {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// LAVA's qemu template reads the string "True".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_kvm: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_options: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_kernel_args: Option<String>,
+}
+
+/// One item of `actions`: a mapping whose one key is the action's kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Deploy(Box<Deploy>),
+    Boot(Boot),
+}
+
+/// Where a deploy puts the images (and a qemu boot's `media`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeployTo {
+    Tmpfs,
+    Tftp,
+}
+
+/// The deploy action: the qemu type's `images`, or a board's kernel,
+/// ramdisk and dtb over TFTP.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deploy {
+    pub to: DeployTo,
+    pub timeout: Timeout,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<QemuImages>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Artifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramdisk: Option<Artifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtb: Option<Artifact>,
+}
+
+impl Deploy {
+    /// Every file the deploy downloads: kernel, initramfs, then a dtb.
+    pub fn artifacts(&self) -> Vec<&Artifact> {
+        let images = self.images.iter().flat_map(|i| [&i.kernel, &i.initrd]);
+        images.chain(&self.kernel).chain(&self.ramdisk).chain(&self.dtb).collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QemuImages {
+    pub kernel: Artifact,
+    pub initrd: Artifact,
+}
+
+/// A file LAVA downloads (and checks by its SHA-256), with what the
+/// deploy says of it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Artifact {
+    pub url: String,
+    pub sha256sum: String,
+    /// The qemu type's QEMU arguments for it (`{kernel}`, `{initrd}`: its path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_arg: Option<String>,
+    /// A U-Boot kernel's image type.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_modules: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_overlay: Option<bool>,
+    /// `u-boot`: the ramdisk already has U-Boot's header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+}
+
+/// The boot action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    pub method: BootMethod,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<DeployTo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<String>,
+    pub timeout: Timeout,
+    pub parameters: BootParameters,
+    pub prompts: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BootParameters {
+    /// A Python regular expression LAVA waits for as the kernel's start.
+    #[serde(rename = "kernel-start-message")]
+    pub kernel_start_message: String,
+}
+
+/// A job's YAML as the YAML crate writes it with its defaults, which
+/// quote a string that YAML 1.1 (PyYAML, which LAVA reads jobs with) would
+/// take for another type (`yes`, `on`, `1_000`, a date), less its folding
+/// of long strings (`>`): a job's lines stay whole, to grep.
+pub fn job_to_yaml(job: &Job) -> String {
+    let opts = serde_saphyr::ser_options! { prefer_block_scalars: false };
+    serde_saphyr::to_string_with_options(job, opts).expect("a job serializes")
+}
+
+/// A job definition's text, read into a [`Job`] (what bootlink wrote).
+pub fn parse_job(text: &str) -> std::result::Result<Job, String> {
+    serde_saphyr::from_str(text).map_err(|e| e.to_string())
+}
+
 /// One job definition.
+fn job(j: &JobText) -> Job {
+    let sc = j.sc;
+    let seconds = sc.timeout.as_secs().max(60);
+    let secs = Timeout::Seconds(seconds);
+    let begin = crate::lab::initramfs::begin_marker(j.tag);
+    let artifact = |(url, sum): (&str, &str)| Artifact { url: url.into(), sha256sum: sum.into(), ..Default::default() };
+    let (context, deploy) = match j.opts.boot {
+        BootMethod::Qemu => {
+            let arm64 = sc.target.arch == Arch::Arm64;
+            let context = Context {
+                arch: Some(lava_arch(sc.target.arch).into()),
+                no_kvm: Some("True".into()),
+                memory: Some(sc.memory_mib),
+                cpu: arm64.then(|| sc.target.cpu_model.clone()),
+                machine: arm64.then(|| sc.target.machine.clone()),
+                extra_options: Some(j.extra.to_vec()),
+                ..Default::default()
+            };
+            let images = QemuImages {
+                kernel: Artifact {
+                    image_arg: Some(format!("-kernel {{kernel}} -append \"{}\"", j.cmdline)),
+                    ..artifact(j.kernel)
+                },
+                initrd: Artifact { image_arg: Some("-initrd {initrd}".into()), ..artifact(j.initrd) },
+            };
+            let deploy = Deploy {
+                to: DeployTo::Tmpfs,
+                timeout: Timeout::Minutes(10),
+                os: None,
+                images: Some(images),
+                kernel: None,
+                ramdisk: None,
+                dtb: None,
+            };
+            (context, deploy)
+        }
+        BootMethod::UBoot | BootMethod::Grub => {
+            let uboot = j.opts.boot == BootMethod::UBoot;
+            let context = Context { extra_kernel_args: Some(board_cmdline(j.cmdline)), ..Default::default() };
+            let kernel_type = j.opts.kernel_type.as_deref().unwrap_or("image");
+            let deploy = Deploy {
+                to: DeployTo::Tftp,
+                timeout: Timeout::Minutes(10),
+                os: Some("oe".into()),
+                images: None,
+                kernel: Some(Artifact { kind: uboot.then(|| kernel_type.into()), ..artifact(j.kernel) }),
+                ramdisk: Some(Artifact {
+                    install_modules: Some(false),
+                    install_overlay: Some(false),
+                    header: uboot.then(|| "u-boot".into()),
+                    ..artifact(j.initrd)
+                }),
+                dtb: j.dtb.as_ref().map(|(u, s)| artifact((u, s))),
+            };
+            (context, deploy)
+        }
+    };
+    let qemu = j.opts.boot == BootMethod::Qemu;
+    let boot = Boot {
+        method: j.opts.boot,
+        media: qemu.then_some(DeployTo::Tmpfs),
+        commands: (!qemu).then(|| "ramdisk".into()),
+        timeout: secs,
+        parameters: BootParameters { kernel_start_message: regex_literal(&begin) },
+        prompts: vec![format!("=== BOOTLINK STATUS {} -?[0-9]+ ===", j.tag)],
+    };
+    Job {
+        job_name: format!("bootlink {} {} #{}", sc.module_set, j.variant, j.rep + 1),
+        device_type: j.opts.device_type.clone(),
+        visibility: "public".into(),
+        priority: "medium".into(),
+        timeouts: Timeouts {
+            job: Timeout::Seconds(seconds * 2 + 600),
+            action: secs,
+            connection: secs,
+            actions: NamedTimeouts { auto_login_action: secs },
+            connections: NamedTimeouts { auto_login_action: secs },
+        },
+        metadata: Metadata {
+            variant: j.variant.into(),
+            repetition: j.rep,
+            module_set: sc.module_set.clone(),
+            tag: j.tag.into(),
+        },
+        context,
+        actions: vec![Action::Deploy(Box::new(deploy)), Action::Boot(boot)],
+    }
+}
+
+/// One job definition's text: a comment saying what it is, then the job.
 fn job_yaml(j: &JobText) -> String {
     let sc = j.sc;
-    let secs = sc.timeout.as_secs().max(60);
-    let begin = crate::lab::initramfs::begin_marker(j.tag);
-    let status = format!("=== BOOTLINK STATUS {} -?[0-9]+ ===", j.tag);
-    let mut y = String::new();
-    y.push_str(&format!(
+    let mut y = format!(
         "# bootlink lab --lava: variant {}, repetition {} of {}, module set {}.\n\
          # The guest prints the lab's markers; `bootlink lava import` reads this job's log.\n",
         j.variant,
         j.rep + 1,
         sc.repetitions,
         sc.module_set
-    ));
-    y.push_str(&format!("job_name: {}\n", q(&format!("bootlink {} {} #{}", sc.module_set, j.variant, j.rep + 1))));
-    y.push_str(&format!("device_type: {}\n", q(&j.opts.device_type)));
-    y.push_str("visibility: public\npriority: medium\n");
-    y.push_str(&format!(
-        "timeouts:\n  job: {{seconds: {}}}\n  action: {{seconds: {secs}}}\n  connection: {{seconds: {secs}}}\n  \
-         actions:\n    auto-login-action: {{seconds: {secs}}}\n  connections:\n    auto-login-action: {{seconds: {secs}}}\n",
-        secs * 2 + 600
-    ));
-    y.push_str(&format!(
-        "metadata:\n  bootlink.variant: {}\n  bootlink.repetition: {}\n  bootlink.module_set: {}\n  bootlink.tag: {}\n",
-        q(j.variant),
-        j.rep,
-        q(&sc.module_set),
-        q(j.tag)
-    ));
-    match j.opts.boot {
-        BootMethod::Qemu => {
-            y.push_str(&format!("context:\n  arch: {}\n  no_kvm: \"True\"\n", lava_arch(sc.target.arch)));
-            y.push_str(&format!("  memory: {}\n", sc.memory_mib));
-            if sc.target.arch == Arch::Arm64 {
-                y.push_str(&format!("  cpu: {}\n  machine: {}\n", q(&sc.target.cpu_model), q(&sc.target.machine)));
-            }
-            y.push_str("  extra_options:\n");
-            for o in j.extra {
-                y.push_str(&format!("  - {}\n", q(o)));
-            }
-            y.push_str("actions:\n- deploy:\n    to: tmpfs\n    timeout: {minutes: 10}\n    images:\n");
-            y.push_str(&format!(
-                "      kernel:\n        url: {}\n        sha256sum: {}\n        image_arg: {}\n",
-                q(j.kernel.0),
-                q(j.kernel.1),
-                q(&format!("-kernel {{kernel}} -append \"{}\"", j.cmdline))
-            ));
-            y.push_str(&format!(
-                "      initrd:\n        url: {}\n        sha256sum: {}\n        image_arg: \"-initrd {{initrd}}\"\n",
-                q(j.initrd.0),
-                q(j.initrd.1)
-            ));
-            y.push_str(&format!("- boot:\n    method: qemu\n    media: tmpfs\n    timeout: {{seconds: {secs}}}\n"));
-        }
-        BootMethod::UBoot | BootMethod::Grub => {
-            y.push_str(&format!("context:\n  extra_kernel_args: {}\n", q(&board_cmdline(j.cmdline))));
-            y.push_str("actions:\n- deploy:\n    to: tftp\n    timeout: {minutes: 10}\n    os: oe\n");
-            y.push_str(&format!("    kernel:\n      url: {}\n      sha256sum: {}\n", q(j.kernel.0), q(j.kernel.1)));
-            if j.opts.boot == BootMethod::UBoot {
-                y.push_str(&format!("      type: {}\n", j.opts.kernel_type.as_deref().unwrap_or("image")));
-            }
-            y.push_str(&format!(
-                "    ramdisk:\n      url: {}\n      sha256sum: {}\n      install_modules: false\n      install_overlay: false\n",
-                q(j.initrd.0),
-                q(j.initrd.1)
-            ));
-            if j.opts.boot == BootMethod::UBoot {
-                y.push_str("      header: u-boot\n");
-            }
-            if let Some((u, s)) = &j.dtb {
-                y.push_str(&format!("    dtb:\n      url: {}\n      sha256sum: {}\n", q(u), q(s)));
-            }
-            y.push_str(&format!(
-                "- boot:\n    method: {}\n    commands: ramdisk\n    timeout: {{seconds: {secs}}}\n",
-                j.opts.boot.name()
-            ));
-        }
-    }
-    y.push_str(&format!("    parameters:\n      kernel-start-message: {}\n", q(&regex_literal(&begin))));
-    y.push_str(&format!("    prompts:\n    - {}\n", q(&status)));
+    );
+    y.push_str(&job_to_yaml(&job(j)));
     y
 }
 
@@ -597,5 +808,160 @@ mod tests {
         assert_eq!(BootMethod::parse("uboot"), Some(BootMethod::UBoot));
         assert_eq!(BootMethod::of_device_type("qemu"), Some(BootMethod::Qemu));
         assert_eq!(BootMethod::of_device_type("bcm2711-rpi-4-b"), None);
+    }
+
+    /// One job of each kind the jobs directory can hold, from fixed
+    /// inputs (no build): (fixture name, job text).
+    fn sample_jobs() -> Vec<(String, String)> {
+        use crate::lab::target::Target;
+        let sum = |s: &str| fsutil::hex(&sha2::Sha256::digest(s.as_bytes()));
+        let mut out = Vec::new();
+        // (name, arch, device type, boot, deterministic, kernel type, dtb)
+        type Kind = (&'static str, Arch, &'static str, BootMethod, bool, Option<&'static str>, bool);
+        let kinds: [Kind; 6] = [
+            ("qemu-x86_64", Arch::X86_64, "qemu", BootMethod::Qemu, true, None, false),
+            ("qemu-x86_64-realtime", Arch::X86_64, "qemu", BootMethod::Qemu, false, None, false),
+            ("qemu-arm64", Arch::Arm64, "qemu", BootMethod::Qemu, true, None, false),
+            ("u-boot-arm64-dtb", Arch::Arm64, "bcm2711-rpi-4-b", BootMethod::UBoot, false, None, true),
+            ("u-boot-arm64-uimage", Arch::Arm64, "beaglebone.black", BootMethod::UBoot, false, Some("uimage"), false),
+            ("grub-x86_64", Arch::X86_64, "x86-pc", BootMethod::Grub, false, None, false),
+        ];
+        for (name, arch, device_type, boot, deterministic, kernel_type, dtb) in kinds {
+            let target = Target::of(arch);
+            let console = target.console;
+            let sc = Scenario {
+                target,
+                kernel: PathBuf::from("/k/vmlinux"),
+                modules: Vec::new(),
+                module_set: "vfat".into(),
+                variants: Vec::new(),
+                repetitions: 3,
+                deterministic,
+                cpus: if deterministic { 1 } else { 2 },
+                trace: true,
+                measure_overhead: false,
+                timeout: std::time::Duration::from_secs(if deterministic { 300 } else { 30 }),
+                memory_mib: 1024,
+                out: PathBuf::from("/out"),
+                extra_cmdline: String::new(),
+                jobs: 1,
+            };
+            let opts = Options {
+                dir: PathBuf::from("/jobs"),
+                device_type: device_type.into(),
+                boot,
+                url: None,
+                dtb: dtb.then(|| PathBuf::from("/b/board.dtb")),
+                kernel_type: kernel_type.map(str::to_string),
+            };
+            let base = if boot == BootMethod::Qemu { "file:///jobs" } else { "http://files.example/lab" };
+            let kernel = format!("{base}/artifacts/stock/{}", if arch == Arch::X86_64 { "vmlinux" } else { "Image" });
+            let initrd = format!(
+                "{base}/artifacts/stock/{}",
+                if boot == BootMethod::UBoot { UBOOT_INITRAMFS } else { "initramfs.cpio" }
+            );
+            let (ksum, isum) = (sum("kernel"), sum("initrd"));
+            // a user's --cmdline may quote
+            let cmdline = format!(
+                "console={console} nokaslr panic=-1 oops=panic quiet initcall_debug log_buf_len=8M \
+                 dyndbg=\"module fat +p\""
+            );
+            let extra = qemu_extra_options(&sc);
+            let text = job_yaml(&JobText {
+                sc: &sc,
+                opts: &opts,
+                variant: "stock",
+                rep: 1,
+                tag: &tag(0),
+                cmdline: &cmdline,
+                kernel: (&kernel, &ksum),
+                initrd: (&initrd, &isum),
+                dtb: dtb.then(|| (format!("{base}/artifacts/board.dtb"), sum("dtb"))),
+                extra: &extra,
+            });
+            out.push((format!("{name}.yaml"), text));
+            if boot == BootMethod::Qemu && deterministic {
+                out.push((format!("device-{name}.yaml"), qemu_device_dictionary(&sc, &extra)));
+            }
+        }
+        out
+    }
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lava/jobs")
+    }
+
+    /// Each job means what the string-building writer's job meant (its
+    /// text, kept as a fixture from before the switch to typed data): the
+    /// same YAML value to the YAML crate and, where Python's YAML is
+    /// installed, to PyYAML, which LAVA reads jobs with. The qemu device
+    /// dictionaries are still written as text, unchanged.
+    #[test]
+    fn jobs_mean_what_the_string_built_jobs_meant() {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut pairs = Vec::new();
+        for (name, text) in sample_jobs() {
+            let path = fixtures().join(&name);
+            let old = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if name.starts_with("device-") {
+                assert_eq!(text, old, "{name}");
+                continue;
+            }
+            let value = |t: &str| serde_saphyr::from_str::<serde_json::Value>(t).unwrap();
+            assert_eq!(value(&text), value(&old), "{name}:\n{text}");
+            assert!(text.starts_with("# bootlink lab --lava: variant stock, repetition 2 of 3"), "{text}");
+            // and it reads back as the job it was written from
+            let job = parse_job(&text).unwrap();
+            assert_eq!(job_to_yaml(&job), text.lines().skip(2).map(|l| format!("{l}\n")).collect::<String>());
+            let new = scratch.path().join(&name);
+            std::fs::write(&new, &text).unwrap();
+            pairs.push((path, new));
+        }
+        assert_eq!(pairs.len(), 6);
+        let python = "import sys, yaml\nfor a, b in zip(sys.argv[1::2], sys.argv[2::2]):\n    \
+                      assert yaml.safe_load(open(a)) == yaml.safe_load(open(b)), (a, b)\n";
+        let has_yaml = std::process::Command::new("python3").args(["-c", "import yaml"]).output();
+        if !has_yaml.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: PyYAML's reading of the jobs (python3 with yaml is not installed)");
+            return;
+        }
+        let o = std::process::Command::new("python3")
+            .args(["-c", python])
+            .args(pairs.iter().flat_map(|(a, b)| [a, b]))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "PyYAML reads a job otherwise:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    /// Names a user chooses stay strings to YAML 1.1 (PyYAML), as they did
+    /// when every string was double-quoted.
+    #[test]
+    fn names_yaml_1_1_would_retype_stay_strings() {
+        let (_, text) = sample_jobs().swap_remove(0);
+        let mut job = parse_job(&text).unwrap();
+        let names = ["yes", "on", "off", "1_000", "2026-11-28", "0x1f", "~", "1:30", "012"];
+        job.device_type = names.join(" ");
+        for (i, n) in names.iter().enumerate() {
+            let (variant, set, tag) = (&mut job.metadata.variant, &mut job.metadata.module_set, &mut job.metadata.tag);
+            [variant, set, tag][i % 3].clone_from(&n.to_string());
+            let y = job_to_yaml(&job);
+            assert_eq!(parse_job(&y).unwrap(), job, "{y}");
+            let has_yaml = std::process::Command::new("python3").args(["-c", "import yaml"]).output();
+            if !has_yaml.is_ok_and(|o| o.status.success()) {
+                continue;
+            }
+            let python = "import sys, yaml\nm = yaml.safe_load(sys.stdin)['metadata']\n\
+                          assert all(type(v) is str for k, v in m.items() if k != 'bootlink.repetition'), m\n";
+            let mut c = std::process::Command::new("python3")
+                .args(["-c", python])
+                .stdin(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(y.as_bytes()).unwrap();
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{n:?}: {}\n{y}", String::from_utf8_lossy(&o.stderr));
+        }
     }
 }

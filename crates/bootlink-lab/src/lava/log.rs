@@ -8,45 +8,104 @@
 //! - {"dt": "...", "lvl": "results", "msg": {"case": "job", "definition": "lava", "result": "pass"}}
 //! ```
 //!
-//! Only this shape is read: a record is a mapping of double-quoted (or
-//! plain) scalars, nested mappings and sequences, on one line. The
+//! Each line is read by the YAML crate (`serde-saphyr`, docs/lava.md) into
+//! a typed [`Record`], one line at a time: lava-run's output is a record a
+//! line, not one YAML document, and a line that does not read is named by
+//! its number (a log cut in its last line is a truncated one). The
 //! device's console is the `msg` of every `"lvl": "target"` record.
 
-use std::collections::BTreeMap;
+use serde::Deserialize;
 
-/// One value of a record.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Map(BTreeMap<String, Value>),
-    List(Vec<Value>),
+/// Who logged a record (`lvl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The device's console.
+    Target,
+    /// What the device printed after LAVA matched the job's prompt.
+    Feedback,
+    Info,
+    /// A test case's result (LAVA's own actions', and the job's).
+    Results,
+    Debug,
+    Input,
+    Warning,
+    Error,
+    Exception,
+    /// A level this reader does not know.
+    #[serde(other)]
+    Other,
 }
 
-impl Value {
-    pub fn str(&self) -> Option<&str> {
+/// A record's message.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Msg {
+    /// A line: the console's, or LAVA's own.
+    Text(String),
+    /// A `results` record's test case.
+    Result(TestCase),
+    /// Anything else LAVA logs (kept, not read).
+    Other(serde_json::Value),
+}
+
+/// A test case of a `results` record: one of LAVA's actions (`definition:
+/// lava`), or the job itself (`case: job`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct TestCase {
+    #[serde(default)]
+    pub definition: String,
+    #[serde(default)]
+    pub case: String,
+    /// `pass` or `fail`.
+    #[serde(default)]
+    pub result: String,
+    /// Why the job failed (its `case: job` record).
+    #[serde(default)]
+    pub error_type: String,
+    #[serde(default)]
+    pub error_msg: String,
+    /// What the action adds (a download's `label` and `sha256sum`, QEMU's
+    /// `qemu_version`).
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+impl TestCase {
+    /// A string of the case's `extra`.
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(serde_json::Value::as_str)
+    }
+}
+
+impl Msg {
+    /// The message's text, for a line.
+    pub fn text(&self) -> Option<&str> {
         match self {
-            Value::Str(s) => Some(s),
+            Msg::Text(s) => Some(s),
             _ => None,
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    /// The test case, for a result.
+    pub fn case(&self) -> Option<&TestCase> {
         match self {
-            Value::Map(m) => m.get(key),
+            Msg::Result(c) => Some(c),
             _ => None,
         }
     }
 }
 
 /// One line of the log.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Record {
     pub dt: String,
-    pub lvl: String,
-    pub msg: Value,
+    pub lvl: Level,
+    pub msg: Msg,
 }
 
-/// The record on `line`, None for a line that is not one (blank).
+/// The record on `line`, None for a line that is not one (blank). An error
+/// is one line.
 pub fn record(line: &str) -> Result<Option<Record>, String> {
     let t = line.trim();
     let t = t.strip_prefix("- ").unwrap_or(t).trim_start();
@@ -56,194 +115,10 @@ pub fn record(line: &str) -> Result<Option<Record>, String> {
     if !t.starts_with('{') {
         return Err("not a LAVA log record (a YAML mapping on one line)".into());
     }
-    let mut p = Parser { s: t.as_bytes(), i: 0 };
-    let v = p.value()?;
-    p.ws();
-    if p.i != p.s.len() {
-        return Err(format!("unexpected text after the record at column {}", p.i + 1));
-    }
-    let get = |k: &str| v.get(k).and_then(Value::str).map(str::to_string);
-    let (Some(dt), Some(lvl), Some(msg)) = (get("dt"), get("lvl"), v.get("msg").cloned()) else {
-        return Err("a record without dt, lvl and msg".into());
-    };
-    Ok(Some(Record { dt, lvl, msg }))
-}
-
-struct Parser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Parser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && (self.s[self.i] == b' ' || self.s[self.i] == b'\t') {
-            self.i += 1;
-        }
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
-
-    fn expect(&mut self, c: u8) -> Result<(), String> {
-        self.ws();
-        if self.peek() == Some(c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected '{}' at column {}", c as char, self.i + 1))
-        }
-    }
-
-    fn value(&mut self) -> Result<Value, String> {
-        self.ws();
-        match self.peek() {
-            Some(b'{') => self.map(),
-            Some(b'[') => self.list(),
-            Some(b'"') => self.quoted().map(Value::Str),
-            Some(b'\'') => self.single().map(Value::Str),
-            Some(_) => Ok(Value::Str(self.plain())),
-            None => Err("the line ends inside the record".into()),
-        }
-    }
-
-    fn map(&mut self) -> Result<Value, String> {
-        self.expect(b'{')?;
-        let mut m = BTreeMap::new();
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-            return Ok(Value::Map(m));
-        }
-        loop {
-            let key = match self.value()? {
-                Value::Str(k) => k,
-                _ => return Err(format!("a key that is not a scalar at column {}", self.i + 1)),
-            };
-            self.expect(b':')?;
-            let v = self.value()?;
-            m.insert(key, v);
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(Value::Map(m));
-                }
-                _ => return Err(format!("expected ',' or '}}' at column {}", self.i + 1)),
-            }
-        }
-    }
-
-    fn list(&mut self) -> Result<Value, String> {
-        self.expect(b'[')?;
-        let mut l = Vec::new();
-        self.ws();
-        if self.peek() == Some(b']') {
-            self.i += 1;
-            return Ok(Value::List(l));
-        }
-        loop {
-            l.push(self.value()?);
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(Value::List(l));
-                }
-                _ => return Err(format!("expected ',' or ']' at column {}", self.i + 1)),
-            }
-        }
-    }
-
-    /// A plain scalar in flow context: up to `,`, `:` + space, `}` or `]`.
-    fn plain(&mut self) -> String {
-        let start = self.i;
-        while let Some(c) = self.peek() {
-            if c == b',' || c == b'}' || c == b']' {
-                break;
-            }
-            if c == b':' && matches!(self.s.get(self.i + 1), Some(b' ') | None) {
-                break;
-            }
-            self.i += 1;
-        }
-        String::from_utf8_lossy(&self.s[start..self.i]).trim().to_string()
-    }
-
-    fn single(&mut self) -> Result<String, String> {
-        self.i += 1;
-        let mut out = Vec::new();
-        loop {
-            match self.peek() {
-                None => return Err("the line ends inside a quoted string".into()),
-                Some(b'\'') if self.s.get(self.i + 1) == Some(&b'\'') => {
-                    out.push(b'\'');
-                    self.i += 2;
-                }
-                Some(b'\'') => {
-                    self.i += 1;
-                    return Ok(String::from_utf8_lossy(&out).into_owned());
-                }
-                Some(c) => {
-                    out.push(c);
-                    self.i += 1;
-                }
-            }
-        }
-    }
-
-    /// A double-quoted scalar with YAML's escapes.
-    fn quoted(&mut self) -> Result<String, String> {
-        self.i += 1;
-        let mut out = String::new();
-        let start_err = || "the line ends inside a quoted string".to_string();
-        loop {
-            let rest = std::str::from_utf8(&self.s[self.i..]).map_err(|_| "a record that is not UTF-8".to_string())?;
-            let Some(pos) = rest.find(['"', '\\']) else { return Err(start_err()) };
-            out.push_str(&rest[..pos]);
-            self.i += pos;
-            if self.s[self.i] == b'"' {
-                self.i += 1;
-                return Ok(out);
-            }
-            // a backslash
-            let e = *self.s.get(self.i + 1).ok_or_else(start_err)?;
-            self.i += 2;
-            let hex = |p: &mut Self, n: usize| -> Result<char, String> {
-                let h = p.s.get(p.i..p.i + n).ok_or_else(start_err)?;
-                p.i += n;
-                let v = u32::from_str_radix(std::str::from_utf8(h).unwrap_or("x"), 16)
-                    .map_err(|_| format!("a bad \\x, \\u or \\U escape before column {}", p.i + 1))?;
-                Ok(char::from_u32(v).unwrap_or('\u{fffd}'))
-            };
-            let c = match e {
-                b'0' => '\0',
-                b'a' => '\u{7}',
-                b'b' => '\u{8}',
-                b't' | b'\t' => '\t',
-                b'n' => '\n',
-                b'v' => '\u{b}',
-                b'f' => '\u{c}',
-                b'r' => '\r',
-                b'e' => '\u{1b}',
-                b' ' => ' ',
-                b'"' => '"',
-                b'/' => '/',
-                b'\\' => '\\',
-                b'N' => '\u{85}',
-                b'_' => '\u{a0}',
-                b'L' => '\u{2028}',
-                b'P' => '\u{2029}',
-                b'x' => hex(self, 2)?,
-                b'u' => hex(self, 4)?,
-                b'U' => hex(self, 8)?,
-                other => return Err(format!("an unknown escape \\{} at column {}", other as char, self.i)),
-            };
-            out.push(c);
-        }
-    }
+    serde_saphyr::from_str::<Record>(t).map(Some).map_err(|e| {
+        let e = e.to_string();
+        format!("not a LAVA log record: {}", e.lines().next().unwrap_or("").trim())
+    })
 }
 
 #[cfg(test)]
@@ -257,25 +132,32 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!((r.dt.as_str(), r.lvl.as_str()), ("2026-11-28T00:10:59.394112", "target"));
-        assert_eq!(r.msg.str(), Some("\u{1b}[0mSeaBIOS \"1.16\" \u{7}é"));
+        assert_eq!((r.dt.as_str(), r.lvl), ("2026-11-28T00:10:59.394112", Level::Target));
+        assert_eq!(r.msg.text(), Some("\u{1b}[0mSeaBIOS \"1.16\" \u{7}é"));
         let r = record(r#"- {"dt": "x", "lvl": "results", "msg": {"case": "job", "definition": "lava", "extra": {"l": ["a", "b"]}, "result": "pass"}}"#)
             .unwrap()
             .unwrap();
-        assert_eq!(r.msg.get("case").and_then(Value::str), Some("job"));
-        assert_eq!(r.msg.get("result").and_then(Value::str), Some("pass"));
-        assert_eq!(
-            r.msg.get("extra").and_then(|e| e.get("l")),
-            Some(&Value::List(vec![Value::Str("a".into()), Value::Str("b".into())]))
-        );
+        let case = r.msg.case().unwrap();
+        assert_eq!((case.case.as_str(), case.result.as_str()), ("job", "pass"));
+        assert_eq!(case.extra.get("l"), Some(&serde_json::json!(["a", "b"])));
         assert_eq!(record("   ").unwrap(), None);
+        // a level this reader does not know, a message of another shape
+        let r = record(r#"{"dt": "x", "lvl": "marker", "msg": ["a", {"b": "c"}]}"#).unwrap().unwrap();
+        assert_eq!((r.lvl, r.msg.text()), (Level::Other, None));
     }
 
     #[test]
     fn what_is_not_a_record_is_said() {
-        assert!(record("[    0.000000] Linux version 6.1").unwrap_err().contains("not a LAVA log record"));
-        assert!(record(r#"{"dt": "x", "lvl": "target", "msg": "cut"#).unwrap_err().contains("ends inside"));
-        assert!(record(r#"{"dt": "x", "msg": "m"}"#).unwrap_err().contains("without dt, lvl and msg"));
-        assert!(record(r#"{"dt": "x", "lvl": "t", "msg": "m"} tail"#).unwrap_err().contains("after the record"));
+        let err = |l: &str| record(l).unwrap_err();
+        assert!(err("[    0.000000] Linux version 6.1").contains("not a LAVA log record"));
+        for cut in [
+            r#"{"dt": "x", "lvl": "target", "msg": "cut"#,
+            r#"{"dt": "x", "msg": "m"}"#,
+            r#"{"dt": "x", "lvl": "t", "msg": "m"} tail"#,
+        ] {
+            let e = err(cut);
+            assert!(e.starts_with("not a LAVA log record: ") && e.len() > 23 && !e.contains('\n'), "{cut}: {e}");
+        }
+        assert!(err(r#"{"dt": "x", "msg": "m"}"#).contains("lvl"), "{}", err(r#"{"dt": "x", "msg": "m"}"#));
     }
 }
