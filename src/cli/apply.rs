@@ -35,7 +35,7 @@ pub struct Args {
     /// Print the plan and what would change; write nothing
     #[arg(long)]
     dry_run: bool,
-    /// The hash of the module hash list: blake2b where the kernel names hashes-blake2b (patch 0018)
+    /// The hash of the module hash list: blake2b where the kernel names hashes-blake2b (patch `hashes-blake2b`)
     /// and the CPU has no SHA instructions (then about half the cost); SHA-256 otherwise
     #[arg(long, value_enum, default_value_t = super::values::ListHash::Sha256)]
     manifest_hash: super::values::ListHash,

@@ -13,7 +13,7 @@ use super::{emit, exit_for};
 pub enum Cmd {
     /// Write a copy of VMLINUX whose __modhashes section lists these modules (and its bzImage)
     Write {
-        /// The kernel (a vmlinux built with kernel/6.1/patches 0011; on arm64, that of a
+        /// The kernel (a vmlinux built with patch `hash-manifest`; on arm64, that of a
         /// `kernel build --arch arm64` directory, whose Image lies beside it)
         #[arg(long)]
         vmlinux: PathBuf,
@@ -38,7 +38,7 @@ pub enum Cmd {
         /// ...and this X.509 certificate (PEM); the signed image is checked with sbverify
         #[arg(long, requires = "sign_key")]
         sign_cert: Option<PathBuf>,
-        /// The hash the list holds: blake2b needs a kernel with patch 0018
+        /// The hash the list holds: blake2b needs a kernel with patch `hashes-blake2b`
         /// (CONFIG_MODULE_HASHES_BLAKE2B; refused otherwise)
         #[arg(long, value_enum, default_value_t = super::values::ListHash::Sha256)]
         hash: super::values::ListHash,

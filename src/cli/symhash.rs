@@ -22,9 +22,8 @@ pub struct Args {
     #[command(flatten)]
     rewrite: Rewrite,
     /// Also sort __versions by name and give each undefined symbol its
-    /// entry's index in .undef.hash: a kernel with the index patch checks
-    /// that one entry, one with only the sorted-versions patch
-    /// binary-searches
+    /// entry's index in .undef.hash: a kernel with patch `versions-indexed`
+    /// checks that one entry, one with only `versions-sorted` binary-searches
     #[arg(long)]
     sort_versions: bool,
     /// Also give each undefined symbol the slot of vmlinux's export of its

@@ -26,7 +26,7 @@ pub enum ListHash {
     /// SHA-256: every kernel with the module hash list takes it
     Sha256,
     /// BLAKE2b-256 (RFC 7693): as strong, about half the instructions a byte
-    /// on a CPU without SHA instructions; needs patch 0018
+    /// on a CPU without SHA instructions; needs patch `hashes-blake2b`
     /// (CONFIG_MODULE_HASHES_BLAKE2B)
     #[value(name = "blake2b")]
     Blake2b256,

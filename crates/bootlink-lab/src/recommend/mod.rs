@@ -310,7 +310,7 @@ fn candidates(run: &Run, path: &Path) -> Result<(Vec<Candidate>, Vec<LeftOut>)> 
 
 /// The run's variants that loaded the whole module set: each a way of
 /// storing it (the files it read, who decompressed them) and its load time.
-/// Variants booted with the lab's hash of the bytes read (lab patch 0004)
+/// Variants booted with the lab's hash of the bytes read (lab patch `hash-bytes-read`)
 /// are measured but never offered: left out, with the reason.
 fn module_candidates(run: &Run, left_out: &mut Vec<LeftOut>) -> Vec<ModuleCandidate> {
     use crate::run::results::WorkloadResult;
@@ -321,7 +321,7 @@ fn module_candidates(run: &Run, left_out: &mut Vec<LeftOut>) -> Vec<ModuleCandid
             left_out.push(LeftOut {
                 variant: v.name.clone(),
                 why: "its module files are checked by the digest of the bytes read (module.hashes_of_read=1, \
-                      lab patch 0004): measured, never a product's (a blacklisted hash is of plain bytes)"
+                      lab patch `hash-bytes-read`): measured, never a product's (a blacklisted hash is of plain bytes)"
                     .into(),
             });
             continue;

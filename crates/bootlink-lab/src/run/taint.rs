@@ -27,7 +27,7 @@ pub const FLAGS: &[(u32, char, &str)] = &[
 ];
 
 /// `TAINT_UNSIGNED_MODULE`: a module without a valid signature (or, with
-/// kernel/6.1/patches 0011, not listed in the image) was loaded.
+/// patch `hash-manifest`, not listed in the image) was loaded.
 pub const UNSIGNED_MODULE: u64 = 1 << 13;
 
 /// The letters of the flags set in `mask` ("E", "OE"); bits the table does

@@ -1,7 +1,7 @@
 //! `bootlink apply`: take a kernel build and its installed modules through
 //! every build-time step the kernel supports, in order, with the lab's own
 //! step list ([`crate::steps`]): the kernel names what it supports in its
-//! image (loader-feature notes, kernel/6.1/patches 0012), [`plan`] chooses the
+//! image (loader-feature notes, patch `feature-notes`), [`plan`] chooses the
 //! steps, the steps run in a scratch directory, then the results are
 //! installed file by file, each atomically: the kernel image (vmlinux with
 //! the module hash list, its bzImage made again) first, then the record of
@@ -534,7 +534,7 @@ fn installed_note(image: &Path, features: &LoaderFeatures) -> String {
         "the module hash list (the kernel names `hashes`; it is written into vmlinux, then the bzImage is made \
          again), in place of the signatures"
     } else {
-        "nothing for this kernel (it names no module hash list, `hashes`, kernel/6.1/patches 0011): the list needs \
+        "nothing for this kernel (it names no module hash list, `hashes`, patch `hash-manifest`): the list needs \
          the series and vmlinux"
     };
     format!(

@@ -65,7 +65,7 @@ impl Plan {
                 crate::manifest::Hash::Blake2b256 if f.features.has(name::HASHES_BLAKE2B) => Step::ManifestBlake2b,
                 crate::manifest::Hash::Blake2b256 => {
                     left_out.push(
-                        "manifest-blake2b: the kernel names no hashes-blake2b (kernel/6.1/patches 0018, \
+                        "manifest-blake2b: the kernel names no hashes-blake2b (patch `hashes-blake2b`, \
                          CONFIG_MODULE_HASHES_BLAKE2B) and would ignore such a list: listed by SHA-256"
                             .into(),
                     );
@@ -84,7 +84,7 @@ impl Plan {
             left_out.push(
                 "every step: the modules are signed and the kernel checks signatures (CONFIG_MODULE_SIG), \
                  and there is neither a signing key (--sign-key) nor a module hash list in the kernel \
-                 (kernel/6.1/patches 0011): a rewritten module would be refused with module.sig_enforce=1 or \
+                 (patch `hash-manifest`): a rewritten module would be refused with module.sig_enforce=1 or \
                  Secure Boot, and taint the kernel otherwise (--allow-unsigned takes that)"
                     .into(),
             );

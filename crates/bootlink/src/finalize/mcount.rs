@@ -4,7 +4,7 @@
 //! the symbol at or before them: code of weak functions that another
 //! definition replaced. Here each record is decided from its section's
 //! symbols; the invalid ones are dropped and `.ftrace_checked` names, for
-//! each kept record, the symbol it starts, so the kernel (kernel/6.1/patches 0008)
+//! each kept record, the symbol it starts, so the kernel (patch `ftrace-checked`)
 //! verifies the answer in O(records) instead of searching for it.
 
 use super::symbols::SectionSymbols;

@@ -2,8 +2,9 @@
 //! for every module after relocation and could have been done when the
 //! module was built. The ORC unwind table sorted ([`orc`]); ftrace's
 //! weak-function check decided, the records it would disable dropped
-//! ([`mcount`]). Each module is marked so a patched kernel (kernel/6.1/patches
-//! 0007, 0008) checks the work in O(n) instead of doing it; a stock kernel
+//! ([`mcount`]). Each module is marked so a patched kernel (patches
+//! `orc-sort-skip`, `ftrace-checked`) checks the work in O(n) instead of
+//! doing it; a stock kernel
 //! ignores the marks and does the work as before, on tables that are then
 //! already sorted and already clean.
 

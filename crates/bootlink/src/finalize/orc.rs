@@ -3,7 +3,7 @@
 //! sorted when it is linked. A module's init and core text are allocated
 //! separately, so the build sorts the entries for core text, then those for
 //! init text (within each, sections are laid out in index order), and marks
-//! the module with `.orc_unwind_sorted`; the kernel (patch 0007 of
+//! the module with `.orc_unwind_sorted`; the kernel (patch `orc-sort-skip` of
 //! kernel/6.1 and kernel/6.12) checks the order in O(n), and puts the two
 //! runs in order if init landed below core.
 //!

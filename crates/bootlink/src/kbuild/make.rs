@@ -22,7 +22,7 @@ pub(crate) struct Env<'a> {
     /// not the host's (x86-64).
     pub arch: crate::fetch::Arch,
     /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
-    /// tables (KSYMHASH, kernel/6.1/patches 0002, vmlinux's tables).
+    /// tables (KSYMHASH, patch `symhash-vmlinux`, vmlinux's tables).
     pub symhash_hook: Option<String>,
     /// `NAME=VALUE` arguments a build flavour adds to every make call
     /// (`# bootlink-make:` lines; the `none` flavour's KGZIP).

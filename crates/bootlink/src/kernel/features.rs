@@ -30,10 +30,10 @@ pub mod name {
     pub const SYMHASH: &str = "symhash";
     pub const SYMHASH_VMLINUX: &str = "symhash-vmlinux";
     pub const VERSIONS_SORTED: &str = "versions-sorted";
-    /// `.undef.hash` may give each symbol's `__versions` index (patch 0020).
+    /// `.undef.hash` may give each symbol's `__versions` index (patch `versions-indexed`).
     pub const VERSIONS_INDEXED: &str = "versions-indexed";
     /// `.undef.hash` may give each import's slot in vmlinux's export
-    /// tables (patch 0021).
+    /// tables (patch `export-slots`).
     pub const EXPORT_SLOTS: &str = "export-slots";
     pub const SYMLOOKUP_DIRECT: &str = "symlookup-direct";
     pub const FTRACE_CHECK_SORTED: &str = "ftrace-check-sorted";
@@ -43,9 +43,9 @@ pub mod name {
     pub const LOAD_STATS: &str = "load-stats";
     pub const DEDUP: &str = "dedup";
     pub const HASHES: &str = "hashes";
-    /// The module hash list may hold BLAKE2b-256 digests (patch 0018).
+    /// The module hash list may hold BLAKE2b-256 digests (patch `hashes-blake2b`).
     pub const HASHES_BLAKE2B: &str = "hashes-blake2b";
-    /// The kernel's exports closed to modules after boot (patch 0014):
+    /// The kernel's exports closed to modules after boot (patch `exports-sealed`):
     /// every module must be linked against it at build time.
     pub const EXPORTS_SEALED: &str = "exports-sealed";
 }

@@ -77,7 +77,7 @@ pub struct KernelImage {
     pub config_source: Option<String>,
     pub kaslr: Kaslr,
     /// The module loader's build-time features the image names
-    /// (kernel/6.1/patches 0012).
+    /// (patch `feature-notes`).
     pub loader_features: LoaderFeatures,
     #[serde(skip)]
     pub config: Option<KernelConfig>,

@@ -1,5 +1,5 @@
-//! The module hash manifest (kernel/6.1/patches 0011): the SHA-256 (or, for
-//! a kernel with patch 0018's MODULE_HASHES_BLAKE2B, the BLAKE2b-256) of
+//! The module hash manifest (patch `hash-manifest`): the SHA-256 (or, for
+//! a kernel with patch `hashes-blake2b`'s MODULE_HASHES_BLAKE2B, the BLAKE2b-256) of
 //! every final module of a build, sorted, written into the `__modhashes` section
 //! the kernel image reserves at link time, so the kernel accepts those
 //! modules without a per-module signature check and nothing in the image
@@ -16,7 +16,7 @@
 //! magic "MODHASH1", count u32, hash u32 (0 SHA-256, 1 BLAKE2b-256), digest[count][32] strictly increasing
 //! ```
 //!
-//! A kernel without patch 0018 finds a nonzero hash field out of range and
+//! A kernel without patch `hashes-blake2b` finds a nonzero hash field out of range and
 //! ignores the whole list, so a BLAKE2b-256 list is written only for a
 //! kernel that names the feature `hashes-blake2b`.
 
@@ -57,7 +57,7 @@ pub enum Hash {
     #[default]
     Sha256,
     /// BLAKE2b-256 (RFC 7693): as strong, about half the instructions a byte
-    /// on a CPU without SHA instructions; needs patch 0018
+    /// on a CPU without SHA instructions; needs patch `hashes-blake2b`
     /// (CONFIG_MODULE_HASHES_BLAKE2B)
     #[serde(rename = "blake2b-256")]
     Blake2b256,
@@ -242,7 +242,7 @@ pub fn of_modules_for(
 }
 
 /// Refuse a list of `hash` for a kernel that would ignore it: one that does
-/// not name the feature (a kernel without patch 0018 ignores a BLAKE2b-256
+/// not name the feature (a kernel without patch `hashes-blake2b` ignores a BLAKE2b-256
 /// list whole, and then trusts none of the modules).
 pub(crate) fn check_takes(k: &crate::kernel::KernelImage, hash: Hash, path: &Path) -> Result<()> {
     if hash == Hash::Sha256 || k.loader_features.has(hash.feature()) {
@@ -253,7 +253,7 @@ pub(crate) fn check_takes(k: &crate::kernel::KernelImage, hash: Hash, path: &Pat
         path,
         format!(
             "the kernel does not name the loader feature \"{}\": it would ignore a {} list (build it with \
-             kernel/6.1/patches 0018 and CONFIG_MODULE_HASHES_BLAKE2B=y, or list SHA-256)",
+             patch `hashes-blake2b` and CONFIG_MODULE_HASHES_BLAKE2B=y, or list SHA-256)",
             hash.feature(),
             hash.name()
         ),

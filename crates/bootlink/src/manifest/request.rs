@@ -13,7 +13,7 @@ use crate::tree::FileError;
 /// `bootlink manifest write`.
 #[derive(Debug, Clone)]
 pub struct WriteRequest {
-    /// The kernel (a vmlinux built with kernel/6.1/patches 0011).
+    /// The kernel (a vmlinux built with patch `hash-manifest`).
     pub vmlinux: PathBuf,
     /// Where the kernel with the manifest goes (may be `vmlinux`).
     pub output: PathBuf,

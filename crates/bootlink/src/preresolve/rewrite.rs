@@ -160,7 +160,7 @@ pub(super) fn one(
     Ok(result)
 }
 
-/// A sealed kernel (its image names `exports-sealed`, patch 0014) looks
+/// A sealed kernel (its image names `exports-sealed`, patch `exports-sealed`) looks
 /// nothing up in its own exports after boot: a module that would still
 /// need it to is refused here, at build time, naming the symbol and why
 /// it was not preresolved.

@@ -1,4 +1,4 @@
-//! `manifest`: a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
+//! `manifest`: a copy of the kernel (a vmlinux with patch `hash-manifest`)
 //! whose module hash manifest lists the final modules, written to the
 //! tree's `kernel_copy` (the lab keeps it in the run directory as
 //! `kernels/<variant>-vmlinux`), which then boots. An arm64 kernel boots

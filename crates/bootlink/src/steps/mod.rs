@@ -46,7 +46,7 @@ pub enum Step {
     /// `bootlink symhash --sort-versions`: tables and `__versions` sorted.
     SymhashSorted,
     /// `bootlink symhash --sort-versions --export-slots`: and each import's
-    /// slot in vmlinux's export tables (kernel/6.1/patches 0021).
+    /// slot in vmlinux's export tables (patch `export-slots`).
     SymhashSlotted,
     /// `bootlink finalize`: ORC tables sorted and ftrace records checked at
     /// build time (the kernel needs kernel/6.1/patches to skip the work).
@@ -59,15 +59,15 @@ pub enum Step {
     /// `preresolve --trim-symtab` does, without preresolving): shorter
     /// kallsyms scans on a stock kernel.
     Trim,
-    /// Boot a copy of the kernel (a vmlinux with kernel/6.1/patches 0011)
+    /// Boot a copy of the kernel (a vmlinux with patch `hash-manifest`)
     /// whose module hash manifest lists the variant's final modules.
     Manifest,
-    /// The same list of BLAKE2b-256 digests, for a kernel with patch 0018
+    /// The same list of BLAKE2b-256 digests, for a kernel with patch `hashes-blake2b`
     /// (CONFIG_MODULE_HASHES_BLAKE2B): the kernel hashes each module with
     /// BLAKE2b instead of SHA-256.
     ManifestBlake2b,
     /// The manifest of the module files as stored (a compressed file by
-    /// its compressed bytes): what lab patch 0004's `module.hashes_of_read=1`
+    /// its compressed bytes): what lab patch `hash-bytes-read`'s `module.hashes_of_read=1`
     /// looks up before it decompresses (lab only: a blacklisted hash is of
     /// plain bytes; user-space decompression hands the kernel plain bytes,
     /// which this list does not hold).

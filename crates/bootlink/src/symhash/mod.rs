@@ -6,7 +6,7 @@
 //! perfect hash (see `tables` for the layout). For each module also the
 //! hash of each undefined symbol (`.undef.hash`), so the loader never hashes
 //! a name, and optionally `__versions` sorted by name so `check_version`
-//! can binary-search it. The kernel side is kernel/6.1/patches 0001-0004;
+//! can binary-search it. The kernel side is patches `symhash-tables` to `direct-binding`;
 //! `module.symlookup=` chooses the method at boot.
 //!
 //! vmlinux's tables are written into the `__ksymhash` section the kernel

@@ -1,5 +1,5 @@
 //! The tables' binary layout (little-endian 32-bit words), built here and
-//! read by the kernel (kernel/6.1/patches 0001, kernel/module/symhash.c)
+//! read by the kernel (patch `symhash-tables`, kernel/module/symhash.c)
 //! and by `Tables::lookup` below, which mirrors the kernel's search so the
 //! host can check every table it writes.
 //!
@@ -44,13 +44,13 @@ pub(crate) const OVERFLOW: u32 = 0x8000_0000;
 pub const VERSIONS_SORTED: u32 = 1;
 /// `.undef.hash` flag: after the hashes, each undefined symbol's index in
 /// `__versions` ([`NONE`] for a symbol without an entry), so the loader
-/// checks one entry instead of searching (kernel/6.1/patches 0020; a kernel
+/// checks one entry instead of searching (patch `versions-indexed`; a kernel
 /// without it reads the hashes and ignores the rest).
 pub const VERSIONS_INDEXED: u32 = 2;
 /// `.undef.hash` flag: then each undefined symbol's slot in vmlinux's export
 /// tables ([`NONE`] for a name vmlinux does not export): its index in
-/// `__ksymtab`, or in `__ksymtab_gpl` with [`SLOT_GPL`] (kernel/6.1/patches
-/// 0021, which checks the name there before any search).
+/// `__ksymtab`, or in `__ksymtab_gpl` with [`SLOT_GPL`] (patch
+/// `export-slots`, which checks the name there before any search).
 pub const EXPORT_SLOTS: u32 = 4;
 /// An export slot in `__ksymtab_gpl`.
 pub const SLOT_GPL: u32 = 0x8000_0000;

@@ -51,7 +51,7 @@ pub fn fill_vmlinux(path: &Path) -> Result<VmlinuxResult> {
             Error::file(
                 Kind::WrongKernel,
                 path,
-                format!("no {VMLINUX_SECTION} section: the kernel was built without CONFIG_MODULE_SYMHASH (kernel/6.1/patches 0002)"),
+                format!("no {VMLINUX_SECTION} section: the kernel was built without CONFIG_MODULE_SYMHASH (patch `symhash-vmlinux`)"),
             )
         })?;
         let (exports, _) = ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
