@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
-    let out = chart::Outputs { html: a.output, svg: a.svg, perfetto: a.perfetto, json: a.json };
-    print!("{}", chart::command(&a.runs, &out)?);
+    let out = chart::Outputs { html: a.output, svg: a.svg, perfetto: a.perfetto };
+    super::emit(&chart::command(&a.runs, &out, a.json)?, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -95,53 +95,65 @@ pub struct Outputs {
     pub html: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub perfetto: Option<PathBuf>,
-    /// Print the before/after summary as JSON instead of a table.
-    pub json: bool,
 }
 
-/// `bootlink chart`: load the inputs, write the files asked for, and
-/// return what to print (the before/after table or its JSON, and the files
-/// written).
-pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<String> {
+/// What `bootlink chart` did: the files it wrote and the runs' before/after
+/// [`Summary`]. Its JSON is the summary alone (the files are what the
+/// request named); its text the files written, the before/after table
+/// (with two or more series), and the loaders', storms' and workloads'
+/// tables where the runs have them.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+pub struct ChartReport {
+    pub summary: Summary,
+    #[serde(skip)]
+    pub written: Vec<PathBuf>,
+    /// The loaders', storms' and workloads' text tables (empty without).
+    #[serde(skip)]
+    pub tables: String,
+}
+
+impl bootlink::report::Report for ChartReport {
+    fn render(&self) -> String {
+        let mut text: String = self.written.iter().map(|p| format!("wrote {}\n", p.display())).collect();
+        if self.summary.series.len() >= 2 {
+            text.push('\n');
+            text.push_str(&crate::run::render_summary_text(&self.summary));
+        }
+        text.push_str(&self.tables);
+        text
+    }
+}
+
+/// `bootlink chart`: load the inputs and write the files asked for.
+/// `summary_only`: the caller wants the summary (`--json`), so writing no
+/// file is not a mistake.
+pub fn command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<ChartReport> {
     if inputs.is_empty() {
         return Err(Error::new(Kind::Usage, "chart: give at least one run directory, run.json or kernel log"));
     }
-    if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !out.json {
+    if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !summary_only {
         return Err(Error::new(
             Kind::Usage,
             "chart: say what to write: -o FILE.html, --svg FILE, --perfetto FILE or --json",
         ));
     }
     let runs = inputs.iter().map(|p| load(p)).collect::<Result<Vec<Run>>>()?;
-    let mut text = String::new();
+    let mut written = Vec::new();
     for (path, format) in [(&out.html, Format::Html), (&out.svg, Format::Svg), (&out.perfetto, Format::Perfetto)] {
         if let Some(p) = path {
             write(p, &runs, format)?;
-            if !out.json {
-                text.push_str(&format!("wrote {}\n", p.display()));
-            }
+            written.push(p.clone());
         }
     }
-    let sum = summary(&runs);
-    if out.json {
-        text.push_str(&summary_json(&sum));
-    } else {
-        if sum.series.len() >= 2 {
-            text.push('\n');
-            text.push_str(&crate::run::render_summary_text(&sum));
-        }
-        let tables = render_loaders_text(&runs);
-        if !tables.is_empty() {
-            text.push('\n');
-            text.push_str(&tables);
-        }
-        let user = crate::workload::starts_text(&runs);
-        if !user.is_empty() {
-            text.push('\n');
-            text.push_str(&user);
+    let mut tables = String::new();
+    for t in [render_loaders_text(&runs), crate::workload::starts_text(&runs)] {
+        if !t.is_empty() {
+            tables.push('\n');
+            tables.push_str(&t);
         }
     }
-    Ok(text)
+    Ok(ChartReport { summary: summary(&runs), written, tables })
 }
 
 #[cfg(test)]
