@@ -208,8 +208,10 @@ pub fn analyze(text: &str) -> Option<Analyze> {
 pub fn critical_chain(text: &str) -> Vec<ChainLink> {
     let mut out = Vec::new();
     for line in text.lines() {
+        // The branch glyphs (UTF-8 or, in the C locale, ASCII) before the
+        // unit, whose own name may begin with '-' (-.mount, -.slice).
         let body = line.trim_start_matches([' ', '│', '|']);
-        let body = body.trim_start_matches(['└', '├', '─', '`', '-']);
+        let body = ["└─", "├─", "`-", "|-"].iter().find_map(|g| body.strip_prefix(g)).unwrap_or(body);
         let Some(unit) = body.split_whitespace().next() else { continue };
         if !unit.contains('.') || unit.ends_with(':') || body.starts_with("The time") {
             continue;
@@ -575,9 +577,11 @@ mod tests {
         let text = "The time when unit became active or started is printed after the \"@\" character.\n\
                     The time the unit took to start is printed after the \"+\" character.\n\n\
                     multi-user.target @7.900s\n\
-                    `-cron.service @7.899s\n  `-basic.target @7.800s\n    `-systemd-udev-settle.service @2.1s +3.5s\n";
+                    `-cron.service @7.899s\n  `-basic.target @7.800s\n    `-systemd-udev-settle.service @2.1s +3.5s\n\
+                    \x20     `--.mount @687ms\n";
         let c = critical_chain(text);
-        assert_eq!(c.len(), 4, "{c:?}");
+        assert_eq!(c.len(), 5, "{c:?}");
+        assert_eq!((c[4].unit.as_str(), c[4].depth), ("-.mount", 4));
         assert_eq!((c[0].unit.as_str(), c[0].depth, c[0].at_ms), ("multi-user.target", 0, Some(7900.0)));
         assert_eq!((c[3].depth, c[3].took_ms), (3, Some(3500.0)));
         let u = critical_chain("multi-user.target @7.900s\n└─cron.service @7.899s\n  └─basic.target @7.8s\n");
@@ -637,28 +641,5 @@ mod tests {
     fn a_console_without_the_report_is_a_problem() {
         let b = boot("[    0.000000] Linux version 6.1\n", true);
         assert!(b.problems[0].contains("no state, analyze"), "{:?}", b.problems);
-    }
-}
-
-#[cfg(test)]
-mod scratch {
-    #[test]
-    #[ignore]
-    fn read_a_console() {
-        let p = std::env::var("SYSTEM_CONSOLE").unwrap();
-        let text = std::fs::read_to_string(p).unwrap();
-        let trace = crate::lab::initramfs::framed(&text, "trace").unwrap();
-        let marked = super::with_load_markers(&trace);
-        let names: Vec<String> =
-            marked.lines().filter(|l| l.contains("bootlink begin")).map(|l| l.to_string()).collect();
-        println!("markers {}: {}", names.len(), names.join("\n"));
-        for (t, l) in super::loads(&trace) {
-            println!("LOAD {t} {} {}", l.name, l.total_us);
-        }
-        let b = super::boot(&text, true);
-        let mut b2 = b.clone();
-        b2.modules.iter_mut().for_each(|m| m.phases.clear());
-        b2.failed_loads.iter_mut().for_each(|m| m.phases.clear());
-        println!("{}", serde_json::to_string_pretty(&b2).unwrap());
     }
 }
