@@ -16,10 +16,10 @@ pub struct Args {
     /// one so far)
     #[arg(long, value_parser = ["debian"], default_value = "debian")]
     kernel: String,
-    /// Host time instead of the deterministic clock (-icount), with --smp virtual CPUs
+    /// Host time instead of the instruction-counted clock (-icount), with --smp virtual CPUs
     #[arg(long)]
     realtime: bool,
-    /// Virtual CPUs of a realtime boot (the deterministic clock runs one)
+    /// Virtual CPUs of a realtime boot (the instruction-counted clock runs one)
     #[arg(long, requires = "realtime", default_value_t = 2)]
     smp: u32,
     /// Boot without tracing the module loads: the stages as they are, no load timed
