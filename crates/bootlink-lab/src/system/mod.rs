@@ -45,7 +45,7 @@ pub struct Request {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub image: Image,
-    /// "deterministic" or "realtime".
+    /// "icount" (instruction-counted, sleep=on) or "realtime".
     pub clock: String,
     pub cpus: u32,
     /// Module loads traced.
@@ -107,7 +107,7 @@ pub fn run(req: &Request) -> Result<Report> {
 
 fn clock_name(c: Clock) -> &'static str {
     match c {
-        Clock::Deterministic => "deterministic",
+        Clock::Deterministic => "icount",
         Clock::Realtime { .. } => "realtime",
     }
 }
@@ -124,6 +124,29 @@ fn ms(v: f64) -> String {
 
 fn pct(part: f64, whole: f64) -> String {
     if whole > 0.0 { format!("{:.1} %", 100.0 * part / whole) } else { "-".into() }
+}
+
+/// Where the loads' own time went, phase by phase (the lab's phases, all
+/// loads up to multi-user.target together, refused ones included).
+fn phase_line(b: &Boot) -> String {
+    let target = b.multi_user_ms * 1000.0;
+    let phases = b
+        .modules
+        .iter()
+        .filter(|m| m.start_ms.is_some_and(|t| t * 1000.0 < target))
+        .flat_map(|m| &m.phases)
+        .chain(b.failed_loads.iter().filter(|f| f.start_ms * 1000.0 < target).flat_map(|f| &f.phases));
+    let mut sums: Vec<(&str, f64)> = Vec::new();
+    for p in phases {
+        match sums.iter_mut().find(|s| s.0 == p.name) {
+            Some(s) => s.1 += p.duration_us,
+            None => sums.push((&p.name, p.duration_us)),
+        }
+    }
+    let total: f64 = sums.iter().map(|s| s.1).sum();
+    sums.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let parts: Vec<String> = sums.iter().map(|(n, d)| format!("{n} {}", pct(*d, total))).collect();
+    format!("the loads' time by phase: {}\n", parts.join(", "))
 }
 
 impl bootlink::report::Report for Report {
@@ -193,6 +216,9 @@ impl bootlink::report::Report for Report {
             ));
         } else {
             s.push_str("module loading: not traced (--no-trace)\n");
+        }
+        if self.traced {
+            s.push_str(&phase_line(b));
         }
         let mut longest: Vec<&parse::Module> = b.modules.iter().filter(|m| m.load_us.is_some()).collect();
         longest.sort_by(|x, y| y.load_us.unwrap_or(0.0).total_cmp(&x.load_us.unwrap_or(0.0)));
