@@ -1,6 +1,6 @@
 //! A real Debian bookworm system (systemd, udev, initramfs-tools' initrd,
 //! Debian's 6.1 kernel installed with dpkg) boots under QEMU's
-//! deterministic clock to multi-user.target, and `bootlink system` reads
+//! instruction-counted clock (-icount) to multi-user.target, and `bootlink system` reads
 //! that boot right: systemd-analyze's figures are positive and add up, the
 //! kernel's /init and systemd's start cut them into kernel, initrd and
 //! userspace, KASLR is on, the module list is /proc/modules as the guest
@@ -11,9 +11,10 @@
 //! One boot (several minutes under TCG on a loaded 2-core host); the
 //! image is built first when the cache has none (mmdebstrap, dpkg,
 //! mkinitramfs, mkfs.ext4: a few minutes more, once per recipe). Two
-//! boots' records agree figure for figure (docs/system.md): a second boot
-//! here would double the test's time, so `BOOTLINK_SYSTEM_TWICE=1` asks
-//! for it.
+//! boots load the same modules in the same stages and their figures agree
+//! closely but not to the byte (the disk's reads complete on the host's
+//! time, docs/system.md#determinism): a second boot here would double the
+//! test's time, so `BOOTLINK_SYSTEM_TWICE=1` asks for it.
 
 use crate::common;
 
@@ -72,7 +73,7 @@ fn debian_system_boots_and_its_figures_add_up() {
     let (v, b, log) = boot(&dir.join("one"));
     assert!(b.problems.is_empty(), "{:?}", b.problems);
     assert_eq!(b.state, "running", "systemctl is-system-running; failed: {:?}", b.failed_units);
-    assert_eq!(v["clock"], "deterministic");
+    assert_eq!(v["clock"], "icount");
     assert_eq!(b.kaslr, Some(true), "_text at {:?}", b.kernel_text);
 
     // systemd-analyze: positive, kernel + userspace = total to its rounding.
@@ -87,9 +88,14 @@ fn debian_system_boots_and_its_figures_add_up() {
     assert!((b.kernel_ms + b.initrd_ms + b.userspace_ms - b.total_ms).abs() <= 1.0);
     let (init, done, sd) = (b.init_started_ms.unwrap(), b.initrd_done_ms.unwrap(), b.systemd_started_ms.unwrap());
     assert!(init < done && done < sd, "/init {init}, init-bottom {done}, systemd {sd}");
-    // systemd's kernel figure (CLOCK_MONOTONIC) and its first line's printk
-    // time (the kernel's clock) name the same moment.
-    assert!((a.kernel_ms - sd).abs() < 5.0, "systemd-analyze kernel {} vs systemd's first line {sd}", a.kernel_ms);
+    // systemd's start (its CLOCK_MONOTONIC stamp, systemd-analyze's kernel
+    // figure) falls between the initramfs's last line and systemd's first
+    // line in the kernel's log (the kernel's clock).
+    assert!(
+        done < a.kernel_ms && a.kernel_ms <= sd,
+        "init-bottom {done}, systemd-analyze kernel {}, systemd's first line {sd}",
+        a.kernel_ms
+    );
     assert!(b.multi_user_ms > b.kernel_ms + b.initrd_ms && b.multi_user_ms <= b.total_ms + 1.0, "{b:?}");
     let top = &b.critical_chain[0];
     assert_eq!((top.unit.as_str(), top.depth), ("multi-user.target", 0), "{:?}", b.critical_chain);
@@ -139,8 +145,22 @@ fn debian_system_boots_and_its_figures_add_up() {
     );
 
     if std::env::var_os("BOOTLINK_SYSTEM_TWICE").is_some() {
+        // Under sleep=on the disk's reads land on the host's time: the same
+        // modules, loaded in the same stages, the figures close but not equal.
         let (_, again, _) = boot(&dir.join("two"));
-        assert_eq!(again, b, "two deterministic boots of one image differ");
+        let names = |b: &Boot, initrd: bool| -> BTreeSet<String> {
+            b.modules.iter().filter(|m| !initrd || m.in_initrd).map(|m| m.name.clone()).collect()
+        };
+        assert_eq!(names(&again, false), names(&b, false));
+        assert_eq!(names(&again, true), names(&b, true));
+        for (what, x, y) in [
+            ("kernel", b.kernel_ms, again.kernel_ms),
+            ("initrd", b.initrd_ms, again.initrd_ms),
+            ("userspace", b.userspace_ms, again.userspace_ms),
+            ("multi-user.target", b.multi_user_ms, again.multi_user_ms),
+        ] {
+            assert!((x - y).abs() <= 0.02 * x, "{what}: {x} ms, then {y} ms");
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
