@@ -126,6 +126,11 @@ fn pct(part: f64, whole: f64) -> String {
     if whole > 0.0 { format!("{:.1} %", 100.0 * part / whole) } else { "-".into() }
 }
 
+/// A stage's module loading: the time a load was under way, and how many.
+fn loads(traced: bool, l: &parse::Loading) -> String {
+    if traced { format!("{} ({} loads)", ms(l.busy_us / 1000.0), l.loads) } else { "-".into() }
+}
+
 /// Where the loads' own time went, phase by phase (the lab's phases, all
 /// loads up to multi-user.target together, refused ones included).
 fn phase_line(b: &Boot) -> String {
@@ -177,16 +182,17 @@ impl bootlink::report::Report for Report {
             "initrd (initramfs-tools, udev)".into(),
             ms(b.initrd_ms),
             pct(b.initrd_ms, whole),
-            format!("{} ({} loads)", ms(b.loading_initrd.busy_us / 1000.0), b.loading_initrd.loads),
+            loads(self.traced, &b.loading_initrd),
         ]);
         let to_target = b.multi_user_ms - b.kernel_ms - b.initrd_ms;
         t.row(vec![
             "userspace to multi-user.target".into(),
             ms(to_target),
             pct(to_target, whole),
-            format!("{} ({} loads)", ms(b.loading_after.busy_us / 1000.0), b.loading_after.loads),
+            loads(self.traced, &b.loading_after),
         ]);
-        t.row(vec!["multi-user.target".into(), ms(whole), "100 %".into(), ms(b.loading.busy_us / 1000.0)]);
+        let all = if self.traced { ms(b.loading.busy_us / 1000.0) } else { "-".into() };
+        t.row(vec!["multi-user.target".into(), ms(whole), "100 %".into(), all]);
         s.push_str(&t.render());
         let initrd = b.modules.iter().filter(|m| m.in_initrd).count();
         s.push_str(&format!(
