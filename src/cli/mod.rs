@@ -27,6 +27,8 @@ mod recommend;
 #[cfg(feature = "lab")]
 mod survey;
 mod symhash;
+#[cfg(feature = "lab")]
+mod system;
 mod values;
 
 use std::path::PathBuf;
@@ -110,6 +112,13 @@ enum Cmd {
     /// file and why the others did not load.
     #[cfg(feature = "lab")]
     Survey(survey::Args),
+    /// Boot a real Debian system (systemd, udev) and measure module loading's share of its boot
+    ///
+    /// Debian bookworm on a virtual disk, its kernel installed as a package (initramfs-tools'
+    /// initrd), booted under QEMU on a q35 PC; systemd-analyze's figures, the modules loaded in
+    /// the initrd and after switch_root, each load traced. Writes system.json and console.log.
+    #[cfg(feature = "lab")]
+    System(system::Args),
     /// Chart boots: timeline, module load phases, longest links, before/after
     #[cfg(feature = "lab")]
     Chart(chart::Args),
@@ -190,6 +199,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, Error> {
         Cmd::Lab(a) => lab::run(a),
         #[cfg(feature = "lab")]
         Cmd::Survey(a) => survey::run(a),
+        #[cfg(feature = "lab")]
+        Cmd::System(a) => system::run(a),
         #[cfg(feature = "lab")]
         Cmd::Chart(a) => chart::run(a),
         #[cfg(feature = "lab")]

@@ -30,3 +30,4 @@ mod preresolve_boot;
 mod sealed_boot;
 mod survey_boot;
 mod symhash_boot;
+mod system_boot;

@@ -145,6 +145,12 @@ const LAB: Crate = Crate {
                    their logs read back",
         },
         Layer {
+            name: "system",
+            modules: &["system"],
+            what: "a real Debian system (systemd, udev, initramfs-tools) on a virtual disk, booted on the lab's \
+                   QEMU to multi-user.target; its console read into a record of the boot and its module loads",
+        },
+        Layer {
             name: "charts, advice",
             modules: &["chart", "chart::svg::timeline", "recommend"],
             what: "HTML, SVG and Perfetto views of runs; the kernel image that reaches /init first from a storage",

@@ -1,0 +1,253 @@
+//! A real Debian system booted in the lab (`bootlink system`): a bookworm
+//! root with systemd and udev on a virtual disk, Debian's kernel installed
+//! in it as a package (its initrd made by initramfs-tools), booted under
+//! the lab's QEMU on a PC with the devices udev loads drivers for. A
+//! service ordered after multi-user.target prints systemd-analyze's
+//! figures, the loaded modules and the kernel's trace of their loads, then
+//! powers off; the console becomes a typed record ([`parse::Boot`]) and a
+//! report that says what share of the boot module loading is.
+//!
+//! - [`image`]: the system's disk, kernel and initrd, built once per content;
+//! - [`machine`]: the PC and the kernel command line;
+//! - [`parse`]: the console read into a [`parse::Boot`].
+
+pub mod image;
+pub mod machine;
+pub mod parse;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use bootlink::error::{Error, Kind, Result};
+use bootlink::fsutil;
+use bootlink::table::Table;
+
+pub use image::Image;
+pub use machine::Clock;
+pub use parse::Boot;
+
+/// What to boot and where the record goes.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub clock: Clock,
+    /// Trace every module load (function_graph from the kernel's command
+    /// line); without it the stages are the boot's own, no load is timed.
+    pub trace: bool,
+    /// QEMU is killed when this runs out.
+    pub timeout: Duration,
+    /// system.json and console.log are written here.
+    pub out: PathBuf,
+}
+
+/// A finished boot: the image it booted, how it was timed, the record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub image: Image,
+    /// "icount" (instruction-counted, sleep=on) or "realtime".
+    pub clock: String,
+    pub cpus: u32,
+    /// Module loads traced.
+    pub traced: bool,
+    /// The kernel command line.
+    pub cmdline: String,
+    /// QEMU, as it was run.
+    pub qemu_command: String,
+    /// The host's wall time of the boot and of getting the image.
+    pub boot_wall_s: f64,
+    pub image_wall_s: f64,
+    pub boot: Boot,
+    #[serde(skip)]
+    pub out: PathBuf,
+}
+
+impl Report {
+    /// The record is complete and consistent.
+    pub fn ok(&self) -> bool {
+        self.boot.problems.is_empty()
+    }
+}
+
+/// Get the image (cached or built), boot it once, read and write the record.
+pub fn run(req: &Request) -> Result<Report> {
+    if let Clock::Realtime { cpus: 0 } = req.clock {
+        return Err(Error::new(Kind::Usage, "--smp: at least one CPU"));
+    }
+    std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
+    let t0 = Instant::now();
+    let image = image::debian()?;
+    let image_wall_s = t0.elapsed().as_secs_f64();
+    let log = req.out.join("console.log");
+    let opts = machine::options(&image, req.clock, req.trace, req.timeout, &log)?;
+    bootlink::progress::status(&format!(
+        "booting {} under QEMU ({}, {} CPU)",
+        image.release,
+        clock_name(req.clock),
+        opts.cpus
+    ));
+    let boot = crate::lab::qemu::run(&opts)?;
+    boot.check()?;
+    let record = parse::boot(&boot.log, req.trace);
+    let report = Report {
+        clock: clock_name(req.clock).to_string(),
+        cpus: opts.cpus,
+        traced: req.trace,
+        cmdline: opts.cmdline.clone(),
+        qemu_command: boot.command.clone(),
+        boot_wall_s: boot.wall.as_secs_f64(),
+        image_wall_s,
+        boot: record,
+        image,
+        out: req.out.clone(),
+    };
+    save(&report, &req.out)?;
+    Ok(report)
+}
+
+fn clock_name(c: Clock) -> &'static str {
+    match c {
+        Clock::Deterministic => "icount",
+        Clock::Realtime { .. } => "realtime",
+    }
+}
+
+/// `system.json` in `dir`, written atomically.
+pub fn save(report: &Report, dir: &Path) -> Result<()> {
+    let json = serde_json::to_string_pretty(report).expect("serializable");
+    fsutil::write_atomic(&dir.join("system.json"), json.as_bytes())
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 { format!("{v:.0} ms") } else { format!("{v:.1} ms") }
+}
+
+fn pct(part: f64, whole: f64) -> String {
+    if whole > 0.0 { format!("{:.1} %", 100.0 * part / whole) } else { "-".into() }
+}
+
+/// A stage's module loading: the time a load was under way, and how many.
+fn loads(traced: bool, l: &parse::Loading) -> String {
+    if traced { format!("{} ({} loads)", ms(l.busy_us / 1000.0), l.loads) } else { "-".into() }
+}
+
+/// Where the loads' own time went, phase by phase (the lab's phases, all
+/// loads up to multi-user.target together, refused ones included).
+fn phase_line(b: &Boot) -> String {
+    let target = b.multi_user_ms * 1000.0;
+    let phases = b
+        .modules
+        .iter()
+        .filter(|m| m.start_ms.is_some_and(|t| t * 1000.0 < target))
+        .flat_map(|m| &m.phases)
+        .chain(b.failed_loads.iter().filter(|f| f.start_ms * 1000.0 < target).flat_map(|f| &f.phases));
+    let mut sums: Vec<(&str, f64)> = Vec::new();
+    for p in phases {
+        match sums.iter_mut().find(|s| s.0 == p.name) {
+            Some(s) => s.1 += p.duration_us,
+            None => sums.push((&p.name, p.duration_us)),
+        }
+    }
+    let total: f64 = sums.iter().map(|s| s.1).sum();
+    sums.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let parts: Vec<String> = sums.iter().map(|(n, d)| format!("{n} {}", pct(*d, total))).collect();
+    format!("the loads' time by phase: {}\n", parts.join(", "))
+}
+
+impl bootlink::report::Report for Report {
+    fn render(&self) -> String {
+        let b = &self.boot;
+        let i = &self.image;
+        let mut s = format!(
+            "system    Debian {} ({} packages on minbase), {} {} installed with dpkg\n\
+             boot      {} ({} CPU), KASLR {}, {:.0} s wall (image {})\n\n",
+            i.suite,
+            i.packages.len(),
+            i.kernel_package,
+            i.kernel_version,
+            self.clock,
+            self.cpus,
+            match b.kaslr {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "unknown",
+            },
+            self.boot_wall_s,
+            if i.cached { "cached".to_string() } else { format!("built in {:.0} s", self.image_wall_s) },
+        );
+        let mut t = Table::new(&["stage", "time", "of the time to multi-user", "module loading in it"]);
+        let whole = b.multi_user_ms;
+        t.row(vec!["kernel (to /init)".into(), ms(b.kernel_ms), pct(b.kernel_ms, whole), "-".into()]);
+        t.row(vec![
+            "initrd (initramfs-tools, udev)".into(),
+            ms(b.initrd_ms),
+            pct(b.initrd_ms, whole),
+            loads(self.traced, &b.loading_initrd),
+        ]);
+        let to_target = b.multi_user_ms - b.kernel_ms - b.initrd_ms;
+        t.row(vec![
+            "userspace to multi-user.target".into(),
+            ms(to_target),
+            pct(to_target, whole),
+            loads(self.traced, &b.loading_after),
+        ]);
+        let all = if self.traced { ms(b.loading.busy_us / 1000.0) } else { "-".into() };
+        t.row(vec!["multi-user.target".into(), ms(whole), "100 %".into(), all]);
+        s.push_str(&t.render());
+        let initrd = b.modules.iter().filter(|m| m.in_initrd).count();
+        s.push_str(&format!(
+            "\nsystemd-analyze: {} (kernel) + {} (userspace) = {}; {} reached {} into userspace\n",
+            ms(b.analyze.kernel_ms),
+            ms(b.analyze.userspace_ms),
+            ms(b.analyze.total_ms),
+            b.analyze.target,
+            b.analyze.target_reached_ms.map_or("-".to_string(), ms),
+        ));
+        s.push_str(&format!(
+            "modules:  {} loaded ({} in the initrd, {} after switch_root), {} refused load(s)\n",
+            b.modules.len(),
+            initrd,
+            b.modules.len() - initrd,
+            b.failed_loads.len()
+        ));
+        if self.traced {
+            s.push_str(&format!(
+                "module loading: {} of the boot's {} to multi-user.target had a load under way: {}\n\
+                 \x20               (the loads' own times add up to {}; after the target: {} more loads)\n",
+                ms(b.loading.busy_us / 1000.0),
+                ms(whole),
+                pct(b.loading.busy_us / 1000.0, whole),
+                ms(b.loading.sum_us / 1000.0),
+                b.loading_late.loads,
+            ));
+        } else {
+            s.push_str("module loading: not traced (--no-trace)\n");
+        }
+        if self.traced {
+            s.push_str(&phase_line(b));
+        }
+        let mut longest: Vec<&parse::Module> = b.modules.iter().filter(|m| m.load_us.is_some()).collect();
+        longest.sort_by(|x, y| y.load_us.unwrap_or(0.0).total_cmp(&x.load_us.unwrap_or(0.0)));
+        if !longest.is_empty() {
+            s.push_str("longest loads: ");
+            let top: Vec<String> = longest
+                .iter()
+                .take(5)
+                .map(|m| format!("{} {}", m.name, ms(m.load_us.unwrap_or(0.0) / 1000.0)))
+                .collect();
+            s.push_str(&top.join(", "));
+            s.push('\n');
+        }
+        if let Some(slow) = b.blame.first() {
+            s.push_str(&format!("slowest unit: {} {}\n", slow.unit, ms(slow.ms)));
+        }
+        if !b.failed_units.is_empty() {
+            s.push_str(&format!("failed units: {}\n", b.failed_units.join(" ")));
+        }
+        for p in &b.problems {
+            s.push_str(&format!("problem: {p}\n"));
+        }
+        s.push_str(&format!("record: {}\n", self.out.join("system.json").display()));
+        s
+    }
+}

@@ -1,0 +1,645 @@
+//! The system's console read into a typed record: what the report service
+//! printed between its markers (systemd-analyze and its critical chain and
+//! blame, /proc/modules now and as the initramfs left it, the kernel's log,
+//! the trace) becomes a [`Boot`].
+//!
+//! The module loads come from the kernel's function_graph trace of the
+//! lab's landmarks, which the lab's parser ([`crate::run::ftrace::parse`])
+//! cuts into phases. The lab's /init writes a marker naming each module
+//! before its insmod; here udev and systemd-modules-load load them, so the
+//! marker is put in afterwards: each load_module of a task, with the file
+//! read just before it, is named by the `module_load` event the kernel
+//! records inside it. A load_module without that event failed (most often
+//! a second request for a module already loading, which the kernel refuses
+//! only after reading the file and checking its signature).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::lab::initramfs::framed;
+use crate::run::results::{ModuleLoad, Phase};
+
+/// The kernel's line when it starts the initramfs's /init.
+const RUN_INIT: &str = "Run /init as init process";
+/// What the initramfs-tools scripts write to /dev/kmsg (guest/init-*).
+const INIT_TOP: &str = "bootlink: initramfs init-top";
+const INIT_BOTTOM: &str = "bootlink: initramfs init-bottom";
+/// systemd's first line in the kernel's log once it runs as PID 1.
+const SYSTEMD_STARTS: &str = "systemd[1]: systemd ";
+/// The name given to a load the kernel refused (no module_load event).
+const FAILED: &str = "(failed load)";
+/// A kernel's link-time text address: `_text` there means no KASLR.
+const LINK_TIME_TEXT: u64 = 0xffff_ffff_8100_0000;
+
+/// `systemd-analyze`'s first lines, as it printed them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Analyze {
+    /// Until systemd started (with an initramfs-tools initrd this holds the
+    /// initrd too: systemd knows no initrd stage it did not run itself).
+    pub kernel_ms: f64,
+    /// Only when systemd ran in the initrd (dracut's systemd); None here.
+    pub initrd_ms: Option<f64>,
+    pub userspace_ms: f64,
+    pub total_ms: f64,
+    /// The default target and when it was reached, after userspace began.
+    pub target: String,
+    pub target_reached_ms: Option<f64>,
+}
+
+/// One line of `systemd-analyze critical-chain`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChainLink {
+    pub unit: String,
+    /// 0 for the target, then one more per level.
+    pub depth: usize,
+    /// When it became active, after userspace began.
+    pub at_ms: Option<f64>,
+    /// How long it took to start.
+    pub took_ms: Option<f64>,
+}
+
+/// One line of `systemd-analyze blame`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Blame {
+    pub unit: String,
+    pub ms: f64,
+}
+
+/// A module in /proc/modules once the boot has finished.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Module {
+    pub name: String,
+    /// Its size in memory (/proc/modules).
+    pub size: u64,
+    /// Loaded in the initramfs (in /proc/modules when its init-bottom ran).
+    pub in_initrd: bool,
+    /// The load as the kernel traced it: read + load_module (init included);
+    /// None when the trace has no load of it.
+    pub load_us: Option<f64>,
+    /// When its load began, on the kernel's clock.
+    pub start_ms: Option<f64>,
+    /// The lab's phases of that load (read, signature, layout, symbols,
+    /// relocation, finalize, init).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+}
+
+/// A load the kernel refused (load_module without a module_load event).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailedLoad {
+    /// The task that asked (`comm-pid`).
+    pub task: String,
+    pub start_ms: f64,
+    pub load_us: f64,
+    pub phases: Vec<Phase>,
+}
+
+/// Module loading's time in one stage of the boot.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Loading {
+    /// Loads (successful and refused) that began in the stage.
+    pub loads: usize,
+    /// Their durations added up (loads on several CPUs, or a load
+    /// preempted by another, count each).
+    pub sum_us: f64,
+    /// The stage's time during which at least one load was under way.
+    pub busy_us: f64,
+}
+
+/// One system boot, as the console showed it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Boot {
+    /// `systemctl is-system-running` once the boot had finished.
+    pub state: String,
+    pub analyze: Analyze,
+    /// The boot cut at the kernel's start of /init and at systemd's start:
+    /// kernel + initrd + userspace = total. kernel: printk time of "Run
+    /// /init"; initrd: from there to systemd's start (systemd-analyze's
+    /// kernel figure less the kernel's); userspace: systemd-analyze's.
+    pub kernel_ms: f64,
+    pub initrd_ms: f64,
+    pub userspace_ms: f64,
+    pub total_ms: f64,
+    /// multi-user.target reached, from the kernel's start.
+    pub multi_user_ms: f64,
+    /// Landmarks on the kernel's (printk) clock: /init started, the
+    /// initramfs's last script, systemd's first line.
+    pub init_started_ms: Option<f64>,
+    pub initrd_done_ms: Option<f64>,
+    pub systemd_started_ms: Option<f64>,
+    pub critical_chain: Vec<ChainLink>,
+    /// The 30 longest units.
+    pub blame: Vec<Blame>,
+    pub failed_units: Vec<String>,
+    /// `_text`'s address from /proc/kallsyms, and whether it moved (KASLR).
+    pub kernel_text: Option<String>,
+    pub kaslr: Option<bool>,
+    pub modules: Vec<Module>,
+    pub failed_loads: Vec<FailedLoad>,
+    /// Module loading in the initramfs, after switch_root up to
+    /// multi-user.target, and both together; then what udev still loaded
+    /// once the target was reached (not part of the boot's time).
+    pub loading_initrd: Loading,
+    pub loading_after: Loading,
+    pub loading: Loading,
+    pub loading_late: Loading,
+    /// `loading.busy_us` over the time to multi-user.target.
+    pub share_of_boot: f64,
+    /// Events the trace buffer lost (must be 0).
+    pub trace_overrun: u64,
+    /// What is missing or inconsistent; empty for a good record.
+    pub problems: Vec<String>,
+}
+
+/// A systemd time span ("1min 2.345s", "843ms", "12us") in milliseconds.
+pub fn timespan_ms(s: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut any = false;
+    for tok in s.split_whitespace() {
+        let split = tok.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let (n, unit) = tok.split_at(split);
+        let n: f64 = n.parse().ok()?;
+        let scale = match unit {
+            "d" => 86_400_000.0,
+            "h" => 3_600_000.0,
+            "min" => 60_000.0,
+            "s" => 1000.0,
+            "ms" => 1.0,
+            "us" | "µs" => 0.001,
+            _ => return None,
+        };
+        total += n * scale;
+        any = true;
+    }
+    any.then_some(total)
+}
+
+/// `Startup finished in A (kernel) + B (initrd) + C (userspace) = T` and
+/// `TARGET reached after X in userspace`.
+pub fn analyze(text: &str) -> Option<Analyze> {
+    let line = text.lines().find(|l| l.starts_with("Startup finished in "))?;
+    let body = line.strip_prefix("Startup finished in ")?;
+    let (parts, total) = body.rsplit_once(" = ")?;
+    let mut a = Analyze { total_ms: timespan_ms(total.trim())?, ..Default::default() };
+    let mut have = (false, false);
+    for part in parts.split(" + ") {
+        let (span, label) = part.trim().rsplit_once(" (")?;
+        let ms = timespan_ms(span)?;
+        match label.trim_end_matches(')') {
+            "kernel" => (a.kernel_ms, have.0) = (ms, true),
+            "initrd" => a.initrd_ms = Some(ms),
+            "userspace" => (a.userspace_ms, have.1) = (ms, true),
+            _ => {} // firmware, loader: not on this machine
+        }
+    }
+    if !(have.0 && have.1) {
+        return None;
+    }
+    if let Some(l) = text.lines().find(|l| l.contains(" reached after ")) {
+        let (target, rest) = l.split_once(" reached after ")?;
+        a.target = target.trim().to_string();
+        a.target_reached_ms = rest.trim_end().trim_end_matches('.').strip_suffix(" in userspace").and_then(timespan_ms);
+    }
+    Some(a)
+}
+
+/// `systemd-analyze critical-chain`'s tree (UTF-8 or ASCII branches).
+pub fn critical_chain(text: &str) -> Vec<ChainLink> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // The branch glyphs (UTF-8 or, in the C locale, ASCII) before the
+        // unit, whose own name may begin with '-' (-.mount, -.slice).
+        let body = line.trim_start_matches([' ', '│', '|']);
+        let body = ["└─", "├─", "`-", "|-"].iter().find_map(|g| body.strip_prefix(g)).unwrap_or(body);
+        let Some(unit) = body.split_whitespace().next() else { continue };
+        if !unit.contains('.') || unit.ends_with(':') || body.starts_with("The time") {
+            continue;
+        }
+        let prefix = line.chars().count() - body.chars().count();
+        let mut link = ChainLink { unit: unit.to_string(), depth: prefix / 2, at_ms: None, took_ms: None };
+        for tok in body.split_whitespace().skip(1) {
+            if let Some(t) = tok.strip_prefix('@') {
+                link.at_ms = timespan_ms(t);
+            } else if let Some(t) = tok.strip_prefix('+') {
+                link.took_ms = timespan_ms(t);
+            }
+        }
+        if link.at_ms.is_some() || link.took_ms.is_some() {
+            out.push(link);
+        }
+    }
+    out
+}
+
+/// `systemd-analyze blame`: a time span, then the unit.
+pub fn blame(text: &str) -> Vec<Blame> {
+    text.lines()
+        .filter_map(|l| {
+            let (span, unit) = l.trim().rsplit_once(' ')?;
+            Some(Blame { unit: unit.to_string(), ms: timespan_ms(span.trim())? })
+        })
+        .collect()
+}
+
+/// /proc/modules: each module's name and size.
+pub fn proc_modules(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let name = f.next()?;
+            let size = f.next()?.parse().ok()?;
+            Some((name.to_string(), size))
+        })
+        .collect()
+}
+
+/// The printk time (ms) of the first kernel log line containing `what`.
+fn logged_at(dmesg: &str, what: &str) -> Option<f64> {
+    dmesg
+        .lines()
+        .filter(|l| l.contains(what))
+        .find_map(|l| crate::run::dmesg::timestamp(l.as_bytes()))
+        .map(|t| t.0 / 1000.0)
+}
+
+/// One line of a function_graph trace with the funcgraph-proc column:
+/// its time and CPU as printed, the task (`comm-pid`), and the function column.
+struct Line<'a> {
+    time: &'a str,
+    cpu: &'a str,
+    task: &'a str,
+    func: &'a str,
+}
+
+fn trace_line(line: &str) -> Option<Line<'_>> {
+    let (time, rest) = line.split_once('|')?;
+    time.trim().parse::<f64>().ok()?;
+    let (cpu, rest) = rest.split_once(')')?;
+    cpu.trim().parse::<u32>().ok()?;
+    let (task, rest) = rest.split_once('|')?;
+    let (_, func) = rest.split_once('|')?;
+    Some(Line { time: time.trim(), cpu: cpu.trim(), task: task.trim(), func: func.trim() })
+}
+
+/// The trace with the lab's marker before each load (see the module's
+/// doc): a task's load begins at its read of the file (6.1's
+/// kernel_read_file_from_fd, or kernel_read_file) just before load_module,
+/// and is named by the module_load event inside it.
+pub fn with_load_markers(trace: &str) -> String {
+    /// A task's state: the read that may begin its next load, and the load
+    /// under way (its index in `loads`) with the depth of calls inside it.
+    /// Depth is counted from load_module's entry only: before it, a task
+    /// (PID 1 running the built-in initcalls) may have braces whose other
+    /// half is not in the trace.
+    #[derive(Default)]
+    struct Task {
+        read_at: Option<usize>,
+        load: Option<usize>,
+        depth: usize,
+    }
+    let lines: Vec<&str> = trace.lines().collect();
+    // (line the load begins at, task, name)
+    let mut loads: Vec<(usize, String, Option<String>)> = Vec::new();
+    let mut tasks: HashMap<&str, Task> = HashMap::new();
+    for (i, raw) in lines.iter().enumerate() {
+        let Some(l) = trace_line(raw) else { continue };
+        let t = tasks.entry(l.task).or_default();
+        if let Some(event) = l.func.strip_prefix("/* module_load: ") {
+            if let Some(j) = t.load {
+                let name = event.trim_end_matches("*/").split_whitespace().next().unwrap_or("");
+                loads[j].2 = Some(name.to_string());
+            }
+            continue;
+        }
+        if l.func.starts_with('}') {
+            if t.load.is_some() {
+                t.depth = t.depth.saturating_sub(1);
+                if t.depth == 0 {
+                    t.load = None;
+                }
+            }
+            continue;
+        }
+        let (name, opens) = if let Some(f) = l.func.strip_suffix("() {") {
+            (f, true)
+        } else if let Some(f) = l.func.strip_suffix("();") {
+            (f, false)
+        } else {
+            continue;
+        };
+        if t.load.is_some() {
+            t.depth += usize::from(opens);
+            continue;
+        }
+        match name {
+            // 6.1 reads a module's file here (finit_module); 6.6 and later
+            // call kernel_read_file directly. Inside kernel_read_file_from_fd
+            // kernel_read_file is the same read.
+            "kernel_read_file_from_fd" => t.read_at = Some(i),
+            "kernel_read_file" if t.read_at.is_none() => t.read_at = Some(i),
+            "kernel_read_file" => {}
+            "load_module" => {
+                loads.push((t.read_at.take().unwrap_or(i), l.task.to_string(), None));
+                if opens {
+                    t.load = Some(loads.len() - 1);
+                    t.depth = 1;
+                }
+            }
+            _ => t.read_at = None,
+        }
+    }
+    let mut at: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (i, task, name) in &loads {
+        let l = trace_line(lines[*i]).expect("a load begins at a trace line");
+        let name = name.as_deref().unwrap_or(FAILED);
+        at.entry(*i).or_default().push(format!(
+            "{} |  {}) {} |               |  /* {}{name} */",
+            l.time,
+            l.cpu,
+            task,
+            crate::run::ftrace::MARKER
+        ));
+    }
+    let mut out = String::with_capacity(trace.len() + loads.len() * 80);
+    for (i, line) in lines.iter().enumerate() {
+        for m in at.get(&i).into_iter().flatten() {
+            out.push_str(m);
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The module loads in the trace, each with its task: named ones and
+/// refused ones.
+fn loads(trace: &str) -> Vec<(String, ModuleLoad)> {
+    let marked = with_load_markers(trace);
+    // The task of each marker, in order, to give each refused load its asker.
+    let tasks: Vec<String> = marked
+        .lines()
+        .filter(|l| l.contains(crate::run::ftrace::MARKER))
+        .filter_map(|l| trace_line(l).map(|t| t.task.to_string()))
+        .collect();
+    let parsed = crate::run::ftrace::parse(&marked);
+    // One ModuleLoad per marker followed by a load_module, in marker order.
+    tasks.into_iter().zip(parsed).collect()
+}
+
+/// Module loading within [from, to) (µs, the kernel's clock): the loads
+/// that began there, each counted up to `to`.
+fn loading(loads: &[(f64, f64)], from: f64, to: f64) -> Loading {
+    let inside: Vec<(f64, f64)> =
+        loads.iter().filter(|(s, _)| *s >= from && *s < to).map(|(s, d)| (*s, (s + d).min(to))).collect();
+    let mut spans = inside.clone();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut busy = 0.0;
+    let mut cur: Option<(f64, f64)> = None;
+    for (a, b) in spans {
+        cur = match cur {
+            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                busy += cb - ca;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((ca, cb)) = cur {
+        busy += cb - ca;
+    }
+    Loading { loads: inside.len(), sum_us: inside.iter().map(|(a, b)| b - a).sum(), busy_us: busy }
+}
+
+/// Read one boot's console; `traced`: the kernel traced the module loads.
+pub fn boot(log: &str, traced: bool) -> Boot {
+    let mut b = Boot::default();
+    let mut problem = |p: String| b.problems.push(p);
+    let section = |tag: &str| framed(log, tag);
+    let mut missing = Vec::new();
+    let mut get = |tag: &'static str| {
+        section(tag).unwrap_or_else(|| {
+            missing.push(tag);
+            String::new()
+        })
+    };
+    let state = get("state");
+    let analyze_text = get("analyze");
+    let chain = get("critical-chain");
+    let blame_text = get("blame");
+    let failed = get("failed");
+    let kaslr = get("kaslr");
+    let modules = get("modules");
+    let initrd_modules = get("initrd-modules");
+    let dmesg = get("dmesg");
+    let stats = get("trace-stats");
+    let trace = get("trace");
+    if !missing.is_empty() {
+        problem(format!("the console has no {} section (the report service did not finish)", missing.join(", ")));
+    }
+    let mut b = Boot { problems: std::mem::take(&mut b.problems), ..Boot::default() };
+    b.state = state.trim().to_string();
+    match analyze(&analyze_text) {
+        Some(a) => b.analyze = a,
+        None => b.problems.push(format!("systemd-analyze's figures not found in: {}", analyze_text.trim())),
+    }
+    b.critical_chain = critical_chain(&chain);
+    b.blame = blame(&blame_text);
+    b.failed_units = failed.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect();
+    if let Some(addr) = kaslr.split_whitespace().next() {
+        b.kernel_text = Some(addr.to_string());
+        b.kaslr = u64::from_str_radix(addr, 16).ok().map(|a| a != LINK_TIME_TEXT && a != 0);
+    }
+    b.init_started_ms = logged_at(&dmesg, RUN_INIT);
+    b.initrd_done_ms = logged_at(&dmesg, INIT_BOTTOM);
+    b.systemd_started_ms = logged_at(&dmesg, SYSTEMD_STARTS);
+    if logged_at(&dmesg, INIT_TOP).is_none() {
+        b.problems.push("the initramfs's init-top line is not in the kernel's log".into());
+    }
+
+    // The split: kernel, initrd (up to systemd), userspace.
+    let a = &b.analyze;
+    match b.init_started_ms {
+        Some(k) => {
+            b.kernel_ms = k;
+            b.initrd_ms = a.kernel_ms + a.initrd_ms.unwrap_or(0.0) - k;
+        }
+        None => b.problems.push(format!("no '{RUN_INIT}' line in the kernel's log")),
+    }
+    b.userspace_ms = a.userspace_ms;
+    b.total_ms = a.total_ms;
+    let reached = match (a.target.as_str(), a.target_reached_ms) {
+        ("multi-user.target", Some(t)) => Some(t),
+        _ => b.critical_chain.iter().find(|l| l.unit == "multi-user.target" && l.depth == 0).and_then(|l| l.at_ms),
+    };
+    match reached {
+        Some(t) => b.multi_user_ms = a.kernel_ms + a.initrd_ms.unwrap_or(0.0) + t,
+        None => b.problems.push("multi-user.target's time is neither in systemd-analyze nor its critical chain".into()),
+    }
+
+    // Modules: /proc/modules, the initramfs's list, the trace's loads.
+    let in_initrd: BTreeSet<String> = proc_modules(&initrd_modules).into_iter().map(|m| m.0).collect();
+    if in_initrd.is_empty() {
+        b.problems.push("the initramfs recorded no module".into());
+    }
+    let loads = loads(&trace);
+    let mut by_name: HashMap<&str, &ModuleLoad> = HashMap::new();
+    for (_, l) in &loads {
+        if l.name != FAILED {
+            by_name.insert(&l.name, l);
+        }
+    }
+    for (name, size) in proc_modules(&modules) {
+        let load = by_name.get(name.as_str());
+        b.modules.push(Module {
+            in_initrd: in_initrd.contains(&name),
+            load_us: load.map(|l| l.total_us),
+            start_ms: load.map(|l| l.start_us / 1000.0),
+            phases: load.map(|l| l.phases.clone()).unwrap_or_default(),
+            name,
+            size,
+        });
+    }
+    b.modules.sort_by(|x, y| x.start_ms.unwrap_or(f64::MAX).total_cmp(&y.start_ms.unwrap_or(f64::MAX)));
+    b.failed_loads = loads
+        .iter()
+        .filter(|(_, l)| l.name == FAILED)
+        .map(|(task, l)| FailedLoad {
+            task: task.clone(),
+            start_ms: l.start_us / 1000.0,
+            load_us: l.total_us,
+            phases: l.phases.clone(),
+        })
+        .collect();
+    let spans: Vec<(f64, f64)> = loads.iter().map(|(_, l)| (l.start_us, l.total_us)).collect();
+    // multi-user.target on the kernel's clock: systemd's figures count
+    // from CLOCK_MONOTONIC's zero, the trace from sched_clock's; they differ
+    // by less than the rounding of systemd's milliseconds (docs/system.md).
+    let target = if b.multi_user_ms > 0.0 { b.multi_user_ms * 1000.0 } else { f64::MAX };
+    let switch = b.initrd_done_ms.map_or(target, |t| t * 1000.0);
+    b.loading_initrd = loading(&spans, 0.0, switch);
+    b.loading_after = loading(&spans, switch, target);
+    b.loading = loading(&spans, 0.0, target);
+    b.loading_late = loading(&spans, target, f64::MAX);
+    if b.multi_user_ms > 0.0 {
+        b.share_of_boot = b.loading.busy_us / 1000.0 / b.multi_user_ms;
+    }
+    b.trace_overrun =
+        stats.lines().filter_map(|l| l.rsplit_once("overrun:").and_then(|(_, n)| n.trim().parse::<u64>().ok())).sum();
+    if b.trace_overrun > 0 {
+        b.problems.push(format!("the trace buffer lost {} events: loads are missing", b.trace_overrun));
+    }
+    if b.modules.is_empty() {
+        b.problems.push("/proc/modules lists no module".into());
+    }
+    let untraced: Vec<&str> = b.modules.iter().filter(|m| m.load_us.is_none()).map(|m| m.name.as_str()).collect();
+    if traced && !untraced.is_empty() {
+        b.problems.push(format!("{} module(s) without a load in the trace: {}", untraced.len(), untraced.join(" ")));
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn systemd_time_spans() {
+        assert_eq!(timespan_ms("2.345s"), Some(2345.0));
+        assert_eq!(timespan_ms("843ms"), Some(843.0));
+        assert_eq!(timespan_ms("1min 2.5s"), Some(62_500.0));
+        assert_eq!(timespan_ms("500us"), Some(0.5));
+        assert_eq!(timespan_ms("abc"), None);
+        assert_eq!(timespan_ms(""), None);
+    }
+
+    #[test]
+    fn analyze_lines() {
+        let a = analyze(
+            "Startup finished in 2.022s (kernel) + 1min 7.937s (userspace) = 1min 9.960s \n\
+             multi-user.target reached after 1min 7.900s in userspace.\n",
+        )
+        .unwrap();
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-6;
+        assert!(close(a.kernel_ms, 2022.0) && close(a.userspace_ms, 67_937.0) && close(a.total_ms, 69_960.0), "{a:?}");
+        assert_eq!(a.initrd_ms, None);
+        assert_eq!(a.target, "multi-user.target");
+        assert!(close(a.target_reached_ms.unwrap(), 67_900.0));
+        let b = analyze("Startup finished in 1s (kernel) + 2s (initrd) + 3s (userspace) = 6s").unwrap();
+        assert_eq!(b.initrd_ms, Some(2000.0));
+        assert!(analyze("Bootup is not yet finished").is_none());
+    }
+
+    #[test]
+    fn critical_chain_in_both_glyph_sets() {
+        let text = "The time when unit became active or started is printed after the \"@\" character.\n\
+                    The time the unit took to start is printed after the \"+\" character.\n\n\
+                    multi-user.target @7.900s\n\
+                    `-cron.service @7.899s\n  `-basic.target @7.800s\n    `-systemd-udev-settle.service @2.1s +3.5s\n\
+                    \x20     `--.mount @687ms\n";
+        let c = critical_chain(text);
+        assert_eq!(c.len(), 5, "{c:?}");
+        assert_eq!((c[4].unit.as_str(), c[4].depth), ("-.mount", 4));
+        assert_eq!((c[0].unit.as_str(), c[0].depth, c[0].at_ms), ("multi-user.target", 0, Some(7900.0)));
+        assert_eq!((c[3].depth, c[3].took_ms), (3, Some(3500.0)));
+        let u = critical_chain("multi-user.target @7.900s\n└─cron.service @7.899s\n  └─basic.target @7.8s\n");
+        assert_eq!(u.iter().map(|l| l.depth).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(u[1].unit, "cron.service");
+    }
+
+    #[test]
+    fn blame_lines() {
+        let b = blame("     3.123s systemd-udev-settle.service\n1min 2.000s slow.service\n 12ms a.mount\n");
+        assert_eq!(b.len(), 3);
+        assert_eq!((b[1].unit.as_str(), b[1].ms), ("slow.service", 62_000.0));
+    }
+
+    /// A load by a udev worker, a refused duplicate by another, as Debian
+    /// 6.1's function_graph prints them with funcgraph-proc.
+    const TRACE: &str = "# tracer: function_graph
+    3.100000 |   0)  (udev-worker)-130  | # 1000.000 us |  kernel_read_file_from_fd();
+    3.101000 |   0)  (udev-worker)-130  |               |  load_module() {
+    3.101010 |   0)  (udev-worker)-130  | # 3000.000 us |    module_sig_check();
+    3.105000 |   0)  (udev-worker)-130  |   1.000 us    |    resolve_symbol();
+    3.106000 |   0)  (udev-worker)-130  |   5.000 us    |    apply_relocate_add();
+    3.107000 |   0)  (udev-worker)-130  |               |  /* module_load: e1000e */
+    3.107100 |   0)  (udev-worker)-130  |               |    do_init_module() {
+    3.107200 |   0)  (udev-worker)-130  | + 50.000 us   |      do_one_initcall();
+    3.108000 |   0)  (udev-worker)-130  | ! 900.000 us  |    }
+    3.108100 |   0)  (udev-worker)-130  | # 7100.000 us |  }
+    3.200000 |   0)  (udev-worker)-131  | # 1000.000 us |  kernel_read_file_from_fd();
+    3.201000 |   0)  (udev-worker)-131  |               |  load_module() {
+    3.201010 |   0)  (udev-worker)-131  | # 3000.000 us |    module_sig_check();
+    3.205000 |   0)  (udev-worker)-131  | # 4000.000 us |  }
+";
+
+    #[test]
+    fn loads_are_named_by_their_module_load_event() {
+        let marked = with_load_markers(TRACE);
+        assert!(marked.contains("/* bootlink begin e1000e */") && marked.contains(&format!("bootlink begin {FAILED}")));
+        let l = loads(TRACE);
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!((l[0].0.as_str(), l[0].1.name.as_str()), ("(udev-worker)-130", "e1000e"));
+        assert!((l[0].1.total_us - 8100.0).abs() < 1.0, "{:?}", l[0].1);
+        assert!(l[0].1.phases.iter().any(|p| p.name == "signature" && (p.duration_us - 3000.0).abs() < 1.0));
+        assert_eq!(l[1].1.name, FAILED);
+    }
+
+    #[test]
+    fn busy_time_counts_overlaps_once() {
+        let l = loading(&[(0.0, 10.0), (5.0, 10.0), (30.0, 5.0)], 0.0, f64::MAX);
+        assert_eq!((l.loads, l.sum_us, l.busy_us), (3, 25.0, 20.0));
+        assert_eq!(loading(&[(0.0, 10.0), (30.0, 5.0)], 20.0, 40.0).loads, 1);
+        // A load under way at the window's end counts up to it.
+        let cut = loading(&[(0.0, 10.0), (30.0, 5.0)], 0.0, 32.0);
+        assert_eq!((cut.loads, cut.sum_us, cut.busy_us), (2, 12.0, 12.0));
+    }
+
+    #[test]
+    fn a_console_without_the_report_is_a_problem() {
+        let b = boot("[    0.000000] Linux version 6.1\n", true);
+        assert!(b.problems[0].contains("no state, analyze"), "{:?}", b.problems);
+    }
+}
