@@ -39,6 +39,10 @@ pub struct Args {
     /// and the CPU has no SHA instructions (then about half the cost); SHA-256 otherwise
     #[arg(long, value_enum, default_value_t = super::values::ListHash::Sha256)]
     manifest_hash: super::values::ListHash,
+    /// Only these of the plan's fixes, comma-separated (e.g. `finalize`, `manifest`, `sign`: each fix's
+    /// gain alone); `unsign` and the modules signed again come with them as needed
+    #[arg(long, value_name = "STEP,...")]
+    only: Option<String>,
     #[command(flatten)]
     signing: Signing,
     #[arg(long)]
@@ -61,6 +65,11 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         depmod: !a.no_depmod,
         dry_run: a.dry_run,
         manifest_hash: a.manifest_hash.into(),
+        only: a
+            .only
+            .map(|l| apply::parse_only(&l))
+            .transpose()
+            .map_err(|e| Error::new(bootlink::error::Kind::Usage, format!("--only {e}")))?,
     };
     let report = apply::run(&opts)?;
     Ok(print_batch(&report, &report.errors, false, a.json))

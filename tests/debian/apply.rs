@@ -78,6 +78,25 @@ fn a_stock_kernel_gets_what_needs_no_patch_and_signed_modules_stay_signed() {
     let n = v["applied"].as_u64().unwrap();
     assert!(n > 20, "{n} modules");
     assert_eq!(digests(&root), before, "--dry-run wrote something");
+    // --only: one fix and what it needs; a fix the plan lacks, or no such
+    // step, refused in one line naming it.
+    let mut only = dry.clone();
+    only.extend(["--only", "sign"]);
+    let v = json(&apply(&build, &root, &only).ok());
+    assert_eq!(v["plan"]["steps"], serde_json::json!(["sign"]), "{v}");
+    for (list, want) in [
+        ("fold", "--only fold: not a step for this kernel (fold: the kernel randomizes its base"),
+        ("finalise", "--only \"finalise\": no such step"),
+    ] {
+        let mut args = dry.clone();
+        args.extend(["--only", list]);
+        let o = apply(&build, &root, &args).cmd_output();
+        assert_ne!(o.status.code(), Some(0), "--only {list}");
+        let err = common::stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "--only {list}: {err}");
+    }
+    assert_eq!(digests(&root), before, "a refused --only wrote something");
 
     // Applied: every module trimmed and signed with the key, depmod run.
     let mut real = signing.to_vec();

@@ -32,7 +32,7 @@ use crate::steps::{self, Stage, Step, Tree};
 use crate::tree::FileError;
 use crate::{fsutil, hosttool, module};
 
-pub use plan::{Facts, Plan};
+pub use plan::{Facts, Plan, parse_only};
 
 /// The kernel apply reads.
 #[derive(Debug, Clone)]
@@ -69,6 +69,9 @@ pub struct Options {
     /// The hash the module hash list holds (BLAKE2b-256 only for a kernel
     /// that names `hashes-blake2b`).
     pub manifest_hash: crate::manifest::Hash,
+    /// Only these of the plan's fixes (`--only`), with what they need
+    /// ([`Plan::narrow`]); all of them when `None`.
+    pub only: Option<Vec<Step>>,
 }
 
 /// What [`run`] did (or, with `dry_run`, would do).
@@ -343,7 +346,10 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
         allow_unsigned: opts.allow_unsigned,
         manifest_hash: opts.manifest_hash,
     };
-    let plan = Plan::of(&facts);
+    let mut plan = Plan::of(&facts);
+    if let Some(only) = &opts.only {
+        plan = plan.narrow(only, key).map_err(|e| Error::file(Kind::Usage, &build.vmlinux, e))?;
+    }
     // A sealed kernel looks nothing up in its own exports after boot: a
     // module left unfolded would be refused at load, so nothing is done.
     if k.loader_features.has(crate::kernel::features::name::EXPORTS_SEALED) && !plan.steps.contains(&Step::Fold) {

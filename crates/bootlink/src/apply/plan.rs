@@ -153,6 +153,94 @@ impl Plan {
     }
 }
 
+/// The steps `--only` may name: the fixes a plan can hold, and its ways to
+/// finish (the module hash lists, `sign`).
+pub fn parse_only(list: &str) -> std::result::Result<Vec<Step>, String> {
+    let names = || {
+        Step::ALL
+            .iter()
+            .chain([Step::ManifestBlake2b, Step::Sign].iter())
+            .filter(|s| **s != Step::Unsign)
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        let step = match name {
+            "sign" => Step::Sign,
+            "manifest-blake2b" => Step::ManifestBlake2b,
+            "unsign" => return Err("unsign: not a fix (it comes with the steps that need it)".into()),
+            n => Step::parse(n).ok_or_else(|| format!("{n:?}: no such step (one of {})", names()))?,
+        };
+        if !out.contains(&step) {
+            out.push(step);
+        }
+    }
+    Ok(out)
+}
+
+impl Plan {
+    /// Of this plan's steps, only the fixes in `only` (what `--only` names),
+    /// with what they need: `unsign` before a module step, and the plan's
+    /// way to finish (the module hash list when `only` names it, else the
+    /// modules signed again: `key` says whether a key is at hand). A
+    /// module hash list or a signing step alone is allowed (`--only sign`:
+    /// the modules signed again with the build's key and nothing else). The
+    /// command line keeps `module.symlookup=gnu` only with a symbol-table
+    /// step; the other parameters are the user's to add. An `only` step
+    /// the plan does not hold is an error naming it and why it is out.
+    pub fn narrow(self, only: &[Step], key: bool) -> std::result::Result<Plan, String> {
+        let finishing = |s: &Step| s.list_hash().is_some() || *s == Step::Sign;
+        for s in only {
+            if !self.steps.contains(s) && !(*s == Step::Sign && key) {
+                let why = self
+                    .left_out
+                    .iter()
+                    .find(|l| l.starts_with(s.name()) || l.starts_with("every step"))
+                    .cloned()
+                    .unwrap_or_else(|| "the kernel's plan does not hold it".into());
+                return Err(format!("--only {}: not a step for this kernel ({why})", s.name()));
+            }
+        }
+        let fixes: Vec<Step> = self.steps.iter().filter(|s| only.contains(s) && !finishing(s)).cloned().collect();
+        let mut steps = Vec::new();
+        // A rewritten module loses its signature, and a listed one needs
+        // none: the plan's unsign comes first for either.
+        let list = only.iter().find(|s| s.list_hash().is_some());
+        let rewrites = fixes.iter().any(|s| *s != Step::Unsign) || list.is_some();
+        if rewrites && self.steps.contains(&Step::Unsign) && !fixes.contains(&Step::Unsign) {
+            steps.push(Step::Unsign);
+        }
+        // In the plan's order.
+        steps.extend(self.steps.iter().filter(|s| fixes.contains(s)).cloned());
+        if let Some(list) = list {
+            steps.push(list.clone());
+        } else if only.contains(&Step::Sign) || self.steps.iter().any(finishing) {
+            if !key {
+                return Err("--only without the module hash list: the rewritten modules must be signed again, \
+                            and no signing key is at hand (--sign-key)"
+                    .into());
+            }
+            steps.push(Step::Sign);
+        }
+        let symhash = steps.iter().any(|s| matches!(s, Step::Symhash | Step::SymhashSorted | Step::SymhashSlotted));
+        let mut left_out = self.left_out;
+        let mut cmdline = Vec::new();
+        for c in self.cmdline {
+            if c == "module.symlookup=gnu" && symhash {
+                cmdline.push(c);
+            } else if c != "module.symlookup=gnu" {
+                left_out.push(format!("{c}: not added with --only (add it to the command line yourself)"));
+            }
+        }
+        for s in self.steps.iter().filter(|s| !steps.contains(s)) {
+            left_out.push(format!("{}: not named by --only", s.name()));
+        }
+        Ok(Plan { steps, cmdline, left_out })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +348,53 @@ mod tests {
         assert!(l.contains("no room") && l.contains("build directory"), "{l}");
         f.key = false;
         assert!(Plan::of(&f).steps.is_empty(), "no key, no room: nothing may be rewritten");
+    }
+
+    fn randomized() -> Plan {
+        let mut f = facts(ALL);
+        f.fixed_base = false;
+        Plan::of(&f)
+    }
+
+    #[test]
+    fn only_one_fix_keeps_what_it_needs_and_signs_again() {
+        let full = randomized();
+        assert_eq!(full.steps, [Step::Unsign, Step::Finalize, Step::SymhashSlotted, Step::Manifest]);
+        let p = full.clone().narrow(&[Step::Finalize], true).unwrap();
+        assert_eq!(p.steps, [Step::Unsign, Step::Finalize, Step::Sign]);
+        assert!(p.cmdline.is_empty(), "{:?}", p.cmdline);
+        assert!(p.left_out.iter().any(|l| l.starts_with("trace_events.eval_one_pass=1")), "{:?}", p.left_out);
+        let p = full.clone().narrow(&[Step::SymhashSlotted], true).unwrap();
+        assert_eq!(p.steps, [Step::Unsign, Step::SymhashSlotted, Step::Sign]);
+        assert_eq!(p.cmdline, ["module.symlookup=gnu"]);
+        // The hash list alone: the signatures removed, the list written.
+        let p = full.clone().narrow(&[Step::Manifest], true).unwrap();
+        assert_eq!(p.steps, [Step::Unsign, Step::Manifest]);
+        // Signed again with the build's key, nothing else.
+        let p = full.clone().narrow(&[Step::Sign], true).unwrap();
+        assert_eq!(p.steps, [Step::Sign]);
+        // Every fix named: the plan itself, less the parameters.
+        let p = full.clone().narrow(&[Step::Finalize, Step::SymhashSlotted, Step::Manifest], true).unwrap();
+        assert_eq!(p.steps, full.steps);
+    }
+
+    #[test]
+    fn only_names_fixes() {
+        assert_eq!(parse_only("finalize,manifest").unwrap(), [Step::Finalize, Step::Manifest]);
+        assert_eq!(parse_only("sign").unwrap(), [Step::Sign]);
+        assert!(parse_only("unsign").unwrap_err().contains("not a fix"));
+        let e = parse_only("finalise").unwrap_err();
+        assert!(e.starts_with("\"finalise\": no such step") && e.contains("symhash-slotted"), "{e}");
+    }
+
+    #[test]
+    fn only_refuses_what_the_plan_cannot_do() {
+        let full = randomized();
+        let e = full.clone().narrow(&[Step::Fold], true).unwrap_err();
+        assert!(e.starts_with("--only fold: not a step for this kernel (fold: the kernel randomizes"), "{e}");
+        let e = full.clone().narrow(&[Step::Sign], false).unwrap_err();
+        assert!(e.contains("--only sign"), "{e}");
+        let e = full.narrow(&[Step::Finalize], false).unwrap_err();
+        assert!(e.contains("no signing key"), "{e}");
     }
 }
