@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use bootlink::{Error, fetch, kbuild};
+use bootlink::{Error, kbuild};
 
 use super::emit;
 
@@ -128,7 +128,6 @@ fn build(
     release: Option<String>,
     json: bool,
 ) -> Result<ExitCode, Error> {
-    let line = opts.line;
     if config.is_some() && !opts.arch.is_amd64() {
         return Err(Error::new(
             bootlink::error::Kind::Usage,
@@ -137,17 +136,7 @@ fn build(
     }
     match config {
         None => {}
-        Some("debian") => {
-            let request = if line == kbuild::Line::default() {
-                fetch::Request::Reference
-            } else {
-                fetch::Request::Series(line.name.to_string())
-            };
-            let debian = fetch::fetch(&request)?;
-            opts.whole_config(debian.config);
-            opts.release = Some(debian.release);
-            opts.modules = false;
-        }
+        Some("debian") => opts.debian_config()?,
         Some(file) => opts.whole_config(PathBuf::from(file)),
     }
     if image_only {

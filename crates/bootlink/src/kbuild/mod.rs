@@ -88,6 +88,23 @@ impl Options {
         self.config = self.line.series_config(crate::fsutil::source_tree());
     }
 
+    /// Build from the line's Debian kernel's own config and release (its
+    /// reference package on 6.1, the newest of the line otherwise), the
+    /// image alone: Debian's own modules load into it
+    /// (`kernel build --config debian`).
+    pub fn debian_config(&mut self) -> Result<()> {
+        let request = if self.line == Line::default() {
+            crate::fetch::Request::Reference
+        } else {
+            crate::fetch::Request::Series(self.line.name.to_string())
+        };
+        let debian = crate::fetch::fetch(&request)?;
+        self.whole_config(debian.config);
+        self.release = Some(debian.release);
+        self.modules = false;
+        Ok(())
+    }
+
     /// The lab-only series (`kernel/<line>/lab-patches`: the lab's boot
     /// landmarks and self-checks) applied after the upstreamable one. The
     /// lab asks for it; a kernel to ship does not (one of its patches says
