@@ -116,6 +116,19 @@ fn payload_inputs(cmd: &str) -> Option<Vec<String>> {
 }
 
 /// A recorded command bootlink does not replay (make would expand it).
+/// The words of a recorded command that name a file of the tree outside
+/// arch/x86/boot (whose files the scratch directory copies) and include/:
+/// relative paths ending in `.a` or `.o`, none of them a chain's target.
+fn extra_inputs(cmd: &str, targets: &[String]) -> Vec<String> {
+    cmd.split_whitespace()
+        .filter(|w| w.ends_with(".a") || w.ends_with(".o"))
+        .filter(|w| !w.starts_with(['-', '/', '.']) && !w.contains(".."))
+        .filter(|w| !w.starts_with("arch/x86/boot/") && !w.starts_with("include/"))
+        .filter(|w| !targets.iter().any(|t| t == w))
+        .map(str::to_string)
+        .collect()
+}
+
 fn not_replayable(msg: impl Into<String>) -> Error {
     Error::new(Kind::Unsupported, msg)
 }
@@ -245,6 +258,16 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
 
     for t in &targets {
         let cmd = recorded_command(tree, t)?;
+        // Inputs from outside arch/x86/boot (the EFI stub's
+        // drivers/firmware/efi/libstub/lib.a, linked into the decompressor
+        // with CONFIG_EFI_STUB, as distributions build): the tree's own,
+        // linked read-only. No step writes them.
+        for word in extra_inputs(&cmd, &targets) {
+            let (from, at) = (tree.join(&word), s.join(&word));
+            if from.is_file() && !at.exists() {
+                link(&from, &at)?;
+            }
+        }
         let target = s.join(t);
         match std::fs::remove_file(&target) {
             Ok(()) => {}
@@ -367,6 +390,16 @@ mod tests {
         assert_eq!(payload_inputs(&gz).unwrap().len(), 2);
         assert!(payload_inputs("xz -c vmlinux.bin > x").is_none());
         assert!(payload_inputs("cat /etc/passwd | xz > x").is_none());
+    }
+
+    #[test]
+    fn the_efi_stub_library_is_an_input_from_outside_the_boot_directory() {
+        let t = ["arch/x86/boot/compressed/vmlinux".to_string()];
+        let cmd = "ld -m elf_x86_64 -pie --no-dynamic-linker -T arch/x86/boot/compressed/vmlinux.lds \
+                   arch/x86/boot/compressed/head_64.o arch/x86/boot/compressed/piggy.o \
+                   drivers/firmware/efi/libstub/lib.a -o arch/x86/boot/compressed/vmlinux";
+        assert_eq!(extra_inputs(cmd, &t), ["drivers/firmware/efi/libstub/lib.a"]);
+        assert!(extra_inputs("cat /etc/x.o ../y.a -lfoo.a include/z.o", &t).is_empty());
     }
 
     #[test]
