@@ -3,7 +3,7 @@
 BIN := target/release/bootlink
 CARGO ?= cargo
 
-.PHONY: all deps build test test-offline test-extended demo demo-full bench clean
+.PHONY: all deps build test test-offline test-extended demo demo-full demo-system bench clean
 
 all: build
 
@@ -20,6 +20,13 @@ demo: build
 # (about 25 minutes on 2 cores, once): every fix against stock.
 demo-full: build
 	@scripts/demo --build-kernel
+
+# A Debian system (systemd, udev, initramfs-tools) booted with Debian's
+# kernel, with bootlink's series and after `bootlink apply`: its boot
+# stock against bootlink (the series' Debian-config build first, about an
+# hour on 2 cores, once).
+demo-system: build
+	@scripts/demo-system
 
 test: build
 	@scripts/run-tests

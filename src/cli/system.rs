@@ -12,10 +12,16 @@ use super::{emit, exit};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The kernel the system installs as a package: Debian's reference linux-image (the only
-    /// one so far)
-    #[arg(long, value_parser = ["debian"], default_value = "debian")]
+    /// The kernel package the system installs: Debian's reference linux-image as shipped (debian);
+    /// that package with bootlink's series built with Debian's config (`kernel build --config
+    /// debian`) and Debian's modules signed again with the build's key (patched), or taken through
+    /// `bootlink apply`'s whole plan (applied)
+    #[arg(long, value_parser = ["debian", "patched", "applied"], default_value = "debian")]
     kernel: String,
+    /// With --kernel patched: Debian's modules through only these of apply's fixes
+    /// (`apply --only`), e.g. finalize, symhash-slotted, manifest
+    #[arg(long, value_name = "STEP,...")]
+    only: Option<String>,
     /// Host time instead of the instruction-counted clock (-icount), with --smp virtual CPUs
     #[arg(long)]
     realtime: bool,
@@ -37,7 +43,21 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let clock = if a.realtime { system::Clock::Realtime { cpus: a.smp } } else { system::Clock::Deterministic };
+    let kernel = match (a.kernel.as_str(), a.only) {
+        ("debian", None) => system::Kernel::Debian,
+        ("applied", None) => system::Kernel::Applied,
+        ("patched", None) => system::Kernel::patched(),
+        ("patched", Some(list)) => system::Kernel::Patched(
+            bootlink::apply::parse_only(&list)
+                .map_err(|e| Error::new(bootlink::error::Kind::Usage, format!("--only {e}")))?,
+        ),
+        (k, Some(_)) => {
+            return Err(Error::new(bootlink::error::Kind::Usage, format!("--only is for --kernel patched, not {k}")));
+        }
+        (k, None) => unreachable!("clap allows no kernel {k}"),
+    };
     let r = system::run(&system::Request {
+        kernel,
         clock,
         trace: !a.no_trace,
         timeout: Duration::from_secs(a.timeout),

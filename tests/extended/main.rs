@@ -15,3 +15,4 @@ mod kernel_debian_config;
 mod manifest_blacklist;
 mod order_python;
 mod order_python_boot;
+mod system_kernels;

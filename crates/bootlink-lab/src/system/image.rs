@@ -19,9 +19,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use bootlink::error::{Error, Kind, Result};
-use bootlink::fetch;
 use bootlink::fsutil::{self, TempDir};
 use bootlink::hosttool;
+
+use super::kernel::Package;
 
 /// The Debian release the system is.
 pub const SUITE: &str = "bookworm";
@@ -124,6 +125,16 @@ pub struct Image {
     /// True when this call found the image in the cache.
     #[serde(default)]
     pub cached: bool,
+    /// Which kernel (`debian`, `patched`, `applied`...: see
+    /// [`super::kernel::Kernel::name`]).
+    #[serde(default)]
+    pub kernel: String,
+    /// Boot parameters the kernel's package asks for (apply's plan).
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    /// The steps apply took the package's modules through.
+    #[serde(default)]
+    pub steps: Vec<String>,
 }
 
 /// The cache directory of all system images.
@@ -148,12 +159,9 @@ pub fn key(kernel_package: &str, kernel_version: &str) -> String {
     fsutil::hex(&h.finalize()[..8])
 }
 
-/// The system image for Debian's reference kernel: from the cache, else
-/// built now.
-pub fn debian() -> Result<Image> {
-    let f = fetch::fetch(&fetch::Request::Reference)?;
-    let deb = kernel_deb(&f.package, &f.version)?;
-    let key = key(&f.package, &f.version);
+/// The system image with `p` installed: from the cache, else built now.
+pub fn with_package(p: &Package) -> Result<Image> {
+    let key = key(&p.package, &p.version);
     let dir = cache_root().join(format!("{SUITE}-{key}"));
     let record = dir.join("image.json");
     if let Ok(text) = std::fs::read_to_string(&record) {
@@ -161,31 +169,17 @@ pub fn debian() -> Result<Image> {
             serde_json::from_str(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
         if img.disk.is_file() && img.vmlinuz.is_file() && img.initrd.is_file() {
             img.cached = true;
+            img.kernel = p.kernel.clone();
+            img.cmdline = p.cmdline.clone();
+            img.steps = p.steps.clone();
             return Ok(img);
         }
     }
-    build(&dir, &key, &f, &deb)
+    build(&dir, &key, p)
 }
 
-/// The kernel package's .deb in `<cache>/debs` (fetch keeps it there),
-/// downloaded with apt-get when it is not.
-fn kernel_deb(package: &str, version: &str) -> Result<PathBuf> {
-    let debs = fsutil::cache_dir().join("debs");
-    let deb = debs.join(format!("{package}_{}_amd64.deb", version.replace(':', "%3a")));
-    if deb.is_file() {
-        return Ok(deb);
-    }
-    std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
-    bootlink::progress::status(&format!("downloading {package} {version}"));
-    hosttool::run(
-        Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
-        &format!("downloading {package}={version}"),
-        "apt",
-    )?;
-    if deb.is_file() { Ok(deb) } else { Err(Error::file(Kind::Tool, &deb, "apt-get download left no such file")) }
-}
-
-fn build(dir: &Path, key: &str, f: &fetch::Fetched, deb: &Path) -> Result<Image> {
+fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
+    let deb = &f.deb;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::new(
@@ -283,6 +277,9 @@ fn build(dir: &Path, key: &str, f: &fetch::Fetched, deb: &Path) -> Result<Image>
         mmdebstrap_s,
         mkfs_s,
         cached: false,
+        kernel: f.kernel.clone(),
+        cmdline: f.cmdline.clone(),
+        steps: f.steps.clone(),
     };
     let json = serde_json::to_string_pretty(&img).expect("serializable");
     fsutil::write_atomic(&out.join("image.json"), json.as_bytes())?;

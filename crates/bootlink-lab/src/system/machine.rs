@@ -6,7 +6,9 @@
 //! stick, HD audio with a codec, a standard VGA card, and q35's own RTC.
 //! The kernel and initrd are the ones the package installed in /boot,
 //! given to QEMU's `-kernel`/`-initrd` (no boot loader); the kernel's
-//! command line is Debian's (`root=UUID=... ro quiet`) and the tracing.
+//! command line is Debian's (`root=UUID=... ro quiet`), every module's
+//! check enforced (`module.sig_enforce=1`, as under Secure Boot), the boot
+//! parameters the kernel package asks for, and the tracing.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -57,7 +59,13 @@ pub fn traced() -> Vec<&'static str> {
 /// ftrace's function_graph tracer started at boot on [`traced`], with the
 /// module_load event naming each load.
 pub fn cmdline(img: &Image, clock: Clock, trace: bool) -> String {
-    let mut c = format!("root=UUID={} ro quiet console=ttyS0", img.root_uuid);
+    // Every module checked, as under Secure Boot: by its signature or by
+    // the kernel's module hash list; none loads unchecked with a taint.
+    let mut c = format!("root=UUID={} ro quiet console=ttyS0 module.sig_enforce=1", img.root_uuid);
+    for extra in &img.cmdline {
+        c.push(' ');
+        c.push_str(extra);
+    }
     if trace {
         c.push_str(&format!(
             " ftrace=function_graph ftrace_filter={} trace_options=funcgraph-abstime,funcgraph-proc \
@@ -156,6 +164,9 @@ mod tests {
             mmdebstrap_s: 0.0,
             mkfs_s: 0.0,
             cached: false,
+            kernel: "debian".into(),
+            cmdline: vec![],
+            steps: vec![],
         }
     }
 
@@ -186,7 +197,10 @@ mod tests {
         assert!(!o.deterministic, "the lab's sleep=off is not for a boot that waits for disks");
         assert!(o.cmdline.len() < 2048, "x86's COMMAND_LINE_SIZE: {}", o.cmdline.len());
         let quiet = cmdline(&img, Clock::Deterministic, false);
-        assert_eq!(quiet, format!("root=UUID={} ro quiet console=ttyS0", img.root_uuid));
+        assert_eq!(quiet, format!("root=UUID={} ro quiet console=ttyS0 module.sig_enforce=1", img.root_uuid));
+        let mut applied = image();
+        applied.cmdline = vec!["module.symlookup=gnu".into()];
+        assert!(cmdline(&applied, Clock::Deterministic, false).ends_with(" module.sig_enforce=1 module.symlookup=gnu"));
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! powers off; the console becomes a typed record ([`parse::Boot`]) and a
 //! report that says what share of the boot module loading is.
 //!
+//! - [`kernel`]: the kernel package it installs (Debian's, or Debian's
+//!   with the series' image and its modules through `bootlink apply`);
 //! - [`image`]: the system's disk, kernel and initrd, built once per content;
 //! - [`machine`]: the PC and the kernel command line;
 //! - [`parse`]: the console read into a [`parse::Boot`].
 
 pub mod image;
+pub mod kernel;
 pub mod machine;
 pub mod parse;
 
@@ -25,12 +28,15 @@ use bootlink::fsutil;
 use bootlink::table::Table;
 
 pub use image::Image;
+pub use kernel::Kernel;
 pub use machine::Clock;
 pub use parse::Boot;
 
 /// What to boot and where the record goes.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The kernel package the system installs.
+    pub kernel: Kernel,
     pub clock: Clock,
     /// Trace every module load (function_graph from the kernel's command
     /// line); without it the stages are the boot's own, no load is timed.
@@ -76,7 +82,8 @@ pub fn run(req: &Request) -> Result<Report> {
     }
     std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
     let t0 = Instant::now();
-    let image = image::debian()?;
+    let package = kernel::package(&req.kernel)?;
+    let image = image::with_package(&package)?;
     let image_wall_s = t0.elapsed().as_secs_f64();
     let log = req.out.join("console.log");
     let opts = machine::options(&image, req.clock, req.trace, req.timeout, &log)?;
@@ -116,6 +123,17 @@ fn clock_name(c: Clock) -> &'static str {
 pub fn save(report: &Report, dir: &Path) -> Result<()> {
     let json = serde_json::to_string_pretty(report).expect("serializable");
     fsutil::write_atomic(&dir.join("system.json"), json.as_bytes())
+}
+
+/// What the kernel is, in words.
+fn kernel_line(i: &Image) -> String {
+    match i.kernel.as_str() {
+        "debian" | "" => "Debian's, as shipped (modules signed by Debian)".into(),
+        k => format!(
+            "{k}: bootlink's series built with Debian's config; Debian's modules through apply: {}",
+            if i.steps.is_empty() { "-".to_string() } else { i.steps.join(", ") }
+        ),
+    }
 }
 
 fn ms(v: f64) -> String {
@@ -160,11 +178,18 @@ impl bootlink::report::Report for Report {
         let i = &self.image;
         let mut s = format!(
             "system    Debian {} ({} packages on minbase), {} {} installed with dpkg\n\
+             kernel    {}{}\n\
              boot      {} ({} CPU), KASLR {}, {:.0} s wall (image {})\n\n",
             i.suite,
             i.packages.len(),
             i.kernel_package,
             i.kernel_version,
+            kernel_line(i),
+            if i.cmdline.is_empty() {
+                String::new()
+            } else {
+                format!("; added to the command line: {}", i.cmdline.join(" "))
+            },
             self.clock,
             self.cpus,
             match b.kaslr {
@@ -237,6 +262,24 @@ impl bootlink::report::Report for Report {
                 .collect();
             s.push_str(&top.join(", "));
             s.push('\n');
+        }
+        if self.traced && b.critical_chain.iter().any(|l| l.loading_ms.is_some()) {
+            s.push_str("\nthe critical chain (systemd-analyze critical-chain multi-user.target), each unit's start:\n");
+            let mut t = Table::new(&["unit", "active at", "its start took", "a module load under way"]);
+            for l in &b.critical_chain {
+                let took = l.took_ms.map_or("-".to_string(), ms);
+                let during = match (l.loading_ms, l.took_ms) {
+                    (Some(m), Some(t)) if t > 0.0 => format!("{} ({})", ms(m), pct(m, t)),
+                    _ => "-".into(),
+                };
+                t.row(vec![
+                    format!("{}{}", "  ".repeat(l.depth), l.unit),
+                    l.at_ms.map_or("-".to_string(), |a| format!("+{}", ms(a))),
+                    took,
+                    during,
+                ]);
+            }
+            s.push_str(&t.render());
         }
         if let Some(slow) = b.blame.first() {
             s.push_str(&format!("slowest unit: {} {}\n", slow.unit, ms(slow.ms)));

@@ -57,6 +57,11 @@ pub struct ChainLink {
     pub at_ms: Option<f64>,
     /// How long it took to start.
     pub took_ms: Option<f64>,
+    /// Of that start (from `at - took` to `at`), the time during which a
+    /// module load was under way (traced boots; none for a unit whose
+    /// start took no time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loading_ms: Option<f64>,
 }
 
 /// One line of `systemd-analyze blame`.
@@ -217,7 +222,8 @@ pub fn critical_chain(text: &str) -> Vec<ChainLink> {
             continue;
         }
         let prefix = line.chars().count() - body.chars().count();
-        let mut link = ChainLink { unit: unit.to_string(), depth: prefix / 2, at_ms: None, took_ms: None };
+        let mut link =
+            ChainLink { unit: unit.to_string(), depth: prefix / 2, at_ms: None, took_ms: None, loading_ms: None };
         for tok in body.split_whitespace().skip(1) {
             if let Some(t) = tok.strip_prefix('@') {
                 link.at_ms = timespan_ms(t);
@@ -388,6 +394,18 @@ fn loads(trace: &str) -> Vec<(String, ModuleLoad)> {
     tasks.into_iter().zip(parsed).collect()
 }
 
+/// The time within [from, to) (µs) during which at least one of the loads
+/// (start, duration) was under way, wherever it began.
+fn under_way(loads: &[(f64, f64)], from: f64, to: f64) -> f64 {
+    let clipped: Vec<(f64, f64)> = loads
+        .iter()
+        .map(|(s, d)| (s.max(from), (s + d).min(to)))
+        .filter(|(a, b)| b > a)
+        .map(|(a, b)| (a, b - a))
+        .collect();
+    loading(&clipped, from, to).busy_us
+}
+
 /// Module loading within [from, to) (µs, the kernel's clock): the loads
 /// that began there, each counted up to `to`.
 fn loading(loads: &[(f64, f64)], from: f64, to: f64) -> Loading {
@@ -523,6 +541,18 @@ pub fn boot(log: &str, traced: bool) -> Boot {
     b.loading_after = loading(&spans, switch, target);
     b.loading = loading(&spans, 0.0, target);
     b.loading_late = loading(&spans, target, f64::MAX);
+    // Each unit of the critical chain: its start's interval on the kernel's
+    // clock (systemd's "@" counts from userspace's start, systemd-analyze's
+    // kernel figure) and the loads under way in it.
+    if traced {
+        let zero = b.analyze.kernel_ms;
+        for link in &mut b.critical_chain {
+            if let (Some(at), Some(took)) = (link.at_ms, link.took_ms) {
+                let (from, to) = ((zero + at - took) * 1000.0, (zero + at) * 1000.0);
+                link.loading_ms = Some(under_way(&spans, from, to) / 1000.0);
+            }
+        }
+    }
     if b.multi_user_ms > 0.0 {
         b.share_of_boot = b.loading.busy_us / 1000.0 / b.multi_user_ms;
     }
@@ -625,6 +655,15 @@ mod tests {
         assert!((l[0].1.total_us - 8100.0).abs() < 1.0, "{:?}", l[0].1);
         assert!(l[0].1.phases.iter().any(|p| p.name == "signature" && (p.duration_us - 3000.0).abs() < 1.0));
         assert_eq!(l[1].1.name, FAILED);
+    }
+
+    #[test]
+    fn loads_under_way_in_an_interval_wherever_they_began() {
+        // One load from before the interval into it, one inside, one after.
+        let loads = [(0.0, 15.0), (12.0, 4.0), (30.0, 5.0)];
+        assert_eq!(under_way(&loads, 10.0, 20.0), 6.0);
+        assert_eq!(under_way(&loads, 20.0, 30.0), 0.0);
+        assert_eq!(under_way(&loads, 0.0, 100.0), 21.0);
     }
 
     #[test]

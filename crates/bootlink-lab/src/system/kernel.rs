@@ -1,0 +1,344 @@
+//! The kernel a system installs, as the `.deb` dpkg installs: Debian's
+//! reference linux-image as shipped, or that same package carrying
+//! bootlink's series built with Debian's own config (`kernel build --config
+//! debian`: Debian's release and vermagic, Debian's module ABI) in place of
+//! Debian's image, and Debian's modules taken through `bootlink apply`
+//! against it.
+//!
+//! The series' kernel trusts its build's key, not Debian's: a patched
+//! package's modules are Debian's, signed again with the build's key (apply
+//! `--only sign`: what a distribution shipping the series would do with
+//! its own key), or taken through apply's plan (every fix: the hash list
+//! in the image instead of signatures), or through some of its fixes
+//! (`--only`). The package is Debian's own otherwise (its control files and
+//! maintainer scripts: postinst runs depmod and /etc/kernel/postinst.d,
+//! where initramfs-tools makes the initrd), its version marked
+//! `+bootlink.<key>`. Made once per content, under
+//! `<cache>/systems/packages/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use bootlink::apply;
+use bootlink::error::{Error, Kind, Result};
+use bootlink::fetch;
+use bootlink::fsutil::{self, TempDir};
+use bootlink::hosttool;
+use bootlink::kbuild;
+use bootlink::steps::Step;
+
+/// Which kernel the system installs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kernel {
+    /// Debian's reference linux-image, as shipped (Debian's signed modules).
+    Debian,
+    /// The series built with Debian's config; Debian's modules through
+    /// `bootlink apply --only` these steps (`[Sign]`: signed again with
+    /// the build's key, nothing else).
+    Patched(Vec<Step>),
+    /// The series built with Debian's config; Debian's modules through
+    /// apply's whole plan, its boot parameters on the command line.
+    Applied,
+}
+
+impl Kernel {
+    /// The patched kernel with its modules signed again, nothing else.
+    pub fn patched() -> Kernel {
+        Kernel::Patched(vec![Step::Sign])
+    }
+
+    /// The name the record and tables give it: `debian`, `patched`,
+    /// `patched+finalize+sign`, `applied`.
+    pub fn name(&self) -> String {
+        match self {
+            Kernel::Debian => "debian".into(),
+            Kernel::Patched(only) if only == &[Step::Sign] => "patched".into(),
+            Kernel::Patched(only) => {
+                let names: Vec<&str> = only.iter().map(Step::name).collect();
+                format!("patched+{}", names.join("+"))
+            }
+            Kernel::Applied => "applied".into(),
+        }
+    }
+}
+
+/// A kernel package ready for dpkg.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Package {
+    /// [`Kernel::name`].
+    pub kernel: String,
+    pub deb: PathBuf,
+    pub package: String,
+    pub version: String,
+    pub release: String,
+    /// Boot parameters apply's plan asks for (the user's boot loader
+    /// configuration would hold them).
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    /// The series build the image is (its cache key), none for Debian's.
+    #[serde(default)]
+    pub build_key: Option<String>,
+    /// The steps apply took the modules through, in order.
+    #[serde(default)]
+    pub steps: Vec<String>,
+    /// Modules apply refused (left as Debian signed them), one line each.
+    #[serde(default)]
+    pub refused: Vec<String>,
+}
+
+/// Bumped when the way a patched package is made changes.
+const RECIPE_VERSION: u32 = 1;
+
+/// The package of `kernel`: Debian's from its cache (downloaded when it is
+/// not there), a patched one from the cache or made now. The series'
+/// build must be in the kernel cache (`bootlink kernel build --config
+/// debian`): a system boot never starts a kernel build.
+pub fn package(kernel: &Kernel) -> Result<Package> {
+    let f = fetch::fetch(&fetch::Request::Reference)?;
+    let deb = debian_deb(&f.package, &f.version)?;
+    let only = match kernel {
+        Kernel::Debian => {
+            return Ok(Package {
+                kernel: kernel.name(),
+                deb,
+                package: f.package,
+                version: f.version,
+                release: f.release,
+                cmdline: Vec::new(),
+                build_key: None,
+                steps: Vec::new(),
+                refused: Vec::new(),
+            });
+        }
+        Kernel::Patched(only) => Some(only.clone()),
+        Kernel::Applied => None,
+    };
+    let build = series_build()?;
+    if build.release != f.release {
+        return Err(Error::file(
+            Kind::WrongKernel,
+            &build.dir,
+            format!("the series' Debian-config build is release {}, Debian's package {}", build.release, f.release),
+        ));
+    }
+    let key = package_key(kernel, &build.key, &f.version);
+    let dir = fsutil::cache_dir().join("systems/packages").join(format!("{}-{key}", kernel.name()));
+    let record = dir.join("package.json");
+    if let Ok(text) = std::fs::read_to_string(&record) {
+        let p: Package =
+            serde_json::from_str(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
+        if p.deb.is_file() {
+            return Ok(p);
+        }
+    }
+    make(kernel, only, &build, &f, &deb, &key, &dir)
+}
+
+/// The series built with Debian's config (6.1), from the kernel cache only.
+pub fn series_build() -> Result<kbuild::Report> {
+    let mut opts = kbuild::Options::defaults();
+    opts.debian_config()?;
+    opts.cached_only = true;
+    kbuild::run(&opts).map_err(|e| {
+        Error::new(
+            Kind::Usage,
+            format!(
+                "the patched system kernel is the series built with Debian's config: run `bootlink kernel build \
+                 --config debian` first (about an hour on 2 cores): {e}"
+            ),
+        )
+        .because(e)
+    })
+}
+
+/// The package's content key (16 hex digits): what it is made of.
+fn package_key(kernel: &Kernel, build_key: &str, debian_version: &str) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(format!(
+        "recipe {RECIPE_VERSION}\nkernel {}\nbuild {build_key}\ndebian {debian_version}\n",
+        kernel.name()
+    ));
+    fsutil::hex(&h.finalize()[..8])
+}
+
+/// Debian's package's .deb in `<cache>/debs` (fetch keeps it there),
+/// downloaded with apt-get when it is not.
+pub fn debian_deb(package: &str, version: &str) -> Result<PathBuf> {
+    let debs = fsutil::cache_dir().join("debs");
+    let deb = debs.join(format!("{package}_{}_amd64.deb", version.replace(':', "%3a")));
+    if deb.is_file() {
+        return Ok(deb);
+    }
+    std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
+    bootlink::progress::status(&format!("downloading {package} {version}"));
+    hosttool::run(
+        Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
+        &format!("downloading {package}={version}"),
+        "apt",
+    )?;
+    if deb.is_file() { Ok(deb) } else { Err(Error::file(Kind::Tool, &deb, "apt-get download left no such file")) }
+}
+
+/// Debian's package unpacked, the series' image, config and System.map in
+/// its /boot, its modules through apply, packed again.
+fn make(
+    kernel: &Kernel,
+    only: Option<Vec<Step>>,
+    build: &kbuild::Report,
+    f: &fetch::Fetched,
+    deb: &Path,
+    key: &str,
+    dir: &Path,
+) -> Result<Package> {
+    let parent = dir.parent().expect("below the cache");
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let work = TempDir::new_in(parent, &format!(".{}-{key}", kernel.name()))?;
+    let pkg = work.path().join("pkg");
+    bootlink::progress::status(&format!("unpacking {} {}", f.package, f.version));
+    hosttool::run(
+        Command::new("dpkg-deb").arg("-R").arg(deb).arg(&pkg),
+        "dpkg-deb -R (Debian's kernel package)",
+        "dpkg",
+    )?;
+    let rel = &f.release;
+    let boot = pkg.join("boot");
+    for (from, name) in [(&build.bzimage, "vmlinuz"), (&build.config, "config"), (&build.system_map, "System.map")] {
+        let to = boot.join(format!("{name}-{rel}"));
+        if !to.is_file() {
+            return Err(Error::file(Kind::Format, deb, format!("no boot/{name}-{rel} in Debian's package")));
+        }
+        std::fs::copy(from, &to).map_err(|e| Error::io(from, e))?;
+    }
+
+    bootlink::progress::status(&format!("bootlink apply on Debian's modules ({})", kernel.name()));
+    let kernel_out = work.path().join("kernel");
+    let report = apply::run(&apply::Options {
+        kernel: apply::Kernel::Build(build.dir.clone()),
+        modules: pkg.clone(),
+        kernel_out: Some(kernel_out.clone()),
+        assume_nokaslr: false,
+        sign_key: None,
+        allow_unsigned: false,
+        depmod: false,
+        dry_run: false,
+        manifest_hash: bootlink::manifest::Hash::Sha256,
+        only,
+    })?;
+    if report.applied == 0 {
+        return Err(Error::file(Kind::Tool, &pkg, "bootlink apply took no module through its steps"));
+    }
+    if report.plan.steps.iter().any(|s| s.list_hash().is_some()) {
+        let made = kernel_out.join("bzImage");
+        if !made.is_file() {
+            return Err(Error::file(
+                Kind::Tool,
+                &kernel_out,
+                format!("apply wrote the module hash list but made no bzImage ({})", report.notes.join("; ")),
+            ));
+        }
+        let to = boot.join(format!("vmlinuz-{rel}"));
+        std::fs::copy(&made, &to).map_err(|e| Error::io(&made, e))?;
+    }
+    // apply's record stays in the package: it says what was done, and a
+    // second apply (the hook) finds the modules done.
+    let version = format!("{}+bootlink.{}", f.version, &key[..8]);
+    control_version(&pkg.join("DEBIAN/control"), &version, &kernel.name())?;
+    md5sums(&pkg)?;
+    let out = work.path().join("out");
+    std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+    let out_deb = out.join(format!("{}_{}_amd64.deb", f.package, version.replace(':', "%3a")));
+    bootlink::progress::status(&format!("dpkg-deb -b {}", out_deb.display()));
+    hosttool::run(
+        Command::new("dpkg-deb").args(["--root-owner-group", "-Zgzip", "-z1", "-b"]).arg(&pkg).arg(&out_deb),
+        "dpkg-deb -b (the patched kernel package)",
+        "dpkg",
+    )?;
+    let final_deb = dir.join(out_deb.file_name().expect("a file"));
+    let p = Package {
+        kernel: kernel.name(),
+        deb: final_deb,
+        package: f.package.clone(),
+        version,
+        release: rel.clone(),
+        cmdline: report.plan.cmdline.clone(),
+        build_key: Some(build.key.clone()),
+        steps: report.plan.steps.iter().map(|s| s.name().to_string()).collect(),
+        refused: report.errors.iter().map(|e| e.to_string()).collect(),
+    };
+    let json = serde_json::to_string_pretty(&p).expect("serializable");
+    fsutil::write_atomic(&out.join("package.json"), json.as_bytes())?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&out, dir).map_err(|e| Error::io(dir, e))?;
+    Ok(p)
+}
+
+/// The control file's `Version:` set to `version`, and its description
+/// saying what the package now holds.
+fn control_version(control: &Path, version: &str, kernel: &str) -> Result<()> {
+    let text = std::fs::read_to_string(control).map_err(|e| Error::io(control, e))?;
+    let mut out = String::new();
+    let mut seen = false;
+    for line in text.lines() {
+        if line.starts_with("Version:") {
+            out.push_str(&format!("Version: {version}\n"));
+            seen = true;
+        } else if let Some(rest) = line.strip_prefix("Description:") {
+            out.push_str(&format!("Description:{rest} (bootlink: {kernel})\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !seen {
+        return Err(Error::file(Kind::Format, control, "no Version: field"));
+    }
+    std::fs::write(control, out).map_err(|e| Error::io(control, e))
+}
+
+/// DEBIAN/md5sums made again for the files as they now are (dpkg
+/// --verify reads it).
+fn md5sums(pkg: &Path) -> Result<()> {
+    let list = hosttool::run(
+        Command::new("sh")
+            .arg("-c")
+            .arg("find . -path ./DEBIAN -prune -o -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0r md5sum --")
+            .current_dir(pkg),
+        "md5sum of the package's files",
+        "coreutils",
+    )?;
+    let file = pkg.join("DEBIAN/md5sums");
+    std::fs::write(&file, list).map_err(|e| Error::io(&file, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_say_what_was_done() {
+        assert_eq!(Kernel::Debian.name(), "debian");
+        assert_eq!(Kernel::patched().name(), "patched");
+        assert_eq!(Kernel::Patched(vec![Step::Finalize]).name(), "patched+finalize");
+        assert_eq!(Kernel::Applied.name(), "applied");
+        assert_ne!(package_key(&Kernel::patched(), "k", "v"), package_key(&Kernel::Applied, "k", "v"));
+        assert_ne!(package_key(&Kernel::Applied, "k", "v"), package_key(&Kernel::Applied, "k2", "v"));
+    }
+
+    #[test]
+    fn the_control_file_gets_the_new_version() {
+        let t = TempDir::new("control").unwrap();
+        let c = t.path().join("control");
+        std::fs::write(&c, "Package: linux-image-x\nVersion: 6.1.192-2\nDescription: Linux 6.1\n more\n").unwrap();
+        control_version(&c, "6.1.192-2+bootlink.abcd", "applied").unwrap();
+        let s = std::fs::read_to_string(&c).unwrap();
+        assert_eq!(
+            s,
+            "Package: linux-image-x\nVersion: 6.1.192-2+bootlink.abcd\nDescription: Linux 6.1 (bootlink: applied)\n more\n"
+        );
+        std::fs::write(&c, "Package: x\n").unwrap();
+        assert!(control_version(&c, "1", "applied").unwrap_err().to_string().contains("no Version"));
+    }
+}
