@@ -28,18 +28,23 @@ demo-full: build
 demo-system: build
 	@scripts/demo-system
 
-test: build
+# The tests build the binary themselves: scripts/run-tests' one `cargo test
+# --release --workspace --no-run` compiles target/release/bootlink (the same
+# artifact `make build` makes) with the test binaries in one cargo graph,
+# so the unit tests' second compile of each crate runs beside the chain
+# bootlink -> bootlink-lab -> the binary instead of after it.
+test: deps
 	@scripts/run-tests
 
 # Tier 1 only: offline, under a minute.
-test-offline: build
+test-offline: deps
 	@scripts/run-tests --tier 1
 
 # The extended tier only (not part of `make test`): the kernel series'
 # kernel/module/ compiled with -Werror in each combination of CONFIG_MODULE_SIG
 # and CONFIG_MODULE_SYMHASH (tests/extended/kernel_configs.rs; see docs/kernel-series.md
 # for its time).
-test-extended: build
+test-extended: deps
 	@scripts/run-tests --tier X
 
 bench: build
