@@ -450,6 +450,73 @@ impl ElfEdit {
         Ok(kept.len())
     }
 
+    /// Where each entry of an SHT_RELA section refers to one of the
+    /// symbols `symbols` marks (by index): (section index, entry index),
+    /// in file order. Folding and trimming keep every entry where it is,
+    /// so the places hold after them.
+    pub(crate) fn relocations_against(&self, symbols: &[bool]) -> Result<Vec<(u32, u32)>, Error> {
+        let elf = parse(&self.data)?;
+        let mut out = Vec::new();
+        for (k, sh) in elf.sections.enumerate() {
+            if sh.sh_type(LE) != SHT_RELA {
+                continue;
+            }
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported("a relocation section has no data"))?;
+            let (off, size) = (off as usize, size as usize);
+            if off.checked_add(size).is_none_or(|e| e > self.data.len()) {
+                return Err(Error::new(Kind::Format, "corrupt relocation section header"));
+            }
+            for (j, e) in (off..off + size - size % RELA_SIZE).step_by(RELA_SIZE).enumerate() {
+                let r: &Rela = view(&self.data, e);
+                if symbols.get(r.r_sym(LE, false) as usize).copied().unwrap_or(false) {
+                    out.push((k.0 as u32, j as u32));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Give section `name` new contents: in place when they fit (the rest
+    /// zeroed), else after the section data, before the section headers
+    /// (which must be at the end of the file), its header pointed at them
+    /// and its old bytes left unreferenced. No other section moves.
+    pub(crate) fn set_section_contents(&mut self, name: &str, contents: &[u8]) -> Result<(), Error> {
+        let (index, off, size, shoff, shnum) = {
+            let elf = parse(&self.data)?;
+            let (i, sh) = elf.section(name).ok_or_else(|| unsupported(format!("module has no {name} section")))?;
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported(format!("{name} has no file data")))?;
+            (i, off as usize, size as usize, elf.header.e_shoff(LE) as usize, elf.header.e_shnum(LE) as usize)
+        };
+        let header_at = if contents.len() <= size {
+            self.data[off..off + contents.len()].copy_from_slice(contents);
+            self.data[off + contents.len()..off + size].fill(0);
+            shoff + index * SHDR_SIZE
+        } else {
+            if shoff + shnum * SHDR_SIZE != self.data.len() {
+                return Err(unsupported("section headers are not at the end of the file; cannot move a section"));
+            }
+            let headers = self.data.split_off(shoff);
+            while !self.data.len().is_multiple_of(8) {
+                self.data.push(0);
+            }
+            let new_off = self.data.len();
+            self.data.extend_from_slice(contents);
+            while !self.data.len().is_multiple_of(8) {
+                self.data.push(0);
+            }
+            let new_shoff = self.data.len();
+            self.data.extend_from_slice(&headers);
+            let h: &mut Header = view_mut(&mut self.data, 0);
+            h.e_shoff.set(LE, new_shoff as u64);
+            let sh: &mut Shdr = view_mut(&mut self.data, new_shoff + index * SHDR_SIZE);
+            sh.sh_offset.set(LE, new_off as u64);
+            new_shoff + index * SHDR_SIZE
+        };
+        let sh: &mut Shdr = view_mut(&mut self.data, header_at);
+        sh.sh_size.set(LE, contents.len() as u64);
+        Ok(())
+    }
+
     /// Append an empty section named `name`; see `add_section`.
     pub fn add_empty_section(&mut self, name: &str) -> Result<(), Error> {
         self.add_section(name, &[])
