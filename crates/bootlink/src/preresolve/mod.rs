@@ -38,7 +38,8 @@ pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible
 pub use report::{ModuleResult, Report, SigAction, Status, Totals};
 pub use rewrite::trim;
 pub use slide::{
-    FEATURE as SLIDE_FEATURE, SECTION as SLIDE_SECTION, SlideBase, SlideTable, VERMAGIC_TOKEN, unmarked_vermagic,
+    FEATURE as SLIDE_FEATURE, SECTION as SLIDE_SECTION, SlideBase, SlideTable, VERMAGIC_TOKEN, mark_module,
+    unmarked_vermagic,
 };
 
 #[derive(Debug, Clone)]

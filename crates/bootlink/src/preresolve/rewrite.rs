@@ -166,17 +166,7 @@ pub(super) fn one(
     if let Some(base) = slide {
         let table = slide_table(&ed, base, &edits, &name_of_edits(&m), slide_relocations).map_err(|e| e.at(path))?;
         result.slide = Some(table.len());
-        let modinfo = {
-            let elf =
-                crate::elf::Elf::parse_for(&ed.data, crate::elf::Want::Relocatable, crate::elf::ANALYSED_MACHINES)
-                    .map_err(|e| e.at(path))?;
-            elf.named_section_data(".modinfo").map_err(|e| e.at(path))?.map(<[u8]>::to_vec)
-        };
-        let marked = modinfo.as_deref().and_then(slide::marked_modinfo).ok_or_else(|| {
-            Error::file(Kind::Unsupported, path, "no vermagic in .modinfo to mark as preresolved for the slide")
-        })?;
-        ed.set_section_contents(".modinfo", &marked).map_err(|e| e.at(path))?;
-        ed.add_section(slide::SECTION, &table.to_bytes()).map_err(|e| e.at(path))?;
+        slide::mark(&mut ed, &table).map_err(|e| e.at(path))?;
     }
     let bytes;
     (bytes, result.signature) = signed(ed.data, &m, job, opts)?;

@@ -22,7 +22,9 @@
 use serde::Serialize;
 
 use crate::bytes::{LeWriter, le_u32, le_u64};
-use crate::elf::ReadError;
+use crate::elf::{ANALYSED_MACHINES, Elf, ReadError, Want};
+use crate::elfedit::ElfEdit;
+use crate::error::{Error, Kind};
 
 /// The side table's section name.
 pub const SECTION: &str = ".preresolved_slide";
@@ -130,6 +132,31 @@ impl SlideTable {
             relocations: (0..nrelas).map(|i| (word(nsyms + 2 * i), word(nsyms + 2 * i + 1))).collect(),
         })
     }
+}
+
+/// Mark an edited module for the slide: its vermagic followed by
+/// [`VERMAGIC_TOKEN`] (so that a kernel without the patch refuses it) and
+/// `table` appended as [`SECTION`].
+pub(crate) fn mark(ed: &mut ElfEdit, table: &SlideTable) -> Result<(), Error> {
+    let modinfo = {
+        let elf = Elf::parse_for(&ed.data, Want::Relocatable, ANALYSED_MACHINES)?;
+        elf.named_section_data(".modinfo")?.map(<[u8]>::to_vec)
+    };
+    let marked = modinfo
+        .as_deref()
+        .and_then(marked_modinfo)
+        .ok_or_else(|| Error::new(Kind::Unsupported, "no vermagic in .modinfo to mark as preresolved for the slide"))?;
+    ed.set_section_contents(".modinfo", &marked)?;
+    ed.add_section(SECTION, &table.to_bytes())
+}
+
+/// [`mark`] on a module's bytes (ELF, without a signature): what the
+/// preresolver does after preresolving, for tests that need a marked
+/// module a kernel should refuse.
+pub fn mark_module(elf: Vec<u8>, table: &SlideTable) -> Result<Vec<u8>, Error> {
+    let mut ed = ElfEdit::new(elf)?;
+    mark(&mut ed, table)?;
+    Ok(ed.data)
 }
 
 /// `.modinfo` with the vermagic entry's value followed by
