@@ -110,15 +110,16 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
     let kk = kernel();
     // Each padding lengthens the command line: another slide.
     let mut specs = Vec::new();
-    // Both ways of preresolving; three boots (about 20 s each) keep the file
-    // under a minute.
-    for (mode, preset, pad) in [
-        ("abs", "preresolved-slide", ""),
-        ("folded", "folded-slide", "x"),
-        ("folded", "folded-slide", "xxxxxxxxxxxxxxxx"),
+    // Both ways of preresolving; three boots keep the file under a minute.
+    // The third is what `bootlink apply` does on such a kernel: folded for
+    // the slide, then finalized (ORC and ftrace records rearranged).
+    for (mode, steps, pad) in [
+        ("abs", "preresolve-slide", ""),
+        ("folded", "fold-slide", "x"),
+        ("finalized", "fold-slide+unsign+finalize", "xxxxxxxxxxxxxxxx"),
     ] {
         specs.push(format!(
-            "{mode}{}={kk},image:bzimage,kaslr:on,modules:{preset},cmdline:module.slide_check=1 bootlink.pad={pad}.,{STATS}",
+            "{mode}{}={kk},image:bzimage,kaslr:on,steps:{steps},cmdline:module.slide_check=1 bootlink.pad={pad}.,{STATS}",
             pad.len()
         ));
     }
@@ -161,7 +162,8 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
 /// into `dir`.
 fn folded_slide(k: &Kaslr, rel: &str, dir: &Path) -> PathBuf {
     let input = k.dir.join("lib/modules").join(&k.release).join("kernel").join(rel);
-    TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &k.dir.join("vmlinux"), &input, &"-o", &dir]).ok();
+    TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &k.dir.join("vmlinux"), &input, &"-o", &dir])
+        .ok();
     dir.join(Path::new(rel).file_name().unwrap())
 }
 
@@ -198,7 +200,10 @@ fn another_build_and_a_stock_kernel_refuse_in_one_line() {
     let out = dir.join("run");
     let kk = kernel();
     let (a, b) = (
-        format!("other={kk},image:bzimage,kaslr:on,modules:folded-slide,raw:nls_cp437={},loader:batch", other.display()),
+        format!(
+            "other={kk},image:bzimage,kaslr:on,modules:folded-slide,raw:nls_cp437={},loader:batch",
+            other.display()
+        ),
         format!("stock=kernel:debian,modules:unsigned,raw:nls_cp437={},loader:batch", marked.display()),
     );
     let (run, o) = common::lab_run_either_way(

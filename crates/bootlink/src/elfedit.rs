@@ -737,6 +737,49 @@ pub(crate) mod tests {
         (44, R_X86_64_PC32, 4, -4),  // b again
     ];
 
+    /// The slide's places: found before folding, they name the same
+    /// entries after it (folding keeps every entry where it is).
+    #[test]
+    fn relocations_against_symbols_keep_their_places_through_folding() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let mut marks = vec![false; 6];
+        (marks[3], marks[5]) = (true, true);
+        let places = ed.relocations_against(&marks).unwrap();
+        let rela = parse(&ed.data).unwrap().section(".rela.text").unwrap().0 as u32;
+        assert_eq!(places, [(rela, 0), (rela, 2), (rela, 5)]);
+        ed.fold_symbols(&[(3, 0xffff_ffff_8100_1000), (5, 0x3000)]).unwrap();
+        let (_, _, relocs) = read_back(&ed.data);
+        let folded: Vec<u32> = (0..relocs.len() as u32).filter(|&i| relocs[i as usize].2 == 0).collect();
+        assert_eq!(folded, [0, 2, 5]);
+    }
+
+    /// A section given longer contents moves after the others (their bytes
+    /// stay); shorter ones stay in place, the rest zeroed.
+    #[test]
+    fn a_section_that_grows_moves_and_the_others_stay() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let before = read_back(&ed.data);
+        let (text_off, text) = {
+            let elf = parse(&ed.data).unwrap();
+            let (_, sh) = elf.section(".text").unwrap();
+            (sh.sh_offset(LE), elf.section_data(sh).unwrap().len())
+        };
+        let longer = vec![0xaa; text + 100];
+        ed.set_section_contents(".text", &longer).unwrap();
+        {
+            let elf = parse(&ed.data).unwrap();
+            let (_, sh) = elf.section(".text").unwrap();
+            assert!(sh.sh_offset(LE) > text_off);
+            assert_eq!(elf.section_data(sh).unwrap(), &longer[..]);
+        }
+        assert_eq!(read_back(&ed.data), before);
+        ed.set_section_contents(".text", &[1, 2]).unwrap();
+        let elf = parse(&ed.data).unwrap();
+        let (_, sh) = elf.section(".text").unwrap();
+        assert_eq!(elf.section_data(sh).unwrap(), &[1, 2]);
+        assert!(ed.set_section_contents(".nothing", &[]).unwrap_err().msg.contains("no .nothing"));
+    }
+
     #[test]
     fn folding_moves_addresses_into_addends_and_renumbers_the_rest() {
         let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();

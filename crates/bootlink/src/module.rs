@@ -106,7 +106,7 @@ pub struct Module {
     /// Its `.preresolved_slide` table: preresolved at link-time addresses
     /// for a kernel that moves them by its slide (patch `preresolved-slide`).
     #[serde(skip)]
-    pub slide: Option<crate::preresolve::SlideTable>,
+    pub slide: Option<crate::kernel::slide::SlideTable>,
 }
 
 impl Module {
@@ -131,7 +131,7 @@ impl Module {
     /// preresolver appended (a kernel without the patch refuses that).
     pub fn kernel_vermagic(&self) -> Option<&str> {
         let v = self.vermagic()?;
-        Some(if self.slide.is_some() { crate::preresolve::unmarked_vermagic(v).unwrap_or(v) } else { v })
+        Some(if self.slide.is_some() { crate::kernel::slide::unmarked_vermagic(v).unwrap_or(v) } else { v })
     }
 
     pub fn depends(&self) -> Vec<&str> {
@@ -334,8 +334,8 @@ pub(crate) fn parse_for(
         None => (false, Vec::new()),
     };
 
-    let slide = match elf.named_section_data(crate::preresolve::SLIDE_SECTION)? {
-        Some(d) => Some(crate::preresolve::SlideTable::parse(d)?),
+    let slide = match elf.named_section_data(crate::kernel::slide::SECTION)? {
+        Some(d) => Some(crate::kernel::slide::SlideTable::parse(d)?),
         None => None,
     };
 

@@ -335,7 +335,7 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
     let facts = Facts {
         features: k.loader_features.clone(),
         fixed_base: opts.assume_nokaslr || matches!(k.kaslr, crate::kernel::Kaslr::No { .. }),
-        slide: k.loader_features.has(crate::preresolve::SLIDE_FEATURE) && k.slide_base.is_some(),
+        slide: k.loader_features.has(crate::kernel::slide::FEATURE) && k.slide_base.is_some(),
         signed_modules: modules.signed,
         checks_signatures: config.is_some_and(|c| c.is_enabled("CONFIG_MODULE_SIG")),
         key,

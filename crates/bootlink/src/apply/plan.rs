@@ -229,6 +229,19 @@ mod tests {
     }
 
     #[test]
+    fn a_randomized_base_with_the_slide_patch_folds_for_the_slide() {
+        let mut f = facts(ALL);
+        f.fixed_base = false;
+        f.slide = true;
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::FoldSlide, Step::Unsign, Step::Finalize, Step::Manifest]);
+        assert!(!p.cmdline.contains(&"module.symlookup=gnu".to_string()), "{:?}", p.cmdline);
+        // A fixed base keeps the link-time fold, byte for byte as before.
+        f.fixed_base = true;
+        assert_eq!(Plan::of(&f).steps[0], Step::Fold);
+    }
+
+    #[test]
     fn a_stock_kernel_gets_what_needs_no_patch_and_is_told_the_rest() {
         let mut f = facts(&[]);
         f.signed_modules = false;
