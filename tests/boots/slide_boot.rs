@@ -162,9 +162,33 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
 /// into `dir`.
 fn folded_slide(k: &Kaslr, rel: &str, dir: &Path) -> PathBuf {
     let input = k.dir.join("lib/modules").join(&k.release).join("kernel").join(rel);
-    TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &k.dir.join("vmlinux"), &input, &"-o", &dir])
-        .ok();
-    dir.join(Path::new(rel).file_name().unwrap())
+    let vmlinux = k.dir.join("vmlinux");
+    let o = TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &vmlinux, &input, &"-o", &dir]).ok();
+    let name = Path::new(rel).file_name().unwrap();
+    let line = format!("PRERESV {} (", name.to_string_lossy());
+    let out = common::stdout(&o);
+    assert!(out.lines().any(|l| l.starts_with(&line) && l.ends_with(", folded, slide)")), "{out}");
+    // --assume-nokaslr writes link-time addresses only: no table, no marker.
+    let plain = dir.with_extension("nokaslr");
+    let o = TestCommand::new(&[
+        &"preresolve",
+        &"--fold-symbols",
+        &"--assume-nokaslr",
+        &"--json",
+        &"--kernel",
+        &vmlinux,
+        &input,
+        &"-o",
+        &plain,
+    ])
+    .ok();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["addresses"], "link_time", "{v}");
+    let bytes = std::fs::read(plain.join(name)).unwrap();
+    let elf = Elf::parse(&bytes, Want::Relocatable).unwrap();
+    assert!(elf.section(SLIDE_SECTION).is_none());
+    assert!(!bytes.windows(17).any(|w| w == b"preresolved-slide"));
+    dir.join(name)
 }
 
 #[test]
