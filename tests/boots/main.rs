@@ -28,6 +28,7 @@ mod manifest_inputs;
 mod order_boot;
 mod preresolve_boot;
 mod sealed_boot;
+mod slide_boot;
 mod survey_boot;
 mod symhash_boot;
 mod system_boot;

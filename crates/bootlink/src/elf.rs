@@ -230,6 +230,22 @@ impl<'d> Elf<'d> {
         Ok(phdrs.iter().filter(|p| p.p_type.get(LE) == elf::PT_LOAD).map(|p| p.p_filesz.get(LE)).sum())
     }
 
+    /// The virtual range a kernel image occupies once loaded: from the
+    /// lowest to the end of the highest PT_LOAD segment placed above
+    /// address 0 (x86-64's zero-based per-CPU segment is left out: it does
+    /// not move with the kernel). None: no such segment.
+    pub fn image_range(&self) -> Result<Option<(u64, u64)>, ReadError> {
+        let phdrs = self
+            .header
+            .program_headers(LE, self.data)
+            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF program headers", source })?;
+        Ok(phdrs
+            .iter()
+            .filter(|p| p.p_type.get(LE) == elf::PT_LOAD && p.p_vaddr.get(LE) != 0)
+            .map(|p| (p.p_vaddr.get(LE), p.p_vaddr.get(LE).saturating_add(p.p_memsz.get(LE))))
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d))))
+    }
+
     pub fn section(&self, name: &str) -> Option<(usize, &'d Shdr)> {
         self.sections.section_by_name(LE, name.as_bytes()).map(|(i, s)| (i.0, s))
     }

@@ -450,6 +450,73 @@ impl ElfEdit {
         Ok(kept.len())
     }
 
+    /// Where each entry of an SHT_RELA section refers to one of the
+    /// symbols `symbols` marks (by index): (section index, entry index),
+    /// in file order. Folding and trimming keep every entry where it is,
+    /// so the places hold after them.
+    pub(crate) fn relocations_against(&self, symbols: &[bool]) -> Result<Vec<(u32, u32)>, Error> {
+        let elf = parse(&self.data)?;
+        let mut out = Vec::new();
+        for (k, sh) in elf.sections.enumerate() {
+            if sh.sh_type(LE) != SHT_RELA {
+                continue;
+            }
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported("a relocation section has no data"))?;
+            let (off, size) = (off as usize, size as usize);
+            if off.checked_add(size).is_none_or(|e| e > self.data.len()) {
+                return Err(Error::new(Kind::Format, "corrupt relocation section header"));
+            }
+            for (j, e) in (off..off + size - size % RELA_SIZE).step_by(RELA_SIZE).enumerate() {
+                let r: &Rela = view(&self.data, e);
+                if symbols.get(r.r_sym(LE, false) as usize).copied().unwrap_or(false) {
+                    out.push((k.0 as u32, j as u32));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Give section `name` new contents: in place when they fit (the rest
+    /// zeroed), else after the section data, before the section headers
+    /// (which must be at the end of the file), its header pointed at them
+    /// and its old bytes left unreferenced. No other section moves.
+    pub(crate) fn set_section_contents(&mut self, name: &str, contents: &[u8]) -> Result<(), Error> {
+        let (index, off, size, shoff, shnum) = {
+            let elf = parse(&self.data)?;
+            let (i, sh) = elf.section(name).ok_or_else(|| unsupported(format!("module has no {name} section")))?;
+            let (off, size) = sh.file_range(LE).ok_or_else(|| unsupported(format!("{name} has no file data")))?;
+            (i, off as usize, size as usize, elf.header.e_shoff(LE) as usize, elf.header.e_shnum(LE) as usize)
+        };
+        let header_at = if contents.len() <= size {
+            self.data[off..off + contents.len()].copy_from_slice(contents);
+            self.data[off + contents.len()..off + size].fill(0);
+            shoff + index * SHDR_SIZE
+        } else {
+            if shoff + shnum * SHDR_SIZE != self.data.len() {
+                return Err(unsupported("section headers are not at the end of the file; cannot move a section"));
+            }
+            let headers = self.data.split_off(shoff);
+            while !self.data.len().is_multiple_of(8) {
+                self.data.push(0);
+            }
+            let new_off = self.data.len();
+            self.data.extend_from_slice(contents);
+            while !self.data.len().is_multiple_of(8) {
+                self.data.push(0);
+            }
+            let new_shoff = self.data.len();
+            self.data.extend_from_slice(&headers);
+            let h: &mut Header = view_mut(&mut self.data, 0);
+            h.e_shoff.set(LE, new_shoff as u64);
+            let sh: &mut Shdr = view_mut(&mut self.data, new_shoff + index * SHDR_SIZE);
+            sh.sh_offset.set(LE, new_off as u64);
+            new_shoff + index * SHDR_SIZE
+        };
+        let sh: &mut Shdr = view_mut(&mut self.data, header_at);
+        sh.sh_size.set(LE, contents.len() as u64);
+        Ok(())
+    }
+
     /// Append an empty section named `name`; see `add_section`.
     pub fn add_empty_section(&mut self, name: &str) -> Result<(), Error> {
         self.add_section(name, &[])
@@ -669,6 +736,49 @@ pub(crate) mod tests {
         (40, R_X86_64_64, 5, 16),    // c again
         (44, R_X86_64_PC32, 4, -4),  // b again
     ];
+
+    /// The slide's places: found before folding, they name the same
+    /// entries after it (folding keeps every entry where it is).
+    #[test]
+    fn relocations_against_symbols_keep_their_places_through_folding() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let mut marks = vec![false; 6];
+        (marks[3], marks[5]) = (true, true);
+        let places = ed.relocations_against(&marks).unwrap();
+        let rela = parse(&ed.data).unwrap().section(".rela.text").unwrap().0 as u32;
+        assert_eq!(places, [(rela, 0), (rela, 2), (rela, 5)]);
+        ed.fold_symbols(&[(3, 0xffff_ffff_8100_1000), (5, 0x3000)]).unwrap();
+        let (_, _, relocs) = read_back(&ed.data);
+        let folded: Vec<u32> = (0..relocs.len() as u32).filter(|&i| relocs[i as usize].2 == 0).collect();
+        assert_eq!(folded, [0, 2, 5]);
+    }
+
+    /// A section given longer contents moves after the others (their bytes
+    /// stay); shorter ones stay in place, the rest zeroed.
+    #[test]
+    fn a_section_that_grows_moves_and_the_others_stay() {
+        let mut ed = ElfEdit::new(tiny_elf(RELOCS, SHT_RELA.0)).unwrap();
+        let before = read_back(&ed.data);
+        let (text_off, text) = {
+            let elf = parse(&ed.data).unwrap();
+            let (_, sh) = elf.section(".text").unwrap();
+            (sh.sh_offset(LE), elf.section_data(sh).unwrap().len())
+        };
+        let longer = vec![0xaa; text + 100];
+        ed.set_section_contents(".text", &longer).unwrap();
+        {
+            let elf = parse(&ed.data).unwrap();
+            let (_, sh) = elf.section(".text").unwrap();
+            assert!(sh.sh_offset(LE) > text_off);
+            assert_eq!(elf.section_data(sh).unwrap(), &longer[..]);
+        }
+        assert_eq!(read_back(&ed.data), before);
+        ed.set_section_contents(".text", &[1, 2]).unwrap();
+        let elf = parse(&ed.data).unwrap();
+        let (_, sh) = elf.section(".text").unwrap();
+        assert_eq!(elf.section_data(sh).unwrap(), &[1, 2]);
+        assert!(ed.set_section_contents(".nothing", &[]).unwrap_err().msg.contains("no .nothing"));
+    }
 
     #[test]
     fn folding_moves_addresses_into_addends_and_renumbers_the_rest() {

@@ -103,6 +103,10 @@ pub struct Module {
     pub versions: Vec<(String, u32)>,
     pub signature: Option<Signature>,
     pub preresolved: bool,
+    /// Its `.preresolved_slide` table: preresolved at link-time addresses
+    /// for a kernel that moves them by its slide (patch `preresolved-slide`).
+    #[serde(skip)]
+    pub slide: Option<crate::kernel::slide::SlideTable>,
 }
 
 impl Module {
@@ -120,6 +124,14 @@ impl Module {
 
     pub fn vermagic(&self) -> Option<&str> {
         self.modinfo("vermagic")
+    }
+
+    /// The vermagic of the kernel the module is for: with a
+    /// `.preresolved_slide` table, its vermagic without the marker the
+    /// preresolver appended (a kernel without the patch refuses that).
+    pub fn kernel_vermagic(&self) -> Option<&str> {
+        let v = self.vermagic()?;
+        Some(if self.slide.is_some() { crate::kernel::slide::unmarked_vermagic(v).unwrap_or(v) } else { v })
     }
 
     pub fn depends(&self) -> Vec<&str> {
@@ -322,6 +334,11 @@ pub(crate) fn parse_for(
         None => (false, Vec::new()),
     };
 
+    let slide = match elf.named_section_data(crate::kernel::slide::SECTION)? {
+        Some(d) => Some(crate::kernel::slide::SlideTable::parse(d)?),
+        None => None,
+    };
+
     let name =
         modinfo.iter().find(|(k, _)| k == "name").map(|(_, v)| v.clone()).unwrap_or_else(|| name_from_path(path));
     Ok(Module {
@@ -338,6 +355,7 @@ pub(crate) fn parse_for(
         versions,
         signature,
         preresolved,
+        slide,
     })
 }
 

@@ -201,7 +201,7 @@ pub(crate) fn recompress_like(path: &Path, compression: Compression, bytes: &[u8
 /// Refuse a module built for another kernel than `k` (by vermagic).
 pub(crate) fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
     let kv = k.vermagic.as_deref().unwrap_or_default();
-    match m.vermagic() {
+    match m.kernel_vermagic() {
         Some(v) if v == kv => Ok(()),
         Some(v) => Err(Error::file(
             Kind::WrongKernel,

@@ -345,7 +345,9 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
         meta.module_files = Some(module_files(step::compression(&v.spec.steps), &tree.modules)?);
         meta.kernel_release = k.release.clone().unwrap_or_default();
         meta.transform = v.spec.transform();
-        meta.cmdline = format!("{base_cmdline} {}", tree.cmdline.join(" ")).trim().to_string();
+        // kaslr:on boots without the lab's nokaslr.
+        let base: Vec<&str> = base_cmdline.split(' ').filter(|w| !(v.spec.kaslr && *w == "nokaslr")).collect();
+        meta.cmdline = format!("{} {}", base.join(" "), tree.cmdline.join(" ")).trim().to_string();
         variants.push((meta, tree.modules));
     }
     let first = &variants[0].0;

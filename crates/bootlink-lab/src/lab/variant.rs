@@ -85,6 +85,9 @@ pub struct Variant {
     /// Which of a build's images QEMU boots (`image:`); None: the
     /// default, see [`Variant::boots_bzimage`].
     pub image: Option<BootImage>,
+    /// `kaslr:on`: boot without the lab's `nokaslr` (a bzImage of a build
+    /// with CONFIG_RANDOMIZE_BASE: its decompressor picks the slide).
+    pub kaslr: bool,
 }
 
 /// The image of a self-built x86-64 kernel the lab boots.
@@ -107,6 +110,7 @@ pub type VariantSpec = Variant;
 pub(crate) const KEYS: &[&str] = &[
     "kernel",
     "image",
+    "kaslr",
     "modules",
     "steps",
     "compress",
@@ -133,6 +137,7 @@ impl Variant {
             loader: Loader::Insmod,
             workloads: Vec::new(),
             image: None,
+            kaslr: false,
         })
     }
 
@@ -189,7 +194,19 @@ impl Variant {
         let steps = p.steps()?;
         let loader = p.loader()?;
         let workloads = p.workloads()?;
-        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image };
+        let kaslr = match p.get("kaslr") {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
+        };
+        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr };
+        if v.kaslr && !v.boots_bzimage() {
+            return Err(p.usage(
+                "kaslr:on needs a bzImage boot (image:bzimage of kernel:build+kaslr): the PVH entry of vmlinux \
+                 does not randomize"
+                    .into(),
+            ));
+        }
         if v.boots_bzimage() && v.steps.iter().any(|s| s.stage() == step::Stage::Image) {
             return Err(p.usage(
                 "the lab boots a bzImage as built, and manifest:on writes a new vmlinux; give image:vmlinux".into(),

@@ -338,6 +338,7 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
     let facts = Facts {
         features: k.loader_features.clone(),
         fixed_base: opts.assume_nokaslr || matches!(k.kaslr, crate::kernel::Kaslr::No { .. }),
+        slide: k.loader_features.has(crate::kernel::slide::FEATURE) && k.slide_base.is_some(),
         signed_modules: modules.signed,
         checks_signatures: config.is_some_and(|c| c.is_enabled("CONFIG_MODULE_SIG")),
         key,
@@ -352,7 +353,9 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
     }
     // A sealed kernel looks nothing up in its own exports after boot: a
     // module left unfolded would be refused at load, so nothing is done.
-    if k.loader_features.has(crate::kernel::features::name::EXPORTS_SEALED) && !plan.steps.contains(&Step::Fold) {
+    if k.loader_features.has(crate::kernel::features::name::EXPORTS_SEALED)
+        && !plan.steps.iter().any(|s| matches!(s, Step::Fold | Step::FoldSlide))
+    {
         let why = plan.left_out.first().cloned().unwrap_or_default();
         return Err(Error::file(
             Kind::WrongKernel,

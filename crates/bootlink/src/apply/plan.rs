@@ -18,6 +18,9 @@ pub struct Facts {
     /// The kernel does not randomize its base (no CONFIG_RANDOMIZE_BASE),
     /// or the user said it boots with `nokaslr`.
     pub fixed_base: bool,
+    /// The kernel moves preresolved addresses by its slide (it names
+    /// `preresolved-slide` and its build ID is known).
+    pub slide: bool,
     /// At least one installed module carries a signature.
     pub signed_modules: bool,
     /// The kernel checks module signatures (CONFIG_MODULE_SIG).
@@ -92,13 +95,16 @@ impl Plan {
         };
         if f.fixed_base {
             steps.push(Step::Fold);
+        } else if f.slide {
+            steps.push(Step::FoldSlide);
         } else {
             left_out.push(
-                "fold: the kernel randomizes its base (CONFIG_RANDOMIZE_BASE); pass --assume-nokaslr if it boots \
-                 with nokaslr"
+                "fold: the kernel randomizes its base (CONFIG_RANDOMIZE_BASE) and has no patch \
+                 `preresolved-slide`; pass --assume-nokaslr if it boots with nokaslr"
                     .into(),
             );
         }
+        let folded = f.fixed_base || f.slide;
         if !patched {
             steps.push(Step::Trim);
             left_out.push(
@@ -120,7 +126,7 @@ impl Plan {
             // Folded modules keep few lookups (module-to-module only): the
             // lab's best combination has no tables. Without folding, the
             // tables are the symbols phase's gain.
-            if !f.fixed_base && f.features.has(name::SYMHASH) {
+            if !folded && f.features.has(name::SYMHASH) {
                 if f.features.has(name::EXPORT_SLOTS) {
                     steps.push(Step::SymhashSlotted);
                 } else if f.features.has(name::VERSIONS_SORTED) {
@@ -249,6 +255,7 @@ mod tests {
         Facts {
             features: LoaderFeatures::Named(features.iter().map(|s| s.to_string()).collect()),
             fixed_base: true,
+            slide: false,
             signed_modules: true,
             checks_signatures: true,
             key: true,
@@ -307,6 +314,19 @@ mod tests {
         assert_eq!(p.steps, [Step::Unsign, Step::Finalize, Step::SymhashSlotted, Step::Manifest]);
         assert!(p.cmdline.contains(&"module.symlookup=gnu".to_string()));
         assert!(p.left_out[0].starts_with("fold:"), "{:?}", p.left_out);
+    }
+
+    #[test]
+    fn a_randomized_base_with_the_slide_patch_folds_for_the_slide() {
+        let mut f = facts(ALL);
+        f.fixed_base = false;
+        f.slide = true;
+        let p = Plan::of(&f);
+        assert_eq!(p.steps, [Step::FoldSlide, Step::Unsign, Step::Finalize, Step::Manifest]);
+        assert!(!p.cmdline.contains(&"module.symlookup=gnu".to_string()), "{:?}", p.cmdline);
+        // A fixed base keeps the link-time fold, byte for byte as before.
+        f.fixed_base = true;
+        assert_eq!(Plan::of(&f).steps[0], Step::Fold);
     }
 
     #[test]

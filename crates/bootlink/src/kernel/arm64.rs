@@ -261,6 +261,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         config_source: cfg_source,
         kaslr,
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
+        slide_base: None,
         config: cfg,
     })
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod features;
 pub mod imagecache;
 pub mod ksymtab;
+pub mod slide;
 pub mod sysmap;
 
 use std::collections::HashMap;
@@ -79,6 +80,11 @@ pub struct KernelImage {
     /// The module loader's build-time features the image names
     /// (patch `feature-notes`).
     pub loader_features: LoaderFeatures,
+    /// What a module preresolved for the slide records of this build
+    /// (patch `preresolved-slide`): its build ID and the addresses that move
+    /// with it. Known for an x86-64 vmlinux (or bzImage) with a build ID.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slide_base: Option<slide::SlideBase>,
     #[serde(skip)]
     pub config: Option<KernelConfig>,
 }
@@ -312,6 +318,13 @@ impl KernelImage {
         };
         let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
         let loader_features = LoaderFeatures::of(&elf).map_err(|e| e.at(path))?;
+        let slide_base = match (elf.machine(), elf.build_id().map_err(|e| e.at(path))?) {
+            (object::elf::EM_X86_64, Some(id)) if (1..=20).contains(&id.len()) => elf
+                .image_range()
+                .map_err(|e| e.at(path))?
+                .map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end }),
+            _ => None,
+        };
         Ok(KernelImage {
             path: path.to_path_buf(),
             source,
@@ -323,6 +336,7 @@ impl KernelImage {
             config_source: cfg_source,
             kaslr,
             loader_features,
+            slide_base,
             config: cfg,
         })
     }
@@ -333,7 +347,7 @@ impl KernelImage {
     pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
         self.same_machine(m, then)?;
         let kv = self.vermagic.as_deref().unwrap_or_default();
-        match m.vermagic() {
+        match m.kernel_vermagic() {
             Some(v) if v == kv => Ok(()),
             Some(v) => Err(Error::file(
                 Kind::WrongKernel,

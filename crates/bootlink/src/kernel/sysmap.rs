@@ -138,6 +138,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         config_source: cfg_source,
         kaslr,
         loader_features: super::LoaderFeatures::Unknown,
+        slide_base: None,
         config: cfg,
     })
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::Options;
+use super::{Options, SlideBase};
 use crate::error::{Error, Kind, Result};
 use crate::kernel::{Export, Kaslr, KernelImage};
 use crate::module::Module;
@@ -47,15 +47,25 @@ impl Reason {
     }
 }
 
-/// Refuse what cannot be made safe before any module is touched.
-pub fn check_kernel(k: &KernelImage, opts: &Options) -> Result<()> {
+/// Refuse what cannot be made safe before any module is touched, and say
+/// where the addresses written will hold: at link time (a kernel that
+/// does not move, or `--assume-nokaslr`), or moved by the slide (a kernel
+/// that may randomize its base and names `preresolved-slide`: then the
+/// build's [`SlideBase`]).
+pub fn check_kernel<'k>(k: &'k KernelImage, opts: &Options) -> Result<Option<&'k SlideBase>> {
+    let mut slide = None;
     if !opts.assume_nokaslr {
         let why = match &k.kaslr {
             Kaslr::No { .. } => None,
             Kaslr::Possible { source } => Some(format!("CONFIG_RANDOMIZE_BASE=y in {source}")),
             Kaslr::Unknown => Some("no kernel config was found, so KASLR cannot be ruled out (pass --config)".into()),
         };
-        if let Some(why) = why {
+        if why.is_some()
+            && k.loader_features.has(super::SLIDE_FEATURE)
+            && let Some(base) = &k.slide_base
+        {
+            slide = Some(base);
+        } else if let Some(why) = why {
             return Err(Error::file(
                 Kind::WrongKernel,
                 &k.path,
@@ -63,7 +73,8 @@ pub fn check_kernel(k: &KernelImage, opts: &Options) -> Result<()> {
                     "refusing to preresolve: the kernel may randomize its base address at boot (KASLR: {why}). \
                      Preresolved modules hold link-time addresses and oops under KASLR. If the target boots with \
                      `nokaslr` on its command line (or through an entry that does not randomize, such as a PVH boot \
-                     of vmlinux), pass --assume-nokaslr"
+                     of vmlinux), pass --assume-nokaslr; a kernel with patch `preresolved-slide` (its image names \
+                     the feature) takes modules preresolved for its slide"
                 ),
             ));
         }
@@ -75,7 +86,7 @@ pub fn check_kernel(k: &KernelImage, opts: &Options) -> Result<()> {
             "the kernel's vermagic is unknown, so modules cannot be checked against it: give a vmlinux or vmlinuz",
         ));
     }
-    Ok(())
+    Ok(slide)
 }
 
 /// What [`decide`] found for one module.

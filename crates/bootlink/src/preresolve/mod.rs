@@ -12,6 +12,10 @@
 //! the relocations that use them (symbol 0, the address added to the addend)
 //! and removed from .symtab, so the kernel's per-load kallsyms scans do not
 //! walk them; `.preresolved` then lists them with their addresses.
+//!
+//! For a kernel that may randomize its base and has patch
+//! `preresolved-slide`, either way is written with a `.preresolved_slide`
+//! table of the values the loader moves by the slide ([`slide`]).
 
 use std::path::PathBuf;
 
@@ -26,12 +30,17 @@ mod aarch64;
 mod checks;
 mod report;
 mod rewrite;
+mod slide;
 
 pub use crate::modwrite::Output;
 pub use aarch64::Relocations;
 pub use checks::{GPL_COMPATIBLE, Reason, check_kernel, license_is_gpl_compatible};
 pub use report::{ModuleResult, Report, SigAction, Status, Totals};
 pub use rewrite::trim;
+pub use slide::{
+    FEATURE as SLIDE_FEATURE, SECTION as SLIDE_SECTION, SlideBase, SlideTable, VERMAGIC_TOKEN, mark_module,
+    unmarked_vermagic,
+};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -58,15 +67,33 @@ pub enum Mode {
     Folded,
 }
 
+/// Where the addresses a run writes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Addresses {
+    /// As linked: a kernel that does not move (or `--assume-nokaslr`).
+    LinkTime,
+    /// As linked, listed in `.preresolved_slide` for the loader to move by
+    /// the kernel's slide (patch `preresolved-slide`).
+    Slide,
+}
+
 pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<Report> {
-    check_kernel(kernel, opts)?;
+    let slide = check_kernel(kernel, opts)?;
     if let Some(k) = &opts.sign {
         k.check()?;
     }
     let exports = kernel.export_map();
     let (modules, errors) = modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "preresolving", |j| {
-        rewrite::one(kernel, &exports, j, opts)
+        rewrite::one(kernel, &exports, j, opts, slide)
     })?;
     let totals = Totals::of(&modules, errors.len());
-    Ok(Report { kernel: KernelSummary::of(kernel), assume_nokaslr: opts.assume_nokaslr, totals, modules, errors })
+    Ok(Report {
+        kernel: KernelSummary::of(kernel),
+        assume_nokaslr: opts.assume_nokaslr,
+        addresses: if slide.is_some() { Addresses::Slide } else { Addresses::LinkTime },
+        totals,
+        modules,
+        errors,
+    })
 }

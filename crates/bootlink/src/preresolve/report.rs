@@ -64,6 +64,10 @@ pub struct ModuleResult {
     /// With `--fold-symbols`: of `preresolved`, the symbols folded and
     /// removed (the rest stay SHN_ABS; on x86-64 all are folded).
     pub symbols_folded: usize,
+    /// With a `.preresolved_slide` table: the values (symbols and
+    /// relocations) the loader moves by the kernel's slide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slide: Option<usize>,
 }
 
 impl ModuleResult {
@@ -71,9 +75,15 @@ impl ModuleResult {
         self.undefined > 0 && self.preresolved == self.undefined
     }
 
-    /// SHN_ABS is the default and not named in the line; folding is.
+    /// SHN_ABS is the default and not named in the line; folding is, and
+    /// so are addresses the loader moves by the slide.
     fn mode_note(&self) -> &'static str {
-        if self.mode == Some(Mode::Folded) { ", folded" } else { "" }
+        match (self.mode == Some(Mode::Folded), self.slide.is_some()) {
+            (true, true) => ", folded, slide",
+            (true, false) => ", folded",
+            (false, true) => ", slide",
+            (false, false) => "",
+        }
     }
 
     /// The line printed per module: `PRERESV fs/ext4/ext4.ko (551/616 preresolved)`.
@@ -133,12 +143,18 @@ pub struct Totals {
     /// The modules' [`ModuleResult::relocations`], added up.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub relocations: BTreeMap<crate::reloc::Class, Relocations>,
+    /// Modules written with a `.preresolved_slide` table, and the values
+    /// they list.
+    pub slide_modules: usize,
+    pub slide_values: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub kernel: KernelSummary,
     pub assume_nokaslr: bool,
+    /// Where the addresses written hold: `link_time`, or `slide`.
+    pub addresses: super::Addresses,
     pub totals: Totals,
     pub modules: Vec<ModuleResult>,
     pub errors: Vec<FileError>,
@@ -172,6 +188,10 @@ impl Totals {
             }
             if m.status == Status::Preresolved {
                 t.symbols_folded += m.symbols_folded;
+                if let Some(n) = m.slide {
+                    t.slide_modules += 1;
+                    t.slide_values += n;
+                }
             }
             for (c, n) in &m.relocations {
                 let sum = t.relocations.entry(*c).or_default();
@@ -204,6 +224,13 @@ impl crate::report::Report for Report {
         tab.row(vec!["  fully (now or before)".into(), thousands(t.fully_preresolved), "".into()]);
         if t.folded_modules > 0 {
             tab.row(vec!["  folded into relocations".into(), thousands(t.folded_modules), thousands(t.symbols_folded)]);
+        }
+        if t.slide_modules > 0 {
+            tab.row(vec![
+                "  moved by the slide (values)".into(),
+                thousands(t.slide_modules),
+                thousands(t.slide_values),
+            ]);
         }
         tab.row(vec!["left to modules' exports".into(), "".into(), thousands(t.module_symbols)]);
         for (r, n) in &t.kept {

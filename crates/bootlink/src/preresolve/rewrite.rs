@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::aarch64;
 use super::checks::{Decision, decide};
-use super::{Mode, ModuleResult, Options, SigAction, Status};
+use super::slide::{self, SlideTable};
+use super::{Mode, ModuleResult, Options, SigAction, SlideBase, Status};
 use crate::compress::Compression;
 use crate::elfedit::ElfEdit;
 use crate::error::{Error, Kind, Result};
@@ -19,6 +20,7 @@ pub(super) fn one(
     exports: &HashMap<&str, &Export>,
     job: &Job,
     opts: &Options,
+    slide: Option<&SlideBase>,
 ) -> Result<ModuleResult> {
     let path = &job.input;
     let (data, compression) = module::load_bytes(path)?;
@@ -42,6 +44,7 @@ pub(super) fn one(
         symbols_trimmed: 0,
         relocations: BTreeMap::new(),
         symbols_folded: 0,
+        slide: None,
     };
     if m.preresolved {
         // Its SHN_ABS symbols, or the folded ones listed in .preresolved,
@@ -62,6 +65,20 @@ pub(super) fn one(
                 ));
             }
         }
+        if let Some(t) = &m.slide
+            && slide.is_none_or(|b| b.build_id != t.build_id)
+        {
+            return Err(Error::file(
+                Kind::WrongKernel,
+                path,
+                format!(
+                    "already preresolved for the slide of another kernel build (build ID {}), not {}",
+                    t.build_id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                    k.path.display()
+                ),
+            ));
+        }
+        result.slide = m.slide.as_ref().map(SlideTable::len);
         let resolved = resolved_before().filter(|(n, _)| exports.contains_key(n.as_str())).count();
         result.status = Status::AlreadyPreresolved;
         result.mode = Some(if m.folded.is_empty() { Mode::Abs } else { Mode::Folded });
@@ -94,6 +111,7 @@ pub(super) fn one(
     let elf_len = m.signature.as_ref().map_or(data.len(), |s| s.offset);
     let mut ed = ElfEdit::new(data[..elf_len].to_vec()).map_err(|e| e.at(path))?;
     let (mut abs_now, mut folded_now) = (edits.len(), 0);
+    let mut slide_relocations = Vec::new();
     if opts.fold {
         let finalized =
             crate::elf::Elf::parse_for(&data[..elf_len], crate::elf::Want::Relocatable, crate::elf::ANALYSED_MACHINES)
@@ -117,6 +135,15 @@ pub(super) fn one(
         } else {
             (edits.clone(), Vec::new())
         };
+        // The relocations whose addend will hold a moving address (the
+        // entries stay where they are through folding and trimming).
+        if let Some(base) = slide {
+            let mut moving = vec![false; m.undefined_index.iter().max().map_or(0, |i| i + 1)];
+            for (idx, addr) in &fold {
+                moving[*idx] = base.moves(*addr);
+            }
+            slide_relocations = ed.relocations_against(&moving).map_err(|e| e.at(path))?;
+        }
         for (idx, addr) in &keep {
             ed.make_absolute(*idx, *addr);
         }
@@ -136,6 +163,11 @@ pub(super) fn one(
     if opts.trim {
         result.symbols_trimmed = trim(&mut ed).map_err(|e| e.at(path))?;
     }
+    if let Some(base) = slide {
+        let table = slide_table(&ed, base, &edits, &name_of_edits(&m), slide_relocations).map_err(|e| e.at(path))?;
+        result.slide = Some(table.len());
+        slide::mark(&mut ed, &table).map_err(|e| e.at(path))?;
+    }
     let bytes;
     (bytes, result.signature) = signed(ed.data, &m, job, opts)?;
     // Check what we wrote reads back as the module we meant.
@@ -146,6 +178,8 @@ pub(super) fn one(
         || check.undefined.len() != m.undefined.len() - edits.len()
         || check.absolute.len() != m.absolute.len() + abs_now
         || check.folded.len() != folded_now
+        || check.slide.as_ref().map(SlideTable::len) != result.slide
+        || check.kernel_vermagic() != m.vermagic()
     {
         return Err(Error::file(
             Kind::Internal,
@@ -158,6 +192,40 @@ pub(super) fn one(
     }
     result.status = Status::Preresolved;
     Ok(result)
+}
+
+/// The name of each symbol index of `m`'s undefined symbols.
+fn name_of_edits(m: &module::Module) -> HashMap<usize, &str> {
+    m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect()
+}
+
+/// The `.preresolved_slide` table of the edited module: the SHN_ABS
+/// symbols this run made whose address moves with the kernel (found by
+/// name: trimming renumbers them), and the folded relocations found before
+/// folding.
+fn slide_table(
+    ed: &ElfEdit,
+    base: &SlideBase,
+    edits: &[(usize, u64)],
+    names: &HashMap<usize, &str>,
+    relocations: Vec<(u32, u32)>,
+) -> Result<SlideTable> {
+    use object::read::elf::Sym;
+    let moving: HashMap<&str, u64> =
+        edits.iter().filter(|(_, a)| base.moves(*a)).map(|(i, a)| (names[i], *a)).collect();
+    let elf = crate::elf::Elf::parse_for(&ed.data, crate::elf::Want::Relocatable, crate::elf::ANALYSED_MACHINES)?;
+    let symtab = elf.symbols()?;
+    let mut symbols = Vec::new();
+    for (i, sym) in symtab.iter().enumerate() {
+        if sym.st_shndx(crate::elf::LE) != object::elf::SHN_ABS {
+            continue;
+        }
+        let name = String::from_utf8_lossy(crate::elf::sym_name(&symtab, sym)?);
+        if moving.get(name.as_ref()) == Some(&sym.st_value(crate::elf::LE)) {
+            symbols.push(i as u32);
+        }
+    }
+    Ok(SlideTable::new(base, symbols, relocations))
 }
 
 /// A sealed kernel (its image names `exports-sealed`, patch `exports-sealed`) looks

@@ -40,6 +40,12 @@ pub enum Step {
     /// `bootlink preresolve --fold-symbols`: the addresses in the
     /// relocations, the resolved symbols removed from .symtab.
     Fold,
+    /// `bootlink preresolve` for a kernel that may randomize its base and
+    /// has patch `preresolved-slide`: link-time addresses with the
+    /// `.preresolved_slide` table the loader moves them by.
+    PreresolveSlide,
+    /// The same with `--fold-symbols`.
+    FoldSlide,
     /// `bootlink symhash`: export and undefined-symbol hash tables (the
     /// kernel needs kernel/6.1/patches; `module.symlookup=` picks the method).
     Symhash,
@@ -125,10 +131,12 @@ pub struct Tree<'a> {
 
 impl Step {
     /// Every step without parameters, by its name.
-    pub const ALL: [Step; 11] = [
+    pub const ALL: [Step; 13] = [
         Step::Unsign,
         Step::Preresolve,
         Step::Fold,
+        Step::PreresolveSlide,
+        Step::FoldSlide,
         Step::Symhash,
         Step::SymhashSorted,
         Step::SymhashSlotted,
@@ -144,6 +152,8 @@ impl Step {
             Step::Unsign => "unsign",
             Step::Preresolve => "preresolve",
             Step::Fold => "fold",
+            Step::PreresolveSlide => "preresolve-slide",
+            Step::FoldSlide => "fold-slide",
             Step::Symhash => "symhash",
             Step::SymhashSorted => "symhash-sorted",
             Step::SymhashSlotted => "symhash-slotted",
@@ -191,8 +201,10 @@ impl Step {
         let dir = t.work.join(format!("{n}-{}", self.name()));
         match self {
             Step::Unsign => unsign::apply(t, &dir),
-            Step::Preresolve => preresolve::apply(t, &dir, false),
-            Step::Fold => preresolve::apply(t, &dir, true),
+            Step::Preresolve => preresolve::apply(t, &dir, false, false),
+            Step::Fold => preresolve::apply(t, &dir, true, false),
+            Step::PreresolveSlide => preresolve::apply(t, &dir, false, true),
+            Step::FoldSlide => preresolve::apply(t, &dir, true, true),
             Step::Symhash => symhash::apply(t, &dir, false, false),
             Step::SymhashSorted => symhash::apply(t, &dir, true, false),
             Step::SymhashSlotted => symhash::apply(t, &dir, true, true),
@@ -229,6 +241,9 @@ pub const PRESETS: &[(&str, &[Step])] = &[
     ("unsigned", &[Step::Unsign]),
     ("preresolved", &[Step::Preresolve]),
     ("folded", &[Step::Fold]),
+    // For a KASLR kernel with patch `preresolved-slide` (boot it with kaslr:on).
+    ("preresolved-slide", &[Step::PreresolveSlide]),
+    ("folded-slide", &[Step::FoldSlide]),
     ("symhash", &[Step::Symhash]),
     ("symhash-sorted", &[Step::SymhashSorted]),
     ("symhash-slotted", &[Step::SymhashSlotted]),

@@ -1,0 +1,221 @@
+//! Preresolving that survives KASLR (patch `preresolved-slide`), the format
+//! the kernel reads: a preresolved module keeps link-time vmlinux
+//! addresses, and a side table,
+//! `.preresolved_slide`, lists every value that holds one (SHN_ABS symbols
+//! by index, folded relocations by section and entry) with the build ID of
+//! the vmlinux they are from and `_text`'s link-time address. The patched
+//! loader checks the build ID and adds the slide (where `_text` is now minus
+//! where it was linked) to each listed value before relocating; the
+//! module's vermagic ends with [`VERMAGIC_TOKEN`] so that a kernel without
+//! the patch refuses it in its vermagic check.
+//!
+//! Only addresses inside the kernel image move with it: x86-64's per-CPU
+//! exports (zero-based) and absolute ones do not, so they are preresolved
+//! as they are and not listed.
+//!
+//! The table (native little-endian, as the kernel's `struct slide_header`,
+//! kernel/module/slide.c): version u32 (1), build ID length u32, `_text`'s
+//! link-time address u64, number of symbols u32, number of relocations
+//! u32, reserved u32 (0), the build ID in 20 bytes (zero-padded), then one
+//! u32 symbol index per symbol and one (section index u32, entry index u32)
+//! pair per relocation.
+
+use serde::Serialize;
+
+use crate::bytes::{LeWriter, le_u32, le_u64};
+use crate::elf::ReadError;
+
+/// The side table's section name.
+pub const SECTION: &str = ".preresolved_slide";
+/// Appended to the module's vermagic (which ends with a space).
+pub const VERMAGIC_TOKEN: &str = "preresolved-slide ";
+/// The loader feature the patched kernel names (patch `preresolved-slide`).
+pub const FEATURE: &str = "preresolved-slide";
+
+const VERSION: u32 = 1;
+const ID_MAX: usize = 20;
+const HEADER: usize = 48;
+
+/// What a kernel build gives the table: its identity and the range of
+/// addresses that move with the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlideBase {
+    /// vmlinux's GNU build ID (NT_GNU_BUILD_ID).
+    #[serde(serialize_with = "hex")]
+    pub build_id: Vec<u8>,
+    /// `_text`'s link-time address: the start of the lowest PT_LOAD segment.
+    pub link_text: u64,
+    /// The end of the image's highest PT_LOAD segment.
+    pub link_end: u64,
+}
+
+fn hex<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+}
+
+impl SlideBase {
+    /// Does `addr` move with the kernel?
+    pub fn moves(&self, addr: u64) -> bool {
+        (self.link_text..self.link_end).contains(&addr)
+    }
+}
+
+/// A `.preresolved_slide` table, as written or read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlideTable {
+    pub build_id: Vec<u8>,
+    pub link_text: u64,
+    /// Symbol table indices of SHN_ABS symbols holding link-time addresses.
+    pub symbols: Vec<u32>,
+    /// (SHT_RELA section index, entry index) of folded relocations whose
+    /// addend holds a link-time address.
+    pub relocations: Vec<(u32, u32)>,
+}
+
+impl SlideTable {
+    pub fn new(base: &SlideBase, symbols: Vec<u32>, relocations: Vec<(u32, u32)>) -> SlideTable {
+        SlideTable { build_id: base.build_id.clone(), link_text: base.link_text, symbols, relocations }
+    }
+
+    /// The values the kernel moves.
+    pub fn len(&self) -> usize {
+        self.symbols.len() + self.relocations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = LeWriter::with_capacity(HEADER + 4 * self.symbols.len() + 8 * self.relocations.len());
+        let mut id = [0u8; ID_MAX];
+        id[..self.build_id.len()].copy_from_slice(&self.build_id);
+        w.u32(VERSION);
+        w.u32(self.build_id.len() as u32);
+        w.u64(self.link_text);
+        w.u32(self.symbols.len() as u32);
+        w.u32(self.relocations.len() as u32);
+        w.u32(0);
+        w.bytes(&id);
+        for s in &self.symbols {
+            w.u32(*s);
+        }
+        for (sec, ent) in &self.relocations {
+            w.u32(*sec);
+            w.u32(*ent);
+        }
+        w.into_inner()
+    }
+
+    /// Read a table back, checking it as the kernel does (version, sizes).
+    pub fn parse(d: &[u8]) -> Result<SlideTable, ReadError> {
+        let bad = |what: &str| ReadError::Corrupt(format!("corrupt {SECTION} section: {what}"));
+        let field = |at: usize| le_u32(d, at).ok_or_else(|| bad("shorter than its header"));
+        if field(0)? != VERSION {
+            return Err(bad("unknown version"));
+        }
+        let id_len = field(4)? as usize;
+        let link_text = le_u64(d, 8).ok_or_else(|| bad("shorter than its header"))?;
+        let (nsyms, nrelas) = (field(16)? as usize, field(20)? as usize);
+        if id_len == 0 || id_len > ID_MAX || field(24)? != 0 {
+            return Err(bad("bad build ID length or reserved field"));
+        }
+        if d.len() != HEADER + 4 * nsyms + 8 * nrelas {
+            return Err(bad("its size does not match its counts"));
+        }
+        let word = |i: usize| le_u32(d, HEADER + 4 * i).expect("size checked");
+        Ok(SlideTable {
+            build_id: d[28..28 + id_len].to_vec(),
+            link_text,
+            symbols: (0..nsyms).map(word).collect(),
+            relocations: (0..nrelas).map(|i| (word(nsyms + 2 * i), word(nsyms + 2 * i + 1))).collect(),
+        })
+    }
+}
+
+/// `.modinfo` with the vermagic entry's value followed by
+/// [`VERMAGIC_TOKEN`]; None when it has no vermagic entry.
+pub fn marked_modinfo(modinfo: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(modinfo.len() + VERMAGIC_TOKEN.len());
+    let mut found = false;
+    for entry in modinfo.split_inclusive(|&b| b == 0) {
+        if !found && entry.starts_with(b"vermagic=") && entry.ends_with(&[0]) {
+            out.extend_from_slice(&entry[..entry.len() - 1]);
+            out.extend_from_slice(VERMAGIC_TOKEN.as_bytes());
+            out.push(0);
+            found = true;
+        } else {
+            out.extend_from_slice(entry);
+        }
+    }
+    found.then_some(out)
+}
+
+/// The kernel's vermagic a marked module was made for: `vermagic` without
+/// its trailing [`VERMAGIC_TOKEN`].
+pub fn unmarked_vermagic(vermagic: &str) -> Option<&str> {
+    vermagic.strip_suffix(VERMAGIC_TOKEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> SlideBase {
+        SlideBase { build_id: (1..=20).collect(), link_text: 0xffff_ffff_8100_0000, link_end: 0xffff_ffff_8300_0000 }
+    }
+
+    #[test]
+    fn table_round_trips_in_the_kernels_layout() {
+        let t = SlideTable::new(&base(), vec![5, 9], vec![(3, 0), (3, 7), (12, 1)]);
+        let b = t.to_bytes();
+        assert_eq!(b.len(), 48 + 2 * 4 + 3 * 8);
+        // version, id length, _text, counts, reserved, then the id at 28
+        assert_eq!(&b[..8], &[1, 0, 0, 0, 20, 0, 0, 0]);
+        assert_eq!(le_u64(&b, 8), Some(0xffff_ffff_8100_0000));
+        assert_eq!((le_u32(&b, 16), le_u32(&b, 20), le_u32(&b, 24)), (Some(2), Some(3), Some(0)));
+        assert_eq!(&b[28..48], &base().build_id[..]);
+        assert_eq!(le_u32(&b, 48), Some(5));
+        assert_eq!((le_u32(&b, 56), le_u32(&b, 60)), (Some(3), Some(0)));
+        assert_eq!(SlideTable::parse(&b).unwrap(), t);
+        assert_eq!(t.len(), 5);
+    }
+
+    #[test]
+    fn damaged_tables_are_refused() {
+        let b = SlideTable::new(&base(), vec![5], vec![]).to_bytes();
+        for (cut, why) in [(10, "header"), (50, "size")] {
+            let e = SlideTable::parse(&b[..cut]).unwrap_err().to_string();
+            assert!(e.contains(SECTION) && e.contains(why), "{e}");
+        }
+        let mut v = b.clone();
+        v[0] = 2;
+        assert!(SlideTable::parse(&v).unwrap_err().to_string().contains("version"));
+        let mut v = b.clone();
+        v[4] = 21;
+        assert!(SlideTable::parse(&v).unwrap_err().to_string().contains("build ID"));
+    }
+
+    #[test]
+    fn only_the_images_addresses_move() {
+        let b = base();
+        assert!(b.moves(0xffff_ffff_8100_0000) && b.moves(0xffff_ffff_82ff_ffff));
+        // x86-64's per-CPU exports are zero-based; the end is exclusive
+        assert!(!b.moves(0x1_f000) && !b.moves(0xffff_ffff_8300_0000));
+    }
+
+    #[test]
+    fn vermagic_gets_the_token_and_loses_it() {
+        let mi = b"license=GPL\0vermagic=6.1.192 SMP preempt mod_unload modversions \0name=fat\0";
+        let out = marked_modinfo(mi).unwrap();
+        assert_eq!(
+            out,
+            b"license=GPL\0vermagic=6.1.192 SMP preempt mod_unload modversions preresolved-slide \0name=fat\0"
+        );
+        assert_eq!(
+            unmarked_vermagic("6.1.192 SMP preempt mod_unload modversions preresolved-slide "),
+            Some("6.1.192 SMP preempt mod_unload modversions ")
+        );
+        assert_eq!(marked_modinfo(b"license=GPL\0"), None);
+    }
+}
