@@ -260,11 +260,14 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
         let cmd = recorded_command(tree, t)?;
         // Inputs from outside arch/x86/boot (the EFI stub's
         // drivers/firmware/efi/libstub/lib.a, linked into the decompressor
-        // with CONFIG_EFI_STUB, as distributions build): the tree's own,
-        // linked read-only. No step writes them.
+        // with CONFIG_EFI_STUB, as distributions build): the tree's own
+        // directory holding each, linked read-only (lib.a is a thin
+        // archive: its members are named by their paths in the tree). No
+        // step writes there.
         for word in extra_inputs(&cmd, &targets) {
-            let (from, at) = (tree.join(&word), s.join(&word));
-            if from.is_file() && !at.exists() {
+            let Some(dir) = Path::new(&word).parent() else { continue };
+            let (from, at) = (tree.join(dir), s.join(dir));
+            if tree.join(&word).is_file() && !at.exists() {
                 link(&from, &at)?;
             }
         }
