@@ -199,7 +199,8 @@ impl Plan {
     pub fn narrow(self, only: &[Step], key: bool) -> std::result::Result<Plan, String> {
         let finishing = |s: &Step| s.list_hash().is_some() || *s == Step::Sign;
         for s in only {
-            if !self.steps.contains(s) && !(*s == Step::Sign && key) {
+            let allowed = self.steps.contains(s) || (*s == Step::Sign && key);
+            if !allowed {
                 let why = self
                     .left_out
                     .iter()
