@@ -27,23 +27,6 @@ use bootlink_lab::system::parse::{Boot, proc_modules};
 
 const TEST: &str = "system_boot";
 
-fn can_run() -> bool {
-    for (tool, pkg) in
-        [("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")]
-    {
-        if !bootlink::hosttool::exists(tool) {
-            common::skip(TEST, &format!("{tool} not installed (apt-get install {pkg}; scripts/install-deps)"));
-            return false;
-        }
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        common::skip(TEST, "building the image needs root (mmdebstrap's root mode, dpkg in a chroot)");
-        return false;
-    }
-    true
-}
-
 /// Boot once; the record and the console.
 fn boot(dir: &Path) -> (serde_json::Value, Boot, String) {
     let t0 = Instant::now();
@@ -66,7 +49,7 @@ fn boot(dir: &Path) -> (serde_json::Value, Boot, String) {
 
 #[test]
 fn debian_system_boots_and_its_figures_add_up() {
-    if !can_run() {
+    if !common::can_boot_system(TEST) {
         return;
     }
     let dir = common::tmpdir("system-boot").keep();

@@ -194,6 +194,26 @@ pub fn report(test: &str, text: &str) {
     }
 }
 
+/// Can `bootlink system` build and boot its Debian image here (mmdebstrap,
+/// mkfs.ext4, QEMU, root for mmdebstrap's chroot)? A counted skip naming
+/// what is missing otherwise.
+pub fn can_boot_system(test: &str) -> bool {
+    for (tool, pkg) in
+        [("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")]
+    {
+        if !bootlink::hosttool::exists(tool) {
+            skip(test, &format!("{tool} not installed (apt-get install {pkg}; scripts/install-deps)"));
+            return false;
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip(test, "building the image needs root (mmdebstrap's root mode, dpkg in a chroot)");
+        return false;
+    }
+    true
+}
+
 pub fn skip(test: &str, reason: &str) {
     let line = format!("SKIP: {test}: {reason}");
     println!("{line}");

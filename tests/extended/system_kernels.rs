@@ -24,23 +24,6 @@ use std::path::Path;
 
 const TEST: &str = "system_kernels";
 
-fn can_run() -> bool {
-    for (tool, pkg) in
-        [("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-system-x86_64", "qemu-system-x86")]
-    {
-        if !bootlink::hosttool::exists(tool) {
-            common::skip(TEST, &format!("{tool} not installed (apt-get install {pkg}; scripts/install-deps)"));
-            return false;
-        }
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        common::skip(TEST, "building the image needs root (mmdebstrap's root mode, dpkg in a chroot)");
-        return false;
-    }
-    true
-}
-
 fn boot(kernel: &str, dir: &Path) -> serde_json::Value {
     let t0 = std::time::Instant::now();
     common::TestCommand::new(&[&"system", &"--kernel", &kernel, &"-o", &dir, &"--json"]).show_dir(dir).ok();
@@ -80,7 +63,7 @@ fn clean(kernel: &str, v: &serde_json::Value, dir: &Path) {
 
 #[test]
 fn patched_and_applied_debian_systems_load_every_module_checked() {
-    if !can_run() {
+    if !common::can_boot_system(TEST) {
         return;
     }
     let t0 = std::time::Instant::now();
