@@ -97,7 +97,7 @@ const RECIPE_VERSION: u32 = 1;
 /// debian`): a system boot never starts a kernel build.
 pub fn package(kernel: &Kernel) -> Result<Package> {
     let f = fetch::fetch(&fetch::Request::Reference)?;
-    let deb = debian_deb(&f.package, &f.version)?;
+    let deb = crate::lab::debs::download(&f.package, &f.version, fetch::Arch::Amd64)?;
     let only = match kernel {
         Kernel::Debian => {
             return Ok(Package {
@@ -162,24 +162,6 @@ fn package_key(kernel: &Kernel, build_key: &str, debian_version: &str) -> String
         kernel.name()
     ));
     fsutil::hex(&h.finalize()[..8])
-}
-
-/// Debian's package's .deb in `<cache>/debs` (fetch keeps it there),
-/// downloaded with apt-get when it is not.
-pub fn debian_deb(package: &str, version: &str) -> Result<PathBuf> {
-    let debs = fsutil::cache_dir().join("debs");
-    let deb = debs.join(format!("{package}_{}_amd64.deb", version.replace(':', "%3a")));
-    if deb.is_file() {
-        return Ok(deb);
-    }
-    std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
-    bootlink::progress::status(&format!("downloading {package} {version}"));
-    hosttool::run(
-        Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
-        &format!("downloading {package}={version}"),
-        "apt",
-    )?;
-    if deb.is_file() { Ok(deb) } else { Err(Error::file(Kind::Tool, &deb, "apt-get download left no such file")) }
 }
 
 /// Debian's package unpacked, the series' image, config and System.map in
