@@ -44,6 +44,20 @@ fn clocks(v: &Variant) -> Vec<f64> {
     v.repetitions.iter().map(|r| r.boot_clock.unwrap_or_else(|| panic!("{}: no boot clock", v.name)).init_us).collect()
 }
 
+/// CONFIG_HZ of the build a kernel image belongs to (its `config-*`
+/// beside it in the build's directory).
+fn config_hz(kernel: &Path) -> f64 {
+    let dir = kernel.parent().unwrap();
+    let config = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("config-"))
+        .unwrap_or_else(|| panic!("no config-* beside {}", kernel.display()));
+    let text = std::fs::read_to_string(&config).unwrap();
+    let hz = text.lines().find_map(|l| l.strip_prefix("CONFIG_HZ="));
+    hz.unwrap_or_else(|| panic!("{}: no CONFIG_HZ", config.display())).parse().unwrap()
+}
+
 #[test]
 fn every_boot_is_timed_from_reset_and_the_decompressor_shows() {
     let g = grid();
@@ -76,8 +90,13 @@ fn every_boot_is_timed_from_reset_and_the_decompressor_shows() {
     assert!(t_none < t_lz4 && t_lz4 < t_xz, "reset to /init: none {t_none}, lz4 {t_lz4}, xz {t_xz} us");
     // The lab kernel's landmarks: the decompressor's own time (bzImages
     // only), within reset to start_kernel, within reset to /init; and from
-    // start_kernel on it is the same kernel: the same time to /init
-    // (within a millisecond).
+    // start_kernel on it is the same kernel: the same time to /init,
+    // within a millisecond and one timer tick: one image can take a tick
+    // more than another, the same in each of its repetitions (the 6.1 lab
+    // build of 2026-11-28: xz 4.00 ms, one tick at HZ=250, more than lz4
+    // and PVH between the xstate line and "Freeing SMP alternatives
+    // memory", the same printk lines otherwise).
+    let slack = 1000.0 + 1e6 / config_hz(&none.kernel);
     let clock = |v: &Variant| v.repetitions[0].boot_clock.unwrap();
     assert_eq!(clock(none).decompress_us(), None, "PVH runs no decompressor");
     for v in [xz, lz4] {
@@ -87,12 +106,12 @@ fn every_boot_is_timed_from_reset_and_the_decompressor_shows() {
     }
     let after: Vec<f64> =
         [none, xz, lz4].iter().map(|v| clock(v).init_us - clock(v).start_kernel_us.unwrap()).collect();
-    assert!(after.iter().all(|t| (t - after[0]).abs() < 1000.0), "start_kernel to /init: {after:?}");
+    assert!(after.iter().all(|t| (t - after[0]).abs() < slack), "start_kernel to /init: {after:?}");
     assert!(clock(lz4).decompress_us().unwrap() < clock(xz).decompress_us().unwrap());
     // The kernel after the decompressor is the same one: /init starts at
-    // the same printk time on all three (within a millisecond).
+    // the same printk time on all three (within a millisecond and a tick).
     let init: Vec<f64> = [none, xz, lz4].iter().map(|v| v.repetitions[0].init_start_us).collect();
-    assert!(init.iter().all(|t| (t - init[0]).abs() < 1000.0), "{init:?}");
+    assert!(init.iter().all(|t| (t - init[0]).abs() < slack), "{init:?}");
     common::report(
         "compress_boot",
         &format!("reset to /init: vmlinux {t_none:.0} us, lz4 {t_lz4:.0} us, xz {t_xz:.0} us"),
