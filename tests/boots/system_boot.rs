@@ -6,7 +6,9 @@
 //! userspace, KASLR is on, the module list is /proc/modules as the guest
 //! printed it, each module's load is in the kernel's trace (its
 //! module_load event), those the initramfs recorded are a part of it, and
-//! module loading's share of the boot is a fraction of it.
+//! module loading's share of the boot is a fraction of it, and the
+//! boot's links (kernel set-up, initcalls, initrd stretches, systemd) join
+//! up from the kernel's start to multi-user.target.
 //!
 //! One boot (several minutes under TCG on a loaded 2-core host); the
 //! image is built first when the cache has none (mmdebstrap, dpkg,
@@ -112,6 +114,39 @@ fn debian_system_boots_and_its_figures_add_up() {
     assert!(initrd.contains(&"virtio_blk"), "{initrd:?}");
     assert!(b.share_of_boot > 0.0 && b.share_of_boot < 1.0, "{}", b.share_of_boot);
     assert!(b.loading.busy_us <= b.loading.sum_us + 1.0);
+
+    // The whole boot's links: from the kernel's start to multi-user.target
+    // without a gap, each landmark where the split above puts it, the
+    // loading in them the boot's loading, and the kernel's built-in
+    // initcalls (initcall_debug) within their link.
+    let links = &b.links;
+    assert_eq!(links.len(), 9, "{links:?}");
+    assert_eq!(links[0].start_ms, 0.0);
+    assert!(links.windows(2).all(|w| w[0].end_ms == w[1].start_ms && w[0].start_ms <= w[0].end_ms), "{links:?}");
+    assert_eq!(links[8].end_ms, b.multi_user_ms);
+    assert_eq!(links[2].end_ms, init, "the kernel's links end at /init");
+    assert_eq!(links[6].end_ms, done, "the initrd's links end at init-bottom");
+    assert_eq!(links[7].end_ms, sd, "switch_root's link ends at systemd's first line");
+    let in_links: f64 = links.iter().map(|l| l.loading_ms.unwrap()).sum();
+    assert!((in_links - b.loading.busy_us / 1000.0).abs() < 0.01, "{in_links} ms vs {}", b.loading.busy_us / 1000.0);
+    let calls = &b.initcalls;
+    assert!(calls.count > 300, "Debian's config builds hundreds of initcalls in: {calls:?}");
+    assert!(calls.sum_ms > 0.0 && calls.sum_ms <= links[1].ms() + 1.0, "{calls:?} in {:?}", links[1]);
+    assert!(!links[1].parts.is_empty() && links[1].parts.windows(2).all(|w| w[0].ms >= w[1].ms));
+    // udev's coldplug loads modules in the initrd.
+    assert!(links[4].loading_ms.unwrap() > 0.0, "{:?}", links[4]);
+    let longest = links.iter().max_by(|x, y| x.ms().total_cmp(&y.ms())).unwrap();
+    common::report(
+        TEST,
+        &format!(
+            "{} links; the longest: {} {:.0} ms; built-in initcalls {} ({:.0} ms)",
+            links.len(),
+            longest.name,
+            longest.ms(),
+            calls.count,
+            calls.sum_ms
+        ),
+    );
     common::report(
         TEST,
         &format!(

@@ -86,6 +86,16 @@ const GUEST_FILES: &[GuestFile] = &[
         text: include_str!("guest/init-top"),
     },
     GuestFile {
+        path: "etc/initramfs-tools/scripts/init-premount/bootlink-stage",
+        mode: 0o755,
+        text: include_str!("guest/init-premount"),
+    },
+    GuestFile {
+        path: "etc/initramfs-tools/scripts/local-bottom/bootlink-stage",
+        mode: 0o755,
+        text: include_str!("guest/local-bottom"),
+    },
+    GuestFile {
         path: "etc/initramfs-tools/scripts/init-bottom/bootlink-stage",
         mode: 0o755,
         text: include_str!("guest/init-bottom"),

@@ -27,6 +27,7 @@ use bootlink::fetch;
 use bootlink::fsutil::{self, TempDir};
 use bootlink::hosttool;
 use bootlink::kbuild;
+use bootlink::manifest::Hash;
 use bootlink::steps::Step;
 
 /// Which kernel the system installs.
@@ -39,8 +40,9 @@ pub enum Kernel {
     /// the build's key, nothing else).
     Patched(Vec<Step>),
     /// The series built with Debian's config; Debian's modules through
-    /// apply's whole plan, its boot parameters on the command line.
-    Applied,
+    /// apply's whole plan with this hash in the module hash list, its boot
+    /// parameters on the command line.
+    Applied(Hash),
 }
 
 impl Kernel {
@@ -50,7 +52,7 @@ impl Kernel {
     }
 
     /// The name the record and tables give it: `debian`, `patched`,
-    /// `patched+finalize+sign`, `applied`.
+    /// `patched+finalize+sign`, `applied`, `applied+blake2b`.
     pub fn name(&self) -> String {
         match self {
             Kernel::Debian => "debian".into(),
@@ -59,7 +61,18 @@ impl Kernel {
                 let names: Vec<&str> = only.iter().map(Step::name).collect();
                 format!("patched+{}", names.join("+"))
             }
-            Kernel::Applied => "applied".into(),
+            Kernel::Applied(Hash::Sha256) => "applied".into(),
+            Kernel::Applied(Hash::Blake2b256) => "applied+blake2b".into(),
+        }
+    }
+
+    /// The hash of the module hash list apply writes: the one named by
+    /// `applied`, BLAKE2b-256 for `--only manifest-blake2b`, else SHA-256.
+    fn list_hash(&self) -> Hash {
+        match self {
+            Kernel::Applied(h) => *h,
+            Kernel::Patched(only) if only.contains(&Step::ManifestBlake2b) => Hash::Blake2b256,
+            _ => Hash::Sha256,
         }
     }
 }
@@ -113,7 +126,7 @@ pub fn package(kernel: &Kernel) -> Result<Package> {
             });
         }
         Kernel::Patched(only) => Some(only.clone()),
-        Kernel::Applied => None,
+        Kernel::Applied(_) => None,
     };
     let build = series_build()?;
     if build.release != f.release {
@@ -206,7 +219,7 @@ fn make(
         allow_unsigned: false,
         depmod: false,
         dry_run: false,
-        manifest_hash: bootlink::manifest::Hash::Sha256,
+        manifest_hash: kernel.list_hash(),
         only,
     })?;
     if report.applied == 0 {
@@ -304,9 +317,18 @@ mod tests {
         assert_eq!(Kernel::Debian.name(), "debian");
         assert_eq!(Kernel::patched().name(), "patched");
         assert_eq!(Kernel::Patched(vec![Step::Finalize]).name(), "patched+finalize");
-        assert_eq!(Kernel::Applied.name(), "applied");
-        assert_ne!(package_key(&Kernel::patched(), "k", "v"), package_key(&Kernel::Applied, "k", "v"));
-        assert_ne!(package_key(&Kernel::Applied, "k", "v"), package_key(&Kernel::Applied, "k2", "v"));
+        assert_eq!(Kernel::Applied(Hash::Sha256).name(), "applied");
+        assert_eq!(Kernel::Applied(Hash::Blake2b256).name(), "applied+blake2b");
+        assert_eq!(Kernel::Applied(Hash::Blake2b256).list_hash(), Hash::Blake2b256);
+        assert_eq!(Kernel::Patched(vec![Step::ManifestBlake2b]).list_hash(), Hash::Blake2b256);
+        assert_eq!(Kernel::patched().list_hash(), Hash::Sha256);
+        assert_ne!(package_key(&Kernel::patched(), "k", "v"), package_key(&Kernel::Applied(Hash::Sha256), "k", "v"));
+        assert_ne!(
+            package_key(&Kernel::Applied(Hash::Sha256), "k", "v"),
+            package_key(&Kernel::Applied(Hash::Sha256), "k2", "v")
+        );
+        let blake = package_key(&Kernel::Applied(Hash::Blake2b256), "k", "v");
+        assert_ne!(package_key(&Kernel::Applied(Hash::Sha256), "k", "v"), blake);
     }
 
     #[test]

@@ -11,12 +11,16 @@
 //!   with the series' image and its modules through `bootlink apply`);
 //! - [`image`]: the system's disk, kernel and initrd, built once per content;
 //! - [`machine`]: the PC and the kernel command line;
-//! - [`parse`]: the console read into a [`parse::Boot`].
+//! - [`parse`]: the console read into a [`parse::Boot`];
+//! - [`links`]: the boot cut into its links in time order;
+//! - [`spans`]: the time module loads were under way, overlaps counted once.
 
 pub mod image;
 pub mod kernel;
+pub mod links;
 pub mod machine;
 pub mod parse;
+pub mod spans;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,6 +45,9 @@ pub struct Request {
     /// Trace every module load (function_graph from the kernel's command
     /// line); without it the stages are the boot's own, no load is timed.
     pub trace: bool,
+    /// Boot parameters added to the command line (after the system's and
+    /// those apply's plan asks for), e.g. `cryptomgr.notests=1`.
+    pub cmdline: Vec<String>,
     /// QEMU is killed when this runs out.
     pub timeout: Duration,
     /// system.json and console.log are written here.
@@ -58,6 +65,9 @@ pub struct Report {
     pub traced: bool,
     /// The kernel command line.
     pub cmdline: String,
+    /// What of it the request added ([`Request::cmdline`]).
+    #[serde(default)]
+    pub added: Vec<String>,
     /// QEMU, as it was run.
     pub qemu_command: String,
     /// The host's wall time of the boot and of getting the image.
@@ -86,7 +96,9 @@ pub fn run(req: &Request) -> Result<Report> {
     let image = image::with_package(&package)?;
     let image_wall_s = t0.elapsed().as_secs_f64();
     let log = req.out.join("console.log");
-    let opts = machine::options(&image, req.clock, req.trace, req.timeout, &log)?;
+    let mut booted = image.clone();
+    booted.cmdline.extend(req.cmdline.iter().cloned());
+    let opts = machine::options(&booted, req.clock, req.trace, req.timeout, &log)?;
     bootlink::progress::status(&format!(
         "booting {} under QEMU ({}, {} CPU)",
         image.release,
@@ -101,6 +113,7 @@ pub fn run(req: &Request) -> Result<Report> {
         cpus: opts.cpus,
         traced: req.trace,
         cmdline: opts.cmdline.clone(),
+        added: req.cmdline.clone(),
         qemu_command: boot.command.clone(),
         boot_wall_s: boot.wall.as_secs_f64(),
         image_wall_s,
@@ -172,13 +185,45 @@ fn phase_line(b: &Boot) -> String {
     format!("the loads' time by phase: {}\n", parts.join(", "))
 }
 
+/// The whole boot in time order ([`links`]): each link's time, its share
+/// of the time to multi-user.target, the module loading in it and its
+/// largest parts.
+fn links_table(b: &Boot) -> String {
+    let whole = b.multi_user_ms;
+    let mut s = String::from("\nthe whole boot in time order (the kernel's clock), its links:\n");
+    let mut t = Table::new(&["link", "from", "took", "of the boot", "a module load under way", "its largest parts"]);
+    for l in &b.links {
+        let parts: Vec<String> = l.parts.iter().take(3).map(|p| format!("{} {}", p.name, ms(p.ms))).collect();
+        t.row(vec![
+            l.name.clone(),
+            format!("{:.2} s", l.start_ms / 1000.0),
+            ms(l.ms()),
+            pct(l.ms(), whole),
+            l.loading_ms.map_or("-".to_string(), |m| {
+                if m > 0.0 { format!("{} ({})", ms(m), pct(m, l.ms())) } else { "-".into() }
+            }),
+            parts.join(", "),
+        ]);
+    }
+    s.push_str(&t.render());
+    let c = &b.initcalls;
+    if c.count > 0 {
+        s.push_str(&format!("built-in initcalls: {} of them, {} together", c.count, ms(c.sum_ms)));
+        if let Some((from, to)) = c.unpack_ms {
+            s.push_str(&format!("; the initramfs unpacked beside them from {:.2} s, {}", from / 1000.0, ms(to - from)));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 impl bootlink::report::Report for Report {
     fn render(&self) -> String {
         let b = &self.boot;
         let i = &self.image;
         let mut s = format!(
             "system    Debian {} ({} packages on minbase), {} {} installed with dpkg\n\
-             kernel    {}{}\n\
+             kernel    {}{}{}\n\
              boot      {} ({} CPU), KASLR {}, {:.0} s wall (image {})\n\n",
             i.suite,
             i.packages.len(),
@@ -190,6 +235,7 @@ impl bootlink::report::Report for Report {
             } else {
                 format!("; added to the command line: {}", i.cmdline.join(" "))
             },
+            if self.added.is_empty() { String::new() } else { format!("; and by request: {}", self.added.join(" ")) },
             self.clock,
             self.cpus,
             match b.kaslr {
@@ -262,6 +308,9 @@ impl bootlink::report::Report for Report {
                 .collect();
             s.push_str(&top.join(", "));
             s.push('\n');
+        }
+        if !b.links.is_empty() {
+            s.push_str(&links_table(b));
         }
         if self.traced && b.critical_chain.iter().any(|l| l.loading_ms.is_some()) {
             s.push_str("\nthe critical chain (systemd-analyze critical-chain multi-user.target), each unit's start:\n");

@@ -20,13 +20,10 @@ use serde::{Deserialize, Serialize};
 use crate::lab::initramfs::framed;
 use crate::run::results::{ModuleLoad, Phase};
 
-/// The kernel's line when it starts the initramfs's /init.
-const RUN_INIT: &str = "Run /init as init process";
-/// What the initramfs-tools scripts write to /dev/kmsg (guest/init-*).
-const INIT_TOP: &str = "bootlink: initramfs init-top";
-const INIT_BOTTOM: &str = "bootlink: initramfs init-bottom";
-/// systemd's first line in the kernel's log once it runs as PID 1.
-const SYSTEMD_STARTS: &str = "systemd[1]: systemd ";
+use super::links::{self, INIT_BOTTOM, INIT_TOP, Initcalls, Link, RUN_INIT, SYSTEMD_STARTS, logged_at};
+pub use super::spans::Loading;
+use super::spans::{loading, under_way};
+
 /// The name given to a load the kernel refused (no module_load event).
 const FAILED: &str = "(failed load)";
 /// A kernel's link-time text address: `_text` there means no KASLR.
@@ -100,18 +97,6 @@ pub struct FailedLoad {
     pub phases: Vec<Phase>,
 }
 
-/// Module loading's time in one stage of the boot.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Loading {
-    /// Loads (successful and refused) that began in the stage.
-    pub loads: usize,
-    /// Their durations added up (loads on several CPUs, or a load
-    /// preempted by another, count each).
-    pub sum_us: f64,
-    /// The stage's time during which at least one load was under way.
-    pub busy_us: f64,
-}
-
 /// One system boot, as the console showed it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Boot {
@@ -153,6 +138,12 @@ pub struct Boot {
     pub share_of_boot: f64,
     /// Events the trace buffer lost (must be 0).
     pub trace_overrun: u64,
+    /// The whole boot in time order, to multi-user.target ([`links`]).
+    #[serde(default)]
+    pub links: Vec<Link>,
+    /// The kernel's built-in initcalls (a traced boot has initcall_debug).
+    #[serde(default)]
+    pub initcalls: Initcalls,
     /// What is missing or inconsistent; empty for a good record.
     pub problems: Vec<String>,
 }
@@ -258,15 +249,6 @@ pub fn proc_modules(text: &str) -> Vec<(String, u64)> {
             Some((name.to_string(), size))
         })
         .collect()
-}
-
-/// The printk time (ms) of the first kernel log line containing `what`.
-fn logged_at(dmesg: &str, what: &str) -> Option<f64> {
-    dmesg
-        .lines()
-        .filter(|l| l.contains(what))
-        .find_map(|l| crate::run::dmesg::timestamp(l.as_bytes()))
-        .map(|t| t.0 / 1000.0)
 }
 
 /// One line of a function_graph trace with the funcgraph-proc column:
@@ -394,43 +376,6 @@ fn loads(trace: &str) -> Vec<(String, ModuleLoad)> {
     tasks.into_iter().zip(parsed).collect()
 }
 
-/// The time within [from, to) (µs) during which at least one of the loads
-/// (start, duration) was under way, wherever it began.
-fn under_way(loads: &[(f64, f64)], from: f64, to: f64) -> f64 {
-    let clipped: Vec<(f64, f64)> = loads
-        .iter()
-        .map(|(s, d)| (s.max(from), (s + d).min(to)))
-        .filter(|(a, b)| b > a)
-        .map(|(a, b)| (a, b - a))
-        .collect();
-    loading(&clipped, from, to).busy_us
-}
-
-/// Module loading within [from, to) (µs, the kernel's clock): the loads
-/// that began there, each counted up to `to`.
-fn loading(loads: &[(f64, f64)], from: f64, to: f64) -> Loading {
-    let inside: Vec<(f64, f64)> =
-        loads.iter().filter(|(s, _)| *s >= from && *s < to).map(|(s, d)| (*s, (s + d).min(to))).collect();
-    let mut spans = inside.clone();
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut busy = 0.0;
-    let mut cur: Option<(f64, f64)> = None;
-    for (a, b) in spans {
-        cur = match cur {
-            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                busy += cb - ca;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
-    }
-    if let Some((ca, cb)) = cur {
-        busy += cb - ca;
-    }
-    Loading { loads: inside.len(), sum_us: inside.iter().map(|(a, b)| b - a).sum(), busy_us: busy }
-}
-
 /// Read one boot's console; `traced`: the kernel traced the module loads.
 pub fn boot(log: &str, traced: bool) -> Boot {
     let mut b = Boot::default();
@@ -554,6 +499,18 @@ pub fn boot(log: &str, traced: bool) -> Boot {
         }
     }
     if b.multi_user_ms > 0.0 {
+        let units: Vec<links::Part> = b
+            .critical_chain
+            .iter()
+            .filter_map(|l| Some(links::Part { name: l.unit.clone(), ms: l.took_ms.filter(|t| *t > 0.0)? }))
+            .collect();
+        let frame = links::Frame { target_ms: b.multi_user_ms, units, loads: traced.then_some(spans.as_slice()) };
+        let (cut, calls, problems) = links::cut(&dmesg, &frame);
+        (b.links, b.initcalls) = (cut, calls);
+        b.problems.extend(problems);
+        if traced && b.initcalls.count == 0 {
+            b.problems.push("a traced boot without initcall_debug's lines: the kernel's link is not cut".into());
+        }
         b.share_of_boot = b.loading.busy_us / 1000.0 / b.multi_user_ms;
     }
     b.trace_overrun =
@@ -655,25 +612,6 @@ mod tests {
         assert!((l[0].1.total_us - 8100.0).abs() < 1.0, "{:?}", l[0].1);
         assert!(l[0].1.phases.iter().any(|p| p.name == "signature" && (p.duration_us - 3000.0).abs() < 1.0));
         assert_eq!(l[1].1.name, FAILED);
-    }
-
-    #[test]
-    fn loads_under_way_in_an_interval_wherever_they_began() {
-        // One load from before the interval into it, one inside, one after.
-        let loads = [(0.0, 15.0), (12.0, 4.0), (30.0, 5.0)];
-        assert_eq!(under_way(&loads, 10.0, 20.0), 6.0);
-        assert_eq!(under_way(&loads, 20.0, 30.0), 0.0);
-        assert_eq!(under_way(&loads, 0.0, 100.0), 21.0);
-    }
-
-    #[test]
-    fn busy_time_counts_overlaps_once() {
-        let l = loading(&[(0.0, 10.0), (5.0, 10.0), (30.0, 5.0)], 0.0, f64::MAX);
-        assert_eq!((l.loads, l.sum_us, l.busy_us), (3, 25.0, 20.0));
-        assert_eq!(loading(&[(0.0, 10.0), (30.0, 5.0)], 20.0, 40.0).loads, 1);
-        // A load under way at the window's end counts up to it.
-        let cut = loading(&[(0.0, 10.0), (30.0, 5.0)], 0.0, 32.0);
-        assert_eq!((cut.loads, cut.sum_us, cut.busy_us), (2, 12.0, 12.0));
     }
 
     #[test]
