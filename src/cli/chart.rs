@@ -8,7 +8,8 @@ use bootlink_lab::chart;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Lab run directories, run.json files or kernel logs (dmesg)
+    /// Lab run directories, run.json files or kernel logs (dmesg); or `bootlink system` records (their
+    /// directories or system.json files), charted side by side, link by link
     #[arg(required = true)]
     runs: Vec<PathBuf>,
     /// The HTML report to write

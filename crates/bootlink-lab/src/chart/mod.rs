@@ -16,6 +16,10 @@
 //! - Perfetto: Chrome trace-event JSON for ui.perfetto.dev;
 //! - JSON: the before/after [`Summary`] for machines.
 //!
+//! `bootlink system` records (their directories or system.json files)
+//! chart apart ([`system`]): each boot's links side by side, as SVG or
+//! HTML.
+//!
 //! The runs, their parsing and what is computed from them (the summary,
 //! the longest links) live in [`crate::run`]; here are the renderers only:
 //! `svg` (its drawing primitives, below the workloads, and the timeline),
@@ -25,6 +29,7 @@
 mod html;
 mod perfetto;
 pub(crate) mod svg;
+pub mod system;
 
 /// Text escaped for HTML and SVG (`recommend`'s chart too).
 pub(crate) use svg::esc;
@@ -125,13 +130,112 @@ impl bootlink::report::Report for ChartReport {
     }
 }
 
+/// What `bootlink chart` made: from lab runs, or from system boots.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
+pub enum Charted {
+    Runs(ChartReport),
+    Systems(SystemsReport),
+}
+
+impl bootlink::report::Report for Charted {
+    fn render(&self) -> String {
+        match self {
+            Charted::Runs(r) => r.render(),
+            Charted::Systems(r) => r.render(),
+        }
+    }
+}
+
+/// What `bootlink chart` did with system records: the files written, and
+/// per boot its time to multi-user.target and its links' times.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SystemsReport {
+    #[serde(skip)]
+    pub written: Vec<PathBuf>,
+    pub boots: Vec<SystemRow>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SystemRow {
+    pub name: String,
+    pub multi_user_ms: f64,
+    pub loading_ms: f64,
+    /// Each link's name and time (ms).
+    pub links: Vec<(String, f64)>,
+}
+
+impl bootlink::report::Report for SystemsReport {
+    fn render(&self) -> String {
+        let mut text: String = self.written.iter().map(|p| format!("wrote {}\n", p.display())).collect();
+        for b in &self.boots {
+            text.push_str(&format!(
+                "{}: multi-user.target at {} ms, a module load under way {} ms\n",
+                b.name,
+                svg::ms(b.multi_user_ms * 1000.0),
+                svg::ms(b.loading_ms * 1000.0)
+            ));
+        }
+        text
+    }
+}
+
+/// `bootlink chart` of system records: the SVG (and the HTML holding it).
+fn systems(inputs: &[PathBuf], out: &Outputs) -> Result<SystemsReport> {
+    let boots = inputs
+        .iter()
+        .map(|p| {
+            let file = system::record_path(p)
+                .ok_or_else(|| Error::file(Kind::Usage, p, "not a system record: chart system records alone"))?;
+            system::load(&file)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if out.perfetto.is_some() {
+        return Err(Error::new(Kind::Usage, "chart: system records chart as SVG or HTML, not Perfetto"));
+    }
+    let drawing = system::svg(&boots);
+    let mut written = Vec::new();
+    if let Some(p) = &out.svg {
+        fsutil::write_atomic(p, drawing.as_bytes())?;
+        written.push(p.clone());
+    }
+    if let Some(p) = &out.html {
+        let body = drawing.split_once("?>\n").map_or(drawing.as_str(), |(_, b)| b);
+        let html = format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bootlink: the system's boot</title></head><body>\n{body}</body></html>\n"
+        );
+        fsutil::write_atomic(p, html.as_bytes())?;
+        written.push(p.clone());
+    }
+    let boots = boots
+        .iter()
+        .map(|b| SystemRow {
+            name: b.name.clone(),
+            multi_user_ms: b.record.boot.multi_user_ms,
+            loading_ms: b.record.boot.loading.busy_us / 1000.0,
+            links: b.record.boot.links.iter().map(|l| (l.name.clone(), l.ms())).collect(),
+        })
+        .collect();
+    Ok(SystemsReport { written, boots })
+}
+
 /// `bootlink chart`: load the inputs and write the files asked for.
 /// `summary_only`: the caller wants the summary (`--json`), so writing no
-/// file is not a mistake.
-pub fn command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<ChartReport> {
+/// file is not a mistake. System records (every input one) chart apart.
+pub fn command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<Charted> {
     if inputs.is_empty() {
         return Err(Error::new(Kind::Usage, "chart: give at least one run directory, run.json or kernel log"));
     }
+    if inputs.iter().any(|p| system::record_path(p).is_some()) {
+        if out.html.is_none() && out.svg.is_none() && !summary_only {
+            return Err(Error::new(Kind::Usage, "chart: say what to write: -o FILE.html, --svg FILE or --json"));
+        }
+        return systems(inputs, out).map(Charted::Systems);
+    }
+    runs_command(inputs, out, summary_only).map(Charted::Runs)
+}
+
+fn runs_command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<ChartReport> {
     if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !summary_only {
         return Err(Error::new(
             Kind::Usage,

@@ -91,7 +91,7 @@ pub(crate) fn text_width(s: &str, size: f64) -> f64 {
 }
 
 /// Cut `s` to fit `px` at `size`, with an ellipsis.
-fn fit(s: &str, px: f64, size: f64) -> String {
+pub(crate) fn fit(s: &str, px: f64, size: f64) -> String {
     let max = (px / (size * 0.61)).floor() as usize;
     if s.chars().count() <= max {
         s.to_string()
@@ -150,7 +150,7 @@ fn nice_max(max_us: f64) -> f64 {
 
 /// A horizontal axis at `y`: line, ticks and labels (above for the top
 /// axis, below otherwise), gridlines down to `grid_to`.
-fn axis(o: &mut String, s: &Scale, y: f64, top: bool, grid: Option<(f64, f64)>) {
+pub(crate) fn axis(o: &mut String, s: &Scale, y: f64, top: bool, grid: Option<(f64, f64)>) {
     let (ts, dec) = ticks(s.t0, s.t1, ((s.x1 - s.x0) / 90.0).round().max(2.0) as usize);
     let _ = write!(o, r#"<g class="axis">"#);
     if let Some((g0, g1)) = grid {
@@ -238,7 +238,7 @@ pub(crate) const STYLE: &str = concat!(
     "g.module-bar:hover rect,g.tl-bar:hover rect,g.tl-user:hover rect,g.tl-detail:hover rect,rect.tl-bar:hover,rect.tl-detail:hover,rect.tl-group:hover{opacity:0.75}"
 );
 
-fn wrap(body: &str, height: f64, class: &str, title: &str) -> String {
+pub(crate) fn wrap(body: &str, height: f64, class: &str, title: &str) -> String {
     let h = height.ceil();
     let mut o = String::with_capacity(body.len() + 1024);
     let _ = write!(
