@@ -71,7 +71,7 @@ const LOADING: &str = "#c53030";
 /// The boots as one SVG document.
 pub fn svg(boots: &[Named]) -> String {
     let end = boots.iter().map(|b| b.record.boot.multi_user_ms).fold(0.0, f64::max) * 1000.0;
-    let s = Scale { t0: 0.0, t1: end.max(1.0), x0: GUTTER + 40.0, x1: WIDTH - RIGHT };
+    let s = Scale { t0: 0.0, t1: end.max(1.0), x0: GUTTER + 80.0, x1: WIDTH - RIGHT };
     let mut o = String::new();
     let mut y = 24.0;
     let _ = write!(
@@ -95,7 +95,7 @@ pub fn svg(boots: &[Named]) -> String {
             o,
             r#"<text class="row-label" x="10" y="{:.1}">{}</text>"#,
             y + BAR - 5.0,
-            esc(&super::svg::fit(&b.name, GUTTER + 30.0, 12.0))
+            esc(&super::svg::fit(&b.name, GUTTER + 70.0, 12.0))
         );
         for l in &boot.links {
             let (x0, x1) = (s.x(l.start_ms * 1000.0), s.x(l.end_ms * 1000.0));
