@@ -42,6 +42,10 @@ pub struct Args {
     /// Seconds before the boot is killed
     #[arg(long, default_value_t = 1200)]
     timeout: u64,
+    /// Boot nothing: read the console.log in the -o directory again into its system.json (a record
+    /// made by an older bootlink, which read less of the console)
+    #[arg(long)]
+    reread: bool,
     /// The record's directory: system.json and console.log
     #[arg(short, long)]
     output: PathBuf,
@@ -50,6 +54,11 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
+    if a.reread {
+        let r = system::reread(&a.output)?;
+        emit(&r, a.json);
+        return Ok(exit(r.ok()));
+    }
     let clock = if a.realtime { system::Clock::Realtime { cpus: a.smp } } else { system::Clock::Deterministic };
     if a.kernel != "applied" && a.manifest_hash != super::values::ListHash::Sha256 {
         return Err(Error::new(

@@ -162,6 +162,12 @@ fn debian_system_boots_and_its_figures_add_up() {
         ),
     );
 
+    // Read again from its console, booting nothing: the same record.
+    let one = dir.join("one");
+    common::TestCommand::new(&[&"system", &"--reread", &"-o", &one, &"--json"]).ok();
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(one.join("system.json")).unwrap()).unwrap();
+    assert_eq!(again, v, "the record read again from console.log differs");
+
     if std::env::var_os("BOOTLINK_SYSTEM_TWICE").is_some() {
         // Under sleep=on the disk's reads land on the host's time: the same
         // modules, loaded in the same stages, the figures close but not equal.

@@ -81,6 +81,17 @@ pub(crate) fn logged_at(log: &str, what: &str) -> Option<f64> {
     log.lines().filter(|l| l.contains(what)).find_map(|l| dmesg::timestamp(l.as_bytes())).map(|t| t.0 / 1000.0)
 }
 
+/// When PID 1 (kernel_init) called its first initcall (ms): the initcall
+/// levels begin there. The console's initcalls run earlier, from
+/// start_kernel on the boot CPU (`@ 0`), and are part of the set-up; in a
+/// realtime boot their printk time may read 0, the clock not yet running.
+fn first_of_pid1(log: &str) -> Option<f64> {
+    log.lines()
+        .filter(|l| l.contains("calling  ") && l.trim_end().ends_with(" @ 1"))
+        .find_map(|l| dmesg::timestamp(l.as_bytes()))
+        .map(|t| t.0 / 1000.0)
+}
+
 /// The boot's links from its kernel log (`dmesg`) and the frame; a
 /// landmark missing or out of order is a problem, and no link is made
 /// across it.
@@ -104,13 +115,13 @@ pub fn cut(log: &str, f: &Frame) -> (Vec<Link>, Initcalls, Vec<String>) {
     // (name, the landmark that ends it, the parts named in it)
     let mut marks: Vec<(&str, Option<f64>, Vec<Part>)> = Vec::new();
     if let (Some(first), Some(last)) =
-        (builtin.first(), builtin.iter().map(|c| c.start_us + c.duration_us).reduce(f64::max))
+        (first_of_pid1(log), builtin.iter().map(|c| c.start_us + c.duration_us).reduce(f64::max))
     {
         let mut longest: Vec<Part> =
             builtin.iter().map(|c| Part { name: c.name.clone(), ms: c.duration_us / 1000.0 }).collect();
         longest.sort_by(|x, y| y.ms.total_cmp(&x.ms));
         longest.truncate(PARTS);
-        marks.push(("kernel: set-up before the initcalls", Some(first.start_us / 1000.0), vec![]));
+        marks.push(("kernel: set-up before the initcalls", Some(first), vec![]));
         marks.push(("kernel: built-in initcalls", Some(last / 1000.0), longest));
         marks.push(("kernel: to /init (init memory freed, the initramfs unpacked)", init, vec![]));
     } else {
@@ -149,6 +160,8 @@ mod tests {
     use super::*;
 
     const LOG: &str = "[    0.000000] Linux version 6.1.0-56-amd64
+[    0.100000] calling  con_init+0x0/0x22c @ 0
+[    0.100010] initcall con_init+0x0/0x22c returned 0 after 10 usecs
 [    0.500000] calling  init_a+0x0/0x10 @ 1
 [    0.600000] initcall init_a+0x0/0x10 returned 0 after 100000 usecs
 [    0.700000] Trying to unpack rootfs image as initramfs...
@@ -186,8 +199,10 @@ mod tests {
         assert_eq!(links[0].start_ms, 0.0);
         assert!(links.windows(2).all(|w| w[0].end_ms == w[1].start_ms));
         assert_eq!(links.last().unwrap().end_ms, 5000.0);
-        // The built-in initcalls: the module's init is not one of them.
-        assert_eq!((calls.count, calls.sum_ms), (2, 400.0));
+        // The built-in initcalls: the console's (before PID 1's first,
+        // in the set-up's link) and PID 1's; the module's init is not one.
+        assert_eq!((calls.count, calls.sum_ms), (3, 400.01));
+        assert_eq!(links[0].end_ms, 500.0);
         assert_eq!(calls.unpack_ms, Some((700.0, 1500.0)));
         assert_eq!((links[1].start_ms, links[1].end_ms), (500.0, 1000.1));
         assert_eq!(links[1].parts[0], Part { name: "init_b".into(), ms: 300.0 });

@@ -25,7 +25,7 @@ pub mod spans;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
@@ -55,7 +55,7 @@ pub struct Request {
 }
 
 /// A finished boot: the image it booted, how it was timed, the record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub image: Image,
     /// "icount" (instruction-counted, sleep=on) or "realtime".
@@ -122,6 +122,22 @@ pub fn run(req: &Request) -> Result<Report> {
         out: req.out.clone(),
     };
     save(&report, &req.out)?;
+    Ok(report)
+}
+
+/// A boot's console (`DIR/console.log`) read again into its record
+/// (`DIR/system.json`), booting nothing: for records made before this
+/// bootlink read more of the console (the boot's links).
+pub fn reread(dir: &Path) -> Result<Report> {
+    let file = dir.join("system.json");
+    let text = std::fs::read(&file).map_err(|e| Error::io(&file, e))?;
+    let mut report: Report = serde_json::from_slice(&text)
+        .map_err(|e| Error::file(Kind::Format, &file, format!("not a bootlink system.json: {e}")))?;
+    let log_path = dir.join("console.log");
+    let log = std::fs::read(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    report.boot = parse::boot(&String::from_utf8_lossy(&log), report.traced);
+    report.out = dir.to_path_buf();
+    save(&report, dir)?;
     Ok(report)
 }
 
