@@ -53,9 +53,8 @@ fn config_hz(kernel: &Path) -> f64 {
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("config-"))
         .unwrap_or_else(|| panic!("no config-* beside {}", kernel.display()));
-    let text = std::fs::read_to_string(&config).unwrap();
-    let hz = text.lines().find_map(|l| l.strip_prefix("CONFIG_HZ="));
-    hz.unwrap_or_else(|| panic!("{}: no CONFIG_HZ", config.display())).parse().unwrap()
+    let cfg = bootlink::kernel::KernelConfig::parse(&std::fs::read_to_string(&config).unwrap());
+    cfg.get("CONFIG_HZ").unwrap_or_else(|| panic!("{}: no CONFIG_HZ", config.display())).parse().unwrap()
 }
 
 #[test]

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use super::svg::{GUTTER, RIGHT, STYLE, Scale, WIDTH, axis, esc, legend, ms, wrap};
 use crate::system::parse::Boot;
+use crate::system::spans;
 use bootlink::error::{Error, Kind, Result};
 
 /// What the chart reads of a system.json.
@@ -149,26 +150,15 @@ pub fn svg(boots: &[Named]) -> String {
 }
 
 /// The intervals (µs) during which a load was under way, up to the target,
-/// overlapping loads merged.
+/// overlapping loads merged ([`spans::merged`]).
 fn loads(b: &Boot) -> Vec<(f64, f64)> {
-    let target = b.multi_user_ms * 1000.0;
-    let mut spans: Vec<(f64, f64)> = b
+    let starts: Vec<(f64, f64)> = b
         .modules
         .iter()
-        .filter_map(|m| Some((m.start_ms? * 1000.0, m.start_ms? * 1000.0 + m.load_us?)))
-        .chain(b.failed_loads.iter().map(|f| (f.start_ms * 1000.0, f.start_ms * 1000.0 + f.load_us)))
-        .filter(|(a, _)| *a < target)
-        .map(|(a, z)| (a, z.min(target)))
+        .filter_map(|m| Some((m.start_ms? * 1000.0, m.load_us?)))
+        .chain(b.failed_loads.iter().map(|f| (f.start_ms * 1000.0, f.load_us)))
         .collect();
-    spans.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let mut out: Vec<(f64, f64)> = Vec::new();
-    for (a, z) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(z),
-            _ => out.push((a, z)),
-        }
-    }
-    out
+    spans::merged(&starts, 0.0, b.multi_user_ms * 1000.0)
 }
 
 #[cfg(test)]

@@ -28,29 +28,33 @@ pub fn under_way(loads: &[(f64, f64)], from: f64, to: f64) -> f64 {
     loading(&clipped, from, to).busy_us
 }
 
+/// The loads (start, duration) that began within [from, to), each cut at
+/// `to`, as the intervals (start, end; µs) during which at least one was
+/// under way: sorted, overlaps merged.
+pub fn merged(loads: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
+    let mut spans: Vec<(f64, f64)> =
+        loads.iter().filter(|(s, _)| *s >= from && *s < to).map(|(s, d)| (*s, (s + d).min(to))).collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Module loading within [from, to) (µs, the kernel's clock): the loads
 /// that began there, each counted up to `to`.
 pub fn loading(loads: &[(f64, f64)], from: f64, to: f64) -> Loading {
-    let inside: Vec<(f64, f64)> =
-        loads.iter().filter(|(s, _)| *s >= from && *s < to).map(|(s, d)| (*s, (s + d).min(to))).collect();
-    let mut spans = inside.clone();
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut busy = 0.0;
-    let mut cur: Option<(f64, f64)> = None;
-    for (a, b) in spans {
-        cur = match cur {
-            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                busy += cb - ca;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
+    let inside: Vec<(f64, f64)> = loads.iter().filter(|(s, _)| *s >= from && *s < to).copied().collect();
+    Loading {
+        loads: inside.len(),
+        sum_us: inside.iter().map(|(s, d)| (s + d).min(to) - s).sum(),
+        // fold from +0.0: f64's sum of nothing is -0.0, which prints as such
+        busy_us: merged(&inside, from, to).iter().fold(0.0, |t, (a, b)| t + (b - a)),
     }
-    if let Some((ca, cb)) = cur {
-        busy += cb - ca;
-    }
-    Loading { loads: inside.len(), sum_us: inside.iter().map(|(a, b)| b - a).sum(), busy_us: busy }
 }
 
 #[cfg(test)]
