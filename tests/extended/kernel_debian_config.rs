@@ -35,6 +35,9 @@ const DEBIAN_MODULES: &[&str] = &[
     "udp_tunnel",
     "ip6_udp_tunnel",
     "sctp",
+    // exports blake2b_compress_generic: the series must not export it
+    // from vmlinux too (patch `blake2b-lib`; `kernel abi` says "clashing")
+    "blake2b_generic",
 ];
 
 struct Built {
