@@ -1,5 +1,8 @@
 //! The extended tier (`make test-extended`): kernel configs, a blacklist build, Buildroot, Debian-config builds, the arm64 cross build,
-//! CPython's reordering (its own build, which no other test needs).
+//! CPython's reordering (its own build, which no other test needs), and
+//! boots that measure links rather than check paths `make test` covers
+//! (the init links, the bzImage compressors) or need the host alone (a
+//! U-Boot board through TFTP).
 //!
 //! One test binary for the tier (one link step instead of one per file);
 //! each module is a former test file, and scripts/run-tests runs them one
@@ -9,9 +12,12 @@
 mod common;
 
 mod buildroot_source;
+mod compress_boot;
+mod init_boot;
 mod kernel_build_arm64;
 mod kernel_configs;
 mod kernel_debian_config;
+mod lava_uboot;
 mod manifest_blacklist;
 mod order_python;
 mod order_python_boot;

@@ -1,4 +1,4 @@
-//! The lab's U-Boot board jobs run for real (tier 3: QEMU boots): `bootlink
+//! The lab's U-Boot board jobs run for real (the extended tier): `bootlink
 //! lab --lava --lava-boot u-boot` writes the jobs of two variants of a
 //! small module set for a board's device type, and Debian's `lava-run`
 //! (lava-dispatcher, no server) runs each of them on a "board" that is
