@@ -62,6 +62,7 @@ bench: build
 	bench/manifest-write
 	bench/manifest-hash
 	bench/links
+	bench/links-distro
 	bench/arm64
 	bench/compress
 	bench/compress-modules

@@ -267,6 +267,7 @@ fn fixture() -> Run {
                         workloads: Vec::new(),
                         tainted: None,
                         module_taints: Default::default(),
+                        kernel_text: None,
                         processes: Vec::new(),
                         boot_clock: None,
                         job: None,

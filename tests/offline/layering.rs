@@ -120,7 +120,7 @@ const LAB: Crate = Crate {
             name: "lab basics",
             modules: &["lab"],
             what: "targets and QEMU, the initramfs and its cpio, busybox and Debian packages, the processes and \
-                   clock of a boot, host programs copied into the guest",
+                   clock of a boot, host programs copied into the guest, the distribution-config kernel",
         },
         Layer {
             name: "chart primitives",

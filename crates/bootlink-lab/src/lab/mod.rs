@@ -14,6 +14,8 @@
 //! - [`procs`]: every process of a boot (fork, exec, exit) from /init on,
 //!   in an ftrace instance of its own;
 //! - [`userspace`]: a host program and its libraries copied into the guest;
+//! - [`distro`]: the series built with a distribution's config, its
+//!   modules signed with the build's key (`kernel:distro`);
 //! - above the workloads (`workload/`, one folder each): [`variant`],
 //!   [`scenario_file`], [`setup`], [`scenario`], [`survey`]: variants
 //!   parsed, prepared and booted.
@@ -23,6 +25,7 @@ pub mod bootclock;
 pub mod busybox;
 pub mod cpio;
 pub(crate) mod debs;
+pub mod distro;
 pub mod initramfs;
 pub(crate) mod packaged;
 pub mod procs;

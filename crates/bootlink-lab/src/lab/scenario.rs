@@ -15,7 +15,7 @@ use crate::run::dmesg;
 use crate::run::ftrace as trace;
 use crate::run::results::{FORMAT_VERSION, ModuleLoad, Repetition, Run, Variant};
 use crate::workload::{self, Console, Context, Workload};
-use bootlink::error::{Error, Result};
+use bootlink::error::{Error, Kind, Result};
 use bootlink::kernel::KernelImage;
 use bootlink::progress;
 use bootlink::steps::{self as step, Tree};
@@ -191,6 +191,9 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
         let mut w = line.split_whitespace();
         match (w.next(), w.next(), w.next()) {
             (Some("TAINTED"), Some(mask), None) => rep.tainted = mask.parse().ok(),
+            (Some("KTEXT"), Some(addr), Some(_)) if u64::from_str_radix(addr, 16).is_ok() => {
+                rep.kernel_text = Some(addr.to_string())
+            }
             (Some("MODTAINT"), Some(name), Some(letters)) => {
                 rep.module_taints.insert(name.to_string(), letters.to_string());
             }
@@ -275,6 +278,25 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
     rep
 }
 
+/// The bzImage of `filled` (a copy of `vmlinux` holding a module hash
+/// list), beside it, linked from the object tree `vmlinux`'s build was
+/// made in.
+fn rebuilt_bzimage(variant: &str, vmlinux: &Path, filled: &Path, bzimage: &Path) -> Result<PathBuf> {
+    let Some(k) = crate::lab::distro::beside(vmlinux) else {
+        return Err(Error::file(
+            Kind::Usage,
+            bzimage,
+            format!("variant {variant}: a hash list goes into a bzImage of kernel:distro only (give image:vmlinux)"),
+        ));
+    };
+    let out = filled.with_file_name(format!("{variant}-bzImage"));
+    bootlink::progress::status(&format!("variant {variant}: linking its bzImage around the listed vmlinux"));
+    bootlink::manifest::bzimage::rebuild(&k.tree, filled, &out).map_err(|e| {
+        Error::new(e.kind, format!("variant {variant}: the bzImage with the hash list: {}", e.msg)).because(e)
+    })?;
+    Ok(out)
+}
+
 fn qemu_version(qemu: &Path) -> String {
     std::process::Command::new(qemu)
         .arg("--version")
@@ -338,7 +360,14 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
         };
         step::apply_all(&v.spec.steps, &mut tree)?;
         let mut meta = Variant::named(&v.spec.name);
-        meta.kernel = v.boot.clone().unwrap_or(tree.kernel);
+        meta.kernel = match &v.boot {
+            // The manifest step wrote its list into a copy of the vmlinux:
+            // the bzImage is linked again around it (a distribution-config
+            // build's object tree replays kbuild's chain).
+            Some(bz) if tree.kernel != v.kernel => rebuilt_bzimage(&v.spec.name, &v.kernel, &tree.kernel, bz)?,
+            Some(bz) => bz.clone(),
+            None => tree.kernel,
+        };
         // what a boot loader reads of it: a record, not a condition of the run
         meta.image = bootclock::describe(&meta.kernel).ok();
         meta.raw_module = tree.raw_module;
@@ -563,6 +592,7 @@ mod tests {
 INSMOD bad 1
 TAINTED 8192
 MODTAINT crc16 E
+KTEXT ffffffffa5a00000 T _text
 @@@ bootlink dmesg @@@
 [    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)
 [    0.100000] calling  pci_subsys_init+0x0/0x80 @ 1
@@ -592,6 +622,7 @@ MODTAINT crc16 E
         let lookups: Vec<Option<u64>> = r.modules.iter().map(|m| m.lookups).collect();
         assert_eq!(lookups, [Some(7), None]);
         assert_eq!(r.tainted, Some(8192));
+        assert_eq!(r.kernel_text.as_deref(), Some("ffffffffa5a00000"));
         assert_eq!(r.module_taints.into_iter().collect::<Vec<_>>(), [("crc16".to_string(), "E".to_string())]);
     }
 }

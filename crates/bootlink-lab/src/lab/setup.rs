@@ -423,6 +423,10 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
                 crate::lab::arch::Arch::Arm64 => (b.bzimage, modules),
             }
         }
+        KernelChoice::Distro(line) => {
+            let k = crate::lab::distro::kernel(*line, req.target.arch.debian())?;
+            (k.vmlinux, k.modules)
+        }
         KernelChoice::Dir(d) => variant::kernel_dir(d, req.target.kernel_images)?,
     })
 }
@@ -696,6 +700,13 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             v.kernel.display(),
             walls.join(", ")
         ));
+        let bases: std::collections::BTreeSet<&str> =
+            v.repetitions.iter().filter_map(|r| r.kernel_text.as_deref()).collect();
+        let kaslr = if v.cmdline.split(' ').any(|w| w == "nokaslr") { "off (nokaslr)" } else { "on" };
+        if !bases.is_empty() {
+            let bases: Vec<&str> = bases.into_iter().collect();
+            o.push_str(&format!("  {:<12} KASLR {kaslr}; kernel text at {}\n", "", bases.join(", ")));
+        }
         if let Some((name, file)) = v.raw_module.split_once('=') {
             o.push_str(&format!("  {:<12} {name}'s file in the guest: the raw bytes of {file}\n", ""));
         }

@@ -33,6 +33,10 @@ pub enum KernelChoice {
     /// and config for it (`build` is 6.1's, `build-6.12` 6.12's), and its
     /// build flavours (`build+sealed`, `build-6.12+trim+lz4`).
     Build(bootlink::kbuild::Line, Vec<String>),
+    /// The series built with Debian's own config of a line (`distro`:
+    /// 6.1's, `distro-6.12`), Debian's modules signed with its key
+    /// ([`crate::lab::distro`]): booted from its bzImage, KASLR on.
+    Distro(bootlink::kbuild::Line),
     /// A directory with `vmlinux` (or `bzImage`) and `lib/modules/<release>/`.
     Dir(PathBuf),
 }
@@ -67,6 +71,10 @@ impl KernelChoice {
                 }
                 KernelChoice::Build(line, flavours)
             }
+            s if s == "distro" || s.starts_with("distro-") => KernelChoice::Distro(match s.strip_prefix("distro-") {
+                Some(l) => bootlink::kbuild::Line::parse(l)?,
+                None => bootlink::kbuild::Line::default(),
+            }),
             "" => return Err(Error::new(Kind::Usage, "kernel: needs a value")),
             dir => KernelChoice::Dir(PathBuf::from(dir)),
         })
@@ -149,6 +157,7 @@ impl Variant {
             Some(i) => i == BootImage::BzImage,
             None => match &self.kernel {
                 KernelChoice::Build(_, flavours) => flavours.iter().any(|f| COMPRESSOR_FLAVOURS.contains(&f.as_str())),
+                KernelChoice::Distro(_) => true,
                 _ => false,
             },
         }
@@ -194,8 +203,10 @@ impl Variant {
         let steps = p.steps()?;
         let loader = p.loader()?;
         let workloads = p.workloads()?;
+        // A distribution's kernel boots as it ships: randomized.
         let kaslr = match p.get("kaslr") {
-            None | Some("off") => false,
+            None => matches!(kernel, KernelChoice::Distro(_)) && image != Some(BootImage::Vmlinux),
+            Some("off") => false,
             Some("on") => true,
             Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
         };
@@ -207,7 +218,10 @@ impl Variant {
                     .into(),
             ));
         }
-        if v.boots_bzimage() && v.steps.iter().any(|s| s.stage() == step::Stage::Image) {
+        if v.boots_bzimage()
+            && !matches!(v.kernel, KernelChoice::Distro(_))
+            && v.steps.iter().any(|s| s.stage() == step::Stage::Image)
+        {
             return Err(p.usage(
                 "the lab boots a bzImage as built, and manifest:on writes a new vmlinux; give image:vmlinux".into(),
             ));
@@ -270,9 +284,10 @@ impl Pairs<'_> {
             Some("vmlinux") => Some(BootImage::Vmlinux),
             Some(v) => return Err(self.usage(format!("image:{v}: use bzimage or vmlinux"))),
         };
-        if image.is_some() && !matches!(kernel, KernelChoice::Build(..)) {
+        if image.is_some() && !matches!(kernel, KernelChoice::Build(..) | KernelChoice::Distro(_)) {
             return Err(self.usage(
-                "image: chooses between a self-built kernel's images; give kernel:build (or build-LINE) too".into(),
+                "image: chooses between a self-built kernel's images; give kernel:build (or build-LINE, distro) too"
+                    .into(),
             ));
         }
         Ok((kernel, image))
@@ -567,6 +582,29 @@ mod tests {
         }
         // the manifest's own vmlinux with a compressor flavour's build, said
         assert!(Variant::parse("a=kernel:build+gzip,image:vmlinux,manifest:on").is_ok());
+    }
+
+    #[test]
+    fn a_distribution_kernel_boots_its_bzimage_randomized() {
+        use bootlink::kbuild::Line;
+        let v = Variant::parse("a=kernel:distro").unwrap();
+        assert_eq!(v.kernel, KernelChoice::Distro(Line::V6_1));
+        assert!(v.boots_bzimage() && v.kaslr, "as a distribution ships it");
+        let v = Variant::parse("a=kernel:distro-6.12,kaslr:off").unwrap();
+        assert_eq!(v.kernel, KernelChoice::Distro(Line::V6_12));
+        assert!(v.boots_bzimage() && !v.kaslr);
+        let v = Variant::parse("a=kernel:distro,image:vmlinux").unwrap();
+        assert!(!v.boots_bzimage() && !v.kaslr, "the PVH entry does not randomize");
+        // the hash list is linked into the distribution build's bzImage
+        let v = Variant::parse("a=kernel:distro,manifest:on,modules:unsigned").unwrap();
+        assert!(v.boots_bzimage() && v.kaslr);
+        assert!(
+            Variant::parse("a=kernel:distro,image:vmlinux,kaslr:on")
+                .unwrap_err()
+                .to_string()
+                .contains("needs a bzImage")
+        );
+        assert!(Variant::parse("a=kernel:distro-5.4").unwrap_err().to_string().contains("6.1, 6.12"));
     }
 
     #[test]

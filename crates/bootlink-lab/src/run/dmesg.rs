@@ -270,6 +270,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         workloads: Vec::new(),
         tainted: None,
         module_taints: Default::default(),
+        kernel_text: None,
         processes: Vec::new(),
         boot_clock: None,
         job: None,

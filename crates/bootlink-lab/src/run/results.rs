@@ -151,6 +151,11 @@ pub struct Repetition {
     /// (`/sys/module/NAME/taint`, e.g. "E" for an unsigned module).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub module_taints: BTreeMap<String, String>,
+    /// Where the kernel's text was in this boot (`_text` in
+    /// /proc/kallsyms, hexadecimal): the base KASLR chose, or the link-time
+    /// one with nokaslr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_text: Option<String>,
     /// Every process of the boot's user space from /init on (ftrace's
     /// sched_process_fork/exec/exit events, on the kernel log's clock), in
     /// the order they were forked: the whole user space on the kernel's

@@ -54,6 +54,8 @@ impl Workload for ModuleLoading {
         }
         s.push_str(&loaders::script(self.loader, traced, trace::MARKER));
         s.push_str("echo 0 > $T/tracing_on 2>/dev/null\necho \"TAINTED $(cat /proc/sys/kernel/tainted)\"\n");
+        // Where the kernel is: KASLR's base (or the link-time one).
+        s.push_str("echo \"KTEXT $(grep -m1 ' _text$' /proc/kallsyms)\"\n");
         // Which loaded modules tainted it, with their letters.
         s.push_str(
             "for f in /sys/module/*/taint; do t=$(cat $f 2>/dev/null); n=${f%/taint}; [ -n \"$t\" ] && echo \"MODTAINT ${n#/sys/module/} $t\"; done\n",
