@@ -17,6 +17,7 @@ mod init_boot;
 mod kernel_build_arm64;
 mod kernel_configs;
 mod kernel_debian_config;
+mod lab_debian_612;
 mod lab_distro;
 mod lava_uboot;
 mod manifest_blacklist;
