@@ -68,10 +68,6 @@ fn failing_lab(label: &str, spec: &str) -> (String, Run) {
     (out, run)
 }
 
-fn variant<'a>(run: &'a Run, name: &str) -> &'a Variant {
-    run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}"))
-}
-
 fn loader(v: &Variant) -> &LoaderResult {
     v.repetitions[0]
         .workloads
@@ -86,7 +82,8 @@ fn loader(v: &Variant) -> &LoaderResult {
 #[test]
 fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
     let g = grid();
-    let (plain, user, kernel) = (variant(&g.run, "plain"), variant(&g.run, "user"), variant(&g.run, "kernel"));
+    let (plain, user, kernel) =
+        (common::variant(&g.run, "plain"), common::variant(&g.run, "user"), common::variant(&g.run, "kernel"));
     let files = |v: &Variant| v.module_files.clone().unwrap_or_else(|| panic!("{}: no module files", v.name));
     let n = files(plain).files;
     assert!(n >= 9, "{n} modules");
@@ -121,7 +118,7 @@ fn the_kernel_path_without_module_decompress_refuses_every_module() {
     // EOPNOTSUPP: no user-space fallback took over
     let (out, run) = failing_lab("compress-modules-refused", &refused);
     assert!(out.contains("insmod exited 95"), "{out}");
-    let v = variant(&run, "refused");
+    let v = common::variant(&run, "refused");
     let l = loader(v);
     let n = v.module_files.as_ref().unwrap().files as usize;
     // the set's roots fail, the rest for their dependencies
@@ -147,7 +144,7 @@ fn recommend_ranks_the_module_files_by_the_flash_model() {
     assert!(left.contains(&"read"), "{left:?}");
     let mut last = 0.0;
     for m in mods {
-        let v = variant(&g.run, m["variant"].as_str().unwrap());
+        let v = common::variant(&g.run, m["variant"].as_str().unwrap());
         let files = v.module_files.as_ref().unwrap();
         assert_eq!(m["requests_4k"].as_u64().unwrap(), files.requests_4k);
         assert!((f(&m["read_us"]) - files.requests_4k as f64 * request_us).abs() < 1e-6, "{m}");
@@ -198,7 +195,7 @@ fn recommend_ranks_the_module_files_by_the_flash_model() {
 #[test]
 fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
     let g = grid();
-    let (kernel, read) = (variant(&g.run, "kernel"), variant(&g.run, "read"));
+    let (kernel, read) = (common::variant(&g.run, "kernel"), common::variant(&g.run, "read"));
     let l = loader(read);
     let n = read.module_files.as_ref().unwrap().files;
     assert!(l.not_loaded.is_empty() && l.decompressed_by_kernel == n, "{l:?}");
@@ -220,7 +217,7 @@ fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
         // EKEYREJECTED: unsigned and not listed by the digest it was checked by
         let (out, run) = failing_lab(&format!("compress-modules-read-{name}"), spec);
         assert!(out.contains("insmod exited 129"), "{name}: {out}");
-        let v = variant(&run, name);
+        let v = common::variant(&run, name);
         let l = loader(v);
         assert_eq!(l.not_loaded.len() as u64, v.module_files.as_ref().unwrap().files, "{name}: {l:?}");
         assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (0, 0), "{name}: {l:?}");

@@ -76,7 +76,7 @@ fn alone() -> &'static (PathBuf, Run) {
 }
 
 fn variant<'a>(run: &'a Run, name: &str) -> &'a [Repetition] {
-    &run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).repetitions
+    &common::variant(run, name).repetitions
 }
 
 fn phase_sum(r: &Repetition, phase: &str) -> f64 {

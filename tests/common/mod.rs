@@ -669,6 +669,11 @@ pub fn storm_failures(s: &bootlink_lab::run::results::Storm) -> u64 {
 /// boot a variant: what a storm needs (concurrent requests).
 pub const ARM64_STORM_LAB: &[&str] = &["lab", "--arch", "arm64", "--realtime", "--smp", "4", "-n", "1"];
 
+/// A run's variant by name (the test fails naming it when the run has none).
+pub fn variant<'a>(run: &'a bootlink_lab::run::results::Run, name: &str) -> &'a bootlink_lab::run::results::Variant {
+    run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}"))
+}
+
 /// `bootlink lab HEAD... --variant V... -o DIR` into a fresh run directory
 /// named after `label`, which must succeed: the directory and its run.json.
 pub fn lab_variants<V: AsRef<str>>(

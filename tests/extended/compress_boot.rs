@@ -35,10 +35,6 @@ fn grid() -> &'static Grid {
     })
 }
 
-fn variant<'a>(run: &'a Run, name: &str) -> &'a Variant {
-    run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}"))
-}
-
 /// Each boot's time from reset, in the order of the repetitions.
 fn clocks(v: &Variant) -> Vec<f64> {
     v.repetitions.iter().map(|r| r.boot_clock.unwrap_or_else(|| panic!("{}: no boot clock", v.name)).init_us).collect()
@@ -61,7 +57,8 @@ fn config_hz(kernel: &Path) -> f64 {
 fn every_boot_is_timed_from_reset_and_the_decompressor_shows() {
     let g = grid();
     let file_len = |p: &Path| std::fs::metadata(p).unwrap().len();
-    let (none, xz, lz4) = (variant(&g.run, "none"), variant(&g.run, "xz"), variant(&g.run, "lz4"));
+    let (none, xz, lz4) =
+        (common::variant(&g.run, "none"), common::variant(&g.run, "xz"), common::variant(&g.run, "lz4"));
     // What each variant booted, and what a boot loader reads of it.
     for (v, kind, compression) in [(none, "vmlinux", "none"), (xz, "bzImage", "xz"), (lz4, "bzImage", "lz4")] {
         let img = v.image.as_ref().unwrap_or_else(|| panic!("{}: no image recorded", v.name));
@@ -203,7 +200,7 @@ fn recommend_refuses_a_run_it_cannot_answer_from() {
 #[test]
 fn the_flash_model_holds_on_the_emulated_device() {
     let (_, run) = lab("compress-read", "1", &["debian=kernel:debian,read:nand"]);
-    let rep = &variant(&run, "debian").repetitions[0];
+    let rep = &common::variant(&run, "debian").repetitions[0];
     let r = rep
         .workloads
         .iter()
@@ -212,7 +209,7 @@ fn the_flash_model_holds_on_the_emulated_device() {
             _ => None,
         })
         .expect("the read's result");
-    assert_eq!(r.bytes, std::fs::metadata(&variant(&run, "debian").kernel).unwrap().len());
+    assert_eq!(r.bytes, std::fs::metadata(&common::variant(&run, "debian").kernel).unwrap().len());
     let requests = r.bytes.div_ceil(4096);
     assert_eq!(r.requests, Some(requests), "{r:?}");
     // 8 MiB/s and 50 us: 538.281 us per 4 KiB request

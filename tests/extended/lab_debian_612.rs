@@ -10,7 +10,7 @@ use crate::common;
 use bootlink_lab::run::results::{Repetition, Run};
 
 fn variant<'a>(run: &'a Run, name: &str) -> &'a [Repetition] {
-    &run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).repetitions
+    &common::variant(run, name).repetitions
 }
 
 /// Debian's 6.12 ships `.ko.xz` modules and reads them with

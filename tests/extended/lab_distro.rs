@@ -27,7 +27,7 @@ const E: &str = "module.sig_enforce=1";
 const LINK_TIME_TEXT: &str = "ffffffff81000000";
 
 fn rep<'a>(run: &'a Run, name: &str) -> &'a Repetition {
-    &run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).repetitions[0]
+    &common::variant(run, name).repetitions[0]
 }
 
 fn loads_ms(r: &Repetition) -> f64 {
@@ -83,7 +83,7 @@ fn debians_modules_load_checked_on_the_distribution_build_with_kaslr() {
     let text_of = |name: &str| rep(&run, name).kernel_text.clone().unwrap_or_else(|| panic!("{name}: no _text"));
     for name in ["stock", "first-round"] {
         assert_ne!(text_of(name), LINK_TIME_TEXT, "{name}: KASLR moved the kernel");
-        let v = run.variants.iter().find(|v| v.name == name).unwrap();
+        let v = common::variant(&run, name);
         assert!(!v.cmdline.split(' ').any(|w| w == "nokaslr"), "{name}: {}", v.cmdline);
         let file = v.kernel.file_name().unwrap().to_string_lossy();
         assert!(file.ends_with("bzImage"), "{name} boots a bzImage: {}", v.kernel.display());
@@ -93,7 +93,7 @@ fn debians_modules_load_checked_on_the_distribution_build_with_kaslr() {
     // The list was linked into the first round's own bzImage and trusted there.
     let first_log = std::fs::read_to_string(out.join(&rep(&run, "first-round").log)).unwrap();
     assert!(first_log.contains("module hashes: "), "the first round's kernel read its list");
-    let fv = run.variants.iter().find(|v| v.name == "first-round").unwrap();
+    let fv = common::variant(&run, "first-round");
     assert!(fv.kernel.starts_with(&out), "the rebuilt bzImage is the run's own: {}", fv.kernel.display());
     let lookups = |name: &str| rep(&run, name).modules.iter().map(|m| m.lookups.unwrap_or(0)).sum::<u64>();
     assert!(lookups("first-round") < lookups("stock") / 4, "folding removes most lookups");

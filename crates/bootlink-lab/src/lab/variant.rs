@@ -203,14 +203,16 @@ impl Variant {
         let steps = p.steps()?;
         let loader = p.loader()?;
         let workloads = p.workloads()?;
-        // A distribution's kernel boots as it ships: randomized.
         let kaslr = match p.get("kaslr") {
-            None => matches!(kernel, KernelChoice::Distro(_)) && image != Some(BootImage::Vmlinux),
-            Some("off") => false,
-            Some("on") => true,
+            None => None,
+            Some("off") => Some(false),
+            Some("on") => Some(true),
             Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
         };
-        let v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr };
+        let mut v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr: false };
+        // A distribution's kernel boots as it ships: randomized, when its
+        // bzImage boots (the vmlinux's PVH entry never randomizes).
+        v.kaslr = kaslr.unwrap_or(matches!(v.kernel, KernelChoice::Distro(_)) && v.boots_bzimage());
         if v.kaslr && !v.boots_bzimage() {
             return Err(p.usage(
                 "kaslr:on needs a bzImage boot (image:bzimage of kernel:build+kaslr): the PVH entry of vmlinux \
