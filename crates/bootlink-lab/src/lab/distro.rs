@@ -184,4 +184,11 @@ mod tests {
         assert_ne!(key("a", "1"), key("a", "2"));
         assert_eq!(key("a", "1").len(), 16);
     }
+
+    #[test]
+    fn another_architecture_is_refused_before_anything_is_built() {
+        let e = kernel(Line::default(), fetch::Arch::Arm64).unwrap_err();
+        assert_eq!(e.kind, Kind::Unsupported);
+        assert!(e.to_string().contains("built for amd64 only, not arm64"), "{e}");
+    }
 }

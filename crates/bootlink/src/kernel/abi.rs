@@ -201,8 +201,27 @@ mod tests {
         let ours = "0x00000001\ta\tvmlinux\tEXPORT_SYMBOL\t\n\
                     0x00000002\tblake2b_compress_generic\tvmlinux\tEXPORT_SYMBOL\t\n";
         let (t, o) = (parse_symvers(theirs).unwrap(), parse_symvers(ours).unwrap());
-        let (.., added, clashing) = compare(&o, &t);
+        let (compared, same, changed, missing, added, clashing) = compare(&o, &t);
         assert!(added.is_empty());
+        let report = Report {
+            ours: "ours".into(),
+            theirs: "theirs".into(),
+            compared,
+            same,
+            changed,
+            missing,
+            added,
+            clashing: clashing.clone(),
+        };
+        assert!(!report.kept());
+        let text = crate::report::Report::render(&report);
+        assert!(
+            text.contains(
+                "clashing  blake2b_compress_generic: exported here by vmlinux, there by crypto/blake2b_generic"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("ABI not kept"), "{text}");
         assert_eq!(
             clashing,
             [Clash { name: "blake2b_compress_generic".into(), module: "crypto/blake2b_generic".into() }]
