@@ -305,6 +305,26 @@ fn flavour_make_vars(text: &str, file: &Path, checkout: &Path) -> Result<Vec<(St
     Ok(out)
 }
 
+/// Does a flavour ask for an object tree of its own (a line
+/// `# bootlink-tree: own`, for options that change a header nearly every
+/// object includes, such as CONFIG_RANDOMIZE_BASE)? Sharing the
+/// unflavoured tree would rebuild the whole kernel on every switch.
+fn wants_own_tree(text: &str, file: &Path) -> Result<bool> {
+    let mut own = false;
+    for line in text.lines() {
+        let Some(v) = line.trim().strip_prefix("# bootlink-tree:") else { continue };
+        if v.trim() != "own" {
+            return Err(Error::file(
+                Kind::Usage,
+                file,
+                format!("{line:?}: the only tree a flavour can ask for is `own`"),
+            ));
+        }
+        own = true;
+    }
+    Ok(own)
+}
+
 /// Whether `built` has patches of its line's lab-only series.
 fn built_with_lab_series(built: &Report) -> bool {
     let Some(line) = Line::parse(&built.line).ok() else { return false };
@@ -313,7 +333,7 @@ fn built_with_lab_series(built: &Report) -> bool {
 }
 
 /// The object tree of `built` holds that build: flavours share their
-/// unflavoured build's tree, and two that differ only in the bzImage's
+/// unflavoured build's tree (unless one has a tree of its own), and two that differ only in the bzImage's
 /// compressor have the same vmlinux, so only the key tells whose boot
 /// image the tree's recorded commands would make.
 fn tree_holds(built: &Report) -> Result<()> {
@@ -517,6 +537,7 @@ fn read_config_inputs(opts: &Options) -> Result<ConfigInputs> {
     // them: no flavour, the key it always had).
     let checkout = crate::fsutil::source_tree();
     let mut make_vars: Vec<String> = Vec::new();
+    let mut own_tree = false;
     for name in &opts.flavours {
         let file = opts.line.flavour_config(checkout, name);
         if !file.is_file() {
@@ -530,6 +551,7 @@ fn read_config_inputs(opts: &Options) -> Result<ConfigInputs> {
             ));
         }
         let text = crate::fsutil::read_input(&file, crate::fsutil::MAX_TEXT)?;
+        own_tree |= wants_own_tree(&String::from_utf8_lossy(&text), &file)?;
         fragment = fragment.overlaid(&Fragment::parse(&String::from_utf8_lossy(&text), &file)?);
         fragment_text.extend_from_slice(format!("\n# bootlink: flavour {name}\n").as_bytes());
         fragment_text.extend_from_slice(&text);
@@ -567,7 +589,9 @@ fn read_config_inputs(opts: &Options) -> Result<ConfigInputs> {
     };
     // A flavour builds in its unflavoured build's object tree: what its
     // options change is rebuilt there (a compressor: the boot image alone).
-    let obj_text = with_whole(&unflavoured_text);
+    // One whose options reach nearly every object (`# bootlink-tree: own`)
+    // gets a tree of its own, so going to it and back rebuilds nothing.
+    let obj_text = with_whole(if own_tree { &fragment_text } else { &unflavoured_text });
     let config_text = with_whole(&fragment_text);
     Ok(ConfigInputs { fragment, make_vars, whole, obj_text, config_text })
 }
@@ -1063,6 +1087,15 @@ mod tests {
         h.field("diff", series(&[("0001-x.patch", MAIL)]).patches[0].diff());
         h.field("cert", b"cert");
         assert_eq!(base, h.finish(), "x86's key is the one it was before there were other architectures");
+    }
+
+    #[test]
+    fn a_flavour_asks_for_a_tree_of_its_own_in_one_way() {
+        let f = Path::new("kaslr.config");
+        assert!(wants_own_tree("# kaslr\n# bootlink-tree: own\nCONFIG_RANDOMIZE_BASE=y\n", f).unwrap());
+        assert!(!wants_own_tree("CONFIG_KERNEL_LZ4=y\n", f).unwrap());
+        let e = wants_own_tree("# bootlink-tree: shared\n", f).unwrap_err().to_string();
+        assert!(e.contains("kaslr.config") && e.contains("only tree a flavour can ask for is `own`"), "{e}");
     }
 
     #[test]
