@@ -93,8 +93,9 @@ pub struct Variant {
     /// Which of a build's images QEMU boots (`image:`); None: the
     /// default, see [`Variant::boots_bzimage`].
     pub image: Option<BootImage>,
-    /// `kaslr:on`: boot without the lab's `nokaslr` (a bzImage of a build
-    /// with CONFIG_RANDOMIZE_BASE: its decompressor picks the slide).
+    /// Boot without the lab's `nokaslr` (a bzImage of a build with
+    /// CONFIG_RANDOMIZE_BASE: its decompressor picks the slide): `kaslr:on`,
+    /// or the default for such a build booted from its bzImage.
     pub kaslr: bool,
 }
 
@@ -210,9 +211,16 @@ impl Variant {
             Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
         };
         let mut v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr: false };
-        // A distribution's kernel boots as it ships: randomized, when its
-        // bzImage boots (the vmlinux's PVH entry never randomizes).
-        v.kaslr = kaslr.unwrap_or(matches!(v.kernel, KernelChoice::Distro(_)) && v.boots_bzimage());
+        // A kernel that randomizes its base (a distribution's; a lab build
+        // with the kaslr flavour) boots randomized when its bzImage boots
+        // (the vmlinux's PVH entry never randomizes); kaslr:off asks for
+        // `nokaslr`.
+        let randomizes = match &v.kernel {
+            KernelChoice::Distro(_) => true,
+            KernelChoice::Build(_, flavours) => flavours.iter().any(|f| f == "kaslr"),
+            _ => false,
+        };
+        v.kaslr = kaslr.unwrap_or(randomizes && v.boots_bzimage());
         if v.kaslr && !v.boots_bzimage() {
             return Err(p.usage(
                 "kaslr:on needs a bzImage boot (image:bzimage of kernel:build+kaslr): the PVH entry of vmlinux \
@@ -607,6 +615,16 @@ mod tests {
                 .contains("needs a bzImage")
         );
         assert!(Variant::parse("a=kernel:distro-5.4").unwrap_err().to_string().contains("6.1, 6.12"));
+    }
+
+    #[test]
+    fn a_lab_build_that_randomizes_boots_randomized_unless_told() {
+        let v = Variant::parse("a=kernel:build+kaslr,image:bzimage").unwrap();
+        assert!(v.kaslr, "CONFIG_RANDOMIZE_BASE, booted from the bzImage");
+        assert!(!Variant::parse("a=kernel:build+kaslr,image:bzimage,kaslr:off").unwrap().kaslr);
+        assert!(!Variant::parse("a=kernel:build+kaslr").unwrap().kaslr, "the PVH entry does not randomize");
+        assert!(!Variant::parse("a=kernel:build,image:bzimage").unwrap().kaslr, "no CONFIG_RANDOMIZE_BASE");
+        assert!(!Variant::parse("a=kernel:build-6.12+lz4").unwrap().kaslr);
     }
 
     #[test]
