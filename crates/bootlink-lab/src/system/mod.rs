@@ -107,7 +107,8 @@ pub fn run(req: &Request) -> Result<Report> {
     ));
     let boot = crate::lab::qemu::run(&opts)?;
     boot.check()?;
-    let record = parse::boot(&boot.log, req.trace);
+    let mut record = parse::boot(&boot.log, req.trace);
+    record.kaslr = moved(&image.vmlinuz, record.kernel_text.as_deref())?;
     let report = Report {
         clock: clock_name(req.clock).to_string(),
         cpus: opts.cpus,
@@ -135,10 +136,40 @@ pub fn reread(dir: &Path) -> Result<Report> {
         .map_err(|e| Error::file(Kind::Format, &file, format!("not a bootlink system.json: {e}")))?;
     let log_path = dir.join("console.log");
     let log = std::fs::read(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let kaslr = report.boot.kaslr;
     report.boot = parse::boot(&String::from_utf8_lossy(&log), report.traced);
+    // The image may be gone since (images are cached by content); what the
+    // record said then stands only while the address it read is the same.
+    report.boot.kaslr = match moved(&report.image.vmlinuz, report.boot.kernel_text.as_deref()) {
+        Ok(k) => k,
+        Err(_) if !report.image.vmlinuz.exists() => kaslr.filter(|_| report.boot.kernel_text.is_some()),
+        Err(e) => return Err(e),
+    };
     report.out = dir.to_path_buf();
     save(&report, dir)?;
     Ok(report)
+}
+
+/// Whether the kernel moved (KASLR): `_text` as the boot's /proc/kallsyms
+/// read it, against the link-time address of the image booted (the
+/// vmlinux inside `vmlinuz`); None when the boot printed no address (or
+/// 0: kallsyms hid it).
+pub fn moved(vmlinuz: &Path, text: Option<&str>) -> Result<Option<bool>> {
+    let Some(text) = text else { return Ok(None) };
+    let at = u64::from_str_radix(text, 16)
+        .map_err(|_| Error::new(Kind::Format, format!("_text at {text:?}: not a hexadecimal address")))?;
+    if at == 0 {
+        return Ok(None);
+    }
+    let image = bootlink::kernel::KernelImage::open(vmlinuz, None)?;
+    let base = image.slide_base.ok_or_else(|| {
+        Error::file(
+            Kind::Unsupported,
+            vmlinuz,
+            "no link-time text address read from this image (x86-64 with a build ID)",
+        )
+    })?;
+    Ok(Some(at != base.link_text))
 }
 
 fn clock_name(c: Clock) -> &'static str {
@@ -357,5 +388,22 @@ impl bootlink::report::Report for Report {
         }
         s.push_str(&format!("record: {}\n", self.out.join("system.json").display()));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kaslr_is_unknown_without_an_address_and_refused_with_a_bad_one() {
+        // No image is opened for these: the address decides first.
+        let nowhere = Path::new("/nonexistent/vmlinuz");
+        assert_eq!(moved(nowhere, None).unwrap(), None);
+        assert_eq!(moved(nowhere, Some("0000000000000000")).unwrap(), None, "kallsyms hid the address");
+        let e = moved(nowhere, Some("ffffffffzz000000")).unwrap_err().to_string();
+        assert!(e.contains("not a hexadecimal address"), "{e}");
+        // An address and no image: the image's own link-time base is needed.
+        assert!(moved(nowhere, Some("ffffffff81000000")).is_err());
     }
 }

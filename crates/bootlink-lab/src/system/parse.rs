@@ -26,8 +26,6 @@ use super::spans::{loading, under_way};
 
 /// The name given to a load the kernel refused (no module_load event).
 const FAILED: &str = "(failed load)";
-/// A kernel's link-time text address: `_text` there means no KASLR.
-const LINK_TIME_TEXT: u64 = 0xffff_ffff_8100_0000;
 
 /// `systemd-analyze`'s first lines, as it printed them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -122,7 +120,8 @@ pub struct Boot {
     /// The 30 longest units.
     pub blame: Vec<Blame>,
     pub failed_units: Vec<String>,
-    /// `_text`'s address from /proc/kallsyms, and whether it moved (KASLR).
+    /// `_text`'s address from /proc/kallsyms, and whether it moved (KASLR):
+    /// against the booted image's own link-time address ([`super::moved`]).
     pub kernel_text: Option<String>,
     pub kaslr: Option<bool>,
     pub modules: Vec<Module>,
@@ -413,7 +412,6 @@ pub fn boot(log: &str, traced: bool) -> Boot {
     b.failed_units = failed.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect();
     if let Some(addr) = kaslr.split_whitespace().next() {
         b.kernel_text = Some(addr.to_string());
-        b.kaslr = u64::from_str_radix(addr, 16).ok().map(|a| a != LINK_TIME_TEXT && a != 0);
     }
     b.init_started_ms = logged_at(&dmesg, RUN_INIT);
     b.initrd_done_ms = logged_at(&dmesg, INIT_BOTTOM);
