@@ -13,6 +13,7 @@ mod common;
 
 mod buildroot_source;
 mod compress_boot;
+mod ddlink_seed;
 mod init_boot;
 mod kernel_build_arm64;
 mod kernel_configs;
