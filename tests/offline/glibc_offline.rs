@@ -19,33 +19,29 @@ use std::time::{Duration, Instant};
 use bootlink::error::Kind;
 use bootlink::glibc::{self, Options, Report};
 
-/// A stand-in for glibc's configure: writes a Makefile whose `all` makes a
-/// "libc.so.6" and whose `install` puts it and an "ld.so" under
-/// `$(install_root)<prefix>/lib`. The tree's `mode` file (which a patch
-/// of a test's series changes) makes configure or make fail;
-/// FAKE_GLIBC_SLEEP in the environment makes make hang.
+/// A stand-in for glibc's configure: writes a Makefile whose `lib` (the
+/// libraries' pass, all bootlink makes) makes a "libc.so" and an
+/// "elf/ld.so" holding the configure arguments and configparms it was
+/// given. The tree's `mode` file (which a patch of a test's series
+/// changes) makes configure or make fail; FAKE_GLIBC_SLEEP in the
+/// environment makes make hang.
 const CONFIGURE: &str = r#"#!/bin/sh
 src=$(cd "$(dirname "$0")" && pwd)
 mode=$(cat "$src/mode")
 echo "checking the fake glibc's mode... $mode"
-prefix=
-for a in "$@"; do case $a in --prefix=*) prefix=${a#--prefix=} ;; esac; done
 printf '%s\n' "$@" > configure-args
 if [ "$mode" = fail-configure ]; then
     echo "configure: error: the fake glibc refuses to configure" >&2
     exit 1
 fi
 {
-    printf 'all:\n'
-    printf '\techo half > libc.so.6.part\n'
+    printf 'lib:\n'
+    printf '\techo half > libc.so.part\n'
     printf '\t@if [ -n "$$FAKE_GLIBC_SLEEP" ]; then echo "fake make: sleeping"; sleep 60; fi\n'
     printf '\t@if [ "%s" = fail-make ]; then echo "fake.c:1:1: error: the fake glibc does not compile" >&2; exit 1; fi\n' "$mode"
-    printf '\techo "fake libc %s" > libc.so.6\n' "$mode"
-    printf 'install:\n'
-    printf '\tmkdir -p $(install_root)%s/lib\n' "$prefix"
-    printf '\tcp libc.so.6 configparms $(install_root)%s/lib/\n' "$prefix"
-    printf '\tcp configure-args $(install_root)%s/lib/\n' "$prefix"
-    printf '\techo ld.so > $(install_root)%s/lib/ld-linux-x86-64.so.2\n' "$prefix"
+    printf '\tmkdir -p elf\n'
+    printf '\t(echo ld.so; cat configure-args configparms) > elf/ld.so\n'
+    printf '\techo "fake libc %s" > libc.so\n' "$mode"
 } > Makefile
 "#;
 
@@ -226,8 +222,17 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     assert_eq!(b.ld_so, b.prefix.join("lib/ld-linux-x86-64.so.2"));
     assert!(b.ld_so.is_file() && b.libdir.join("libc.so.6").is_file());
     assert!(keydir.join("done.json").is_file() && keydir.join("build.log").is_file());
-    // The configure arguments and configparms the build got.
-    let args = std::fs::read_to_string(b.libdir.join("configure-args")).unwrap();
+    // The loader and libc alone, and Debian's iconv modules.
+    let mut files: Vec<String> =
+        std::fs::read_dir(&b.libdir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    assert_eq!(files, ["gconv", "ld-linux-x86-64.so.2", "libc.so.6"]);
+    assert_eq!(std::fs::read_link(b.libdir.join("gconv")).unwrap(), Path::new("/usr/lib/x86_64-linux-gnu/gconv"));
+    // The configure arguments and configparms the build got (the fake
+    // loader holds them).
+    let loader = std::fs::read_to_string(&b.ld_so).unwrap();
+    let mut loader = loader.lines();
+    assert_eq!(loader.next(), Some("ld.so"));
     let want_args = [
         format!("--prefix={}", b.prefix.display()),
         "--disable-werror".into(),
@@ -237,11 +242,9 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
         "--without-selinux".into(),
         format!("--with-pkgversion=Debian GLIBC {} + bootlink", b.debian_version),
     ];
-    assert_eq!(args.lines().collect::<Vec<_>>(), want_args);
-    assert_eq!(
-        std::fs::read_to_string(b.libdir.join("configparms")).unwrap(),
-        "user-defined-trusted-dirs = /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu\n"
-    );
+    let got: Vec<&str> = loader.collect();
+    assert_eq!(got[..want_args.len()], want_args);
+    assert_eq!(got[want_args.len()..], ["user-defined-trusted-dirs = /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu"]);
     // The build and source trees are gone, no temporaries are left.
     let mut left: Vec<String> =
         std::fs::read_dir(&keydir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
@@ -253,7 +256,7 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     assert!(again.from_cache && again.key == b.key && again.seconds < 2.0, "{again:?}");
     assert!(b.build_seconds > 0.0 && again.build_seconds == b.build_seconds, "{again:?}");
     let log = std::fs::read_to_string(keydir.join("build.log")).unwrap();
-    for step in ["configure", "make", "make install"] {
+    for step in ["configure", "make lib"] {
         assert!(log.contains(&format!("# {step}: exit status: 0 after ")), "{step}'s time in the log:\n{log}");
     }
     let o = Command::new(common::bin())
@@ -330,7 +333,7 @@ fn a_killed_build_leaves_nothing_that_looks_complete() {
     let _ = child.wait();
     assert!(complete_looking(&cache).is_empty(), "{:?}", complete_looking(&cache));
     let keydir = log.parent().unwrap();
-    assert!(keydir.join("build/libc.so.6.part").exists(), "the killed make's half-made file is there");
+    assert!(keydir.join("build/libc.so.part").exists(), "the killed make's half-made file is there");
     // The next call starts the key over and finishes.
     let b = glibc::run(&opts(&s, &cache)).unwrap();
     assert!(!b.from_cache && keydir == cache.join("glibc").join(&b.key).as_path());

@@ -118,27 +118,46 @@ impl Env<'_> {
     }
 }
 
-/// Configure, make and install into `prefix`: the whole prefix appears at
-/// once (a rename) or not at all.
+/// Where Debian's own glibc keeps its character-set converters: the
+/// prefix's `lib/gconv` points there (the same version's modules).
+pub(crate) const DEBIAN_GCONV: &str = "/usr/lib/x86_64-linux-gnu/gconv";
+
+/// Configure, make the libraries' pass (`make lib`: the loader and libc,
+/// linked against each other) and install the two into `prefix/lib`: the
+/// whole prefix appears at once (a rename) or not at all.
+///
+/// The rest of glibc (libm, libpthread, the NSS modules, iconv's modules,
+/// the programs: `make`'s `others` pass, about half of the build) is not
+/// made: the loader finds those libraries in Debian's own glibc of the
+/// same version, after its own prefix ([`CONFIGPARMS`]'s trusted
+/// directories), and iconv's modules through `lib/gconv`. The series
+/// changes the loader alone; libc is built because the loader and libc of
+/// one build share private interfaces (`_rtld_global`'s layout).
 pub(crate) fn build_and_install(env: &Env, configure: &[String], prefix: &Path) -> Result<()> {
     env.configure(configure)?;
-    env.make("make", &[])?;
+    env.make("make lib", &["lib".into()])?;
     let keydir = prefix.parent().expect("the prefix is inside the key directory");
     let root = tempfile::Builder::new().prefix(".install-").tempdir_in(keydir).map_err(|e| Error::io(keydir, e))?;
-    env.make("make install", &["install".into(), format!("install_root={}", root.path().display())])?;
-    let installed = root.path().join(prefix.strip_prefix("/").unwrap_or(prefix));
-    let ld_so = installed.join("lib").join(super::LD_SO);
-    if !ld_so.is_file() {
-        return Err(Error::file(
-            Kind::Build,
-            env.log,
-            format!("make install finished without installing {}", ld_so.display()),
-        ));
+    let lib = root.path().join("lib");
+    std::fs::create_dir_all(&lib).map_err(|e| Error::io(&lib, e))?;
+    for (built, name) in [(env.build.join("elf/ld.so"), super::LD_SO), (env.build.join("libc.so"), "libc.so.6")] {
+        if !built.is_file() {
+            return Err(Error::file(
+                Kind::Build,
+                env.log,
+                format!("make lib finished without making {}", built.display()),
+            ));
+        }
+        std::fs::copy(&built, lib.join(name)).map_err(|e| Error::io(&built, e))?;
     }
+    let gconv = lib.join("gconv");
+    std::os::unix::fs::symlink(DEBIAN_GCONV, &gconv).map_err(|e| Error::io(&gconv, e))?;
     if prefix.exists() {
         std::fs::remove_dir_all(prefix).map_err(|e| Error::io(prefix, e))?;
     }
-    std::fs::rename(&installed, prefix).map_err(|e| Error::io(prefix, e))?;
+    std::fs::rename(root.path(), prefix).map_err(|e| Error::io(prefix, e))?;
+    // The directory is the prefix now: nothing left to remove.
+    let _ = root.keep();
     Ok(())
 }
 

@@ -28,7 +28,8 @@ use crate::series::Series;
 use crate::{fsutil, hosttool, progress};
 
 /// Changes when what the build does changes its output.
-pub(crate) const RECIPE: &str = "bootlink glibc build 1";
+/// 2: the loader and libc alone (`make lib`), Debian's glibc for the rest.
+pub(crate) const RECIPE: &str = "bootlink glibc build 2";
 /// The dynamic loader's name in `prefix/lib`.
 pub(crate) const LD_SO: &str = "ld-linux-x86-64.so.2";
 /// Written last into a key's directory: the build is complete.
