@@ -834,10 +834,14 @@ fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
     n
 }
 
-/// Object directories kept in the cache (each about 500 MB) per
-/// architecture: this build's and the most recent others, so switching
-/// between two configs stays incremental.
-const KEEP_OBJECT_DIRS: usize = 4;
+/// Object directories kept in the cache per architecture (a lab config's
+/// about 500 MB, a Debian config's several GB): this build's and the most
+/// recent others, so switching between configs stays incremental. Six:
+/// the lab config and its kaslr flavour (a tree of its own) on both lines,
+/// and a Debian-config build of each line, as `make test` and the
+/// extended tier build them; with four, each extended run pruned a tree
+/// the next build of a new series then made from nothing.
+const KEEP_OBJECT_DIRS: usize = 6;
 
 /// How an architecture's object directories are named (`obj-<hash>` on
 /// x86-64, as before there were others; `obj-arm64-<hash>`), so each
