@@ -333,9 +333,10 @@ fn built_with_lab_series(built: &Report) -> bool {
 }
 
 /// The object tree of `built` holds that build: flavours share their
-/// unflavoured build's tree (unless one has a tree of its own), and two that differ only in the bzImage's
-/// compressor have the same vmlinux, so only the key tells whose boot
-/// image the tree's recorded commands would make.
+/// unflavoured build's tree (unless one has a tree of its own), and two
+/// that differ only in the bzImage's compressor have the same vmlinux, so
+/// only the key tells whose boot image the tree's recorded commands would
+/// make.
 fn tree_holds(built: &Report) -> Result<()> {
     if holds(&built.tree, &built.key) {
         return Ok(());
