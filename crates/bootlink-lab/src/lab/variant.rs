@@ -211,19 +211,15 @@ impl Variant {
             Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
         };
         let mut v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr: false };
-        // A kernel that randomizes its base (a distribution's; a lab build
-        // with the kaslr flavour) boots randomized when its bzImage boots
-        // (the vmlinux's PVH entry never randomizes); kaslr:off asks for
-        // `nokaslr`.
-        let randomizes = match &v.kernel {
-            KernelChoice::Distro(_) => true,
-            KernelChoice::Build(_, flavours) => flavours.iter().any(|f| f == "kaslr"),
-            _ => false,
-        };
+        // A kernel that randomizes its base (a distribution's; the lab's
+        // builds, whose config has CONFIG_RANDOMIZE_BASE on every line)
+        // boots randomized when its bzImage boots (the vmlinux's PVH entry
+        // never randomizes); kaslr:off asks for `nokaslr`.
+        let randomizes = matches!(&v.kernel, KernelChoice::Distro(_) | KernelChoice::Build(..));
         v.kaslr = kaslr.unwrap_or(randomizes && v.boots_bzimage());
         if v.kaslr && !v.boots_bzimage() {
             return Err(p.usage(
-                "kaslr:on needs a bzImage boot (image:bzimage of kernel:build+kaslr): the PVH entry of vmlinux \
+                "kaslr:on needs a bzImage boot (image:bzimage of kernel:build or kernel:distro): the PVH entry of vmlinux \
                  does not randomize"
                     .into(),
             ));
@@ -619,12 +615,12 @@ mod tests {
 
     #[test]
     fn a_lab_build_that_randomizes_boots_randomized_unless_told() {
-        let v = Variant::parse("a=kernel:build+kaslr,image:bzimage").unwrap();
+        let v = Variant::parse("a=kernel:build,image:bzimage").unwrap();
         assert!(v.kaslr, "CONFIG_RANDOMIZE_BASE, booted from the bzImage");
-        assert!(!Variant::parse("a=kernel:build+kaslr,image:bzimage,kaslr:off").unwrap().kaslr);
-        assert!(!Variant::parse("a=kernel:build+kaslr").unwrap().kaslr, "the PVH entry does not randomize");
-        assert!(!Variant::parse("a=kernel:build,image:bzimage").unwrap().kaslr, "no CONFIG_RANDOMIZE_BASE");
-        assert!(!Variant::parse("a=kernel:build-6.12+lz4").unwrap().kaslr);
+        assert!(!Variant::parse("a=kernel:build,image:bzimage,kaslr:off").unwrap().kaslr);
+        assert!(!Variant::parse("a=kernel:build").unwrap().kaslr, "the PVH entry does not randomize");
+        assert!(Variant::parse("a=kernel:build-6.12+lz4").unwrap().kaslr, "a compressor flavour boots its bzImage");
+        assert!(!Variant::parse("a=kernel:build-6.12+lz4,kaslr:off").unwrap().kaslr);
     }
 
     #[test]

@@ -838,10 +838,10 @@ fn remove_newer_objects(dir: &Path, mark: &Path) -> usize {
 /// Object directories kept in the cache per architecture (a lab config's
 /// about 500 MB, a Debian config's several GB): this build's and the most
 /// recent others, so switching between configs stays incremental. Six:
-/// the lab config and its kaslr flavour (a tree of its own) on both lines,
-/// and a Debian-config build of each line, as `make test` and the
-/// extended tier build them; with four, each extended run pruned a tree
-/// the next build of a new series then made from nothing.
+/// the lab config, a Debian-config build and the extended tier's second
+/// lab configuration (a hash blacklist's) on each line; with four, each
+/// extended run pruned a tree the next build of a new series then made
+/// from nothing.
 const KEEP_OBJECT_DIRS: usize = 6;
 
 /// How an architecture's object directories are named (`obj-<hash>` on
@@ -1096,11 +1096,11 @@ mod tests {
 
     #[test]
     fn a_flavour_asks_for_a_tree_of_its_own_in_one_way() {
-        let f = Path::new("kaslr.config");
+        let f = Path::new("own.config");
         assert!(wants_own_tree("# kaslr\n# bootlink-tree: own\nCONFIG_RANDOMIZE_BASE=y\n", f).unwrap());
         assert!(!wants_own_tree("CONFIG_KERNEL_LZ4=y\n", f).unwrap());
         let e = wants_own_tree("# bootlink-tree: shared\n", f).unwrap_err().to_string();
-        assert!(e.contains("kaslr.config") && e.contains("only tree a flavour can ask for is `own`"), "{e}");
+        assert!(e.contains("own.config") && e.contains("only tree a flavour can ask for is `own`"), "{e}");
     }
 
     #[test]
