@@ -6,10 +6,10 @@
 //! plain, compressed and decompressed in user space, compressed and
 //! decompressed by the kernel (the MODULE_DECOMPRESS flavour of the line's
 //! format: xz on 6.1, zstd on 6.12); and `bootlink recommend` on that run.
-//! Also the lab patch that hashes the bytes read instead
-//! (`module.hashes_of_read=1` with `manifest:read`): what it saves, and why
-//! it is not kept. The full grid (the 194-module set, every format, both
-//! paths) is `bench/compress-modules`.
+//! The lab patch that hashes the bytes read instead (`manifest:read`),
+//! which nothing else here needs, is the extended tier's
+//! (tests/extended/compress_hash_read.rs). The full grid (the 194-module
+//! set, every format, both paths) is `bench/compress-modules`.
 
 use crate::common;
 
@@ -37,15 +37,11 @@ fn grid() -> &'static Grid {
         let k = common::build_kernel();
         let format = format();
         let checked = "modules:unsigned,manifest:on,loader:batch-1,cmdline:module.sig_enforce=1";
-        let mut variants = vec![
+        let variants = [
             format!("plain={k},{checked}"),
             format!("user={k},{checked},compress:{format},decompress:user"),
             format!("kernel={k}+modules-{format},{checked},compress:{format},decompress:kernel"),
         ];
-        variants.push(format!(
-            "read={k}+modules-{format},modules:unsigned,manifest:read,loader:batch-1,compress:{format},\
-             decompress:kernel,cmdline:module.sig_enforce=1 module.hashes_of_read=1"
-        ));
         let mut head = vec!["--no-trace", "-n", "1"];
         head.extend(MODULES);
         let (dir, run) = common::lab_variants("compress-modules", &head, &variants);
@@ -137,11 +133,7 @@ fn recommend_ranks_the_module_files_by_the_flash_model() {
     let request_us = 50.0 + 4096.0 / (8.0 * 1_048_576.0) * 1e6;
     let mods = r["modules"].as_array().unwrap();
     let names: Vec<&str> = mods.iter().map(|m| m["variant"].as_str().unwrap()).collect();
-    // the hash of the bytes read is measured, never recommended
     assert_eq!(names.len(), 3, "{names:?}");
-    assert!(!names.contains(&"read"), "{names:?}");
-    let left: Vec<&str> = r["left_out"].as_array().unwrap().iter().map(|l| l["variant"].as_str().unwrap()).collect();
-    assert!(left.contains(&"read"), "{left:?}");
     let mut last = 0.0;
     for m in mods {
         let v = common::variant(&g.run, m["variant"].as_str().unwrap());
@@ -183,43 +175,5 @@ fn recommend_ranks_the_module_files_by_the_flash_model() {
     let chart = std::fs::read_to_string(&svg).unwrap();
     for name in names {
         assert!(chart.contains(&format!("<title>{name}</title>")), "{name}");
-    }
-}
-
-/// The lab patch's hash of the bytes read (lab patch `hash-bytes-read`): with a manifest of the
-/// compressed files the kernel path loads the set hashing a fraction of
-/// the bytes; the same manifest without the patch's parameter, or with
-/// user space decompressing, refuses every module (the kernel then hashes
-/// plain bytes, which that list does not hold: the reason the safe
-/// manifest lists decompressed modules).
-#[test]
-fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
-    let g = grid();
-    let (kernel, read) = (common::variant(&g.run, "kernel"), common::variant(&g.run, "read"));
-    let l = loader(read);
-    let n = read.module_files.as_ref().unwrap().files;
-    assert!(l.not_loaded.is_empty() && l.decompressed_by_kernel == n, "{l:?}");
-    let load = |v: &Variant| v.repetitions[0].modules_total_us;
-    assert!(load(read) < load(kernel), "read {} vs decompressed {}", load(read), load(kernel));
-    println!(
-        "hash of the bytes read: {:.1} ms; of the decompressed modules: {:.1} ms ({n} modules)",
-        load(read) / 1000.0,
-        load(kernel) / 1000.0
-    );
-    let k = common::build_kernel();
-    let stored =
-        format!("{k}+modules-{},modules:unsigned,manifest:read,loader:batch-1,compress:{}", format(), format());
-    let (off, user) = (
-        format!("off={stored},decompress:kernel,cmdline:module.sig_enforce=1"),
-        format!("user={stored},decompress:user,cmdline:module.sig_enforce=1 module.hashes_of_read=1"),
-    );
-    for (name, spec) in [("off", &off), ("user", &user)] {
-        // EKEYREJECTED: unsigned and not listed by the digest it was checked by
-        let (out, run) = failing_lab(&format!("compress-modules-read-{name}"), spec);
-        assert!(out.contains("insmod exited 129"), "{name}: {out}");
-        let v = common::variant(&run, name);
-        let l = loader(v);
-        assert_eq!(l.not_loaded.len() as u64, v.module_files.as_ref().unwrap().files, "{name}: {l:?}");
-        assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (0, 0), "{name}: {l:?}");
     }
 }

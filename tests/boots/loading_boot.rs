@@ -3,20 +3,20 @@
 //! - a duplicate-request storm (one kmod insmod worker per CPU over the same
 //!   set) reads each module once with module.dedup on, and wastes reads and
 //!   vmalloc with it off (the stock path, same build) and on Debian's 6.1;
-//! - the batch loader loads the 194-module set with 1, 2, 4 and 8 workers,
-//!   each module once and after its dependencies;
-//! - its failure handling in the guest: a plan with a cycle, a missing
+//! - the batch loader's failure handling in the guest: a plan with a cycle, a missing
 //!   file, a module whose init fails (its dependent is never loaded), a
 //!   worker killed mid-load, a timeout, a built-in module, a module already
 //!   live; and a module whose init requests its own alias through a
 //!   modprobe that loads the same file again, which must not deadlock.
+//!
+//! The batch loader's worker counts are tests/boots/batch_boot.rs (in a
+//! lane beside other boots).
 //!
 //! run-tests: alone (realtime guests with four vCPUs race duplicate
 //! requests, and a loader timeout is checked against the host's clock).
 
 use crate::common;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -115,60 +115,6 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
         assert_eq!(off.kernel_reads as i64 + stat(off, "Dups waited for"), 4 * n as i64, "read, or waited");
         assert_eq!(on.load_module_calls, Some(n), "one load per module");
     }
-}
-
-/// Each module of every repetition started after each of its dependencies
-/// (in the plan's sense) ended, all loaded, none twice.
-fn check_batch_run(run: &Run, tree: &ModTree, n: usize) {
-    for v in &run.variants {
-        let r = &v.repetitions[0];
-        let l = r.loader().unwrap_or_else(|| panic!("{}: no loader report", v.name));
-        assert_eq!(l.exit, 0, "{}: {:?}", v.name, l.not_loaded);
-        assert_eq!(l.load_calls as usize, n, "{}: one finit_module per module", v.name);
-        assert!(l.duplicates.is_empty(), "{}: loaded twice: {:?}", v.name, l.duplicates);
-        assert_eq!(r.modules.len(), n, "{}", v.name);
-        let end: HashMap<&str, f64> = r.modules.iter().map(|m| (m.name.as_str(), m.start_us + m.total_us)).collect();
-        let mut lanes = std::collections::BTreeSet::new();
-        for m in &r.modules {
-            assert_eq!(m.status, 0, "{}: {} failed", v.name, m.name);
-            lanes.insert(m.worker.expect("worker lane"));
-            let e = tree.module(&m.name).unwrap();
-            for d in &e.depends {
-                let d = bootlink::kmod::normalize(d);
-                if let Some(&t) = end.get(d.as_str()) {
-                    assert!(
-                        m.start_us >= t,
-                        "{}: {} started at {} before its dependency {d} ended at {t}",
-                        v.name,
-                        m.name,
-                        m.start_us
-                    );
-                }
-            }
-        }
-        assert!(lanes.len() as u32 <= l.workers, "{}: {lanes:?}", v.name);
-        println!("{}: {} workers, {} lanes used, {:.0} ms", v.name, l.workers, lanes.len(), l.wall_us / 1000.0);
-    }
-}
-
-#[test]
-fn the_batch_loader_loads_the_194_set_with_every_worker_count() {
-    // (on 6.12: what the line has of the set as modules, said in the set's name)
-    let _one = one_at_a_time();
-    let tmp = tmpdir("batch194");
-    let b = self_built(false);
-    let out = tmp.join("run");
-    let v: Vec<String> = [1, 2, 4, 8]
-        .iter()
-        .map(|n| format!("b{n}={},modules:unsigned,loader:batch-{n}", common::build_kernel()))
-        .collect();
-    let run = lab_realtime(
-        &[&"--smp", &SMP, &"--variant", &v[0], &"--variant", &v[1], &"--variant", &v[2], &"--variant", &v[3]],
-        &out,
-    );
-    let tree = ModTree::read(&b.dir.join("lib/modules").join(&b.release)).unwrap();
-    let set = common::check_194_set_run(&run, &[&tree]);
-    check_batch_run(&run, &tree, set.len());
 }
 
 /// Guest-side failures of the batch loader, and the self-request trap.

@@ -9,6 +9,7 @@ mod common;
 
 mod apply_boot;
 mod apply_deb_package;
+mod batch_boot;
 mod chart;
 mod compress_modules;
 mod ddlink_boot;

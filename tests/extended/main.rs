@@ -13,6 +13,7 @@ mod common;
 
 mod buildroot_source;
 mod compress_boot;
+mod compress_hash_read;
 mod ddlink_seed;
 mod init_boot;
 mod kernel_build_arm64;
