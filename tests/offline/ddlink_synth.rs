@@ -218,15 +218,6 @@ fn an_out_dir_build_is_byte_identical_and_replaces_only_cases() {
     std::fs::remove_dir_all(&t).unwrap();
 }
 
-/// The build `a_killed_build_leaves_nothing_that_looks_complete` kills: it
-/// runs only when that test starts this binary for it.
-#[test]
-fn kill_test_child() {
-    if let Some(dir) = std::env::var_os("BOOTLINK_SYNTH_CHILD_DIR") {
-        let _ = synth::build(&SynthSpec { libs: 2, symbols: 4_000, seed: 5 }, Some(Path::new(&dir)));
-    }
-}
-
 #[test]
 fn a_killed_build_leaves_nothing_that_looks_complete() {
     use std::os::unix::process::CommandExt;
@@ -235,9 +226,10 @@ fn a_killed_build_leaves_nothing_that_looks_complete() {
     }
     let t = common::tmpdir("ddlink-synth-kill");
     let out = t.join("case");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &common::test_name(module_path!(), "kill_test_child"), "--test-threads=1"])
-        .env("BOOTLINK_SYNTH_CHILD_DIR", &out)
+    // `bootlink ddlink synth` builds the case; it is killed mid-build.
+    let mut child = Command::new(common::bin())
+        .args(["ddlink", "synth", "--libs", "2", "--symbols", "4000", "--seed", "5", "--out"])
+        .arg(&out)
         .env("BOOTLINK_QUIET", "1")
         .process_group(0)
         .stdout(std::process::Stdio::null())
