@@ -268,6 +268,7 @@ fn fixture() -> Run {
                         tainted: None,
                         module_taints: Default::default(),
                         kernel_text: None,
+                        kaslr_slide: None,
                         processes: Vec::new(),
                         boot_clock: None,
                         job: None,

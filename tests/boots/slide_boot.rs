@@ -151,6 +151,8 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
         // The loader's slide is where _text is now minus where it was linked.
         assert_eq!(s.text.wrapping_sub(link), s.slide, "{}: _text {:#x}, linked at {link:#x}", v.name, s.text);
         assert_ne!(s.slide, 0, "{}: KASLR did not move the kernel", v.name);
+        // and the lab's record says the same, from the booted bzImage's own link-time _text
+        assert_eq!(r.kaslr_slide, Some(s.slide), "{}: the record's slide", v.name);
         slides.insert(s.slide);
         let log = std::fs::read_to_string(out.join(&r.log)).unwrap();
         assert!(!log.contains("the lookup gives"), "{}: a disagreement in dmesg", v.name);

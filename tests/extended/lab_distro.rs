@@ -89,6 +89,12 @@ fn debians_modules_load_checked_on_the_distribution_build_with_kaslr() {
         assert!(file.ends_with("bzImage"), "{name} boots a bzImage: {}", v.kernel.display());
     }
     assert_eq!(text_of("nokaslr"), LINK_TIME_TEXT, "kaslr:off: the link-time base");
+    // the record's slide: _text at run time minus the booted image's link-time _text
+    for name in ["stock", "first-round", "nokaslr"] {
+        let (text, slide) = (u64::from_str_radix(&text_of(name), 16).unwrap(), rep(&run, name).kaslr_slide);
+        let link = u64::from_str_radix(LINK_TIME_TEXT, 16).unwrap();
+        assert_eq!(slide, Some(text - link), "{name}: the record's slide");
+    }
     assert!(text.contains("KASLR on; kernel text at") && text.contains("KASLR off (nokaslr)"), "{text}");
     // The list was linked into the first round's own bzImage and trusted there.
     let first_log = std::fs::read_to_string(out.join(&rep(&run, "first-round").log)).unwrap();

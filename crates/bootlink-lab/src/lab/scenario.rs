@@ -449,6 +449,17 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     // the first boot that failed: what it holds does not depend on jobs.
     let slots: Vec<(usize, usize)> =
         (0..sc.repetitions).flat_map(|rep| (0..built.len()).map(move |vi| (rep, vi))).collect();
+    // `_text`'s link-time address in each booted image, read once per
+    // image, the first time a boot of it says where its text was.
+    let link_text = std::sync::Mutex::new(std::collections::HashMap::<PathBuf, Option<u64>>::new());
+    let slide = |image: &Path, text: Option<&str>| -> Option<u64> {
+        let at = u64::from_str_radix(text?, 16).ok().filter(|&a| a != 0)?;
+        let mut known = link_text.lock().unwrap_or_else(|e| e.into_inner());
+        let base = *known.entry(image.to_path_buf()).or_insert_with(|| {
+            bootlink::kernel::KernelImage::open(image, None).ok().and_then(|k| k.slide_base).map(|b| b.link_text)
+        });
+        at.checked_sub(base?)
+    };
     let measure = |rep: usize, vi: usize| -> Result<(Repetition, String)> {
         let (v, files) = (&built[vi].meta, &built[vi].files);
         let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
@@ -457,6 +468,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let ws = &built[vi].workloads;
         let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
         r.index = rep;
+        r.kaslr_slide = slide(&v.kernel, r.kernel_text.as_deref());
         if !sc.deterministic {
             // the counter is the host's, not a clock from reset
             r.boot_clock = None;

@@ -700,11 +700,20 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             v.kernel.display(),
             walls.join(", ")
         ));
-        let bases: std::collections::BTreeSet<&str> =
-            v.repetitions.iter().filter_map(|r| r.kernel_text.as_deref()).collect();
+        let bases: std::collections::BTreeSet<String> = v
+            .repetitions
+            .iter()
+            .filter_map(|r| {
+                let text = r.kernel_text.as_deref()?;
+                Some(match r.kaslr_slide {
+                    Some(s) => format!("{text} (slide {s:#x})"),
+                    None => text.to_string(),
+                })
+            })
+            .collect();
         let kaslr = if v.cmdline.split(' ').any(|w| w == "nokaslr") { "off (nokaslr)" } else { "on" };
         if !bases.is_empty() {
-            let bases: Vec<&str> = bases.into_iter().collect();
+            let bases: Vec<String> = bases.into_iter().collect();
             o.push_str(&format!("  {:<12} KASLR {kaslr}; kernel text at {}\n", "", bases.join(", ")));
         }
         if let Some((name, file)) = v.raw_module.split_once('=') {

@@ -271,6 +271,7 @@ pub fn run_from_log(text: &[u8], path: &Path) -> Run {
         tainted: None,
         module_taints: Default::default(),
         kernel_text: None,
+        kaslr_slide: None,
         processes: Vec::new(),
         boot_clock: None,
         job: None,

@@ -156,6 +156,13 @@ pub struct Repetition {
     /// one with nokaslr.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_text: Option<String>,
+    /// This boot's KASLR slide in bytes: `kernel_text` minus `_text`'s
+    /// link-time address in the booted image (0: where it was linked, as
+    /// with `nokaslr` or through the vmlinux's PVH entry). Absent when the
+    /// boot printed no `_text` or the image gives no link-time address
+    /// (an image without a build ID; arm64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kaslr_slide: Option<u64>,
     /// Every process of the boot's user space from /init on (ftrace's
     /// sched_process_fork/exec/exit events, on the kernel log's clock), in
     /// the order they were forked: the whole user space on the kernel's
