@@ -186,8 +186,10 @@ fn fallbacks_load_normally() {
 /// Before it uses any binding, ld.so checks every one against the loaded
 /// objects' real symbol tables: a cache whose index points past a
 /// library's symbol table (the cache claiming a bigger table), or at a
-/// symbol of another name than the stored name hash, is refused for the
-/// whole program, which runs as usual through the normal lookup.
+/// symbol of another name than the stored name hash, or that binds a
+/// reference to another symbol (the stored hash that symbol's), is refused
+/// for the whole program, which runs as usual through the normal lookup;
+/// the debug line names the symbol the binding refers to.
 #[test]
 fn bindings_past_a_symbol_table_or_to_another_name_are_refused() {
     let dir = common::tmpdir("ddlink-bounds");
@@ -229,7 +231,16 @@ fn bindings_past_a_symbol_table_or_to_another_name_are_refused() {
     let other = sym(&a_file, "liba_value");
     let dbg = run_with("another-name.cache", &|c, k| c.objects[0].entries[k].defsym = other);
     let line = normal_because(&dbg, "a symbol of another name");
-    assert!(line.contains("the program"), "{line}");
+    assert!(line.contains("the program") && line.ends_with(": which"), "{line}");
+    // Retargeted whole: `which` bound to `liba_value` with that symbol's
+    // own hash, so the definition's name matches the cache; the name the
+    // program refers to is another (glibc/patches 0008 compares the two).
+    let dbg = run_with("retargeted.cache", &|c, k| {
+        c.objects[0].entries[k].defsym = other;
+        c.objects[0].entries[k].name_hash = format::name_hash(b"liba_value");
+    });
+    let line = normal_because(&dbg, "a binding joins a reference to a definition of another name");
+    assert!(line.contains("the program") && line.ends_with(": which"), "{line}");
     // The unchanged cache is used (the refusals above are the check's).
     let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", cache.to_str().unwrap())]);
     assert_eq!(out, PLAYGROUND_OUTPUT);

@@ -16,7 +16,7 @@ fn record_of_true(build_id_hex: &str) -> String {
     let m = std::fs::metadata("/bin/true").unwrap();
     format!(
         "ddlink-record 1\nloader 00\nobj 0 2 0 0 0 0 0 {build_id_hex} \n\
-         obj 1 0 {} {} {} {} {} {build_id_hex} /bin/true\nscope 0 1\nbind 0 1 1 1 2\nend 1\n",
+         obj 1 0 {} {} {} {} {} {build_id_hex} /bin/true\nscope 0 1\nbind 0 1 1 1 1\nend 1\n",
         m.dev(),
         m.ino(),
         m.size(),
@@ -82,9 +82,16 @@ fn a_record_of_other_files_is_stale() {
     assert!(err.contains("/bin/true") && err.contains("build ID"), "{err}");
     assert!(!out.exists());
     // A symbol index the file does not have.
-    let rec = record_of_true(&true_build_id()).replace("bind 0 1 1 1 2", "bind 0 1 1 1 999999");
+    let rec = record_of_true(&true_build_id()).replace("bind 0 1 1 1 1", "bind 0 1 1 1 999999");
     let (cmd, out) = write_cmd(&dir, &rec);
     cmd.fails_with("does not have");
+    assert!(!out.exists());
+    // A reference bound to a symbol of another name (ld.so would refuse
+    // the cache: it checks both names, glibc/patches 0008).
+    let rec = record_of_true(&true_build_id()).replace("bind 0 1 1 1 1", "bind 0 1 1 1 2");
+    let (cmd, out) = write_cmd(&dir, &rec);
+    let err = cmd.fails_with("another name");
+    assert!(err.contains("of the program to `") && err.contains("of /bin/true, another name"), "{err}");
     assert!(!out.exists());
     // A library that is gone.
     let rec = record_of_true(&true_build_id()).replace(" /bin/true\n", " /nonexistent/libgone.so\n");

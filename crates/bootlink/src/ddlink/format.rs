@@ -88,8 +88,10 @@ pub struct Entry {
     pub tclass: u8,
     pub defobj: u16,
     pub defsym: u32,
-    /// [`name_hash`] of the symbol's name (the defining symbol's; the
-    /// reference's for an unresolved entry).
+    /// [`name_hash`] of the defining symbol's name, which the symbol the
+    /// relocation refers to has too (ld.so checks the hash against the
+    /// definition and compares the two names; for an unresolved entry,
+    /// the reference's).
     pub name_hash: u32,
 }
 

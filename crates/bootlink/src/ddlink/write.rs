@@ -59,6 +59,23 @@ pub(crate) fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> 
                         ),
                     ));
                 }
+                // ld.so compares the two names (glibc/patches 0008): a
+                // binding joins two symbols of one name.
+                let (wanted, found) = (&reff.names[b.symidx as usize], &def.names[sym as usize]);
+                if wanted != found {
+                    let named = |i: usize| match rec.objects[i].name.as_str() {
+                        "" => "the program",
+                        n => n,
+                    };
+                    return Err(Error::new(
+                        Kind::Stale,
+                        format!(
+                            "the record binds `{wanted}` of {} to `{found}` of {}, another name: a record of other files",
+                            named(b.refobj as usize),
+                            named(obj as usize)
+                        ),
+                    ));
+                }
                 if def.unique[sym as usize] {
                     report.uncacheable += 1;
                     continue;
