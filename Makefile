@@ -57,6 +57,7 @@ bench: build
 	bench/finalize
 	bench/batchloader
 	bench/ddlink
+	bench/ddlink-check
 	bench/order
 	bench/manifest
 	bench/manifest-write
