@@ -81,10 +81,8 @@ fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
     // slide, finalized, listed), one deterministic traced run.
     let out = dir.join("run");
     let applied = format!("applied=kernel:{},cmdline:{CMDLINE}", root.display());
-    let best = format!(
-        "best={},steps:fold-slide+unsign+finalize,manifest:on,cmdline:{CMDLINE}",
-        common::build_kernel()
-    );
+    let best =
+        format!("best={},steps:fold-slide+unsign+finalize,manifest:on,cmdline:{CMDLINE}", common::build_kernel());
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
         vec![&"lab", &"-o", &out, &"--variant", &best, &"--variant", &applied];
     for m in MODULES {

@@ -388,10 +388,7 @@ fn a_bindeb_pkg_kernel_installed_with_dpkg_is_applied_before_its_initramfs_and_b
     assert!(at(&format!("Setting up {pkg} ")) < applying && applying < generating, "{installed}");
     let steps = installed.lines().find(|l| l.starts_with("steps ")).unwrap();
     // the lab config randomizes the base: folded for the slide
-    assert_eq!(
-        steps.split_whitespace().collect::<Vec<_>>(),
-        ["steps", "fold-slide,", "unsign,", "finalize,", "sign"]
-    );
+    assert_eq!(steps.split_whitespace().collect::<Vec<_>>(), ["steps", "fold-slide,", "unsign,", "finalize,", "sign"]);
     assert!(!installed.contains("W: bootlink") && !installed.contains("E: bootlink"), "{installed}");
 
     // Every module the package installed went through apply and is in the
