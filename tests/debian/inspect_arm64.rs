@@ -9,11 +9,11 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::HashSet;
 
 use bootlink::kernel::{Kaslr, KernelImage};
 use common::arm64::*;
+use common::independent;
 use common::*;
 
 #[test]
@@ -84,35 +84,6 @@ fn export_addresses_are_the_images_own_relocation_targets() {
     }
 }
 
-/// Every module's undefined symbols by `nm -u` (binutils reads AArch64
-/// objects too), keyed by path.
-fn undefined_by_nm(modules: &Path) -> BTreeMap<PathBuf, Vec<String>> {
-    let mut files = Vec::new();
-    let mut stack = vec![modules.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ko") {
-                files.push(p);
-            }
-        }
-    }
-    let mut out: BTreeMap<PathBuf, Vec<String>> = files.iter().map(|f| (f.clone(), Vec::new())).collect();
-    for chunk in files.chunks(500) {
-        let mut args = vec!["-u", "-A"];
-        args.extend(chunk.iter().map(|p| p.to_str().unwrap()));
-        let text = String::from_utf8(sh("nm", &args)).unwrap();
-        for line in text.lines() {
-            let (file, rest) = line.split_once(": ").unwrap();
-            let name = rest.split_whitespace().last().unwrap();
-            out.get_mut(Path::new(file)).unwrap().push(name.to_string());
-        }
-    }
-    out
-}
-
 #[test]
 fn inspect_all_arm64_modules_against_an_independent_count() {
     let test = "inspect_all_arm64_modules_against_an_independent_count";
@@ -128,34 +99,8 @@ fn inspect_all_arm64_modules_against_an_independent_count() {
     println!("totals: {t}");
 
     // The same count from nm and Debian's Module.symvers.
-    let sv = read_symvers(&path);
-    let undef = undefined_by_nm(&k.modules);
-    let (mut total, mut vml, mut mods, mut none, mut fully, mut empty) = (0, 0, 0, 0, 0, 0);
-    let mut distinct = HashSet::new();
-    let mut by_path = HashMap::new();
-    for (p, names) in &undef {
-        let v = names.iter().filter(|u| sv.vmlinux.contains_key(*u)).count();
-        let m = names.iter().filter(|u| !sv.vmlinux.contains_key(*u) && sv.modules.contains(*u)).count();
-        total += names.len();
-        vml += v;
-        mods += m;
-        none += names.len() - v - m;
-        fully += (v == names.len()) as u64;
-        empty += names.is_empty() as u64;
-        distinct.extend(names.iter().map(String::as_str));
-        by_path.insert(p.clone(), (names.len() as u64, v as u64));
-    }
-    assert_eq!(n(&t["modules"]), undef.len() as u64);
-    assert_eq!(
-        (n(&t["undefined"]), n(&t["vmlinux"]), n(&t["modules_only"]), n(&t["unresolved"])),
-        (total as u64, vml as u64, mods as u64, none as u64)
-    );
-    assert_eq!(n(&t["distinct_names"]), distinct.len() as u64);
-    assert_eq!((n(&t["fully_preresolvable"]), n(&t["no_undefined"])), (fully, empty));
-    for m in r["modules"].as_array().unwrap() {
-        let p = PathBuf::from(m["path"].as_str().unwrap());
-        assert_eq!(Some(&(n(&m["undefined"]), n(&m["vmlinux"]))), by_path.get(&p), "{}", p.display());
-    }
+    let want = independent::totals(&independent::undefined_by_nm(&k.modules), &read_symvers(&path));
+    independent::assert_inspect_equals(&r, &want);
     if reference(test, k) {
         assert_eq!(n(&t["modules"]), 3_685);
         assert_eq!(n(&t["undefined"]), 162_021);

@@ -1,6 +1,8 @@
 //! `bootlink inspect` and the kernel/module readers on a real Debian kernel
 //! package: the figures ../shared/MEASURED.md lists for
-//! linux-image-6.1.0-56-amd64, or invariants on a newer 6.1 package.
+//! linux-image-6.1.0-56-amd64, or invariants on a newer 6.1 package; the
+//! exports against Debian's Module.symvers and inspect's totals against
+//! binutils' `nm` with it, counts bootlink's reader did not make.
 
 use crate::common;
 
@@ -10,6 +12,7 @@ use bootlink::compress::Compression;
 use bootlink::kernel::{Kaslr, KernelImage};
 use bootlink::module;
 use common::*;
+use common::{arm64, independent};
 
 #[test]
 fn exports_release_and_kaslr_from_vmlinuz() {
@@ -93,6 +96,19 @@ fn inspect_all_modules_of_the_package() {
     assert_eq!(mods.iter().filter(|m| m["fully_preresolvable"] == true).count() as u64, n(&t["fully_preresolvable"]));
     assert_eq!(n(&t["unresolved"]), 0, "every undefined symbol is exported by vmlinux or a module of the package");
     assert!(r["errors"].as_array().unwrap().is_empty());
+    // The same totals counted another way: each module's undefined symbols
+    // by binutils' `nm -u`, resolved against Debian's own Module.symvers.
+    let symvers = std::path::PathBuf::from(format!("/usr/src/linux-headers-{}/Module.symvers", k.release));
+    if symvers.is_file() {
+        let want = independent::totals(&independent::undefined_by_nm(&k.modules), &arm64::read_symvers(&symvers));
+        independent::assert_inspect_equals(&r, &want);
+        println!("every total and every module's figures equal nm's count against {}", symvers.display());
+    } else {
+        common::skip(
+            "inspect_all_modules_of_the_package",
+            &format!("{} absent (make test installs linux-headers-{})", symvers.display(), k.release),
+        );
+    }
     if reference("inspect totals of the package", k) {
         assert_eq!(n(&t["modules"]), 4_023);
         assert_eq!(n(&t["undefined"]), 184_890);
