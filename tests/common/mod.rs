@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 pub mod arm64;
-pub mod independent;
 pub mod ddlink;
+pub mod independent;
 pub mod initrd;
 
 use std::path::{Path, PathBuf};
