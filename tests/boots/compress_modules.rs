@@ -16,7 +16,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use bootlink_lab::run::results::{LoaderResult, Run, Variant, WorkloadResult};
+use bootlink_lab::run::results::{Run, Variant};
 use common::TestCommand;
 
 struct Grid {
@@ -49,32 +49,6 @@ fn grid() -> &'static Grid {
     })
 }
 
-/// A lab run of the set with one variant that must fail loudly (the lab
-/// stops at a variant that did not load the set): its output and run.
-fn failing_lab(label: &str, spec: &str) -> (String, Run) {
-    let dir = common::tmpdir(label).keep().join("run");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"-n", &"1"];
-    for m in &MODULES {
-        args.push(m);
-    }
-    args.extend([&"--variant" as &dyn AsRef<std::ffi::OsStr>, &spec, &"-o", &dir]);
-    let (run, o) = common::lab_run_either_way(&args, &dir);
-    let out = format!("{}{}", common::stdout(&o), common::stderr(&o));
-    assert!(!o.status.success(), "{out}");
-    (out, run)
-}
-
-fn loader(v: &Variant) -> &LoaderResult {
-    v.repetitions[0]
-        .workloads
-        .iter()
-        .find_map(|w| match w {
-            WorkloadResult::Loader(l) => Some(l),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("{}: no loader result", v.name))
-}
-
 #[test]
 fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
     let g = grid();
@@ -90,7 +64,7 @@ fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
         assert_eq!((f.compression.as_str(), f.files), (compression, n), "{}", v.name);
         // whole 4 KiB requests per file
         assert!(f.requests_4k >= f.file_bytes.div_ceil(4096) && f.requests_4k <= f.file_bytes / 4096 + n, "{f:?}");
-        let l = loader(v);
+        let l = common::loader_of(v);
         // every module loaded under sig_enforce: its decompressed digest
         // is in the manifest, whichever side decompressed it
         assert!(l.not_loaded.is_empty() && l.exit == 0, "{}: {l:?}", v.name);
@@ -112,10 +86,10 @@ fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
 fn the_kernel_path_without_module_decompress_refuses_every_module() {
     let refused = format!("refused={},compress:{},loader:batch-1,decompress:kernel", common::build_kernel(), format());
     // EOPNOTSUPP: no user-space fallback took over
-    let (out, run) = failing_lab("compress-modules-refused", &refused);
+    let (out, run) = common::failing_lab("compress-modules-refused", &MODULES, &refused);
     assert!(out.contains("insmod exited 95"), "{out}");
     let v = common::variant(&run, "refused");
-    let l = loader(v);
+    let l = common::loader_of(v);
     let n = v.module_files.as_ref().unwrap().files as usize;
     // the set's roots fail, the rest for their dependencies
     assert_eq!(l.not_loaded.len(), n, "{l:?}");

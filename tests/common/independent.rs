@@ -12,18 +12,7 @@ use super::arm64::Symvers;
 /// Every module's undefined symbols by `nm -u` (binutils reads x86-64 and
 /// AArch64 objects alike), keyed by path.
 pub fn undefined_by_nm(modules: &Path) -> BTreeMap<PathBuf, Vec<String>> {
-    let mut files = Vec::new();
-    let mut stack = vec![modules.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ko") {
-                files.push(p);
-            }
-        }
-    }
+    let files = modules_below(modules);
     let mut out: BTreeMap<PathBuf, Vec<String>> = files.iter().map(|f| (f.clone(), Vec::new())).collect();
     for chunk in files.chunks(500) {
         let mut args = vec!["-u", "-A"];
@@ -35,6 +24,24 @@ pub fn undefined_by_nm(modules: &Path) -> BTreeMap<PathBuf, Vec<String>> {
             out.get_mut(Path::new(file)).unwrap().push(name.to_string());
         }
     }
+    out
+}
+
+/// Every `.ko` file below `dir`, sorted (a plain walk: not bootlink's).
+pub fn modules_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "ko") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
     out
 }
 

@@ -672,6 +672,34 @@ pub fn storm_failures(s: &bootlink_lab::run::results::Storm) -> u64 {
 pub const ARM64_STORM_LAB: &[&str] = &["lab", "--arch", "arm64", "--realtime", "--smp", "4", "-n", "1"];
 
 /// A run's variant by name (the test fails naming it when the run has none).
+/// A `lab` run of `modules` with one variant, `spec`, that must fail
+/// loudly (the lab stops at a variant that did not load the set):
+/// stdout and stderr together, and the run it left.
+pub fn failing_lab(label: &str, modules: &[&str], spec: &str) -> (String, bootlink_lab::run::results::Run) {
+    let dir = tmpdir(label).keep().join("run");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"-n", &"1"];
+    for m in modules {
+        args.push(m);
+    }
+    args.extend([&"--variant" as &dyn AsRef<std::ffi::OsStr>, &spec, &"-o", &dir]);
+    let (run, o) = lab_run_either_way(&args, &dir);
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!o.status.success(), "{out}");
+    (out, run)
+}
+
+/// The loader's report in a variant's first repetition.
+pub fn loader_of(v: &bootlink_lab::run::results::Variant) -> &bootlink_lab::run::results::LoaderResult {
+    v.repetitions[0]
+        .workloads
+        .iter()
+        .find_map(|w| match w {
+            bootlink_lab::run::results::WorkloadResult::Loader(l) => Some(l),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{}: no loader result", v.name))
+}
+
 pub fn variant<'a>(run: &'a bootlink_lab::run::results::Run, name: &str) -> &'a bootlink_lab::run::results::Variant {
     run.variants.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant {name}"))
 }

@@ -113,23 +113,6 @@ fn read_ko(path: &Path) -> Ko {
     Ko { sections: names, symbols, first_global, relas, preresolved }
 }
 
-fn modules_below(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ko") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn preresolve(k: &bootlink::fetch::Fetched, out: &Path, extra: &[&str]) -> serde_json::Value {
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
         vec![&"preresolve", &"--json", &"--assume-nokaslr", &"--kernel", &k.vmlinuz, &"-o", &out];
@@ -247,7 +230,7 @@ fn preresolving_every_arm64_module_gives_the_images_export_addresses() {
     let (mut abs, mut expected, mut modules, mut changed) = (0u64, 0u64, 0u64, 0u64);
     let mut values = HashSet::new();
     let mut problems = Vec::new();
-    for input in modules_below(&k.modules) {
+    for input in common::independent::modules_below(&k.modules) {
         let rel = input.strip_prefix(&k.modules).unwrap();
         let (before, after) = (read_ko(&input), read_ko(&out.join(rel)));
         modules += 1;
@@ -386,7 +369,7 @@ fn folding_keeps_every_branch_its_symbol_and_the_plt_counts() {
     let (mut plts, mut plts_erratum, mut relocations, mut symbols_folded, mut folded_modules) = (0, 0, 0, 0, 0);
     let mut problems = Vec::new();
     let mut outputs = Vec::new();
-    for input in modules_below(&k.modules) {
+    for input in common::independent::modules_below(&k.modules) {
         let rel = input.strip_prefix(&k.modules).unwrap();
         let (orig, abs, fold) = (read_ko(&input), read_ko(&abs_dir.join(rel)), read_ko(&fold_dir.join(rel)));
         outputs.push(fold_dir.join(rel));
@@ -497,7 +480,7 @@ fn trim_symtab_drops_only_unreferenced_local_data_symbols_on_arm64() {
     let r = preresolve(k, &out, &["--trim-symtab"]);
     let (mut removed, mut code_mapping, mut data_mapping_dropped, mut data_mapping) = (0u64, 0u64, 0u64, 0u64);
     let mut problems = Vec::new();
-    for input in modules_below(&k.modules) {
+    for input in common::independent::modules_below(&k.modules) {
         let rel = input.strip_prefix(&k.modules).unwrap();
         let (orig, trimmed) = (read_ko(&input), read_ko(&out.join(rel)));
         let used: HashSet<usize> = orig.relas.iter().flat_map(|r| r.entries.iter().map(|e| e.2)).collect();
@@ -619,7 +602,7 @@ fn apply_takes_an_arm64_tree_through_fold_and_trim() {
         stdout(&o)
     );
     assert_eq!(std::fs::read(&x86).unwrap(), x86_before);
-    let written: Vec<PathBuf> = modules_below(&mods).into_iter().filter(|p| *p != x86).collect();
+    let written: Vec<PathBuf> = common::independent::modules_below(&mods).into_iter().filter(|p| *p != x86).collect();
     assert!(written.len() > 40, "{} modules", written.len());
     for p in &written {
         // read_ko checks the machine; a folded or SHN_ABS module has .preresolved.

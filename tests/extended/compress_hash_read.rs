@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use bootlink_lab::run::results::{LoaderResult, Run, Variant, WorkloadResult};
+use bootlink_lab::run::results::Variant;
 use common::TestCommand;
 
 /// The line's in-kernel format: xz on 6.1 (gzip or xz there), zstd on 6.12.
@@ -20,32 +20,6 @@ fn format() -> &'static str {
 }
 
 const MODULES: [&str; 3] = ["xfs", "ext4", "vfat"];
-
-fn loader(v: &Variant) -> &LoaderResult {
-    v.repetitions[0]
-        .workloads
-        .iter()
-        .find_map(|w| match w {
-            WorkloadResult::Loader(l) => Some(l),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("{}: no loader result", v.name))
-}
-
-/// A lab run of the set with one variant that must fail loudly (the lab
-/// stops at a variant that did not load the set): its output and run.
-fn failing_lab(label: &str, spec: &str) -> (String, Run) {
-    let dir = common::tmpdir(label).keep().join("run");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"--no-trace", &"-n", &"1"];
-    for m in &MODULES {
-        args.push(m);
-    }
-    args.extend([&"--variant" as &dyn AsRef<std::ffi::OsStr>, &spec, &"-o", &dir]);
-    let (run, o) = common::lab_run_either_way(&args, &dir);
-    let out = format!("{}{}", common::stdout(&o), common::stderr(&o));
-    assert!(!o.status.success(), "{out}");
-    (out, run)
-}
 
 /// With a manifest of the compressed files the kernel path loads the set
 /// hashing a fraction of the bytes, faster than hashing the decompressed
@@ -66,7 +40,7 @@ fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
     head.extend(MODULES);
     let (dir, run) = common::lab_variants("compress-hash-read", &head, &variants);
     let (kernel, read) = (common::variant(&run, "kernel"), common::variant(&run, "read"));
-    let l = loader(read);
+    let l = common::loader_of(read);
     let n = read.module_files.as_ref().unwrap().files;
     assert!(l.not_loaded.is_empty() && l.decompressed_by_kernel == n, "{l:?}");
     let load = |v: &Variant| v.repetitions[0].modules_total_us;
@@ -92,10 +66,10 @@ fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
     );
     for (name, spec) in [("off", &off), ("user", &user)] {
         // EKEYREJECTED: unsigned and not listed by the digest it was checked by
-        let (out, run) = failing_lab(&format!("compress-hash-read-{name}"), spec);
+        let (out, run) = common::failing_lab(&format!("compress-hash-read-{name}"), &MODULES, spec);
         assert!(out.contains("insmod exited 129"), "{name}: {out}");
         let v = common::variant(&run, name);
-        let l = loader(v);
+        let l = common::loader_of(v);
         assert_eq!(l.not_loaded.len() as u64, v.module_files.as_ref().unwrap().files, "{name}: {l:?}");
         assert_eq!((l.decompressed_by_kernel, l.decompressed_by_user), (0, 0), "{name}: {l:?}");
     }
