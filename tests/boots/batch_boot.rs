@@ -1,9 +1,14 @@
 //! The batch loader (loader/) on the self-built kernel under QEMU: the
 //! 194-module set loaded with 1, 2, 4 and 8 workers in a realtime guest
 //! with four vCPUs, each module once and after its dependencies. What it
-//! checks is the order, not the time, so it runs beside other boots
-//! (tests/boots/loading_boot.rs, which races duplicate requests and
-//! checks a timeout against the host's clock, runs alone).
+//! checks is the order, not the time; it was moved out of
+//! tests/boots/loading_boot.rs to run beside other boots, but in a run of
+//! f2498af the 4-worker boot beside another QEMU did not end within the
+//! lab's 300 s (the others took 17 s): until that is understood (a stall
+//! of a realtime four-vCPU guest on two busy host cores, or a hang of the
+//! loader), it runs alone as it did.
+//!
+//! run-tests: alone (a realtime guest with four vCPUs; see above).
 
 use crate::common;
 
