@@ -4,9 +4,9 @@
 //! checks is the order, not the time; it was moved out of
 //! tests/boots/loading_boot.rs to run beside other boots, but in a run of
 //! f2498af the 4-worker boot beside another QEMU did not end within the
-//! lab's 300 s (the others took 17 s): until that is understood (a stall
-//! of a realtime four-vCPU guest on two busy host cores, or a hang of the
-//! loader), it runs alone as it did.
+//! lab's 300 s (the others took 17 s) and its console log was empty: the
+//! guest printed nothing, so not the loader but QEMU or the boot before
+//! the console stalled. Until that is understood, it runs alone as it did.
 //!
 //! run-tests: alone (a realtime guest with four vCPUs; see above).
 
