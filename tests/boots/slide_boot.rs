@@ -30,23 +30,13 @@ use object::read::elf::SectionHeader;
 const SET: &[&str] = &["vfat", "nls_cp437", "xfs"];
 const STATS: &str = "run:grep -e slide= -e \" _text$\" /sys/module/module/parameters/slide_stats /proc/kallsyms";
 
-struct Kaslr {
-    dir: PathBuf,
-    release: String,
-}
-
-fn kaslr_build() -> Kaslr {
-    let line = common::line();
-    let o = TestCommand::new(&[&"kernel", &"build", &"--lab", &"--line", &line, &"--json"]).ok();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let k = Kaslr { dir: v["dir"].as_str().unwrap().into(), release: v["release"].as_str().unwrap().into() };
-    let config = std::fs::read_to_string(v["config"].as_str().unwrap()).unwrap();
+/// The line's lab kernel (`common::self_built`), whose config randomizes
+/// its base.
+fn kaslr_build() -> common::SelfBuilt {
+    let k = common::self_built(false);
+    let config = std::fs::read_to_string(k.dir.join(format!("config-{}", k.release))).unwrap();
     assert!(config.lines().any(|l| l == "CONFIG_RANDOMIZE_BASE=y"), "the lab config randomizes its base");
     k
-}
-
-fn kernel() -> String {
-    common::build_kernel().to_string()
 }
 
 fn rep<'a>(run: &'a Run, v: &str) -> &'a Repetition {
@@ -54,7 +44,7 @@ fn rep<'a>(run: &'a Run, v: &str) -> &'a Repetition {
 }
 
 /// `_text`'s link-time address, from the build's System.map.
-fn link_text(k: &Kaslr) -> u64 {
+fn link_text(k: &common::SelfBuilt) -> u64 {
     let map = std::fs::read_to_string(k.dir.join("System.map")).unwrap();
     map.lines()
         .find_map(|l| {
@@ -108,7 +98,7 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
     let link = link_text(&k);
     let dir = common::tmpdir("slide-exact");
     let out = dir.join("run");
-    let kk = kernel();
+    let kk = common::build_kernel();
     // Each padding lengthens the command line: another slide.
     let mut specs = Vec::new();
     // Both ways of preresolving; three boots keep the file under a minute.
@@ -163,7 +153,7 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
 
 /// The module at `rel` of the build, preresolved for the slide and folded
 /// into `dir`.
-fn folded_slide(k: &Kaslr, rel: &str, dir: &Path) -> PathBuf {
+fn folded_slide(k: &common::SelfBuilt, rel: &str, dir: &Path) -> PathBuf {
     let input = k.dir.join("lib/modules").join(&k.release).join("kernel").join(rel);
     let vmlinux = k.dir.join("vmlinux");
     let o = TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &vmlinux, &input, &"-o", &dir]).ok();
@@ -225,7 +215,7 @@ fn another_build_and_a_stock_kernel_refuse_in_one_line() {
     let marked = dir.join("deb-marked.ko");
     std::fs::write(&marked, bootlink::preresolve::mark_module(data[..elf_len].to_vec(), &table).unwrap()).unwrap();
     let out = dir.join("run");
-    let kk = kernel();
+    let kk = common::build_kernel();
     let (a, b) = (
         format!(
             "other={kk},image:bzimage,kaslr:on,modules:folded-slide,raw:nls_cp437={},loader:batch",
