@@ -24,18 +24,13 @@ struct Grid {
     run: Run,
 }
 
-/// The line's in-kernel format: xz on 6.1 (gzip or xz there), zstd on 6.12.
-fn format() -> &'static str {
-    if common::line() == "6.1" { "xz" } else { "zstd" }
-}
-
 const MODULES: [&str; 3] = ["xfs", "ext4", "vfat"];
 
 fn grid() -> &'static Grid {
     static G: OnceLock<Grid> = OnceLock::new();
     G.get_or_init(|| {
         let k = common::build_kernel();
-        let format = format();
+        let format = common::module_decompress_format();
         let checked = "modules:unsigned,manifest:on,loader:batch-1,cmdline:module.sig_enforce=1";
         let variants = [
             format!("plain={k},{checked}"),
@@ -57,9 +52,11 @@ fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
     let files = |v: &Variant| v.module_files.clone().unwrap_or_else(|| panic!("{}: no module files", v.name));
     let n = files(plain).files;
     assert!(n >= 9, "{n} modules");
-    for (v, compression, by_kernel, by_user) in
-        [(plain, "none", 0, 0), (user, format(), 0, n), (kernel, format(), n, 0)]
-    {
+    for (v, compression, by_kernel, by_user) in [
+        (plain, "none", 0, 0),
+        (user, common::module_decompress_format(), 0, n),
+        (kernel, common::module_decompress_format(), n, 0),
+    ] {
         let f = files(v);
         assert_eq!((f.compression.as_str(), f.files), (compression, n), "{}", v.name);
         // whole 4 KiB requests per file
@@ -84,7 +81,11 @@ fn each_path_decompresses_what_it_says_and_the_manifest_holds_on_both() {
 
 #[test]
 fn the_kernel_path_without_module_decompress_refuses_every_module() {
-    let refused = format!("refused={},compress:{},loader:batch-1,decompress:kernel", common::build_kernel(), format());
+    let refused = format!(
+        "refused={},compress:{},loader:batch-1,decompress:kernel",
+        common::build_kernel(),
+        common::module_decompress_format()
+    );
     // EOPNOTSUPP: no user-space fallback took over
     let (out, run) = common::failing_lab("compress-modules-refused", &MODULES, &refused);
     assert!(out.contains("insmod exited 95"), "{out}");

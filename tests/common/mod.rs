@@ -402,6 +402,12 @@ pub fn self_built(tree: bool) -> SelfBuilt {
     }
 }
 
+/// The format the line's lab kernel decompresses modules in (its
+/// `modules-FORMAT` flavour): xz on 6.1 (gzip or xz there), zstd on 6.12.
+pub fn module_decompress_format() -> &'static str {
+    if line() == "6.1" { "xz" } else { "zstd" }
+}
+
 /// `bootlink lab --no-trace --realtime -o out ARGS`: for correctness only
 /// (host time is faster than -icount); its run.json.
 pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlink_lab::run::results::Run {

@@ -14,11 +14,6 @@ use crate::common;
 use bootlink_lab::run::results::Variant;
 use common::TestCommand;
 
-/// The line's in-kernel format: xz on 6.1 (gzip or xz there), zstd on 6.12.
-fn format() -> &'static str {
-    if common::line() == "6.1" { "xz" } else { "zstd" }
-}
-
 const MODULES: [&str; 3] = ["xfs", "ext4", "vfat"];
 
 /// With a manifest of the compressed files the kernel path loads the set
@@ -30,7 +25,7 @@ const MODULES: [&str; 3] = ["xfs", "ext4", "vfat"];
 #[test]
 fn hashing_the_bytes_read_saves_time_but_covers_only_the_kernel_path() {
     let k = common::build_kernel();
-    let format = format();
+    let format = common::module_decompress_format();
     let stored = format!("{k}+modules-{format},modules:unsigned,loader:batch-1,compress:{format},decompress:kernel");
     let variants = [
         format!("kernel={stored},manifest:on,cmdline:module.sig_enforce=1"),
