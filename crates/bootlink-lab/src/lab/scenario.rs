@@ -179,6 +179,16 @@ impl HostFacts {
     }
 }
 
+/// `_text`'s link-time address in a kernel image (a vmlinux or a bzImage,
+/// x86-64 with a build ID): what a boot's `_text` is measured against to
+/// tell its KASLR slide.
+pub(crate) fn link_text(image: &Path) -> Result<u64> {
+    let base = KernelImage::open(image, None)?.slide_base.ok_or_else(|| {
+        Error::file(Kind::Unsupported, image, "no link-time text address read from this image (x86-64 with a build ID)")
+    })?;
+    Ok(base.link_text)
+}
+
 pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: &[Box<dyn Workload>]) -> Repetition {
     let sizes = &files.sizes;
     let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
@@ -451,13 +461,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         (0..sc.repetitions).flat_map(|rep| (0..built.len()).map(move |vi| (rep, vi))).collect();
     // `_text`'s link-time address in each booted image, read once per
     // image, the first time a boot of it says where its text was.
-    let link_text = std::sync::Mutex::new(std::collections::HashMap::<PathBuf, Option<u64>>::new());
+    let link_texts = std::sync::Mutex::new(std::collections::HashMap::<PathBuf, Option<u64>>::new());
     let slide = |image: &Path, text: Option<&str>| -> Option<u64> {
         let at = u64::from_str_radix(text?, 16).ok().filter(|&a| a != 0)?;
-        let mut known = link_text.lock().unwrap_or_else(|e| e.into_inner());
-        let base = *known.entry(image.to_path_buf()).or_insert_with(|| {
-            bootlink::kernel::KernelImage::open(image, None).ok().and_then(|k| k.slide_base).map(|b| b.link_text)
-        });
+        let mut known = link_texts.lock().unwrap_or_else(|e| e.into_inner());
+        let base = *known.entry(image.to_path_buf()).or_insert_with(|| link_text(image).ok());
         at.checked_sub(base?)
     };
     let measure = |rep: usize, vi: usize| -> Result<(Repetition, String)> {

@@ -161,15 +161,7 @@ pub fn moved(vmlinuz: &Path, text: Option<&str>) -> Result<Option<bool>> {
     if at == 0 {
         return Ok(None);
     }
-    let image = bootlink::kernel::KernelImage::open(vmlinuz, None)?;
-    let base = image.slide_base.ok_or_else(|| {
-        Error::file(
-            Kind::Unsupported,
-            vmlinuz,
-            "no link-time text address read from this image (x86-64 with a build ID)",
-        )
-    })?;
-    Ok(Some(at != base.link_text))
+    Ok(Some(at != crate::lab::scenario::link_text(vmlinuz)?))
 }
 
 fn clock_name(c: Clock) -> &'static str {
