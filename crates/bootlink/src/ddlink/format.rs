@@ -89,9 +89,9 @@ pub struct Entry {
     pub defobj: u16,
     pub defsym: u32,
     /// [`name_hash`] of the defining symbol's name, which the symbol the
-    /// relocation refers to has too (ld.so checks the hash against the
-    /// definition and compares the two names; for an unresolved entry,
-    /// the reference's).
+    /// relocation refers to has too (ld.so checks the hash against both
+    /// names, glibc/patches 0008; for an unresolved entry, the
+    /// reference's).
     pub name_hash: u32,
 }
 

@@ -59,8 +59,9 @@ pub(crate) fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> 
                         ),
                     ));
                 }
-                // ld.so compares the two names (glibc/patches 0008): a
-                // binding joins two symbols of one name.
+                // ld.so checks the stored hash against both names
+                // (glibc/patches 0008): a binding joins two symbols of one
+                // name.
                 let (wanted, found) = (&reff.names[b.symidx as usize], &def.names[sym as usize]);
                 if wanted != found {
                     let named = |i: usize| match rec.objects[i].name.as_str() {
