@@ -7,7 +7,11 @@
 //!   file, a module whose init fails (its dependent is never loaded), a
 //!   worker killed mid-load, a timeout, a built-in module, a module already
 //!   live; and a module whose init requests its own alias through a
-//!   modprobe that loads the same file again, which must not deadlock.
+//!   modprobe that loads the same file again, which must not deadlock;
+//! - duplicate requests with upstream's semantics (patch `dedup`): those
+//!   that come while the first load's init runs wait for it and return its
+//!   result (the init's error, the module absent after; or success once
+//!   the module is live), and the init runs once.
 //!
 //! The batch loader's worker counts are tests/boots/batch_boot.rs (in a
 //! lane beside other boots).
@@ -117,9 +121,10 @@ fn a_storm_reads_each_module_once_with_dedup_and_wastes_without() {
     }
 }
 
-/// Guest-side failures of the batch loader, and the self-request trap.
+/// Guest-side failures of the batch loader, duplicates of a load whose init
+/// runs, and the self-request trap.
 #[test]
-fn the_batch_loader_fails_cleanly_and_self_requests_do_not_deadlock() {
+fn the_batch_loader_fails_cleanly_duplicates_wait_and_self_requests_do_not_deadlock() {
     let _one = one_at_a_time();
     let tmp = tmpdir("batchbad");
     let b = self_built(true);
@@ -146,6 +151,9 @@ fn the_batch_loader_fails_cleanly_and_self_requests_do_not_deadlock() {
         ir.copy_file(&format!("/m/{m}.ko"), mods.join(format!("{m}.ko")));
     }
     ir.copy_file("/m/fat.ko", &fat);
+    // kmod's insmod loads by finit_module() (busybox's by init_module()).
+    bootlink_lab::lab::userspace::add(&mut ir, Path::new("/usr/bin/kmod")).unwrap();
+    ir.symlink("/kmod/insmod", "/usr/bin/kmod");
     ir.copy_file("/m/vfat.ko", &vfat);
     let plans: &[(&str, &str)] = &[
         ("cycle", "a /m/fat.ko b\nb /m/vfat.ko a\n"),
@@ -165,6 +173,11 @@ fn the_batch_loader_fails_cleanly_and_self_requests_do_not_deadlock() {
         0o755,
         b"#!/bin/sh\n# the kernel's request_module: load the file again, no checks\nexec insmod /m/bl_selfreq.ko\n"
             .to_vec(),
+    );
+    ir.file(
+        "/sbin/naive-modprobe-finit",
+        0o755,
+        b"#!/bin/sh\n# the same by finit_module()\nexec /kmod/insmod /m/bl_selfreq.ko\n".to_vec(),
     );
     let script = r#"mount -t debugfs none /sys/kernel/debug
 run() { n=$1; shift; bl-modload "$@" /plans/$n > /tmp/$n.out 2> /tmp/$n.err; echo "EXIT $n $?"; sed "s/^/OUT $n /" /tmp/$n.out; sed "s/^/ERR $n /" /tmp/$n.err; }
@@ -187,10 +200,32 @@ for p in /proc/[0-9]*; do
 done
 wait $lp; echo "EXIT killed $?"; sed 's/^/OUT killed /' /tmp/killed.out
 echo "SLOWLOADS $(dmesg | grep -c 'bl_slow: init takes')"
+# Duplicates (kmod's insmod: finit_module()) of a load whose init runs.
+waited() { awk '/(Duplicates|Dups) waited for/ { print $NF }' /sys/kernel/debug/modules/stats; }
+dup() { /kmod/insmod "$@" 2>&1; echo "RC $?"; }
+w0=$(waited); f0=$(dmesg | grep -c 'bl_fail: init fails')
+dup /m/bl_fail.ko ms=2000 | sed 's/^/DUPFAIL first /' > /tmp/df0 &
+sleep 0.5
+dup /m/bl_fail.ko ms=2000 | sed 's/^/DUPFAIL dup1 /' > /tmp/df1 &
+dup /m/bl_fail.ko ms=2000 | sed 's/^/DUPFAIL dup2 /' > /tmp/df2 &
+wait; cat /tmp/df0 /tmp/df1 /tmp/df2
+echo "DUPFAIL inits $(( $(dmesg | grep -c 'bl_fail: init fails') - f0 )) waited $(( $(waited) - w0 )) absent $([ -e /sys/module/bl_fail ] && echo no || echo yes)"
+rmmod bl_slow
+w0=$(waited); s0=$(dmesg | grep -c 'bl_slow: init takes')
+dup /m/bl_slow.ko ms=2000 | sed 's/^/DUPSLOW first /' > /tmp/ds0 &
+sleep 0.5
+dup /m/bl_slow.ko ms=2000 | sed 's/^/DUPSLOW dup1 /'
+echo "DUPSLOW state $(cat /sys/module/bl_slow/initstate 2>&1)"
+wait; cat /tmp/ds0
+echo "DUPSLOW inits $(( $(dmesg | grep -c 'bl_slow: init takes') - s0 )) waited $(( $(waited) - w0 ))"
 # The self-request: bl_selfreq's init asks for its own alias, and the
 # kernel's modprobe loads the same file again while that init runs.
 echo /sbin/naive-modprobe > /proc/sys/kernel/modprobe
 timeout 60 insmod /m/bl_selfreq.ko; echo "SELFREQ $?"
+# The same with both loads by finit_module() (kmod's insmod).
+rmmod bl_selfreq
+echo /sbin/naive-modprobe-finit > /proc/sys/kernel/modprobe
+timeout 60 /kmod/insmod /m/bl_selfreq.ko; echo "SELFREQ-FINIT $?"
 dmesg | grep 'bl_selfreq:' | sed 's/^/DMESG /'
 grep -e 'Duplicates during init' -e 'Dups during init' /sys/kernel/debug/modules/stats | sed 's/^/STAT /'
 "#;
@@ -249,9 +284,27 @@ grep -e 'Duplicates during init' -e 'Dups during init' /sys/kernel/debug/modules
     assert!(text.contains("KILLED worker"), "{text}");
     assert_eq!(result("killed", "bl_slow"), "loaded");
     assert!(text.contains("SLOWLOADS 2"), "bl_slow's init ran once per plan, never twice: {text}");
-    // The self-request finished (no deadlock), answered at once.
+    // Duplicates while the first load's init runs and fails: each gets the
+    // init's error (ENODEV, "No such device"), having waited; the init ran
+    // once and the module is absent.
+    for who in ["first", "dup1", "dup2"] {
+        let lines: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix(&format!("DUPFAIL {who} "))).collect();
+        assert!(lines.iter().any(|l| l.contains("No such device")), "{who}: {lines:?}\n{text}");
+        assert_eq!(lines.last(), Some(&"RC 1"), "{who}: {lines:?}");
+    }
+    assert!(text.contains("DUPFAIL inits 1 waited 2 absent yes"), "{text}");
+    // Duplicates while a slow init runs: they return only once the module
+    // is live, with the first load's result (success), the init ran once.
+    assert!(text.contains("DUPSLOW dup1 RC 0"), "{text}");
+    assert!(text.contains("DUPSLOW first RC 0"), "{text}");
+    assert!(text.contains("DUPSLOW state live"), "{text}");
+    assert!(text.contains("DUPSLOW inits 1 waited 1"), "{text}");
+    // The self-request finished (no deadlock), answered at once, by
+    // init_module() (busybox) and by finit_module() (kmod).
     assert!(text.contains("SELFREQ 0"), "{text}");
-    assert!(text.contains("bl_selfreq: request_module(own alias) returned"), "{text}");
+    assert!(text.contains("SELFREQ-FINIT 0"), "{text}");
+    assert_eq!(text.matches("bl_selfreq: request_module(own alias) returned").count(), 2, "{text}");
     // (6.1's statistics patch says "Duplicates", 6.12's upstream file "Dups")
     let during: i64 = text
         .lines()
@@ -259,5 +312,5 @@ grep -e 'Duplicates during init' -e 'Dups during init' /sys/kernel/debug/modules
         .and_then(|l| l.split_whitespace().last())
         .and_then(|v| v.parse().ok())
         .unwrap_or(-1);
-    assert!(during >= 1, "the nested request was answered as a duplicate during init: {text}");
+    assert!(during >= 2, "both nested requests were answered as duplicates during init: {text}");
 }
