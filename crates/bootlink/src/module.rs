@@ -217,7 +217,7 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
     if ok {
         return Ok(());
     }
-    let name = String::from_utf8_lossy(name);
+    let name = elf::printable(name);
     Err(ReadError::Corrupt(if shndx >= object::elf::SHN_LORESERVE {
         format!(
             "corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load"
