@@ -91,7 +91,7 @@ pub enum ReadError {
     /// Built for another machine than the ones asked for.
     #[error(
         "{what} built for {} (e_machine {}), not {}: bootlink reads {} {what}s here",
-        machine_name(*.found), .found.0, machine_names(.expected, " or "), machine_names(.expected, " and "), what = .want.what()
+        machine_named(*.found), .found.0, machine_names(.expected, " or "), machine_names(.expected, " and "), what = .want.what()
     )]
     WrongMachine { want: Want, found: elf::Machine, expected: &'static [elf::Machine] },
     /// A table `object` could not read (`what` names it; the cause is kept).
@@ -231,6 +231,20 @@ impl<'d> Elf<'d> {
 
     pub fn machine(&self) -> elf::Machine {
         self.header.e_machine(LE)
+    }
+
+    /// Why a section a reader needs cannot be there, when the file has no
+    /// section headers at all (a module refuses that in its layout check; a
+    /// program or kernel image is valid without them but has no tables to
+    /// read): None when it has them.
+    pub(crate) fn no_section_headers(&self) -> Option<String> {
+        if !self.sections.is_empty() {
+            return None;
+        }
+        Some(match self.header.e_shoff(LE) {
+            0 => "no section headers (e_shnum 0, e_shoff 0: stripped of them)".to_string(),
+            off => format!("no section headers (e_shnum 0, yet e_shoff {off:#x}: a damaged ELF header)"),
+        })
     }
 
     /// The bytes of the file a loader reads: the file sizes of its
@@ -594,8 +608,19 @@ pub(crate) fn machine_of(head: &[u8]) -> Option<elf::Machine> {
 pub fn wrong_machine(head: &[u8], want: elf::Machine) -> Option<String> {
     match machine_of(head) {
         Some(m) if m == want => None,
-        Some(m) => Some(format!("an ELF file for {} (e_machine {}), not {}", machine_name(m), m.0, machine_name(want))),
+        Some(m) => {
+            Some(format!("an ELF file for {} (e_machine {}), not {}", machine_named(m), m.0, machine_name(want)))
+        }
         None => Some("not an ELF file".into()),
+    }
+}
+
+/// A machine in a sentence: its name, or for a machine bootlink has no
+/// name for, "an unknown machine" (its number is said beside it).
+fn machine_named(m: elf::Machine) -> &'static str {
+    match machine_name(m) {
+        "other" => "an unknown machine",
+        name => name,
     }
 }
 
@@ -603,6 +628,9 @@ pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
     match m {
         elf::EM_X86_64 => "x86_64",
         elf::EM_AARCH64 => "aarch64",
+        elf::EM_386 => "i386",
+        elf::EM_ARM => "arm",
+        elf::EM_MIPS => "mips",
         elf::EM_RISCV => "riscv64",
         elf::EM_PPC64 => "ppc64",
         elf::EM_S390 => "s390x",

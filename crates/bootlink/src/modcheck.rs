@@ -357,7 +357,7 @@ mod tests {
     /// A file cut short, and the ELF header fields that place the section
     /// header table, are said in the file's own numbers (not `object`'s
     /// "offset/size/alignment"); names from a damaged name table stay on
-    /// one line.
+    /// one line; the machine is named.
     #[test]
     fn truncation_and_the_section_header_table_are_said_as_such() {
         let len = PLAIN.len();
@@ -377,6 +377,7 @@ mod tests {
         let e =
             refused("name table", |d| shdr(d, shstr).sh_offset.set(LE, len as u64), "the section name table (section");
         assert!(e.to_string().contains(&format!("(section {strndx}) lies outside the file")), "{e}");
+        refused("empty .symtab", |d| shdr(d, header(".symtab").1).sh_size.set(LE, 0), "holds no symbols (size 0)");
         // A newline in a section name: the overlap naming it stays one line.
         let (_, _, this_off, _) = header(THIS_MODULE);
         let (_, modinfo, _, _) = header(".modinfo");
@@ -388,5 +389,12 @@ mod tests {
         };
         let e = refused("newline in a name", newline, "(.\\nodinfo)");
         assert!(e.to_string().contains(" overlaps section "), "{e}");
+        refused(
+            "mips",
+            |d| elf_header(d).e_machine.set(LE, object::elf::EM_MIPS),
+            "module built for mips (e_machine 8)",
+        );
+        let unknown = |d: &mut Vec<u8>| elf_header(d).e_machine.set(LE, object::elf::Machine(999));
+        refused("unknown machine", unknown, "module built for an unknown machine (e_machine 999)");
     }
 }

@@ -257,7 +257,11 @@ pub(crate) fn parse_for(
 
     let symtab = elf.symbols()?;
     if symtab.is_empty() {
-        return Err(ReadError::Corrupt("module has no symbol table (.symtab)".into()));
+        // A .symtab of size 0 is there and empty: not the same fault as none.
+        return Err(ReadError::Corrupt(match symtab.section().0 {
+            0 => "module has no symbol table (.symtab)".into(),
+            i => format!("corrupt symbol table: .symtab (section {i}) holds no symbols (size 0)"),
+        }));
     }
     let mut undefined = Vec::new();
     let mut undefined_index = Vec::new();
