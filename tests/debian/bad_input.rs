@@ -109,11 +109,14 @@ fn empty_directory_missing_file_and_bad_kernel() {
     let text = dir.join("vmlinuz");
     std::fs::write(&text, vec![b'x'; 5000]).unwrap();
     assert!(one_error(&text, &fat(), &text).contains("not a kernel image"));
-    // A bzImage whose payload is cut off.
+    // A bzImage whose payload is cut off: its boot header places the
+    // payload past the end of the file.
     let vmlinuz = std::fs::read(k).unwrap();
     let cut = dir.join("vmlinuz-cut");
     std::fs::write(&cut, &vmlinuz[..vmlinuz.len() / 2]).unwrap();
-    assert!(one_error(&cut, &fat(), &cut).contains("truncated bzImage"));
+    let e = one_error(&cut, &fat(), &cut);
+    assert!(e.contains("truncated or corrupt bzImage: its boot header places the payload at"), "{e}");
+    assert!(e.contains(&format!("past the end of the file ({:#x} bytes)", vmlinuz.len() / 2)), "{e}");
     // A config file that is not one.
     let o = run(&[&"inspect", &"--config", &fat(), &k, &fat()]);
     assert!(!o.status.success() && stderr(&o).contains("not a kernel config"), "{}", stderr(&o));
