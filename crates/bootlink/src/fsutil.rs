@@ -46,13 +46,13 @@ pub const MAX_BINARY: u64 = 4 << 30;
 pub(crate) const MAX_TEXT: u64 = 256 << 20;
 
 /// What a path names, in the words of a refusal.
-fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+pub(crate) fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_file() {
         None
     } else if t.is_dir() {
-        Some("is a directory, expected a file")
+        Some("is a directory, not a regular file: not read")
     } else if t.is_fifo() {
         Some("is a FIFO (named pipe), not a regular file: not read")
     } else if t.is_socket() {
