@@ -364,6 +364,24 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A number field of a text input (a DDLink record, an order trace), in
+/// `radix` (10 or 16), or why `tok` is not one, for the refusal naming
+/// its line: too large for 64 bits, or not a number at all.
+pub(crate) fn text_number(tok: &str, radix: u32) -> std::result::Result<u64, String> {
+    u64::from_str_radix(tok, radix).map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("`{tok}` does not fit 64 bits"),
+        _ if radix == 16 => format!("`{tok}` is not a hexadecimal number"),
+        _ => format!("`{tok}` is not a decimal number"),
+    })
+}
+
+/// [`text_number`] for a field of `bits` bits: a larger value is refused
+/// naming the field (`what`).
+pub(crate) fn text_field<T: TryFrom<u64>>(tok: &str, what: &str) -> std::result::Result<T, String> {
+    let v = text_number(tok, 10).map_err(|why| format!("{what} {why}"))?;
+    T::try_from(v).map_err(|_| format!("{what} {v} does not fit {} bits", 8 * std::mem::size_of::<T>()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
