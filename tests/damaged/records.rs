@@ -97,6 +97,14 @@ pub fn records(base: &str, rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
     common(stem, base.as_bytes(), end_at, rng, per_class, &mut out);
     let nobj = count_lines(base, "obj");
     let nbind = count_lines(base, "bind");
+    // The bind lines (counted among bind lines) with a defining object.
+    let resolved: Vec<usize> = base
+        .lines()
+        .filter(|l| l.starts_with("bind "))
+        .enumerate()
+        .filter(|(_, l)| !matches!(l.split(' ').nth(4), Some("-" | "?")))
+        .map(|(i, _)| i)
+        .collect();
     for k in 0..per_class {
         let first = ["ddlink-record 2", "ddlink-record 0", "DDLINK", "ddlink-record", "bl-trace 1"][rng.below(5)];
         let t = format!("{first}\n{}", base.split_once('\n').unwrap().1);
@@ -105,14 +113,19 @@ pub fn records(base: &str, rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
         let bad = (nobj + rng.below(1000)).to_string();
         let t = match rng.below(3) {
             0 => set_field(base, "bind", rng.below(nbind), 0, &bad),
-            1 => set_field(base, "bind", rng.below(nbind), 3, &bad),
+            // The defining object of a resolved binding (an unresolved
+            // one's `- -` would then name an object and no symbol).
+            1 => set_field(base, "bind", resolved[rng.below(resolved.len())], 3, &bad),
             _ => set_field(base, "scope", 0, 0, &bad),
         };
         out.push(damaged(stem, "object-index-out-of-range", k, t.unwrap().into_bytes(), true));
 
         let bad = [u32::MAX.to_string(), (1_000_000 + rng.below(1 << 20)).to_string()][rng.below(2)].clone();
         let field = [1, 4][rng.below(2)];
-        let t = set_field(base, "bind", rng.below(nbind), field, &bad).unwrap();
+        // The defining symbol (field 4) of a resolved binding: an
+        // unresolved one (`- -`) has no object whose symbols it could pass.
+        let which = if field == 4 { resolved[rng.below(resolved.len())] } else { rng.below(nbind) };
+        let t = set_field(base, "bind", which, field, &bad).unwrap();
         out.push(damaged(stem, "symbol-index-out-of-range", k, t.into_bytes(), true));
 
         let t = match rng.below(4) {
@@ -206,7 +219,13 @@ pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
 
         let mut d = base.to_vec();
         let at = [48, 56, 64, 72, 80, 128][rng.below(6)];
-        let v = [len, len + 8 * rng.below(1 << 10) as u64, u64::MAX - 7 - 8 * rng.below(8) as u64, 1][rng.below(4)];
+        // Past the end by 8 at least (an empty table may end the file: the
+        // runtime relocations' offset `len` with none is valid), near the
+        // top of the address space, or 1: misaligned (the string table has
+        // no alignment to break: it gets one past the end instead).
+        let v = [len + 8, len + 8 * (1 + rng.below(1 << 10) as u64), u64::MAX - 7 - 8 * rng.below(8) as u64, 1]
+            [rng.below(4)];
+        let v = if at == 80 && v == 1 { len + 8 } else { v };
         put64(&mut d, at, v);
         out.push(damaged(stem, "offsets-out-of-range", k, fixed(d), true));
 
