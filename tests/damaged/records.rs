@@ -15,7 +15,73 @@ use super::generate::{Damaged, put32, put64, u32_at, u64_at};
 pub const NOT_REGULAR: &str = "not-a-regular-file";
 
 fn damaged(stem: &str, class: &'static str, k: usize, bytes: Vec<u8>, invalid: bool) -> Damaged {
-    Damaged { name: format!("{class}-{k}-{stem}"), class, bytes, invalid }
+    Damaged { name: format!("{class}-{k}-{stem}"), class, bytes, invalid, reason: reason(stem, class) }
+}
+
+/// The reason a refusal of a `format` ("record", "cache" or "trace")
+/// damaged by `class` gives, per class with why.
+pub fn reason(format: &str, class: &str) -> &'static [&'static str] {
+    match (format, class) {
+        // Bit flips may leave a valid file: not marked, no reason.
+        (_, "bit-flips" | "bit-flips-checksum-fixed") => &[],
+        // Cut before its end: the reader finds no `end` line, a line cut
+        // short, or less than a header; a cut at 0 leaves an empty file.
+        (_, "truncated") => &["truncated", "the file is empty"],
+        // A FIFO, a directory or a link to /dev/zero in its place.
+        (_, NOT_REGULAR) => &["not a regular file"],
+        // Random bytes: no magic, no header line.
+        ("record", "random-bytes") => &["not a DDLink record"],
+        ("cache", "random-bytes") => &["not a DDLink cache"],
+        ("trace", "random-bytes") => &["not a bl-trace file"],
+        // Another version or no magic in the first line or bytes (for a
+        // cache also its header size: another version's header).
+        ("record", "wrong-magic-or-version") => &["record version ", "not a DDLink record"],
+        ("cache", "wrong-magic-or-version") => {
+            &["DDLink cache version ", "a cache of another version", "not a DDLink cache"]
+        }
+        ("trace", "wrong-magic-or-version") => &["trace version ", "not a bl-trace file"],
+        // A number too large for its field, negative or in hex.
+        (_, "huge-numbers") => &["does not fit ", "is not a decimal number", "is not a hexadecimal number"],
+        // The end line gone, or left without its count.
+        ("record", "no-end-line") => &["no `end` line", "`end` line without its count"],
+        ("trace", "no-end-line") => &["no `end` line"],
+        // A binding or the scope names an object index past the objects.
+        ("record", "object-index-out-of-range") => &["names an object the record does not list"],
+        // A resolved binding's symbol index past its object's symbols.
+        ("record", "symbol-index-out-of-range") => {
+            &["symbol * which has * dynamic symbols", "names symbol * which it does not have"]
+        }
+        // An obj line's index not the next one.
+        ("record", "objects-out-of-order") => &["objects out of order"],
+        // A build ID of more than 32 bytes.
+        ("record", "build-id-too-long") => &["build ID of * bytes, longer than "],
+        // A bit flipped past the header, the checksum left as it was.
+        ("cache", "checksum-mismatch") => &["checksum mismatch"],
+        // The header's file size is not the file's.
+        ("cache", "size-field-wrong") => &["header says * bytes, file has "],
+        // A table's count too large for the file.
+        ("cache", "counts-huge") => &["table * lies outside the file"],
+        // A table's offset past the file, or misaligned.
+        ("cache", "offsets-out-of-range") => {
+            &["table * lies outside the file", "table's offset * is not *-byte aligned"]
+        }
+        // An object's entries, runtime relocations or build ID length past
+        // their tables.
+        ("cache", "object-entries-out-of-range") => &["lie outside the table", "build ID length "],
+        // An entry's symbol or defining object past its table.
+        ("cache", "entry-index-out-of-range") => &["entry * names * past "],
+        // An object's name offset past the string table.
+        ("cache", "name-past-strings") => &["name lies outside the strings"],
+        // The end line's count is not the number of fn lines.
+        ("trace", "end-count-wrong") => &["the end line counts "],
+        // A fn address inside a function, not at its start.
+        ("trace", "address-starts-no-function") => &["starts no function"],
+        // The program's object line names another path.
+        ("trace", "no-such-object") => &["lists no object "],
+        // The program's bias moved: no call lands in it.
+        ("trace", "all-calls-elsewhere") => &["no traced call lies in "],
+        _ => panic!("no reason for the {format} damage class {class}"),
+    }
 }
 
 /// Bit flips, a truncation anywhere, random bytes, an empty file and the

@@ -138,6 +138,8 @@ fn one_bad_module_in_a_tree_does_not_stop_the_rest() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("broken.ko") && !err.contains("panicked"), "{err}");
+    // 12 bytes: the ELF magic, then the file ends inside the ELF header.
+    assert!(err.contains("truncated ELF file: 12 bytes, shorter than an ELF header"), "{err}");
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["totals"]["modules"], 3);
     assert_eq!(r["errors"].as_array().unwrap().len(), 1);
