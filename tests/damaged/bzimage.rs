@@ -36,6 +36,39 @@ fn xz(data: &[u8]) -> Vec<u8> {
     bootlink::compress::compress(data, bootlink::compress::Compression::Xz).unwrap()
 }
 
+/// The reason a refusal of a boot image damaged by `class` gives, per
+/// class with why.
+pub fn reason(class: &str) -> &'static [&'static str] {
+    match class {
+        // Bit flips may leave a bootable image: not marked, no reason.
+        "bit-flips" => &[],
+        // Cut before the payload's end: the boot header places the payload
+        // past the end of the file, or the file ends inside the header.
+        "truncated" => &["truncated"],
+        // "HdrS" no longer at 0x202 after a boot sector.
+        "wrong-magic" => &["without the \"HdrS\" boot header"],
+        // setup_sects moved: the payload is looked for where it is not,
+        // past the end of the file or on bytes that are no compressed
+        // stream.
+        "setup-sects-wrong" => &["places the payload at ", "no compression the kernel knows"],
+        // payload_offset or payload_length past the end of the file.
+        "payload-outside-file" => &["places the payload at * past the end of the file"],
+        // payload_length shorter than the stream: the xz stream ends early.
+        "payload-cut-short" => &["corrupt xz data: truncated"],
+        // The payload's first bytes (its compression magic) replaced.
+        "payload-not-compressed" => &["no compression the kernel knows"],
+        // Bits flipped inside the compressed stream: its checks fail.
+        "payload-corrupt" => &["corrupt xz data"],
+        // A valid xz stream of random bytes.
+        "payload-not-elf" => &["does not decompress to an ELF vmlinux"],
+        // 80 MiB of zeros in a few KiB.
+        "bomb-payload" => &["decompression bomb"],
+        // An AArch64 vmlinux (raw or xz) as the payload.
+        "foreign-elf-payload" => &["built for aarch64"],
+        _ => panic!("no reason for the boot image damage class {class}"),
+    }
+}
+
 pub const CLASSES: &[&str] = &[
     "bit-flips",
     "truncated",
@@ -117,7 +150,7 @@ pub fn images(base: &[u8], foreign: &[u8], rng: &mut Rng, per_class: usize) -> V
                 }
                 _ => unreachable!("{class}"),
             }
-            out.push(Damaged { name: format!("vmlinuz-{class}-{k}"), class, bytes: d, invalid });
+            out.push(Damaged { name: format!("vmlinuz-{class}-{k}"), class, bytes: d, invalid, reason: reason(class) });
         }
     }
     out

@@ -5,6 +5,11 @@
 //! file are unmarked: they must only not panic or hang). The same seed
 //! gives the same files on every machine. It reads the ELF by hand, not
 //! through bootlink's reader, so the two do not share a blind spot.
+//!
+//! Each class has the reason its refusal must give ([`elf_reason`]; the
+//! other generators have theirs): what the damage breaks, in the words of
+//! the reader's one line, so that a file refused for something else (a
+//! truncation reported as a bad section) fails the suite.
 
 use bootlink::rng::Rng;
 
@@ -13,6 +18,105 @@ pub struct Damaged {
     pub class: &'static str,
     pub bytes: Vec<u8>,
     pub invalid: bool,
+    /// What the refusal of a file marked invalid says: any one of these
+    /// patterns ([`says`]).
+    pub reason: &'static [&'static str],
+}
+
+/// Whether `line` says `pattern`: its parts, split at `*` (any text), in
+/// order.
+pub fn says(line: &str, pattern: &str) -> bool {
+    let mut rest = line;
+    for part in pattern.split('*') {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether `line` gives the reason of damaged file `f` (any of its
+/// patterns).
+pub fn gives_reason(line: &str, f: &Damaged) -> bool {
+    f.reason.iter().any(|p| says(line, p))
+}
+
+/// The reason a refusal of an ELF file (module, kernel image, program)
+/// damaged by `class` gives, per class with why.
+pub fn elf_reason(class: &str) -> &'static [&'static str] {
+    match class {
+        // e_machine names another machine: the line names the machine the
+        // file was built for, or (a module against this kernel) says it is
+        // a module for another one.
+        "foreign-machine" => &["built for ", "a module for "],
+        // EI_CLASS is ELFCLASS32.
+        "elf-class-32" => &["32-bit ELF"],
+        // EI_DATA is ELFDATA2MSB.
+        "big-endian" => &["big-endian ELF"],
+        // e_type is another type: the line names the type found.
+        "wrong-elf-type" => &["ELF type is "],
+        // Section 0 got a type or a size: the line names section 0.
+        "section0-not-null" => &["section 0 "],
+        // The last byte of the section name table is no longer a NUL.
+        "shstrtab-no-nul" => &["section name table * does not end in a NUL"],
+        // A section's sh_name points at or past the name table's end.
+        "section-name-past-table" => &["past the *section name table"],
+        // A section's offset or size runs past the file's end (the name
+        // table's too, then named so).
+        "section-outside-file" => &["lies outside the file"],
+        // e_shnum, e_shoff or e_shentsize is wrong: the section header
+        // table does not fit the file, or its entry size is not one.
+        "huge-header-counts" => &["section header table", "section header entry size"],
+        // e_shnum is 0.
+        "no-section-headers" => &["no section headers"],
+        // Cut before the end of its last section or header table: the
+        // header table (or the ELF header) runs past the end of the file;
+        // a cut at 0 leaves an empty file.
+        "truncated" => &["truncated", "the file is empty"],
+        // An entry's r_offset lies at or past the end of its target section.
+        "relocation-outside-target" => &["relocation section * writes * outside "],
+        // .gnu.linkonce.this_module's sh_size is below struct module's head.
+        "this-module-too-small" => &["smaller than struct module"],
+        // .gnu.linkonce.this_module lost SHF_ALLOC.
+        "this-module-not-alloc" => &[".gnu.linkonce.this_module is not SHF_ALLOC"],
+        // .gnu.linkonce.this_module is SHT_NOBITS.
+        "this-module-nobits" => &[".gnu.linkonce.this_module holds no file data"],
+        // .gnu.linkonce.this_module's offset puts half of it past the end.
+        "this-module-past-end" => &["(.gnu.linkonce.this_module) lies outside the file"],
+        // One section's offset moved onto another's bytes.
+        "overlapping-sections" => &[" overlaps "],
+        // An ORC table's offset lies past the end of the file.
+        "orc-outside-file" => &["(.orc_unwind* lies outside the file"],
+        // __mcount_loc's offset lies past the end of the file.
+        "mcount-outside-file" => &["(__mcount_loc) lies outside the file"],
+        // A relocation of .orc_unwind_ip points before or past its code
+        // section (its addend moved).
+        "orc-outside-text" => &["record of .orc_unwind_ip at * points to * outside "],
+        // The same for a relocation of __mcount_loc.
+        "mcount-outside-text" => &["record of __mcount_loc at * points to * outside "],
+        // A __versions name fills its 56 bytes with no NUL.
+        "versions-without-nul" => &["__versions section: the name of entry * has no terminating NUL"],
+        // .symtab's sh_info past the first global: a global among the locals.
+        "symtab-global-before-info" => &["global symbol * comes before sh_info"],
+        // .symtab's sh_info before the last local: a local among the globals.
+        "symtab-local-after-info" => &["local symbol * comes after sh_info"],
+        // .symtab's size 0 or huge, entry size 0 or sh_info past its
+        // symbols: the line names the symbol table.
+        "symtab-huge-or-zero" => &["symbol table", "(.symtab) lies outside the file"],
+        // A relocation section's entry size 0, size huge or target index
+        // wrong, or an entry's symbol past .symtab: the line names the
+        // relocation section.
+        "relocations-huge-or-zero" => &["corrupt relocation section ", "(.rela* lies outside the file"],
+        // A signature whose stated length exceeds the file.
+        "signature-wild-length" => &["module signature"],
+        // A function symbol's size runs past the address space or past its
+        // segment's file data.
+        "function-size-huge" | "function-past-its-segment" => &["function * runs past "],
+        // Bit flips may leave a valid file: not marked, no reason.
+        "bit-flips" => &[],
+        _ => panic!("no reason for the ELF damage class {class}"),
+    }
 }
 
 pub fn u16_at(d: &[u8], at: usize) -> u16 {
@@ -321,7 +425,8 @@ pub fn modules(stem: &str, base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<
                 None => damage_module(class, &mut d, &s, rng),
             };
             if let Some(invalid) = invalid {
-                out.push(Damaged { name: format!("{class}-{k}-{stem}.ko"), class, bytes: d, invalid });
+                let name = format!("{class}-{k}-{stem}.ko");
+                out.push(Damaged { name, class, bytes: d, invalid, reason: elf_reason(class) });
             }
         }
     }
@@ -337,7 +442,8 @@ pub fn kernels(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
         for k in 0..per_class {
             let mut d = base.to_vec();
             if let Some(invalid) = damage_elf(class, &mut d, &s, rng) {
-                out.push(Damaged { name: format!("vmlinux-{class}-{k}"), class, bytes: d, invalid });
+                let name = format!("vmlinux-{class}-{k}");
+                out.push(Damaged { name, class, bytes: d, invalid, reason: elf_reason(class) });
             }
         }
     }
@@ -386,7 +492,8 @@ pub fn programs(stem: &str, base: &[u8], rng: &mut Rng, per_class: usize) -> Vec
                 _ => damage_elf(class, &mut d, &s, rng),
             };
             if let Some(invalid) = invalid {
-                out.push(Damaged { name: format!("{class}-{k}-{stem}"), class, bytes: d, invalid });
+                let name = format!("{class}-{k}-{stem}");
+                out.push(Damaged { name, class, bytes: d, invalid, reason: elf_reason(class) });
             }
         }
     }

@@ -15,7 +15,73 @@ use super::generate::{Damaged, put32, put64, u32_at, u64_at};
 pub const NOT_REGULAR: &str = "not-a-regular-file";
 
 fn damaged(stem: &str, class: &'static str, k: usize, bytes: Vec<u8>, invalid: bool) -> Damaged {
-    Damaged { name: format!("{class}-{k}-{stem}"), class, bytes, invalid }
+    Damaged { name: format!("{class}-{k}-{stem}"), class, bytes, invalid, reason: reason(stem, class) }
+}
+
+/// The reason a refusal of a `format` ("record", "cache" or "trace")
+/// damaged by `class` gives, per class with why.
+pub fn reason(format: &str, class: &str) -> &'static [&'static str] {
+    match (format, class) {
+        // Bit flips may leave a valid file: not marked, no reason.
+        (_, "bit-flips" | "bit-flips-checksum-fixed") => &[],
+        // Cut before its end: the reader finds no `end` line, a line cut
+        // short, or less than a header; a cut at 0 leaves an empty file.
+        (_, "truncated") => &["truncated", "the file is empty"],
+        // A FIFO, a directory or a link to /dev/zero in its place.
+        (_, NOT_REGULAR) => &["not a regular file"],
+        // Random bytes: no magic, no header line.
+        ("record", "random-bytes") => &["not a DDLink record"],
+        ("cache", "random-bytes") => &["not a DDLink cache"],
+        ("trace", "random-bytes") => &["not a bl-trace file"],
+        // Another version or no magic in the first line or bytes (for a
+        // cache also its header size: another version's header).
+        ("record", "wrong-magic-or-version") => &["record version ", "not a DDLink record"],
+        ("cache", "wrong-magic-or-version") => {
+            &["DDLink cache version ", "a cache of another version", "not a DDLink cache"]
+        }
+        ("trace", "wrong-magic-or-version") => &["trace version ", "not a bl-trace file"],
+        // A number too large for its field, negative or in hex.
+        (_, "huge-numbers") => &["does not fit ", "is not a decimal number", "is not a hexadecimal number"],
+        // The end line gone, or left without its count.
+        ("record", "no-end-line") => &["no `end` line", "`end` line without its count"],
+        ("trace", "no-end-line") => &["no `end` line"],
+        // A binding or the scope names an object index past the objects.
+        ("record", "object-index-out-of-range") => &["names an object the record does not list"],
+        // A resolved binding's symbol index past its object's symbols.
+        ("record", "symbol-index-out-of-range") => {
+            &["symbol * which has * dynamic symbols", "names symbol * which it does not have"]
+        }
+        // An obj line's index not the next one.
+        ("record", "objects-out-of-order") => &["objects out of order"],
+        // A build ID of more than 32 bytes.
+        ("record", "build-id-too-long") => &["build ID of * bytes, longer than "],
+        // A bit flipped past the header, the checksum left as it was.
+        ("cache", "checksum-mismatch") => &["checksum mismatch"],
+        // The header's file size is not the file's.
+        ("cache", "size-field-wrong") => &["header says * bytes, file has "],
+        // A table's count too large for the file.
+        ("cache", "counts-huge") => &["table * lies outside the file"],
+        // A table's offset past the file, or misaligned.
+        ("cache", "offsets-out-of-range") => {
+            &["table * lies outside the file", "table's offset * is not *-byte aligned"]
+        }
+        // An object's entries, runtime relocations or build ID length past
+        // their tables.
+        ("cache", "object-entries-out-of-range") => &["lie outside the table", "build ID length "],
+        // An entry's symbol or defining object past its table.
+        ("cache", "entry-index-out-of-range") => &["entry * names * past "],
+        // An object's name offset past the string table.
+        ("cache", "name-past-strings") => &["name lies outside the strings"],
+        // The end line's count is not the number of fn lines.
+        ("trace", "end-count-wrong") => &["the end line counts "],
+        // A fn address inside a function, not at its start.
+        ("trace", "address-starts-no-function") => &["starts no function"],
+        // The program's object line names another path.
+        ("trace", "no-such-object") => &["lists no object "],
+        // The program's bias moved: no call lands in it.
+        ("trace", "all-calls-elsewhere") => &["no traced call lies in "],
+        _ => panic!("no reason for the {format} damage class {class}"),
+    }
 }
 
 /// Bit flips, a truncation anywhere, random bytes, an empty file and the
@@ -97,6 +163,14 @@ pub fn records(base: &str, rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
     common(stem, base.as_bytes(), end_at, rng, per_class, &mut out);
     let nobj = count_lines(base, "obj");
     let nbind = count_lines(base, "bind");
+    // The bind lines (counted among bind lines) with a defining object.
+    let resolved: Vec<usize> = base
+        .lines()
+        .filter(|l| l.starts_with("bind "))
+        .enumerate()
+        .filter(|(_, l)| !matches!(l.split(' ').nth(4), Some("-" | "?")))
+        .map(|(i, _)| i)
+        .collect();
     for k in 0..per_class {
         let first = ["ddlink-record 2", "ddlink-record 0", "DDLINK", "ddlink-record", "bl-trace 1"][rng.below(5)];
         let t = format!("{first}\n{}", base.split_once('\n').unwrap().1);
@@ -105,14 +179,19 @@ pub fn records(base: &str, rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
         let bad = (nobj + rng.below(1000)).to_string();
         let t = match rng.below(3) {
             0 => set_field(base, "bind", rng.below(nbind), 0, &bad),
-            1 => set_field(base, "bind", rng.below(nbind), 3, &bad),
+            // The defining object of a resolved binding (an unresolved
+            // one's `- -` would then name an object and no symbol).
+            1 => set_field(base, "bind", resolved[rng.below(resolved.len())], 3, &bad),
             _ => set_field(base, "scope", 0, 0, &bad),
         };
         out.push(damaged(stem, "object-index-out-of-range", k, t.unwrap().into_bytes(), true));
 
         let bad = [u32::MAX.to_string(), (1_000_000 + rng.below(1 << 20)).to_string()][rng.below(2)].clone();
         let field = [1, 4][rng.below(2)];
-        let t = set_field(base, "bind", rng.below(nbind), field, &bad).unwrap();
+        // The defining symbol (field 4) of a resolved binding: an
+        // unresolved one (`- -`) has no object whose symbols it could pass.
+        let which = if field == 4 { resolved[rng.below(resolved.len())] } else { rng.below(nbind) };
+        let t = set_field(base, "bind", which, field, &bad).unwrap();
         out.push(damaged(stem, "symbol-index-out-of-range", k, t.into_bytes(), true));
 
         let t = match rng.below(4) {
@@ -206,7 +285,13 @@ pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
 
         let mut d = base.to_vec();
         let at = [48, 56, 64, 72, 80, 128][rng.below(6)];
-        let v = [len, len + 8 * rng.below(1 << 10) as u64, u64::MAX - 7 - 8 * rng.below(8) as u64, 1][rng.below(4)];
+        // Past the end by 8 at least (an empty table may end the file: the
+        // runtime relocations' offset `len` with none is valid), near the
+        // top of the address space, or 1: misaligned (the string table has
+        // no alignment to break: it gets one past the end instead).
+        let v = [len + 8, len + 8 * (1 + rng.below(1 << 10) as u64), u64::MAX - 7 - 8 * rng.below(8) as u64, 1]
+            [rng.below(4)];
+        let v = if at == 80 && v == 1 { len + 8 } else { v };
         put64(&mut d, at, v);
         out.push(damaged(stem, "offsets-out-of-range", k, fixed(d), true));
 

@@ -2,8 +2,8 @@
 //! Runs every module command of the real binary over damaged files (see
 //! generate.rs) and checks, per file and command: no panic, no hang, no
 //! silent success for a file marked invalid (non-zero exit and one line
-//! `bootlink: FILE: ...`), nothing written for a refused file, and the good
-//! files of the same batch still written.
+//! `bootlink: FILE: ...` that gives its class's reason), nothing written
+//! for a refused file, and the good files of the same batch still written.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::generate::Damaged;
+use super::generate::{Damaged, gives_reason};
 
 pub struct Ran {
     pub code: i32,
@@ -164,6 +164,14 @@ pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: 
             }
             if f.invalid {
                 assert_eq!(lines.len(), 1, "{label}: {} ({}) was not refused:\n{}", f.name, f.class, r.stderr);
+                assert!(
+                    gives_reason(lines[0], f),
+                    "{label}: {} ({}) refused without its reason ({:?}): {}",
+                    f.name,
+                    f.class,
+                    f.reason,
+                    lines[0]
+                );
             }
             if writes && lines.len() == 1 {
                 assert!(!out.join(&f.name).exists(), "{label}: {} was refused but written", f.name);
@@ -202,19 +210,25 @@ pub fn singles(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], coun
             let r = run_timed(&a, Duration::from_secs(60));
             counts.runs += 1;
             assert_ne!(r.code, 0, "{label} {}: refused nothing:\n{}", f.name, r.stderr);
-            assert_eq!(
-                refusal_lines(&r.stderr, &path).len(),
-                1,
-                "{label} {}: no one-line refusal:\n{}",
+            let lines = refusal_lines(&r.stderr, &path);
+            assert_eq!(lines.len(), 1, "{label} {}: no one-line refusal:\n{}", f.name, r.stderr);
+            assert!(
+                gives_reason(lines[0], f),
+                "{label} {} ({}): refused without its reason ({:?}): {}",
                 f.name,
-                r.stderr
+                f.class,
+                f.reason,
+                lines[0]
             );
             assert!(!out.join(&f.name).exists(), "{label} {}: written", f.name);
         }
     }
 }
 
-/// Every damaged kernel image through every command that reads one.
+/// Every damaged kernel image through every command that reads one. An
+/// image marked invalid is refused: a non-zero exit, the one stderr line
+/// `bootlink: IMAGE: ...` giving its class's reason, and nothing written
+/// (no output, no temporary file beside the image or in the output).
 pub fn kernels(dir: &Path, images: &[Damaged], module: &Path, counts: &mut Counts) {
     std::fs::create_dir_all(dir).unwrap();
     for f in images {
@@ -237,19 +251,24 @@ pub fn kernels(dir: &Path, images: &[Damaged], module: &Path, counts: &mut Count
         for a in runs {
             let r = run_timed(&a, Duration::from_secs(60));
             counts.runs += 1;
-            let refused =
-                r.code != 0 && r.stderr.lines().any(|l| l.starts_with(&format!("bootlink: {}:", path.display())));
+            let lines = refusal_lines(&r.stderr, &path);
+            let refused = r.code != 0 && !lines.is_empty();
             let e = counts.by_class.get_mut(f.class).unwrap();
             e.2 += 1;
             e.1 += refused as usize;
             if f.invalid {
-                assert!(
-                    refused,
-                    "{a:?}: the damaged kernel image {} ({}) was not refused:\n{}",
-                    f.name, f.class, r.stderr
-                );
-                assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{a:?}: wrote output");
+                let what = format!("{a:?}: the damaged kernel image {} ({})", f.name, f.class);
+                assert_ne!(r.code, 0, "{what} was not refused:\n{}", r.stderr);
+                // The image's line is the whole of stderr: the module is
+                // good, and nothing else is said about it.
+                assert_eq!(r.stderr.lines().count(), 1, "{what}: not one line:\n{}", r.stderr);
+                assert_eq!(lines.len(), 1, "{what}: no line naming it:\n{}", r.stderr);
+                assert!(gives_reason(lines[0], f), "{what}: refused without its reason ({:?}): {}", f.reason, lines[0]);
+                assert!(!out.exists(), "{what}: refused but {} was written", out.display());
+                let leftovers = temporaries(dir);
+                assert!(leftovers.is_empty(), "{what}: temporary files left: {leftovers:?}");
             }
+            let _ = std::fs::remove_dir_all(&out);
         }
     }
 }
@@ -278,8 +297,9 @@ pub type OneInput<'a> = (&'static str, Box<dyn Fn(&Path, &Path) -> Vec<std::ffi:
 
 /// Every damaged file alone through every command of `commands`, checked:
 /// no panic, no hang, every stderr line `bootlink: ...`; a marked file
-/// refused (non-zero exit, exactly one line `bootlink: FILE: ...`); nothing
-/// written and no temporary file left for a refused one.
+/// refused (non-zero exit, exactly one line `bootlink: FILE: ...`, giving
+/// its class's reason); nothing written and no temporary file left for a
+/// refused one.
 pub fn each_alone(dir: &Path, files: &[Damaged], commands: &[OneInput], counts: &mut Counts) {
     each_alone_env(dir, files, commands, &[], counts)
 }
@@ -316,6 +336,8 @@ pub fn each_alone_env(dir: &Path, files: &[Damaged], commands: &[OneInput], env:
             e.1 += refused as usize;
             if f.invalid && !refused {
                 fail(format!("not refused in one line `bootlink: FILE: ...` (exit {}):\n{}", r.code, r.stderr));
+            } else if f.invalid && !gives_reason(lines[0], f) {
+                fail(format!("refused without its reason ({:?}): {}", f.reason, lines[0]));
             }
             if r.code != 0 && out.exists() {
                 fail(format!("refused but {} was written", out.display()));

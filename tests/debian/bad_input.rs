@@ -30,11 +30,15 @@ fn truncated_non_elf_32bit_bigendian_and_foreign_elf_modules() {
     let k = &kernel().vmlinuz;
     let dir = tmpdir("bad-modules");
     let good = std::fs::read(fat()).unwrap();
-    // The ELF header and section headers are whole but the file ends early.
+    // The ELF header is whole but the file ends early: the section header
+    // table (ld puts it last) runs past its end.
     let p = dir.join("truncated.ko");
     std::fs::write(&p, &good[..good.len() / 3]).unwrap();
     let e = one_error(k, &p, &p);
-    assert!(e.contains("truncated") || e.contains("outside the file"), "{e}");
+    assert!(
+        e.contains("truncated or corrupt ELF: the section header table") && e.contains("past the end of the file"),
+        "{e}"
+    );
     let p = dir.join("tiny.ko");
     std::fs::write(&p, &good[..40]).unwrap();
     assert!(one_error(k, &p, &p).contains("truncated ELF file"));
@@ -105,11 +109,14 @@ fn empty_directory_missing_file_and_bad_kernel() {
     let text = dir.join("vmlinuz");
     std::fs::write(&text, vec![b'x'; 5000]).unwrap();
     assert!(one_error(&text, &fat(), &text).contains("not a kernel image"));
-    // A bzImage whose payload is cut off.
+    // A bzImage whose payload is cut off: its boot header places the
+    // payload past the end of the file.
     let vmlinuz = std::fs::read(k).unwrap();
     let cut = dir.join("vmlinuz-cut");
     std::fs::write(&cut, &vmlinuz[..vmlinuz.len() / 2]).unwrap();
-    assert!(one_error(&cut, &fat(), &cut).contains("truncated bzImage"));
+    let e = one_error(&cut, &fat(), &cut);
+    assert!(e.contains("truncated or corrupt bzImage: its boot header places the payload at"), "{e}");
+    assert!(e.contains(&format!("past the end of the file ({:#x} bytes)", vmlinuz.len() / 2)), "{e}");
     // A config file that is not one.
     let o = run(&[&"inspect", &"--config", &fat(), &k, &fat()]);
     assert!(!o.status.success() && stderr(&o).contains("not a kernel config"), "{}", stderr(&o));
@@ -131,6 +138,8 @@ fn one_bad_module_in_a_tree_does_not_stop_the_rest() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("broken.ko") && !err.contains("panicked"), "{err}");
+    // 12 bytes: the ELF magic, then the file ends inside the ELF header.
+    assert!(err.contains("truncated ELF file: 12 bytes, shorter than an ELF header"), "{err}");
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["totals"]["modules"], 3);
     assert_eq!(r["errors"].as_array().unwrap().len(), 1);

@@ -393,7 +393,7 @@ fn manifest_lists_only_modules_of_the_kernel() {
     other_machine[18..20].copy_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
     let empty_xz = bootlink::compress::compress(b"", bootlink::compress::Compression::Xz).unwrap();
     let bad: [(&str, &[u8], &str); 7] = [
-        ("empty.ko", b"", "not an ELF file"),
+        ("empty.ko", b"", "not an ELF file (the file is empty)"),
         ("magic.ko", b"\x7fELF", "truncated ELF file"),
         ("random.ko.xz", &random, "not an ELF file"),
         ("empty.ko.xz", &empty_xz, "corrupt xz data: it decompresses to nothing"),

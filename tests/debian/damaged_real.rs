@@ -44,7 +44,8 @@ fn damaged_debian_modules_are_refused_and_the_good_ones_still_written() {
 
 /// Damaged copies of Debian's vmlinuz (its x86 boot header and its xz
 /// payload; tests/damaged/bzimage.rs) through every command that reads a
-/// kernel image: each refused in one line naming it, nothing written.
+/// kernel image: each refused in one line naming it and giving its
+/// class's reason, nothing written, no temporary file left.
 #[test]
 fn damaged_debian_vmlinuz_is_refused_by_every_command() {
     let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);

@@ -68,6 +68,10 @@ pub const ANALYSED_MACHINES: &[elf::Machine] = &[elf::EM_X86_64, elf::EM_AARCH64
 pub enum ReadError {
     #[error("not an ELF file (no ELF magic)")]
     NotElf,
+    /// Nothing to read: no magic, and nothing cut short either.
+    #[error("not an ELF file (the file is empty)")]
+    Empty,
+    /// The ELF magic, or its first bytes, and then the file ends.
     #[error("truncated ELF file: {len} bytes, shorter than an ELF header")]
     ShorterThanHeader { len: usize },
     #[error("32-bit ELF (ELFCLASS32) is not supported: bootlink reads 64-bit little-endian kernels and modules")]
@@ -87,12 +91,16 @@ pub enum ReadError {
     /// Built for another machine than the ones asked for.
     #[error(
         "{what} built for {} (e_machine {}), not {}: bootlink reads {} {what}s here",
-        machine_name(*.found), .found.0, machine_names(.expected, " or "), machine_names(.expected, " and "), what = .want.what()
+        machine_named(*.found), .found.0, machine_names(.expected, " or "), machine_names(.expected, " and "), what = .want.what()
     )]
     WrongMachine { want: Want, found: elf::Machine, expected: &'static [elf::Machine] },
     /// A table `object` could not read (`what` names it; the cause is kept).
     #[error("{what}: {source}")]
     Table { what: &'static str, source: object::read::Error },
+    /// The section header table `object` could not read, said in the
+    /// file's own numbers ([`section_table_error`]; `object`'s error kept).
+    #[error("{msg}")]
+    SectionTable { msg: String, source: object::read::Error },
     /// A section (or a table inside one) lies outside the file: truncated.
     #[error("{0}")]
     OutsideFile(String),
@@ -147,6 +155,13 @@ fn wrong_type(want: Want, ty: elf::FileType) -> String {
 
 /// Check the ELF identification and file type, with messages a person can act on.
 pub(crate) fn check_ident(data: &[u8], want: Want) -> Result<(), ReadError> {
+    if data.is_empty() {
+        return Err(ReadError::Empty);
+    }
+    // A file cut inside the magic is a truncated ELF file, not another format.
+    if data.len() < 4 && elf::ELFMAG.starts_with(data) {
+        return Err(ReadError::ShorterThanHeader { len: data.len() });
+    }
     if data.len() < 4 || data[..4] != elf::ELFMAG {
         return Err(ReadError::NotElf);
     }
@@ -208,9 +223,7 @@ impl<'d> Elf<'d> {
         if !machines.is_empty() && !machines.contains(&found) {
             return Err(ReadError::WrongMachine { want, found, expected: machines });
         }
-        let sections = header
-            .sections(LE, data)
-            .map_err(|source| ReadError::Table { what: "truncated or corrupt ELF section headers", source })?;
+        let sections = header.sections(LE, data).map_err(|source| section_table_error(header, data, source))?;
         let elf = Elf { data, header, sections };
         check_layout(&elf, want)?;
         Ok(elf)
@@ -218,6 +231,20 @@ impl<'d> Elf<'d> {
 
     pub fn machine(&self) -> elf::Machine {
         self.header.e_machine(LE)
+    }
+
+    /// Why a section a reader needs cannot be there, when the file has no
+    /// section headers at all (a module refuses that in its layout check; a
+    /// program or kernel image is valid without them but has no tables to
+    /// read): None when it has them.
+    pub(crate) fn no_section_headers(&self) -> Option<String> {
+        if !self.sections.is_empty() {
+            return None;
+        }
+        Some(match self.header.e_shoff(LE) {
+            0 => "no section headers (e_shnum 0, e_shoff 0: stripped of them)".to_string(),
+            off => format!("no section headers (e_shnum 0, yet e_shoff {off:#x}: a damaged ELF header)"),
+        })
     }
 
     /// The bytes of the file a loader reads: the file sizes of its
@@ -280,7 +307,7 @@ impl<'d> Elf<'d> {
         shdr.data(LE, self.data).map_err(|_| {
             ReadError::OutsideFile(format!(
                 "truncated or corrupt ELF: section {} lies outside the file",
-                String::from_utf8_lossy(self.section_name(shdr))
+                printable(self.section_name(shdr))
             ))
         })
     }
@@ -338,6 +365,57 @@ impl<'d> Elf<'d> {
     }
 }
 
+/// Why `object` could not read the section header table of `data` (its
+/// error, `source`, says only "offset/size/alignment" or "shstrtab size"),
+/// in the file's own numbers: an entry size that is not a section
+/// header's, a table that ends past the end of the file (a truncated file,
+/// or a corrupt e_shoff or e_shnum: the two look alike from inside the
+/// file) or lies beyond any offset, or a section name table outside the
+/// file.
+fn section_table_error(header: &Header, data: &[u8], source: object::read::Error) -> ReadError {
+    let len = data.len() as u64;
+    let shoff = header.e_shoff(LE);
+    let entsize = header.e_shentsize(LE) as u64;
+    let want = std::mem::size_of::<Shdr>() as u64;
+    let e = |msg: String| ReadError::SectionTable { msg, source };
+    if entsize != want {
+        return e(format!("corrupt ELF: section header entry size (e_shentsize) {entsize}, not {want}"));
+    }
+    // e_shnum, or with 0 there (more sections than it holds) section 0's
+    // sh_size, when section 0 lies in the file.
+    let shnum = match header.e_shnum(LE) {
+        0 => crate::bytes::le_u64(data, shoff.saturating_add(32).try_into().unwrap_or(usize::MAX)).unwrap_or(1),
+        n => n as u64,
+    };
+    let entries = if shnum == 1 { "1 entry".to_string() } else { format!("{shnum} entries") };
+    let table = format!("the section header table ({entries} of {want} bytes at offset {shoff:#x})");
+    match shnum.checked_mul(want).and_then(|size| shoff.checked_add(size)) {
+        None => return e(format!("corrupt ELF: {table} lies beyond any file offset")),
+        Some(end) if end > len => {
+            return e(format!(
+                "truncated or corrupt ELF: {table} ends at {end:#x}, past the end of the file ({len:#x} bytes)"
+            ));
+        }
+        Some(_) => {}
+    }
+    // (SHN_XINDEX: the index is section 0's sh_link.)
+    let strndx = match header.e_shstrndx(LE) {
+        elf::SHN_XINDEX => crate::bytes::le_u32(data, (shoff + 40) as usize).unwrap_or(0) as u64,
+        i => i.0 as u64,
+    };
+    let name_table = (strndx < shnum)
+        .then(|| crate::bytes::le_u64(data, (shoff + strndx * want + 24) as usize))
+        .flatten()
+        .zip(crate::bytes::le_u64(data, (shoff + strndx * want + 32) as usize));
+    match name_table {
+        None => e(format!("corrupt ELF: the section name table index {strndx} is past the {shnum} sections")),
+        Some((off, size)) if off.checked_add(size).is_none_or(|end| end > len) => e(format!(
+            "truncated or corrupt ELF: the section name table (section {strndx}) lies outside the file (offset {off:#x}, size {size:#x}, file {len:#x} bytes)"
+        )),
+        Some(_) => ReadError::Table { what: "corrupt ELF section headers", source },
+    }
+}
+
 /// What the kernel's `elf_validity_check` refuses before it touches a
 /// section, and what bootlink's readers and editors rely on: section 0 is
 /// SHT_NULL; the section name table ends in a NUL and every name lies in
@@ -357,7 +435,7 @@ pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
     let shentsize = elf.header.e_shentsize(LE);
     if shentsize as usize != std::mem::size_of::<Shdr>() {
         return Err(corrupt(format!(
-            "corrupt ELF: section header size {shentsize}, not {}",
+            "corrupt ELF: section header entry size (e_shentsize) {shentsize}, not {}",
             std::mem::size_of::<Shdr>()
         )));
     }
@@ -379,26 +457,25 @@ pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
             let sh = elf.sections.section(object::SectionIndex(i)).map_err(|_| {
                 corrupt(format!("corrupt ELF: the section name table index {i} is past the {shnum} sections"))
             })?;
-            let d = sh.data(LE, elf.data).map_err(|_| {
+            sh.data(LE, elf.data).map_err(|_| {
+                let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
                 ReadError::OutsideFile(format!(
-                    "corrupt ELF: the section name table (section {i}) lies outside the file"
+                    "truncated or corrupt ELF: the section name table (section {i}) lies outside the file (offset {off:#x}, size {size:#x}, file {len:#x} bytes)"
                 ))
-            })?;
-            if d.last() != Some(&0) {
-                return Err(corrupt(format!(
-                    "corrupt ELF: the section name table (section {i}) does not end in a NUL"
-                )));
-            }
-            d
+            })?
         }
     };
+    // Checked after the sections' places: a section moved onto the name
+    // table's bytes is named as the overlap it is, not as the missing NUL
+    // it leaves there.
+    let unterminated = !names.is_empty() && names.last() != Some(&0);
     // (start, end, section index; 0 for the ELF header, shnum for the
     // section header table): named only when two overlap.
     let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
     let section_name = |i: usize| {
         let n = elf.sections.section(object::SectionIndex(i)).ok().and_then(|sh| cstr(names, sh.sh_name(LE) as usize));
         match n {
-            Some(n) if !n.is_empty() => format!("{i} ({})", String::from_utf8_lossy(n)),
+            Some(n) if !n.is_empty() => format!("{i} ({})", printable(n)),
             _ => format!("{i}"),
         }
     };
@@ -441,7 +518,25 @@ pub(crate) fn check_layout(elf: &Elf, want: Want) -> Result<(), ReadError> {
             }
         }
     }
+    if unterminated {
+        return Err(corrupt(format!("corrupt ELF: the section name table (section {strndx}) does not end in a NUL")));
+    }
     Ok(())
+}
+
+/// A name read from a file (a section's, a symbol's), for a one-line
+/// message: lossy UTF-8, control characters escaped (the name table of a
+/// damaged file can hold a newline).
+pub(crate) fn printable(name: &[u8]) -> String {
+    let mut s = String::with_capacity(name.len());
+    for c in String::from_utf8_lossy(name).chars() {
+        if c.is_control() {
+            s.extend(c.escape_default());
+        } else {
+            s.push(c);
+        }
+    }
+    s
 }
 
 pub fn sym_name<'d>(symtab: &SymbolTable<'d, Header>, sym: &Symbol) -> Result<&'d [u8], ReadError> {
@@ -513,8 +608,19 @@ pub(crate) fn machine_of(head: &[u8]) -> Option<elf::Machine> {
 pub fn wrong_machine(head: &[u8], want: elf::Machine) -> Option<String> {
     match machine_of(head) {
         Some(m) if m == want => None,
-        Some(m) => Some(format!("an ELF file for {} (e_machine {}), not {}", machine_name(m), m.0, machine_name(want))),
+        Some(m) => {
+            Some(format!("an ELF file for {} (e_machine {}), not {}", machine_named(m), m.0, machine_name(want)))
+        }
         None => Some("not an ELF file".into()),
+    }
+}
+
+/// A machine in a sentence: its name, or for a machine bootlink has no
+/// name for, "an unknown machine" (its number is said beside it).
+fn machine_named(m: elf::Machine) -> &'static str {
+    match machine_name(m) {
+        "other" => "an unknown machine",
+        name => name,
     }
 }
 
@@ -522,6 +628,9 @@ pub(crate) fn machine_name(m: elf::Machine) -> &'static str {
     match m {
         elf::EM_X86_64 => "x86_64",
         elf::EM_AARCH64 => "aarch64",
+        elf::EM_386 => "i386",
+        elf::EM_ARM => "arm",
+        elf::EM_MIPS => "mips",
         elf::EM_RISCV => "riscv64",
         elf::EM_PPC64 => "ppc64",
         elf::EM_S390 => "s390x",

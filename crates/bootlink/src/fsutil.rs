@@ -46,13 +46,13 @@ pub const MAX_BINARY: u64 = 4 << 30;
 pub(crate) const MAX_TEXT: u64 = 256 << 20;
 
 /// What a path names, in the words of a refusal.
-fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+pub(crate) fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_file() {
         None
     } else if t.is_dir() {
-        Some("is a directory, expected a file")
+        Some("is a directory, not a regular file: not read")
     } else if t.is_fifo() {
         Some("is a FIFO (named pipe), not a regular file: not read")
     } else if t.is_socket() {
@@ -362,6 +362,24 @@ impl TempDir {
 /// Bytes (a digest, a build ID) as lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A number field of a text input (a DDLink record, an order trace), in
+/// `radix` (10 or 16), or why `tok` is not one, for the refusal naming
+/// its line: too large for 64 bits, or not a number at all.
+pub(crate) fn text_number(tok: &str, radix: u32) -> std::result::Result<u64, String> {
+    u64::from_str_radix(tok, radix).map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("`{tok}` does not fit 64 bits"),
+        _ if radix == 16 => format!("`{tok}` is not a hexadecimal number"),
+        _ => format!("`{tok}` is not a decimal number"),
+    })
+}
+
+/// [`text_number`] for a field of `bits` bits: a larger value is refused
+/// naming the field (`what`).
+pub(crate) fn text_field<T: TryFrom<u64>>(tok: &str, what: &str) -> std::result::Result<T, String> {
+    let v = text_number(tok, 10).map_err(|why| format!("{what} {why}"))?;
+    T::try_from(v).map_err(|_| format!("{what} {v} does not fit {} bits", 8 * std::mem::size_of::<T>()))
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ fn check_symbol_order(elf: &Elf, symtab: &SymbolTable<'_, Header>) -> Result<(),
         if local == (i < first_global) {
             continue;
         }
-        let name = crate::elf::sym_name(symtab, sym).map(String::from_utf8_lossy).unwrap_or_default();
+        let name = crate::elf::sym_name(symtab, sym).map(crate::elf::printable).unwrap_or_default();
         return Err(ReadError::Corrupt(if local {
             format!(
                 "corrupt symbol table: local symbol {name} (#{i}) comes after sh_info {first_global}, among the globals"
@@ -100,7 +100,7 @@ pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError
         if ty != SHT_RELA && ty != SHT_REL {
             continue;
         }
-        let name = String::from_utf8_lossy(elf.section_name(sh)).into_owned();
+        let name = crate::elf::printable(elf.section_name(sh));
         let entsize = if ty == SHT_RELA { 24 } else { 16 };
         let data = elf.section_data(sh).map_err(|_| {
             ReadError::OutsideFile(format!(
@@ -121,7 +121,7 @@ pub(crate) fn check_relocations(elf: &Elf, nsyms: usize) -> Result<(), ReadError
             ))
         })?;
         let tsize = tsh.sh_size(LE);
-        let tname = String::from_utf8_lossy(elf.section_name(tsh)).into_owned();
+        let tname = crate::elf::printable(elf.section_name(tsh));
         // A RELA entry starts with a REL entry's fields: the REL view of
         // each entry's head reads both kinds.
         for (j, e) in data.chunks_exact(entsize).enumerate() {
@@ -205,7 +205,7 @@ fn check_code_table(
                     "corrupt module: the record of {name} at {at:#x} points outside any section"
                 )));
             };
-            let tname = String::from_utf8_lossy(elf.section_name(target)).into_owned();
+            let tname = crate::elf::printable(elf.section_name(target));
             if !target.sh_flags(LE).contains(SHF_EXECINSTR) {
                 return Err(ReadError::Corrupt(format!(
                     "corrupt module: the record of {name} at {at:#x} points into {tname} (section {shndx}), which is not code"
@@ -352,5 +352,49 @@ mod tests {
         let (_, modinfo, _, _) = header(".modinfo");
         refused("overlap", |d| shdr(d, modinfo).sh_offset.set(LE, text_off as u64), "overlaps section");
         refused("size wraps", |d| shdr(d, text).sh_size.set(LE, u64::MAX), "lies outside the file");
+    }
+
+    /// A file cut short, and the ELF header fields that place the section
+    /// header table, are said in the file's own numbers (not `object`'s
+    /// "offset/size/alignment"); names from a damaged name table stay on
+    /// one line; the machine is named.
+    #[test]
+    fn truncation_and_the_section_header_table_are_said_as_such() {
+        let len = PLAIN.len();
+        let shoff = Elf::parse(PLAIN, Want::Relocatable).unwrap().header.e_shoff(LE);
+        let shnum = Elf::parse(PLAIN, Want::Relocatable).unwrap().sections.len();
+        let e = refused("cut", |d| d.truncate(len - 100), "truncated or corrupt ELF: the section header table (");
+        let want =
+            format!("ends at {:#x}, past the end of the file ({:#x} bytes)", shoff as usize + 64 * shnum, len - 100);
+        assert!(e.to_string().contains(&want), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "object's error is kept as the cause");
+        refused("cut in the magic", |d| d.truncate(2), "truncated ELF file: 2 bytes, shorter than an ELF header");
+        refused("empty", |d| d.clear(), "not an ELF file (the file is empty)");
+        refused("e_shnum", |d| elf_header(d).e_shnum.set(LE, 0xffff), "(65535 entries of 64 bytes at offset");
+        refused("e_shoff", |d| elf_header(d).e_shoff.set(LE, u64::MAX - 8), "lies beyond any file offset");
+        refused("e_shentsize", |d| elf_header(d).e_shentsize.set(LE, 32), "section header entry size (e_shentsize) 32");
+        let (strndx, shstr, _, _) = header(".shstrtab");
+        let e =
+            refused("name table", |d| shdr(d, shstr).sh_offset.set(LE, len as u64), "the section name table (section");
+        assert!(e.to_string().contains(&format!("(section {strndx}) lies outside the file")), "{e}");
+        refused("empty .symtab", |d| shdr(d, header(".symtab").1).sh_size.set(LE, 0), "holds no symbols (size 0)");
+        // A newline in a section name: the overlap naming it stays one line.
+        let (_, _, this_off, _) = header(THIS_MODULE);
+        let (_, modinfo, _, _) = header(".modinfo");
+        let (_, _, shstr_off, _) = header(".shstrtab");
+        let newline = |d: &mut Vec<u8>| {
+            let at = shstr_off + shdr(d, modinfo).sh_name.get(LE) as usize;
+            d[at + 1] = b'\n';
+            shdr(d, modinfo).sh_offset.set(LE, this_off as u64);
+        };
+        let e = refused("newline in a name", newline, "(.\\nodinfo)");
+        assert!(e.to_string().contains(" overlaps section "), "{e}");
+        refused(
+            "mips",
+            |d| elf_header(d).e_machine.set(LE, object::elf::EM_MIPS),
+            "module built for mips (e_machine 8)",
+        );
+        let unknown = |d: &mut Vec<u8>| elf_header(d).e_machine.set(LE, object::elf::Machine(999));
+        refused("unknown machine", unknown, "module built for an unknown machine (e_machine 999)");
     }
 }

@@ -217,7 +217,7 @@ fn check_shndx(shndx: u16, i: usize, name: &[u8], sections: usize) -> std::resul
     if ok {
         return Ok(());
     }
-    let name = String::from_utf8_lossy(name);
+    let name = elf::printable(name);
     Err(ReadError::Corrupt(if shndx >= object::elf::SHN_LORESERVE {
         format!(
             "corrupt symbol table: symbol {name} (#{i}) has the reserved section index {shndx:#x}, which the kernel cannot load"
@@ -257,7 +257,11 @@ pub(crate) fn parse_for(
 
     let symtab = elf.symbols()?;
     if symtab.is_empty() {
-        return Err(ReadError::Corrupt("module has no symbol table (.symtab)".into()));
+        // A .symtab of size 0 is there and empty: not the same fault as none.
+        return Err(ReadError::Corrupt(match symtab.section().0 {
+            0 => "module has no symbol table (.symtab)".into(),
+            i => format!("corrupt symbol table: .symtab (section {i}) holds no symbols (size 0)"),
+        }));
     }
     let mut undefined = Vec::new();
     let mut undefined_index = Vec::new();

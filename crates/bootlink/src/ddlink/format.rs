@@ -321,19 +321,38 @@ fn u64_at(d: &[u8], off: usize) -> u64 {
     le_u64(d, off).expect("offset checked")
 }
 
+/// An object's name in a one-line message: the program's is empty in the
+/// cache (the loader gives it none); a damaged string table's control
+/// characters are escaped.
+fn shown(name: &str) -> String {
+    if name.is_empty() { "the program".into() } else { crate::elf::printable(name.as_bytes()) }
+}
+
 /// Read a cache, with every check the loader makes on the file itself (the
 /// checks against the loaded objects are `status`'s). The message says
 /// what is wrong, for a one-line error naming the file.
 pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
+    if d.is_empty() {
+        return Err(corrupt("not a DDLink cache (the file is empty)"));
+    }
+    // The magic first (as much of it as there is): random bytes are not a
+    // cache cut short.
+    let head = d.len().min(MAGIC.len());
+    if d[..head] != MAGIC[..head] {
+        return Err(corrupt("not a DDLink cache (bad magic)"));
+    }
     if d.len() < HEADER_SIZE {
         return Err(corrupt(format!("truncated DDLink cache: {} bytes, shorter than its header", d.len())));
     }
-    if &d[..8] != MAGIC {
-        return Err(corrupt("not a DDLink cache (bad magic)"));
-    }
     let version = u32_at(d, 8);
-    if version != VERSION || u32_at(d, 12) as usize != HEADER_SIZE {
+    if version != VERSION {
         return Err(corrupt(format!("DDLink cache version {version}, this bootlink writes {VERSION}")));
+    }
+    let header_size = u32_at(d, 12);
+    if header_size as usize != HEADER_SIZE {
+        return Err(corrupt(format!(
+            "DDLink cache header of {header_size} bytes, version {VERSION}'s has {HEADER_SIZE}: a cache of another version"
+        )));
     }
     let size = u64_at(d, 16);
     if size != d.len() as u64 || !d.len().is_multiple_of(8) {
@@ -355,26 +374,41 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         u64_at(d, 80) as usize,
     );
     let (runtime_off, nruntime) = (u64_at(d, 128) as usize, u32_at(d, 136) as usize);
+    // The loader's checks of the header (glibc/patches 0003, 0005), each
+    // refusal saying which one failed.
     let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
-    if !objs_off.is_multiple_of(8)
-        || !scope_off.is_multiple_of(4)
-        || !entries_off.is_multiple_of(4)
-        || !sorted_off.is_multiple_of(4)
-        || !fits(objs_off, nobjs, OBJ_SIZE)
-        || !fits(scope_off, nscope, 4)
-        || !fits(entries_off, nentries, ENTRY_SIZE)
-        || !fits(sorted_off, nentries, 4)
-        || !fits(str_off, strsize, 1)
-        || !runtime_off.is_multiple_of(4)
-        || !fits(runtime_off, nruntime, 4)
-        || u32_at(d, 140) != 0
-        || strsize == 0
-        || d[str_off + strsize - 1] != 0
-        || nobjs == 0
-        || nobjs >= UNRESOLVED as usize
-        || u32_at(d, 124) != 0
-    {
-        return Err(corrupt("malformed DDLink cache: a table lies outside the file"));
+    let tables = [
+        ("object", objs_off, nobjs, OBJ_SIZE, 8),
+        ("search list", scope_off, nscope, 4, 4),
+        ("entry", entries_off, nentries, ENTRY_SIZE, 4),
+        ("sorted index", sorted_off, nentries, 4, 4),
+        ("runtime relocation", runtime_off, nruntime, 4, 4),
+        ("string", str_off, strsize, 1, 1),
+    ];
+    for (name, off, n, each, align) in tables {
+        if !off.is_multiple_of(align) {
+            return Err(corrupt(format!(
+                "malformed DDLink cache: the {name} table's offset {off:#x} is not {align}-byte aligned"
+            )));
+        }
+        if !fits(off, n, each) {
+            return Err(corrupt(format!(
+                "malformed DDLink cache: the {name} table ({n} records of {each} bytes at {off:#x}) lies outside the file ({} bytes)",
+                d.len()
+            )));
+        }
+    }
+    if strsize == 0 || d[str_off + strsize - 1] != 0 {
+        return Err(corrupt("malformed DDLink cache: the string table does not end in a NUL"));
+    }
+    if nobjs == 0 || nobjs >= UNRESOLVED as usize {
+        return Err(corrupt(format!(
+            "malformed DDLink cache: {nobjs} objects (a cache holds 1 to {})",
+            UNRESOLVED - 1
+        )));
+    }
+    if u32_at(d, 124) != 0 || u32_at(d, 140) != 0 {
+        return Err(corrupt("malformed DDLink cache: a reserved header field is not 0"));
     }
     let idlen = u32_at(d, 120) as usize;
     if idlen > BUILD_ID_MAX {
@@ -389,8 +423,13 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
             .ok_or_else(|| corrupt(format!("malformed DDLink cache: object {i}'s name lies outside the strings")))?;
         let (first, n) = (u32_at(d, b + 48) as usize, u32_at(d, b + 52) as usize);
         let blen = u32_at(d, b + 60) as usize;
-        if first > nentries || n > nentries - first || blen > BUILD_ID_MAX {
+        if first > nentries || n > nentries - first {
             return Err(corrupt(format!("malformed DDLink cache: object {i}'s entries lie outside the table")));
+        }
+        if blen > BUILD_ID_MAX {
+            return Err(corrupt(format!(
+                "malformed DDLink cache: object {i}'s build ID length {blen}, more than {BUILD_ID_MAX}"
+            )));
         }
         if (first..first + n).any(|k| d[entries_off + k * ENTRY_SIZE + 11] != 0) {
             return Err(corrupt(format!("malformed DDLink cache: object {i} has an entry with unknown flags")));
@@ -439,16 +478,23 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
     }
     for o in &objects {
         if o.flags & !(OBJ_MAIN | OBJ_LOADER | OBJ_PRELINKED | OBJ_PLACED) != 0 {
-            return Err(corrupt(format!("malformed DDLink cache: {} has unknown flags", o.name)));
+            return Err(corrupt(format!("malformed DDLink cache: {} has unknown flags", shown(&o.name))));
         }
         for (k, e) in o.entries.iter().enumerate() {
-            let def_ok =
-                e.defobj == UNRESOLVED || objects.get(e.defobj as usize).is_some_and(|def| e.defsym < def.nsyms);
-            if e.symidx >= o.nsyms || !def_ok {
-                return Err(corrupt(format!(
-                    "malformed DDLink cache: {}'s entry {k} points outside a symbol table",
-                    o.name
-                )));
+            let outside =
+                |what: String| corrupt(format!("malformed DDLink cache: {}'s entry {k} names {what}", shown(&o.name)));
+            if e.symidx >= o.nsyms {
+                return Err(outside(format!("symbol {}, past its {} symbols", e.symidx, o.nsyms)));
+            }
+            if e.defobj == UNRESOLVED {
+                continue;
+            }
+            let def = objects.get(e.defobj as usize).ok_or_else(|| {
+                outside(format!("defining object {}, past the cache's {} objects", e.defobj, objects.len()))
+            })?;
+            if e.defsym >= def.nsyms {
+                let of = shown(&def.name);
+                return Err(outside(format!("symbol {} of {of}, past its {} symbols", e.defsym, def.nsyms)));
             }
         }
     }
@@ -458,7 +504,7 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         let idx: Vec<u32> = (0..o.entries.len()).map(|k| u32_at(d, sorted_off + 4 * (first + k))).collect();
         let ascending = idx.iter().all(|&i| key(i).is_some()) && idx.windows(2).all(|w| key(w[0]) < key(w[1]));
         if !ascending {
-            return Err(corrupt(format!("malformed DDLink cache: {}'s sorted index is not sorted", o.name)));
+            return Err(corrupt(format!("malformed DDLink cache: {}'s sorted index is not sorted", shown(&o.name))));
         }
         first += o.entries.len();
     }
@@ -540,6 +586,30 @@ mod tests {
         }
     }
 
+    /// Each of the loader's header checks says which one failed.
+    #[test]
+    fn each_header_check_says_which_failed() {
+        let b = encode(&sample()).unwrap();
+        let msg = |d: &[u8]| decode(d).unwrap_err().msg;
+        // A header field set, the checksum made right again.
+        let with = |at: usize, v: u32| {
+            let mut d = b.clone();
+            d[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            let sum = checksum(&d);
+            set_le_u64(&mut d, CHECKSUM_AT, sum);
+            msg(&d)
+        };
+        assert_eq!(msg(&[]), "not a DDLink cache (the file is empty)");
+        assert_eq!(msg(b"xyz"), "not a DDLink cache (bad magic)");
+        assert_eq!(msg(&b[..5]), "truncated DDLink cache: 5 bytes, shorter than its header");
+        assert_eq!(msg(&b[..100]), "truncated DDLink cache: 100 bytes, shorter than its header");
+        assert!(with(12, 152).starts_with("DDLink cache header of 152 bytes, version 4's has 144"));
+        // The objects' offset (its low half) misaligned, the entries' count too large.
+        assert!(with(48, HEADER_SIZE as u32 + 4).contains("the object table's offset 0x94 is not 8-byte aligned"));
+        assert!(with(40, 1 << 20).contains("the entry table (1048576 records of 16 bytes at"));
+        assert!(with(HEADER_SIZE + 60, 33).contains("object 0's build ID length 33, more than 32"));
+    }
+
     #[test]
     fn the_name_hash_is_glibcs_gnu_hash() {
         // glibc's elf/tst-dl-hash.c vectors for _dl_new_hash.
@@ -559,10 +629,12 @@ mod tests {
         let mut c = sample();
         c.objects[0].entries[0].defsym = 10;
         let b = encode(&c).unwrap();
-        assert!(decode(&b).unwrap_err().msg.contains("outside a symbol table"));
+        let e = decode(&b).unwrap_err().msg;
+        assert!(e.contains("entry 0 names symbol 10 of") && e.contains(", past its"), "{e}");
         let mut c = sample();
         c.objects[0].entries[0].defobj = 3; // no such object
-        assert!(decode(&encode(&c).unwrap()).is_err());
+        let e = decode(&encode(&c).unwrap()).unwrap_err().msg;
+        assert!(e.contains("entry 0 names defining object 3, past the cache's 3 objects"), "{e}");
         let mut c = sample();
         c.scope = vec![0, 3]; // no such object
         assert!(decode(&encode(&c).unwrap()).unwrap_err().msg.contains("search list"));

@@ -55,16 +55,24 @@ pub struct Record {
 
 pub use crate::fsutil::hex;
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+/// A build ID field (`-`: none), or why it is not one.
+fn unhex(s: &str) -> std::result::Result<Vec<u8>, String> {
     if s == "-" {
-        return Some(Vec::new());
+        return Ok(Vec::new());
     }
     // Bytes, not chars: a non-ASCII character is not hex (slicing the str
     // by byte pairs would cut it).
-    if !s.len().is_multiple_of(2) || s.len() > 64 || !s.is_ascii() {
-        return None;
+    let shown: String = s.chars().take(80).collect();
+    if !s.is_ascii() || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("build ID `{shown}` is not hexadecimal"));
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+    if !s.len().is_multiple_of(2) {
+        return Err(format!("build ID `{shown}` has an odd number of digits"));
+    }
+    if s.len() > 64 {
+        return Err(format!("build ID of {} bytes, longer than the 32 a record holds", s.len() / 2));
+    }
+    Ok((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digits")).collect())
 }
 
 /// A record that is not what `bootlink ddlink record` writes.
@@ -80,14 +88,24 @@ impl Record {
 
     /// Parse a record; the message names the line that is wrong.
     pub fn parse(text: &str) -> std::result::Result<Record, Error> {
+        const FIRST: &str = "ddlink-record 1";
+        if text.is_empty() {
+            return Err(corrupt("not a DDLink record (the file is empty)"));
+        }
+        if !text.contains('\n') && FIRST.starts_with(text) && text != FIRST {
+            return Err(corrupt(format!("truncated record: {} bytes, it ends inside its first line", text.len())));
+        }
         let mut lines = text.lines().enumerate();
         match lines.next() {
-            Some((_, "ddlink-record 1")) => {}
+            Some((_, FIRST)) => {}
             Some((_, l)) if l.starts_with("ddlink-record ") => {
                 return Err(corrupt(format!("line 1: record version {}, this bootlink reads 1", &l[14..])));
             }
             _ => return Err(corrupt("not a DDLink record (no `ddlink-record 1` line)")),
         }
+        // The loader ends every line with a newline: a last line without
+        // one is where the file was cut.
+        let cut_at = (!text.ends_with('\n')).then(|| text.lines().count());
         let mut rec = Record {
             loader_build_id: Vec::new(),
             objects: Vec::new(),
@@ -98,28 +116,39 @@ impl Record {
         let mut ended = false;
         for (i, line) in lines {
             let n = i + 1;
-            let bad =
-                |what: &str| corrupt(format!("line {n}: {what}: `{}`", line.chars().take(120).collect::<String>()));
+            let shown = line.chars().take(120).collect::<String>();
+            let bad = |what: &str| {
+                if cut_at == Some(n) {
+                    corrupt(format!("truncated record: it ends inside line {n} (`{shown}`), with no `end` line"))
+                } else {
+                    corrupt(format!("line {n}: {what}: `{shown}`"))
+                }
+            };
             if ended {
-                return Err(bad("text after the end line"));
+                return Err(corrupt(format!("line {n}: text after the end line: `{shown}`")));
             }
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
             let nums = |k: usize| -> std::result::Result<Vec<u64>, Error> {
-                let v: Vec<u64> = rest.split(' ').take(k).map_while(|t| t.parse().ok()).collect();
-                if v.len() == k { Ok(v) } else { Err(bad("expected numbers")) }
+                let t: Vec<&str> = rest.split(' ').take(k).collect();
+                if t.len() < k || t.iter().any(|t| t.is_empty()) {
+                    return Err(bad(&if k == 1 {
+                        "expected a number".to_string()
+                    } else {
+                        format!("expected {k} numbers")
+                    }));
+                }
+                t.iter().map(|t| crate::fsutil::text_number(t, 10).map_err(|why| bad(&why))).collect()
             };
             match word {
-                "loader" => rec.loader_build_id = unhex(rest).ok_or_else(|| bad("bad build ID"))?,
+                "loader" => rec.loader_build_id = unhex(rest).map_err(|why| bad(&why))?,
                 "obj" => {
                     let mut f = rest.splitn(9, ' ');
-                    let v: Vec<u64> = f.by_ref().take(7).map_while(|t| t.parse().ok()).collect();
-                    if v.len() != 7 {
-                        return Err(bad("expected 7 numbers"));
-                    }
+                    let v: Vec<u64> = nums(7)?;
+                    f.by_ref().take(7).for_each(drop);
                     if v[0] != rec.objects.len() as u64 {
                         return Err(bad("objects out of order"));
                     }
-                    let id = f.next().and_then(unhex).ok_or_else(|| bad("bad build ID"))?;
+                    let id = unhex(f.next().ok_or_else(|| bad("no build ID"))?).map_err(|why| bad(&why))?;
                     let name = f.next().unwrap_or("").to_string();
                     rec.objects.push(RecObj {
                         flags: v[1] as u32,
@@ -138,7 +167,7 @@ impl Record {
                     rec.scope = rest
                         .split(' ')
                         .filter(|t| !t.is_empty())
-                        .map(|t| t.parse().map_err(|_| bad("bad object index")))
+                        .map(|t| crate::fsutil::text_field(t, "object index").map_err(|why| bad(&why)))
                         .collect::<std::result::Result<_, _>>()?;
                 }
                 "bind" => {
@@ -146,22 +175,26 @@ impl Record {
                     if t.len() != 5 {
                         return Err(bad("expected 5 fields"));
                     }
-                    let v = nums(3)?;
+                    let field = |k: usize, what: &str| -> std::result::Result<u32, Error> {
+                        crate::fsutil::text_field(t[k], what).map_err(|why| bad(&why))
+                    };
                     let def = match (t[3], t[4]) {
                         ("-", "-") => Def::Unresolved,
                         ("?", "-") => Def::Outside,
-                        (o, s) => Def::Sym {
-                            obj: o.parse().map_err(|_| bad("bad object index"))?,
-                            sym: s.parse().map_err(|_| bad("bad symbol index"))?,
-                        },
+                        (o @ ("-" | "?"), s) => {
+                            return Err(bad(&format!("defining symbol `{s}` of no defining object (`{o}`)")));
+                        }
+                        (o, "-") => return Err(bad(&format!("defining object `{o}` with no defining symbol (`-`)"))),
+                        _ => Def::Sym { obj: field(3, "object index")?, sym: field(4, "symbol index")? },
                     };
                     rec.binds.push(Bind {
-                        refobj: u32::try_from(v[0]).map_err(|_| bad("object index"))?,
-                        symidx: u32::try_from(v[1]).map_err(|_| bad("symbol index"))?,
-                        tclass: u8::try_from(v[2]).map_err(|_| bad("type class"))?,
+                        refobj: field(0, "object index")?,
+                        symidx: field(1, "symbol index")?,
+                        tclass: crate::fsutil::text_field(t[2], "type class").map_err(|why| bad(&why))?,
                         def,
                     });
                 }
+                "end" if rest.is_empty() => return Err(bad("an `end` line without its count of lookups")),
                 "end" => {
                     rec.lookups = nums(1)?[0];
                     ended = true;
@@ -253,7 +286,7 @@ end 3\n";
     fn a_non_ascii_build_id_is_refused() {
         let bad = GOOD.replace("abcd /usr/bin/prog", "ab\u{fffd}/usr/bin/prog");
         assert!(Record::parse(&bad).is_err());
-        assert_eq!(unhex("a\u{e9}b"), None);
+        assert!(unhex("a\u{e9}b").unwrap_err().contains("not hexadecimal"));
     }
 
     #[test]
@@ -265,5 +298,43 @@ end 3\n";
         assert!(Record::parse(&bad).unwrap_err().msg.contains("does not list"));
         let bad = GOOD.replace("bind 0 3 1 2 7", "bind 0 x 1 2 7");
         assert!(Record::parse(&bad).unwrap_err().msg.starts_with("line 7"));
+    }
+
+    /// A record cut anywhere before its `end` line says it is truncated,
+    /// also when the cut leaves half a line; an empty file says so.
+    #[test]
+    fn a_cut_record_is_truncated_wherever_the_cut_is() {
+        let end = GOOD.find("end").unwrap();
+        for cut in 1..end {
+            let e = Record::parse(&GOOD[..cut]).unwrap_err().msg;
+            assert!(e.contains("truncated record"), "cut at {cut}: {e}");
+        }
+        let e = Record::parse(&GOOD[..GOOD.find("2049").unwrap() + 2]).unwrap_err().msg;
+        assert_eq!(e, "truncated record: it ends inside line 3 (`obj 0 2 20`), with no `end` line");
+        assert_eq!(Record::parse("").unwrap_err().msg, "not a DDLink record (the file is empty)");
+    }
+
+    /// Each field that is no number, or too large for its field, is named.
+    #[test]
+    fn numbers_too_large_or_not_numbers_are_named() {
+        let cases = [
+            ("bind 0 3 1 2 7", "bind 0 3 300 2 7", "line 7: type class 300 does not fit 8 bits"),
+            ("bind 0 3 1 2 7", "bind 4294967296 3 1 2 7", "object index 4294967296 does not fit 32 bits"),
+            ("bind 0 3 1 2 7", "bind 0 -1 1 2 7", "symbol index `-1` is not a decimal number"),
+            ("bind 2 4 0 - -", "bind 2 4 0 - 9", "defining symbol `9` of no defining object (`-`)"),
+            ("bind 2 4 0 - -", "bind 2 4 0 9 -", "defining object `9` with no defining symbol (`-`)"),
+            ("end 3", "end 18446744073709551616", "`18446744073709551616` does not fit 64 bits"),
+            ("obj 1 4 0 0", "obj 1 4 0x0 0", "line 4: `0x0` is not a decimal number"),
+            (" abcd /usr/bin/prog\n", "\n", "line 3: no build ID"),
+            (
+                "abcd /usr",
+                "abcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdab /usr",
+                "build ID of 33 bytes",
+            ),
+        ];
+        for (from, to, want) in cases {
+            let e = Record::parse(&GOOD.replace(from, to)).unwrap_err().msg;
+            assert!(e.contains(want), "{to}: {e}");
+        }
     }
 }

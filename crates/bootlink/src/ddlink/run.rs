@@ -133,8 +133,16 @@ pub(super) fn scratch() -> Result<tempfile::TempDir> {
     tempfile::Builder::new().prefix("bootlink-ddlink-").tempdir().map_err(|e| Error::io(&std::env::temp_dir(), e))
 }
 
+/// `path` is a regular file (through its links); a path that is there but
+/// is something else (a directory, a FIFO) is refused saying what it is.
 fn need_file(path: &Path, what: &str) -> Result<()> {
-    if path.is_file() { Ok(()) } else { Err(Error::file(Kind::Io, path, format!("{what}: no such file"))) }
+    match std::fs::metadata(path) {
+        Err(_) => Err(Error::file(Kind::Io, path, format!("{what}: no such file"))),
+        Ok(meta) => match crate::fsutil::not_regular(&meta) {
+            None => Ok(()),
+            Some(is) => Err(Error::file(Kind::Io, path, format!("{what} {is}"))),
+        },
+    }
 }
 
 /// The cache at `path`, decoded: a damaged or foreign file is refused in
@@ -235,9 +243,8 @@ impl VerifyReport {
 /// up as usual (the normal result is applied) and differences reported.
 pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyReport, RunOutput)> {
     need_file(loader, "the patched ld.so")?;
-    need_file(cache, "the DDLink cache")?;
-    // A damaged cache is refused here in one line, as `status` does; the
-    // loader would only fall back to loading as usual.
+    // A missing, non-regular or damaged cache is refused here in one line,
+    // as `status` does; the loader would only fall back to loading as usual.
     read_cache(cache)?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");

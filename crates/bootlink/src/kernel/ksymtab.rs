@@ -133,6 +133,9 @@ fn table<'d>(elf: &Elf<'d>, name: &str) -> std::result::Result<Option<Table<'d>>
 /// Read every export of a linked vmlinux, with its GPL flag, namespace and
 /// modversions CRC.
 pub fn read_exports(elf: &Elf) -> std::result::Result<(Vec<Export>, EntryFormat), Error> {
+    if let Some(why) = elf.no_section_headers() {
+        return Err(corrupt(format!("{why}, so no __ksymtab_strings: bootlink reads the exports from those sections")));
+    }
     let strings_sh: &Shdr = elf
         .section("__ksymtab_strings")
         .ok_or_else(|| {

@@ -162,7 +162,13 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> 
     // An x86 boot sector (boot_flag 0xAA55) without the "HdrS" boot header
     // is a damaged bzImage, not another wrapper to search for a stream: the
     // boot loader would not start it.
-    if data.get(0x1fe..0x200) == Some(&[0x55, 0xaa]) && data.len() > BZIMAGE_MAGIC_OFFSET {
+    if data.get(0x1fe..0x200) == Some(&[0x55, 0xaa]) {
+        if data.len() < BZIMAGE_MAGIC_OFFSET + 4 {
+            return Err(corrupt(format!(
+                "truncated bzImage: {} bytes, an x86 boot sector that ends before its \"HdrS\" boot header",
+                data.len()
+            )));
+        }
         return Err(corrupt("damaged bzImage: an x86 boot sector without the \"HdrS\" boot header"));
     }
     let kind = Compression::detect(&data);
@@ -202,12 +208,19 @@ pub fn bzimage_payload_bytes(data: &[u8]) -> std::result::Result<Option<&[u8]>, 
         None => return Ok(None),
     };
     let (Some(off), Some(len)) = (elf::read_u32(data, 0x248), elf::read_u32(data, 0x24c)) else {
-        return Err(corrupt("truncated bzImage header"));
+        return Err(corrupt(format!("truncated bzImage: {} bytes, it ends inside its boot header", data.len())));
     };
     let start = (setup_sects + 1) * 512 + off as usize;
     let end = start.saturating_add(len as usize);
+    // The file cut short and a damaged header (setup_sects, the payload's
+    // offset or length) look alike from here: both are said.
     let payload = data.get(start..end).ok_or_else(|| {
-        corrupt(format!("truncated bzImage: payload at {start}..{end} but the file has {} bytes", data.len()))
+        corrupt(format!(
+            "truncated or corrupt bzImage: its boot header places the payload at {start:#x}..{end:#x} \
+             (setup_sects {setup_sects}, payload_offset {off:#x}, payload_length {len:#x}), past the end of \
+             the file ({:#x} bytes)",
+            data.len()
+        ))
     })?;
     Ok(Some(payload))
 }
@@ -533,7 +546,30 @@ mod tests {
         image.extend(compress::compress(&vmlinux, Compression::Xz).unwrap());
         assert!(matches!(find_vmlinux(image.clone().into()), Ok(Vmlinux { source: Source::Compressed { .. }, .. })));
         image[0x1fe..0x200].copy_from_slice(&[0x55, 0xaa]);
-        let err = find_vmlinux(image.into()).err().expect("refused");
+        let err = find_vmlinux(image.clone().into()).err().expect("refused");
         assert!(err.msg.contains("HdrS"), "{err}");
+        // Cut before the boot header: truncated, not a header damaged.
+        let err = find_vmlinux(image[..0x204].to_vec().into()).err().expect("refused");
+        assert!(err.msg.starts_with("truncated bzImage: 516 bytes,"), "{err}");
+    }
+
+    /// A boot header that places the payload past the end of the file: the
+    /// file is cut short or the header damaged, and the line says both and
+    /// the header's fields.
+    #[test]
+    fn a_payload_past_the_end_names_the_header_fields() {
+        let mut image = vec![0u8; 0x1000];
+        image[0x1f1] = 3;
+        image[0x202..0x206].copy_from_slice(b"HdrS");
+        image[0x248..0x24c].copy_from_slice(&0x100u32.to_le_bytes());
+        image[0x24c..0x250].copy_from_slice(&0x2000u32.to_le_bytes());
+        let err = bzimage_payload_bytes(&image).expect_err("refused");
+        assert_eq!(
+            err.msg,
+            "truncated or corrupt bzImage: its boot header places the payload at 0x900..0x2900 (setup_sects 3, \
+             payload_offset 0x100, payload_length 0x2000), past the end of the file (0x1000 bytes)"
+        );
+        let err = bzimage_payload_bytes(&image[..0x220]).expect_err("refused");
+        assert_eq!(err.msg, "truncated bzImage: 544 bytes, it ends inside its boot header");
     }
 }

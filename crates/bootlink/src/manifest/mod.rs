@@ -269,9 +269,10 @@ fn checked_digest(k: &crate::kernel::KernelImage, hash: Hash, path: &Path) -> Re
     Ok(hash.digest(&bytes))
 }
 
-/// Where `__modhashes` lies in a vmlinux image: (file offset, size).
-fn section_range(data: &[u8], path: &Path) -> Result<(usize, usize)> {
-    let elf = Elf::parse_for(data, Want::Executable, crate::elf::ANALYSED_MACHINES).map_err(|e| e.at(path))?;
+/// Where `__modhashes` lies in a vmlinux image of one of `machines`: (file
+/// offset, size).
+fn section_range(data: &[u8], path: &Path, machines: &'static [object::elf::Machine]) -> Result<(usize, usize)> {
+    let elf = Elf::parse_for(data, Want::Executable, machines).map_err(|e| e.at(path))?;
     elf.reserved_range(SECTION).map_err(|e| e.at(path))?.ok_or_else(|| {
         Error::file(
             Kind::WrongKernel,
@@ -294,7 +295,7 @@ pub struct FillReport {
 /// (atomically; `out` may be `vmlinux` itself).
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
     let data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
-    let (off, size) = section_range(&data, vmlinux)?;
+    let (off, size) = section_range(&data, vmlinux, crate::elf::ANALYSED_MACHINES)?;
     put_and_write(data, off, size, manifest, vmlinux, out)
 }
 
@@ -342,10 +343,17 @@ pub(crate) fn put(data: &mut [u8], off: usize, size: usize, manifest: &Manifest,
 /// (its payload decompressed: the stripped vmlinux keeps the section).
 pub fn read(vmlinux: &Path) -> Result<Option<Manifest>> {
     let mut data = crate::fsutil::map_file(vmlinux)?;
+    let mut machines = crate::elf::ANALYSED_MACHINES;
     if !data.starts_with(&object::elf::ELFMAG) {
-        data = crate::kernel::find_vmlinux(data).map_err(|e| e.at(vmlinux))?.data;
+        let found = crate::kernel::find_vmlinux(data).map_err(|e| e.at(vmlinux))?;
+        // An x86 boot image boots an x86-64 kernel: another machine's
+        // vmlinux in one is a damaged image, not a kernel to read.
+        if matches!(found.source, crate::kernel::Source::BzImage { .. }) {
+            machines = &[object::elf::EM_X86_64];
+        }
+        data = found.data;
     }
-    let (off, size) = section_range(&data, vmlinux)?;
+    let (off, size) = section_range(&data, vmlinux, machines)?;
     decoded(&data[off..off + size], vmlinux)
 }
 

@@ -79,11 +79,7 @@ impl DataObjects {
         let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(path))?;
         let syms = parsed.symbols().map_err(|m| m.at(path))?;
         if syms.is_empty() {
-            return Err(Error::file(
-                Kind::Unsupported,
-                path,
-                "no symbol table (.symtab): link the program without stripping it (no -s)",
-            ));
+            return Err(super::symbols::no_symbol_table(&parsed, path));
         }
         let mut sections = Vec::new();
         let mut by_index: HashMap<usize, usize> = HashMap::new();

@@ -54,6 +54,19 @@ pub struct Functions {
     pub duplicated: HashSet<String>,
 }
 
+/// The refusal of a program with no symbol table: one that has no section
+/// headers at all is damaged or stripped of them, not only linked with -s.
+pub(crate) fn no_symbol_table(parsed: &Elf, path: &Path) -> Error {
+    match parsed.no_section_headers() {
+        Some(why) => Error::file(Kind::Format, path, format!("{why}, so no symbol table (.symtab)")),
+        None => Error::file(
+            Kind::Unsupported,
+            path,
+            "no symbol table (.symtab): link the program without stripping it (no -s)",
+        ),
+    }
+}
+
 impl Functions {
     /// Read `path`'s function symbols (`.symtab`).
     pub fn read(path: &Path) -> Result<Functions> {
@@ -61,11 +74,7 @@ impl Functions {
         let parsed = Elf::parse(&data, Want::Dynamic).map_err(|m| m.at(path))?;
         let syms = parsed.symbols().map_err(|m| m.at(path))?;
         if syms.is_empty() {
-            return Err(Error::file(
-                Kind::Unsupported,
-                path,
-                "no symbol table (.symtab): link the program without stripping it (no -s)",
-            ));
+            return Err(super::symbols::no_symbol_table(&parsed, path));
         }
         let phdrs = parsed
             .header

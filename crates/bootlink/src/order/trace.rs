@@ -38,14 +38,24 @@ fn corrupt(msg: impl Into<String>) -> Error {
 impl Trace {
     /// Parse a trace; the message names the line.
     pub fn parse(text: &str) -> std::result::Result<Trace, Error> {
+        const FIRST: &str = "bl-trace 1";
+        if text.is_empty() {
+            return Err(corrupt("not a bl-trace file (the file is empty)"));
+        }
+        if !text.contains('\n') && FIRST.starts_with(text) && text != FIRST {
+            return Err(corrupt(format!("truncated trace: {} bytes, it ends inside its first line", text.len())));
+        }
         let mut lines = text.lines().enumerate();
         match lines.next() {
-            Some((_, "bl-trace 1")) => {}
+            Some((_, FIRST)) => {}
             Some((_, l)) if l.starts_with("bl-trace ") => {
                 return Err(corrupt(format!("line 1: trace version `{l}`, this bootlink reads `bl-trace 1`")));
             }
             _ => return Err(corrupt("not a bl-trace file (no `bl-trace 1` header)")),
         }
+        // bl-trace ends every line with a newline: a last line without one
+        // is where the file was cut.
+        let cut_at = (!text.ends_with('\n')).then(|| text.lines().count());
         let mut t = Trace { objects: Vec::new(), calls: Vec::new(), total_calls: 0, overflow: false };
         let mut ended = false;
         for (i, line) in lines {
@@ -53,19 +63,29 @@ impl Trace {
             if ended {
                 return Err(corrupt(format!("line {n}: text after the `end` line")));
             }
-            let bad = || corrupt(format!("line {n}: malformed `{}`", line.chars().take(60).collect::<String>()));
-            let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
+            let shown = line.chars().take(60).collect::<String>();
+            // `why`: what is wrong with the line (None: its shape).
+            let bad = |why: Option<String>| {
+                corrupt(match why {
+                    _ if cut_at == Some(n) => {
+                        format!("truncated trace: it ends inside line {n} (`{shown}`), with no `end` line")
+                    }
+                    Some(why) => format!("line {n}: {why}: `{shown}`"),
+                    None => format!("line {n}: malformed `{shown}`"),
+                })
+            };
+            let number = |s: &str, radix: u32| crate::fsutil::text_number(s, radix).map_err(|why| bad(Some(why)));
             let mut w = line.splitn(3, ' ');
             match (w.next(), w.next(), w.next()) {
                 (Some("object"), Some(bias), Some(path)) => {
-                    t.objects.push(TraceObject { bias: hex(bias)?, path: path.to_string() })
+                    t.objects.push(TraceObject { bias: number(bias, 16)?, path: path.to_string() })
                 }
-                (Some("fn"), Some(a), None) => t.calls.push((hex(a)?, n)),
+                (Some("fn"), Some(a), None) => t.calls.push((number(a, 16)?, n)),
                 (Some("overflow"), None, None) => t.overflow = true,
                 (Some("end"), Some(count), Some(total)) => {
-                    let count: usize = count.parse().map_err(|_| bad())?;
-                    t.total_calls = total.parse().map_err(|_| bad())?;
-                    if count != t.calls.len() {
+                    let count = number(count, 10)?;
+                    t.total_calls = number(total, 10)?;
+                    if count != t.calls.len() as u64 {
                         return Err(corrupt(format!(
                             "line {n}: the end line counts {count} functions, the trace has {}: truncated or edited",
                             t.calls.len()
@@ -73,7 +93,7 @@ impl Trace {
                     }
                     ended = true;
                 }
-                _ => return Err(bad()),
+                _ => return Err(bad(None)),
             }
         }
         if !ended {
@@ -122,5 +142,22 @@ mod tests {
         assert!(Trace::parse(&GOOD.replace("fn 555555555150", "fn zz")).unwrap_err().msg.contains("line 5"));
         assert!(Trace::parse("hello").unwrap_err().msg.contains("not a bl-trace"));
         assert!(Trace::parse(&format!("{GOOD}fn 1\n")).unwrap_err().msg.contains("after the `end`"));
+    }
+
+    /// A trace cut anywhere before its `end` line says it is truncated,
+    /// also inside a line; an empty file says so; a number that does not
+    /// fit is named.
+    #[test]
+    fn a_cut_trace_is_truncated_and_numbers_are_named() {
+        let end = GOOD.find("end").unwrap();
+        for cut in 1..end {
+            let e = Trace::parse(&GOOD[..cut]).unwrap_err().msg;
+            assert!(e.starts_with("truncated trace"), "cut at {cut}: {e}");
+        }
+        assert_eq!(Trace::parse("").unwrap_err().msg, "not a bl-trace file (the file is empty)");
+        let e = Trace::parse(&GOOD.replace("fn 555555555150", "fn 1ffffffffffffffff")).unwrap_err().msg;
+        assert_eq!(e, "line 5: `1ffffffffffffffff` does not fit 64 bits: `fn 1ffffffffffffffff`");
+        let e = Trace::parse(&GOOD.replace("end 2 40", "end 2 -1")).unwrap_err().msg;
+        assert_eq!(e, "line 6: `-1` is not a decimal number: `end 2 -1`");
     }
 }
