@@ -19,6 +19,7 @@ mod init_boot;
 mod kernel_build_arm64;
 mod kernel_configs;
 mod kernel_debian_config;
+mod kmod_selftest;
 mod lab_debian_612;
 mod lab_distro;
 mod lava_uboot;
