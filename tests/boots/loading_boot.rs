@@ -288,8 +288,7 @@ grep -e 'Duplicates during init' -e 'Dups during init' /sys/kernel/debug/modules
     // init's error (ENODEV, "No such device"), having waited; the init ran
     // once and the module is absent.
     for who in ["first", "dup1", "dup2"] {
-        let lines: Vec<&str> =
-            text.lines().filter_map(|l| l.strip_prefix(&format!("DUPFAIL {who} "))).collect();
+        let lines: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix(&format!("DUPFAIL {who} "))).collect();
         assert!(lines.iter().any(|l| l.contains("No such device")), "{who}: {lines:?}\n{text}");
         assert_eq!(lines.last(), Some(&"RC 1"), "{who}: {lines:?}");
     }
