@@ -12,8 +12,8 @@
 //!
 //! The script, test_kmod.c and test_module.c come from the line's
 //! linux-source tarball, as they are; the two modules are built out of tree
-//! against each kernel (the self-built object tree, Debian's headers). The
-//! guest is a busybox initramfs with bash, kmod (modprobe) and capsh from
+//! once against the patched kernel's object tree for both self-built
+//! kernels, and against Debian's headers for Debian's kernel. The guest is a busybox initramfs with bash, kmod (modprobe) and capsh from
 //! the host, and a module tree indexed by depmod.
 //!
 //! The clock is the lab's instruction-counted one (-icount, one CPU), not
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use bootlink::kmod::ModTree;
 use bootlink_lab::lab::{Initramfs, QemuOptions, busybox, initramfs, qemu};
+use bootlink_lab::workload::modules::stage_module_tree;
 
 /// The modules kmod.sh asks for beside its two test modules (its `config`
 /// file: CONFIG_XFS_FS, CONFIG_TUN, CONFIG_BTRFS_FS).
@@ -52,9 +53,9 @@ const NAMED_DIFFERENCES: &[(&str, &str, &str)] = &[(
     "6.1",
     "0009",
     "62 threads' get_fs_type(\"xfs\"): on stock one got no file system back (-EINVAL) after modprobe \
-     returned, in each run here (2 of 2 on the lab config, 1 of 1 on Debian's kernel); the patched kernel \
-     passed all 10 of 0009's runs in each of its 2 runs. kmod's modprobe counts a module whose init runs (COMING) as loaded and returns \
-     at once, before xfs's init has registered the file system; the patched kernel's shorter COMING \
+     returned, in each run here (2 of 2 on the lab config, 1 of 1 on Debian's kernel); the patched \
+     kernel passed all 10 of 0009's runs in each of its 2 runs. kmod's modprobe counts a module whose \
+     init runs (COMING) as loaded and returns at once, before xfs's init has registered the file system; the patched kernel's shorter COMING \
      window (less work before the init) is the likely reason it is not hit, not established",
 )];
 
@@ -112,41 +113,16 @@ fn test_modules(work: &Path, src: &Path, kdir: &Path) -> Vec<PathBuf> {
     ["test_kmod.ko", "test_module.ko"].iter().map(|k| work.join(k)).collect()
 }
 
-/// Every file under `dir` into the initramfs at its path below `root`.
-fn add_tree(ir: &mut Initramfs, root: &Path, dir: &Path) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            add_tree(ir, root, &p);
-        } else {
-            ir.copy_file(&format!("/{}", p.strip_prefix(root).unwrap().display()), &p);
-        }
-    }
-}
-
 /// Boot `kernel` with `tree`'s modules of [`ASKED_FOR`] (and what they
 /// need) and the two test modules under extra/, and run kmod.sh.
 fn run(dir: &Path, src: &Path, kernel: &Path, tree: &ModTree, release: &str, tests: &[PathBuf], cmdline: &str) -> Ran {
-    let root = dir.join("root");
-    let mods = root.join("lib/modules").join(release);
     let plan = tree.resolve(&ASKED_FOR).unwrap();
-    for e in plan.entries() {
-        let rel = e.path.strip_prefix(tree.root()).unwrap();
-        let dest = mods.join(rel);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(&e.path, &dest).unwrap();
-    }
-    std::fs::create_dir_all(mods.join("extra")).unwrap();
-    for t in tests {
-        std::fs::copy(t, mods.join("extra").join(t.file_name().unwrap())).unwrap();
-    }
-    for f in ["modules.builtin", "modules.builtin.modinfo", "modules.order"] {
-        let s = tree.root().join(f);
-        if s.is_file() {
-            std::fs::copy(&s, mods.join(f)).unwrap();
-        }
-    }
-    common::sh("depmod", &["-b", root.to_str().unwrap(), release]);
+    let files = plan
+        .entries()
+        .into_iter()
+        .map(|e| (e.path.strip_prefix(tree.root()).unwrap().display().to_string(), e.path.clone()))
+        .chain(tests.iter().map(|t| (format!("extra/{}", t.file_name().unwrap().to_string_lossy()), t.clone())));
+    let mods = stage_module_tree(&dir.join("root"), release, tree.root(), files).unwrap();
 
     let mut ir = Initramfs::new(busybox::busybox().unwrap());
     // What kmod.sh calls besides bash, kmod and capsh.
@@ -161,7 +137,7 @@ fn run(dir: &Path, src: &Path, kernel: &Path, tree: &ModTree, release: &str, tes
     {
         ir.symlink(link, to);
     }
-    add_tree(&mut ir, &root, &root.join("lib/modules"));
+    ir.copy_tree(&format!("/lib/modules/{release}"), &mods);
     ir.copy_file("/kmod/kmod.sh", src.join("tools/testing/selftests/kmod/kmod.sh"));
     ir.copy_file("/kmod/config", src.join("tools/testing/selftests/kmod/config"));
     // Each test ID on its own (`-t ID`: the script's recommended count),

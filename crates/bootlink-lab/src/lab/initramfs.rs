@@ -258,7 +258,7 @@ impl Initramfs {
 
     /// A host directory tree (files, directories, symlinks) at `dest`,
     /// e.g. `copy_tree("/lib/modules/6.1.0-56-amd64", modules_dir)`.
-    pub(crate) fn copy_tree(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
+    pub fn copy_tree(&mut self, dest: &str, src: impl Into<PathBuf>) -> &mut Self {
         self.extra.push((dest.to_string(), Node::Tree(src.into())));
         self
     }

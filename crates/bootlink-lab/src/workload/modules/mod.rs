@@ -190,27 +190,43 @@ pub(crate) fn guest_path(name: &str, compression: Compression) -> String {
 /// The set's modules at their paths in a `lib/modules/<release>` tree with
 /// depmod's indexes, for kmod to find by name.
 fn module_tree(x: &Extras, work: &Path) -> Result<std::path::PathBuf> {
-    let root = work.join("kmod-root");
-    let dir = root.join("lib/modules").join(x.release);
-    for (rel, file) in x.rels.iter().map(|(r, f)| (Path::new(r), f)) {
+    let files = x.rels.iter().map(|(r, f)| {
         // The tree's name with the suffix of the variant's compression (a
         // compressed tree's modules are plain unless compress: says).
+        let rel = Path::new(r);
         let name = rel.to_string_lossy();
         let plain = name.strip_suffix(Compression::of_module_name(rel).suffix()).unwrap_or(&name);
-        let dest = dir.join(format!("{plain}{}", x.compression.suffix()));
+        (format!("{plain}{}", x.compression.suffix()), f.clone())
+    });
+    stage_module_tree(&work.join("kmod-root"), x.release, x.tree, files)
+}
+
+/// A `ROOT/lib/modules/RELEASE` tree for kmod: each (path in the tree,
+/// file) copied in, `tree`'s modules.builtin, modules.builtin.modinfo and
+/// modules.order beside them, indexed with `depmod -b ROOT RELEASE`;
+/// returns the `lib/modules/RELEASE` directory.
+pub fn stage_module_tree(
+    root: &Path,
+    release: &str,
+    tree: &Path,
+    files: impl IntoIterator<Item = (String, std::path::PathBuf)>,
+) -> Result<std::path::PathBuf> {
+    let dir = root.join("lib/modules").join(release);
+    for (rel, file) in files {
+        let dest = dir.join(rel);
         if let Some(p) = dest.parent() {
             std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
         }
-        std::fs::copy(file, &dest).map_err(|e| Error::io(file, e))?;
+        std::fs::copy(&file, &dest).map_err(|e| Error::io(&file, e))?;
     }
     for f in ["modules.builtin", "modules.builtin.modinfo", "modules.order"] {
-        let src = x.tree.join(f);
+        let src = tree.join(f);
         if src.is_file() {
             std::fs::copy(&src, dir.join(f)).map_err(|e| Error::io(&src, e))?;
         }
     }
     crate::lab::run_tool(
-        std::process::Command::new("depmod").arg("-b").arg(&root).arg(x.release),
+        std::process::Command::new("depmod").arg("-b").arg(root).arg(release),
         "indexing the set's modules for kmod (depmod)",
         "kmod",
     )?;
