@@ -17,6 +17,7 @@ mod compress_hash_read;
 mod ddlink_seed;
 mod init_boot;
 mod kernel_build_arm64;
+mod kernel_build_stopped;
 mod kernel_configs;
 mod kernel_debian_config;
 mod kmod_selftest;

@@ -65,6 +65,42 @@ pub fn exists(prog: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
 }
 
+/// Make `cmd`'s process live no longer than the thread that starts it and
+/// hold `lock` while it and its descendants run.
+///
+/// A build's make outlives a bootlink that is killed (SIGTERM from a test
+/// harness, `kill`, a CI timeout: only a terminal's Ctrl-C reaches the
+/// whole process group), and its compilers then go on writing into an
+/// object tree the next build, which took the lock the dead bootlink
+/// released, is writing into too. So the child gets SIGTERM when its
+/// parent dies (GNU make passes SIGTERM on to its jobs and removes their
+/// half-made targets), and the lock's open file is inherited (not closed
+/// on exec): the lock is held until the last process that has it exits,
+/// whoever started them.
+pub(crate) fn tie_to_caller(cmd: &mut Command, lock: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = lock.as_raw_fd();
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec the closure calls only prctl, getppid
+    // and fcntl, which are async-signal-safe, and touches no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the prctl: nothing would signal us.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +138,60 @@ mod tests {
             }
             other => panic!("not Failed: {other:?}"),
         }
+    }
+
+    /// Is process `pid` gone (or a zombie no one waits for)?
+    fn gone(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+            .unwrap_or(true)
+    }
+
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let t0 = std::time::Instant::now();
+        while !cond() {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "still not true after 10 s: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// A tied child holds the lock while it (and what it starts) runs, and
+    /// is stopped when the thread that started it goes away without waiting
+    /// for it, as a killed bootlink would.
+    #[test]
+    fn a_tied_child_holds_the_lock_and_dies_with_its_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".lock");
+        let lock = std::fs::File::create(&path).unwrap();
+        lock.lock().unwrap();
+        let pidfile = dir.path().join("grandchild");
+        let (lock2, pidfile2) = (lock.try_clone().unwrap(), pidfile.clone());
+        // A shell that starts a grandchild (make's compiler) and waits.
+        let child = std::thread::spawn(move || {
+            let mut c = Command::new("sh");
+            c.args(["-c", "sleep 60 & echo $! > \"$0\"; wait", pidfile2.to_str().unwrap()]);
+            tie_to_caller(&mut c, &lock2);
+            let child = c.spawn().unwrap();
+            let id = child.id();
+            while !pidfile2.is_file() || std::fs::read_to_string(&pidfile2).unwrap().trim().is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            // Returning drops the Child without waiting: the thread exits.
+            id
+        })
+        .join()
+        .unwrap();
+        let grandchild: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        drop(lock);
+        // The shell died with its caller; the lock is still held by the
+        // grandchild, which inherited it.
+        wait_until("the tied shell died with its caller", || gone(child));
+        let other = std::fs::File::create(&path).unwrap();
+        assert!(!gone(grandchild), "the grandchild runs on");
+        assert!(other.try_lock().is_err(), "the lock is held while a process that inherited it runs");
+        unsafe { libc::kill(grandchild as libc::pid_t, libc::SIGKILL) };
+        wait_until("the grandchild is gone", || gone(grandchild));
+        wait_until("the lock is free once the last holder exits", || other.try_lock().is_ok());
     }
 }
 

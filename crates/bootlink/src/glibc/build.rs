@@ -82,12 +82,16 @@ pub(crate) struct Env<'a> {
     /// Paths below it reach ccache relative to the working directory, so
     /// the same source file hits in another key's directory.
     pub ccache_base: &'a Path,
+    /// The build's lock, held by configure and make too (a killed bootlink's
+    /// make stops, and no other build starts while any of its jobs runs).
+    pub lock: &'a std::fs::File,
 }
 
 impl Env<'_> {
     fn command(&self, prog: &Path) -> Command {
         let mut c = Command::new(prog);
         c.current_dir(self.build).env("LC_ALL", "C").env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD");
+        hosttool::tie_to_caller(&mut c, self.lock);
         if let Some(dir) = self.ccache_dir {
             c.env("CC", "ccache gcc")
                 .env("CXX", "ccache g++")

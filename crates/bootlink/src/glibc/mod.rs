@@ -193,6 +193,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         jobs: opts.jobs,
         ccache_dir: hosttool::exists("ccache").then_some(ccache_dir.as_path()),
         ccache_base: &keydir,
+        lock: &lock,
     };
     let configure = build::configure_args(&prefix.to_string_lossy(), &version);
     progress::status(&format!("building glibc {version} in {} (log: {})", builddir.display(), log.display()));

@@ -27,6 +27,9 @@ pub(crate) struct Env<'a> {
     /// `NAME=VALUE` arguments a build flavour adds to every make call
     /// (`# bootlink-make:` lines; the `none` flavour's KGZIP).
     pub make_vars: Vec<String>,
+    /// The kernel build's lock, held by make and its jobs too (see
+    /// [`hosttool::tie_to_caller`]).
+    pub lock: &'a std::fs::File,
 }
 
 /// `bootlink symhash --vmlinux`, as a command line for KSYMHASH: this
@@ -63,6 +66,7 @@ impl Env<'_> {
 
     fn command(&self, targets: &[&str]) -> Command {
         let mut c = Command::new("make");
+        hosttool::tie_to_caller(&mut c, self.lock);
         c.current_dir(self.tree).arg(format!("O={}", self.obj.display())).arg(format!("-j{}", self.jobs.max(1)));
         let cross = self.arch.cross_compile();
         if !cross.is_empty() {

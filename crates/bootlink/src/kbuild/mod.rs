@@ -477,14 +477,14 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         ));
     }
     let kbuild = cache.join("kbuild");
-    let _lock = lock_kbuild(&kbuild)?;
+    let lock = lock_kbuild(&kbuild)?;
     // Another process may have built it while we waited.
     if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
         return Ok(b);
     }
     crate::buildlog::failed_earlier("kernel", &keyed.key)?;
     check_tools(opts)?;
-    let (tree, obj) = prepare_tree(opts, &kbuild, &series, &keyed.version, &inputs.obj_text)?;
+    let (tree, obj) = prepare_tree(opts, &kbuild, &series, &keyed.version, &inputs.obj_text, &lock)?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
     let env = make::Env {
@@ -496,6 +496,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         arch: opts.arch,
         symhash_hook: Some(make::symhash_hook()?),
         make_vars: inputs.make_vars.clone(),
+        lock: &lock,
     };
     let done = configure_obj(opts, &env, &inputs, &keyed, &log)
         .and_then(|()| compile(opts, &env, &keyed.key, &log))
@@ -664,9 +665,10 @@ fn prepare_tree(
     series: &Series,
     version: &str,
     obj_text: &[u8],
+    lock: &std::fs::File,
 ) -> Result<(PathBuf, PathBuf)> {
     let tree = source::unpacked(kbuild, opts.line, version)?;
-    let (reverted, applied) = source::apply_series(&tree, series, opts.line, version)?;
+    let (reverted, applied) = source::apply_series(&tree, series, opts.line, version, lock)?;
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }

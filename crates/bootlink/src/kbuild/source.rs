@@ -8,6 +8,12 @@
 //! ones it does not share with the old one (newest first) before applying
 //! its own. A patch that does not apply is refused with `patch`'s reasons,
 //! and the tree is left with the record matching what is applied.
+//!
+//! While `patch` applies or reverts one, its record is named
+//! `.inflight-<name>`: a build stopped then (killed, the machine lost)
+//! leaves that name, and the next build finds out from the tree itself
+//! whether the patch is in (the record is kept), out (it is dropped) or
+//! half in (refused: the tree must be unpacked again).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +27,8 @@ use crate::{fsutil, hosttool};
 
 const UNPACKED_MARK: &str = ".bootlink-unpacked";
 const APPLIED_DIR: &str = ".bootlink-applied";
+/// The prefix of a record whose patch `patch` is applying or reverting.
+const INFLIGHT: &str = ".inflight-";
 
 /// The installed source package's version; installs the package with apt
 /// when it is missing (as root) or says how to.
@@ -140,9 +148,12 @@ pub(crate) fn applied_state(tree: &Path) -> Result<String> {
 
 /// `patch -p1` in `tree`; a failure says why in `patch`'s words (Build), a
 /// missing `patch` is a Tool error.
-fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
+fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool, lock: &std::fs::File) -> Result<()> {
     let mut c = Command::new("patch");
-    c.current_dir(tree).args(["-p1", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
+    hosttool::tie_to_caller(&mut c, lock);
+    // No fuzz: a patch applies exactly where its context says or not at
+    // all (with fuzz, one found half applied would "apply" again).
+    c.current_dir(tree).args(["-p1", "-s", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
     if reverse {
         c.arg("-R");
     } else {
@@ -160,11 +171,57 @@ fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool) -> Result<()> {
     Err(Error::new(Kind::Build, lines.join("; ")))
 }
 
+/// Settle what a stopped build left in flight: a patch found wholly in
+/// the tree gets its record back, one wholly out loses it, and one half
+/// in (`patch` itself stopped midway) is an error naming the tree.
+/// Returns the names settled, with whether each was found applied.
+fn settle_inflight(tree: &Path, lock: &std::fs::File) -> Result<Vec<(String, bool)>> {
+    let record = tree.join(APPLIED_DIR);
+    let mut found: Vec<PathBuf> = match std::fs::read_dir(&record) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(INFLIGHT)))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Error::io(&record, e)),
+    };
+    found.sort();
+    let mut settled = Vec::new();
+    for file in found {
+        let name = file.file_name().unwrap_or_default().to_string_lossy()[INFLIGHT.len()..].to_string();
+        if patch(tree, &file, true, true, lock).is_ok() {
+            std::fs::rename(&file, record.join(&name)).map_err(|e| Error::io(&file, e))?;
+            settled.push((name, true));
+        } else if patch(tree, &file, false, true, lock).is_ok() {
+            std::fs::remove_file(&file).map_err(|e| Error::io(&file, e))?;
+            settled.push((name, false));
+        } else {
+            return Err(Error::file(
+                Kind::Build,
+                tree,
+                format!("a build stopped while patching left {name} half applied here; remove this tree to start over"),
+            ));
+        }
+    }
+    Ok(settled)
+}
+
 /// Make the tree hold exactly `series` on top of the pristine source.
-/// Returns how many patches were reverted and applied.
-pub(crate) fn apply_series(tree: &Path, series: &Series, line: Line, version: &str) -> Result<(usize, usize)> {
+/// Returns how many patches were reverted and applied. `lock` is the
+/// kernel build's, held by each `patch` run too.
+pub(crate) fn apply_series(
+    tree: &Path,
+    series: &Series,
+    line: Line,
+    version: &str,
+    lock: &std::fs::File,
+) -> Result<(usize, usize)> {
     let record = tree.join(APPLIED_DIR);
     std::fs::create_dir_all(&record).map_err(|e| Error::io(&record, e))?;
+    for (name, applied) in settle_inflight(tree, lock)? {
+        let state = if applied { "applied: kept" } else { "not applied: dropped" };
+        crate::progress::status(&format!("a stopped build left {name} in flight; {state}"));
+    }
     let have = applied(tree)?;
     let want: Vec<String> = series.patches.iter().enumerate().map(|(i, p)| record_name(i, p)).collect();
     let keep =
@@ -191,7 +248,9 @@ pub(crate) fn apply_series(tree: &Path, series: &Series, line: Line, version: &s
         .collect();
     let mut reverted = 0;
     for file in have[keep..].iter().rev() {
-        patch(tree, file, true, false).map_err(|e| {
+        let inflight = record.join(format!("{INFLIGHT}{}", file.file_name().unwrap_or_default().to_string_lossy()));
+        std::fs::rename(file, &inflight).map_err(|e| Error::io(file, e))?;
+        patch(tree, &inflight, true, false, lock).map_err(|e| {
             e.context(tree, |why| {
                 format!(
                     "cannot revert {} (applied by an earlier build): {why}; remove this tree to start over",
@@ -199,18 +258,21 @@ pub(crate) fn apply_series(tree: &Path, series: &Series, line: Line, version: &s
                 )
             })
         })?;
-        std::fs::remove_file(file).map_err(|e| Error::io(file, e))?;
+        std::fs::remove_file(&inflight).map_err(|e| Error::io(&inflight, e))?;
         reverted += 1;
     }
     let mut done = 0;
     for (i, p) in series.patches.iter().enumerate().skip(keep) {
-        let rec = record.join(&want[i]);
-        fsutil::write_atomic(&rec, &p.text)?;
-        if let Err(e) = patch(tree, &rec, false, true) {
-            let _ = std::fs::remove_file(&rec);
+        let inflight = record.join(format!("{INFLIGHT}{}", want[i]));
+        fsutil::write_atomic(&inflight, &p.text)?;
+        if let Err(e) = patch(tree, &inflight, false, true, lock) {
+            let _ = std::fs::remove_file(&inflight);
             return Err(e.context(&p.path, |why| format!("does not apply to {} {version}: {why}", line.package)));
         }
-        patch(tree, &rec, false, false).map_err(|e| e.context(&p.path, |why| format!("failed to apply: {why}")))?;
+        patch(tree, &inflight, false, false, lock)
+            .map_err(|e| e.context(&p.path, |why| format!("failed to apply: {why}")))?;
+        let rec = record.join(&want[i]);
+        std::fs::rename(&inflight, &rec).map_err(|e| Error::io(&inflight, e))?;
         done += 1;
     }
     for (path, hash, mtime) in before {
@@ -255,35 +317,104 @@ mod tests {
         std::fs::create_dir_all(&pdir).unwrap();
         std::fs::write(tree.join("f.c"), "one\ntwo\n").unwrap();
         let read = || std::fs::read_to_string(tree.join("f.c")).unwrap();
+        let lock = std::fs::File::create(t.path().join(".lock")).unwrap();
 
         let s12 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
-        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v").unwrap(), (0, 2));
+        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v", &lock).unwrap(), (0, 2));
         assert_eq!(read(), "one\none and a half\ntwo\nthree\n");
         // The same series again: nothing to do.
-        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v").unwrap(), (0, 0));
+        assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v", &lock).unwrap(), (0, 0));
         // Only the first: the second is reverted.
         let s1 = series_of(&pdir, &[("1.patch", P1)]);
-        assert_eq!(apply_series(&tree, &s1, Line::V6_1, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s1, Line::V6_1, "v", &lock).unwrap(), (1, 0));
         assert_eq!(read(), "one\none and a half\ntwo\n");
         // Switching away from and back to a patch whose content ends up the
         // same keeps the file's modification time (nothing to rebuild).
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         std::fs::File::options().write(true).open(tree.join("f.c")).unwrap().set_modified(old).unwrap();
         let reworded = series_of(&pdir, &[("1.patch", &format!("Reworded.\n\n{P1}"))]);
-        assert_eq!(apply_series(&tree, &reworded, Line::V6_1, "v").unwrap(), (0, 0), "same diff: nothing to do");
+        assert_eq!(apply_series(&tree, &reworded, Line::V6_1, "v", &lock).unwrap(), (0, 0), "same diff: nothing to do");
         let other = series_of(&pdir, &[("1b.patch", P1)]);
-        assert_eq!(apply_series(&tree, &other, Line::V6_1, "v").unwrap(), (1, 1));
+        assert_eq!(apply_series(&tree, &other, Line::V6_1, "v", &lock).unwrap(), (1, 1));
         assert_eq!(std::fs::metadata(tree.join("f.c")).unwrap().modified().unwrap(), old);
         // Empty series: pristine again.
         let s0 = series_of(&pdir, &[]);
-        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v", &lock).unwrap(), (1, 0));
         assert_eq!(read(), "one\ntwo\n");
         // A patch that does not apply: named, nothing changed, record consistent.
         let sb = series_of(&pdir, &[("1.patch", P1), ("bad.patch", BAD)]);
-        let e = apply_series(&tree, &sb, Line::V6_1, "6.1.1-1").unwrap_err().to_string();
+        let e = apply_series(&tree, &sb, Line::V6_1, "6.1.1-1", &lock).unwrap_err().to_string();
         assert!(e.contains("bad.patch: does not apply to linux-source-6.1 6.1.1-1"), "{e}");
         assert_eq!(read(), "one\none and a half\ntwo\n");
-        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v").unwrap(), (1, 0));
+        assert_eq!(apply_series(&tree, &s0, Line::V6_1, "v", &lock).unwrap(), (1, 0));
         assert_eq!(read(), "one\ntwo\n");
+    }
+
+    const G1: &str = "--- a/g.c\n+++ b/g.c\n@@ -1,1 +1,2 @@\n g\n+g2\n";
+
+    /// What a build stopped mid-way leaves: a record in flight for a patch
+    /// wholly applied (stopped after `patch`), not applied (stopped before)
+    /// or half applied (`patch` itself stopped between two files).
+    #[test]
+    fn a_stopped_build_leaves_nothing_the_next_one_trusts_blindly() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        let pdir = t.path().join("p");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&pdir).unwrap();
+        let lock = std::fs::File::create(t.path().join(".lock")).unwrap();
+        let pristine = || {
+            std::fs::write(tree.join("f.c"), "one\ntwo\n").unwrap();
+            std::fs::write(tree.join("g.c"), "g\n").unwrap();
+            let _ = std::fs::remove_dir_all(tree.join(APPLIED_DIR));
+        };
+        let read = |f: &str| std::fs::read_to_string(tree.join(f)).unwrap();
+        let both = format!("{P1}{G1}");
+        let s = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2), ("fg.patch", &both)]);
+        let s2 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
+        let names: Vec<String> = s.patches.iter().enumerate().map(|(i, p)| record_name(i, p)).collect();
+        let inflight = |i: usize| tree.join(APPLIED_DIR).join(format!("{INFLIGHT}{}", names[i]));
+        let records = || {
+            let mut v: Vec<String> = std::fs::read_dir(tree.join(APPLIED_DIR))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+
+        // Stopped after `patch` applied the second patch, before its record
+        // was renamed: the patch is found in the tree and kept.
+        pristine();
+        assert_eq!(apply_series(&tree, &s2, Line::V6_1, "v", &lock).unwrap(), (0, 2));
+        std::fs::rename(tree.join(APPLIED_DIR).join(&names[1]), inflight(1)).unwrap();
+        assert_eq!(apply_series(&tree, &s2, Line::V6_1, "v", &lock).unwrap(), (0, 0), "nothing applied twice");
+        assert_eq!(read("f.c"), "one\none and a half\ntwo\nthree\n");
+        assert_eq!(records(), names[..2].to_vec());
+
+        // Stopped before `patch` ran (or after it reverted one): dropped,
+        // then applied as any missing patch.
+        std::fs::copy(pdir.join("2.patch"), inflight(1)).unwrap();
+        std::fs::remove_file(tree.join(APPLIED_DIR).join(&names[1])).unwrap();
+        std::fs::write(tree.join("f.c"), "one\none and a half\ntwo\n").unwrap();
+        assert_eq!(apply_series(&tree, &s2, Line::V6_1, "v", &lock).unwrap(), (0, 1));
+        assert_eq!(read("f.c"), "one\none and a half\ntwo\nthree\n");
+        assert_eq!(records(), names[..2].to_vec());
+
+        // Half applied: the patch's first file changed, its second not.
+        // Refused, naming the patch and the way out; nothing changed.
+        pristine();
+        std::fs::write(tree.join("f.c"), "one\none and a half\ntwo\n").unwrap();
+        std::fs::create_dir_all(tree.join(APPLIED_DIR)).unwrap();
+        std::fs::write(inflight(2), &both).unwrap();
+        let e = apply_series(&tree, &s, Line::V6_1, "v", &lock).unwrap_err();
+        assert_eq!(e.kind, Kind::Build);
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("left {} half applied here; remove this tree to start over", names[2])),
+            "{text}"
+        );
+        assert_eq!((read("f.c").as_str(), read("g.c").as_str()), ("one\none and a half\ntwo\n", "g\n"));
+        assert!(inflight(2).is_file(), "the evidence stays for whoever looks");
     }
 }
