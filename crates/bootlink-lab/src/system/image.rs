@@ -174,16 +174,19 @@ pub fn with_package(p: &Package) -> Result<Image> {
     let key = key(&p.package, &p.version);
     let dir = cache_root().join(format!("{SUITE}-{key}"));
     let record = dir.join("image.json");
-    if let Ok(text) = std::fs::read_to_string(&record) {
-        let mut img: Image =
-            serde_json::from_str(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
-        if img.disk.is_file() && img.vmlinuz.is_file() && img.initrd.is_file() {
-            img.cached = true;
-            img.kernel = p.kernel.clone();
-            img.cmdline = p.cmdline.clone();
-            img.steps = p.steps.clone();
-            return Ok(img);
-        }
+    // Used only as sealed (bootlink::cache): a damaged image is built again.
+    if bootlink::cache::intact(&dir, "the system image")
+        && let Ok(text) = fsutil::read_input(&record, 1 << 20)
+        && let Ok(mut img) = serde_json::from_slice::<Image>(&text)
+        && img.disk.is_file()
+        && img.vmlinuz.is_file()
+        && img.initrd.is_file()
+    {
+        img.cached = true;
+        img.kernel = p.kernel.clone();
+        img.cmdline = p.cmdline.clone();
+        img.steps = p.steps.clone();
+        return Ok(img);
     }
     build(&dir, &key, p)
 }
@@ -293,10 +296,13 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
     };
     let json = serde_json::to_string_pretty(&img).expect("serializable");
     fsutil::write_atomic(&out.join("image.json"), json.as_bytes())?;
-    // The whole directory appears at once; an older one of the same key
-    // (incomplete, or the files gone) is replaced.
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&out, dir).map_err(|e| Error::io(dir, e))?;
+    // Sealed: the disk (booted with snapshot=on, never written) by size and
+    // time, the rest by content. The whole directory appears at once; an
+    // older one of the same key (incomplete, damaged) is replaced.
+    bootlink::cache::seal_tree(&out, |rel| {
+        Some(if rel == Path::new("disk.img") { bootlink::cache::Check::Stat } else { bootlink::cache::Check::Content })
+    })?;
+    bootlink::cache::install(&out, dir)?;
     Ok(img)
 }
 
