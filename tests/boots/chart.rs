@@ -521,7 +521,7 @@ fn before_after_summary_from_the_real_loads() {
 }
 
 /// A 100,000-line log (the real one's lines repeated, later copies shifted
-/// in time) parsed and charted in all three forms.
+/// in time, one `Linux version`) parsed and charted in all three forms.
 #[test]
 fn hundred_thousand_lines_are_fast() {
     let b = booted();
@@ -535,6 +535,11 @@ fn hundred_thousand_lines_are_fast() {
         for l in &lines {
             if n == 100_000 {
                 break;
+            }
+            // One boot's log continued, not a reboot: a second `Linux
+            // version` is a log of two boots, which chart refuses.
+            if copy > 0 && l.contains("] Linux version ") {
+                continue;
             }
             match dmesg::timestamp(l.as_bytes()) {
                 Some((t, end)) if copy > 0 => {
