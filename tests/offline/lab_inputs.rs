@@ -206,11 +206,33 @@ fn big_run(n: usize) -> String {
     serde_json::to_string(&run).unwrap()
 }
 
-/// CPU seconds and the peak resident memory (KiB) of the children so far.
-fn children_usage() -> (f64, i64) {
-    // SAFETY: getrusage fills the struct it is given.
+/// Run bootlink with `args` and wait for it with wait4: its own CPU
+/// seconds and peak resident memory (KiB), not those of the other tests'
+/// children (getrusage's RUSAGE_CHILDREN counts every child of the
+/// process, and the tests of a file run in parallel).
+fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
+    let mut cmd = std::process::Command::new(common::bin());
+    for a in args {
+        cmd.arg(a);
+    }
+    let child = cmd
+        .env("BOOTLINK_QUIET", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run bootlink");
+    let mut status: libc::c_int = 0;
+    // SAFETY: a plain C struct, all zeroes valid.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) }, 0);
+    // SAFETY: the child is ours and waited for nowhere else; wait4 fills
+    // the status and the usage it is given.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "bootlink {args:?}: status {status:#x}",
+        args = cmd.get_args().collect::<Vec<_>>()
+    );
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(u.ru_utime) + secs(u.ru_stime), u.ru_maxrss)
 }
@@ -228,8 +250,7 @@ fn chart_takes_time_and_memory_linear_in_the_modules() {
         let run = dir.join(format!("run-{n}.json"));
         std::fs::write(&run, big_run(n)).unwrap();
         let out = dir.join(format!("out-{n}"));
-        let (cpu0, _) = children_usage();
-        TestCommand::new(&[
+        let (cpu, rss) = measured(&[
             &"chart",
             &run,
             &"--json",
@@ -239,15 +260,11 @@ fn chart_takes_time_and_memory_linear_in_the_modules() {
             &out.with_extension("svg"),
             &"--perfetto",
             &out.with_extension("trace.json"),
-        ])
-        .ok();
-        let (cpu1, rss) = children_usage();
-        // (The peak over the children so far: the larger run's comes last.)
-        cost.push((cpu1 - cpu0, rss));
+        ]);
+        cost.push((cpu, rss));
         let size = std::fs::metadata(&run).unwrap().len() >> 10;
         println!(
-            "chart of {n} modules per repetition ({size} KiB of run.json): {:.2} s CPU, {} MiB peak",
-            cpu1 - cpu0,
+            "chart of {n} modules per repetition ({size} KiB of run.json): {cpu:.2} s CPU, {} MiB peak",
             rss >> 10
         );
     }
