@@ -209,7 +209,9 @@ fn big_run(n: usize) -> String {
 /// Run bootlink with `args` and wait for it with wait4: its own CPU
 /// seconds and peak resident memory (KiB), not those of the other tests'
 /// children (getrusage's RUSAGE_CHILDREN counts every child of the
-/// process, and the tests of a file run in parallel).
+/// process, and the tests of a file run in parallel). (wait4 reaps the
+/// child: clippy does not see it waited for.)
+#[allow(clippy::zombie_processes)]
 fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
     let mut cmd = std::process::Command::new(common::bin());
     for a in args {
