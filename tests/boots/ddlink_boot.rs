@@ -87,9 +87,18 @@ fn the_guests_loader_took_both_caches() {
             m => panic!("unknown mode {m}"),
         }
     }
-    // The caches removed the lookups: ~40,000 normally, a few dozen with a cache.
+    // The caches removed the lookups: 40,740 normally, 48 with a cache
+    // (scripts/ddlink-lab-measure, 2026-11-25, docs/ddlink.md: the same
+    // 50,000-symbol case, deterministic). Normal loading takes no cache,
+    // so no glibc patch since touches its count: the floor sits within
+    // 10 % of it. The cache modes keep their first bound: glibc patch 0008
+    // (2026-11-29) changed what ld.so does with a cache after that run.
     let lookups = |m: &str| starts(u, m).iter().map(|s| s.lookups.expect("lookups")).max().unwrap();
-    assert!(lookups("normal") > 30_000, "normal: {}", lookups("normal"));
+    assert!(
+        lookups("normal") as f64 >= 0.9 * 40_740.0,
+        "normal: {} lookups, measured 40,740, floor 90 % of it",
+        lookups("normal")
+    );
     assert!(lookups("file-read") < 100 && lookups("skip") < 100, "{} {}", lookups("file-read"), lookups("skip"));
 }
 
@@ -133,6 +142,11 @@ fn the_starts_follow_the_kernels_timeline_in_order() {
         med("file-read", reloc) / 1e3,
         med("skip", reloc) / 1e3
     );
+    // Orders, not floors: the lab's table (scripts/ddlink-lab-measure,
+    // 2026-11-25: startup 2.15x and 3.90x faster than normal, relocation
+    // 3.82x and 60x) predates glibc patch 0008 (2026-11-29), which checks
+    // more of every cached binding in both cache modes; floors within 10 %
+    // need that table measured again with it.
     assert!(med("skip", startup) < med("file-read", startup) && med("file-read", startup) < med("normal", startup));
     assert!(med("skip", reloc) < med("file-read", reloc) && med("file-read", reloc) * 2.0 < med("normal", reloc));
 }
