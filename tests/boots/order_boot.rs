@@ -96,9 +96,26 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
     // left (2026-11-28, Debian's kernel: 11 -> 1, 5.24x faster).
     let (un, re, da) =
         (start(u, "unordered/64k/ra0"), start(u, "reordered/64k/ra0"), start(u, "reordered+data/64k/ra0"));
+    common::report(
+        "order synth (self-built kernel): unordered -> reordered+data",
+        &format!(
+            "64k ra0: {:.1} -> {:.1} ms ({:.2}x), major {} -> {}, read {} -> {} bytes",
+            un.duration_us / 1e3,
+            da.duration_us / 1e3,
+            un.duration_us / da.duration_us,
+            un.major_faults.unwrap(),
+            da.major_faults.unwrap(),
+            un.read_bytes.unwrap(),
+            da.read_bytes.unwrap()
+        ),
+    );
     assert_eq!(da.major_faults, Some(1), "64k: the data order's major faults");
     assert_eq!(da.output, un.output);
     assert!(da.duration_us < re.duration_us && da.read_bytes < re.read_bytes, "64k: data order against reordered");
+    // Issue 29's goal, not a floor from a measurement: the 5.24x is Debian's
+    // kernel, and this boots the self-built one, whose requests take two
+    // jiffies instead of 4 ms (no HIGH_RES_TIMERS: docs/order.md) and whose
+    // data-order speed-up is not recorded yet (the report above prints it).
     let speed = un.duration_us / da.duration_us;
     assert!(speed >= 4.2, "64k: the data order {speed:.2}x faster, goal 4.2x");
 }
