@@ -358,7 +358,27 @@ fn each_fix_removes_its_link() {
     }
     let step = |var: &str, m: &str, s: &str| steps(v[var], m).get(s).copied().unwrap_or(0.0);
     let base = |m: &str, s: &str| step("unsigned", m, s);
-    // each fix removes (most of) its own link
+    common::report(
+        &format!("finalize fixes, each alone (self-built {})", common::line()),
+        &format!(
+            "xfs ORC sort {:.2} -> {:.2} ms; xfs weak-fn check {:.2} -> {:.2} (sorted), {:.2} (checked), {:.2} ms \
+             (trimmed); nfsv4 eval maps {:.2} -> {:.2} ms",
+            base("xfs", "ORC sort"),
+            step("orc", "xfs", "ORC sort"),
+            base("xfs", "ftrace weak-fn check"),
+            step("ftrace-sorted", "xfs", "ftrace weak-fn check"),
+            step("ftrace-checked", "xfs", "ftrace weak-fn check"),
+            step("trimmed", "xfs", "ftrace weak-fn check"),
+            base("nfsv4", "trace eval maps"),
+            step("eval", "nfsv4", "trace eval maps")
+        ),
+    );
+    // Each fix removes (most of) its own link. Deterministic boots, but
+    // what each link measures in this run (xfs and nfsv4 with their
+    // dependencies, on the line's self-built kernel) is not recorded yet:
+    // docs/finalize.md has the 200-module set's links and each module's
+    // whole finalize, not these. The bounds stay the first ones until a
+    // run's report above gives the figures to hold them to.
     assert!(step("orc", "xfs", "ORC sort") < base("xfs", "ORC sort") / 4.0);
     for fix in ["ftrace-sorted", "ftrace-checked"] {
         assert!(step(fix, "xfs", "ftrace weak-fn check") < base("xfs", "ftrace weak-fn check") / 10.0, "{fix}");
