@@ -148,7 +148,8 @@ fn the_starts_follow_the_kernels_timeline_in_order() {
     // 1.68x in File Read Mode and 2.58x in Skip Mode, relocation 3.88x and
     // 68.6x; the table of 2026-11-25 in docs/ddlink.md predates 0008).
     assert!(med("skip", startup) < med("file-read", startup), "Skip Mode starts before File Read Mode");
-    let cases: [(&str, fn(&DdlinkStart) -> f64, &str, f64); 4] = [
+    type Figure = fn(&DdlinkStart) -> f64;
+    let cases: [(&str, Figure, &str, f64); 4] = [
         ("startup", startup, "file-read", 1.68),
         ("startup", startup, "skip", 2.58),
         ("relocation", reloc, "file-read", 3.88),
