@@ -170,20 +170,34 @@ fn debian_system_boots_and_its_figures_add_up() {
 
     if std::env::var_os("BOOTLINK_SYSTEM_TWICE").is_some() {
         // Under sleep=on the disk's reads land on the host's time: the same
-        // modules, loaded in the same stages, the figures close but not equal.
+        // modules, loaded in the same stages, the figures close but not
+        // equal. Each stage within 3x what two boots differed by
+        // (scripts/system-measure, 2026-11-29, docs/system.md): the kernel, which
+        // reads no disk, 0.00 % (so 0.1 %, the lab's bound where two boots
+        // agree), the initrd +0.58 %, userspace +0.79 %, multi-user.target
+        // +0.44 %. Those were two boots one after the other, as here.
+        // Between runs under another host load the disk stages move
+        // further (the cold `make test` of 2026-11-29, beside a kernel
+        // build: initrd 2,771 ms, userspace 4,916 ms, +7.3 % on the
+        // script's run; the kernel 4,548 ms again), so the bounds hold for
+        // two boots under the same load, not across runs.
         let (_, again, _) = boot(&dir.join("two"));
         let names = |b: &Boot, initrd: bool| -> BTreeSet<String> {
             b.modules.iter().filter(|m| !initrd || m.in_initrd).map(|m| m.name.clone()).collect()
         };
         assert_eq!(names(&again, false), names(&b, false));
         assert_eq!(names(&again, true), names(&b, true));
-        for (what, x, y) in [
-            ("kernel", b.kernel_ms, again.kernel_ms),
-            ("initrd", b.initrd_ms, again.initrd_ms),
-            ("userspace", b.userspace_ms, again.userspace_ms),
-            ("multi-user.target", b.multi_user_ms, again.multi_user_ms),
+        for (what, x, y, measured_pct, bound_pct) in [
+            ("kernel", b.kernel_ms, again.kernel_ms, 0.0, 0.1),
+            ("initrd", b.initrd_ms, again.initrd_ms, 0.58, 3.0 * 0.58),
+            ("userspace", b.userspace_ms, again.userspace_ms, 0.79, 3.0 * 0.79),
+            ("multi-user.target", b.multi_user_ms, again.multi_user_ms, 0.44, 3.0 * 0.44),
         ] {
-            assert!((x - y).abs() <= 0.02 * x, "{what}: {x} ms, then {y} ms");
+            assert!(
+                (x - y).abs() <= bound_pct / 100.0 * x,
+                "{what}: {x} ms, then {y} ms ({:+.2} %; two boots measured {measured_pct} % apart, bound {bound_pct:.2} %)",
+                (y - x) / x * 100.0
+            );
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
