@@ -94,11 +94,13 @@ pub fn run(req: &Request) -> Result<Report> {
     if let Clock::Realtime { cpus: 0 } = req.clock {
         return Err(Error::new(Kind::Usage, "--smp: at least one CPU"));
     }
-    std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
     let t0 = Instant::now();
+    // A kernel refused (its build not cached) or an image that cannot be
+    // made leaves no record directory behind.
     let package = kernel::package(&req.kernel, req.line)?;
     let image = image::with_package(&package)?;
     let image_wall_s = t0.elapsed().as_secs_f64();
+    std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
     let log = req.out.join("console.log");
     let mut booted = image.clone();
     booted.cmdline.extend(req.cmdline.iter().cloned());
