@@ -153,7 +153,12 @@ mod tests {
         let mut bad = MAGIC.to_le_bytes().to_vec();
         bad.extend_from_slice(&4u32.to_le_bytes());
         bad.extend_from_slice(&[0x10, b'a', 9, 0]);
-        assert!(decompress_legacy(&bad, &mut Meter::new(1 << 30)).unwrap_err().to_string().contains("before the block's start"));
+        assert!(
+            decompress_legacy(&bad, &mut Meter::new(1 << 30))
+                .unwrap_err()
+                .to_string()
+                .contains("before the block's start")
+        );
         // every truncation fails or stops cleanly, never panics
         for n in 0..packed.len() {
             let _ = decompress_legacy(&packed[..n], &mut Meter::new(1 << 30));

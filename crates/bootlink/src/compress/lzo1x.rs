@@ -45,7 +45,10 @@ struct Block<'a> {
 
 impl Block<'_> {
     fn byte(&mut self) -> Result<usize, Fault> {
-        let b = *self.src.get(self.at).ok_or_else(|| format!("an instruction runs past the block's {} bytes", self.src.len()))?;
+        let b = *self
+            .src
+            .get(self.at)
+            .ok_or_else(|| format!("an instruction runs past the block's {} bytes", self.src.len()))?;
         self.at += 1;
         Ok(usize::from(b))
     }

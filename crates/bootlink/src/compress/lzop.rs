@@ -218,7 +218,9 @@ mod tests {
         // the kernel build's size trailer after the end marker is ignored
         packed.extend_from_slice(&(text.len() as u32).to_le_bytes());
         assert_eq!(decompress(&packed, &mut Meter::new(64 << 20)).unwrap(), text);
-        assert!(decompress(&packed, &mut Meter::new(256 << 10)).unwrap_err().to_string().contains("decompression bomb"));
+        assert!(
+            decompress(&packed, &mut Meter::new(256 << 10)).unwrap_err().to_string().contains("decompression bomb")
+        );
         for cut in [5, 20, 60, packed.len() / 2] {
             let e = decompress(&packed[..cut], &mut Meter::new(64 << 20)).unwrap_err().to_string();
             assert!(e.contains("corrupt lzo data"), "{cut}: {e}");

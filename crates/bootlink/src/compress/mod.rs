@@ -104,12 +104,12 @@ pub(crate) const MAX_RATIO: usize = 64;
 /// The least output a stream may always grow to, whatever its size.
 pub(crate) const MIN_OUTPUT: usize = 64 << 20;
 /// The most output any one stream may decompress to.
-pub(crate) const MAX_OUTPUT: usize = 1 << 30;
+pub const MAX_OUTPUT: usize = 1 << 30;
 
 /// The most bytes `input_len` compressed bytes may decompress to: 64 times
 /// the input, at least 64 MiB, never more than 1 GiB. A stream that would
 /// grow past it (a decompression bomb) is refused, not decompressed.
-pub(crate) fn output_limit(input_len: usize) -> usize {
+pub fn output_limit(input_len: usize) -> usize {
     input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
 }
 
@@ -228,7 +228,7 @@ pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Ve
 /// [`Compression`], named as [`kernel_payload_name`] names it: lz4's legacy
 /// frame, lzma's "alone" format, bzip2 and lzop's format, at most
 /// [`output_limit`] bytes.
-pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
+pub fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
     match Codec::of_payload(name) {
         Some(codec) => decode(codec, data, 0, &mut Meter::new(output_limit(data.len()))),
         None => Err(Error::new(
@@ -317,7 +317,7 @@ fn pump(
             Ok(0) => break,
             Ok(n) => {
                 // past the limit by at most one chunk before it is refused
-                out.extend_from_slice(&chunk[..n]);
+                out.extend_from_slice(&chunk[..n.min(chunk.len())]);
                 meter.account(taken.get(), &out, name)?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
