@@ -92,7 +92,7 @@ impl Block<'_> {
         let written = self.out.len() - self.start;
         if distance > written {
             return Err(format!(
-                "a back-reference {distance} bytes back, {written} bytes into the block (before its start)"
+                "a back-reference {distance} bytes back after {written} of the block's output bytes: before its start"
             ));
         }
         self.room(len)?;

@@ -1,5 +1,8 @@
 //! Compression formats found in kernel images and module trees: XZ, zstd and
-//! gzip, recognised by their magic bytes (not by file name).
+//! gzip (modules and kernels), and lzma, bzip2, lz4 and lzo (kernel
+//! payloads), recognised by their magic bytes (not by file name). Every
+//! stream is decoded by [`decode`], bounded by a [`Meter`]
+//! (docs/hostile-input.md).
 
 use std::io::Read;
 

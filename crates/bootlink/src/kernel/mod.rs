@@ -1,5 +1,5 @@
 //! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
-//! gzip, lz4 or lzma payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
+//! gzip, lzma, bzip2, lz4 or lzo payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
 //! vmlinuz, Image.gz), or `System.map` + `Module.symvers` as a fallback
 //! when no image is at hand.
 
