@@ -158,7 +158,7 @@ fn frames_of_bombs(size: usize) -> Vec<u8> {
 /// growing with the square of the file's size (10 MiB of zstd frames: two
 /// minutes; this test's files took 10 s at 1 MiB, 85 s at 4 MiB). All the
 /// candidates together now share one budget linear in the file's size:
-/// 8 times the input takes less than 12 times as long (plus 3 s for a
+/// 8 times the input takes less than 12 times as long (plus 10 s for a
 /// loaded machine), and the file is refused as a bomb in one line.
 #[test]
 fn the_search_for_an_embedded_vmlinux_is_linear_in_the_files_size() {
@@ -175,7 +175,8 @@ fn the_search_for_an_embedded_vmlinux_is_linear_in_the_files_size() {
         assert!(e.contains("refused as a decompression bomb") && !e.contains('\n'), "{e}");
     }
     assert!(e8.contains("than the 544 MiB"), "{e8}");
-    assert!(t8 < t1 * 12 + Duration::from_secs(3), "1 MiB: {t1:?}, 8 MiB: {t8:?}: not linear");
+    // (the quadratic search took minutes here: 10 s of slack cannot hide it)
+    assert!(t8 < t1 * 12 + Duration::from_secs(10), "1 MiB: {t1:?}, 8 MiB: {t8:?}: not linear");
     // a real embedded stream behind a few junk candidates is still found
     let vmlinux = std::fs::read(fixtures().join("vmlinux")).unwrap();
     let mut wrapper = b"wrapper \x1f\x8b\x08 junk \x28\xb5\x2f\xfd junk\n".to_vec();
