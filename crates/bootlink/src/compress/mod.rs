@@ -162,7 +162,7 @@ impl Codec {
         }
     }
 
-    pub(crate) fn of(kind: Compression) -> Option<Codec> {
+    fn of(kind: Compression) -> Option<Codec> {
         match kind {
             Compression::None => None,
             Compression::Xz => Some(Codec::Xz),

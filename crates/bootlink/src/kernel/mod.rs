@@ -215,12 +215,12 @@ fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
     let budget = compress::search_budget(data.len());
     let mut left = budget;
     let mut tried = 0usize;
-    for (magic, kind) in [
-        (compress::XZ_MAGIC, Compression::Xz),
-        (compress::ZSTD_MAGIC, Compression::Zstd),
-        (compress::GZIP_MAGIC, Compression::Gzip),
+    use compress::Codec;
+    for (magic, kind, codec) in [
+        (compress::XZ_MAGIC, Compression::Xz, Codec::Xz),
+        (compress::ZSTD_MAGIC, Compression::Zstd, Codec::Zstd),
+        (compress::GZIP_MAGIC, Compression::Gzip, Codec::Gzip),
     ] {
-        let codec = compress::Codec::of(kind).expect("a compression");
         for offset in memchr::memmem::find_iter(data, magic) {
             let rest = &data[offset..];
             let mut meter = compress::Meter::new(compress::output_limit(rest.len()).min(left));
@@ -235,9 +235,9 @@ fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
             }
             if left == 0 {
                 return Err(corrupt(format!(
-                    "not a kernel image: no vmlinux found in the first {tried} embedded compressed streams, \
-                     which decompress to more than the {} MiB bootlink unpacks searching a file of this size \
-                     (64 times it, and 4 times it read): refused as a decompression bomb",
+                    "not a kernel image: no vmlinux in the first {tried} compressed streams embedded in it, \
+                     which take more than the {} MiB bootlink reads and unpacks searching a file of this size \
+                     (64 times its size unpacked, 4 times read): refused as a decompression bomb",
                     budget >> 20
                 )));
             }
