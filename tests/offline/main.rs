@@ -16,3 +16,4 @@ mod glibc_offline;
 mod layering;
 mod offline;
 mod order;
+mod outputs;
