@@ -132,7 +132,10 @@ fn manifest_write_on_a_full_file_system_leaves_no_image_behind() {
     let err = common::stderr(&o);
     assert!(!o.status.success() && err.lines().count() == 1, "{err}");
     assert!(
-        err.starts_with(&format!("bootlink: {}: no space left on device: not written, nothing left behind", out_v.display())),
+        err.starts_with(&format!(
+            "bootlink: {}: no space left on device: not written, nothing left behind",
+            out_v.display()
+        )),
         "{err}"
     );
     assert!(left.is_empty(), "{left:?}");

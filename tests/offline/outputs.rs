@@ -80,7 +80,10 @@ fn writers(dir: &Path, out: &Path) -> Vec<(&'static str, TestCommand)> {
     let log = fixtures().join("dmesg-6.1-vfat.log");
     vec![
         ("extract-vmlinux", TestCommand::new(&[&"extract-vmlinux", &v, &"-o", &out])),
-        ("manifest write", TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &out, &dir.join("x.ko")])),
+        (
+            "manifest write",
+            TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &out, &dir.join("x.ko")]),
+        ),
         ("chart", TestCommand::new(&[&"chart", &log, &"-o", &out])),
     ]
 }
@@ -341,8 +344,9 @@ fn one_file_named_twice_is_one_input() {
 }
 
 /// `lava import` with a jobs manifest whose variant is named `../../x`
-/// (or holds a `/`): refused in one line naming the manifest, nothing
-/// written inside or outside the run directory.
+/// (or holds a `/`, or is `..`), or whose run lacks one of its jobs'
+/// variants: refused in one line naming the manifest, nothing written
+/// inside or outside the run directory.
 #[test]
 fn lava_import_writes_nothing_outside_its_run_directory() {
     let dir = common::tmpdir("out-lava");
@@ -368,4 +372,16 @@ fn lava_import_writes_nothing_outside_its_run_directory() {
         assert!(!dir.join("a").exists(), "{name}: {:?}", files(&dir));
         assert_eq!(files(&jobs), ["101.yaml", "bootlink-lava.json"], "{name}");
     }
+    // A run whose variants are not the jobs' (one fewer): refused the same way.
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    m["run"]["variants"].as_array_mut().unwrap().pop();
+    let manifest = jobs.join("bootlink-lava.json");
+    std::fs::write(&manifest, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let out = dir.join("run");
+    refused(
+        TestCommand::new(&[&"lava", &"import", &"--jobs", &jobs, &"-o", &out, &log]),
+        &manifest,
+        "its jobs' variants (stock, unsigned) are not its run's (stock): nothing imported",
+    );
+    assert!(!out.exists());
 }
