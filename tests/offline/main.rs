@@ -17,3 +17,4 @@ mod hostile_decompress;
 mod layering;
 mod offline;
 mod order;
+mod outputs;
