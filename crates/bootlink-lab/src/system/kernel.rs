@@ -157,7 +157,38 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
             return Ok(p);
         }
     }
+    // apply remakes the bzImage from the build's object tree, which must
+    // hold this build: another build of the line (the lab's kernel, with
+    // its lab series) may have switched the shared source since. Make it
+    // hold this one again (what it changed is compiled again and vmlinux
+    // relinked: minutes, not a kernel build), as `kernel build --tree` does.
+    let build = series_build_in_tree(line, build)?;
     make(kernel, only, &build, &f, &deb, &key, &dir)
+}
+
+/// `build`, with its object tree made to hold it when it no longer does.
+fn series_build_in_tree(line: Line, build: kbuild::Report) -> Result<kbuild::Report> {
+    let mut opts = kbuild::Options::for_line(line);
+    opts.debian_config()?;
+    opts.tree = true;
+    opts.cached_only = true;
+    if let Ok(b) = kbuild::run(&opts) {
+        return Ok(b);
+    }
+    bootlink::progress::status(&format!(
+        "the object tree of {} holds another build: making it hold this one again",
+        build.dir.display()
+    ));
+    opts.cached_only = false;
+    let b = kbuild::run(&opts)?;
+    if b.key != build.key {
+        return Err(Error::file(
+            Kind::Internal,
+            &b.dir,
+            format!("made the object tree hold build {} instead of {}", b.key, build.key),
+        ));
+    }
+    Ok(b)
 }
 
 /// The series of `line` built with Debian's config, from the kernel cache
