@@ -22,6 +22,7 @@ mod inspect_arm64;
 mod inspect_real;
 mod lava;
 mod manifest_signing;
+mod outputs_arm64;
 mod preresolve;
 mod preresolve_arm64;
 mod symhash;

@@ -13,6 +13,8 @@ mod ddlink_offline;
 mod ddlink_synth;
 mod docs_check;
 mod glibc_offline;
+mod hostile_decompress;
 mod layering;
 mod offline;
 mod order;
+mod outputs;

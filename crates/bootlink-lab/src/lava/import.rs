@@ -290,14 +290,14 @@ pub fn import(opts: &Options) -> Result<Report> {
     let mut problems = Vec::new();
     // (variant index, job id, log path, repetition, timing, the log)
     let mut good: Vec<(usize, String, PathBuf, Repetition, String, JobLog)> = Vec::new();
-    let mut seen: Vec<PathBuf> = Vec::new();
+    // One log named twice by any spelling (./, a link, a hard link).
+    let mut seen = std::collections::HashSet::new();
     for path in &opts.logs {
-        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
-        if seen.contains(&canonical) {
+        let id = fsutil::FileId::of(path).map(Ok).unwrap_or_else(|| Err(path.clone()));
+        if !seen.insert(id) {
             problems.push(Error::file(Kind::Usage, path, "given twice: imported once").to_string());
             continue;
         }
-        seen.push(canonical);
         let read = read_log(path).and_then(|l| {
             let (vi, v, framed) = variant_of(path, &l, &manifest)?;
             Ok((vi, v, framed, l))
@@ -344,17 +344,37 @@ pub fn import(opts: &Options) -> Result<Report> {
     let key = |id: &str| (id.parse::<u64>().map_err(|_| id.to_string()), id.to_string());
     good.sort_by_key(|a| (a.0, key(&a.1)));
     let out = &opts.out;
-    std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::io(out, e))?;
     let mut run: Run = manifest.run.clone();
     for v in &mut run.variants {
         v.repetitions.clear();
     }
+    // Where each log goes (logs/NAME-N.log, the names checked plain when
+    // the manifest was read), checked against the inputs before anything
+    // is written: no output is a log being imported or the manifest.
+    let mut counts = vec![0usize; run.variants.len()];
+    let rels: Vec<PathBuf> = good
+        .iter()
+        .map(|g| {
+            let n = counts[g.0];
+            counts[g.0] += 1;
+            PathBuf::from(format!("logs/{}-{n}.log", run.variants[g.0].name))
+        })
+        .collect();
+    let written: Vec<PathBuf> = rels.iter().map(|r| out.join(r)).chain([out.join("run.json")]).collect();
+    let manifest_file = if opts.jobs.is_dir() { opts.jobs.join(job::MANIFEST) } else { opts.jobs.clone() };
+    let read: Vec<&Path> = opts.logs.iter().map(PathBuf::as_path).chain([manifest_file.as_path()]).collect();
+    let planned: Vec<fsutil::Planned> = written.iter().map(|p| fsutil::Planned::new(p)).collect();
+    fsutil::check_outputs(&read, &planned)?;
+    // The logs and run.json are put in place together: a full file system
+    // leaves none of them, nor the run directory when this import made it.
+    let mut made = MadeDir(if out.exists() { None } else { Some(out.clone()) });
+    std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::io(out, e))?;
+    let mut staged = fsutil::Staged::new();
     let mut timings: Vec<String> = Vec::new();
-    for (vi, id, path, mut r, timing, l) in good {
+    for ((vi, id, path, mut r, timing, l), rel) in good.into_iter().zip(rels) {
         let v = &mut run.variants[vi];
         let index = v.repetitions.len();
-        let rel = PathBuf::from(format!("logs/{}-{index}.log", v.name));
-        fsutil::write_atomic(&out.join(&rel), l.console.as_bytes())?;
+        staged.write(&out.join(&rel), l.console.as_bytes())?;
         r.index = index;
         r.log = rel;
         r.job = Some(id.clone());
@@ -384,9 +404,23 @@ pub fn import(opts: &Options) -> Result<Report> {
     }
     run.variants.retain(|v| !v.repetitions.is_empty());
     run.timing = timings.join(" / ");
-    crate::run::save(&run, out)?;
+    staged.write(&out.join("run.json"), &crate::run::json(&run))?;
+    staged.commit()?;
+    made.0 = None;
     report.run_dir = Some(out.clone());
     Ok(report)
+}
+
+/// A directory made for a command's outputs, removed (with what is in it)
+/// when dropped: the command failed before its outputs were in place.
+struct MadeDir(Option<PathBuf>);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -29,11 +29,15 @@ fn dir() -> PathBuf {
 }
 
 /// The vmlinux inside a compressed image, from the cache when it is there.
-pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
+/// The image is handed on as it was mapped, never copied: one of gigabytes
+/// is refused by [`find_vmlinux`] (a file over [`super::MAX_IMAGE`] before it is
+/// hashed here).
+pub fn vmlinux(image: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
     if std::env::var_os("BOOTLINK_NO_IMAGE_CACHE").is_some() {
-        return find_vmlinux(image.to_vec().into());
+        return find_vmlinux(image);
     }
-    let k = key(image);
+    super::check_image_size(&image)?;
+    let k = key(&image);
     let elf = dir().join(format!("{k}.elf"));
     let meta = dir().join(format!("{k}.json"));
     if let (Ok(m), true) = (std::fs::read(&meta), elf.is_file())
@@ -42,7 +46,7 @@ pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
     {
         return Ok(Vmlinux { data, source });
     }
-    let v = find_vmlinux(image.to_vec().into())?;
+    let v = find_vmlinux(image)?;
     if !matches!(v.source, Source::Vmlinux) && std::fs::create_dir_all(dir()).is_ok() {
         // A cache that cannot be written is only slower, never an error.
         let json = serde_json::to_vec(&v.source).expect("serializable");
