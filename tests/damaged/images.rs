@@ -460,9 +460,12 @@ pub fn modules_dir(dir: &Path, release: &str, module: &Path) -> std::path::PathB
 /// A command that takes a kernel image: its label, its arguments given the
 /// image and an output path, whether it writes the image itself (in
 /// place), and the classes of damage it reads (it must refuse them).
+/// A command's arguments given the image and an output path.
+pub type ImageArgs<'a> = Box<dyn Fn(&Path, &Path) -> Vec<OsString> + 'a>;
+
 pub struct ImageCommand<'a> {
     pub label: &'static str,
-    pub args: Box<dyn Fn(&Path, &Path) -> Vec<OsString> + 'a>,
+    pub args: ImageArgs<'a>,
     pub in_place: bool,
     pub reads: fn(&str) -> bool,
 }
@@ -501,9 +504,8 @@ pub fn commands<'a>(module: &'a Path, mods: &'a Path, arm64: bool) -> Vec<ImageC
     // An arm64 Image holds no ELF vmlinux: these refuse it whole.
     let elf_only = |reads: fn(&str) -> bool| if arm64 { never } else { reads };
     let os = |v: &[&dyn AsRef<std::ffi::OsStr>]| -> Vec<OsString> { v.iter().map(|a| a.as_ref().to_owned()).collect() };
-    let cmd = |label, in_place, reads: fn(&str) -> bool, args: Box<dyn Fn(&Path, &Path) -> Vec<OsString> + 'a>| {
-        ImageCommand { label, args, in_place, reads }
-    };
+    let cmd =
+        |label, in_place, reads: fn(&str) -> bool, args: ImageArgs<'a>| ImageCommand { label, args, in_place, reads };
     vec![
         cmd("kernel-info", false, header_or_exports, Box::new(move |p, _| os(&[&"kernel-info", &p]))),
         cmd("inspect", false, header_or_exports, Box::new(move |p, _| os(&[&"inspect", &p, &module]))),

@@ -8,9 +8,9 @@
 mod bzimage;
 use crate::common;
 #[path = "../damaged/generate.rs"]
-mod generate;
+pub(crate) mod generate;
 #[path = "../damaged/images.rs"]
-mod images;
+pub(crate) mod images;
 #[path = "../damaged/suite.rs"]
 mod suite;
 

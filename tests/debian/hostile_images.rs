@@ -17,12 +17,8 @@
 //! The arm64 tests skip (counted) without Debian's arm64 package.
 
 use crate::common;
-#[path = "../damaged/generate.rs"]
-mod generate;
-#[path = "../damaged/images.rs"]
-mod images;
-#[path = "../damaged/suite.rs"]
-mod suite;
+// The damaged-input generator's modules, as damaged_real.rs loads them.
+use crate::damaged_real::{generate, images};
 
 use std::path::{Path, PathBuf};
 

@@ -56,7 +56,7 @@ fn check_this_module(elf: &Elf) -> Result<(), ReadError> {
             "corrupt module: {THIS_MODULE} is {size} bytes, smaller than struct module's first {THIS_MODULE_MIN} (state, list, name)"
         )));
     }
-    if size % STRUCT_MODULE_ALIGN != 0 {
+    if !size.is_multiple_of(STRUCT_MODULE_ALIGN) {
         return Err(ReadError::Corrupt(format!(
             "corrupt module: {THIS_MODULE} is {size} bytes, not a multiple of {STRUCT_MODULE_ALIGN}: struct module is \
              cache-line aligned, so no kernel's is that size"

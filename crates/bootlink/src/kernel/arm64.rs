@@ -88,11 +88,11 @@ fn check_header(h: &Header, image: &[u8], release: Option<&str>, strings_end: us
             release.map_or("release unknown".to_string(), |r| format!("release {r}"))
         ));
     }
-    if old && (h.text_offset % 4096 != 0 || h.text_offset >= 2 << 20) {
+    if old && (!h.text_offset.is_multiple_of(4096) || h.text_offset >= 2 << 20) {
         return bad(format!("text_offset {:#x}, not a multiple of 4 KiB below 2 MiB", h.text_offset));
     }
     let align = if old { 4096 } else { SEGMENT_ALIGN };
-    if h.image_size == 0 || h.image_size % align != 0 || h.image_size >= IMAGE_SIZE_MAX {
+    if h.image_size == 0 || !h.image_size.is_multiple_of(align) || h.image_size >= IMAGE_SIZE_MAX {
         return bad(format!(
             "image_size {:#x}, not a nonzero multiple of {} KiB below 2 GiB",
             h.image_size,
