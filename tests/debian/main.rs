@@ -17,6 +17,7 @@ mod ddlink;
 mod finalize;
 mod fuzz_reader;
 mod glibc_build;
+mod hostile_images;
 mod image_cache;
 mod inspect_arm64;
 mod inspect_real;

@@ -214,7 +214,7 @@ pub(crate) fn recompress_like(path: &Path, compression: Compression, bytes: &[u8
 pub(crate) fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
     let kv = k.vermagic.as_deref().unwrap_or_default();
     match m.kernel_vermagic() {
-        Some(v) if v == kv => Ok(()),
+        Some(v) if v == kv => k.same_struct_module(m, ""),
         Some(v) => Err(Error::file(
             Kind::WrongKernel,
             path,

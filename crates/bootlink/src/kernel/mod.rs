@@ -5,6 +5,7 @@
 
 pub mod abi;
 pub mod arm64;
+mod btf;
 pub mod config;
 pub mod features;
 pub mod imagecache;
@@ -85,6 +86,11 @@ pub struct KernelImage {
     /// with it. Known for an x86-64 vmlinux (or bzImage) with a build ID.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slide_base: Option<slide::SlideBase>,
+    /// `sizeof(struct module)` as the image's own BTF (`.BTF` of a vmlinux
+    /// or bzImage) gives it: None when it has none. A module's
+    /// `.gnu.linkonce.this_module` is of this size ([`KernelImage::accepts`]).
+    #[serde(skip)]
+    pub struct_module_size: Option<u64>,
     #[serde(skip)]
     pub config: Option<KernelConfig>,
 }
@@ -321,8 +327,13 @@ pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     let data = fsutil::map_file(path)?;
     let v = find_vmlinux(data).map_err(|e| e.at(path))?;
     // The whole ELF check, machine included: an image of another machine
-    // (or a damaged one) is not extracted as if it were a vmlinux.
-    Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    // (or a damaged one) is not extracted as if it were a vmlinux. Its
+    // export tables, when it has them, must read as every other command
+    // reads them: a damaged kernel is not passed on as a good one.
+    let elf = Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    if elf.section("__ksymtab_strings").is_some() {
+        ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
+    }
     Ok(v)
 }
 
@@ -390,6 +401,10 @@ impl KernelImage {
                 .map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end }),
             _ => None,
         };
+        let struct_module_size = match elf.named_section_data(".BTF").map_err(|e| e.at(path))? {
+            Some(b) => btf::struct_size(b, "module").map_err(|e| e.at(path))?,
+            None => None,
+        };
         Ok(KernelImage {
             path: path.to_path_buf(),
             source,
@@ -402,18 +417,20 @@ impl KernelImage {
             kaslr,
             loader_features,
             slide_base,
+            struct_module_size,
             config: cfg,
         })
     }
 
     /// Refuse module `m` if it is for another machine or was built for
-    /// another kernel (vermagic), as this kernel's loader would; `then`
-    /// says what the caller does with a refused module ("not listed").
+    /// another kernel (vermagic, the size of struct module), as this
+    /// kernel's loader would; `then` says what the caller does with a
+    /// refused module ("not listed").
     pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
         self.same_machine(m, then)?;
         let kv = self.vermagic.as_deref().unwrap_or_default();
         match m.kernel_vermagic() {
-            Some(v) if v == kv => Ok(()),
+            Some(v) if v == kv => self.same_struct_module(m, then),
             Some(v) => Err(Error::file(
                 Kind::WrongKernel,
                 &m.path,
@@ -424,6 +441,27 @@ impl KernelImage {
                 ),
             )),
             None => Err(Error::file(Kind::WrongKernel, &m.path, format!("module has no vermagic: {then}"))),
+        }
+    }
+
+    /// Refuse module `m` if its `.gnu.linkonce.this_module` is not the size
+    /// of this kernel's struct module (when its BTF says that size): 6.12's
+    /// loader refuses such a module ("section size must match the kernel's
+    /// built struct module size"), 6.1's takes the section as a struct
+    /// module all the same and reads past it. `then` as for [`Self::accepts`].
+    pub fn same_struct_module(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        match self.struct_module_size {
+            Some(want) if want != m.struct_module_size => Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!(
+                    "built for another kernel: its {} is {} bytes, the kernel's struct module {want} (its BTF){}",
+                    crate::modcheck::THIS_MODULE,
+                    m.struct_module_size,
+                    if then.is_empty() { String::new() } else { format!(": {then}") }
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
