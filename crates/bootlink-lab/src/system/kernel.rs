@@ -168,10 +168,8 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
 
 /// `build`, with its object tree made to hold it when it no longer does.
 fn series_build_in_tree(line: Line, build: kbuild::Report) -> Result<kbuild::Report> {
-    let mut opts = kbuild::Options::for_line(line);
-    opts.debian_config()?;
+    let mut opts = series_options(line)?;
     opts.tree = true;
-    opts.cached_only = true;
     if let Ok(b) = kbuild::run(&opts) {
         return Ok(b);
     }
@@ -191,14 +189,20 @@ fn series_build_in_tree(line: Line, build: kbuild::Report) -> Result<kbuild::Rep
     Ok(b)
 }
 
+/// The kbuild options of `line`'s series built with Debian's config,
+/// looked up in the cache only.
+fn series_options(line: Line) -> Result<kbuild::Options> {
+    let mut opts = kbuild::Options::for_line(line);
+    opts.debian_config()?;
+    opts.cached_only = true;
+    Ok(opts)
+}
+
 /// The series of `line` built with Debian's config, from the kernel cache
 /// only: refused, in one line naming the command that builds it, when
 /// the cache does not hold it.
 pub fn series_build(line: Line) -> Result<kbuild::Report> {
-    let mut opts = kbuild::Options::for_line(line);
-    opts.debian_config()?;
-    opts.cached_only = true;
-    kbuild::run(&opts).map_err(|e| not_built(line, e))
+    kbuild::run(&series_options(line)?).map_err(|e| not_built(line, e))
 }
 
 /// The command that builds the series of `line` with Debian's config.

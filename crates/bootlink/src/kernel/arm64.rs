@@ -612,7 +612,7 @@ mod tests {
             let e = find_tables(&bad).unwrap_err();
             assert!(e.msg.starts_with(&format!("arm64 Image: the export entry at {o:#x}, ")), "{i}: {e}");
             assert!(e.msg.ends_with("is not a symbol name"), "{i}: {e}");
-            if i < 2 || i > 37 {
+            if !(2..=37).contains(&i) {
                 continue; // the first and last two: too few entries beyond them
             }
             let mut wild = img.clone();
