@@ -13,6 +13,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
+    fsutil::check_outputs(&[&a.image], &[fsutil::Planned::new(&a.output)])?;
     let v = kernel::extract_vmlinux(&a.image)?;
     fsutil::write_atomic(&a.output, &v.data)?;
     eprintln!("{}: {} ({} bytes)", a.output.display(), v.source.describe(), v.data.len());

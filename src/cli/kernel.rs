@@ -149,6 +149,6 @@ fn build(
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_line(s: &str) -> Result<kbuild::Line, String> {
+pub(super) fn parse_line(s: &str) -> Result<kbuild::Line, String> {
     kbuild::Line::parse(s).map_err(|e| e.to_string())
 }

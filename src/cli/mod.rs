@@ -161,6 +161,13 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // A file size limit (`ulimit -f`) would kill the process mid-write with
+    // SIGXFSZ, leaving its temporary file; ignored, the write fails with
+    // EFBIG and is reported in one line, the temporary removed.
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let cli = Cli::parse();
     match run(cli.cmd) {
         Ok(code) => code,

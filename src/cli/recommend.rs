@@ -30,6 +30,9 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let (run_json, planned) = (a.run.join("run.json"), [&a.svg, &a.modules_svg]);
+    let planned: Vec<_> = planned.into_iter().flatten().map(|p| bootlink::fsutil::Planned::new(p)).collect();
+    bootlink::fsutil::check_outputs(&[&a.run, &run_json], &planned)?;
     let r = recommend::run(&recommend::Options { run: a.run, storage: a.storage })?;
     if let Some(path) = &a.svg {
         bootlink::fsutil::write_atomic(path, recommend::chart(&r).as_bytes())?;

@@ -18,6 +18,11 @@ pub struct Args {
     /// `bootlink apply`'s whole plan (applied)
     #[arg(long, value_parser = ["debian", "patched", "applied"], default_value = "debian")]
     kernel: String,
+    /// The kernel line: 6.1 (Debian's reference linux-image-6.1.0-56-amd64; the series of
+    /// kernel/6.1) or 6.12 (Debian's newest linux-image-6.12.*-amd64 apt knows; the series of
+    /// kernel/6.12, built with `kernel build --config debian --line 6.12`)
+    #[arg(long, default_value = "6.1", value_parser = super::kernel::parse_line)]
+    line: bootlink::kbuild::Line,
     /// With --kernel patched: Debian's modules through only these of apply's fixes
     /// (`apply --only`), e.g. finalize, symhash-slotted, manifest
     #[arg(long, value_name = "STEP,...")]
@@ -84,6 +89,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     };
     let r = system::run(&system::Request {
         kernel,
+        line: a.line,
         clock,
         trace: !a.no_trace,
         cmdline: a.cmdline.as_deref().unwrap_or_default().split_whitespace().map(str::to_string).collect(),

@@ -101,9 +101,16 @@ fn make_modules_install_with_the_hook_boots_with_the_labs_best_gain() {
     assert!(log.contains(&listed), "no \"{listed}\" in {}", a.log.display());
     assert!(!log.contains("tainting kernel"), "a module tainted the kernel");
     // The same steps on the same modules: the same load, up to the list's
-    // length (every installed module against the set's own).
+    // length (every installed module against the set's own). Both boots are
+    // deterministic, so what separates them is that length, not chance:
+    // the module set 60.9 ms in both, +0.01 % (the cold `make test` of
+    // 2026-11-29, this test's report). Held to 0.1 %, the lab's bound where
+    // two boots agree.
     let (ta, tb) = (a.modules_total_us, b.modules_total_us);
-    assert!((ta - tb).abs() <= 0.01 * tb, "apply {ta:.0} us vs the lab's best {tb:.0} us: more than 1 % apart");
+    assert!(
+        (ta - tb).abs() <= 0.001 * tb,
+        "apply {ta:.0} us vs the lab's best {tb:.0} us: more than 0.1 % apart (measured +0.01 %)"
+    );
 }
 
 /// apply in place on bootlink's own build directory (vmlinux, bzImage,

@@ -87,10 +87,19 @@ fn the_guests_loader_took_both_caches() {
             m => panic!("unknown mode {m}"),
         }
     }
-    // The caches removed the lookups: ~40,000 normally, a few dozen with a cache.
+    // The caches removed the lookups: 40,740 normally, 48 with either cache
+    // (this test, 2026-11-29, with glibc patch 0008; the same as
+    // scripts/ddlink-lab-measure's table of 2026-11-25, docs/ddlink.md).
+    // Deterministic boots: the counts held within 10 % of those.
     let lookups = |m: &str| starts(u, m).iter().map(|s| s.lookups.expect("lookups")).max().unwrap();
-    assert!(lookups("normal") > 30_000, "normal: {}", lookups("normal"));
-    assert!(lookups("file-read") < 100 && lookups("skip") < 100, "{} {}", lookups("file-read"), lookups("skip"));
+    assert!(
+        lookups("normal") as f64 >= 0.9 * 40_740.0,
+        "normal: {} lookups, measured 40,740, floor 90 % of it",
+        lookups("normal")
+    );
+    for m in ["file-read", "skip"] {
+        assert!(lookups(m) as f64 <= 1.1 * 48.0, "{m}: {} lookups, measured 48, at most 10 % more", lookups(m));
+    }
 }
 
 #[test]
@@ -133,8 +142,23 @@ fn the_starts_follow_the_kernels_timeline_in_order() {
         med("file-read", reloc) / 1e3,
         med("skip", reloc) / 1e3
     );
-    assert!(med("skip", startup) < med("file-read", startup) && med("file-read", startup) < med("normal", startup));
-    assert!(med("skip", reloc) < med("file-read", reloc) && med("file-read", reloc) * 2.0 < med("normal", reloc));
+    // Deterministic boots: each mode's speed-up over normal loading at
+    // least 90 % of what was measured (this test, 2026-11-29, with glibc
+    // patch 0008, which checks every cached binding's names: startup
+    // 1.68x in File Read Mode and 2.58x in Skip Mode, relocation 3.88x and
+    // 68.6x; the table of 2026-11-25 in docs/ddlink.md predates 0008).
+    assert!(med("skip", startup) < med("file-read", startup), "Skip Mode starts before File Read Mode");
+    type Figure = fn(&DdlinkStart) -> f64;
+    let cases: [(&str, Figure, &str, f64); 4] = [
+        ("startup", startup, "file-read", 1.68),
+        ("startup", startup, "skip", 2.58),
+        ("relocation", reloc, "file-read", 3.88),
+        ("relocation", reloc, "skip", 68.6),
+    ];
+    for (what, f, mode, measured) in cases {
+        let x = med("normal", f) / med(mode, f);
+        assert!(x >= 0.9 * measured, "{mode}: {what} {x:.2}x faster than normal, measured {measured}x");
+    }
 }
 
 #[test]

@@ -358,17 +358,59 @@ fn each_fix_removes_its_link() {
     }
     let step = |var: &str, m: &str, s: &str| steps(v[var], m).get(s).copied().unwrap_or(0.0);
     let base = |m: &str, s: &str| step("unsigned", m, s);
-    // each fix removes (most of) its own link
-    assert!(step("orc", "xfs", "ORC sort") < base("xfs", "ORC sort") / 4.0);
-    for fix in ["ftrace-sorted", "ftrace-checked"] {
-        assert!(step(fix, "xfs", "ftrace weak-fn check") < base("xfs", "ftrace weak-fn check") / 10.0, "{fix}");
+    common::report(
+        &format!("finalize fixes, each alone (self-built {})", common::line()),
+        &format!(
+            "xfs ORC sort {:.3} -> {:.3} ms; xfs weak-fn check {:.3} -> {:.3} (sorted), {:.3} (checked), {:.3} ms \
+             (trimmed); nfsv4 eval maps {:.3} -> {:.3} ms",
+            base("xfs", "ORC sort"),
+            step("orc", "xfs", "ORC sort"),
+            base("xfs", "ftrace weak-fn check"),
+            step("ftrace-sorted", "xfs", "ftrace weak-fn check"),
+            step("ftrace-checked", "xfs", "ftrace weak-fn check"),
+            step("trimmed", "xfs", "ftrace weak-fn check"),
+            base("nfsv4", "trace eval maps"),
+            step("eval", "nfsv4", "trace eval maps")
+        ),
+    );
+    // Each fix removes (most of) its own link: the cut of the link it
+    // targets, unsigned over the fix. Deterministic boots, so on 6.1 each
+    // cut is held to 90 % of what this test measured (2026-11-29, the
+    // report above, printed to 10 us): xfs's ORC sort 36.44 -> 0.35 ms
+    // (104x); xfs's weak-fn check 485.61 -> 6.81 ms sorted (71.3x), 0.27 ms
+    // checked (1,798x), 300.67 ms trimmed (1.62x); nfsv4's eval maps 451.96
+    // -> 11.24 ms (40.2x). On 6.12 these links are not recorded yet: the
+    // first bounds stay there until its report gives them.
+    let on_61 = common::line() == "6.1";
+    for (fix, m, link, measured, first) in [
+        ("orc", "xfs", "ORC sort", 104.0, 4.0),
+        ("ftrace-sorted", "xfs", "ftrace weak-fn check", 71.3, 10.0),
+        ("ftrace-checked", "xfs", "ftrace weak-fn check", 1798.0, 10.0),
+        ("trimmed", "xfs", "ftrace weak-fn check", 1.62, 1.0 / 0.9),
+        ("eval", "nfsv4", "trace eval maps", 40.2, 4.0),
+    ] {
+        let cut = base(m, link) / step(fix, m, link);
+        let floor = if on_61 { 0.9 * measured } else { first };
+        assert!(
+            cut >= floor,
+            "{fix}: {m}'s {link} {:.3} -> {:.3} ms ({cut:.2}x; on 6.1 measured {measured}x), floor {floor:.2}x",
+            base(m, link),
+            step(fix, m, link)
+        );
     }
-    assert!(step("eval", "nfsv4", "trace eval maps") < base("nfsv4", "trace eval maps") / 4.0);
-    assert!(step("trimmed", "xfs", "ftrace weak-fn check") < base("xfs", "ftrace weak-fn check") * 0.9);
-    // and all together beat every one alone
-    for m in ["xfs", "nfsv4"] {
+    // And all together beat every one alone: on 6.1 by at least 90 % of
+    // the smallest margin measured (2026-11-29: xfs's finalize 156.5 ms
+    // against 369.0 ms with ftrace-checked, 2.36x; nfsv4's 32.0 against
+    // 62.4 ms with eval, 1.95x); on 6.12, not measured yet, merely beat.
+    for (m, measured) in [("xfs", 2.36), ("nfsv4", 1.95)] {
         for fix in ["orc", "ftrace-sorted", "ftrace-checked", "eval", "trimmed"] {
-            assert!(finalize_ms(v["all"], m) < finalize_ms(v[fix], m), "{m}: all vs {fix}");
+            let margin = finalize_ms(v[fix], m) / finalize_ms(v["all"], m);
+            assert!(
+                if on_61 { margin >= 0.9 * measured } else { margin > 1.0 },
+                "{m}: all {:.1} ms vs {fix} {:.1} ms ({margin:.2}x; on 6.1 at least {measured}x measured)",
+                finalize_ms(v["all"], m),
+                finalize_ms(v[fix], m)
+            );
         }
     }
 }

@@ -151,11 +151,18 @@ fn arm64_finalize_has_no_orc_and_its_eval_maps_are_found() {
     // No ORC unwinder on arm64: no sort, and the trace said it cannot trace unwind_module_init.
     assert_eq!(step(xfs, "ORC sort"), None, "{:?}", xfs.finalize_steps);
     // trace.c's eval-map notifier runs after tracepoint's on this kernel;
-    // the step finds it there: xfs's is most of its finalize.
+    // the step finds it there: xfs's is most of its finalize, 179.4 of
+    // 217.8 ms, 82.4 % (this test, 2026-11-29). Deterministic boots: the
+    // share at least 90 % of that.
     let eval = step(xfs, "trace eval maps").expect("eval maps step");
     let fin = phase(xfs, "finalize");
     println!("xfs on arm64: finalize {:.1} ms, of which trace eval maps {:.1} ms", fin / 1e3, eval / 1e3);
-    assert!(eval > fin / 2.0, "eval maps {eval} of finalize {fin}: {:?}", xfs.finalize_steps);
+    assert!(
+        eval / fin >= 0.9 * 0.824,
+        "eval maps {eval} us of finalize {fin} us ({:.1} %, measured 82.4 %): {:?}",
+        eval / fin * 100.0,
+        xfs.finalize_steps
+    );
     let sum: f64 = xfs.finalize_steps.iter().map(|p| p.duration_us).sum();
     assert!((sum - fin).abs() < 1.0, "steps {sum} != finalize {fin}");
 }
@@ -165,11 +172,21 @@ fn unsigned_modules_skip_the_signature_check_on_arm64() {
     let Some(l) = lab("unsigned_modules_skip_the_signature_check_on_arm64") else { return };
     let (stock, unsigned) = (&reps(&l.run, "stock")[0], &reps(&l.run, "unsigned")[0]);
     let sig = |r: &Repetition| r.modules.iter().map(|m| phase(m, "signature")).sum::<f64>();
-    println!("signature: stock {:.1} ms, unsigned {:.3} ms", sig(stock) / 1e3, sig(unsigned) / 1e3);
+    println!("signature: stock {:.1} ms, unsigned {:.1} us", sig(stock) / 1e3, sig(unsigned));
     // Debian signs every module with SHA-256 (RSA-4096); checking xfs's
-    // 2.9 MB alone takes more than 100 ms of guest time on the A72.
+    // 2.9 MB alone takes more than 100 ms of guest time on the A72. The
+    // set's checks took 227.1 ms stock and 0.006 ms unsigned (this test,
+    // 2026-11-29, printed to the microsecond; 37,850x): deterministic
+    // boots, so the stock figure and the cut are held to 90 % of those.
     assert!(phase(module(stock, "xfs"), "signature") > 100_000.0);
-    assert!(sig(unsigned) < sig(stock) / 100.0, "{} vs {}", sig(unsigned), sig(stock));
+    assert!(sig(stock) >= 0.9 * 227_100.0, "stock signature {} us, measured 227.1 ms", sig(stock));
+    let cut = sig(stock) / sig(unsigned);
+    assert!(
+        cut >= 0.9 * 37_850.0,
+        "signature {} us -> {} us unsigned ({cut:.0}x, measured 37,850x)",
+        sig(stock),
+        sig(unsigned)
+    );
     // The unsigned modules taint the kernel (E), as on x86-64.
     assert_eq!(unsigned.tainted.map(|t| t & 8192), Some(8192), "{:?}", unsigned.tainted);
 }
@@ -198,7 +215,10 @@ fn preresolved_modules_look_up_only_what_modules_export() {
         }
         let sym = |r: &Repetition| r.modules.iter().map(|m| phase(m, "symbols")).sum::<f64>();
         println!("{v}: symbols {:.2} ms (unsigned {:.2} ms)", sym(rep) / 1e3, sym(unsigned) / 1e3);
-        assert!(sym(rep) < sym(unsigned) / 10.0, "{v}");
+        // 5.97 -> 0.119 ms either way (this test, 2026-11-29; 50.2x), of
+        // deterministic boots: the cut at least 90 % of it.
+        let cut = sym(unsigned) / sym(rep);
+        assert!(cut >= 0.9 * 50.2, "{v}: symbols {} -> {} us ({cut:.1}x, measured 50.2x)", sym(unsigned), sym(rep));
     }
 }
 

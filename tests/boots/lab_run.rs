@@ -205,11 +205,22 @@ fn lookups_counted_in_the_guest_match_the_module_files() {
     println!(
         "symbol lookups: stock {want_stock} (= undefined symbols in the files), preresolved {got}, folded {folded}"
     );
-    assert!(got < want_stock as u64 / 10, "preresolving removes most lookups");
+    // Deterministic boots, so each cut is held to 90 % of what the same
+    // run measured (scripts/demo, 2026-11-26, docs/lab.md: lookups 11,026
+    // -> 406, 27.2x; the symbols phase 53.9 -> 2.81 ms, 19.2x; this test on
+    // 2026-11-29: the same lookups, 54.1 -> 2.77 ms, 19.5x).
+    let cut = want_stock as f64 / got as f64;
+    assert!(cut >= 0.9 * 27.2, "preresolving cuts the lookups {want_stock} -> {got} ({cut:.1}x, measured 27.2x)");
     assert_eq!(folded, got, "both modes leave the same symbols to the loader");
     let sym = |v: &str| phase_sum(&variant(&l.run, v)[0], "symbols");
     println!("symbols phase: unsigned {:.0} us, preresolved {:.0} us", sym("unsigned"), sym("preresolved"));
-    assert!(sym("preresolved") < sym("unsigned"));
+    let cut = sym("unsigned") / sym("preresolved");
+    assert!(
+        cut >= 0.9 * 19.2,
+        "the symbols phase: unsigned {:.0} us, preresolved {:.0} us ({cut:.1}x, measured 19.2x)",
+        sym("unsigned"),
+        sym("preresolved")
+    );
 }
 
 /// Every initcall the lab parsed from its own kernel log lasts exactly the
@@ -255,8 +266,16 @@ fn folded_modules_load_faster_than_unsigned_ones() {
         f("folded"),
         pct(f("unsigned"), f("folded"))
     );
-    assert!(fo < u, "folded modules load faster than unsigned ones");
-    assert!(f("folded") < f("preresolved"), "folding removes the SHN_ABS scan cost in finalize");
+    // Deterministic boots: each gain at least 90 % of what the same run
+    // measured (scripts/demo, 2026-11-26, docs/lab.md: the whole load 2,378
+    // -> 2,300 ms unsigned to folded; finalize 1,788 -> 1,666 ms
+    // preresolved to folded; this test on 2026-11-29: 78.8 and 121.8 ms).
+    assert!(u - fo >= 0.9 * 78_000.0, "folded load {:.0} us faster than unsigned, measured 78 ms", u - fo);
+    let gain = f("preresolved") - f("folded");
+    assert!(
+        gain >= 0.9 * 122_000.0,
+        "folding removes the SHN_ABS scan cost in finalize: {gain:.0} us, measured 122 ms"
+    );
 }
 
 /// Finalize cut into its links: on every module they add up to its
@@ -315,8 +334,17 @@ fn finalize_splits_into_links_that_add_up() {
     }
     let largest = by_step.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
     assert_eq!(largest.0, "ftrace weak-fn check", "{by_step:?}");
+    // xfs's weak-fn check against its three longest links: 535.9 of
+    // 772.1 ms, 69.4 % (this test, 2026-11-29; docs/lab.md's split of
+    // 2026-11-22, under -cpu max, had 69.6 %); a deterministic figure, so
+    // the floor is 90 % of it.
     let xfs_fin = step("xfs", "ftrace weak-fn check") + step("xfs", "trace eval maps") + step("xfs", "ORC sort");
-    assert!(step("xfs", "ftrace weak-fn check") > 0.5 * xfs_fin, "xfs: the weak-fn check is most of its finalize");
+    let share = step("xfs", "ftrace weak-fn check") / xfs_fin;
+    assert!(
+        share >= 0.9 * 0.694,
+        "xfs: the weak-fn check is {:.1} % of its three longest links, measured 69.4 %",
+        share * 100.0
+    );
     // The chart's longest links name them.
     let o = common::run(&[&"chart", &l.dir, &"--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("chart --json");
@@ -330,7 +358,11 @@ fn tracing_overhead_is_measured_and_small() {
     let o = l.run.tracing_overhead_pct.expect("overhead measured");
     println!("tracing overhead: {o:+.2} %");
     assert!(common::stdout(&l.out).contains("tracing overhead:"));
-    assert!(o.abs() < 5.0, "tracing the phase functions costs {o:.2} %");
+    // Both boots are deterministic: the overhead is what the same run
+    // measured (scripts/demo, 2026-11-26, docs/lab.md: +1.23 % of the
+    // module set's load time; this test on 2026-11-29: +1.24 %), give or
+    // take the 0.1 % each of the two figures may move.
+    assert!((o - 1.23).abs() <= 0.2, "tracing the phase functions costs {o:+.2} %, measured +1.23 %");
 }
 
 #[test]

@@ -86,15 +86,22 @@ fn lava_and_lab(lava_run: &Path, dir: &Path, arch: &str, id_base: u32) -> (PathB
     TestCommand::new(&base).arg(&"unsigned").arg(&"-o").arg(&lab).ok();
     let from_lab = bootlink_lab::run::load(&lab).unwrap();
     // Same kernel, initramfs (but its marker tag), command line, CPU and
-    // clock; LAVA's qemu device adds a virtio NIC. Measured on 2026-11-28:
-    // the module set's time within 0.1 % on x86-64 and on arm64.
+    // clock; LAVA's qemu device adds a virtio NIC. Both boots are
+    // deterministic (-icount), so they differ by what the NIC and the tag
+    // change, not by chance: measured on 2026-11-28 (scripts/lava-measure,
+    // docs/lava.md) x86-64 stock +0.026 %, unsigned -0.075 %, arm64 stock
+    // -0.018 %, unsigned -0.065 %. The bound is 3x the largest of them.
+    const MEASURED_PCT: f64 = 0.075;
     for ((name, a), (_, b)) in set_times(&from_lab).iter().zip(set_times(&from_lava)) {
         let diff = (b - a) / a * 100.0;
         common::report(
             "lava_boot",
             &format!("{arch} {name}: module set {a:.0} us in the lab, {b:.0} us under lava-run ({diff:+.3} %)"),
         );
-        assert!(diff.abs() < 1.0, "{arch} {name}: {a} vs {b} us ({diff:+.3} %)");
+        assert!(
+            diff.abs() <= 3.0 * MEASURED_PCT,
+            "{arch} {name}: {a} vs {b} us ({diff:+.3} %; measured at most {MEASURED_PCT} % apart, bound 3x that)"
+        );
     }
     (lab, lava, from_lab, from_lava)
 }

@@ -279,7 +279,11 @@ grep -e 'Duplicates during init' -e 'Dups during init' /sys/kernel/debug/modules
     assert_eq!(result("timeout", "bl_slow"), "timeout");
     assert_eq!(result("timeout", "vfat2"), "dep-failed");
     let secs: u64 = text.lines().find_map(|l| l.strip_prefix("TIMEOUT-SECONDS ")).unwrap().trim().parse().unwrap();
-    assert!(secs <= 3, "the loader waited {secs} s for a 1 s timeout");
+    // A realtime boot (TCG, the host's clock, a 2-core host shared with
+    // other work): the loader's 1 s timeout is host time, and the whole
+    // seconds it prints carry the host's delays, so the bound is 3 s, not
+    // a measured spread (none is recorded for this figure).
+    assert!(secs <= 3, "the loader waited {secs} s for a 1 s timeout (realtime: up to 3 s allowed)");
     // A killed worker: its load is not retried; the module's state decides.
     assert!(text.contains("KILLED worker"), "{text}");
     assert_eq!(result("killed", "bl_slow"), "loaded");

@@ -96,11 +96,29 @@ fn reordered_starts_fault_and_read_less_with_the_same_output() {
     // left (2026-11-28, Debian's kernel: 11 -> 1, 5.24x faster).
     let (un, re, da) =
         (start(u, "unordered/64k/ra0"), start(u, "reordered/64k/ra0"), start(u, "reordered+data/64k/ra0"));
+    common::report(
+        "order synth (self-built kernel): unordered -> reordered+data",
+        &format!(
+            "64k ra0: {:.1} -> {:.1} ms ({:.2}x), major {} -> {}, read {} -> {} bytes",
+            un.duration_us / 1e3,
+            da.duration_us / 1e3,
+            un.duration_us / da.duration_us,
+            un.major_faults.unwrap(),
+            da.major_faults.unwrap(),
+            un.read_bytes.unwrap(),
+            da.read_bytes.unwrap()
+        ),
+    );
     assert_eq!(da.major_faults, Some(1), "64k: the data order's major faults");
     assert_eq!(da.output, un.output);
     assert!(da.duration_us < re.duration_us && da.read_bytes < re.read_bytes, "64k: data order against reordered");
+    // The 5.24x above is Debian's kernel; this boots the self-built one,
+    // whose requests take two jiffies instead of 4 ms (no HIGH_RES_TIMERS:
+    // docs/order.md): 536.8 -> 97.5 ms, 5.51x (this test, 2026-11-29).
+    // Deterministic, so the floor is 90 % of that, above issue 29's goal
+    // of 4.2x.
     let speed = un.duration_us / da.duration_us;
-    assert!(speed >= 4.2, "64k: the data order {speed:.2}x faster, goal 4.2x");
+    assert!(speed >= 0.9 * 5.51, "64k: the data order {speed:.2}x faster, measured 5.51x (goal 4.2x)");
 }
 
 #[test]

@@ -126,8 +126,24 @@ fn a_sealed_kernel_loads_folded_modules_and_refuses_the_others() {
         mem_total(s),
         mem_total(f)
     );
-    assert!(gf > gs + 256, "the tables (about 490 KiB) freed with the gap: {gs} -> {gf} KiB");
-    assert!(mem_total(f) > mem_total(s) + 256, "{} -> {}", mem_total(s), mem_total(f));
+    // Sizes, the same in every boot of a build: sealing gave back 492 KiB
+    // on 6.1 and 508 KiB on 6.12, in the gap freed at boot and in MemTotal
+    // alike (scripts/sealed-measure, 2026-11-27, docs/sealed.md); each at
+    // least 90 % of that.
+    let measured: u64 = if common::line() == "6.1" { 492 } else { 508 };
+    let floor = measured * 9 / 10;
+    assert!(
+        gf >= gs + floor,
+        "the tables freed with the gap: {gs} -> {gf} KiB, measured +{measured} KiB on {}",
+        common::line()
+    );
+    assert!(
+        mem_total(f) >= mem_total(s) + floor,
+        "MemTotal {} -> {} kB, measured +{measured} KiB on {}",
+        mem_total(s),
+        mem_total(f),
+        common::line()
+    );
     // Unfolded: the batch loader asks once per module; each refusal is one
     // line naming the first missing symbol and how many there are.
     let refusals: Vec<&str> = ulog.lines().filter(|l| l.contains("the kernel's exports are sealed")).collect();

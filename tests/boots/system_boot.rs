@@ -1,5 +1,5 @@
 //! A real Debian bookworm system (systemd, udev, initramfs-tools' initrd,
-//! Debian's 6.1 kernel installed with dpkg) boots under QEMU's
+//! Debian's kernel of the tested line installed with dpkg) boots under QEMU's
 //! instruction-counted clock (-icount) to multi-user.target, and `bootlink system` reads
 //! that boot right: systemd-analyze's figures are positive and add up, the
 //! kernel's /init and systemd's start cut them into kernel, initrd and
@@ -9,6 +9,13 @@
 //! module loading's share of the boot is a fraction of it, and the
 //! boot's links (kernel set-up, initcalls, initrd stretches, systemd) join
 //! up from the kernel's start to multi-user.target.
+//!
+//! The line is 6.1 in tier 3 (Debian's reference package); tier X runs
+//! the file again with `BOOTLINK_TEST_LINE=6.12` (`bootlink system --line
+//! 6.12`: Debian's newest 6.12 package; a boot of minutes more than make
+//! test's budget holds). On either line a patched system whose series
+//! build is not cached is refused in one line naming the command that
+//! builds it.
 //!
 //! One boot (several minutes under TCG on a loaded 2-core host); the
 //! image is built first when the cache has none (mmdebstrap, dpkg,
@@ -32,7 +39,7 @@ const TEST: &str = "system_boot";
 /// Boot once; the record and the console.
 fn boot(dir: &Path) -> (serde_json::Value, Boot, String) {
     let t0 = Instant::now();
-    common::TestCommand::new(&[&"system", &"-o", &dir, &"--json"]).show_dir(dir).ok();
+    common::TestCommand::new(&[&"system", &"--line", &common::line(), &"-o", &dir, &"--json"]).show_dir(dir).ok();
     let wall = t0.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("system.json")).unwrap()).unwrap();
     let b: Boot = serde_json::from_value(v["boot"].clone()).unwrap();
@@ -40,7 +47,8 @@ fn boot(dir: &Path) -> (serde_json::Value, Boot, String) {
     common::report(
         TEST,
         &format!(
-            "bootlink system: {wall:.0} s wall (image {}: {:.0} s; boot {:.0} s)",
+            "bootlink system --line {}: {wall:.0} s wall (image {}: {:.0} s; boot {:.0} s)",
+            common::line(),
             if v["image"]["cached"].as_bool() == Some(true) { "cached" } else { "built" },
             v["image_wall_s"].as_f64().unwrap_or(0.0),
             v["boot_wall_s"].as_f64().unwrap_or(0.0)
@@ -59,6 +67,17 @@ fn debian_system_boots_and_its_figures_add_up() {
     assert!(b.problems.is_empty(), "{:?}", b.problems);
     assert_eq!(b.state, "running", "systemctl is-system-running; failed: {:?}", b.failed_units);
     assert_eq!(v["clock"], "icount");
+    // Debian's package of the line: the reference on 6.1, the newest on 6.12.
+    let debian = common::debian_of_line();
+    assert_eq!(v["image"]["line"], common::line());
+    assert_eq!(v["image"]["kernel_package"], debian.package.as_str());
+    assert_eq!(v["image"]["kernel_version"], debian.version.as_str());
+    assert_eq!(v["image"]["release"], debian.release.as_str());
+    assert!(
+        log.contains(&format!("Linux version {} ", debian.release)),
+        "the console's kernel is not {}",
+        debian.release
+    );
     assert_eq!(b.kaslr, Some(true), "_text at {:?}", b.kernel_text);
 
     // systemd-analyze: positive, kernel + userspace = total to its rounding.
@@ -170,21 +189,67 @@ fn debian_system_boots_and_its_figures_add_up() {
 
     if std::env::var_os("BOOTLINK_SYSTEM_TWICE").is_some() {
         // Under sleep=on the disk's reads land on the host's time: the same
-        // modules, loaded in the same stages, the figures close but not equal.
+        // modules, loaded in the same stages, the figures close but not
+        // equal. Each stage within 3x what two boots differed by
+        // (scripts/system-measure, 2026-11-29, docs/system.md): the kernel, which
+        // reads no disk, 0.00 % (so 0.1 %, the lab's bound where two boots
+        // agree), the initrd +0.58 %, userspace +0.79 %, multi-user.target
+        // +0.44 %. Those were two boots one after the other, as here.
+        // Between runs under another host load the disk stages move
+        // further (the cold `make test` of 2026-11-29, beside a kernel
+        // build: initrd 2,771 ms, userspace 4,916 ms, +7.3 % on the
+        // script's run; the kernel 4,548 ms again), so the bounds hold for
+        // two boots under the same load, not across runs.
         let (_, again, _) = boot(&dir.join("two"));
         let names = |b: &Boot, initrd: bool| -> BTreeSet<String> {
             b.modules.iter().filter(|m| !initrd || m.in_initrd).map(|m| m.name.clone()).collect()
         };
         assert_eq!(names(&again, false), names(&b, false));
         assert_eq!(names(&again, true), names(&b, true));
-        for (what, x, y) in [
-            ("kernel", b.kernel_ms, again.kernel_ms),
-            ("initrd", b.initrd_ms, again.initrd_ms),
-            ("userspace", b.userspace_ms, again.userspace_ms),
-            ("multi-user.target", b.multi_user_ms, again.multi_user_ms),
+        for (what, x, y, measured_pct, bound_pct) in [
+            ("kernel", b.kernel_ms, again.kernel_ms, 0.0, 0.1),
+            ("initrd", b.initrd_ms, again.initrd_ms, 0.58, 3.0 * 0.58),
+            ("userspace", b.userspace_ms, again.userspace_ms, 0.79, 3.0 * 0.79),
+            ("multi-user.target", b.multi_user_ms, again.multi_user_ms, 0.44, 3.0 * 0.44),
         ] {
-            assert!((x - y).abs() <= 0.02 * x, "{what}: {x} ms, then {y} ms");
+            assert!(
+                (x - y).abs() <= bound_pct / 100.0 * x,
+                "{what}: {x} ms, then {y} ms ({:+.2} %; two boots measured {measured_pct} % apart, bound {bound_pct:.2} %)",
+                (y - x) / x * 100.0
+            );
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--kernel patched` on a line whose series' Debian-config build is not
+/// in the kernel cache: one line naming the command that builds it, no
+/// record directory, nothing booted or built. The cache is a fresh one
+/// holding only Debian's package of the line (linked from the real
+/// cache), so the build is absent whatever the real cache holds.
+#[test]
+fn a_patched_system_without_its_build_is_refused_in_one_line() {
+    let line = common::line();
+    let debian = common::debian_of_line();
+    let dir = common::tmpdir("system-refused");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(cache.join("kernels")).unwrap();
+    std::os::unix::fs::symlink(&debian.dir, cache.join("kernels").join(&debian.release)).unwrap();
+    let debs = bootlink::fsutil::cache_dir().join("debs");
+    std::os::unix::fs::symlink(&debs, cache.join("debs")).unwrap();
+    let out = dir.join("record");
+    let command = if line == "6.1" {
+        "`bootlink kernel build --config debian`".to_string()
+    } else {
+        format!("`bootlink kernel build --config debian --line {line}`")
+    };
+    let err = common::TestCommand::new(&[&"system", &"--line", &line, &"--kernel", &"patched", &"-o", &out])
+        .env("BOOTLINK_CACHE", cache.to_str().unwrap())
+        .fails_with(&command);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("bootlink: ") && err.contains(&format!("the {line} series")), "{err}");
+    assert!(err.contains("not in the cache"), "{err}");
+    assert!(!out.exists(), "a refused boot leaves no record directory");
+    assert!(!cache.join("systems").exists(), "nothing made for the refused kernel");
+    common::report(TEST, &format!("{line}: {}", err.trim_end()));
 }

@@ -8,7 +8,9 @@
 mod bzimage;
 use crate::common;
 #[path = "../damaged/generate.rs"]
-mod generate;
+pub(crate) mod generate;
+#[path = "../damaged/images.rs"]
+pub(crate) mod images;
 #[path = "../damaged/suite.rs"]
 mod suite;
 
@@ -31,6 +33,13 @@ fn damaged_debian_modules_are_refused_and_the_good_ones_still_written() {
         let (bytes, _) = bootlink::module::load_bytes(p).unwrap();
         let (elf_len, _) = bootlink::module::split_signature(&bytes).unwrap();
         files.extend(generate::modules(&bootlink::module::name_from_path(p), &bytes[..elf_len], &mut rng, 3));
+    }
+    // The classes of tests/damaged/images.rs from a stream of their own.
+    let mut rng = Rng(seed ^ 0x696d_6167);
+    for p in &good {
+        let (bytes, _) = bootlink::module::load_bytes(p).unwrap();
+        let (elf_len, _) = bootlink::module::split_signature(&bytes).unwrap();
+        files.extend(images::modules(&bootlink::module::name_from_path(p), &bytes[..elf_len], &mut rng, 2));
     }
     let dir = tmpdir("damaged-real");
     let mut counts = suite::Counts::default();
@@ -90,4 +99,66 @@ fn damaged_debian_vmlinuz_is_refused_by_every_command() {
     }
     report("damaged_real", &counts.render("damaged vmlinuz (Debian's)"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
+    println!("damaged-input seed {seed} (BOOTLINK_DAMAGED_SEED={seed} replays it)");
+    seed
+}
+
+/// Debian's arm64 Image (its vmlinuz) damaged in its boot header and its
+/// export entries (tests/damaged/images.rs) through every command that
+/// takes a kernel image: refused in one line giving the damage by each
+/// that reads the Image, as with the undamaged Image by the others
+/// (`extract-vmlinux` and `manifest show` refuse an arm64 Image whole).
+#[test]
+fn damaged_debian_arm64_images_are_refused_by_every_command_that_reads_them() {
+    let test = "damaged_debian_arm64_images_are_refused_by_every_command_that_reads_them";
+    let Some(k) = common::arm64::arm64(test) else { return };
+    let base = std::fs::read(&k.vmlinuz).unwrap();
+    let entries = images::arm64_entries(&base);
+    assert!(entries.len() > 10_000, "{} export entries found by hand", entries.len());
+    let mut rng = Rng(seed() ^ 0x6172_6d36);
+    let files = images::arm64(&base, &entries, &mut rng, 2);
+    let dir = tmpdir("damaged-arm64-image");
+    let module = k.modules.join("kernel/fs/fat/fat.ko");
+    let mods = images::modules_dir(&dir, &k.release, &module);
+    let mut counts = suite::Counts::default();
+    let name = format!("vmlinuz-{}", k.release);
+    let commands = images::commands(&module, &mods, true);
+    images::run(&dir.join("runs"), &name, &base, &files, &commands, &[("BOOTLINK_NO_IMAGE_CACHE", "1")], &mut counts);
+    for class in images::ARM64_CLASSES {
+        assert!(counts.by_class.contains_key(class), "no damaged arm64 Image of class {class}");
+    }
+    report("damaged_real", &counts.render("damaged arm64 Image (Debian's)"));
+}
+
+/// Debian's vmlinux (with the sections the series reserves, added) damaged
+/// in its export entries and reserved sections (tests/damaged/images.rs)
+/// through every command that takes a kernel image.
+#[test]
+fn damaged_debian_vmlinux_tables_are_refused_by_every_command_that_reads_them() {
+    let k = kernel();
+    let dir = tmpdir("damaged-vmlinux-tables");
+    let base = images::with_reserved_sections(&k.vmlinux, &dir, 1 << 20);
+    let mut rng = Rng(seed() ^ 0x7461_626c);
+    let files = images::vmlinux(&base, &mut rng, 1);
+    let module = module("fs/fat/fat.ko");
+    let mods = images::modules_dir(&dir, &k.release, &module);
+    let mut counts = suite::Counts::default();
+    let commands = images::commands(&module, &mods, false);
+    images::run(
+        &dir.join("runs"),
+        "vmlinux",
+        &base,
+        &files,
+        &commands,
+        &[("BOOTLINK_NO_IMAGE_CACHE", "1")],
+        &mut counts,
+    );
+    for class in images::VMLINUX_CLASSES {
+        assert!(counts.by_class.contains_key(class), "no damaged vmlinux of class {class}");
+    }
+    report("damaged_real", &counts.render("damaged vmlinux tables (Debian's, reserved sections added)"));
 }

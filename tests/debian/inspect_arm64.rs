@@ -145,10 +145,15 @@ fn mixed_machines_and_rewrites_are_refused_in_one_line() {
     let err = stderr(&o);
     assert!(err.starts_with(&format!("bootlink: {}: AArch64: nothing to finalize: ", a.vmlinuz.display())), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    let o = run(&[&"manifest", &"write", &"--vmlinux", &a.vmlinuz, &"-o", &"/dev/null", &fat_arm]);
+    // Into a scratch file (an output is never a device: -o /dev/null is
+    // refused before the kernel is read).
+    let dir = common::tmpdir("arm64-refusals");
+    let out = dir.join("out");
+    let o = run(&[&"manifest", &"write", &"--vmlinux", &a.vmlinuz, &"-o", &out, &fat_arm]);
     assert!(!o.status.success());
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
-    let o = run(&[&"extract-vmlinux", &a.vmlinuz, &"-o", &"/dev/null"]);
+    let o = run(&[&"extract-vmlinux", &a.vmlinuz, &"-o", &out]);
     assert!(!o.status.success() && stderr(&o).contains("an arm64 Image holds no ELF vmlinux"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1);
+    assert!(!out.exists());
 }

@@ -498,7 +498,7 @@ fn unwritable_output_and_a_full_disk_leave_nothing_half_written() {
     let err = stderr(&o);
     let _cleanup = Umount(mnt.clone());
     assert!(!o.status.success());
-    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("no space left on device"), "{err}");
     // Every file that exists is whole: it reads as a module; no temporary is left.
     let mut whole = 0;
     for p in walk(&mnt) {

@@ -279,7 +279,14 @@ fn the_series_runs_in_the_arm64_lab() {
         let xfs = rep(v).modules.iter().find(|m| m.name == "xfs").unwrap();
         xfs.finalize_steps.iter().find(|p| p.name == "trace eval maps").map(|p| p.duration_us).unwrap()
     };
-    println!("xfs eval maps: {:.1} ms -> {:.1} ms in one pass", eval("u") / 1e3, eval("eval") / 1e3);
+    common::report(
+        "the series in the arm64 lab",
+        &format!("xfs eval maps: {:.1} ms -> {:.1} ms in one pass", eval("u") / 1e3, eval("eval") / 1e3),
+    );
+    // Deterministic boots; what was measured is the 193-module set's link,
+    // 241 -> 25.6 ms, 9.4x (scripts/arm64-series-measure, 2026-11-27,
+    // docs/arm64.md), not xfs's beside vfat alone: the cut is held to a
+    // quarter until a run's report above gives xfs's own figure.
     assert!(eval("eval") < eval("u") / 4.0, "{} vs {}", eval("eval"), eval("u"));
 }
 

@@ -316,13 +316,23 @@ fn uboot_jobs_boot_a_qemu_board_through_lava_run_as_the_lab_boots() {
     // Same kernel, initramfs (but its marker tag), CPU, clock and command
     // line (the template's root= and ip= added to the lab's); the kernel is
     // started by U-Boot with its DTB, the initrd and the DTB where U-Boot
-    // puts them. Measured on 2026-11-28: the module set within 0.2 % of the
-    // lab's with the same command line. Without root=/dev/ram0 the lab's
-    // set is 72 to 96 us longer (the module files' read phase; 0.4 % of
-    // stock's 22 ms, 1.6 to 1.8 % of unsigned's 4.6 ms): that is reported, and the
-    // gain of one variant over the other must hold against it too. Board
-    // runs differ by some us: U-Boot waits for LAVA's typed commands in host
-    // time, so the kernel starts at another virtual time each run.
+    // puts them. Without root=/dev/ram0 the lab's set is 72 to 96 us
+    // longer (the module files' read phase; 0.4 % of stock's 22 ms, 1.6 to
+    // 1.8 % of unsigned's 4.6 ms): that is reported, and the gain of one
+    // variant over the other must hold against it too. Board runs differ
+    // by some us: U-Boot waits for LAVA's typed commands in host time, so
+    // the kernel starts at another virtual time each run, and its timer
+    // interrupts fall elsewhere in the loads. What one run measured
+    // (2026-11-28, scripts/lava-measure, docs/lava.md), board against the
+    // lab with the same command line: the module set +0.000 % (stock) and
+    // +0.243 % (unsigned), the loading proper +0.067 % and +0.640 %, the
+    // gain -0.063 % (-0.086 % against the lab without). The module set and
+    // the gain are held to 3x those; the loading proper keeps 1 %, below
+    // 3x its 0.640 % (1.9 %): the spread between two board runs is not
+    // measured yet, and 1 % has held in every run so far.
+    const SET_PCT: f64 = 3.0 * 0.243;
+    const PROPER_PCT: f64 = 1.0;
+    const GAIN_PCT: f64 = 3.0 * 0.086;
     let proper = |run: &Run, i: usize| -> f64 {
         run.variants[i].repetitions[0]
             .modules
@@ -348,8 +358,16 @@ fn uboot_jobs_boot_a_qemu_board_through_lava_run_as_the_lab_boots() {
                 pct(pa, pb)
             ),
         );
-        assert!(pct(a, *b).abs() < 1.0, "{name}: module set {a} vs {b} us ({:+.3} %)", pct(a, *b));
-        assert!(pct(pa, pb).abs() < 1.0, "{name}: loading proper {pa} vs {pb} us ({:+.3} %)", pct(pa, pb));
+        assert!(
+            pct(a, *b).abs() <= SET_PCT,
+            "{name}: module set {a} vs {b} us ({:+.3} %; measured at most 0.243 %, bound {SET_PCT:.3} %)",
+            pct(a, *b)
+        );
+        assert!(
+            pct(pa, pb).abs() < PROPER_PCT,
+            "{name}: loading proper {pa} vs {pb} us ({:+.3} %; measured at most 0.640 %, bound {PROPER_PCT} %)",
+            pct(pa, pb)
+        );
     }
     // what the lab is for: the gain of one variant over the other
     let gain = |t: &[(String, f64)]| t[0].1 - t[1].1;
@@ -360,7 +378,13 @@ fn uboot_jobs_boot_a_qemu_board_through_lava_run_as_the_lab_boots() {
             "stock - unsigned: {gb:.0} us on the board, {ga:.0} us in the lab with the same command line, {gp:.0} us without"
         ),
     );
-    assert!(pct(ga, gb).abs() < 1.0 && pct(gp, gb).abs() < 1.0, "the gain: {gb} vs {ga} and {gp} us");
+    assert!(
+        pct(ga, gb).abs() <= GAIN_PCT && pct(gp, gb).abs() <= GAIN_PCT,
+        "the gain: {gb} us on the board vs {ga} and {gp} us in the lab ({:+.3} %, {:+.3} %; measured at most \
+         0.086 %, bound {GAIN_PCT:.3} %)",
+        pct(ga, gb),
+        pct(gp, gb)
+    );
     let init = |r: &Run| r.variants[0].repetitions[0].init_start_us;
     common::report(
         test,

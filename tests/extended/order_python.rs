@@ -32,9 +32,14 @@ fn python_is_traced_ordered_relinked_and_bolted() {
         let name = l["linker"].as_str().unwrap();
         assert_eq!(l["output_identical"], true, "{name}: output differs");
         let after = pages(&l["measured"], "before");
-        // 357 -> 179 pages when this was written: the order at least a
-        // third smaller in every linker's output.
-        assert!(after * 3 <= before * 2, "{name}: start-up functions on {after} pages, unordered {before}");
+        // The relink is deterministic: 356 -> 180 (GNU ld), 181 (gold,
+        // lld) pages, a cut of 1.97x at least (2026-11-28, docs/order.md);
+        // every linker's cut at least 90 % of it.
+        let cut = before as f64 / after as f64;
+        assert!(
+            cut >= 0.9 * (356.0 / 181.0),
+            "{name}: start-up functions on {after} pages, unordered {before} ({cut:.2}x, measured 1.97x)"
+        );
     }
     let linkers: Vec<&str> = r["relinked"].as_array().unwrap().iter().map(|l| l["linker"].as_str().unwrap()).collect();
     for want in ["ld.bfd", "ld.gold", "ld.lld"] {
@@ -83,10 +88,17 @@ fn data_order(r: &serde_json::Value) {
     for l in d["relinked"].as_array().unwrap() {
         let name = l["linker"].as_str().unwrap();
         assert_eq!(l["output_identical"], true, "{name} with the data order: output differs");
-        // 387 -> 301 pages when this was written.
+        // 387 -> 301 (GNU ld, gold), 302 (lld) pages, a cut of 1.28x at
+        // least (bench/order, 2026-11-28, docs/order.md); every linker's cut
+        // at least 90 % of it.
         let after = pages(&l["data"]);
-        assert!(after * 10 <= before * 9, "{name}: touched objects on {after} pages, unordered {before}");
-        // Each object right after the one touched before it (5,725 of 5,925 with gold).
+        let cut = before as f64 / after as f64;
+        assert!(
+            cut >= 0.9 * (387.0 / 302.0),
+            "{name}: touched objects on {after} pages, unordered {before} ({cut:.2}x, measured 1.28x)"
+        );
+        // Each object right after the one touched before it: 5,724 to 5,734
+        // of 5,924 (96.6 % at least, the same run); 90 % is within 10 % of it.
         let (n, of) = (l["data"]["in_order"].as_u64().unwrap(), l["data"]["movable"].as_u64().unwrap() - 1);
         assert!(n * 10 >= of * 9, "{name}: {n} of {of} objects follow the one touched before them");
     }

@@ -9,6 +9,8 @@
 use crate::common;
 #[path = "../damaged/generate.rs"]
 pub(crate) mod generate;
+#[path = "../damaged/images.rs"]
+mod images;
 #[path = "../damaged/records.rs"]
 pub(crate) mod records;
 #[path = "../damaged/suite.rs"]
@@ -46,8 +48,12 @@ fn bases() -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn damaged_modules_are_refused_and_the_good_ones_still_written() {
-    let mut rng = Rng(seed());
-    let files: Vec<_> = bases().iter().flat_map(|(stem, b)| generate::modules(stem, b, &mut rng, 4)).collect();
+    let seed = seed();
+    let mut rng = Rng(seed);
+    let mut files: Vec<_> = bases().iter().flat_map(|(stem, b)| generate::modules(stem, b, &mut rng, 4)).collect();
+    // The classes of tests/damaged/images.rs from a stream of their own.
+    let mut rng = Rng(seed ^ 0x696d_6167);
+    files.extend(bases().iter().flat_map(|(stem, b)| images::modules(stem, b, &mut rng, 2)));
     let good: Vec<PathBuf> =
         std::fs::read_dir(fixtures().join("modules")).unwrap().flatten().map(|e| e.path()).collect();
     let dir = common::tmpdir("damaged-modules");
@@ -55,7 +61,7 @@ fn damaged_modules_are_refused_and_the_good_ones_still_written() {
     suite::batch(&dir, &fixtures().join("vmlinux"), false, &files, &good, &mut counts);
     suite::singles(&dir, &fixtures().join("vmlinux"), false, &files, &mut counts);
     assert!(counts.files >= 300, "only {} damaged modules", counts.files);
-    for class in generate::ELF_CLASSES.iter().chain(generate::MODULE_CLASSES) {
+    for class in generate::ELF_CLASSES.iter().chain(generate::MODULE_CLASSES).chain(images::MODULE_CLASSES) {
         assert!(counts.by_class.contains_key(class), "no damaged module of class {class}");
     }
     common::report("damaged", &counts.render("damaged modules (fixtures)"));
@@ -72,6 +78,35 @@ fn damaged_kernel_images_are_refused_by_every_command() {
     suite::kernels(&dir, &images, &fixtures().join("modules/bl_plain.ko"), &mut counts);
     common::report("damaged", &counts.render("damaged kernel images (fixture vmlinux)"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fixture vmlinux (with the sections the series reserves, added)
+/// damaged in what it says of itself (tests/damaged/images.rs: export
+/// entries, reserved sections over other bytes) through every command that
+/// takes a kernel image: refused in one line by each that reads the
+/// damaged part, as with the undamaged image by the others.
+#[test]
+fn damaged_kernel_tables_are_refused_by_every_command_that_reads_them() {
+    let mut rng = Rng(seed() ^ 0x7461_626c);
+    let dir = common::tmpdir("damaged-kernel-tables");
+    let base = images::with_reserved_sections(&fixtures().join("vmlinux"), &dir, 64 << 10);
+    let module = fixtures().join("modules/bl_plain.ko");
+    let mods = images::modules_dir(&dir, "6.1.0-56-amd64", &module);
+    let files = images::vmlinux(&base, &mut rng, 3);
+    let mut counts = suite::Counts::default();
+    images::run(
+        &dir.join("runs"),
+        "vmlinux",
+        &base,
+        &files,
+        &images::commands(&module, &mods, false),
+        &[],
+        &mut counts,
+    );
+    for class in images::VMLINUX_CLASSES {
+        assert!(counts.by_class.contains_key(class), "no damaged vmlinux of class {class}");
+    }
+    common::report("damaged", &counts.render("damaged kernel tables (fixture vmlinux, reserved sections added)"));
 }
 
 fn os(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {

@@ -279,9 +279,14 @@ impl<'d> Elf<'d> {
 
     /// The file range of a section reserved at link time for a host tool
     /// to fill in place (None when absent); an error when it holds no file
-    /// data or lies outside the file.
+    /// data, lies outside the file, or shares bytes with anything else: in
+    /// the file, another section's data, the ELF header, the program
+    /// headers or the section header table; in memory (when it is loaded),
+    /// another loaded section. Filling such a section would overwrite
+    /// what it overlaps (a kernel's code, say) where the image is written,
+    /// or where the Image made from it is.
     pub(crate) fn reserved_range(&self, name: &str) -> Result<Option<(usize, usize)>, ReadError> {
-        let Some((_, sh)) = self.section(name) else { return Ok(None) };
+        let Some((index, sh)) = self.section(name) else { return Ok(None) };
         if sh.sh_type(LE) != elf::SHT_PROGBITS {
             return Err(corrupt(format!("{name} holds no file data")));
         }
@@ -290,7 +295,57 @@ impl<'d> Elf<'d> {
         if off.checked_add(size).is_none_or(|end| end > self.data.len()) {
             return Err(ReadError::OutsideFile(format!("truncated ELF: {name} lies outside the file")));
         }
+        self.alone(index, sh, name)?;
         Ok(Some((off, size)))
+    }
+
+    /// Refuse section `index` (`name`) if its bytes in the file or its
+    /// addresses overlap anything else's (see [`Elf::reserved_range`]).
+    fn alone(&self, index: usize, sh: &Shdr, name: &str) -> Result<(), ReadError> {
+        let (off, size) = (sh.sh_offset(LE), sh.sh_size(LE));
+        if size == 0 {
+            return Ok(());
+        }
+        let overlaps = |a: u64, len: u64, b: u64, blen: u64| {
+            len > 0 && blen > 0 && a < b.saturating_add(blen) && b < a.saturating_add(len)
+        };
+        let refuse = |what: String, how: &str| {
+            Err(corrupt(format!(
+                "corrupt ELF: {name} overlaps {what} {how}: filling it would overwrite that (offset {off:#x}, \
+                 address {:#x}, size {size:#x})",
+                sh.sh_addr(LE)
+            )))
+        };
+        let h = self.header;
+        let shdrs = (h.e_shoff(LE), (self.sections.len() * std::mem::size_of::<Shdr>()) as u64);
+        let phdrs = (h.e_phoff(LE), u64::from(h.e_phnum(LE)) * u64::from(h.e_phentsize(LE)));
+        for (what, (at, len)) in [
+            ("the ELF header", (0, std::mem::size_of::<Header>() as u64)),
+            ("the program headers", phdrs),
+            ("the section header table", shdrs),
+        ] {
+            if overlaps(off, size, at, len) {
+                return refuse(what.to_string(), "in the file");
+            }
+        }
+        let loaded = |s: &Shdr| s.sh_flags(LE).contains(elf::SHF_ALLOC);
+        for (i, other) in self.sections.iter().enumerate() {
+            if i == index || i == 0 {
+                continue;
+            }
+            let what = || format!("section {i} ({})", printable(self.section_name(other)));
+            let ty = other.sh_type(LE);
+            if ty != elf::SHT_NOBITS
+                && ty != elf::SHT_NULL
+                && overlaps(off, size, other.sh_offset(LE), other.sh_size(LE))
+            {
+                return refuse(what(), "in the file");
+            }
+            if loaded(sh) && loaded(other) && overlaps(sh.sh_addr(LE), size, other.sh_addr(LE), other.sh_size(LE)) {
+                return refuse(what(), "in memory");
+            }
+        }
+        Ok(())
     }
 
     pub fn section_name(&self, shdr: &Shdr) -> &'d [u8] {

@@ -81,6 +81,8 @@ impl Error {
         let msg = match err.kind() {
             std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            std::io::ErrorKind::StorageFull => "no space left on device".to_string(),
+            std::io::ErrorKind::QuotaExceeded => "disk quota exceeded".to_string(),
             _ => err.to_string(),
         };
         Error::file(Kind::Io, path, msg).because(err)

@@ -186,18 +186,7 @@ fn newest_in_series(series: &str, arch: Arch) -> Result<String> {
         apt_update()?;
         names = list(())?;
     }
-    let prefix = format!("linux-image-{series}");
-    let mut found: Vec<&str> = names
-        .lines()
-        .map(str::trim)
-        .filter(|n| {
-            n.ends_with(&format!("-{}", arch.debian()))
-                && n[prefix.len()..].starts_with(['.', '-', '+'])
-                && !["cloud", "-rt-", "dbg", "unsigned"].iter().any(|x| n.contains(x))
-        })
-        .collect();
-    found.sort_by_key(|n| version_key(n));
-    found.last().map(|s| s.to_string()).ok_or_else(|| {
+    newest_of(&names, series, arch).ok_or_else(|| {
         Error::new(
             Kind::Usage,
             format!(
@@ -207,6 +196,27 @@ fn newest_in_series(series: &str, arch: Arch) -> Result<String> {
             ),
         )
     })
+}
+
+/// The newest generic image package of `series` for `arch` among apt's
+/// package names (one a line): a release's own package
+/// (`linux-image-6.12.117+deb12-amd64`), not the metapackage that depends
+/// on it (`linux-image-6.12-amd64`: no modules of its own), nor a cloud,
+/// realtime, debug or unsigned flavour.
+fn newest_of(names: &str, series: &str, arch: Arch) -> Option<String> {
+    let prefix = format!("linux-image-{series}");
+    let suffix = format!("-{}", arch.debian());
+    let mut found: Vec<&str> = names
+        .lines()
+        .map(str::trim)
+        .filter(|n| {
+            n.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(&suffix)).is_some_and(|release| {
+                release.starts_with(['.', '-', '+']) && release.chars().any(|c| c.is_ascii_digit())
+            }) && !["cloud", "-rt-", "dbg", "unsigned"].iter().any(|x| n.contains(x))
+        })
+        .collect();
+    found.sort_by_key(|n| version_key(n));
+    found.last().map(|s| s.to_string())
 }
 
 pub(crate) fn release_of(package: &str) -> String {
@@ -443,5 +453,26 @@ mod tests {
         assert_eq!(release_of("linux-image-6.12.117+deb12-amd64-unsigned"), "6.12.117+deb12-amd64");
         assert_eq!(Arch::Arm64.reference_package(), "linux-image-6.1.0-56-arm64");
         assert_eq!(Arch::Amd64.reference_package(), REFERENCE_PACKAGE);
+    }
+
+    #[test]
+    fn the_newest_of_a_line_is_a_releases_own_package() {
+        // As `apt-cache pkgnames linux-image-6.12` lists them on bookworm
+        // (a part), in apt's order.
+        let names = "linux-image-6.12-amd64\nlinux-image-6.12.9+deb12-amd64\nlinux-image-6.12-rt-amd64\n\
+                     linux-image-6.12.38+deb12-amd64\nlinux-image-6.12.38+deb12-amd64-unsigned\n\
+                     linux-image-6.12.38+deb12-cloud-amd64\nlinux-image-6.12.38+deb12-rt-amd64\n\
+                     linux-image-6.12-amd64-dbg\nlinux-image-6.12-amd64-signed-template\n\
+                     linux-image-6.12.38+deb12-arm64\n";
+        // 6.12.38: the metapackage's numbers (6, 12, 64) would sort above
+        // it; it is not a release's package.
+        assert_eq!(newest_of(names, "6.12", Arch::Amd64).as_deref(), Some("linux-image-6.12.38+deb12-amd64"));
+        let more = format!("{names}linux-image-6.12.117+deb12-amd64\n");
+        assert_eq!(newest_of(&more, "6.12", Arch::Amd64).as_deref(), Some("linux-image-6.12.117+deb12-amd64"));
+        assert_eq!(newest_of(names, "6.12", Arch::Arm64).as_deref(), Some("linux-image-6.12.38+deb12-arm64"));
+        // The 6.1 line does not take 6.12's packages, and takes its ABIs in order.
+        let one = "linux-image-6.1.0-9-amd64\nlinux-image-6.1.0-56-amd64\nlinux-image-6.12.38+deb12-amd64\n";
+        assert_eq!(newest_of(one, "6.1", Arch::Amd64).as_deref(), Some("linux-image-6.1.0-56-amd64"));
+        assert_eq!(newest_of("linux-image-6.12-amd64\n", "6.12", Arch::Amd64), None);
     }
 }

@@ -45,23 +45,29 @@ pub const MAX_BINARY: u64 = 4 << 30;
 /// list, run.json, System.map, an order trace): 256 MiB.
 pub(crate) const MAX_TEXT: u64 = 256 << 20;
 
-/// What a path names, in the words of a refusal.
-pub(crate) fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+/// What a path names when it is not a regular file, in the words of a
+/// refusal (without saying what is not done with it).
+fn what_it_is(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_file() {
         None
     } else if t.is_dir() {
-        Some("is a directory, not a regular file: not read")
+        Some("is a directory, not a regular file")
     } else if t.is_fifo() {
-        Some("is a FIFO (named pipe), not a regular file: not read")
+        Some("is a FIFO (named pipe), not a regular file")
     } else if t.is_socket() {
-        Some("is a socket, not a regular file: not read")
+        Some("is a socket, not a regular file")
     } else if t.is_char_device() || t.is_block_device() {
-        Some("is a device, not a regular file: not read")
+        Some("is a device, not a regular file")
     } else {
-        Some("is not a regular file: not read")
+        Some("is not a regular file")
     }
+}
+
+/// What a path names, in the words of a refusal to read it.
+pub(crate) fn not_regular(meta: &std::fs::Metadata) -> Option<String> {
+    what_it_is(meta).map(|w| format!("{w}: not read"))
 }
 
 /// What a path names once its last symbolic link is followed: the path's
@@ -195,9 +201,178 @@ pub fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A file's identity: its device and inode number, whatever name reaches
+/// it (`x.ko`, `./x.ko`, a symbolic link to it, a hard link to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `path` names, one symbolic link followed
+    /// as inputs are read ([`follow_once`]); None when nothing is there (a
+    /// file still to be written, a dangling link) or the path is a chain
+    /// or a loop of links (refused when read: never the same input as the
+    /// file at its end).
+    pub fn of(path: &Path) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        follow_once(path).ok().map(|m| FileId { dev: m.dev(), ino: m.ino() })
+    }
+}
+
+/// `paths` with each file kept once, under the first name given for it:
+/// one file named twice by any spelling (`x.ko` and `./x.ko`, a symbolic
+/// link, a hard link: one device and inode) is one input. A path naming
+/// nothing is kept once per spelling (reading it is its own error).
+pub fn unique_files(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut ids = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
+    paths
+        .into_iter()
+        .filter(|p| match FileId::of(p) {
+            Some(id) => ids.insert(id),
+            None => names.insert(p.clone()),
+        })
+        .collect()
+}
+
+/// Whether `name`, read from a file (a variant's name in a record or a
+/// jobs manifest), can be one component of a path bootlink writes: not
+/// empty, letters, digits, '-', '_', '.' and '+' only, not `.` or `..`
+/// (so never a `/`, a way up or out of the directory it is joined to).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
+}
+
+/// The directory entry that writing a path replaces: its directory's
+/// canonical path joined with its name (None when the directory is not
+/// there, or the path ends in `..`). Directories are canonicalized once
+/// each (a batch writes thousands of files into a few).
+#[derive(Default)]
+struct Entries(std::collections::HashMap<PathBuf, Option<PathBuf>>);
+
+impl Entries {
+    fn of(&mut self, path: &Path) -> Option<PathBuf> {
+        let name = path.file_name()?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let canonical = self.0.entry(dir.to_path_buf()).or_insert_with(|| std::fs::canonicalize(dir).ok());
+        Some(canonical.as_ref()?.join(name))
+    }
+}
+
+/// Refuse to write `path` where it names something other than a regular
+/// file, its links followed: a device (`-o /dev/null`, which a rename would
+/// replace with a regular file), a FIFO, a socket, a directory. Nothing
+/// there yet (or a dangling link, which the write replaces) is a new file.
+pub fn check_output(path: &Path) -> Result<()> {
+    if path.file_name().is_none() {
+        return Err(Error::file(Kind::Usage, path, "names a directory, not a file: not written"));
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) => match what_it_is(&meta) {
+            Some(what) => Err(Error::file(Kind::Usage, path, format!("{what}: not written"))),
+            None => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
+/// One file a command writes, for [`check_outputs`]: where, and the input
+/// it is asked to replace when it is written in place (`manifest write
+/// -o VMLINUX`), if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Planned<'a> {
+    pub path: &'a Path,
+    pub replaces: Option<&'a Path>,
+}
+
+impl<'a> Planned<'a> {
+    /// A file that replaces no input.
+    pub fn new(path: &'a Path) -> Planned<'a> {
+        Planned { path, replaces: None }
+    }
+
+    /// A file that may be the input `input` itself (written in place).
+    pub fn in_place_of(path: &'a Path, input: &'a Path) -> Planned<'a> {
+        Planned { path, replaces: Some(input) }
+    }
+}
+
+/// Check a command's outputs against its inputs, before any work: each
+/// output a regular file or nothing yet ([`check_output`]); no two outputs
+/// one file; no output the same file as an input, compared by device and
+/// inode (so through `./`, symbolic links and hard links) and, for a file
+/// still to be written, by its directory entry; except the one input an
+/// output is asked to replace. Refused in one line naming the output and
+/// the file it would have destroyed. Linear in the files named (a batch
+/// checks thousands).
+pub fn check_outputs(inputs: &[&Path], outputs: &[Planned]) -> Result<()> {
+    use std::collections::HashMap;
+    let mut entries = Entries::default();
+    // What names a file: its identity when it is there, and its entry.
+    let mut keys = |p: &Path| [FileId::of(p).map(Ok), entries.of(p).map(Err)].into_iter().flatten();
+    let mut read: HashMap<std::result::Result<FileId, PathBuf>, &Path> = HashMap::new();
+    for &input in inputs {
+        for k in keys(input) {
+            read.entry(k).or_insert(input);
+        }
+    }
+    let mut written: HashMap<std::result::Result<FileId, PathBuf>, &Path> = HashMap::new();
+    for out in outputs {
+        check_output(out.path)?;
+        let replaced: Vec<_> = out.replaces.map(|r| keys(r).collect()).unwrap_or_default();
+        for k in keys(out.path).collect::<Vec<_>>() {
+            if let Some(other) = written.get(&k) {
+                return Err(Error::file(
+                    Kind::Usage,
+                    out.path,
+                    format!(
+                        "named as two outputs (also as {}): one would destroy the other: nothing written",
+                        other.display()
+                    ),
+                ));
+            }
+            if let Some(input) = read.get(&k)
+                && !replaced.contains(&k)
+            {
+                let named = if *input == out.path { String::new() } else { format!(" {}", input.display()) };
+                return Err(Error::file(
+                    Kind::Usage,
+                    out.path,
+                    format!(
+                        "is the input{named} (the same file): writing it would destroy that input: nothing written"
+                    ),
+                ));
+            }
+            written.insert(k, out.path);
+        }
+    }
+    Ok(())
+}
+
+/// The error of writing `path` that failed with `e`: a full file system,
+/// a quota or a file size limit said plainly (the caller has removed what
+/// it began).
+fn write_error(path: &Path, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as E;
+    let why = match e.kind() {
+        E::StorageFull => "no space left on device",
+        E::QuotaExceeded => "disk quota exceeded",
+        E::FileTooLarge => "file too large (the file system's or the process's file size limit, EFBIG)",
+        _ => return Error::io(path, e),
+    };
+    Error::file(Kind::Io, path, format!("{why}: not written, nothing left behind")).because(e)
+}
+
 /// Write `data` to `path` atomically: a temporary file in the same
 /// directory, synced, then renamed over the target. On any error the
-/// temporary file is removed and the target is untouched.
+/// temporary file is removed and the target is untouched. A target that is
+/// not a regular file (a device, a FIFO, a directory) is refused
+/// ([`check_output`]).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     write_atomic_impl(path, data, true)
 }
@@ -218,7 +393,7 @@ pub(crate) fn write_new_nosync(path: &Path, data: &[u8]) -> Result<()> {
     match write_unnamed(path, data) {
         Ok(()) => Ok(()),
         Err(e) if fallback_to_named(&e) => write_atomic_impl(path, data, false),
-        Err(e) => Err(Error::io(path, e)),
+        Err(e) => Err(write_error(path, e)),
     }
 }
 
@@ -258,7 +433,11 @@ fn write_unnamed(path: &Path, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
+/// `data` in a temporary file beside `path`, whole (synced when `sync`),
+/// with the mode of the file it will replace (0644 for a new file); the
+/// temporary is removed when dropped.
+fn stage(path: &Path, data: &[u8], sync: bool) -> Result<tempfile::NamedTempFile> {
+    check_output(path)?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| Error::file(Kind::Io, path, "not a file path"))?;
     // `.<name>.bootlink-tmp.<pid>.<random>`: the pid lets a later run tell a
@@ -268,18 +447,65 @@ fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
         .prefix(&format!(".{}{TMP_MARK}{}.", name.to_string_lossy(), std::process::id()))
         .rand_bytes(6)
         .tempfile_in(dir)
-        .map_err(|e| Error::io(path, e))?;
-    tmp.write_all(data).map_err(|e| Error::io(path, e))?;
+        .map_err(|e| write_error(path, e))?;
+    tmp.write_all(data).map_err(|e| write_error(path, e))?;
     // The temporary is created 0600; give the result the mode of the file it
     // replaces (an in-place rewrite must not change who can read a module or
     // run a vmlinux), or 0644 for a new file.
     let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))?;
     if sync {
-        tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+        tmp.as_file().sync_all().map_err(|e| write_error(path, e))?;
     }
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(tmp)
+}
+
+fn write_atomic_impl(path: &Path, data: &[u8], sync: bool) -> Result<()> {
+    let tmp = stage(path, data, sync)?;
+    // Checked again just before the rename: what is there may have changed
+    // while the bytes were written.
+    check_output(path)?;
+    tmp.persist(path).map_err(|e| write_error(path, e.error))?;
     Ok(())
+}
+
+/// Files written whole beside where they go, then put in place together
+/// by [`Staged::commit`]: a command with several outputs (`manifest
+/// write`'s kernel, Image and bzImage; `chart`'s HTML, SVG and trace)
+/// leaves none of them when any fails (a full file system, a step that
+/// fails after the first file). Dropped uncommitted, every temporary is
+/// removed.
+#[derive(Default)]
+pub struct Staged {
+    files: Vec<(tempfile::TempPath, PathBuf)>,
+}
+
+impl Staged {
+    pub fn new() -> Staged {
+        Staged::default()
+    }
+
+    /// Write `data` for `path` into a temporary beside it (synced, with the
+    /// mode of the file it replaces); returns the temporary's path, to read
+    /// it back or hand it to a tool before the commit.
+    pub fn write(&mut self, path: &Path, data: &[u8]) -> Result<PathBuf> {
+        let tmp = stage(path, data, true)?.into_temp_path();
+        let at = tmp.to_path_buf();
+        self.files.push((tmp, path.to_path_buf()));
+        Ok(at)
+    }
+
+    /// Rename every staged file over its target, in the order written
+    /// (each target checked again first, all before the first rename).
+    pub fn commit(self) -> Result<()> {
+        for (_, path) in &self.files {
+            check_output(path)?;
+        }
+        for (tmp, path) in self.files {
+            tmp.persist(&path).map_err(|e| write_error(&path, e.error))?;
+        }
+        Ok(())
+    }
 }
 
 /// The marker in the names of [`write_atomic`]'s temporary files:
@@ -477,6 +703,104 @@ mod tests {
         assert_eq!(&map_file(&link).unwrap()[..], b"0123456789");
         let e = read_input(&good, 9).unwrap_err();
         assert!(e.msg.starts_with("larger than 0 MiB"), "{e}");
+    }
+
+    /// An output that is an input (its name, `./` it, a symbolic or hard
+    /// link), two outputs that are one file (even before either exists),
+    /// an output that is a link to a device: refused naming the output; the
+    /// input an output may replace, a new file and a dangling link are not.
+    #[test]
+    fn outputs_are_checked_against_inputs_and_each_other() {
+        let t = tempfile::tempdir().unwrap();
+        let input = t.path().join("in.ko");
+        std::fs::write(&input, b"module").unwrap();
+        let (sym, hard) = (t.path().join("sym.ko"), t.path().join("hard.ko"));
+        std::os::unix::fs::symlink("in.ko", &sym).unwrap();
+        std::fs::hard_link(&input, &hard).unwrap();
+        let dot = t.path().join(".").join("in.ko");
+        for out in [&input, &dot, &sym, &hard] {
+            let e = check_outputs(&[&input], &[Planned::new(out)]).unwrap_err();
+            assert_eq!(e.path.as_deref(), Some(out.as_path()));
+            assert!(e.msg.starts_with("is the input") && e.msg.contains("nothing written"), "{e}");
+            check_outputs(&[&input], &[Planned::in_place_of(out, &input)]).unwrap();
+        }
+        let new = t.path().join("new.ko");
+        check_outputs(&[&input], &[Planned::new(&new)]).unwrap();
+        let new_dot = t.path().join(".").join("new.ko");
+        let twice = [Planned::new(&new), Planned::new(&new_dot)];
+        let e = check_outputs(&[&input], &twice).unwrap_err();
+        assert!(e.msg.starts_with("named as two outputs (also as"), "{e}");
+        let null = t.path().join("null");
+        std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+        let e = check_outputs(&[], &[Planned::new(&null)]).unwrap_err();
+        assert_eq!(e.msg, "is a device, not a regular file: not written");
+        let dangling = t.path().join("dangling");
+        std::os::unix::fs::symlink("gone", &dangling).unwrap();
+        check_outputs(&[&input], &[Planned::new(&dangling)]).unwrap();
+        assert!(check_output(Path::new("..")).unwrap_err().msg.contains("not a file"));
+    }
+
+    /// Staged files appear together on commit, with the modes of the files
+    /// they replace; dropped uncommitted, nothing of them is left.
+    #[test]
+    fn staged_files_appear_together_or_not_at_all() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        std::fs::write(&b, b"old").unwrap();
+        std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut s = Staged::new();
+        let at = s.write(&a, b"one").unwrap();
+        assert_eq!(std::fs::read(&at).unwrap(), b"one");
+        s.write(&b, b"two").unwrap();
+        assert!(!a.exists() && std::fs::read(&b).unwrap() == b"old");
+        drop(s);
+        let names = |d: &Path| {
+            let mut n: Vec<String> =
+                std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(t.path()), ["b"]);
+        let mut s = Staged::new();
+        s.write(&a, b"one").unwrap();
+        s.write(&b, b"two").unwrap();
+        s.commit().unwrap();
+        assert_eq!((std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap()), (b"one".to_vec(), b"two".to_vec()));
+        assert_eq!(std::fs::metadata(&b).unwrap().permissions().mode() & 0o7777, 0o755);
+        assert_eq!(names(t.path()), ["a", "b"]);
+    }
+
+    #[test]
+    fn one_file_named_twice_is_kept_once_under_its_first_name() {
+        let t = tempfile::tempdir().unwrap();
+        let x = t.path().join("x.ko");
+        std::fs::write(&x, b"m").unwrap();
+        std::os::unix::fs::symlink("x.ko", t.path().join("s.ko")).unwrap();
+        std::fs::hard_link(&x, t.path().join("h.ko")).unwrap();
+        // A chain of links is refused when read, never the file at its end.
+        let chain = t.path().join("chain.ko");
+        std::os::unix::fs::symlink("s.ko", &chain).unwrap();
+        let missing = t.path().join("missing.ko");
+        let given = vec![
+            chain.clone(),
+            t.path().join("s.ko"),
+            x.clone(),
+            t.path().join(".").join("x.ko"),
+            t.path().join("h.ko"),
+            missing.clone(),
+            missing.clone(),
+        ];
+        assert_eq!(unique_files(given), [chain, t.path().join("s.ko"), missing]);
+    }
+
+    #[test]
+    fn plain_names_stay_in_their_directory() {
+        for ok in ["stock", "all-fixes", "v1.2+x", "a_b", ".hidden", "..."] {
+            assert!(is_plain_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "../../x", "a/b", "/abs", "a b", "x\0"] {
+            assert!(!is_plain_name(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -171,6 +171,9 @@ mod tests {
             let mut c = Command::new("sh");
             c.args(["-c", "sleep 60 & echo $! > \"$0\"; wait", pidfile2.to_str().unwrap()]);
             tie_to_caller(&mut c, &lock2);
+            // Never waited for on purpose: the thread goes away as a killed
+            // bootlink would, and PR_SET_PDEATHSIG is what is tested.
+            #[allow(clippy::zombie_processes)]
             let child = c.spawn().unwrap();
             let id = child.id();
             while !pidfile2.is_file() || std::fs::read_to_string(&pidfile2).unwrap().trim().is_empty() {

@@ -17,6 +17,11 @@ pub(crate) const THIS_MODULE: &str = ".gnu.linkonce.this_module";
 /// (MODULE_NAME_LEN, 56). A section smaller than that cannot be a struct
 /// module of any configuration (6.1 x86-64's is 896 bytes in Debian's).
 pub(crate) const THIS_MODULE_MIN: u64 = 80;
+/// Cache lines are 64 bytes where bootlink reads modules (x86-64's
+/// X86_L1_CACHE_SHIFT is 6 or 7, arm64's L1_CACHE_SHIFT 6), and struct
+/// module is `____cacheline_aligned` (include/linux/module.h, 6.1 and
+/// 6.12): its size is a multiple of this on every kernel.
+pub(crate) const STRUCT_MODULE_ALIGN: u64 = 64;
 /// struct modversion_info on 64-bit: u64 crc + char name[56].
 const MODVERSION_LEN: usize = 64;
 /// sizeof(struct orc_entry).
@@ -49,6 +54,12 @@ fn check_this_module(elf: &Elf) -> Result<(), ReadError> {
     if size < THIS_MODULE_MIN {
         return Err(ReadError::Corrupt(format!(
             "corrupt module: {THIS_MODULE} is {size} bytes, smaller than struct module's first {THIS_MODULE_MIN} (state, list, name)"
+        )));
+    }
+    if !size.is_multiple_of(STRUCT_MODULE_ALIGN) {
+        return Err(ReadError::Corrupt(format!(
+            "corrupt module: {THIS_MODULE} is {size} bytes, not a multiple of {STRUCT_MODULE_ALIGN}: struct module is \
+             cache-line aligned, so no kernel's is that size"
         )));
     }
     Ok(())
@@ -302,6 +313,7 @@ mod tests {
         assert!(crate::module::parse(Path::new("bl_plain.ko"), PLAIN, Compression::None).is_ok());
         let (_, this, _, _) = header(THIS_MODULE);
         refused("this_module small", |d| shdr(d, this).sh_size.set(LE, 16), "is 16 bytes, smaller than");
+        refused("this_module odd", |d| shdr(d, this).sh_size.set(LE, 895), "is 895 bytes, not a multiple of 64");
         let not_alloc = |d: &mut Vec<u8>| {
             let sh = shdr(d, this);
             sh.sh_flags.set(LE, SectionFlags(sh.sh_flags.get(LE).0 & !SHF_ALLOC.0));

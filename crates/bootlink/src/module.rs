@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use object::elf::{SHN_ABS, SHN_UNDEF, STB_LOCAL};
-use object::read::elf::Sym;
+use object::read::elf::{SectionHeader, Sym};
 use serde::Serialize;
 
 use crate::compress::{self, Compression};
@@ -107,6 +107,10 @@ pub struct Module {
     /// for a kernel that moves them by its slide (patch `preresolved-slide`).
     #[serde(skip)]
     pub slide: Option<crate::kernel::slide::SlideTable>,
+    /// The size of its `.gnu.linkonce.this_module`: the struct module of
+    /// the kernel it was built for.
+    #[serde(skip)]
+    pub struct_module_size: u64,
 }
 
 impl Module {
@@ -243,9 +247,10 @@ pub(crate) fn parse_for(
     let (elf_len, signature) = split_signature(data)?;
     let elf = Elf::parse_for(&data[..elf_len], Want::Relocatable, machines)?;
     let modinfo_raw = elf.named_section_data(".modinfo")?.ok_or(ReadError::NotModule("no .modinfo section"))?;
-    if elf.section(".gnu.linkonce.this_module").is_none() {
-        return Err(ReadError::NotModule("no .gnu.linkonce.this_module section"));
-    }
+    let struct_module_size = match elf.section(crate::modcheck::THIS_MODULE) {
+        Some((_, sh)) => sh.sh_size(LE),
+        None => return Err(ReadError::NotModule("no .gnu.linkonce.this_module section")),
+    };
     let modinfo: Vec<(String, String)> = modinfo_raw
         .split(|&b| b == 0)
         .filter_map(|kv| {
@@ -360,6 +365,7 @@ pub(crate) fn parse_for(
         signature,
         preresolved,
         slide,
+        struct_module_size,
     })
 }
 

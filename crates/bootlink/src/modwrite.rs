@@ -30,16 +30,26 @@ pub(crate) struct Job {
     pub output: PathBuf,
 }
 
-/// Which input goes to which output. Two inputs that would be written to
-/// one output (`a/fat.ko` and `b/fat.ko` into one directory, two trees that
-/// both hold `fs/fat/fat.ko`, one file named twice through a symlink with
-/// --in-place) are refused here, before anything is written, naming both.
+/// Which input goes to which output. One file named twice by any
+/// spelling (`x.ko` and `./x.ko`, a symbolic or hard link, a directory and
+/// a file in it: one device and inode) is one input, written once under
+/// its first name. Two inputs that would be written to one output
+/// (`a/fat.ko` and `b/fat.ko` into one directory, two trees that both hold
+/// `fs/fat/fat.ko`) are refused here, before anything is written, naming
+/// both; so is an output that is an input (`-o` the modules' own
+/// directory) or that is not a regular file (a FIFO named `x.ko` there).
 pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
+    let mut ids = std::collections::HashSet::new();
     for input in inputs {
         let is_dir = std::fs::metadata(input).is_ok_and(|m| m.is_dir());
         let files = crate::tree::find_modules(std::slice::from_ref(input))?;
         for f in files {
+            if let Some(id) = fsutil::FileId::of(&f)
+                && !ids.insert(id)
+            {
+                continue;
+            }
             let rel = if is_dir {
                 f.strip_prefix(input).unwrap_or(&f).to_path_buf()
             } else {
@@ -47,7 +57,10 @@ pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
             };
             let output = match out {
                 Output::Dir(d) => d.join(&rel),
-                Output::InPlace => f.clone(),
+                // The file itself: named through a symbolic link, the link
+                // keeps pointing to the rewritten file (a rename over the
+                // link's name would replace the link and leave the file).
+                Output::InPlace => std::fs::canonicalize(&f).unwrap_or_else(|_| f.clone()),
             };
             jobs.push(Job { display: rel.display().to_string(), input: f, output });
         }
@@ -56,11 +69,7 @@ pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
     let mut seen: std::collections::HashMap<PathBuf, PathBuf> = std::collections::HashMap::new();
     let mut unique = Vec::with_capacity(jobs.len());
     for j in jobs {
-        // In place, two names of one file (a symlink) are one output.
-        let key = match out {
-            Output::InPlace => std::fs::canonicalize(&j.output).unwrap_or_else(|_| j.output.clone()),
-            Output::Dir(_) => j.output.clone(),
-        };
+        let key = j.output.clone();
         match seen.get(&key) {
             None => {
                 seen.insert(key, j.input.clone());
@@ -82,6 +91,9 @@ pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
         }
     }
     if let Output::Dir(d) = out {
+        let read: Vec<&Path> = unique.iter().map(|j| j.input.as_path()).collect();
+        let written: Vec<fsutil::Planned> = unique.iter().map(|j| fsutil::Planned::new(&j.output)).collect();
+        fsutil::check_outputs(&read, &written)?;
         extras_collide(inputs, d)?;
     }
     Ok(unique)
@@ -202,7 +214,7 @@ pub(crate) fn recompress_like(path: &Path, compression: Compression, bytes: &[u8
 pub(crate) fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result<()> {
     let kv = k.vermagic.as_deref().unwrap_or_default();
     match m.kernel_vermagic() {
-        Some(v) if v == kv => Ok(()),
+        Some(v) if v == kv => k.same_struct_module(m, ""),
         Some(v) => Err(Error::file(
             Kind::WrongKernel,
             path,

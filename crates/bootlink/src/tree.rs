@@ -12,7 +12,10 @@ use crate::progress::Progress;
 /// Directories are walked recursively; symlinked directories (such as
 /// `build` and `source` in lib/modules/<release>) are not followed. A
 /// symbolic link named like a module is read as the files given are: one
-/// link followed, a chain or a loop refused (`fsutil::follow_once`).
+/// link followed, a chain or a loop refused (`fsutil::follow_once`). One
+/// file named twice by any spelling (`x.ko` and `./x.ko`, a symbolic or
+/// hard link, a directory and a file in it) is one module, under the
+/// first name given.
 pub fn find_modules(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
@@ -20,21 +23,26 @@ pub fn find_modules(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
         // batch: a missing file, a FIFO, a chain of links or a loop is that
         // file's error when it is read, and the rest of the batch goes on.
         if crate::fsutil::follow_once(input).is_ok_and(|m| m.is_dir()) {
-            let before = out.len();
-            walk(input, &mut out)?;
-            if out.len() == before {
+            let mut found = Vec::new();
+            walk(input, &mut found)?;
+            // Sorted before links are told apart, so the name kept of a
+            // file linked twice in a directory does not depend on the
+            // order the directory lists them in.
+            found.sort();
+            if found.is_empty() {
                 return Err(Error::file(
                     Kind::Usage,
                     input,
                     "no kernel modules (.ko, .ko.xz, .ko.zst, .ko.gz) in this directory",
                 ));
             }
+            out.extend(found);
         } else {
             out.push(input.clone());
         }
     }
+    let mut out = crate::fsutil::unique_files(out);
     out.sort();
-    out.dedup();
     Ok(out)
 }
 

@@ -195,8 +195,9 @@ fn systems(inputs: &[PathBuf], out: &Outputs) -> Result<SystemsReport> {
     }
     let drawing = system::svg(&boots);
     let mut written = Vec::new();
+    let mut staged = fsutil::Staged::new();
     if let Some(p) = &out.svg {
-        fsutil::write_atomic(p, drawing.as_bytes())?;
+        staged.write(p, drawing.as_bytes())?;
         written.push(p.clone());
     }
     if let Some(p) = &out.html {
@@ -204,9 +205,10 @@ fn systems(inputs: &[PathBuf], out: &Outputs) -> Result<SystemsReport> {
         let html = format!(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bootlink: the system's boot</title></head><body>\n{body}</body></html>\n"
         );
-        fsutil::write_atomic(p, html.as_bytes())?;
+        staged.write(p, html.as_bytes())?;
         written.push(p.clone());
     }
+    staged.commit()?;
     let boots = boots
         .iter()
         .map(|b| SystemRow {
@@ -219,13 +221,42 @@ fn systems(inputs: &[PathBuf], out: &Outputs) -> Result<SystemsReport> {
     Ok(SystemsReport { written, boots })
 }
 
+impl Outputs {
+    /// The files asked for, with what each holds.
+    fn asked(&self) -> Vec<(&Path, Format)> {
+        [(&self.html, Format::Html), (&self.svg, Format::Svg), (&self.perfetto, Format::Perfetto)]
+            .into_iter()
+            .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
+            .collect()
+    }
+
+    /// Before any work: no output is an input (a run's directory is read
+    /// as its run.json or system.json), a device or another output
+    /// ([`fsutil::check_outputs`]).
+    fn check(&self, inputs: &[PathBuf]) -> Result<()> {
+        let mut read: Vec<PathBuf> = Vec::new();
+        for p in inputs {
+            read.push(p.clone());
+            if p.is_dir() {
+                read.extend(["run.json", "system.json"].map(|f| p.join(f)));
+            }
+        }
+        let read: Vec<&Path> = read.iter().map(PathBuf::as_path).collect();
+        let planned: Vec<fsutil::Planned> = self.asked().into_iter().map(|(p, _)| fsutil::Planned::new(p)).collect();
+        fsutil::check_outputs(&read, &planned)
+    }
+}
+
 /// `bootlink chart`: load the inputs and write the files asked for.
 /// `summary_only`: the caller wants the summary (`--json`), so writing no
 /// file is not a mistake. System records (every input one) chart apart.
+/// The outputs are checked before anything is read, and put in place
+/// together once all are written (a full file system leaves none).
 pub fn command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<Charted> {
     if inputs.is_empty() {
         return Err(Error::new(Kind::Usage, "chart: give at least one run directory, run.json or kernel log"));
     }
+    out.check(inputs)?;
     if inputs.iter().any(|p| system::record_path(p).is_some()) {
         if out.html.is_none() && out.svg.is_none() && !summary_only {
             return Err(Error::new(Kind::Usage, "chart: say what to write: -o FILE.html, --svg FILE or --json"));
@@ -244,12 +275,12 @@ fn runs_command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result
     }
     let runs = inputs.iter().map(|p| load(p)).collect::<Result<Vec<Run>>>()?;
     let mut written = Vec::new();
-    for (path, format) in [(&out.html, Format::Html), (&out.svg, Format::Svg), (&out.perfetto, Format::Perfetto)] {
-        if let Some(p) = path {
-            write(p, &runs, format)?;
-            written.push(p.clone());
-        }
+    let mut staged = fsutil::Staged::new();
+    for (p, format) in out.asked() {
+        staged.write(p, render(&runs, format).as_bytes())?;
+        written.push(p.to_path_buf());
     }
+    staged.commit()?;
     let mut tables = String::new();
     for t in [render_loaders_text(&runs), crate::workload::starts_text(&runs)] {
         if !t.is_empty() {

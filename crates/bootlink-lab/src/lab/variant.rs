@@ -259,10 +259,12 @@ impl Pairs<'_> {
     /// The name's characters; each key known and given once.
     fn check(&self) -> Result<()> {
         let name = self.name;
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b)) {
+        // The name becomes part of file names (logs/NAME-0.log, a LAVA
+        // job's artifacts/NAME/).
+        if !bootlink::fsutil::is_plain_name(name) {
             return Err(Error::new(
                 Kind::Usage,
-                format!("variant {name:?}: name it with letters, digits, '-', '_', '.' or '+'"),
+                format!("variant {name:?}: name it with letters, digits, '-', '_', '.' or '+' (not . or ..)"),
             ));
         }
         let mut seen: Vec<&str> = Vec::new();

@@ -327,12 +327,12 @@ pub fn import(opts: &Options) -> Result<Report> {
     let mut problems = Vec::new();
     // (variant index, job id, log path, repetition, timing, the log)
     let mut good: Vec<(usize, String, PathBuf, Repetition, String, JobLog)> = Vec::new();
-    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    // One log named twice by any spelling (./, a link, a hard link); what
+    // is not a regular file is refused as such below, whatever it names.
+    let mut seen = std::collections::HashSet::new();
     for path in &opts.logs {
-        // The same file named twice is imported once (what is not a
-        // regular file is refused as such below, whatever it names).
-        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
-        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) && !seen.insert(canonical) {
+        let id = fsutil::FileId::of(path).map(Ok).unwrap_or_else(|| Err(path.clone()));
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) && !seen.insert(id) {
             problems.push(Error::file(Kind::Usage, path, "given twice: imported once").to_string());
             continue;
         }
@@ -382,17 +382,37 @@ pub fn import(opts: &Options) -> Result<Report> {
     let key = |id: &str| (id.parse::<u64>().map_err(|_| id.to_string()), id.to_string());
     good.sort_by_key(|a| (a.0, key(&a.1)));
     let out = &opts.out;
-    std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::io(out, e))?;
     let mut run: Run = manifest.run.clone();
     for v in &mut run.variants {
         v.repetitions.clear();
     }
+    // Where each log goes (logs/NAME-N.log, the names checked plain when
+    // the manifest was read), checked against the inputs before anything
+    // is written: no output is a log being imported or the manifest.
+    let mut counts = vec![0usize; run.variants.len()];
+    let rels: Vec<PathBuf> = good
+        .iter()
+        .map(|g| {
+            let n = counts[g.0];
+            counts[g.0] += 1;
+            PathBuf::from(format!("logs/{}-{n}.log", run.variants[g.0].name))
+        })
+        .collect();
+    let written: Vec<PathBuf> = rels.iter().map(|r| out.join(r)).chain([out.join("run.json")]).collect();
+    let manifest_file = if opts.jobs.is_dir() { opts.jobs.join(job::MANIFEST) } else { opts.jobs.clone() };
+    let read: Vec<&Path> = opts.logs.iter().map(PathBuf::as_path).chain([manifest_file.as_path()]).collect();
+    let planned: Vec<fsutil::Planned> = written.iter().map(|p| fsutil::Planned::new(p)).collect();
+    fsutil::check_outputs(&read, &planned)?;
+    // The logs and run.json are put in place together: a full file system
+    // leaves none of them, nor the run directory when this import made it.
+    let mut made = MadeDir(if out.exists() { None } else { Some(out.clone()) });
+    std::fs::create_dir_all(out.join("logs")).map_err(|e| Error::io(out, e))?;
+    let mut staged = fsutil::Staged::new();
     let mut timings: Vec<String> = Vec::new();
-    for (vi, id, path, mut r, timing, l) in good {
+    for ((vi, id, path, mut r, timing, l), rel) in good.into_iter().zip(rels) {
         let v = &mut run.variants[vi];
         let index = v.repetitions.len();
-        let rel = PathBuf::from(format!("logs/{}-{index}.log", v.name));
-        fsutil::write_atomic(&out.join(&rel), l.console.as_bytes())?;
+        staged.write(&out.join(&rel), l.console.as_bytes())?;
         r.index = index;
         r.log = rel;
         r.job = Some(id.clone());
@@ -422,9 +442,23 @@ pub fn import(opts: &Options) -> Result<Report> {
     }
     run.variants.retain(|v| !v.repetitions.is_empty());
     run.timing = timings.join(" / ");
-    crate::run::save(&run, out)?;
+    staged.write(&out.join("run.json"), &crate::run::json(&run))?;
+    staged.commit()?;
+    made.0 = None;
     report.run_dir = Some(out.clone());
     Ok(report)
+}
+
+/// A directory made for a command's outputs, removed (with what is in it)
+/// when dropped: the command failed before its outputs were in place.
+struct MadeDir(Option<PathBuf>);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 #[cfg(test)]

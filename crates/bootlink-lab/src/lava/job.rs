@@ -256,7 +256,7 @@ fn check(sc: &Scenario, opts: &Options) -> Result<()> {
 fn remove_earlier(dir: &Path) -> Result<()> {
     let Ok(data) = std::fs::read(dir.join(MANIFEST)) else { return Ok(()) };
     let Ok(old) = serde_json::from_slice::<Manifest>(&data) else { return Ok(()) };
-    let plain = |n: &str| !n.is_empty() && Path::new(n).file_name().is_some_and(|f| f == n) && n != "..";
+    let plain = |n: &str| fsutil::is_plain_name(n);
     for v in old.variants.iter().filter(|v| plain(&v.name)) {
         for j in v.jobs.iter().filter(|j| plain(j)) {
             match std::fs::remove_file(dir.join(j)) {
@@ -791,6 +791,21 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             Kind::Format,
             &path,
             format!("bootlink-lava.json format {} is not {MANIFEST_FORMAT}", m.format),
+        ));
+    }
+    // The variants' names become file names (the import's
+    // logs/NAME-N.log): each one plain. check_manifest: the run's variants
+    // those of the jobs, in their order (the import files a log under the
+    // run's variant of the same index).
+    let mut names = m.variants.iter().map(|v| v.name.as_str()).chain(m.run.variants.iter().map(|v| v.name.as_str()));
+    if let Some(bad) = names.find(|n| !fsutil::is_plain_name(n)) {
+        return Err(Error::file(
+            Kind::Format,
+            &path,
+            format!(
+                "variant name {bad:?} is not a file name (letters, digits, '-', '_', '.' or '+'; not . or ..): \
+                 nothing imported"
+            ),
         ));
     }
     check_manifest(&m)

@@ -220,8 +220,12 @@ fn workloads_of_format_1(run: &mut serde_json::Value) {
 
 /// Write `run.json` into the run directory `out`, atomically.
 pub(crate) fn save(run: &Run, out: &Path) -> Result<()> {
-    let json = serde_json::to_vec_pretty(run).expect("serializable");
-    fsutil::write_atomic(&out.join("run.json"), &json)
+    fsutil::write_atomic(&out.join("run.json"), &json(run))
+}
+
+/// The bytes of a run's `run.json`.
+pub(crate) fn json(run: &Run) -> Vec<u8> {
+    serde_json::to_vec_pretty(run).expect("serializable")
 }
 
 /// The before/after comparison (the first series is the baseline).

@@ -119,6 +119,10 @@ pub struct Image {
     pub kernel_package: String,
     pub kernel_version: String,
     pub release: String,
+    /// The kernel line of the package (`6.1`, `6.12`); images made before
+    /// there was a choice are 6.1's.
+    #[serde(default = "super::kernel::default_line")]
+    pub line: String,
     /// The raw ext4 image (the root file system, no partition table).
     pub disk: PathBuf,
     /// /boot/vmlinuz-RELEASE and /boot/initrd.img-RELEASE as the package's
@@ -183,6 +187,7 @@ pub fn with_package(p: &Package) -> Result<Image> {
         && img.initrd.is_file()
     {
         img.cached = true;
+        img.line = p.line.clone();
         img.kernel = p.kernel.clone();
         img.cmdline = p.cmdline.clone();
         img.steps = p.steps.clone();
@@ -281,6 +286,7 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
         kernel_package: f.package.clone(),
         kernel_version: f.version.clone(),
         release: f.release.clone(),
+        line: f.line.clone(),
         disk: final_(&disk),
         vmlinuz: final_(&vmlinuz),
         initrd: final_(&initrd),
@@ -365,6 +371,8 @@ mod tests {
         assert_eq!(a.len(), 16);
         assert_eq!(a, key("linux-image-6.1.0-56-amd64", "6.1.192-2"));
         assert_ne!(a, key("linux-image-6.1.0-56-amd64", "6.1.192-3"));
+        // Each line's Debian package makes its own image.
+        assert_ne!(a, key("linux-image-6.12.117+deb12-amd64", "6.12.117-1~deb12u1"));
     }
 
     #[test]

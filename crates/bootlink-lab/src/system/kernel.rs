@@ -26,7 +26,7 @@ use bootlink::error::{Error, Kind, Result};
 use bootlink::fetch;
 use bootlink::fsutil::{self, TempDir};
 use bootlink::hosttool;
-use bootlink::kbuild;
+use bootlink::kbuild::{self, Line};
 use bootlink::manifest::Hash;
 use bootlink::steps::Step;
 
@@ -82,6 +82,10 @@ impl Kernel {
 pub struct Package {
     /// [`Kernel::name`].
     pub kernel: String,
+    /// The kernel line (`6.1`, `6.12`); records made before there was a
+    /// choice are 6.1's.
+    #[serde(default = "default_line")]
+    pub line: String,
     pub deb: PathBuf,
     pub package: String,
     pub version: String,
@@ -101,20 +105,27 @@ pub struct Package {
     pub refused: Vec<String>,
 }
 
+pub(crate) fn default_line() -> String {
+    Line::default().name.to_string()
+}
+
 /// Bumped when the way a patched package is made changes.
 const RECIPE_VERSION: u32 = 1;
 
-/// The package of `kernel`: Debian's from its cache (downloaded when it is
-/// not there), a patched one from the cache or made now. The series'
+/// The package of `kernel` on `line`: Debian's from its cache (downloaded
+/// when it is not there: the reference package on 6.1, the newest of the
+/// line otherwise), a patched one from the cache or made now. The series'
 /// build must be in the kernel cache (`bootlink kernel build --config
-/// debian`): a system boot never starts a kernel build.
-pub fn package(kernel: &Kernel) -> Result<Package> {
-    let f = fetch::fetch(&fetch::Request::Reference)?;
+/// debian`, with `--line` on another line than 6.1): a system boot never
+/// starts a kernel build.
+pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
+    let f = fetch::fetch(&line.debian_request())?;
     let deb = crate::lab::debs::download(&f.package, &f.version, fetch::Arch::Amd64)?;
     let only = match kernel {
         Kernel::Debian => {
             return Ok(Package {
                 kernel: kernel.name(),
+                line: line.name.to_string(),
                 deb,
                 package: f.package,
                 version: f.version,
@@ -128,7 +139,7 @@ pub fn package(kernel: &Kernel) -> Result<Package> {
         Kernel::Patched(only) => Some(only.clone()),
         Kernel::Applied(_) => None,
     };
-    let build = series_build()?;
+    let build = series_build(line)?;
     if build.release != f.release {
         return Err(Error::file(
             Kind::WrongKernel,
@@ -136,7 +147,7 @@ pub fn package(kernel: &Kernel) -> Result<Package> {
             format!("the series' Debian-config build is release {}, Debian's package {}", build.release, f.release),
         ));
     }
-    let key = package_key(kernel, &build.key, &f.version);
+    let key = package_key(kernel, line, &build.key, &f.version);
     let dir = fsutil::cache_dir().join("systems/packages").join(format!("{}-{key}", kernel.name()));
     let record = dir.join("package.json");
     // Used only as sealed (bootlink::cache): a damaged package is made again.
@@ -147,34 +158,87 @@ pub fn package(kernel: &Kernel) -> Result<Package> {
     {
         return Ok(p);
     }
+    // apply remakes the bzImage from the build's object tree, which must
+    // hold this build: another build of the line (the lab's kernel, with
+    // its lab series) may have switched the shared source since. Make it
+    // hold this one again (what it changed is compiled again and vmlinux
+    // relinked: minutes, not a kernel build), as `kernel build --tree` does.
+    let build = series_build_in_tree(line, build)?;
     make(kernel, only, &build, &f, &deb, &key, &dir)
 }
 
-/// The series built with Debian's config (6.1), from the kernel cache only.
-pub fn series_build() -> Result<kbuild::Report> {
-    let mut opts = kbuild::Options::defaults();
-    opts.debian_config()?;
-    opts.cached_only = true;
-    kbuild::run(&opts).map_err(|e| {
-        Error::new(
-            Kind::Usage,
-            format!(
-                "the patched system kernel is the series built with Debian's config: run `bootlink kernel build \
-                 --config debian` first (about an hour on 2 cores): {e}"
-            ),
-        )
-        .because(e)
-    })
+/// `build`, with its object tree made to hold it when it no longer does.
+fn series_build_in_tree(line: Line, build: kbuild::Report) -> Result<kbuild::Report> {
+    let mut opts = series_options(line)?;
+    opts.tree = true;
+    if let Ok(b) = kbuild::run(&opts) {
+        return Ok(b);
+    }
+    bootlink::progress::status(&format!(
+        "the object tree of {} holds another build: making it hold this one again",
+        build.dir.display()
+    ));
+    opts.cached_only = false;
+    let b = kbuild::run(&opts)?;
+    if b.key != build.key {
+        return Err(Error::file(
+            Kind::Internal,
+            &b.dir,
+            format!("made the object tree hold build {} instead of {}", b.key, build.key),
+        ));
+    }
+    Ok(b)
 }
 
-/// The package's content key (16 hex digits): what it is made of.
-fn package_key(kernel: &Kernel, build_key: &str, debian_version: &str) -> String {
+/// The kbuild options of `line`'s series built with Debian's config,
+/// looked up in the cache only.
+fn series_options(line: Line) -> Result<kbuild::Options> {
+    let mut opts = kbuild::Options::for_line(line);
+    opts.debian_config()?;
+    opts.cached_only = true;
+    Ok(opts)
+}
+
+/// The series of `line` built with Debian's config, from the kernel cache
+/// only: refused, in one line naming the command that builds it, when
+/// the cache does not hold it.
+pub fn series_build(line: Line) -> Result<kbuild::Report> {
+    kbuild::run(&series_options(line)?).map_err(|e| not_built(line, e))
+}
+
+/// The command that builds the series of `line` with Debian's config.
+pub fn build_command(line: Line) -> String {
+    let with_line = if line == Line::default() { String::new() } else { format!(" --line {line}") };
+    format!("bootlink kernel build --config debian{with_line}")
+}
+
+/// A patched system kernel asked for whose build is not there (`e`).
+fn not_built(line: Line, e: Error) -> Error {
+    Error::new(
+        Kind::Usage,
+        format!(
+            "the patched system kernel is the {line} series built with Debian's config: run `{}` first \
+             (about an hour on 2 cores): {}",
+            build_command(line),
+            e.to_string().lines().next().unwrap_or_default()
+        ),
+    )
+    .because(e)
+}
+
+/// The package's content key (16 hex digits): what it is made of. The
+/// line is named on a line other than 6.1 (whose packages' keys are what
+/// they were before there was a choice).
+fn package_key(kernel: &Kernel, line: Line, build_key: &str, debian_version: &str) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     h.update(format!(
         "recipe {RECIPE_VERSION}\nkernel {}\nbuild {build_key}\ndebian {debian_version}\n",
         kernel.name()
     ));
+    if line != Line::default() {
+        h.update(format!("line {line}\n"));
+    }
     fsutil::hex(&h.finalize()[..8])
 }
 
@@ -255,6 +319,7 @@ fn make(
     let final_deb = dir.join(out_deb.file_name().expect("a file"));
     let p = Package {
         kernel: kernel.name(),
+        line: build.line.clone(),
         deb: final_deb,
         package: f.package.clone(),
         version,
@@ -323,13 +388,42 @@ mod tests {
         assert_eq!(Kernel::Applied(Hash::Blake2b256).list_hash(), Hash::Blake2b256);
         assert_eq!(Kernel::Patched(vec![Step::ManifestBlake2b]).list_hash(), Hash::Blake2b256);
         assert_eq!(Kernel::patched().list_hash(), Hash::Sha256);
-        assert_ne!(package_key(&Kernel::patched(), "k", "v"), package_key(&Kernel::Applied(Hash::Sha256), "k", "v"));
+        let key = |k: &Kernel, build: &str| package_key(k, Line::V6_1, build, "v");
+        assert_ne!(key(&Kernel::patched(), "k"), key(&Kernel::Applied(Hash::Sha256), "k"));
+        assert_ne!(key(&Kernel::Applied(Hash::Sha256), "k"), key(&Kernel::Applied(Hash::Sha256), "k2"));
+        assert_ne!(key(&Kernel::Applied(Hash::Sha256), "k"), key(&Kernel::Applied(Hash::Blake2b256), "k"));
+    }
+
+    #[test]
+    fn each_line_has_its_own_packages_and_6_1_keeps_its_keys() {
+        // 6.1's key is what it was before the line was a choice (the SHA-256
+        // of "recipe 1\nkernel patched\nbuild k\ndebian v\n"): a package
+        // already in the cache is found again.
+        assert_eq!(package_key(&Kernel::patched(), Line::V6_1, "k", "v"), "649c1db841baec68");
+        // The same inputs on 6.12 (they never are: its build and Debian's
+        // version differ too) make another package.
         assert_ne!(
-            package_key(&Kernel::Applied(Hash::Sha256), "k", "v"),
-            package_key(&Kernel::Applied(Hash::Sha256), "k2", "v")
+            package_key(&Kernel::patched(), Line::V6_12, "k", "v"),
+            package_key(&Kernel::patched(), Line::V6_1, "k", "v")
         );
-        let blake = package_key(&Kernel::Applied(Hash::Blake2b256), "k", "v");
-        assert_ne!(package_key(&Kernel::Applied(Hash::Sha256), "k", "v"), blake);
+        assert_eq!(default_line(), "6.1");
+        let old: Package = serde_json::from_str(
+            r#"{"kernel":"patched","deb":"/c/p.deb","package":"linux-image-6.1.0-56-amd64",
+                "version":"6.1.192-2+bootlink.1","release":"6.1.0-56-amd64"}"#,
+        )
+        .unwrap();
+        assert_eq!(old.line, "6.1", "a package record from before the choice is 6.1's");
+    }
+
+    #[test]
+    fn a_missing_build_is_refused_in_one_line_naming_its_command() {
+        assert_eq!(build_command(Line::V6_1), "bootlink kernel build --config debian");
+        assert_eq!(build_command(Line::V6_12), "bootlink kernel build --config debian --line 6.12");
+        let cause = Error::new(Kind::Build, "this kernel build is not in the cache (/c/build-x)\nmore");
+        let e = not_built(Line::V6_12, cause).to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.contains("run `bootlink kernel build --config debian --line 6.12` first"), "{e}");
+        assert!(e.contains("the 6.12 series") && e.contains("not in the cache (/c/build-x)"), "{e}");
     }
 
     #[test]

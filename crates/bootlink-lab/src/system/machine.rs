@@ -162,6 +162,7 @@ mod tests {
             kernel_package: "linux-image-6.1.0-56-amd64".into(),
             kernel_version: "6.1.192-2".into(),
             release: "6.1.0-56-amd64".into(),
+            line: "6.1".into(),
             disk: "/c/disk.img".into(),
             vmlinuz: "/c/vmlinuz".into(),
             initrd: "/c/initrd.img".into(),

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
+use bootlink::kbuild::Line;
 use bootlink::table::Table;
 
 pub use image::Image;
@@ -41,6 +42,9 @@ pub use parse::Boot;
 pub struct Request {
     /// The kernel package the system installs.
     pub kernel: Kernel,
+    /// Its kernel line: Debian's package of that line, or the series of
+    /// that line built with Debian's config.
+    pub line: Line,
     pub clock: Clock,
     /// Trace every module load (function_graph from the kernel's command
     /// line); without it the stages are the boot's own, no load is timed.
@@ -90,18 +94,21 @@ pub fn run(req: &Request) -> Result<Report> {
     if let Clock::Realtime { cpus: 0 } = req.clock {
         return Err(Error::new(Kind::Usage, "--smp: at least one CPU"));
     }
-    std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
     let t0 = Instant::now();
-    let package = kernel::package(&req.kernel)?;
+    // A kernel refused (its build not cached) or an image that cannot be
+    // made leaves no record directory behind.
+    let package = kernel::package(&req.kernel, req.line)?;
     let image = image::with_package(&package)?;
     let image_wall_s = t0.elapsed().as_secs_f64();
+    std::fs::create_dir_all(&req.out).map_err(|e| Error::io(&req.out, e))?;
     let log = req.out.join("console.log");
     let mut booted = image.clone();
     booted.cmdline.extend(req.cmdline.iter().cloned());
     let opts = machine::options(&booted, req.clock, req.trace, req.timeout, &log)?;
     bootlink::progress::status(&format!(
-        "booting {} under QEMU ({}, {} CPU)",
+        "booting {} (line {}) under QEMU ({}, {} CPU)",
         image.release,
+        image.line,
         clock_name(req.clock),
         opts.cpus
     ));
@@ -262,12 +269,14 @@ impl bootlink::report::Report for Report {
         let i = &self.image;
         let mut s = format!(
             "system    Debian {} ({} packages on minbase), {} {} installed with dpkg\n\
-             kernel    {}{}{}\n\
+             kernel    line {}, release {}: {}{}{}\n\
              boot      {} ({} CPU), KASLR {}, {:.0} s wall (image {})\n\n",
             i.suite,
             i.packages.len(),
             i.kernel_package,
             i.kernel_version,
+            i.line,
+            i.release,
             kernel_line(i),
             if i.cmdline.is_empty() {
                 String::new()

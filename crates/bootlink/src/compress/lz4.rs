@@ -7,6 +7,7 @@
 //! back into the block's output, the match copied byte by byte (it may
 //! overlap what it writes).
 
+use super::Meter;
 use crate::error::{Error, Kind};
 
 pub(crate) const MAGIC: u32 = 0x184c_2102;
@@ -17,9 +18,10 @@ fn corrupt(why: impl std::fmt::Display) -> Error {
     Error::new(Kind::Format, format!("corrupt lz4 data: {why}"))
 }
 
-/// Decompress a legacy-frame stream to at most `limit` bytes; what follows
-/// the last block (the kernel build's 4-byte size) is left alone.
-pub(crate) fn decompress_legacy(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
+/// Decompress a legacy-frame stream within `meter` (checked after each
+/// block); what follows the last block (the kernel build's 4-byte size) is
+/// left alone.
+pub(crate) fn decompress_legacy(data: &[u8], meter: &mut Meter) -> Result<Vec<u8>, Error> {
     let word = |at: usize| crate::bytes::le_u32(data, at);
     if word(0) != Some(MAGIC) {
         return Err(corrupt("no legacy frame magic"));
@@ -40,7 +42,9 @@ pub(crate) fn decompress_legacy(data: &[u8], limit: usize) -> Result<Vec<u8>, Er
             }
             return Err(corrupt(format!("a block of {len} bytes at {at} runs past the end ({} bytes)", data.len())));
         };
-        block_into(block, &mut out, limit)?;
+        let r = block_into(block, &mut out, meter.limit);
+        meter.account(at + 4 + len, &out, "lz4")?;
+        r?;
         at += 4 + len;
     }
     if out.is_empty() {
@@ -55,8 +59,13 @@ fn block_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), Error
     let start = out.len();
     let cap = limit.min(start + BLOCK_MAX);
     let mut i = 0;
-    let too_large =
-        || Error::new(Kind::Format, format!("lz4 data decompresses to more than {} MiB: refused", cap >> 20));
+    let too_large = || {
+        if cap == limit {
+            super::too_large_named("lz4", limit)
+        } else {
+            corrupt(format!("a block decompresses to more than {} MiB", BLOCK_MAX >> 20))
+        }
+    };
     let length = |i: &mut usize, mut n: usize| -> Result<usize, Error> {
         if n == 15 {
             loop {
@@ -126,10 +135,10 @@ mod tests {
         let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 97) as u8 ^ ((i / 4096) as u8)).collect();
         for data in [&big[..], b"hello hello hello hello, lz4"] {
             let mut packed = lz4_tool(data);
-            assert_eq!(decompress_legacy(&packed, 1 << 30).unwrap(), data);
+            assert_eq!(decompress_legacy(&packed, &mut Meter::new(1 << 30)).unwrap(), data);
             // with the kernel build's size trailer after it
             packed.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            assert_eq!(decompress_legacy(&packed, 1 << 30).unwrap(), data);
+            assert_eq!(decompress_legacy(&packed, &mut Meter::new(1 << 30)).unwrap(), data);
         }
     }
 
@@ -137,17 +146,22 @@ mod tests {
     fn damaged_and_huge_frames_are_refused() {
         let data: Vec<u8> = b"abcabcabcabcabcabcabcabcabcabcabcabcabc".repeat(1000);
         let packed = lz4_tool(&data);
-        assert!(decompress_legacy(&packed[..packed.len() - 7], 1 << 30).is_err());
-        assert!(decompress_legacy(&packed[1..], 1 << 30).unwrap_err().to_string().contains("magic"));
-        assert!(decompress_legacy(&packed, 1000).unwrap_err().to_string().contains("refused"));
+        assert!(decompress_legacy(&packed[..packed.len() - 7], &mut Meter::new(1 << 30)).is_err());
+        assert!(decompress_legacy(&packed[1..], &mut Meter::new(1 << 30)).unwrap_err().to_string().contains("magic"));
+        assert!(decompress_legacy(&packed, &mut Meter::new(1000)).unwrap_err().to_string().contains("refused"));
         // a match reaching before the block's start
         let mut bad = MAGIC.to_le_bytes().to_vec();
         bad.extend_from_slice(&4u32.to_le_bytes());
         bad.extend_from_slice(&[0x10, b'a', 9, 0]);
-        assert!(decompress_legacy(&bad, 1 << 30).unwrap_err().to_string().contains("before the block's start"));
+        assert!(
+            decompress_legacy(&bad, &mut Meter::new(1 << 30))
+                .unwrap_err()
+                .to_string()
+                .contains("before the block's start")
+        );
         // every truncation fails or stops cleanly, never panics
         for n in 0..packed.len() {
-            let _ = decompress_legacy(&packed[..n], 1 << 30);
+            let _ = decompress_legacy(&packed[..n], &mut Meter::new(1 << 30));
         }
     }
 }

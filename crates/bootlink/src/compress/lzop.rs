@@ -4,11 +4,12 @@
 //! 0x0940 on it names the version needed, the level and a high mtime word),
 //! then blocks, each the big-endian uncompressed and compressed lengths,
 //! the checksums the header's flags ask for, and the data: stored when the
-//! lengths are equal, else LZO1X (decoded by the `lzokay-native` crate).
+//! lengths are equal, else LZO1X (decoded by [`super::lzo1x`], bootlink's own decoder).
 //! A zero uncompressed length ends the stream. Like the kernel's
 //! decompressor, blocks may decompress to at most 256 KiB, which bounds
 //! every block's output before it is decoded.
 
+use super::Meter;
 use crate::error::{Error, Kind};
 
 pub(crate) const MAGIC: &[u8] = &[0x89, b'L', b'Z', b'O', 0x00, 0x0d, 0x0a, 0x1a, 0x0a];
@@ -69,9 +70,10 @@ fn adler32(data: &[u8]) -> u32 {
     (b << 16) | a
 }
 
-/// Decompress an lzop stream to at most `limit` bytes; what follows its
-/// end marker (the kernel build's 4-byte size) is left alone.
-pub(crate) fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
+/// Decompress an lzop stream within `meter` (checked after each block);
+/// what follows its end marker (the kernel build's 4-byte size) is left
+/// alone.
+pub(crate) fn decompress(data: &[u8], meter: &mut Meter) -> Result<Vec<u8>, Error> {
     if !data.starts_with(MAGIC) {
         return Err(corrupt("no lzop magic"));
     }
@@ -122,27 +124,19 @@ pub(crate) fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
                 }
             }
         }
-        if out.len() + u_len > limit {
-            return Err(Error::new(
-                Kind::Format,
-                format!(
-                    "lzo data decompresses to more than {} MiB (the most bootlink unpacks of this input): refused as a decompression bomb",
-                    limit >> 20
-                ),
-            ));
+        if out.len() + u_len > meter.limit {
+            return Err(super::too_large_named("lzo", meter.limit));
         }
         let block = r.bytes(c_len, "block")?;
         let start = out.len();
         if c_len == u_len {
             out.extend_from_slice(block);
         } else {
-            let plain = lzokay_native::decompress_all(block, Some(u_len))
-                .map_err(|e| corrupt(format!("block at byte {}: {e:?}", r.at - c_len)))?;
-            if plain.len() != u_len {
-                return Err(corrupt(format!("a block decompresses to {} bytes, not {u_len}", plain.len())));
-            }
-            out.extend_from_slice(&plain);
+            let decoded = super::lzo1x::decompress_block(block, &mut out, u_len);
+            meter.account(r.at, &out, "lzo")?;
+            decoded.map_err(|e| corrupt(format!("block at byte {}: {e}", r.at - c_len)))?;
         }
+        meter.account(r.at, &out, "lzo")?;
         if let Some(sum) = d_adler
             && adler32(&out[start..]) != sum
         {
@@ -159,9 +153,9 @@ pub(crate) fn decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
 mod tests {
     use super::*;
 
-    fn lzop(data: &[u8]) -> Vec<u8> {
+    fn lzop(data: &[u8], level: &str) -> Vec<u8> {
         let mut child = std::process::Command::new("lzop")
-            .arg("-9")
+            .arg(level)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -173,6 +167,43 @@ mod tests {
         child.wait_with_output().unwrap().stdout
     }
 
+    /// An lzop file (format version 0x1030, no checksums) of these blocks:
+    /// (the size each states it decompresses to, its LZO1X data).
+    fn lzop_file(blocks: &[(u32, &[u8])]) -> Vec<u8> {
+        let mut f = MAGIC.to_vec();
+        f.extend_from_slice(&0x1030u16.to_be_bytes()); // the writer's version
+        f.extend_from_slice(&0x2080u16.to_be_bytes()); // the library's
+        f.extend_from_slice(&0x0940u16.to_be_bytes()); // needed to extract
+        f.extend_from_slice(&[1, 9]); // LZO1X-1, level 9
+        f.extend_from_slice(&0u32.to_be_bytes()); // flags: no checksums
+        f.extend_from_slice(&[0; 12]); // mode, mtime
+        f.push(0); // no name
+        f.extend_from_slice(&[0; 4]); // the header's checksum
+        for (u_len, data) in blocks {
+            f.extend_from_slice(&u_len.to_be_bytes());
+            f.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            f.extend_from_slice(data);
+        }
+        f.extend_from_slice(&0u32.to_be_bytes());
+        f
+    }
+
+    /// Issue 47's finding: a block whose match reaches before the start
+    /// of the output (one literal, then 3 bytes from 4 back) panicked
+    /// inside the LZO crate; it is a one-line error naming the block.
+    #[test]
+    fn a_back_reference_before_the_output_is_refused_not_a_panic() {
+        let hostile: &[u8] = &[18, b'a', 0b0100_1100, 0, 0x11, 0, 0];
+        let file = lzop_file(&[(64, hostile)]);
+        let r = std::panic::catch_unwind(|| decompress(&file, &mut Meter::new(64 << 20)));
+        let e = r.expect("no panic").unwrap_err().to_string();
+        assert!(e.starts_with("corrupt lzo data: block at byte ") && e.contains("before its start"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        // four literals and a 32-byte match 4 back read
+        let fine: &[u8] = &[21, b'a', b'b', b'c', b'd', 32 | 30, 3 << 2, 0, 0x11, 0, 0];
+        assert_eq!(decompress(&lzop_file(&[(36, fine)]), &mut Meter::new(64 << 20)).unwrap(), b"abcd".repeat(9));
+    }
+
     #[test]
     fn what_lzop_writes_is_read_back_and_damage_is_refused() {
         // several blocks, compressible and not
@@ -182,20 +213,25 @@ mod tests {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
             (x >> 24) as u8
         }));
-        let mut packed = lzop(&text);
-        assert_eq!(decompress(&packed, 64 << 20).unwrap(), text);
+        // LZO1X-1 (lzop's default level) and LZO1X-999 (-9, as the kernel's
+        // build writes) use the instructions differently
+        assert_eq!(decompress(&lzop(&text, "-1"), &mut Meter::new(64 << 20)).unwrap(), text);
+        let mut packed = lzop(&text, "-9");
+        assert_eq!(decompress(&packed, &mut Meter::new(64 << 20)).unwrap(), text);
         // the kernel build's size trailer after the end marker is ignored
         packed.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        assert_eq!(decompress(&packed, 64 << 20).unwrap(), text);
-        assert!(decompress(&packed, 256 << 10).unwrap_err().to_string().contains("decompression bomb"));
+        assert_eq!(decompress(&packed, &mut Meter::new(64 << 20)).unwrap(), text);
+        assert!(
+            decompress(&packed, &mut Meter::new(256 << 10)).unwrap_err().to_string().contains("decompression bomb")
+        );
         for cut in [5, 20, 60, packed.len() / 2] {
-            let e = decompress(&packed[..cut], 64 << 20).unwrap_err().to_string();
+            let e = decompress(&packed[..cut], &mut Meter::new(64 << 20)).unwrap_err().to_string();
             assert!(e.contains("corrupt lzo data"), "{cut}: {e}");
         }
         // a flipped byte in the first block's data: its checksum or its decoding fails
         let mut bad = packed.clone();
         bad[120] ^= 0x55;
-        assert!(decompress(&bad, 64 << 20).unwrap_err().to_string().contains("corrupt lzo data"));
+        assert!(decompress(&bad, &mut Meter::new(64 << 20)).unwrap_err().to_string().contains("corrupt lzo data"));
         assert_eq!(adler32(b"Wikipedia"), 0x11e6_0398);
     }
 }

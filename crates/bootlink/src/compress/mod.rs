@@ -1,5 +1,8 @@
 //! Compression formats found in kernel images and module trees: XZ, zstd and
-//! gzip, recognised by their magic bytes (not by file name).
+//! gzip (modules and kernels), and lzma, bzip2, lz4 and lzo (kernel
+//! payloads), recognised by their magic bytes (not by file name). Every
+//! stream is decoded by [`decode`], bounded by a [`Meter`]
+//! (docs/hostile-input.md).
 
 use std::io::Read;
 
@@ -8,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Kind};
 
 mod lz4;
+mod lzo1x;
 mod lzop;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,16 +107,23 @@ pub(crate) const MAX_RATIO: usize = 64;
 /// The least output a stream may always grow to, whatever its size.
 pub(crate) const MIN_OUTPUT: usize = 64 << 20;
 /// The most output any one stream may decompress to.
-pub(crate) const MAX_OUTPUT: usize = 1 << 30;
+pub const MAX_OUTPUT: usize = 1 << 30;
 
 /// The most bytes `input_len` compressed bytes may decompress to: 64 times
 /// the input, at least 64 MiB, never more than 1 GiB. A stream that would
 /// grow past it (a decompression bomb) is refused, not decompressed.
-pub(crate) fn output_limit(input_len: usize) -> usize {
+pub fn output_limit(input_len: usize) -> usize {
     input_len.saturating_mul(MAX_RATIO).clamp(MIN_OUTPUT, MAX_OUTPUT)
 }
 
-fn too_large_named(name: &str, limit: usize) -> Error {
+/// The most work (input bytes read plus output bytes written, over every
+/// candidate stream together) a search for an embedded stream in `len`
+/// bytes may do: [`output_limit`] of them plus 4 times their size.
+pub(crate) fn search_budget(len: usize) -> usize {
+    output_limit(len).saturating_add(len.saturating_mul(4))
+}
+
+pub(crate) fn too_large_named(name: &str, limit: usize) -> Error {
     Error::new(
         Kind::Format,
         format!(
@@ -122,99 +133,231 @@ fn too_large_named(name: &str, limit: usize) -> Error {
     )
 }
 
+/// Every format bootlink decodes: the module formats ([`Compression`])
+/// and the other kernel payloads', by their [`kernel_payload_name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Codec {
+    Xz,
+    Zstd,
+    Gzip,
+    Lzma,
+    Bzip2,
+    Lz4,
+    Lzo,
+}
+
+impl Codec {
+    pub(crate) const ALL: [Codec; 7] =
+        [Codec::Xz, Codec::Zstd, Codec::Gzip, Codec::Lzma, Codec::Bzip2, Codec::Lz4, Codec::Lzo];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Codec::Xz => "xz",
+            Codec::Zstd => "zstd",
+            Codec::Gzip => "gzip",
+            Codec::Lzma => "lzma",
+            Codec::Bzip2 => "bzip2",
+            Codec::Lz4 => "lz4",
+            Codec::Lzo => "lzo",
+        }
+    }
+
+    fn of(kind: Compression) -> Option<Codec> {
+        match kind {
+            Compression::None => None,
+            Compression::Xz => Some(Codec::Xz),
+            Compression::Zstd => Some(Codec::Zstd),
+            Compression::Gzip => Some(Codec::Gzip),
+        }
+    }
+
+    /// The decoder of a payload [`kernel_payload_name`] names (`stored`
+    /// is gzip).
+    pub(crate) fn of_payload(name: &str) -> Option<Codec> {
+        match name {
+            "stored" => Some(Codec::Gzip),
+            _ => Codec::ALL.into_iter().find(|c| c.name() == name),
+        }
+    }
+}
+
+/// What one decoding may spend and what it spent: the most output it may
+/// write, whether it is to stop as soon as its output begins with anything
+/// but an ELF header (a search for an embedded vmlinux), and the input it
+/// read and the output it wrote, also when it failed. Every decoder checks
+/// it at least once per 256 KiB of output (an lz4 block: 8 MiB).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meter {
+    pub(crate) limit: usize,
+    pub(crate) elf_only: bool,
+    pub(crate) read: usize,
+    pub(crate) written: usize,
+}
+
+impl Meter {
+    pub(crate) fn new(limit: usize) -> Meter {
+        Meter { limit, elf_only: false, read: 0, written: 0 }
+    }
+
+    /// A decoding of `name` data that has read `read` bytes and written
+    /// `out`: an error past the limit, or at output that is no ELF file
+    /// when only one is wanted.
+    fn account(&mut self, read: usize, out: &[u8], name: &str) -> Result<(), Error> {
+        self.read = read;
+        self.written = out.len();
+        if out.len() > self.limit {
+            return Err(too_large_named(name, self.limit));
+        }
+        if self.elf_only && !out.starts_with(&object::elf::ELFMAG[..out.len().min(4)]) {
+            return Err(Error::new(Kind::Format, format!("{name} data that does not begin with an ELF header")));
+        }
+        Ok(())
+    }
+}
+
 /// Decompress the first stream (XZ stream, zstd frame, gzip member) at the
 /// start of `data`, at most [`output_limit`] bytes of it. Anything after it
 /// is ignored, as the kernel's own decompressors do (a bzImage appends the
 /// uncompressed size after the stream). `size_hint` pre-sizes the output
 /// buffer (within the limit).
 pub fn decompress(data: &[u8], kind: Compression, size_hint: usize) -> Result<Vec<u8>, Error> {
-    let limit = output_limit(data.len());
-    let out = Vec::with_capacity(size_hint.min(limit));
-    match kind {
-        Compression::None => Ok(data.to_vec()),
-        Compression::Xz => xz_first_stream(data, out, limit),
-        Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(data)
-                .map_err(|e| Error::new(Kind::Format, format!("zstd: {e}")).because(e))?
-                .single_frame();
-            read_limited(dec, out, limit, kind.name())
-        }
-        Compression::Gzip => read_limited(flate2::bufread::GzDecoder::new(data), out, limit, kind.name()),
+    match Codec::of(kind) {
+        None => Ok(data.to_vec()),
+        Some(codec) => decode(codec, data, size_hint, &mut Meter::new(output_limit(data.len()))),
     }
-}
-
-/// All a decoder gives, into `out`, at most `limit` bytes: more is a bomb,
-/// nothing or a decoder error is corrupt `name` data.
-fn read_limited(dec: impl Read, mut out: Vec<u8>, limit: usize, name: &str) -> Result<Vec<u8>, Error> {
-    let res = dec.take(limit as u64 + 1).read_to_end(&mut out);
-    if out.len() > limit {
-        return Err(too_large_named(name, limit));
-    }
-    match res {
-        Ok(_) if out.is_empty() => {
-            Err(Error::new(Kind::Format, format!("corrupt {name} data: it decompresses to nothing")))
-        }
-        Ok(_) => Ok(out),
-        Err(e) => Err(Error::new(Kind::Format, format!("corrupt {name} data: {e}")).because(e)),
-    }
-}
-
-fn xz_first_stream(data: &[u8], out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
-    let stream = liblzma::stream::Stream::new_stream_decoder(u64::MAX, 0)
-        .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
-    lzma_first_stream(data, out, limit, stream, "xz")
 }
 
 /// A kernel payload bootlink reads beyond the module formats of
 /// [`Compression`], named as [`kernel_payload_name`] names it: lz4's legacy
 /// frame, lzma's "alone" format, bzip2 and lzop's format, at most
 /// [`output_limit`] bytes.
-pub(crate) fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
-    let limit = output_limit(data.len());
-    match name {
-        "lz4" => lz4::decompress_legacy(data, limit),
-        "lzma" => {
-            let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
-                .map_err(|e| Error::new(Kind::Internal, format!("lzma: {e}")).because(e))?;
-            lzma_first_stream(data, Vec::new(), limit, stream, "lzma")
-        }
-        "lzo" => lzop::decompress(data, limit),
-        // one stream: the build's size trailer follows it
-        "bzip2" => read_limited(bzip2::read::BzDecoder::new(data), Vec::new(), limit, "bzip2"),
-        other => Err(Error::new(
+pub fn decompress_kernel_payload(data: &[u8], name: &str) -> Result<Vec<u8>, Error> {
+    match Codec::of_payload(name) {
+        Some(codec) => decode(codec, data, 0, &mut Meter::new(output_limit(data.len()))),
+        None => Err(Error::new(
             Kind::Unsupported,
             format!(
-                "a {other} payload: bootlink reads xz, zstd, gzip, lz4, lzma, bzip2 and lzo kernels (give the vmlinux)"
+                "a {name} payload: bootlink reads xz, zstd, gzip, lz4, lzma, bzip2 and lzo kernels (give the vmlinux)"
             ),
         )),
     }
 }
 
+/// The first `codec` stream at the start of `data`, within `meter`: every
+/// format's one decoding step. None of the decoders panics on hostile
+/// input: gzip's (miniz_oxide), bzip2's (libbz2-rs-sys) and the lz4 and
+/// LZO ones (bootlink's own) are bounds-checked Rust, xz/lzma's (liblzma)
+/// and zstd's (libzstd) the reference C libraries, which check their
+/// input; the fuzz tests (tests/offline/fuzz_decompress.rs) hold them to it.
+pub(crate) fn decode(codec: Codec, data: &[u8], size_hint: usize, meter: &mut Meter) -> Result<Vec<u8>, Error> {
+    let out = Vec::with_capacity(size_hint.min(meter.limit).min(1 << 30));
+    let taken = std::cell::Cell::new(0);
+    let input = Counted { rest: data, taken: &taken };
+    match codec {
+        Codec::Xz => {
+            let stream = liblzma::stream::Stream::new_stream_decoder(u64::MAX, 0)
+                .map_err(|e| Error::new(Kind::Internal, format!("xz: {e}")).because(e))?;
+            lzma_first_stream(data, out, stream, "xz", meter)
+        }
+        Codec::Lzma => {
+            let stream = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
+                .map_err(|e| Error::new(Kind::Internal, format!("lzma: {e}")).because(e))?;
+            lzma_first_stream(data, out, stream, "lzma", meter)
+        }
+        Codec::Zstd => {
+            let dec = zstd::stream::read::Decoder::with_buffer(input)
+                .map_err(|e| Error::new(Kind::Format, format!("zstd: {e}")).because(e))?
+                .single_frame();
+            pump(dec, &taken, out, "zstd", meter)
+        }
+        Codec::Gzip => pump(flate2::bufread::GzDecoder::new(input), &taken, out, "gzip", meter),
+        // one stream: the build's size trailer follows it
+        Codec::Bzip2 => pump(bzip2::bufread::BzDecoder::new(input), &taken, out, "bzip2", meter),
+        Codec::Lz4 => lz4::decompress_legacy(data, meter),
+        Codec::Lzo => lzop::decompress(data, meter),
+    }
+}
+
+/// The input of a streaming decoder, counting what it takes.
+struct Counted<'a> {
+    rest: &'a [u8],
+    taken: &'a std::cell::Cell<usize>,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.rest[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for Counted<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        Ok(self.rest)
+    }
+
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.rest.len());
+        self.rest = &self.rest[n..];
+        self.taken.set(self.taken.get() + n);
+    }
+}
+
+/// All a streaming decoder gives, into `out`, within `meter`: more than
+/// its limit is a bomb, nothing or a decoder error is corrupt `name` data.
+fn pump(
+    mut dec: impl Read,
+    taken: &std::cell::Cell<usize>,
+    mut out: Vec<u8>,
+    name: &str,
+    meter: &mut Meter,
+) -> Result<Vec<u8>, Error> {
+    let mut chunk = vec![0u8; 256 << 10];
+    loop {
+        match dec.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                // past the limit by at most one chunk before it is refused
+                out.extend_from_slice(&chunk[..n.min(chunk.len())]);
+                meter.account(taken.get(), &out, name)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                meter.account(taken.get(), &out, name)?;
+                return Err(Error::new(Kind::Format, format!("corrupt {name} data: {e}")).because(e));
+            }
+        }
+    }
+    meter.account(taken.get(), &out, name)?;
+    if out.is_empty() {
+        return Err(Error::new(Kind::Format, format!("corrupt {name} data: it decompresses to nothing")));
+    }
+    Ok(out)
+}
+
 /// liblzma's stream API, stopped at the end of the first stream so that
-/// trailing bytes are never fed to a finished decoder.
+/// trailing bytes are never fed to a finished decoder; 256 KiB of output a
+/// step, each step accounted in `meter`.
 fn lzma_first_stream(
     data: &[u8],
     mut out: Vec<u8>,
-    limit: usize,
     mut stream: liblzma::stream::Stream,
     name: &str,
+    meter: &mut Meter,
 ) -> Result<Vec<u8>, Error> {
     use liblzma::stream::{Action, Status};
+    let mut chunk = vec![0u8; 256 << 10];
     loop {
-        if out.len() > limit {
-            return Err(too_large_named(name, limit));
-        }
-        if out.capacity() - out.len() < 64 * 1024 {
-            // Grow by doubling, but never past one buffer beyond the limit.
-            let room = out.capacity().max(1 << 20).min(limit + (1 << 20) - out.capacity().min(limit));
-            out.reserve(room.max(64 * 1024));
-        }
-        let consumed = stream.total_in() as usize;
-        let input = &data[consumed.min(data.len())..];
+        let input = data.get(stream.total_in() as usize..).unwrap_or_default();
         let action = if input.is_empty() { Action::Finish } else { Action::Run };
         let before = (stream.total_in(), stream.total_out());
-        match stream.process_vec(input, &mut out, action) {
-            Ok(Status::StreamEnd) if out.len() > limit => return Err(too_large_named(name, limit)),
+        let status = stream.process(input, &mut chunk, action);
+        let wrote = (stream.total_out() - before.1) as usize;
+        out.extend_from_slice(&chunk[..wrote.min(chunk.len())]);
+        meter.account(stream.total_in() as usize, &out, name)?;
+        match status {
             Ok(Status::StreamEnd) if out.is_empty() => {
                 return Err(Error::new(Kind::Format, format!("corrupt {name} data: it decompresses to nothing")));
             }

@@ -64,6 +64,7 @@ impl crate::report::Report for CacheReport {
 }
 
 pub fn write_cache(req: &CacheRequest) -> Result<CacheReport> {
+    fsutil::check_outputs(&[&req.record, &req.loader, &req.program], &[fsutil::Planned::new(&req.output)])?;
     let rec = Record::read(&req.record)?;
     let opts = WriteOptions {
         prelink: match &req.prelink {
@@ -102,6 +103,11 @@ pub struct MeasureRequest {
 }
 
 pub fn measure(req: &MeasureRequest) -> Result<ProgramResult> {
+    if let Some(out) = &req.output {
+        let mut read = vec![req.loader.as_path(), &req.cache, &req.stock, &req.program.path];
+        read.extend(req.skip.as_ref().map(|(cache, _)| cache.as_path()));
+        fsutil::check_outputs(&read, &[fsutil::Planned::new(out)])?;
+    }
     // A damaged cache would be measured as "the loader did not use the
     // cache" after every run of every mode: refuse it first, in one line.
     crate::ddlink::run::read_cache(&req.cache)?;

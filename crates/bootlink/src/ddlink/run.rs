@@ -190,6 +190,7 @@ fn normal_reason(debug: &str) -> Option<&str> {
 pub fn profile(loader: &Path, program: &Program, out: &Path) -> Result<(Record, RunOutput)> {
     need_file(loader, "the patched ld.so")?;
     need_file(&program.path, "the program")?;
+    crate::fsutil::check_outputs(&[loader, &program.path], &[crate::fsutil::Planned::new(out)])?;
     let tmp = scratch()?;
     let rec_path = tmp.path().join("record");
     let output =

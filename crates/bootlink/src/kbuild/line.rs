@@ -92,6 +92,17 @@ impl Line {
     pub fn series_config(self, checkout: &Path) -> PathBuf {
         self.dir(checkout).join("configs").join("series.config")
     }
+
+    /// Debian's kernel package of the line: the reference package on the
+    /// default line (6.1: the one the project's figures quote), the newest
+    /// `linux-image-<line>.*` apt knows on another.
+    pub fn debian_request(self) -> crate::fetch::Request {
+        if self == Line::default() {
+            crate::fetch::Request::Reference
+        } else {
+            crate::fetch::Request::Series(self.name.to_string())
+        }
+    }
 }
 
 impl Default for Line {
@@ -122,6 +133,8 @@ mod tests {
         let arm = Line::V6_1.lab_config_for(co, crate::fetch::Arch::Arm64);
         assert_eq!(arm, Path::new("/co/kernel/6.1/configs/lab-arm64.config"));
         assert_eq!(Line::V6_1.lab_config_for(co, crate::fetch::Arch::Amd64), Line::V6_1.lab_config(co));
+        assert!(matches!(Line::V6_1.debian_request(), crate::fetch::Request::Reference));
+        assert!(matches!(Line::V6_12.debian_request(), crate::fetch::Request::Series(s) if s == "6.12"));
         for l in Line::ALL {
             assert_eq!(l.package, format!("linux-source-{}", l.name));
             assert_eq!(l.tarball, format!("/usr/src/{}.tar.xz", l.package));

@@ -93,12 +93,7 @@ impl Options {
     /// image alone: Debian's own modules load into it
     /// (`kernel build --config debian`).
     pub fn debian_config(&mut self) -> Result<()> {
-        let request = if self.line == Line::default() {
-            crate::fetch::Request::Reference
-        } else {
-            crate::fetch::Request::Series(self.line.name.to_string())
-        };
-        let debian = crate::fetch::fetch(&request)?;
+        let debian = crate::fetch::fetch(&self.line.debian_request())?;
         self.whole_config(debian.config);
         self.release = Some(debian.release);
         self.modules = false;

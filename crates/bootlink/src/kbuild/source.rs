@@ -171,6 +171,11 @@ fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool, lock: &std::fs:
     Err(Error::new(Kind::Build, lines.join("; ")))
 }
 
+/// The name of record `name` while its patch is applied or reverted.
+fn inflight_record(record: &Path, name: &str) -> PathBuf {
+    record.join(format!("{INFLIGHT}{name}"))
+}
+
 /// Settle what a stopped build left in flight: a patch found wholly in
 /// the tree gets its record back, one wholly out loses it, and one half
 /// in (`patch` itself stopped midway) is an error naming the tree.
@@ -248,7 +253,7 @@ pub(crate) fn apply_series(
         .collect();
     let mut reverted = 0;
     for file in have[keep..].iter().rev() {
-        let inflight = record.join(format!("{INFLIGHT}{}", file.file_name().unwrap_or_default().to_string_lossy()));
+        let inflight = inflight_record(&record, &file.file_name().unwrap_or_default().to_string_lossy());
         std::fs::rename(file, &inflight).map_err(|e| Error::io(file, e))?;
         patch(tree, &inflight, true, false, lock).map_err(|e| {
             e.context(tree, |why| {
@@ -263,7 +268,7 @@ pub(crate) fn apply_series(
     }
     let mut done = 0;
     for (i, p) in series.patches.iter().enumerate().skip(keep) {
-        let inflight = record.join(format!("{INFLIGHT}{}", want[i]));
+        let inflight = inflight_record(&record, &want[i]);
         fsutil::write_atomic(&inflight, &p.text)?;
         if let Err(e) = patch(tree, &inflight, false, true, lock) {
             let _ = std::fs::remove_file(&inflight);
@@ -373,7 +378,7 @@ mod tests {
         let s = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2), ("fg.patch", &both)]);
         let s2 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
         let names: Vec<String> = s.patches.iter().enumerate().map(|(i, p)| record_name(i, p)).collect();
-        let inflight = |i: usize| tree.join(APPLIED_DIR).join(format!("{INFLIGHT}{}", names[i]));
+        let inflight = |i: usize| inflight_record(&tree.join(APPLIED_DIR), &names[i]);
         let records = || {
             let mut v: Vec<String> = std::fs::read_dir(tree.join(APPLIED_DIR))
                 .unwrap()

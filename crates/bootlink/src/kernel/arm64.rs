@@ -13,7 +13,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::ksymtab::{self, EntryFormat, Strings, Table, Tables};
+use super::ksymtab::{self, EntryFormat, Strings, Table, Tables, Targets};
 use super::{Kaslr, KernelConfig, KernelImage, LoaderFeatures, Source, corrupt};
 use crate::compress::{self, Compression};
 use crate::elf;
@@ -24,6 +24,18 @@ const MAGIC: &[u8; 4] = b"ARM\x64";
 const HEADER_LEN: usize = 64;
 /// Bit 0 of the header's flags: the kernel is big-endian.
 const FLAG_BE: u64 = 1;
+/// The flags the format defines (Documentation/arm64/booting.rst): bit 0
+/// endianness, bits 1-2 page size, bit 3 physical placement; bits 4-63
+/// are reserved, 0.
+const FLAGS_DEFINED: u64 = 0xf;
+/// `_end` is aligned to SEGMENT_ALIGN, 64 KiB (arch/arm64/kernel/vmlinux.lds.S
+/// and asm/memory.h, 6.1 and 6.12), so `image_size` (`_end - _text`) is a
+/// multiple of it.
+const SEGMENT_ALIGN: u64 = 64 << 10;
+/// The export entries are 32-bit offsets (PREL32), so everything an export
+/// names lies within 2 GiB of its entry: an image at least that large
+/// could not have been linked.
+const IMAGE_SIZE_MAX: u64 = 2 << 30;
 
 /// The arm64 boot header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +57,73 @@ pub fn header(data: &[u8]) -> Option<Header> {
         image_size: elf::read_u64(data, 16)?,
         flags: elf::read_u64(data, 24)?,
     })
+}
+
+/// The (major, minor) version a release string starts with ("6.1.0-56-arm64": (6, 1)).
+fn version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// Check the boot header against what the format allows for this kernel,
+/// before any value of it is used: the flags' reserved bits clear;
+/// `text_offset` 0 in a kernel since 5.8 (arch/arm64/kernel/head.S writes
+/// `.quad 0` there in 6.1 and 6.12, since TEXT_OFFSET was removed in 5.8)
+/// or of an unknown release, and in an older one a multiple of 4 KiB below
+/// 2 MiB (its Makefile's TEXT_OFFSET); `image_size` (`_end - _text`) not 0,
+/// a multiple of 64 KiB (of 4 KiB before 5.8), under 2 GiB, past the export
+/// strings (they are loaded bytes), and equal to the EFI stub's PE
+/// `SizeOfImage` (`_end - _head`, arch/arm64/kernel/efi-header.S) when the
+/// Image has one. `strings_end` is where the export strings end.
+fn check_header(h: &Header, image: &[u8], release: Option<&str>, strings_end: usize) -> Result<()> {
+    let bad = |what: String| Err(corrupt(format!("damaged arm64 Image header: {what}")));
+    if h.flags & !FLAGS_DEFINED != 0 {
+        return bad(format!("flags {:#x} set reserved bits (only bits 0-3 are defined)", h.flags));
+    }
+    let old = release.and_then(version).is_some_and(|v| v < (5, 8));
+    if !old && h.text_offset != 0 {
+        return bad(format!(
+            "text_offset {:#x}, where a kernel since 5.8 has 0 ({})",
+            h.text_offset,
+            release.map_or("release unknown".to_string(), |r| format!("release {r}"))
+        ));
+    }
+    if old && (!h.text_offset.is_multiple_of(4096) || h.text_offset >= 2 << 20) {
+        return bad(format!("text_offset {:#x}, not a multiple of 4 KiB below 2 MiB", h.text_offset));
+    }
+    let align = if old { 4096 } else { SEGMENT_ALIGN };
+    if h.image_size == 0 || !h.image_size.is_multiple_of(align) || h.image_size >= IMAGE_SIZE_MAX {
+        return bad(format!(
+            "image_size {:#x}, not a nonzero multiple of {} KiB below 2 GiB",
+            h.image_size,
+            align >> 10
+        ));
+    }
+    if h.image_size < strings_end as u64 {
+        return bad(format!(
+            "image_size {:#x} ends before the export names it holds (up to {strings_end:#x})",
+            h.image_size
+        ));
+    }
+    if let Some(pe) = pe_size_of_image(image)
+        && pe != h.image_size
+    {
+        return bad(format!("image_size {:#x}, but the EFI stub's PE header says {pe:#x} (SizeOfImage)", h.image_size));
+    }
+    Ok(())
+}
+
+/// The PE `SizeOfImage` of an Image with the EFI stub's header: the offset
+/// at 0x3c (the boot header's res5) leads to "PE\0\0", a COFF header and a
+/// PE32+ optional header (magic 0x20b) whose SizeOfImage is at 56.
+fn pe_size_of_image(image: &[u8]) -> Option<u64> {
+    let pe = elf::read_u32(image, 0x3c)? as usize;
+    if pe < HEADER_LEN || image.get(pe..pe.checked_add(4)?)? != b"PE\0\0" {
+        return None;
+    }
+    let opt = pe + 24;
+    (crate::bytes::le_u16(image, opt)? == 0x20b).then_some(())?;
+    elf::read_u32(image, opt + 56).map(u64::from)
 }
 
 /// Whether `data` is a gzip stream whose first bytes are an arm64 Image
@@ -88,6 +167,19 @@ pub(crate) struct Found {
     pub(crate) gpl: std::ops::Range<usize>,
     /// Where `__ksymtab_strings` starts: the lowest string an entry names.
     pub(crate) strings: usize,
+}
+
+impl Found {
+    /// Where the export strings end: past the last string an entry names.
+    fn strings_end(&self, image: &[u8]) -> usize {
+        (self.plain.start..self.gpl.end)
+            .step_by(12)
+            .flat_map(|o| [entry_name(image, o).map(|(a, _)| a), entry_namespace(image, o).flatten()])
+            .flatten()
+            .map(|a| a + short_cstr(image, a).map_or(0, |s| s.len()) + 1)
+            .max()
+            .unwrap_or(self.strings)
+    }
 }
 
 /// The name an entry at `o` names, if it is an export's: a string of the
@@ -164,6 +256,7 @@ pub(crate) fn find_tables(image: &[u8]) -> std::result::Result<Found, Error> {
     if best.len() < MIN * ENTRY {
         return Err(none());
     }
+    check_neighbours(image, &best)?;
     let names: Vec<&[u8]> = best.clone().step_by(ENTRY).map(|o| entry_name(image, o).expect("in the run").1).collect();
     let falls: Vec<usize> = (1..names.len()).filter(|&i| names[i] <= names[i - 1]).collect();
     let split = match falls[..] {
@@ -198,6 +291,119 @@ pub(crate) fn find_tables(image: &[u8]) -> std::result::Result<Found, Error> {
     Ok(Found { plain: best.start..split, gpl: split..best.end, strings })
 }
 
+/// The span of the strings that the entries at `entries` name (their
+/// names and namespaces), from the lowest one's start to the highest one's
+/// end, grown both ways over the bytes of strings next to it (the other
+/// exports' names lie there too, also one with a damaged byte).
+fn strings_span(image: &[u8], entries: impl Iterator<Item = usize>) -> std::ops::Range<usize> {
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for o in entries {
+        for at in [entry_name(image, o).map(|(a, _)| a), entry_namespace(image, o).flatten()].into_iter().flatten() {
+            lo = lo.min(at);
+            hi = hi.max(at + short_cstr(image, at).map_or(0, |s| s.len()) + 1);
+        }
+    }
+    if lo >= hi {
+        return 0..0;
+    }
+    // A byte of a name or its NUL (not a run of NULs: padding, a reserved
+    // section); one other byte is passed over when the next 16 are such
+    // bytes (a damaged name among the others).
+    let in_names = |b: u8| b == 0 || b.is_ascii_alphanumeric() || b == b'_' || b == b'.';
+    let names_go_on = |w: Option<&[u8]>| w.is_some_and(|w| w.iter().all(|&b| in_names(b)) && w.contains(&0));
+    let zeros = |w: Option<&[u8]>| w.is_some_and(|w| w.iter().all(|&b| b == 0));
+    while hi < image.len()
+        && !zeros(image.get(hi..hi + 2))
+        && (in_names(image[hi]) || names_go_on(image.get(hi + 1..hi + 17)))
+    {
+        hi += 1;
+    }
+    while lo > 0
+        && !zeros(image.get(lo.saturating_sub(2)..lo))
+        && (in_names(image[lo - 1]) || lo >= 17 && names_go_on(image.get(lo - 17..lo - 1)))
+    {
+        lo -= 1;
+    }
+    lo..hi
+}
+
+/// Refuse the tables when an entry of them lies just before or after `run`
+/// (the entries found by their shape) and was not taken. It is one when
+/// entries of export shape go on within a few places beyond it (the tables
+/// went on past a damaged entry), or when its name and namespace point
+/// among the strings the run names and its value into the Image (a name
+/// or namespace with bytes no export's has, at either end of the tables).
+/// Not found so: a damaged name offset in one of the first two or last
+/// two entries, where too few entries lie beyond it to tell.
+/// Taking the run as the tables would drop that entry and every export
+/// past it without a word.
+fn check_neighbours(image: &[u8], run: &std::ops::Range<usize>) -> std::result::Result<(), Error> {
+    const ENTRY: usize = 12;
+    /// How many places beyond the run are looked at: a run of damaged
+    /// entries shorter than that is found.
+    const REACH: usize = 8;
+    let ok =
+        |o: usize| o + ENTRY <= image.len() && entry_name(image, o).is_some() && entry_namespace(image, o).is_some();
+    let n = run.len() / ENTRY;
+    for side in ["before", "after"] {
+        // The j-th entry beyond the run on this side (1: next to it).
+        let at = |j: usize| match side {
+            "before" => run.start.checked_sub(j * ENTRY),
+            _ => Some(run.end + (j - 1) * ENTRY),
+        };
+        let Some(o) = at(1).filter(|&o| o + ENTRY <= image.len()) else { continue };
+        let mut span = strings_span(image, run.clone().step_by(ENTRY));
+        // Export entries again within reach: the tables go on. Two in a
+        // row naming strings among the run's, or four of export shape
+        // wherever their names lie (other data seldom has that shape four
+        // times in a row; the names of the other table may lie beyond the
+        // run's).
+        let named = |p: usize| entry_name(image, p).is_some_and(|(a, _)| span.contains(&a));
+        let beyond = (2..=REACH).find(|&j| {
+            let shaped = |k: usize| at(k).is_some_and(ok);
+            (shaped(j) && shaped(j + 1) && at(j).is_some_and(named) && at(j + 1).is_some_and(named))
+                || (j..j + 4).all(shaped)
+        });
+        if let Some(j) = beyond {
+            let more = (j..).map_while(|k| at(k).filter(|&p| ok(p))).take(n.max(1));
+            let s = strings_span(image, more);
+            span = span.start.min(s.start)..span.end.max(s.end);
+        }
+        let among = |f: usize| prel32(image, f).is_some_and(|a| span.contains(&a));
+        let entry_like =
+            prel32(image, o).is_some() && among(o + 4) && (elf::read_i32(image, o + 8) == Some(0) || among(o + 8));
+        if beyond.is_none() && !entry_like {
+            continue;
+        }
+        let what = match (prel32(image, o + 4), entry_name(image, o)) {
+            (_, Some((_, name))) => match prel32(image, o + 8).and_then(|a| short_cstr(image, a)) {
+                Some(ns) => {
+                    format!(
+                        "the namespace {} of {} is not printable",
+                        ksymtab::quoted(ns),
+                        String::from_utf8_lossy(name)
+                    )
+                }
+                None => format!(
+                    "the namespace offset of {} points to no string in the Image",
+                    String::from_utf8_lossy(name)
+                ),
+            },
+            (None, None) => "its name offset points outside the Image".to_string(),
+            (Some(a), None) if !span.contains(&a) => format!("its name offset points to {a:#x}, among no export names"),
+            (Some(a), None) => match short_cstr(image, a) {
+                Some(bad) => format!("its name {} is not a symbol name", ksymtab::quoted(bad)),
+                None => format!("its name at {a:#x} has no end within 256 bytes"),
+            },
+        };
+        return Err(corrupt(format!(
+            "arm64 Image: the export entry at {o:#x}, {side} the {n} entries at {:#x}..{:#x}: {what}",
+            run.start, run.end
+        )));
+    }
+    Ok(())
+}
+
 /// Read an Image (or Image.gz) for `inspect` and `kernel-info`.
 pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<KernelImage> {
     let compression = Compression::detect(data);
@@ -220,6 +426,8 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
     let found = find_tables(image).map_err(|e| e.at(path))?;
     let release = super::find_release(image);
     let vermagic = release.as_deref().and_then(|r| super::find_vermagic(image, r));
+    let strings_end = found.strings_end(image);
+    check_header(&h, image, release.as_deref(), strings_end).map_err(|e| e.at(path))?;
     let (cfg, cfg_source) = match config {
         Some(c) => super::load_config_file(c).map(|k| (Some(k), Some(c.display().to_string())))?,
         None => match super::config::find_ikconfig(image) {
@@ -230,16 +438,25 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
     let base = kimage_vaddr(va_bits(cfg.as_ref())).wrapping_add(h.text_offset);
     let table = |r: &std::ops::Range<usize>| Table { addr: base + r.start as u64, data: &image[r.clone()] };
     // With modversions, one 32-bit CRC per entry precedes the strings:
-    // `__kcrctab`, then `__kcrctab_gpl` (include/asm-generic/vmlinux.lds.h).
+    // `__kcrctab`, then `__kcrctab_gpl` (include/asm-generic/vmlinux.lds.h;
+    // bootlink's patches put `__ksymhash` and `__modhashes` between the
+    // tables and the CRCs).
     let n = (found.plain.len() + found.gpl.len()) / EntryFormat::Prel32.size();
     let modversions = vermagic.as_deref().is_some_and(|v| v.split(' ').any(|w| w == "modversions"));
-    let crc_start = found.strings.checked_sub(4 * n).filter(|&s| modversions && s >= found.gpl.end);
-    let (crcs, crcs_gpl) = match crc_start {
-        Some(s) => {
-            let mid = s + 4 * (found.plain.len() / EntryFormat::Prel32.size());
-            (Some(&image[s..mid]), Some(&image[mid..found.strings]))
-        }
-        None => (None, None),
+    if modversions && found.strings - found.gpl.end < 4 * n {
+        return Err(corrupt(format!(
+            "arm64 Image: a kernel with modversions, but between its {n} export entries (ending at {:#x}) and their \
+             names (at {:#x}) there is no room for their CRCs",
+            found.gpl.end, found.strings
+        ))
+        .at(path));
+    }
+    let (crcs, crcs_gpl) = if modversions {
+        let start = found.strings - 4 * n;
+        let mid = start + 4 * (found.plain.len() / EntryFormat::Prel32.size());
+        (Some(&image[start..mid]), Some(&image[mid..found.strings]))
+    } else {
+        (None, None)
     };
     let tables = Tables {
         plain: Some(table(&found.plain)),
@@ -247,6 +464,11 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         crcs,
         crcs_gpl,
         strings: Strings { addr: base + found.strings as u64, data: &image[found.strings..] },
+        // The kernel from the end of the boot header to `_end`.
+        targets: Targets {
+            ranges: vec![(base + HEADER_LEN as u64, base + h.image_size)],
+            what: format!("the kernel image (its first {:#x} bytes, the header's image_size)", h.image_size),
+        },
     };
     let exports = ksymtab::decode(tables, EntryFormat::Prel32).map_err(|e| e.at(path))?;
     let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
@@ -262,6 +484,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         kaslr,
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
         slide_base: None,
+        struct_module_size: None,
         config: cfg,
     })
 }
@@ -306,7 +529,8 @@ mod tests {
             w.u32(prel32(strings, o + 8));
         }
         debug_assert_eq!(tab + w.len(), crcs);
-        (0..n as u32).for_each(|i| w.u32(i));
+        // CRCs are hashes: spread over all 32 bits, as a real kernel's.
+        (0..n as u32).for_each(|i| w.u32((i + 1).wrapping_mul(0x9e37_79b9)));
         img[tab..strings].copy_from_slice(&w.into_inner());
         img[strings..].copy_from_slice(&text);
         (img, tab, crcs, strings, at)
@@ -324,6 +548,79 @@ mod tests {
         bad[at[2]] = b'z'; // "gamma" -> "zamma": a second fall in the names
         assert!(find_tables(&bad).unwrap_err().msg.contains("not two sorted tables"));
         assert!(find_tables(&img[..0x200]).is_err());
+    }
+
+    /// A header as a 6.1 Image has it, then each field damaged.
+    #[test]
+    fn the_header_is_checked_against_what_the_format_allows() {
+        let img = vec![0u8; 0x1000];
+        let good = Header { text_offset: 0, image_size: 0x2010000, flags: 0xa };
+        let check = |h: Header, release: Option<&str>| check_header(&h, &img, release, 0x800);
+        assert_eq!(check(good, Some("6.1.0-56-arm64")), Ok(()));
+        let err = |h: Header, release| check(h, release).unwrap_err().msg;
+        let to = Header { text_offset: 0x80000, ..good };
+        assert_eq!(
+            err(to, Some("6.1.0-56-arm64")),
+            "damaged arm64 Image header: text_offset 0x80000, where a kernel since 5.8 has 0 (release 6.1.0-56-arm64)"
+        );
+        assert!(err(to, None).ends_with("(release unknown)"));
+        // Before 5.8: TEXT_OFFSET, a multiple of 4 KiB below 2 MiB, and _end page-aligned.
+        assert_eq!(check(Header { image_size: 0x1234000, ..to }, Some("5.4.0-1-arm64")), Ok(()));
+        assert!(err(Header { text_offset: 0x80010, ..to }, Some("5.4.0")).contains("not a multiple of 4 KiB"));
+        assert!(err(Header { flags: 0x1a, ..good }, None).contains("flags 0x1a set reserved bits"));
+        for size in [0, 0x2010000 + 0x1000, 2 << 30] {
+            assert!(
+                err(Header { image_size: size, ..good }, None).contains("not a nonzero multiple of 64 KiB"),
+                "{size}"
+            );
+        }
+        let small = Header { image_size: 0x10000, ..good };
+        let e = check_header(&small, &img, None, 0x10001).unwrap_err();
+        assert!(e.msg.contains("image_size 0x10000 ends before the export names it holds (up to 0x10001)"), "{e}");
+        check_header(&small, &img, None, 0x10000).unwrap();
+        // With the EFI stub's PE header, its SizeOfImage must agree.
+        let mut pe = img.clone();
+        pe[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
+        pe[0x58..0x5a].copy_from_slice(&0x20bu16.to_le_bytes());
+        pe[0x58 + 56..0x58 + 60].copy_from_slice(&0x2010000u32.to_le_bytes());
+        check_header(&good, &pe, None, 0x800).unwrap();
+        let e = check_header(&Header { image_size: 0x2000000, ..good }, &pe, None, 0x800).unwrap_err();
+        assert!(
+            e.msg.ends_with("image_size 0x2000000, but the EFI stub's PE header says 0x2010000 (SizeOfImage)"),
+            "{e}"
+        );
+    }
+
+    /// An entry of the tables with a damaged name (its bytes, or its
+    /// offset) refuses them, naming the entry, wherever it lies: the run
+    /// found by shape stops there, and the exports past it would be lost.
+    #[test]
+    fn a_damaged_entry_refuses_the_tables_instead_of_cutting_them() {
+        // Each table sorted; the GPL one starts below where the other ends.
+        let plain: Vec<String> = (10..30).map(|k| format!("b{k}")).collect();
+        let gpl: Vec<String> = (10..30).map(|k| format!("a{k}")).collect();
+        let (plain, gpl): (Vec<&str>, Vec<&str>) =
+            (plain.iter().map(|s| s.as_str()).collect(), gpl.iter().map(|s| s.as_str()).collect());
+        let (img, tab, ..) = synthetic(0, &plain, &gpl);
+        assert!(find_tables(&img).is_ok());
+        for i in [0, 2, 3, 19, 20, 36, 37, 39] {
+            let o = tab + 12 * i;
+            let name_at = prel32(&img, o + 4).unwrap();
+            let mut bad = img.clone();
+            bad[name_at + 1] = 0x01;
+            let e = find_tables(&bad).unwrap_err();
+            assert!(e.msg.starts_with(&format!("arm64 Image: the export entry at {o:#x}, ")), "{i}: {e}");
+            assert!(e.msg.ends_with("is not a symbol name"), "{i}: {e}");
+            if !(2..=37).contains(&i) {
+                continue; // the first and last two: too few entries beyond them
+            }
+            let mut wild = img.clone();
+            wild[o + 4..o + 8].copy_from_slice(&(-(o as i32) - 100).to_le_bytes());
+            let e = find_tables(&wild).unwrap_err();
+            assert!(e.msg.contains(&format!("the export entry at {o:#x}, ")), "{i}: {e}");
+            assert!(e.msg.ends_with("its name offset points outside the Image"), "{i}: {e}");
+        }
     }
 
     /// The scan probes every 8th entry: the shortest tables it accepts (16

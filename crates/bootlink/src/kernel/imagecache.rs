@@ -62,13 +62,16 @@ fn cached(elf: &Path, record: &Path) -> std::result::Result<Vmlinux, String> {
     Ok(Vmlinux { data, source: r.source })
 }
 
-/// The vmlinux inside a compressed image, from the cache when it is there
-/// and whole.
-pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
+/// The vmlinux inside a compressed image, from the cache when it is there.
+/// The image is handed on as it was mapped, never copied: one of gigabytes
+/// is refused by [`find_vmlinux`] (a file over [`super::MAX_IMAGE`] before it is
+/// hashed here).
+pub fn vmlinux(image: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
     if std::env::var_os("BOOTLINK_NO_IMAGE_CACHE").is_some() {
-        return find_vmlinux(image.to_vec().into());
+        return find_vmlinux(image);
     }
-    let k = key(image);
+    super::check_image_size(&image)?;
+    let k = key(&image);
     let elf = dir().join(format!("{k}.elf"));
     let meta = dir().join(format!("{k}.json"));
     if std::fs::symlink_metadata(&elf).is_ok() || std::fs::symlink_metadata(&meta).is_ok() {
@@ -80,7 +83,7 @@ pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
             )),
         }
     }
-    let v = find_vmlinux(image.to_vec().into())?;
+    let v = find_vmlinux(image)?;
     if !matches!(v.source, Source::Vmlinux) && std::fs::create_dir_all(dir()).is_ok() {
         // A cache that cannot be written is only slower, never an error.
         // The record goes last: an entry without one is not used.
@@ -95,11 +98,19 @@ pub fn vmlinux(image: &[u8]) -> std::result::Result<Vmlinux, Error> {
     Ok(v)
 }
 
-/// Write `path` atomically, whatever is there now (a directory in its
-/// place is removed first).
+/// Write `path` atomically, whatever is there now.
 fn replace(path: &Path, data: &[u8]) -> crate::Result<()> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_dir_all(path);
+    // What is there is the cache's own: anything but a regular file (a
+    // directory, a FIFO, a link) goes first, as write_atomic refuses to
+    // write over it (an output is never a device, a FIFO or a directory).
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        Ok(m) if !m.is_file() => {
+            let _ = std::fs::remove_file(path);
+        }
+        _ => {}
     }
     fsutil::write_atomic(path, data)
 }

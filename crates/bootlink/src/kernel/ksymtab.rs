@@ -78,6 +78,61 @@ pub(crate) struct Tables<'d> {
     pub(crate) crcs: Option<&'d [u8]>,
     pub(crate) crcs_gpl: Option<&'d [u8]>,
     pub(crate) strings: Strings<'d>,
+    /// Where an export may point.
+    pub(crate) targets: Targets,
+}
+
+/// The link-time address ranges an export may point into: the kernel's
+/// code and data. `what` names them in a refusal.
+pub(crate) struct Targets {
+    /// [start, end) each.
+    pub(crate) ranges: Vec<(u64, u64)>,
+    pub(crate) what: String,
+}
+
+impl Targets {
+    /// The SHF_ALLOC sections of a vmlinux (code, data, BSS, and on x86-64
+    /// the per-CPU section, linked at 0), each a range.
+    pub(crate) fn of_vmlinux(elf: &Elf) -> Targets {
+        let ranges = elf
+            .sections
+            .iter()
+            .filter(|s| s.sh_flags(LE).contains(object::elf::SHF_ALLOC) && s.sh_size(LE) > 0)
+            .filter_map(|s| Some((s.sh_addr(LE), s.sh_addr(LE).checked_add(s.sh_size(LE))?)))
+            .collect();
+        Targets { ranges, what: "the kernel's code and data (its allocated sections)".into() }
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        self.ranges.iter().any(|&(a, b)| (a..b).contains(&addr))
+    }
+}
+
+/// The longest symbol name the kernel handles, NUL included
+/// (include/linux/kallsyms.h, KSYM_NAME_LEN, 6.1 and 6.12).
+const KSYM_NAME_LEN: usize = 512;
+
+/// Whether `s` can be the name of an export: 1 to 511 printable ASCII
+/// characters (C identifiers and '.', in every kernel's tables).
+pub(crate) fn is_symbol_name(s: &[u8]) -> bool {
+    (1..KSYM_NAME_LEN).contains(&s.len()) && s.iter().all(u8::is_ascii_graphic)
+}
+
+/// `s` in quotes, its bytes that are not printable ASCII as `\xNN`.
+pub(crate) fn quoted(s: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for &b in s.iter().take(80) {
+        match b {
+            b'"' | b'\\' => out.extend(['\\', b as char]),
+            b if b.is_ascii_graphic() || b == b' ' => out.push(b as char),
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    if s.len() > 80 {
+        out.push_str("...");
+    }
+    out.push('"');
+    out
 }
 
 pub(crate) fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u64> {
@@ -92,11 +147,13 @@ pub(crate) fn field(t: &Table, fmt: EntryFormat, i: usize, k: usize) -> Option<u
     }
 }
 
-/// Pick the layout under which every sampled entry's name points into the
-/// string section.
+/// Pick the layout under which most sampled entries' names point into the
+/// string section (and the tables hold whole entries): a damaged entry
+/// among those sampled is then named by [`decode`], not taken for a sign
+/// of another layout.
 fn detect(tables: &[&Table], strings: &Strings) -> Option<EntryFormat> {
     [EntryFormat::Prel32, EntryFormat::Abs64, EntryFormat::Abs64NoNamespace].into_iter().find(|&fmt| {
-        let mut sampled = 0;
+        let (mut sampled, mut named) = (0, 0);
         for t in tables {
             if t.data.len() % fmt.size() != 0 {
                 return false;
@@ -104,22 +161,15 @@ fn detect(tables: &[&Table], strings: &Strings) -> Option<EntryFormat> {
             let n = t.data.len() / fmt.size();
             for i in (0..n).step_by((n / 16).max(1)) {
                 sampled += 1;
-                match field(t, fmt, i, 1) {
-                    Some(a) if strings.contains(a) => {}
-                    _ => return false,
-                }
-                if fmt == EntryFormat::Abs64 {
-                    // the namespace is NULL or a string; with no namespaces,
-                    // this field is the next entry's value, rarely a string.
-                    match field(t, fmt, i, 2) {
-                        Some(0) => {}
-                        Some(a) if strings.contains(a) => {}
-                        _ => return false,
-                    }
-                }
+                let name = field(t, fmt, i, 1).is_some_and(|a| strings.contains(a));
+                // the namespace is NULL or a string; with no namespaces,
+                // this field is the next entry's value, rarely a string.
+                let namespace =
+                    fmt != EntryFormat::Abs64 || field(t, fmt, i, 2).is_some_and(|a| a == 0 || strings.contains(a));
+                named += (name && namespace) as usize;
             }
         }
-        sampled > 0
+        sampled > 0 && 2 * named > sampled
     })
 }
 
@@ -155,36 +205,75 @@ pub fn read_exports(elf: &Elf) -> std::result::Result<(Vec<Export>, EntryFormat)
         .ok_or_else(|| corrupt("__ksymtab entries are in no known layout (PREL32 or absolute pointers)"))?;
     let crcs = elf.named_section_data("__kcrctab")?;
     let crcs_gpl = elf.named_section_data("__kcrctab_gpl")?;
-    let out = decode(Tables { plain, gpl, crcs, crcs_gpl, strings }, fmt)?;
+    let targets = Targets::of_vmlinux(elf);
+    let out = decode(Tables { plain, gpl, crcs, crcs_gpl, strings, targets }, fmt)?;
     Ok((out, fmt))
 }
 
 /// Every export of `tables`, entries in layout `fmt`, in table order
 /// (`__ksymtab`, then `__ksymtab_gpl`). A CRC table is used when it has one
-/// CRC per entry.
+/// CRC per entry. Every entry must name a symbol (printable, in
+/// `__ksymtab_strings`), a namespace that is empty or printable, and a value
+/// among `tables.targets`: one that does not refuses the whole image, in a
+/// line naming the entry, and no export is dropped.
 pub(crate) fn decode(tables: Tables, fmt: EntryFormat) -> std::result::Result<Vec<Export>, Error> {
-    let Tables { plain, gpl, crcs, crcs_gpl, strings } = tables;
+    let Tables { plain, gpl, crcs, crcs_gpl, strings, targets } = tables;
     let mut out = Vec::new();
     for (tab, crcs, is_gpl) in [(plain, crcs, false), (gpl, crcs_gpl, true)] {
         let Some(tab) = tab else { continue };
         let n = tab.data.len() / fmt.size();
         let crcs = crcs.filter(|c| c.len() == 4 * n);
+        let table = if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" };
         out.reserve(n);
         for i in 0..n {
-            let bad = || {
-                corrupt(format!(
-                    "corrupt export table entry {i} in {}",
-                    if is_gpl { "__ksymtab_gpl" } else { "__ksymtab" }
-                ))
+            let at = tab.addr.wrapping_add((i * fmt.size()) as u64);
+            let entry = |name: Option<&[u8]>| match name {
+                Some(n) => format!("{table} entry {i} ({}) at {at:#x}", String::from_utf8_lossy(n)),
+                None => format!("{table} entry {i} at {at:#x}"),
             };
-            let addr = field(&tab, fmt, i, 0).ok_or_else(bad)?;
-            let name = strings.at(field(&tab, fmt, i, 1).ok_or_else(bad)?).ok_or_else(bad)?;
-            let namespace = match fmt {
-                EntryFormat::Abs64NoNamespace => None,
-                _ => match field(&tab, fmt, i, 2) {
-                    Some(0) | None => None,
-                    Some(a) => strings.at(a).filter(|s| !s.is_empty()),
-                },
+            let get = |k| field(&tab, fmt, i, k).ok_or_else(|| corrupt(format!("{}: cut short", entry(None))));
+            let name_at = get(1)?;
+            let name = strings.at(name_at).ok_or_else(|| {
+                corrupt(format!("{}: its name at {name_at:#x} lies outside __ksymtab_strings", entry(None)))
+            })?;
+            if !is_symbol_name(name) {
+                return Err(corrupt(format!(
+                    "{}: its name {} is not a symbol name (1 to {} printable characters)",
+                    entry(None),
+                    quoted(name),
+                    KSYM_NAME_LEN - 1
+                )));
+            }
+            let addr = get(0)?;
+            if !targets.contains(addr) {
+                return Err(corrupt(format!(
+                    "{}: the export's address {addr:#x} lies outside {}",
+                    entry(Some(name)),
+                    targets.what
+                )));
+            }
+            // No namespace: a NULL pointer, or a PREL32 offset of 0 (exports
+            // made in assembly, include/asm-generic/export.h).
+            let none = match fmt {
+                EntryFormat::Abs64NoNamespace => true,
+                EntryFormat::Prel32 => elf::read_i32(tab.data, i * fmt.size() + 8) == Some(0),
+                EntryFormat::Abs64 => get(2)? == 0,
+            };
+            let namespace = if none {
+                None
+            } else {
+                let a = get(2)?;
+                let ns = strings.at(a).ok_or_else(|| {
+                    corrupt(format!("{}: its namespace at {a:#x} lies outside __ksymtab_strings", entry(Some(name))))
+                })?;
+                if !ns.iter().all(u8::is_ascii_graphic) || ns.len() >= KSYM_NAME_LEN {
+                    return Err(corrupt(format!(
+                        "{}: its namespace {} is not printable",
+                        entry(Some(name)),
+                        quoted(ns)
+                    )));
+                }
+                Some(ns).filter(|s| !s.is_empty())
             };
             out.push(Export {
                 name: String::from_utf8_lossy(name).into_owned(),

@@ -1,10 +1,11 @@
 //! Reading a kernel image: vmlinux, a compressed bzImage/vmlinuz (XZ, zstd,
-//! gzip, lz4 or lzma payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
+//! gzip, lzma, bzip2, lz4 or lzo payload), a bare compressed vmlinux, an arm64 Image (Debian's arm64
 //! vmlinuz, Image.gz), or `System.map` + `Module.symvers` as a fallback
 //! when no image is at hand.
 
 pub mod abi;
 pub mod arm64;
+mod btf;
 pub mod config;
 pub mod features;
 pub mod imagecache;
@@ -85,6 +86,11 @@ pub struct KernelImage {
     /// with it. Known for an x86-64 vmlinux (or bzImage) with a build ID.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slide_base: Option<slide::SlideBase>,
+    /// `sizeof(struct module)` as the image's own BTF (`.BTF` of a vmlinux
+    /// or bzImage) gives it: None when it has none. A module's
+    /// `.gnu.linkonce.this_module` is of this size ([`KernelImage::accepts`]).
+    #[serde(skip)]
+    pub struct_module_size: Option<u64>,
     #[serde(skip)]
     pub config: Option<KernelConfig>,
 }
@@ -150,6 +156,7 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> 
     if kind == ImageKind::Elf {
         return Ok(Vmlinux { data, source: Source::Vmlinux });
     }
+    check_image_size(&data)?;
     if let Some(v) = bzimage_payload(&data)? {
         return Ok(v);
     }
@@ -179,17 +186,66 @@ pub fn find_vmlinux(data: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> 
         }
         return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset: 0 } });
     }
-    // Other boot wrappers (EFI zboot, ...): try every embedded stream.
-    for (magic, kind) in [
-        (compress::XZ_MAGIC, Compression::Xz),
-        (compress::ZSTD_MAGIC, Compression::Zstd),
-        (compress::GZIP_MAGIC, Compression::Gzip),
+    // Other boot wrappers (EFI zboot, ...): search for an embedded stream.
+    embedded_vmlinux(&data)
+}
+
+/// The largest kernel image file bootlink reads that is not an ELF
+/// vmlinux (a bzImage, an arm64 Image or Image.gz, a compressed vmlinux or
+/// another wrapper): 1 GiB, the most it unpacks of any stream; real ones
+/// are tens of MiB. A larger one is refused before anything is read or
+/// hashed of it; an ELF vmlinux is mapped, never copied, whatever its size.
+pub const MAX_IMAGE: usize = compress::MAX_OUTPUT;
+
+/// Refuse an image file larger than [`MAX_IMAGE`] that is not an ELF vmlinux.
+pub(crate) fn check_image_size(data: &[u8]) -> std::result::Result<(), Error> {
+    if data.len() > MAX_IMAGE && !data.starts_with(&object::elf::ELFMAG) {
+        return Err(corrupt(format!(
+            "{} MiB, larger than the {} MiB bootlink reads of a kernel image that is not an ELF vmlinux \
+             (a bzImage, Image or compressed vmlinux is tens of MiB): not read",
+            data.len() >> 20,
+            MAX_IMAGE >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Search `data` for an embedded compressed vmlinux, as for a boot wrapper
+/// other than a bzImage (EFI zboot, ...): every xz, zstd and gzip stream
+/// (by its magic, in that order), each decoded only while its output is an
+/// ELF header's beginning. All the candidates together may read and write
+/// at most [`compress::search_budget`] bytes, so that the search costs
+/// time linear in the file's size whatever it holds (many streams, each a
+/// bomb, once made it quadratic).
+fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
+    let budget = compress::search_budget(data.len());
+    let mut left = budget;
+    let mut tried = 0usize;
+    use compress::Codec;
+    for (magic, kind, codec) in [
+        (compress::XZ_MAGIC, Compression::Xz, Codec::Xz),
+        (compress::ZSTD_MAGIC, Compression::Zstd, Codec::Zstd),
+        (compress::GZIP_MAGIC, Compression::Gzip, Codec::Gzip),
     ] {
-        for offset in memchr::memmem::find_iter(&data, magic) {
-            if let Ok(out) = compress::decompress(&data[offset..], kind, 0)
+        for offset in memchr::memmem::find_iter(data, magic) {
+            let rest = &data[offset..];
+            let mut meter = compress::Meter::new(compress::output_limit(rest.len()).min(left));
+            meter.elf_only = true;
+            let found = compress::decode(codec, &rest[..rest.len().min(left)], 0, &mut meter);
+            tried += 1;
+            left = left.saturating_sub(meter.read.saturating_add(meter.written));
+            if let Ok(out) = found
                 && out.starts_with(&object::elf::ELFMAG)
             {
                 return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
+            }
+            if left == 0 {
+                return Err(corrupt(format!(
+                    "not a kernel image: no vmlinux in the first {tried} compressed streams embedded in it, \
+                     which take more than the {} MiB bootlink reads and unpacks searching a file of this size \
+                     (64 times its size unpacked, 4 times read): refused as a decompression bomb",
+                    budget >> 20
+                )));
             }
         }
     }
@@ -255,6 +311,7 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
 /// and an error for anything else.
 pub fn arm64_image(path: &Path) -> Result<Option<Vec<u8>>> {
     let data = fsutil::map_file(path)?;
+    check_image_size(&data).map_err(|e| e.at(path))?;
     let kind = ImageKind::detect(&data);
     if kind == ImageKind::Arm64Image {
         return Ok(None);
@@ -270,8 +327,13 @@ pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     let data = fsutil::map_file(path)?;
     let v = find_vmlinux(data).map_err(|e| e.at(path))?;
     // The whole ELF check, machine included: an image of another machine
-    // (or a damaged one) is not extracted as if it were a vmlinux.
-    Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    // (or a damaged one) is not extracted as if it were a vmlinux. Its
+    // export tables, when it has them, must read as every other command
+    // reads them: a damaged kernel is not passed on as a good one.
+    let elf = Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    if elf.section("__ksymtab_strings").is_some() {
+        ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
+    }
     Ok(v)
 }
 
@@ -290,13 +352,14 @@ impl KernelImage {
             let symvers = path.with_file_name("Module.symvers");
             return sysmap::open(path, &symvers, config);
         }
+        check_image_size(&data).map_err(|e| e.at(path))?;
         if kind.is_arm64() {
             return arm64::open(path, &data, config);
         }
         let v = if kind == ImageKind::Elf {
             Vmlinux { data, source: Source::Vmlinux }
         } else {
-            imagecache::vmlinux(&data).map_err(|e| e.at(path))?
+            imagecache::vmlinux(data).map_err(|e| e.at(path))?
         };
         Self::from_vmlinux(path, &v.data, v.source, config)
     }
@@ -338,6 +401,10 @@ impl KernelImage {
                 .map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end }),
             _ => None,
         };
+        let struct_module_size = match elf.named_section_data(".BTF").map_err(|e| e.at(path))? {
+            Some(b) => btf::struct_size(b, "module").map_err(|e| e.at(path))?,
+            None => None,
+        };
         Ok(KernelImage {
             path: path.to_path_buf(),
             source,
@@ -350,18 +417,20 @@ impl KernelImage {
             kaslr,
             loader_features,
             slide_base,
+            struct_module_size,
             config: cfg,
         })
     }
 
     /// Refuse module `m` if it is for another machine or was built for
-    /// another kernel (vermagic), as this kernel's loader would; `then`
-    /// says what the caller does with a refused module ("not listed").
+    /// another kernel (vermagic, the size of struct module), as this
+    /// kernel's loader would; `then` says what the caller does with a
+    /// refused module ("not listed").
     pub fn accepts(&self, m: &crate::module::Module, then: &str) -> Result<()> {
         self.same_machine(m, then)?;
         let kv = self.vermagic.as_deref().unwrap_or_default();
         match m.kernel_vermagic() {
-            Some(v) if v == kv => Ok(()),
+            Some(v) if v == kv => self.same_struct_module(m, then),
             Some(v) => Err(Error::file(
                 Kind::WrongKernel,
                 &m.path,
@@ -372,6 +441,27 @@ impl KernelImage {
                 ),
             )),
             None => Err(Error::file(Kind::WrongKernel, &m.path, format!("module has no vermagic: {then}"))),
+        }
+    }
+
+    /// Refuse module `m` if its `.gnu.linkonce.this_module` is not the size
+    /// of this kernel's struct module (when its BTF says that size): 6.12's
+    /// loader refuses such a module ("section size must match the kernel's
+    /// built struct module size"), 6.1's takes the section as a struct
+    /// module all the same and reads past it. `then` as for [`Self::accepts`].
+    pub fn same_struct_module(&self, m: &crate::module::Module, then: &str) -> Result<()> {
+        match self.struct_module_size {
+            Some(want) if want != m.struct_module_size => Err(Error::file(
+                Kind::WrongKernel,
+                &m.path,
+                format!(
+                    "built for another kernel: its {} is {} bytes, the kernel's struct module {want} (its BTF){}",
+                    crate::modcheck::THIS_MODULE,
+                    m.struct_module_size,
+                    if then.is_empty() { String::new() } else { format!(": {then}") }
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -26,6 +26,12 @@ pub struct PlanRequest {
 /// Read the tree, merge the dependencies, write the plan (to `output` when
 /// given) and return it.
 pub fn plan(req: &PlanRequest) -> Result<WrittenPlan> {
+    if let Some(o) = &req.output {
+        crate::fsutil::check_outputs(
+            &req.options.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+            &[crate::fsutil::Planned::new(o)],
+        )?;
+    }
     let dir = match &req.modules {
         Some(d) => d.clone(),
         None => crate::fetch::fetch(&crate::fetch::Request::Reference)?.modules,

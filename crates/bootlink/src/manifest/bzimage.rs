@@ -231,6 +231,14 @@ pub fn check(tree: &Path, vmlinux: &Path) -> Result<()> {
 /// Make `out`, the bzImage of `vmlinux` (the object tree's own vmlinux with
 /// any manifest), by replaying the object tree's recorded chain.
 pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
+    let (rebuilt, built) = rebuild_bytes(tree, vmlinux, out)?;
+    fsutil::write_atomic(out, &built)?;
+    Ok(rebuilt)
+}
+
+/// [`rebuild`]'s bzImage as bytes, for the caller to write (`out` is only
+/// named in the report and errors).
+pub(crate) fn rebuild_bytes(tree: &Path, vmlinux: &Path, out: &Path) -> Result<(Rebuilt, Vec<u8>)> {
     // The scratch directory links to the tree's files: by absolute paths,
     // or a tree given as "." (kbuild's DEPMOD hook runs in it) would link
     // to itself.
@@ -330,8 +338,7 @@ pub fn rebuild(tree: &Path, vmlinux: &Path, out: &Path) -> Result<Rebuilt> {
         payload_after: size(&s.join(&payload)),
         bytes: built.len() as u64,
     };
-    fsutil::write_atomic(out, &built)?;
-    Ok(rebuilt)
+    Ok((rebuilt, built))
 }
 
 #[cfg(test)]

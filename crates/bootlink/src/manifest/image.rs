@@ -80,9 +80,24 @@ fn locate(image: &Path, data: &[u8], vmlinux: &Path) -> Result<(usize, usize)> {
 /// Write `image` (an arm64 Image made from `vmlinux`) with `manifest` in
 /// its reserved section to `out`, atomically.
 pub(crate) fn fill_image(image: &Path, vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
+    let mut staged = crate::fsutil::Staged::new();
+    let report = fill_image_staged(image, vmlinux, manifest, out, &mut staged)?;
+    staged.commit()?;
+    Ok(report)
+}
+
+/// [`fill_image`] into `staged`, put in place with the command's other
+/// outputs.
+pub(crate) fn fill_image_staged(
+    image: &Path,
+    vmlinux: &Path,
+    manifest: &Manifest,
+    out: &Path,
+    staged: &mut crate::fsutil::Staged,
+) -> Result<FillReport> {
     let data = crate::fsutil::read_input(image, crate::fsutil::MAX_BINARY)?;
     let (at, size) = locate(image, &data, vmlinux)?;
-    super::put_and_write(data, at, size, manifest, vmlinux, out)
+    Ok(super::put_and_stage(data, at, size, manifest, vmlinux, out, staged)?.0)
 }
 
 /// The manifest in an arm64 Image (None: empty), placed by its vmlinux.

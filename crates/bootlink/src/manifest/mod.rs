@@ -28,7 +28,7 @@ pub use request::{WriteReport, WriteRequest, write};
 
 mod image;
 pub use image::read_image;
-pub(crate) use image::{fill_image, is_arm64_image};
+pub(crate) use image::{fill_image, fill_image_staged, is_arm64_image};
 
 use std::path::{Path, PathBuf};
 
@@ -294,29 +294,46 @@ pub struct FillReport {
 /// Write `vmlinux` with `manifest` in its reserved section to `out`
 /// (atomically; `out` may be `vmlinux` itself).
 pub fn fill(vmlinux: &Path, manifest: &Manifest, out: &Path) -> Result<FillReport> {
-    let data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
-    let (off, size) = section_range(&data, vmlinux, crate::elf::ANALYSED_MACHINES)?;
-    put_and_write(data, off, size, manifest, vmlinux, out)
+    let mut staged = crate::fsutil::Staged::new();
+    let (report, _) = fill_staged(vmlinux, manifest, out, &mut staged)?;
+    staged.commit()?;
+    Ok(report)
 }
 
-/// [`put`], then the image to `out`, atomically.
-pub(crate) fn put_and_write(
+/// [`fill`] into `staged` (put in place with the command's other
+/// outputs): the report, and where the staged kernel lies until then.
+pub(crate) fn fill_staged(
+    vmlinux: &Path,
+    manifest: &Manifest,
+    out: &Path,
+    staged: &mut crate::fsutil::Staged,
+) -> Result<(FillReport, PathBuf)> {
+    let data = crate::fsutil::read_input(vmlinux, crate::fsutil::MAX_BINARY)?;
+    let (off, size) = section_range(&data, vmlinux, crate::elf::ANALYSED_MACHINES)?;
+    put_and_stage(data, off, size, manifest, vmlinux, out, staged)
+}
+
+/// [`put`], then the image for `out` into `staged`: the report and the
+/// staged file's path.
+pub(crate) fn put_and_stage(
     mut data: Vec<u8>,
     off: usize,
     size: usize,
     manifest: &Manifest,
     path: &Path,
     out: &Path,
-) -> Result<FillReport> {
+    staged: &mut crate::fsutil::Staged,
+) -> Result<(FillReport, PathBuf)> {
     let bytes = put(&mut data, off, size, manifest, path)?;
-    crate::fsutil::write_atomic(out, &data)?;
-    Ok(FillReport {
+    let at = staged.write(out, &data)?;
+    let report = FillReport {
         vmlinux: out.to_path_buf(),
         hash: manifest.hash,
         modules: manifest.digests.len(),
         bytes,
         reserved: size,
-    })
+    };
+    Ok((report, at))
 }
 
 /// Put `manifest` into the reserved `data[off..off + size]` of the kernel

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Kind, Result};
 use crate::manifest::bzimage::{self, Rebuilt};
-use crate::manifest::{FillReport, Listed, fill, of_modules_for, secureboot};
+use crate::manifest::{FillReport, Listed, fill_staged, of_modules_for, secureboot};
 use crate::tree::FileError;
 
 /// `bootlink manifest write`.
@@ -125,6 +125,7 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
         }
         _ => {}
     }
+    check_outputs(req, arm64.then_some(source_image.as_path()))?;
     let tree = match (&req.bzimage, &req.tree) {
         (Some(_), Some(t)) => Some(t.clone()),
         (Some(_), None) => Some(crate::kbuild::object_tree_of(&req.vmlinux)?),
@@ -143,22 +144,61 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
     if modules.is_empty() {
         return Ok(WriteReport { bzimage: None, image: None, errors, modules, report: None, secure_boot_cert: None });
     }
+    // Every output is written whole beside where it goes, and all are put
+    // in place together at the end: a failure (a full file system, a step
+    // of the bzImage) leaves none of them.
+    let mut staged = crate::fsutil::Staged::new();
     let image = match &req.image {
         Some(out) => {
-            crate::manifest::fill_image(&source_image, &req.vmlinux, &m, out)?;
+            crate::manifest::fill_image_staged(&source_image, &req.vmlinux, &m, out, &mut staged)?;
             Some(out.clone())
         }
         None => None,
     };
-    let report = fill(&req.vmlinux, &m, &req.output)?;
+    let (report, listed) = fill_staged(&req.vmlinux, &m, &req.output, &mut staged)?;
     let bzimage = match (&req.bzimage, &tree) {
-        (Some(b), Some(t)) => Some(bzimage::rebuild(t, &req.output, b)?),
+        (Some(b), Some(t)) => {
+            let (rebuilt, bytes) = bzimage::rebuild_bytes(t, &listed, b)?;
+            Some((rebuilt, staged.write(b, &bytes)?))
+        }
         _ => None,
     };
     let mut secure_boot_cert = None;
-    if let (Some(r), Some((key, cert))) = (&bzimage, &req.sign) {
-        secureboot::sign(&r.bzimage, key, cert)?;
+    if let (Some((r, at)), Some((key, cert))) = (&bzimage, &req.sign) {
+        // Signed where it is staged; its errors name where it goes.
+        secureboot::sign(at, key, cert).map_err(|mut e| {
+            if e.path.as_deref() == Some(at.as_path()) {
+                e.path = Some(r.bzimage.clone());
+            }
+            e
+        })?;
         secure_boot_cert = Some(cert.clone());
     }
+    staged.commit()?;
+    let bzimage = bzimage.map(|(r, _)| r);
     Ok(WriteReport { bzimage, image, errors, modules, report: Some(report), secure_boot_cert })
+}
+
+/// The outputs of `req` against its inputs, before any work
+/// ([`crate::fsutil::check_outputs`]): `-o` may be the vmlinux and
+/// `--image` the Image beside it (`arm64_image`), each written in place;
+/// no output may be a module listed, the signing key or certificate, or
+/// another output.
+fn check_outputs(req: &WriteRequest, arm64_image: Option<&std::path::Path>) -> Result<()> {
+    use crate::fsutil::Planned;
+    let modules = crate::tree::find_modules(&req.modules)?;
+    let mut inputs: Vec<&std::path::Path> = vec![&req.vmlinux];
+    inputs.extend(arm64_image);
+    inputs.extend(modules.iter().map(PathBuf::as_path));
+    if let Some((key, cert)) = &req.sign {
+        inputs.extend([key.as_path(), cert.as_path()]);
+    }
+    let mut outputs = vec![Planned::in_place_of(&req.output, &req.vmlinux)];
+    if let (Some(out), Some(image)) = (&req.image, arm64_image) {
+        outputs.push(Planned::in_place_of(out, image));
+    } else if let Some(out) = &req.image {
+        outputs.push(Planned::new(out));
+    }
+    outputs.extend(req.bzimage.as_deref().map(Planned::new));
+    crate::fsutil::check_outputs(&inputs, &outputs)
 }

@@ -107,6 +107,7 @@ impl crate::report::Report for RecordReport {
 pub fn record(command: &[String], output: &std::path::Path) -> Result<RecordReport> {
     let program = PathBuf::from(command.first().map(String::as_str).unwrap_or_default());
     let args = command.get(1..).unwrap_or_default();
+    crate::fsutil::check_outputs(&[&program], &[crate::fsutil::Planned::new(output)])?;
     let (functions, blocks) = crate::order::qemu::record(&program, args, None, output)?;
     Ok(RecordReport { blocks, functions, trace: output.to_path_buf(), program })
 }

@@ -1,0 +1,387 @@
+//! Outputs that never destroy a file (issue 47, part C), on the fixtures:
+//! an output that is a device, FIFO or directory is refused before any
+//! work and stays what it was; an output that is an input (by any name:
+//! `./`, a symbolic link, a hard link) is refused and the input kept; two
+//! outputs that are one file are refused; a full file system (a 16 KiB
+//! tmpfs, as root) or a file size limit (`ulimit -f`) leaves nothing new
+//! behind and says so in one line; one module named twice by any spelling
+//! is one input of inspect, preresolve, symhash, finalize and manifest
+//! write; `lava import` writes nothing outside its run directory whatever
+//! the jobs' manifest names its variants.
+
+use crate::common;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use common::TestCommand;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The fixture vmlinux with a 4 KiB `__modhashes` section added (what
+/// patch `hash-manifest` reserves), so `manifest write` takes it.
+fn listed_vmlinux(dir: &Path) -> PathBuf {
+    let zeros = dir.join("zeros");
+    std::fs::write(&zeros, vec![0u8; 4096]).unwrap();
+    let v = dir.join("vmlinux");
+    let section = format!("__modhashes={}", zeros.display());
+    let (from, to) = (fixtures().join("vmlinux"), v.display().to_string());
+    common::sh(
+        "objcopy",
+        &[
+            "--add-section",
+            &section,
+            "--set-section-flags",
+            "__modhashes=alloc,contents,load,readonly",
+            from.to_str().unwrap(),
+            &to,
+        ],
+    );
+    std::fs::remove_file(&zeros).unwrap();
+    v
+}
+
+/// A fixture module copied into `dir` as `x.ko`.
+fn module(dir: &Path) -> PathBuf {
+    common::copy_to(&fixtures().join("modules/bl_plain.ko"), dir, "x.ko")
+}
+
+fn mknod(path: &Path, mode: libc::mode_t, dev: libc::dev_t) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mknod(c.as_ptr(), mode, dev) }, 0, "mknod {}", path.display());
+}
+
+/// Run and check the refusal: a non-zero exit and one line on stderr,
+/// `bootlink: PATH: ...WANT...`.
+fn refused(cmd: TestCommand, path: &Path, want: &str) -> String {
+    let err = cmd.fails_with(want);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("bootlink: {}: ", path.display())), "{err}");
+    err
+}
+
+/// The files below `dir` (names relative to it), sorted.
+fn files(dir: &Path) -> Vec<String> {
+    common::files_below(dir, |_| true).into_keys().collect()
+}
+
+/// The commands that write one file, writing `out`: extract-vmlinux,
+/// manifest write, chart (HTML), each with good inputs in `dir`.
+fn writers(dir: &Path, out: &Path) -> Vec<(&'static str, TestCommand)> {
+    let v = dir.join("vmlinux");
+    let log = fixtures().join("dmesg-6.1-vfat.log");
+    vec![
+        ("extract-vmlinux", TestCommand::new(&[&"extract-vmlinux", &v, &"-o", &out])),
+        (
+            "manifest write",
+            TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &out, &dir.join("x.ko")]),
+        ),
+        ("chart", TestCommand::new(&[&"chart", &log, &"-o", &out])),
+    ]
+}
+
+/// `-o` naming a device (as root: one made with mknod, the numbers of
+/// /dev/null), a FIFO or a directory: refused in one line naming it,
+/// before any work (chart's other output is not written), and the node
+/// is still what it was; a symbolic link to a device is refused too.
+#[test]
+fn outputs_that_are_no_regular_file_are_refused_and_kept() {
+    let test = "outputs_that_are_no_regular_file_are_refused_and_kept";
+    let dir = common::tmpdir("out-nodes");
+    listed_vmlinux(&dir);
+    module(&dir);
+    let mut nodes: Vec<(&str, PathBuf)> = Vec::new();
+    if is_root() {
+        let null = dir.join("null");
+        mknod(&null, libc::S_IFCHR | 0o666, libc::makedev(1, 3));
+        nodes.push(("is a device, not a regular file: not written", null));
+        let link = dir.join("null-link");
+        std::os::unix::fs::symlink("null", &link).unwrap();
+        nodes.push(("is a device, not a regular file: not written", link));
+    } else {
+        common::skip(test, "a device node needs root to make (mknod); the FIFO and the directory are checked");
+    }
+    let fifo = dir.join("fifo");
+    mknod(&fifo, libc::S_IFIFO | 0o644, 0);
+    nodes.push(("is a FIFO (named pipe), not a regular file: not written", fifo));
+    let sub = dir.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    nodes.push(("is a directory, not a regular file: not written", sub));
+    let kind = |p: &Path| std::fs::metadata(p).unwrap().file_type();
+    for (want, node) in &nodes {
+        let before = kind(node);
+        for (what, cmd) in writers(&dir, node) {
+            refused(cmd, node, want);
+            let after = kind(node);
+            assert!(
+                after.is_char_device() == before.is_char_device()
+                    && after.is_fifo() == before.is_fifo()
+                    && after.is_dir() == before.is_dir(),
+                "{what}: {} is no longer what it was",
+                node.display()
+            );
+        }
+        // Before any work: chart's HTML, asked first, is not written either.
+        let html = dir.join("chart.html");
+        let log = fixtures().join("dmesg-6.1-vfat.log");
+        refused(TestCommand::new(&[&"chart", &log, &"-o", &html, &"--svg", node]), node, want);
+        assert!(!html.exists(), "chart wrote its HTML before refusing --svg {}", node.display());
+    }
+    // A module's output in a -o directory that is a FIFO: refused, the FIFO kept.
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let fifo = out.join("x.ko");
+    mknod(&fifo, libc::S_IFIFO | 0o644, 0);
+    let (v, x, ko) = (dir.join("vmlinux"), dir.join("x.ko"), "-o");
+    for cmd in ["preresolve", "symhash", "finalize"] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&cmd, &"--kernel", &v];
+        if cmd == "preresolve" {
+            args.push(&"--assume-nokaslr");
+        }
+        args.extend([&x as &dyn AsRef<std::ffi::OsStr>, &ko, &out]);
+        refused(TestCommand::new(&args), &fifo, "is a FIFO (named pipe), not a regular file: not written");
+        assert!(kind(&fifo).is_fifo(), "{cmd} replaced the FIFO");
+    }
+}
+
+/// An output that is an input, by its own name, `./` its name, a symbolic
+/// link or a hard link: refused in one line, the input unchanged. The
+/// one input an output may replace is manifest write's VMLINUX (`-o
+/// VMLINUX`, in place), which still works.
+#[test]
+fn an_output_never_replaces_an_input() {
+    let dir = common::tmpdir("out-inputs");
+    let v = listed_vmlinux(&dir);
+    let x = module(&dir);
+    let gz = dir.join("vmlinux.gz");
+    std::fs::write(&gz, common::sh("gzip", &["-9c", v.to_str().unwrap()])).unwrap();
+    let sym = dir.join("sym.gz");
+    std::os::unix::fs::symlink("vmlinux.gz", &sym).unwrap();
+    let hard = dir.join("hard.gz");
+    std::fs::hard_link(&gz, &hard).unwrap();
+    let dot = dir.join(".").join("vmlinux.gz");
+    let gz_bytes = std::fs::read(&gz).unwrap();
+    for out in [&gz, &dot, &sym, &hard] {
+        refused(TestCommand::new(&[&"extract-vmlinux", &gz, &"-o", out]), out, "is the input");
+        assert_eq!(std::fs::read(&gz).unwrap(), gz_bytes, "extract-vmlinux -o {} changed its input", out.display());
+    }
+    assert!(std::fs::symlink_metadata(&sym).unwrap().file_type().is_symlink());
+
+    // manifest write: -o a module, --bzimage the vmlinux, two outputs one file.
+    let (v_bytes, x_bytes) = (std::fs::read(&v).unwrap(), std::fs::read(&x).unwrap());
+    let x_link = dir.join("x-link.ko");
+    std::os::unix::fs::symlink("x.ko", &x_link).unwrap();
+    for out in [&x, &x_link] {
+        refused(TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", out, &x]), out, "is the input");
+    }
+    let bz = dir.join("bzImage");
+    refused(
+        TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &dir.join("new"), &"--bzimage", &v, &x]),
+        &v,
+        "is the input",
+    );
+    refused(
+        TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &bz, &"--bzimage", &bz, &x]),
+        &bz,
+        "named as two outputs",
+    );
+    assert_eq!((std::fs::read(&v).unwrap(), std::fs::read(&x).unwrap()), (v_bytes, x_bytes.clone()));
+    assert!(!bz.exists() && !dir.join("new").exists());
+    // In place of VMLINUX, as asked: written, and it lists the module.
+    TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &v, &x]).ok();
+    let shown = common::stdout(&TestCommand::new(&[&"manifest", &"show", &v]).ok());
+    assert_eq!(shown.lines().count(), 1, "{shown}");
+
+    // chart: -o its input log (a copy), two outputs one file.
+    let log = common::copy_to(&fixtures().join("dmesg-6.1-vfat.log"), &dir, "boot.log");
+    let log_bytes = std::fs::read(&log).unwrap();
+    refused(TestCommand::new(&[&"chart", &log, &"-o", &log]), &log, "is the input");
+    let html = dir.join("c.html");
+    refused(TestCommand::new(&[&"chart", &log, &"-o", &html, &"--svg", &html]), &html, "named as two outputs");
+    assert_eq!(std::fs::read(&log).unwrap(), log_bytes);
+
+    // preresolve -o the input's own directory: every output is its input.
+    let o = TestCommand::new(&[&"preresolve", &"--kernel", &v, &"--assume-nokaslr", &x, &"-o", &dir]);
+    refused(o, &x, "is the input");
+    assert_eq!(std::fs::read(&x).unwrap(), x_bytes, "preresolve -o DIR rewrote its input in DIR");
+}
+
+/// A 16 KiB tmpfs mounted for one test, unmounted when dropped.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(at: &Path) -> Result<SmallFs, String> {
+        if !is_root() {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        std::fs::create_dir_all(at).unwrap();
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16k,mode=0755", "tmpfs"])
+            .arg(at)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        Ok(SmallFs(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full file system (a 16 KiB tmpfs): the write fails in one line
+/// saying so, and nothing new is left, neither in the full file system
+/// nor elsewhere (chart's HTML, written to a roomy directory before its
+/// 77 KB trace fills the small one).
+#[test]
+fn a_full_file_system_leaves_nothing_new_behind() {
+    let test = "a_full_file_system_leaves_nothing_new_behind";
+    let dir = common::tmpdir("out-enospc");
+    let v = listed_vmlinux(&dir);
+    let x = module(&dir);
+    let small = match SmallFs::mount(&dir.join("small")) {
+        Ok(m) => m,
+        Err(why) => return common::skip(test, &format!("{why}: the file size limit test covers EFBIG only")),
+    };
+    let full = small.0.join("vmlinux.out");
+    for cmd in [
+        TestCommand::new(&[&"extract-vmlinux", &v, &"-o", &full]),
+        TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &full, &x]),
+    ] {
+        refused(cmd, &full, "no space left on device: not written, nothing left behind");
+        assert!(files(&small.0).is_empty(), "{:?}", files(&small.0));
+    }
+    let html = dir.join("c.html");
+    let trace = small.0.join("c.json");
+    let log = fixtures().join("dmesg-6.1-vfat.log");
+    refused(
+        TestCommand::new(&[&"chart", &log, &"-o", &html, &"--perfetto", &trace]),
+        &trace,
+        "no space left on device: not written, nothing left behind",
+    );
+    assert!(files(&small.0).is_empty(), "{:?}", files(&small.0));
+    assert!(!html.exists(), "chart left its HTML behind when its trace did not fit");
+}
+
+/// A file size limit (`ulimit -f 8`, 4 KiB): the write fails with EFBIG
+/// in one line (not killed by SIGXFSZ), nothing left behind.
+#[test]
+fn a_file_size_limit_leaves_nothing_behind() {
+    let dir = common::tmpdir("out-efbig");
+    let v = listed_vmlinux(&dir);
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let target = out.join("vmlinux.out");
+    let o = std::process::Command::new("sh")
+        .args(["-c", "ulimit -f 8 && exec \"$0\" \"$@\"", common::bin(), "extract-vmlinux"])
+        .arg(&v)
+        .arg("-o")
+        .arg(&target)
+        .env("BOOTLINK_QUIET", "1")
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{:?}: {err}", o.status);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("{}: file too large", target.display())), "{err}");
+    assert!(err.contains("nothing left behind"), "{err}");
+    assert!(files(&out).is_empty(), "{:?}", files(&out));
+}
+
+/// One module named as `x.ko`, `./x.ko`, a symbolic link, a hard link and
+/// by its directory: one input, counted and written once (under its first
+/// name); with --in-place too.
+#[test]
+fn one_file_named_twice_is_one_input() {
+    let dir = common::tmpdir("out-twice");
+    let v = listed_vmlinux(&dir);
+    let mods = dir.join("mods");
+    std::fs::create_dir(&mods).unwrap();
+    let x = module(&mods);
+    std::os::unix::fs::symlink("x.ko", mods.join("sym.ko")).unwrap();
+    std::fs::hard_link(&x, mods.join("hard.ko")).unwrap();
+    let names: Vec<PathBuf> =
+        vec![x.clone(), mods.join(".").join("x.ko"), mods.join("sym.ko"), mods.join("hard.ko"), mods.clone()];
+    let with = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = TestCommand::new(args);
+        for n in &names {
+            c = c.arg(n);
+        }
+        c
+    };
+    let o = with(&[&"inspect", &v, &"--json"]).ok();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["totals"]["modules"], 1, "{report}");
+    for cmd in ["preresolve", "symhash", "finalize"] {
+        let out = dir.join(format!("out-{cmd}"));
+        let o = if cmd == "preresolve" {
+            with(&[&cmd, &"--kernel", &v, &"--assume-nokaslr", &"-o", &out, &"--json"]).ok()
+        } else {
+            with(&[&cmd, &"--kernel", &v, &"-o", &out, &"--json"]).ok()
+        };
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["modules"].as_array().map(Vec::len), Some(1), "{cmd}: {report}");
+        assert_eq!(files(&out), ["x.ko"], "{cmd}");
+    }
+    let o = with(&[&"manifest", &"write", &"--vmlinux", &v, &"-o", &dir.join("listed"), &"--json"]).ok();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["modules"].as_array().map(Vec::len), Some(1), "{report}");
+    // In place: the file is rewritten once, the links stay links.
+    with(&[&"preresolve", &"--kernel", &v, &"--assume-nokaslr", &"--in-place"]).ok();
+    assert!(std::fs::symlink_metadata(mods.join("sym.ko")).unwrap().file_type().is_symlink());
+}
+
+/// `lava import` with a jobs manifest whose variant is named `../../x`
+/// (or holds a `/`, or is `..`), or whose run lacks one of its jobs'
+/// variants: refused in one line naming the manifest, nothing written
+/// inside or outside the run directory.
+#[test]
+fn lava_import_writes_nothing_outside_its_run_directory() {
+    let dir = common::tmpdir("out-lava");
+    let jobs = dir.join("jobs");
+    std::fs::create_dir(&jobs).unwrap();
+    let log = jobs.join("101.yaml");
+    let xz = fixtures().join("lava/101.yaml.xz");
+    std::fs::write(&log, common::sh("xz", &["-dc", xz.to_str().unwrap()])).unwrap();
+    let text = std::fs::read_to_string(fixtures().join("lava/bootlink-lava.json")).unwrap();
+    for name in ["../../escaped", "a/b", ".."] {
+        let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        m["variants"][0]["name"] = name.into();
+        m["run"]["variants"][0]["name"] = name.into();
+        let manifest = jobs.join("bootlink-lava.json");
+        std::fs::write(&manifest, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+        let out = dir.join("a/b/run");
+        let err = refused(
+            TestCommand::new(&[&"lava", &"import", &"--jobs", &jobs, &"-o", &out, &log]),
+            &manifest,
+            "not a file name",
+        );
+        assert!(err.contains(name), "{err}");
+        assert!(!dir.join("a").exists(), "{name}: {:?}", files(&dir));
+        assert_eq!(files(&jobs), ["101.yaml", "bootlink-lava.json"], "{name}");
+    }
+    // A run whose variants are not the jobs' (one fewer): refused the same way.
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    m["run"]["variants"].as_array_mut().unwrap().pop();
+    let manifest = jobs.join("bootlink-lava.json");
+    std::fs::write(&manifest, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let out = dir.join("run");
+    refused(
+        TestCommand::new(&[&"lava", &"import", &"--jobs", &jobs, &"-o", &out, &log]),
+        &manifest,
+        "the run lists 1 variant(s), the jobs 2: not as `bootlink lab --lava` writes it",
+    );
+    assert!(!out.exists());
+}
