@@ -136,19 +136,59 @@ pub fn is_gzip_image(data: &[u8]) -> bool {
     flate2::read::GzDecoder::new(data).read_exact(&mut head).is_ok() && header(&head).is_some()
 }
 
-/// `KIMAGE_VADDR`, where `_text` is linked: the end of the 128 MiB module
-/// region, which starts at the bottom of the kernel's half of the smallest
-/// address space the kernel supports (arch/arm64/include/asm/memory.h,
-/// 6.1: `MODULES_VADDR = _PAGE_END(VA_BITS_MIN)`, `VA_BITS_MIN` = 48 when
-/// `VA_BITS` is 52). `va_bits` is CONFIG_ARM64_VA_BITS.
-pub(crate) fn kimage_vaddr(va_bits: u32) -> u64 {
-    let min = va_bits.min(48);
-    (1u64 << (min - 1)).wrapping_neg().wrapping_add(128 << 20)
+/// The release from which arm64's module region is 2 GiB below the
+/// kernel (`MODULES_VSIZE` = `SZ_2G`, v6.5's "arm64: module: rework
+/// module VA range selection"; 6.1 has `SZ_128M`, 6.12 `SZ_2G`).
+const MODULES_2G_FROM: (u32, u32) = (6, 5);
+
+/// `MODULES_VSIZE` of a kernel of `release` (arch/arm64/include/asm/memory.h):
+/// 128 MiB before v6.5, 2 GiB from it and for a kernel of unknown release
+/// (as [`check_header`] takes such a kernel for a new one).
+pub(crate) fn modules_vsize(release: Option<&str>) -> u64 {
+    let old = release.and_then(version).is_some_and(|v| v < MODULES_2G_FROM);
+    if old { 128 << 20 } else { 2 << 30 }
 }
 
-/// `KIMAGE_VADDR` of an arm64 kernel, from its config's address space.
+/// `KIMAGE_VADDR`, where `_text` is linked: `MODULES_END`, the end of the
+/// module region, which starts at the bottom of the kernel's half of the
+/// smallest address space the kernel supports (arch/arm64/include/asm/memory.h:
+/// `MODULES_VADDR = _PAGE_END(VA_BITS_MIN)`, `VA_BITS_MIN` = 48 when
+/// `VA_BITS` is 52; `MODULES_VSIZE` is [`modules_vsize`]). `va_bits` is
+/// CONFIG_ARM64_VA_BITS.
+pub(crate) fn kimage_vaddr(va_bits: u32, release: Option<&str>) -> u64 {
+    let min = va_bits.min(48);
+    (1u64 << (min - 1)).wrapping_neg().wrapping_add(modules_vsize(release))
+}
+
+/// `KIMAGE_VADDR` of an arm64 kernel, from its config's address space and
+/// its release.
 pub(crate) fn kimage_vaddr_of(k: &KernelImage) -> u64 {
-    kimage_vaddr(va_bits(k.config.as_ref()))
+    kimage_vaddr(va_bits(k.config.as_ref()), k.release.as_deref())
+}
+
+/// The addresses module code of kernel `k` can have when its base is not
+/// randomized (`nokaslr`), inclusive.
+///
+/// Before v6.5 (arch/arm64/kernel/kaslr.c, module.c): `module_alloc_base =
+/// _etext - MODULES_VSIZE` (128 MiB), allocations in the 128 MiB above it,
+/// or once that is full in the 2 GiB above it: with the kernel's text under
+/// 128 MiB, [`KIMAGE_VADDR` - 128 MiB, `KIMAGE_VADDR` + 2 GiB).
+///
+/// From v6.5 (arch/arm64/mm/init.c `module_init_limits`, 6.12): the 128 MiB
+/// below `_end`, or once that is full the 2 GiB below it: [`_end` - 2 GiB,
+/// `_end`). `_end` is the vmlinux's end or the Image's `_text +
+/// image_size`; without either, a kernel under 2 GiB ends below
+/// `KIMAGE_VADDR` + 2 GiB, and the range taken is the union over every
+/// such end, [`KIMAGE_VADDR` - 2 GiB, `KIMAGE_VADDR` + 2 GiB).
+pub(crate) fn module_places_nokaslr(k: &KernelImage) -> (u64, u64) {
+    let kimage = kimage_vaddr_of(k);
+    if modules_vsize(k.release.as_deref()) < 2 << 30 {
+        return (kimage.wrapping_sub(128 << 20), kimage.wrapping_add((2 << 30) - 1));
+    }
+    match k.image_range {
+        Some((_, end)) => (end.wrapping_sub(2 << 30), end.wrapping_sub(1)),
+        None => (kimage.wrapping_sub(2 << 30), kimage.wrapping_add((2 << 30) - 1)),
+    }
 }
 
 /// The address space the config sets (CONFIG_ARM64_VA_BITS), 48 without
@@ -435,7 +475,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
             None => super::beside_config(path, release.as_deref())?,
         },
     };
-    let base = kimage_vaddr(va_bits(cfg.as_ref())).wrapping_add(h.text_offset);
+    let base = kimage_vaddr(va_bits(cfg.as_ref()), release.as_deref()).wrapping_add(h.text_offset);
     let table = |r: &std::ops::Range<usize>| Table { addr: base + r.start as u64, data: &image[r.clone()] };
     // With modversions, one 32-bit CRC per entry precedes the strings:
     // `__kcrctab`, then `__kcrctab_gpl` (include/asm-generic/vmlinux.lds.h;
@@ -484,6 +524,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         kaslr,
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
         slide_base: None,
+        image_range: Some((base, base.wrapping_add(h.image_size))),
         struct_module_size: None,
         config: cfg,
     })
@@ -493,12 +534,56 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
 mod tests {
     use super::*;
 
+    fn kernel(release: &str, image_range: Option<(u64, u64)>) -> KernelImage {
+        KernelImage {
+            path: "Image".into(),
+            source: Source::Vmlinux,
+            release: Some(release.into()),
+            vermagic: None,
+            machine: "aarch64",
+            ksymtab_format: None,
+            exports: Vec::new(),
+            config_source: None,
+            kaslr: Kaslr::Unknown,
+            loader_features: LoaderFeatures::Unknown,
+            slide_base: None,
+            image_range,
+            struct_module_size: None,
+            config: None,
+        }
+    }
+
+    /// Where a module can be with `nokaslr`: 6.1's kaslr.c region around
+    /// KIMAGE_VADDR; from 6.5 the 2 GiB below `_end` (6.12's init.c).
+    #[test]
+    fn module_places_follow_the_release() {
+        let k61 = 0xffff_8000_0800_0000u64;
+        assert_eq!(module_places_nokaslr(&kernel("6.1.0-40-arm64", None)), (k61 - (128 << 20), k61 + (2 << 30) - 1));
+        let k612 = 0xffff_8000_8000_0000u64;
+        let end = k612 + (40 << 20);
+        assert_eq!(
+            module_places_nokaslr(&kernel("6.12.57+deb13-arm64", Some((k612, end)))),
+            (end - (2 << 30), end - 1)
+        );
+        assert_eq!(
+            module_places_nokaslr(&kernel("6.12.57+deb13-arm64", None)),
+            (k612 - (2 << 30), k612 + (2 << 30) - 1),
+            "without _end: every end a kernel under 2 GiB can have"
+        );
+    }
+
     #[test]
     fn kimage_vaddr_follows_the_address_space() {
-        assert_eq!(kimage_vaddr(48), 0xffff_8000_0800_0000);
-        assert_eq!(kimage_vaddr(52), 0xffff_8000_0800_0000);
-        assert_eq!(kimage_vaddr(39), 0xffff_ffc0_0800_0000);
-        assert_eq!(kimage_vaddr(42), 0xffff_fe00_0800_0000);
+        let six_one = Some("6.1.0-40-arm64");
+        assert_eq!(kimage_vaddr(48, six_one), 0xffff_8000_0800_0000);
+        assert_eq!(kimage_vaddr(52, six_one), 0xffff_8000_0800_0000);
+        assert_eq!(kimage_vaddr(39, six_one), 0xffff_ffc0_0800_0000);
+        assert_eq!(kimage_vaddr(42, six_one), 0xffff_fe00_0800_0000);
+        // From 6.5 the module region below the kernel is 2 GiB.
+        assert_eq!(kimage_vaddr(48, Some("6.12.57+deb13-arm64")), 0xffff_8000_8000_0000);
+        assert_eq!(kimage_vaddr(39, Some("6.5.0")), 0xffff_ffc0_8000_0000);
+        assert_eq!(kimage_vaddr(48, Some("6.4.16")), 0xffff_8000_0800_0000);
+        assert_eq!(kimage_vaddr(48, None), 0xffff_8000_8000_0000, "an unknown release is taken for a new one");
     }
 
     /// A synthetic Image: a header, `pad` bytes, two sorted PREL32 tables

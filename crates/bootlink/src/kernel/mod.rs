@@ -86,6 +86,10 @@ pub struct KernelImage {
     /// with it. Known for an x86-64 vmlinux (or bzImage) with a build ID.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slide_base: Option<slide::SlideBase>,
+    /// Where the kernel is linked, `_text` to `_end` (a vmlinux's loaded
+    /// segments, an arm64 Image's base and `image_size`), when known.
+    #[serde(skip)]
+    pub image_range: Option<(u64, u64)>,
     /// `sizeof(struct module)` as the image's own BTF (`.BTF` of a vmlinux
     /// or bzImage) gives it: None when it has none. A module's
     /// `.gnu.linkonce.this_module` is of this size ([`KernelImage::accepts`]).
@@ -394,11 +398,11 @@ impl KernelImage {
         };
         let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
         let loader_features = LoaderFeatures::of(&elf).map_err(|e| e.at(path))?;
+        let image_range = elf.image_range().map_err(|e| e.at(path))?;
         let slide_base = match (elf.machine(), elf.build_id().map_err(|e| e.at(path))?) {
-            (object::elf::EM_X86_64, Some(id)) if (1..=20).contains(&id.len()) => elf
-                .image_range()
-                .map_err(|e| e.at(path))?
-                .map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end }),
+            (object::elf::EM_X86_64, Some(id)) if (1..=20).contains(&id.len()) => {
+                image_range.map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end })
+            }
             _ => None,
         };
         let struct_module_size = match elf.named_section_data(".BTF").map_err(|e| e.at(path))? {
@@ -417,6 +421,7 @@ impl KernelImage {
             kaslr,
             loader_features,
             slide_base,
+            image_range,
             struct_module_size,
             config: cfg,
         })

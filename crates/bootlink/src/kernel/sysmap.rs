@@ -139,6 +139,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         kaslr,
         loader_features: super::LoaderFeatures::Unknown,
         slide_base: None,
+        image_range: None,
         struct_module_size: None,
         config: cfg,
     })

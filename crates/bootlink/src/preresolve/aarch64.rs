@@ -51,13 +51,8 @@ pub(super) struct Split {
     pub classes: BTreeMap<Class, Relocations>,
 }
 
-/// The addresses module code can have with `nokaslr` (inclusive).
-/// arch/arm64/kernel/kaslr.c sets `module_alloc_base = _etext -
-/// MODULES_VSIZE` (128 MiB) when the base is not randomized, and
-/// `module_alloc` (arch/arm64/kernel/module.c) allocates in the 128 MiB
-/// above it, or, once that is full, in the 2 GiB above it. With the
-/// kernel's text under 128 MiB, both lie in [`KIMAGE_VADDR` - 128 MiB,
-/// `KIMAGE_VADDR` + 2 GiB).
+/// The addresses module code can have with `nokaslr` (inclusive), from
+/// [`crate::kernel::arm64::module_places_nokaslr`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Places {
     pub lo: u64,
@@ -65,8 +60,9 @@ pub(crate) struct Places {
 }
 
 impl Places {
-    pub(crate) fn nokaslr(kimage_vaddr: u64) -> Places {
-        Places { lo: kimage_vaddr.wrapping_sub(128 << 20), hi: kimage_vaddr.wrapping_add((2 << 30) - 1) }
+    pub(crate) fn nokaslr(k: &crate::kernel::KernelImage) -> Places {
+        let (lo, hi) = crate::kernel::arm64::module_places_nokaslr(k);
+        Places { lo, hi }
     }
 }
 
@@ -243,8 +239,9 @@ mod tests {
 
     const KIMAGE: u64 = 0xffff_8000_0800_0000;
 
+    /// A 6.1 kernel's: [KIMAGE_VADDR - 128 MiB, KIMAGE_VADDR + 2 GiB).
     fn places() -> Places {
-        Places::nokaslr(KIMAGE)
+        Places { lo: KIMAGE - (128 << 20), hi: KIMAGE + (2 << 30) - 1 }
     }
 
     #[test]

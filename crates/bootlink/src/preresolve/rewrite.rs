@@ -128,7 +128,7 @@ pub(super) fn one(
         // AArch64: symbols that are branched to stay SHN_ABS (the module
         // PLTs are counted from them); the others fold.
         let (fold, keep) = if m.machine == crate::elf::machine_name(object::elf::EM_AARCH64) {
-            let places = aarch64::Places::nokaslr(crate::kernel::arm64::kimage_vaddr_of(k));
+            let places = aarch64::Places::nokaslr(k);
             let split = aarch64::split(&ed.data, &edits, &name_of, places).map_err(|e| e.at(path))?;
             result.relocations = split.classes;
             (split.fold, split.keep)
