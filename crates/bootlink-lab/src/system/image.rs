@@ -9,7 +9,8 @@
 //! `<cache>/systems/<suite>-<key>`.
 //!
 //! mmdebstrap runs in its root mode (chroot, with /proc, /sys and /dev
-//! mounted for the hooks), so building the image needs root; making the
+//! mounted for the hooks, in a mount namespace of its own), so building the
+//! image needs root; making the
 //! disk from the directory does not.
 
 use std::path::{Path, PathBuf};
@@ -224,7 +225,14 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
 
     bootlink::progress::status(&format!("mmdebstrap {SUITE} with {} (a few minutes)", f.package));
     let t0 = Instant::now();
-    let mut c = Command::new("mmdebstrap");
+    // In a mount namespace of its own: the /proc, /sys and /dev mmdebstrap
+    // mounts in the root vanish with it, also when it is stopped half-way
+    // (they stayed mounted on the host, under the work directory, when a
+    // killed bootlink left mmdebstrap to be stopped by hand); and stopped
+    // with bootlink (SIGTERM: mmdebstrap cleans up and exits).
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "mmdebstrap"]);
+    hosttool::stop_with_caller(&mut c);
     c.arg("--variant=minbase")
         .arg("--mode=root")
         .arg(format!("--include={}", PACKAGES.join(",")))
