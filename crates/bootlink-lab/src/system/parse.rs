@@ -542,7 +542,7 @@ pub fn boot(log: &str, traced: bool) -> Boot {
     if b.modules.is_empty() {
         b.problems.push("/proc/modules lists no module".into());
     }
-    let trace_end = trace.lines().filter_map(trace_line).filter_map(|l| l.time.parse::<f64>().ok()).last();
+    let trace_end = trace.lines().rev().filter_map(trace_line).find_map(|l| l.time.parse::<f64>().ok());
     let inits = module_inits(&dmesg);
     let mut untraced: Vec<&str> = Vec::new();
     for m in b.modules.iter().filter(|m| m.load_us.is_none()) {
