@@ -317,6 +317,27 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
         f.fallback = fallback;
         return Ok(f);
     }
+    // One process at a time unpacks a release: two that found it missing
+    // or damaged (tests in parallel lanes, an old entry without a seal)
+    // each removed the other's and one rename failed ("Directory not
+    // empty"). The one that waited finds it made.
+    let kernels = cache.join("kernels");
+    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    let lock_path = kernels.join(format!(".{release}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    // What an unpacking stopped half-way left (its process is gone: the
+    // lock is ours).
+    let stale = format!(".{release}.tmp.");
+    for e in std::fs::read_dir(&kernels).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&stale) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    if let Some(mut f) = cached(&package, want_version.as_deref(), arch) {
+        f.fallback = fallback;
+        return Ok(f);
+    }
 
     if candidate(&package).is_none() {
         apt_update()?;
@@ -337,8 +358,6 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
         find_deb(&debs, &package, &version, arch)
             .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {package}")))
     };
-    let kernels = cache.join("kernels");
-    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
     let tmp = kernels.join(format!(".{release}.tmp.{}", std::process::id()));
     let which = Unpacked { package: &package, version: &version, release: &release, arch };
     let unpack_from = |deb: &Path| {
@@ -366,7 +385,10 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     match result {
         Ok(mut f) => {
             let _ = std::fs::remove_dir_all(&dir);
-            std::fs::rename(&tmp, &dir).map_err(|e| Error::io(&dir, e))?;
+            if let Err(e) = std::fs::rename(&tmp, &dir) {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(Error::io(&dir, e));
+            }
             f.fallback = fallback;
             Ok(f)
         }
