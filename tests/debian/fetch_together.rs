@@ -56,7 +56,7 @@ fn several_fetches_of_one_package_at_once_all_get_it() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| !n.ends_with(".lock"))
         .collect();
-    assert_eq!(left, [k.release.clone()], "one unpacked tree, nothing half-made beside it");
+    assert_eq!(left, std::slice::from_ref(&k.release), "one unpacked tree, nothing half-made beside it");
     assert_eq!(bootlink::cache::check(&cache.join("kernels").join(&k.release)), Ok(()), "and it is whole");
     println!("3 fetches of {spec} at once into an empty cache: all got {}", dirs[0]);
 }
