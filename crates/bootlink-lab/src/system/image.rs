@@ -178,23 +178,46 @@ pub fn key(kernel_package: &str, kernel_version: &str) -> String {
 pub fn with_package(p: &Package) -> Result<Image> {
     let key = key(&p.package, &p.version);
     let dir = cache_root().join(format!("{SUITE}-{key}"));
-    let record = dir.join("image.json");
-    // Used only as sealed (bootlink::cache): a damaged image is built again.
-    if bootlink::cache::intact(&dir, "the system image")
-        && let Ok(text) = fsutil::read_input(&record, 1 << 20)
-        && let Ok(mut img) = serde_json::from_slice::<Image>(&text)
-        && img.disk.is_file()
-        && img.vmlinuz.is_file()
-        && img.initrd.is_file()
-    {
-        img.cached = true;
-        img.line = p.line.clone();
-        img.kernel = p.kernel.clone();
-        img.cmdline = p.cmdline.clone();
-        img.steps = p.steps.clone();
+    if let Some(img) = cached(&dir, p) {
         return Ok(img);
     }
+    // One process at a time builds an image: the one that waited finds it
+    // made. Holding the lock, what a build stopped half-way left (its work
+    // directory: a killed bootlink removes nothing) is removed.
+    let parent = cache_root();
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+    let lock_path = parent.join(format!(".{SUITE}-{key}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    if let Some(img) = cached(&dir, p) {
+        return Ok(img);
+    }
+    let work_prefix = format!(".{SUITE}-{key}-");
+    for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&work_prefix) && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     build(&dir, &key, p)
+}
+
+/// The image in `dir` when it is whole (sealed: bootlink::cache; a damaged
+/// one is built again), given `p`'s kernel and command line.
+fn cached(dir: &Path, p: &Package) -> Option<Image> {
+    if !bootlink::cache::intact(dir, "the system image") {
+        return None;
+    }
+    let text = fsutil::read_input(&dir.join("image.json"), 1 << 20).ok()?;
+    let mut img = serde_json::from_slice::<Image>(&text).ok()?;
+    if !(img.disk.is_file() && img.vmlinuz.is_file() && img.initrd.is_file()) {
+        return None;
+    }
+    img.cached = true;
+    img.line = p.line.clone();
+    img.kernel = p.kernel.clone();
+    img.cmdline = p.cmdline.clone();
+    img.steps = p.steps.clone();
+    Some(img)
 }
 
 fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
@@ -217,7 +240,6 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
         }
     }
     let parent = cache_root();
-    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let work = TempDir::new_in(&parent, &format!(".{SUITE}-{key}"))?;
     let stage = work.path().join("stage");
     write_stage(&stage, deb)?;
