@@ -275,6 +275,31 @@ fn trace_line(line: &str) -> Option<Line<'_>> {
     Some(Line { time: time.trim(), cpu: cpu.trim(), task: task.trim(), func: func.trim() })
 }
 
+/// The console without what the serial getty printed into it: the system
+/// reaches multi-user.target while the report service writes, and getty's
+/// banner (`Debian GNU/Linux 12 HOST ttyS0`, blank lines) and its `HOST
+/// login: ` prompt land between or before the report's lines (a 6.12 boot
+/// had `bootlink-system login: Startup finished in ...`, and systemd-analyze's
+/// figures were not found).
+fn without_getty(log: &str) -> String {
+    let prompt = format!("{} login: ", super::image::HOSTNAME);
+    let banner_end = format!(" {} ttyS0", super::image::HOSTNAME);
+    let mut out = String::with_capacity(log.len());
+    for line in log.lines() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.starts_with("Debian GNU/Linux ") && line.trim_end().ends_with(&banner_end) {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(r) = rest.strip_prefix(&prompt) {
+            rest = r;
+        }
+        out.push_str(rest);
+        out.push('\n');
+    }
+    out
+}
+
 /// When each module's init was called (seconds, the kernel's clock), from
 /// initcall_debug's `[ t] calling  fn+0x0/0x.. [module] @ pid` lines.
 fn module_inits(dmesg: &str) -> HashMap<&str, f64> {
@@ -400,6 +425,7 @@ fn loads(trace: &str) -> Vec<(String, ModuleLoad)> {
 
 /// Read one boot's console; `traced`: the kernel traced the module loads.
 pub fn boot(log: &str, traced: bool) -> Boot {
+    let log = &without_getty(log);
     let mut b = Boot::default();
     let mut problem = |p: String| b.problems.push(p);
     let section = |tag: &str| framed(log, tag);
@@ -659,6 +685,19 @@ mod tests {
         assert_eq!(b.after_trace, ["snd_late"]);
         assert!(b.problems.iter().any(|p| p == "1 module(s) without a load in the trace: lost"), "{:?}", b.problems);
         assert_eq!(module_inits(dmesg).get("snd_late"), Some(&3.9));
+    }
+
+    /// getty's banner and prompt written into the report's lines (as a
+    /// 6.12 boot had them) do not hide systemd-analyze's figures.
+    #[test]
+    fn getty_in_the_report_is_read_around() {
+        let log = "=== BOOTLINK BEGIN analyze ===\n\nDebian GNU/Linux 12 bootlink-system ttyS0\n\n\
+                   bootlink-system login: Startup finished in 6.002s (kernel) + 2.772s (userspace) = 8.775s \n\
+                   multi-user.target reached after 2.631s in userspace.\n=== BOOTLINK END analyze ===\n";
+        let b = boot(log, false);
+        assert_eq!((b.analyze.kernel_ms, b.analyze.userspace_ms), (6002.0, 2772.0));
+        assert_eq!(b.analyze.target_reached_ms, Some(2631.0));
+        assert!(!without_getty(log).contains("login:"));
     }
 
     #[test]
