@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod arm64;
+pub mod mutate;
 pub mod ddlink;
 pub mod independent;
 pub mod initrd;
