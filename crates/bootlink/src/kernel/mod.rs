@@ -253,11 +253,17 @@ fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
             if !plausible_stream(codec, rest) {
                 continue;
             }
+            let budget_bound = compress::output_limit(rest.len()) >= left;
             let mut meter = compress::Meter::new(compress::output_limit(rest.len()).min(left));
             meter.elf_only = true;
             let found = compress::decode(codec, &rest[..rest.len().min(left)], 0, &mut meter);
             tried += 1;
             left = left.saturating_sub(meter.read.saturating_add(meter.written));
+            // Stopped at what is left of the budget (a decoder that writes
+            // whole blocks stops short of it): the budget is spent.
+            if budget_bound && matches!(&found, Err(e) if compress::PastLimit::of(e)) {
+                left = 0;
+            }
             if let Ok(out) = found
                 && out.starts_with(&object::elf::ELFMAG)
             {
