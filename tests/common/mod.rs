@@ -3,10 +3,10 @@
 #![allow(dead_code)]
 
 pub mod arm64;
-pub mod mutate;
 pub mod ddlink;
 pub mod independent;
 pub mod initrd;
+pub mod mutate;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -285,8 +285,12 @@ fn a_bzimage_payload_decodes_to_no_more_than_its_trailer_states() {
         let mut short = payload.clone();
         let n = short.len();
         short[n - 4..].copy_from_slice(&(vmlinux.len() as u32 - 1).to_le_bytes());
-        let e = kernel::find_vmlinux(bzimage(&short).into()).err().unwrap_or_else(|| panic!("{name}: read")).to_string();
-        let want = format!("its {name} stream decompresses to more than the {} bytes its size trailer states", vmlinux.len() - 1);
+        let e =
+            kernel::find_vmlinux(bzimage(&short).into()).err().unwrap_or_else(|| panic!("{name}: read")).to_string();
+        let want = format!(
+            "its {name} stream decompresses to more than the {} bytes its size trailer states",
+            vmlinux.len() - 1
+        );
         assert!(e.contains(&want) && !e.contains('\n'), "{name}: {e}");
     }
 }

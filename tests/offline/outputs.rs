@@ -485,7 +485,10 @@ fn a_full_file_system_fails_a_batch_file_by_file() {
         assert!(!written.is_empty(), "{cmd}: nothing fitted: the test needs more room");
         for m in &mods {
             let name = m.file_name().unwrap().to_str().unwrap();
-            let line = format!("bootlink: {}: no space left on device: not written, nothing left behind", small.0.join(name).display());
+            let line = format!(
+                "bootlink: {}: no space left on device: not written, nothing left behind",
+                small.0.join(name).display()
+            );
             let named = err.lines().filter(|l| *l == line).count();
             if written.iter().any(|w| w == name) {
                 assert_eq!(named, 0, "{cmd}: {name} written and refused\n{err}");

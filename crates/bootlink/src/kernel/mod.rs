@@ -358,7 +358,10 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
         Error::new(Kind::Unsupported, "bzImage payload is in no compression the kernel knows (nor an ELF vmlinux)")
     })?;
     let codec = compress::Codec::of_payload(name).ok_or_else(|| {
-        Error::new(Kind::Unsupported, format!("a {name} bzImage payload: bootlink reads the seven formats of the kernel's build"))
+        Error::new(
+            Kind::Unsupported,
+            format!("a {name} bzImage payload: bootlink reads the seven formats of the kernel's build"),
+        )
     })?;
     // The build appends the uncompressed size (le32; gzip's own ISIZE)
     // after the stream: the boot decompressor makes that much room for
