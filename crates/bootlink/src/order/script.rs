@@ -76,26 +76,7 @@ pub(crate) fn write_with_data(
         gd += &super::data::gold(touched, objs);
         ll += &super::data::lld(touched, objs);
     }
-    write_together(dir, [ld, gd, ll])
-}
-
-/// The order files, one per linker, in [`write_together`]'s order.
-pub(crate) const FILES: [&str; 3] = ["order.ld", "order.gold", "order.lld"];
-
-/// Write the three order files (`texts` in [`FILES`]' order) into `dir`
-/// together: each whole beside its place, then all put in place, so a
-/// full file system leaves none (never a new order.ld beside an old
-/// order.lld).
-pub(crate) fn write_together(dir: &Path, texts: [String; 3]) -> Result<Vec<PathBuf>> {
-    let mut staged = crate::fsutil::Staged::new();
-    let mut out = Vec::new();
-    for (name, text) in FILES.iter().zip(texts) {
-        let p = dir.join(name);
-        staged.write(&p, text.as_bytes())?;
-        out.push(p);
-    }
-    staged.commit()?;
-    Ok(out)
+    super::write_together(dir, [ld, gd, ll])
 }
 
 #[cfg(test)]
