@@ -9,8 +9,9 @@
 # ``` block, "markdown" takes it as it is), then exits with its status.
 # Otherwise doc_output returns and the script runs as always: running a
 # bench to check a figure never rewrites the docs by surprise.
-# DOC_OUTPUT_THEN, if set, is a command run once the region is written
-# (another page's region made from this one: scripts/readme-headline).
+# DOC_OUTPUT_THEN, if set, is a command line the shell runs once the region
+# is written (another region made from this one: scripts/readme-headline,
+# scripts/*-summary; `&&` chains two).
 doc_output() {
     local file=$1 name=$2 format=$3
     shift 3
@@ -30,7 +31,7 @@ doc_output() {
             "$root/scripts/doc-region" "$root/$file" "$name" <"$out" || rc=1
         fi
         if [ "$rc" -eq 0 ] && [ -n "${DOC_OUTPUT_THEN:-}" ]; then
-            $DOC_OUTPUT_THEN || rc=1
+            eval "$DOC_OUTPUT_THEN" || rc=1
         fi
     else
         echo "$0: exit $rc: $file region $name left as it was" >&2

@@ -80,6 +80,8 @@ pub fn reason(format: &str, class: &str) -> &'static [&'static str] {
         ("trace", "no-such-object") => &["lists no object "],
         // The program's bias moved: no call lands in it.
         ("trace", "all-calls-elsewhere") => &["no traced call lies in "],
+        // A second `object <bias> -` line: two programs in one trace.
+        ("trace", "two-programs") => &["a second program (object `-`"],
         _ => panic!("no reason for the {format} damage class {class}"),
     }
 }
@@ -347,6 +349,7 @@ pub const TRACE_CLASSES: &[&str] = &[
     "huge-numbers",
     "no-end-line",
     "all-calls-elsewhere",
+    "two-programs",
 ];
 
 /// Damaged copies of a bl-trace file whose program is object `-` and whose
@@ -389,6 +392,16 @@ pub fn traces(base: &str, inside: u64, rng: &mut Rng, per_class: usize) -> Vec<D
         // Every first call outside the program: a trace of another program.
         let t = set_field(base, "object", 0, 0, ["ffffffffffff0000", "0"][rng.below(2)]).unwrap();
         out.push(damaged(stem, "all-calls-elsewhere", k, t.into_bytes(), true));
+
+        // Another program's object line anywhere before the end line (as
+        // two traces run together would have it), at its own bias or the
+        // first one's.
+        let lines: Vec<&str> = base.lines().collect();
+        let at = 2 + rng.below(lines.len() - 2);
+        let bias = ["7ffff7fc0000", "555555554000", "0"][rng.below(3)];
+        let mut t: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        t.insert(at, format!("object {bias} -"));
+        out.push(damaged(stem, "two-programs", k, (t.join("\n") + "\n").into_bytes(), true));
     }
     out
 }

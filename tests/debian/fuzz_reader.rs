@@ -253,10 +253,7 @@ fn 555555555139\nfn 555555555150\noverflow\nend 2 40\n"
                 3 if input.first() == Some(&b'{') => {
                     bootlink_lab::run::parse_run_json(&input, Path::new("run.json")).is_ok()
                 }
-                3 => {
-                    bootlink_lab::run::dmesg::run_from_log(&input, Path::new("dmesg.log"));
-                    true
-                }
+                3 => bootlink_lab::run::dmesg::load_log(&input, Path::new("dmesg.log")).is_ok(),
                 4 => bootlink::kernel::find_vmlinux(input.clone().into()).is_ok(),
                 _ => bootlink::kernel::KernelImage::from_vmlinux(
                     &image_path,

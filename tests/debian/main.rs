@@ -14,6 +14,7 @@ mod bad_input;
 mod batch_input;
 mod damaged_real;
 mod ddlink;
+mod fetch_together;
 mod finalize;
 mod fuzz_reader;
 mod glibc_build;

@@ -8,13 +8,13 @@
 
 use crate::common;
 #[path = "../damaged/generate.rs"]
-mod generate;
+pub(crate) mod generate;
 #[path = "../damaged/images.rs"]
 mod images;
 #[path = "../damaged/records.rs"]
-mod records;
+pub(crate) mod records;
 #[path = "../damaged/suite.rs"]
-mod suite;
+pub(crate) mod suite;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -245,11 +245,13 @@ fn a_build_installs_its_prefix_then_is_a_cache_hit() {
     let got: Vec<&str> = loader.collect();
     assert_eq!(got[..want_args.len()], want_args);
     assert_eq!(got[want_args.len()..], ["user-defined-trusted-dirs = /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu"]);
-    // The build and source trees are gone, no temporaries are left.
+    // The build and source trees are gone, no temporaries are left; the
+    // seal the next call checks the build against is there.
     let mut left: Vec<String> =
         std::fs::read_dir(&keydir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     left.sort();
-    assert_eq!(left, [".lock", "build.log", "done.json", "prefix"]);
+    assert_eq!(left, [".bootlink-seal.json", ".lock", "build.log", "done.json", "prefix"]);
+    assert_eq!(bootlink::cache::check(&keydir), Ok(()));
 
     // Again: from the cache, at once, through the library and the binary.
     let again = glibc::run(&opts(&empty, &cache)).unwrap();

@@ -38,10 +38,10 @@ const PRODUCT: Crate = Crate {
             name: "ground",
             modules: &[
                 "error", "fsutil", "buildlog", "compress", "elf", "bytes", "reloc", "report", "table", "progress",
-                "hosttool", "series", "cbuild", "rng", "panic",
+                "hosttool", "series", "cbuild", "rng", "panic", "cache",
             ],
             what: "one error type; file helpers (mapped bytes, atomic writes, `TempDir`, the cache directory, the \
-                   source tree); XZ/zstd/gzip/LZ4/LZO; checked ELF64 views and typed records; fixed-width fields of the other byte formats; relocations; text tables; terminal \
+                   source tree); the cache's sealed entries, checked on every read; XZ/zstd/gzip/LZ4/LZO; checked ELF64 views and typed records; fixed-width fields of the other byte formats; relocations; text tables; terminal \
                    progress; the one shape of a command's result (`Report`); the log of the builds a run waited for; the one host-tool runner; quilt series; building the repository's C; a portable RNG; \
                    the panic hook",
         },

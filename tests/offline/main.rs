@@ -14,6 +14,7 @@ mod ddlink_synth;
 mod docs_check;
 mod glibc_offline;
 mod hostile_decompress;
+mod lab_inputs;
 mod layering;
 mod offline;
 mod order;

@@ -2,13 +2,16 @@
 //! directory's own Makefile, run in a scratch copy (the source tree stays
 //! clean), its product cached under `<cache>/<name>/<sha256 of the
 //! sources>/`, so a build happens once per version of the sources and a
-//! failed one leaves nothing in the cache.
+//! failed one leaves nothing in the cache. The product is sealed
+//! ([`crate::cache`]) and checked on every use: a damaged one is built
+//! again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::cache;
 use crate::error::{Error, Kind, Result};
 use crate::fsutil;
 
@@ -83,7 +86,9 @@ fn build_with_uncounted(name: &str, target: &str, what: &str, cross: Option<&str
     let parent = fsutil::cache_dir().join(name);
     let dir = parent.join(&key);
     let product = dir.join(target);
-    if product.is_file() {
+    // A product is used only as sealed (crate::cache): a damaged one is
+    // built again, never handed on.
+    if cache::intact(&dir, what) && product.is_file() {
         return Ok(product);
     }
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
@@ -104,10 +109,11 @@ fn build_with_uncounted(name: &str, target: &str, what: &str, cross: Option<&str
     };
     crate::hosttool::run(&mut make, what, &package)?;
     let built = work.path().join(target);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let data = std::fs::read(&built).map_err(|e| Error::io(&built, e))?;
-    fsutil::write_atomic(&product, &data)?;
-    let mode = std::fs::metadata(&built).map_err(|e| Error::io(&built, e))?.permissions();
-    std::fs::set_permissions(&product, mode).map_err(|e| Error::io(&product, e))?;
+    // Sealed in a stage beside the entry, then put in its place.
+    let stage = tempfile::Builder::new().prefix(".stage").tempdir_in(&parent).map_err(|e| Error::io(&parent, e))?;
+    let staged = stage.path().join(target);
+    std::fs::copy(&built, &staged).map_err(|e| Error::io(&built, e))?;
+    cache::seal(stage.path(), &[(PathBuf::from(target), cache::Check::Content)])?;
+    cache::install(&stage.keep(), &dir)?;
     Ok(product)
 }

@@ -62,14 +62,49 @@ pub(crate) fn dsc_files(dsc: &str) -> Vec<(String, u64)> {
     out
 }
 
-/// Does `dl` hold the `.dsc` and every file it lists, at its size?
+/// The SHA-256 a `.dsc` gives each file (`Checksums-Sha256`).
+fn dsc_sha256(dsc: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    let mut inside = false;
+    for line in dsc.lines() {
+        if !line.starts_with(' ') {
+            inside = line.trim_end() == "Checksums-Sha256:";
+            continue;
+        }
+        if let [sum, _, name] = line.split_whitespace().collect::<Vec<_>>()[..]
+            && inside
+        {
+            out.insert(name.to_string(), sum.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// Does `dl` hold the `.dsc` and every file it lists, at its size and
+/// with the SHA-256 the `.dsc` gives (a download kept in the cache is
+/// checked on every use: one cut short or damaged is fetched again)?
 pub fn complete(dl: &Path, dsc: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dsc) else { return false };
+    damaged(dl, dsc).is_some_and(|d| d.is_empty())
+}
+
+/// The files the `.dsc` in `dl` lists that are missing or not as it says
+/// (None when the `.dsc` itself does not read or lists nothing).
+fn damaged(dl: &Path, dsc: &Path) -> Option<Vec<PathBuf>> {
+    let text = String::from_utf8(crate::fsutil::read_input(dsc, 1 << 20).ok()?).ok()?;
     let files = dsc_files(&text);
-    !files.is_empty()
-        && files.iter().all(|(name, size)| {
-            !name.contains('/') && std::fs::metadata(dl.join(name)).is_ok_and(|m| m.is_file() && m.len() == *size)
-        })
+    let sums = dsc_sha256(&text);
+    if files.is_empty() || files.iter().any(|(name, _)| name.contains('/')) {
+        return None;
+    }
+    let whole = |name: &str, size: u64| {
+        let path = dl.join(name);
+        std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == size)
+            && sums.get(name).is_none_or(|want| {
+                crate::fsutil::read_input(&path, crate::fsutil::MAX_BINARY)
+                    .is_ok_and(|d| crate::cache::sha256_hex(&d) == *want)
+            })
+    };
+    Some(files.iter().filter(|(name, size)| !whole(name, *size)).map(|(name, _)| dl.join(name)).collect())
 }
 
 /// apt-get/apt-cache with the private list under `<base>/apt`.
@@ -139,6 +174,11 @@ pub fn download(base: &Path, package: &str, version: &str) -> Result<PathBuf> {
         return Ok(dsc);
     }
     std::fs::create_dir_all(&dl).map_err(|e| Error::io(&dl, e))?;
+    // Files kept from an earlier download that are not as the .dsc says
+    // (cut short, damaged) are fetched again, not reused.
+    for f in damaged(&dl, &dsc).unwrap_or_default() {
+        let _ = std::fs::remove_file(f);
+    }
     let apt = PrivateApt::new(base)?;
     progress::status(&format!("fetching the {package} {version} source package with apt-get (private sources list)"));
     apt.update()?;

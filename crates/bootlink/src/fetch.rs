@@ -254,11 +254,28 @@ pub fn fetch_for(req: &Request, arch: Arch) -> Result<Fetched> {
 
 /// The package unpacked under `<cache>/kernels/<release>`, when it is
 /// `version` (any version if None) of `arch`.
+/// The unpacked tree is used only while it matches its seal
+/// ([`crate::cache`]): a damaged one is unpacked again.
 fn cached(package: &str, version: Option<&str>, arch: Arch) -> Option<Fetched> {
-    let marker = fsutil::cache_dir().join("kernels").join(release_of(package)).join("bootlink-fetched.json");
-    let text = std::fs::read_to_string(&marker).ok()?;
-    let f = serde_json::from_str::<Fetched>(&text).ok()?;
+    let dir = fsutil::cache_dir().join("kernels").join(release_of(package));
+    if !crate::cache::intact(&dir, &format!("the kernel package {package}")) {
+        return None;
+    }
+    let text = fsutil::read_input(&dir.join("bootlink-fetched.json"), 1 << 20).ok()?;
+    let f = serde_json::from_slice::<Fetched>(&text).ok()?;
     (version.is_none_or(|v| v == f.version) && f.arch == arch && f.vmlinux.is_file()).then_some(f)
+}
+
+/// How an unpacked package's files are checked on every use: what bootlink
+/// wrote or reads whole (the images, the config, its own record) by
+/// content; the module tree (thousands of files, each read as an input and
+/// checked as one anyway) by size and modification time.
+fn package_check(rel: &Path) -> Option<crate::cache::Check> {
+    Some(if rel.starts_with("lib") || rel.starts_with("usr") {
+        crate::cache::Check::Stat
+    } else {
+        crate::cache::Check::Content
+    })
 }
 
 fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
@@ -300,6 +317,27 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
         f.fallback = fallback;
         return Ok(f);
     }
+    // One process at a time unpacks a release: two that found it missing
+    // or damaged (tests in parallel lanes, an old entry without a seal)
+    // each removed the other's and one rename failed ("Directory not
+    // empty"). The one that waited finds it made.
+    let kernels = cache.join("kernels");
+    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
+    let lock_path = kernels.join(format!(".{release}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    // What an unpacking stopped half-way left (its process is gone: the
+    // lock is ours).
+    let stale = format!(".{release}.tmp.");
+    for e in std::fs::read_dir(&kernels).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&stale) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    if let Some(mut f) = cached(&package, want_version.as_deref(), arch) {
+        f.fallback = fallback;
+        return Ok(f);
+    }
 
     if candidate(&package).is_none() {
         apt_update()?;
@@ -311,30 +349,46 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     };
     let debs = cache.join("debs");
     std::fs::create_dir_all(&debs).map_err(|e| Error::io(&debs, e))?;
-    let deb = find_deb(&debs, &package, &version, arch);
-    let deb = match deb {
-        Some(d) => d,
-        None => {
-            progress::status(&format!("downloading {package} {version}"));
-            run(
-                Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
-                &format!("downloading {package}={version}"),
-            )?;
-            find_deb(&debs, &package, &version, arch)
-                .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {package}")))?
-        }
+    let download = || -> Result<PathBuf> {
+        progress::status(&format!("downloading {package} {version}"));
+        run(
+            Command::new("apt-get").current_dir(&debs).args(["download", "-qq", &format!("{package}={version}")]),
+            &format!("downloading {package}={version}"),
+        )?;
+        find_deb(&debs, &package, &version, arch)
+            .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {package}")))
     };
-
-    progress::status(&format!("unpacking {}", deb.display()));
-    let kernels = cache.join("kernels");
-    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
     let tmp = kernels.join(format!(".{release}.tmp.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let result = unpack(&deb, &tmp, Unpacked { package: &package, version: &version, release: &release, arch }, &dir);
+    let which = Unpacked { package: &package, version: &version, release: &release, arch };
+    let unpack_from = |deb: &Path| {
+        progress::status(&format!("unpacking {}", deb.display()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        unpack(deb, &tmp, which, &dir)
+    };
+    // A .deb kept in the cache is downloaded again when it does not unpack
+    // (cut short, damaged): the cache's fault, not the package's.
+    let result = match find_deb(&debs, &package, &version, arch) {
+        Some(deb) => match unpack_from(&deb) {
+            Err(e) if matches!(e.kind, Kind::Tool | Kind::Format) => {
+                progress::status(&format!(
+                    "bootlink: {} in the cache does not unpack ({}): downloaded again",
+                    deb.display(),
+                    e.msg
+                ));
+                let _ = std::fs::remove_file(&deb);
+                unpack_from(&download()?)
+            }
+            r => r,
+        },
+        None => unpack_from(&download()?),
+    };
     match result {
         Ok(mut f) => {
             let _ = std::fs::remove_dir_all(&dir);
-            std::fs::rename(&tmp, &dir).map_err(|e| Error::io(&dir, e))?;
+            if let Err(e) = std::fs::rename(&tmp, &dir) {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(Error::io(&dir, e));
+            }
             f.fallback = fallback;
             Ok(f)
         }
@@ -353,6 +407,7 @@ fn find_deb(debs: &Path, package: &str, version: &str, arch: Arch) -> Option<Pat
 }
 
 /// Which package a .deb is.
+#[derive(Clone, Copy)]
 struct Unpacked<'a> {
     package: &'a str,
     version: &'a str,
@@ -404,6 +459,7 @@ fn unpack(deb: &Path, tmp: &Path, which: Unpacked, dir: &Path) -> Result<Fetched
     };
     let json = serde_json::to_string_pretty(&f).expect("serializable");
     fsutil::write_atomic(&tmp.join("bootlink-fetched.json"), json.as_bytes())?;
+    crate::cache::seal_tree(tmp, package_check)?;
     Ok(f)
 }
 

@@ -80,10 +80,28 @@ pub fn exists(prog: &str) -> bool {
 pub(crate) fn tie_to_caller(cmd: &mut Command, lock: &std::fs::File) {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
+    stop_with_caller(cmd);
     let fd = lock.as_raw_fd();
+    // SAFETY: between fork and exec the closure calls only fcntl, which is
+    // async-signal-safe, and touches no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Make `cmd`'s process get SIGTERM when the thread that starts it dies
+/// (PR_SET_PDEATHSIG, kept across exec): a tool that would go on without
+/// bootlink (mmdebstrap making a system image, make) stops with it.
+pub fn stop_with_caller(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: between fork and exec the closure calls only prctl, getppid
-    // and fcntl, which are async-signal-safe, and touches no allocation.
+    // SAFETY: between fork and exec the closure calls only prctl and
+    // getppid, which are async-signal-safe, and touches no allocation.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
@@ -92,9 +110,6 @@ pub(crate) fn tie_to_caller(cmd: &mut Command, lock: &std::fs::File) {
             // The parent died before the prctl: nothing would signal us.
             if libc::getppid() != parent {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -153,6 +168,25 @@ mod tests {
             assert!(t0.elapsed() < std::time::Duration::from_secs(10), "still not true after 10 s: {what}");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// A child started with stop_with_caller (QEMU, mmdebstrap) gets
+    /// SIGTERM when the thread that started it goes away without waiting.
+    #[test]
+    fn a_child_stops_with_its_caller() {
+        let child = std::thread::spawn(|| {
+            let mut c = Command::new("sleep");
+            c.arg("60");
+            stop_with_caller(&mut c);
+            // Never waited for on purpose (the thread goes away as a killed
+            // bootlink would).
+            #[allow(clippy::zombie_processes)]
+            let child = c.spawn().unwrap();
+            child.id()
+        })
+        .join()
+        .unwrap();
+        wait_until("the child is gone", || gone(child));
     }
 
     /// A tied child holds the lock while it (and what it starts) runs, and

@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod buildlog;
 pub(crate) mod bytes;
+pub mod cache;
 pub mod cbuild;
 pub mod compress;
 pub mod ddlink;

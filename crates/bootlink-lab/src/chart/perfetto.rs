@@ -140,13 +140,13 @@ fn initcalls(t: &mut Trace, pid: u64, base: u64, label: &str, calls: &[&Initcall
 /// has a worker.
 fn worker_tracks(t: &mut Trace, pid: u64, sort: u64, tag: &str, rep: &Repetition, next: &mut u64) -> bool {
     let Some(max) = rep.modules.iter().filter_map(|m| m.worker).max() else { return false };
-    // Loads without a worker get a track of their own after the workers.
-    for w in 0..=max as u64 + 1 {
-        let mods: Vec<&ModuleLoad> =
-            rep.modules.iter().filter(|m| m.worker.map(u64::from).unwrap_or(max as u64 + 1) == w).collect();
-        if mods.is_empty() {
-            continue;
-        }
+    // Each worker's loads (in the order of the repetition), by worker; loads
+    // without a worker get a track of their own after the workers.
+    let mut by_worker: std::collections::BTreeMap<u64, Vec<&ModuleLoad>> = std::collections::BTreeMap::new();
+    for m in &rep.modules {
+        by_worker.entry(m.worker.map(u64::from).unwrap_or(max as u64 + 1)).or_default().push(m);
+    }
+    for (w, mods) in by_worker {
         let spans: Vec<(f64, f64)> = mods.iter().map(|m| (m.start_us, m.total_us)).collect();
         let lanes = lanes(&spans);
         let used = lanes.iter().max().map(|l| l + 1).unwrap_or(0);
@@ -237,17 +237,7 @@ fn user_tracks<S: SliceArgs>(
     next: &mut u64,
 ) {
     let program = program_name(command);
-    let mut modes: Vec<&str> = USER_MODES.to_vec();
-    for s in starts {
-        if !modes.contains(&s.mode.as_str()) {
-            modes.push(&s.mode);
-        }
-    }
-    for m in modes {
-        let row: Vec<&S> = starts.iter().filter(|s| s.mode == m).collect();
-        if row.is_empty() {
-            continue;
-        }
+    for (m, row) in model::grouped(starts, |s| s.mode.as_str(), USER_MODES) {
         let tid = *next;
         *next += 1;
         for s in row {

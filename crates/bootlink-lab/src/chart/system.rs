@@ -40,8 +40,9 @@ pub fn record_path(path: &Path) -> Option<PathBuf> {
 
 /// Read one record, named after its directory.
 pub fn load(file: &Path) -> Result<Named> {
-    let data = std::fs::read(file).map_err(|e| Error::io(file, e))?;
-    let record: Record = serde_json::from_slice(&data)
+    // As every input: a regular file (one link followed), at most 256 MiB of text.
+    let data = bootlink::fsutil::read_input_text(file)?;
+    let record: Record = serde_json::from_str(&data)
         .map_err(|e| Error::file(Kind::Format, file, format!("not a bootlink system.json: {e}")))?;
     if record.boot.links.is_empty() {
         return Err(Error::file(

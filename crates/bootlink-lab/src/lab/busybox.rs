@@ -30,8 +30,9 @@ pub fn cached(arch: Arch) -> Option<PathBuf> {
         .ok()?
         .filter_map(|e| e.ok())
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path().join("busybox"))
-        .filter(|p| p.is_file())
+        .map(|e| e.path())
+        .filter(|d| bootlink::cache::check(d).is_ok())
+        .map(|d| d.join("busybox"))
         .collect();
     found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     found.pop()
@@ -56,19 +57,21 @@ pub fn busybox_for(arch: Arch) -> Result<PathBuf> {
     let root = cache_root(arch);
     let dest_dir = root.join(debs::version_dir(&version));
     let dest = dest_dir.join("busybox");
-    if dest.is_file() {
+    // Used only as sealed (bootlink::cache): a damaged one is unpacked again.
+    if bootlink::cache::intact(&dest_dir, "busybox") {
         return Ok(dest);
     }
-    let deb = debs::download(PACKAGE, &version, arch)?;
     std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
     let tmp = TempDir::new_in(&root, &format!(".{}", debs::version_dir(&version)))?;
-    unpack(&deb, tmp.path(), arch)?;
-    match std::fs::rename(tmp.path().join("out"), &dest_dir) {
-        Ok(()) => Ok(dest),
-        // Another process unpacked it first.
-        Err(_) if dest.is_file() => Ok(dest),
-        Err(e) => Err(Error::io(&dest_dir, e)),
-    }
+    debs::with_deb(PACKAGE, &version, arch, |deb| {
+        let _ = std::fs::remove_dir_all(tmp.path().join("x"));
+        let _ = std::fs::remove_dir_all(tmp.path().join("out"));
+        unpack(deb, tmp.path(), arch)
+    })?;
+    let out = tmp.path().join("out");
+    bootlink::cache::seal(&out, &[(PathBuf::from("busybox"), bootlink::cache::Check::Content)])?;
+    bootlink::cache::install(&out, &dest_dir)?;
+    Ok(dest)
 }
 
 /// Unpack the .deb into `tmp/x` and leave `tmp/out/busybox`, checked to be

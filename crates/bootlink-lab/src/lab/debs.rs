@@ -92,6 +92,28 @@ pub(crate) fn download(package: &str, version: &str, arch: Arch) -> Result<PathB
         .ok_or_else(|| Error::file(Kind::Tool, &debs, format!("apt-get download left no .deb for {spec}")))
 }
 
+/// `use_deb` on the .deb of `package` `version` for `arch`, downloaded
+/// unless the cache has it. A kept .deb that `use_deb` fails on (dpkg-deb
+/// cannot read it: cut short, damaged) is the cache's fault, not the
+/// package's: it is removed and downloaded again, once.
+pub(crate) fn with_deb<T>(package: &str, version: &str, arch: Arch, use_deb: impl Fn(&Path) -> Result<T>) -> Result<T> {
+    let debs = fsutil::cache_dir().join("debs");
+    if let Some(kept) = find_deb(&debs, package, version, arch) {
+        match use_deb(&kept) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                progress::status(&format!(
+                    "bootlink: {} in the cache could not be used ({}): downloaded again",
+                    kept.display(),
+                    e.msg
+                ));
+                let _ = std::fs::remove_file(&kept);
+            }
+        }
+    }
+    use_deb(&download(package, version, arch)?)
+}
+
 /// Unpack `deb` into the directory `into` (made if missing).
 pub(crate) fn unpack(deb: &Path, into: &Path) -> Result<()> {
     run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(into), &format!("unpacking {}", deb.display()), "dpkg")?;

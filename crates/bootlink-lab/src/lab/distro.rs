@@ -75,13 +75,17 @@ pub fn kernel(line: Line, arch: fetch::Arch) -> Result<DistroKernel> {
         ));
     }
     let dir = fsutil::cache_dir().join("lab").join(format!("distro-{}", key(&build.key, &debian.version)));
+    // Used only while whole (bootlink::cache: sealed when made, checked
+    // on every use); a damaged one is made again.
     let record = dir.join("kernel.json");
-    if let Ok(text) = std::fs::read(&record) {
-        let k: DistroKernel =
-            serde_json::from_slice(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
-        if k.vmlinux.is_file() && k.bzimage.is_file() && k.modules.is_dir() {
-            return Ok(k);
-        }
+    if bootlink::cache::intact(&dir, "the distribution kernel's directory")
+        && let Ok(text) = fsutil::read_input(&record, 1 << 20)
+        && let Ok(k) = serde_json::from_slice::<DistroKernel>(&text)
+        && k.vmlinux.is_file()
+        && k.bzimage.is_file()
+        && k.modules.is_dir()
+    {
+        return Ok(k);
     }
     make(&build, &debian, &dir)
 }
@@ -148,9 +152,14 @@ fn make(build: &kbuild::Report, debian: &fetch::Fetched, dir: &Path) -> Result<D
     };
     let json = serde_json::to_string_pretty(&k).expect("serializable");
     fsutil::write_atomic(&root.join("kernel.json"), json.as_bytes())?;
-    let _ = std::fs::remove_dir_all(dir);
-    let kept = work.keep();
-    std::fs::rename(&kept, dir).map_err(|e| Error::io(dir, e))?;
+    // The record and the images by content (a Debian config's vmlinux with
+    // its debug info by size and time), the module tree by size and time.
+    let root = root.to_path_buf();
+    bootlink::cache::seal_tree(&root, |rel| {
+        let big = std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.len() > 64 << 20);
+        Some(if rel.starts_with("lib") || big { bootlink::cache::Check::Stat } else { bootlink::cache::Check::Content })
+    })?;
+    bootlink::cache::install(&work.keep(), dir)?;
     prune(parent, dir);
     Ok(k)
 }

@@ -32,23 +32,22 @@ pub(crate) fn root(packages: &[&str], arch: Arch) -> Result<PathBuf> {
     let key: String = versions.iter().map(|(p, v)| format!("{p}={v}\n")).collect();
     let base = fsutil::cache_dir().join("userspace").join(arch.debian());
     let dir = base.join(&fsutil::hex(&<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()))[..16]);
-    if dir.join(".packages").is_file() {
+    // Used only as sealed (bootlink::cache): a damaged one is unpacked again.
+    if bootlink::cache::intact(&dir, "the unpacked packages") {
         return Ok(dir);
     }
     std::fs::create_dir_all(&base).map_err(|e| Error::io(&base, e))?;
     let tmp = TempDir::new_in(&base, ".unpacking")?;
     let out = tmp.path().join("root");
     for (p, v) in &versions {
-        let deb = debs::download(p, v, arch)?;
-        debs::unpack(&deb, &out)?;
+        // (A kept .deb that does not unpack is downloaded again and
+        // unpacked over what it left: the same version's files.)
+        debs::with_deb(p, v, arch, |deb| debs::unpack(deb, &out))?;
     }
     fsutil::write_atomic(&out.join(".packages"), key.as_bytes())?;
-    match std::fs::rename(&out, &dir) {
-        Ok(()) => Ok(dir),
-        // Another process unpacked it first.
-        Err(_) if dir.join(".packages").is_file() => Ok(dir),
-        Err(e) => Err(Error::io(&dir, e)),
-    }
+    bootlink::cache::seal_tree(&out, |_| Some(bootlink::cache::Check::Content))?;
+    bootlink::cache::install(&out, &dir)?;
+    Ok(dir)
 }
 
 /// Follow `guest` (an absolute path as the guest sees it) through symlinks

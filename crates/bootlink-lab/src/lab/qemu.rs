@@ -269,22 +269,24 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
     let prog = qemu.display().to_string();
 
     let start = Instant::now();
-    let mut child =
-        Command::new(qemu).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().map_err(
-            |e| {
-                (match e.kind() {
-                    std::io::ErrorKind::NotFound => Error::new(
-                        Kind::Tool,
-                        format!(
-                            "{prog}: missing tool, needed to boot kernels (install the Debian package {})",
-                            opts.target.qemu_package
-                        ),
-                    ),
-                    _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
-                })
-                .because(e)
-            },
-        )?;
+    // QEMU stops with bootlink (a boot left running would go on using a
+    // core, and writing into the run's directory, after a test harness or
+    // a CI timeout killed the bootlink that started it).
+    let mut cmd = Command::new(qemu);
+    bootlink::hosttool::stop_with_caller(&mut cmd);
+    let mut child = cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().map_err(|e| {
+        (match e.kind() {
+            std::io::ErrorKind::NotFound => Error::new(
+                Kind::Tool,
+                format!(
+                    "{prog}: missing tool, needed to boot kernels (install the Debian package {})",
+                    opts.target.qemu_package
+                ),
+            ),
+            _ => Error::new(Kind::Tool, format!("{prog}: cannot start it: {e}")),
+        })
+        .because(e)
+    })?;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),

@@ -189,6 +189,16 @@ pub(crate) fn link_text(image: &Path) -> Result<u64> {
     Ok(base.link_text)
 }
 
+/// How many kernels booted in one boot's framed output: the `Linux
+/// version` lines of the kernel log /init printed, and its kernel log
+/// sections (more than one: the machine rebooted into /init again, and
+/// the output holds two boots).
+pub(crate) fn kernel_boots(out: &str) -> usize {
+    let sections = out.matches(DMESG_SECTION).count();
+    let dmesg = out.split_once(DMESG_SECTION).map_or("", |(_, d)| d);
+    sections.max(dmesg::parse(dmesg.as_bytes()).boots)
+}
+
 pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: &[Box<dyn Workload>]) -> Repetition {
     let sizes = &files.sizes;
     let (main, rest) = out.split_once(TRACE_SECTION).map(|(a, b)| (a, Some(b))).unwrap_or((out, None));
@@ -257,8 +267,13 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
     }
     rep.modules = if traced {
         let mut traced = trace::parse(trace_text);
+        // By name, the first load of a name (one look-up per module).
+        let mut by_name: std::collections::HashMap<&str, &ModuleLoad> = std::collections::HashMap::new();
+        for k in &kmsg_loads {
+            by_name.entry(k.name.as_str()).or_insert(k);
+        }
         for m in &mut traced {
-            if let Some(k) = kmsg_loads.iter().find(|k| k.name == m.name) {
+            if let Some(k) = by_name.get(m.name.as_str()) {
                 m.status = k.status;
                 m.worker = k.worker;
             }
@@ -267,8 +282,16 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
     } else {
         kmsg_loads
     };
+    let first_of = |list: &[(String, u64)]| {
+        let mut m: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+        for (n, v) in list {
+            m.entry(n.clone()).or_insert(*v);
+        }
+        m
+    };
+    let (size_of, lookups_of) = (first_of(sizes), first_of(&files.lookups));
     for m in &mut rep.modules {
-        if let Some((_, s)) = sizes.iter().find(|(n, _)| *n == m.name) {
+        if let Some(s) = size_of.get(&m.name) {
             m.size = *s;
         }
         // Counted on the host where the trace did not count them: the
@@ -276,7 +299,7 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
         // succeeds (one that fails may stop before its lookups).
         if m.lookups.is_none()
             && m.status == 0
-            && let Some((_, n)) = files.lookups.iter().find(|(n, _)| *n == m.name)
+            && let Some(n) = lookups_of.get(&m.name)
         {
             m.lookups = Some(*n);
         }

@@ -211,6 +211,9 @@ fn read_lava_log(path: &Path, text: &str) -> Result<JobLog> {
 /// A log's text: LAVA's job log or a plain console.
 fn read_log(path: &Path) -> Result<JobLog> {
     let text = fsutil::read_input_text(path)?;
+    if text.trim().is_empty() {
+        return Err(Error::file(Kind::Format, path, "the file is empty: neither a LAVA job log nor a console"));
+    }
     let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     if first.starts_with('{') || first.starts_with("- {") {
         read_lava_log(path, &text)
@@ -232,49 +235,83 @@ fn timing_of(l: &JobLog, manifest: &Manifest) -> String {
     }
 }
 
-/// The variant whose markers frame the console, and the framed text.
+/// The tag of a begin marker at the end of `line` (`... === BOOTLINK BEGIN <tag> ===`).
+fn begin_tag(line: &str) -> Option<&str> {
+    const BEGIN: &str = "=== BOOTLINK BEGIN ";
+    let rest = line.trim_end().strip_suffix(" ===")?;
+    let at = rest.rfind(BEGIN)?;
+    Some(&rest[at + BEGIN.len()..])
+}
+
+/// The variant whose markers frame the console, and the framed text. One
+/// pass over the console: its begin markers, looked up by tag. A console
+/// whose boot repeats (the board rebooted: /init began twice, or the
+/// kernel log it printed holds two kernels' boots) is refused: the
+/// initcalls of both boots would be read as one boot's.
 fn variant_of<'m>(path: &Path, l: &JobLog, m: &'m Manifest) -> Result<(usize, &'m JobVariant, String)> {
     let console = &l.console;
-    for (i, v) in m.variants.iter().enumerate() {
-        let begin = initramfs::begin_marker(&v.tag);
-        if !console.lines().any(|l| l.trim_end().ends_with(&begin)) {
-            continue;
-        }
-        let Some(framed) = initramfs::framed(console, &v.tag) else {
-            return Err(Error::file(
-                Kind::Format,
-                path,
-                format!("truncated: variant {}'s console ends before its end marker", v.name),
-            ));
-        };
-        if !l.lava_passed && initramfs::body_status(console, &v.tag).is_none() {
-            return Err(Error::file(
-                Kind::Format,
-                path,
-                format!("truncated: variant {}'s console ends before its status line", v.name),
-            ));
-        }
-        if let Some(sum) = &l.initramfs_sha256
-            && !v.initramfs_sha256.is_empty()
-            && *sum != v.initramfs_sha256
-        {
-            return Err(Error::file(
-                Kind::Stale,
-                path,
-                format!("a job of other jobs: the initramfs LAVA booted is not variant {}'s in these jobs", v.name),
-            ));
-        }
-        return Ok((i, v, framed));
+    let by_tag: std::collections::HashMap<&str, usize> =
+        m.variants.iter().enumerate().map(|(i, v)| (v.tag.as_str(), i)).collect();
+    // (line number, variant index) of each begin marker of these jobs.
+    let begins: Vec<(usize, usize)> =
+        console.lines().enumerate().filter_map(|(n, line)| Some((n + 1, *by_tag.get(begin_tag(line)?)?))).collect();
+    let Some(&(first_line, i)) = begins.first() else {
+        let tags: Vec<&str> = m.variants.iter().map(|v| v.tag.as_str()).collect();
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "neither a LAVA job log nor a console of these jobs: no bootlink begin marker with tag {}",
+                tags.join(", ")
+            ),
+        ));
+    };
+    let v = &m.variants[i];
+    if let Some(&(again, _)) = begins.get(1) {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "the boot repeats: the lab's /init began {} times (console lines {first_line} and {again}; the board rebooted?): a log is one boot, not imported",
+                begins.len()
+            ),
+        ));
     }
-    let tags: Vec<&str> = m.variants.iter().map(|v| v.tag.as_str()).collect();
-    Err(Error::file(
-        Kind::Format,
-        path,
-        format!(
-            "neither a LAVA job log nor a console of these jobs: no bootlink begin marker with tag {}",
-            tags.join(", ")
-        ),
-    ))
+    let Some(framed) = initramfs::framed(console, &v.tag) else {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!("truncated: variant {}'s console ends before its end marker", v.name),
+        ));
+    };
+    if !l.lava_passed && initramfs::body_status(console, &v.tag).is_none() {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!("truncated: variant {}'s console ends before its status line", v.name),
+        ));
+    }
+    let kernels = crate::lab::scenario::kernel_boots(&framed);
+    if kernels > 1 {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "the boot repeats: the kernel log /init printed holds {kernels} kernel boots (`Linux version` lines; the board rebooted?): a log is one boot, not imported"
+            ),
+        ));
+    }
+    if let Some(sum) = &l.initramfs_sha256
+        && !v.initramfs_sha256.is_empty()
+        && *sum != v.initramfs_sha256
+    {
+        return Err(Error::file(
+            Kind::Stale,
+            path,
+            format!("a job of other jobs: the initramfs LAVA booted is not variant {}'s in these jobs", v.name),
+        ));
+    }
+    Ok((i, v, framed))
 }
 
 /// The job's id: the log's file name without its extension (`lavacli jobs
@@ -290,11 +327,12 @@ pub fn import(opts: &Options) -> Result<Report> {
     let mut problems = Vec::new();
     // (variant index, job id, log path, repetition, timing, the log)
     let mut good: Vec<(usize, String, PathBuf, Repetition, String, JobLog)> = Vec::new();
-    // One log named twice by any spelling (./, a link, a hard link).
+    // One log named twice by any spelling (./, a link, a hard link); what
+    // is not a regular file is refused as such below, whatever it names.
     let mut seen = std::collections::HashSet::new();
     for path in &opts.logs {
         let id = fsutil::FileId::of(path).map(Ok).unwrap_or_else(|| Err(path.clone()));
-        if !seen.insert(id) {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) && !seen.insert(id) {
             problems.push(Error::file(Kind::Usage, path, "given twice: imported once").to_string());
             continue;
         }

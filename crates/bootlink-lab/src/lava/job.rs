@@ -794,13 +794,11 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
         ));
     }
     // The variants' names become file names (the import's
-    // logs/NAME-N.log): each one plain, and the run's variants those of
-    // the jobs, in their order (the import files a log under the run's
-    // variant of the same index).
-    let names = |vs: Vec<&str>| vs.into_iter().map(str::to_string).collect::<Vec<_>>();
-    let jobs = names(m.variants.iter().map(|v| v.name.as_str()).collect());
-    let run = names(m.run.variants.iter().map(|v| v.name.as_str()).collect());
-    if let Some(bad) = jobs.iter().chain(&run).find(|n| !fsutil::is_plain_name(n)) {
+    // logs/NAME-N.log): each one plain. check_manifest: the run's variants
+    // those of the jobs, in their order (the import files a log under the
+    // run's variant of the same index).
+    let mut names = m.variants.iter().map(|v| v.name.as_str()).chain(m.run.variants.iter().map(|v| v.name.as_str()));
+    if let Some(bad) = names.find(|n| !fsutil::is_plain_name(n)) {
         return Err(Error::file(
             Kind::Format,
             &path,
@@ -810,18 +808,36 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             ),
         ));
     }
-    if jobs != run {
-        return Err(Error::file(
-            Kind::Format,
-            &path,
-            format!(
-                "its jobs' variants ({}) are not its run's ({}): nothing imported",
-                jobs.join(", "),
-                run.join(", ")
-            ),
-        ));
-    }
+    check_manifest(&m)
+        .map_err(|why| Error::file(Kind::Format, &path, format!("{why}: not as `bootlink lab --lava` writes it")))?;
     Ok(m)
+}
+
+/// What `--lava` writes and the import relies on: at least one variant,
+/// the run's variants the jobs' variants in the same order, each variant's
+/// name and marker tag its own (a tag as the lab's /init can print it).
+fn check_manifest(m: &Manifest) -> std::result::Result<(), String> {
+    if m.variants.is_empty() {
+        return Err("no variants".into());
+    }
+    if m.run.variants.len() != m.variants.len() {
+        return Err(format!("the run lists {} variant(s), the jobs {}", m.run.variants.len(), m.variants.len()));
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut tags = std::collections::HashSet::new();
+    for (k, (v, r)) in m.variants.iter().zip(&m.run.variants).enumerate() {
+        if v.name != r.name {
+            return Err(format!("variant {} is {:?} in the jobs and {:?} in the run", k + 1, v.name, r.name));
+        }
+        if !names.insert(v.name.as_str()) {
+            return Err(format!("variant {:?} is listed twice", v.name));
+        }
+        crate::lab::initramfs::check_tag(&v.tag).map_err(|e| format!("variant {:?}: {}", v.name, e.msg))?;
+        if !tags.insert(v.tag.as_str()) {
+            return Err(format!("marker tag {:?} is given to two variants", v.tag));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

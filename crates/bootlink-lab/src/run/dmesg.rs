@@ -20,6 +20,7 @@ use std::path::Path;
 
 use crate::run::results::{FORMAT_VERSION, Initcall, Repetition, Run, Variant};
 use crate::workload::start::Start;
+use bootlink::error::{Error, Kind, Result};
 
 /// What one log holds.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,6 +44,11 @@ pub struct Parsed {
     /// `returned` lines without a `calling` line (the ring buffer wrapped):
     /// still initcalls, started at their return time minus their duration.
     pub unopened: usize,
+    /// Kernel boots: `Linux version` lines (one per boot; two when the
+    /// machine rebooted within the log).
+    pub boots: usize,
+    /// The line number of the second `Linux version`, when there is one.
+    pub second_boot_line: Option<usize>,
 }
 
 /// A printk time at the start of `line` (after an optional `<N>` level or
@@ -191,7 +197,7 @@ pub fn parse(text: &[u8]) -> Parsed {
     // seen before it), latest last.
     let mut open: HashMap<&[u8], Vec<Opened>> = HashMap::new();
     let mut last: Option<f64> = None;
-    for raw in text.split(|&b| b == b'\n') {
+    for (number, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line = trim_end(raw);
         if line.is_empty() {
             continue;
@@ -234,6 +240,10 @@ pub fn parse(text: &[u8]) -> Parsed {
             let (name, module) = split_function(&String::from_utf8_lossy(spec));
             p.initcalls.push(Initcall { name, start_us: start.max(0.0), duration_us: dur, ret, module });
         } else if let Some(rest) = msg.strip_prefix(b"Linux version ") {
+            p.boots += 1;
+            if p.boots == 2 {
+                p.second_boot_line = Some(number + 1);
+            }
             if p.kernel_release.is_empty() {
                 let rel = rest.split(|&b| b == b' ').next().unwrap_or(b"");
                 p.kernel_release = String::from_utf8_lossy(rel).into_owned();
@@ -250,12 +260,50 @@ pub fn parse(text: &[u8]) -> Parsed {
     p
 }
 
+/// A plain log given to the charts as a [`Run`] ([`run_from_log`]), when it
+/// is one boot's kernel log: refused in one line naming it when it is
+/// empty, has no line with a printk time (not a kernel log: random bytes,
+/// another file), or holds more than one boot (a second `Linux version`:
+/// the machine rebooted, and the initcalls of both boots would chart as
+/// one boot's).
+pub fn load_log(text: &[u8], path: &Path) -> Result<Run> {
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::file(Kind::Format, path, "the file is empty: neither a run.json nor a kernel log"));
+    }
+    let p = parse(text);
+    if p.timestamped == 0 {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "neither a run.json nor a kernel log: none of its {} line(s) starts with a printk time (`[    1.234567]`)",
+                p.lines
+            ),
+        ));
+    }
+    if p.boots > 1 {
+        return Err(Error::file(
+            Kind::Format,
+            path,
+            format!(
+                "holds {} kernel boots (a second `Linux version` on line {}; the machine rebooted): chart one boot per log",
+                p.boots,
+                p.second_boot_line.unwrap_or(0)
+            ),
+        ));
+    }
+    Ok(run_of(p, path))
+}
+
 /// A [`Run`] from a plain log: source "dmesg", one variant named after the
 /// file, one repetition holding its initcalls (no module loads: a plain
 /// log has no load phases; module init functions are initcalls with their
-/// module set).
+/// module set). Whatever the text holds (see [`load_log`] for the checks).
 pub fn run_from_log(text: &[u8], path: &Path) -> Run {
-    let p = parse(text);
+    run_of(parse(text), path)
+}
+
+fn run_of(p: Parsed, path: &Path) -> Run {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dmesg".into());
     let rep = Repetition {
         index: 0,
@@ -394,6 +442,32 @@ mod tests {
         );
         assert_eq!((p.unfinished, p.unopened, p.lines, p.timestamped), (1, 1, 10, 8));
         assert_eq!(p.last_us, 600_000.0);
+    }
+
+    /// What is not one boot's kernel log is refused in one line naming the
+    /// file: empty, random bytes, text without a printk time, two boots.
+    #[test]
+    fn only_one_boots_kernel_log_is_a_run() {
+        let path = Path::new("/x/board.log");
+        let err = |text: &[u8]| load_log(text, path).unwrap_err().to_string();
+        assert_eq!(err(b""), "/x/board.log: the file is empty: neither a run.json nor a kernel log");
+        assert_eq!(err(b" \n\n"), "/x/board.log: the file is empty: neither a run.json nor a kernel log");
+        let junk: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        assert!(err(&junk).contains("neither a run.json nor a kernel log: none of its "), "{}", err(&junk));
+        assert!(
+            err(b"a shopping list\nmilk\n")
+                .ends_with("none of its 2 line(s) starts with a printk time (`[    1.234567]`)")
+        );
+        let boot = "[    0.000000] Linux version 6.1.0-56-amd64 (gcc)\n\
+                    [    0.100000] calling  a+0x0/0x10 @ 1\n\
+                    [    0.100900] initcall a+0x0/0x10 returned 0 after 876 usecs\n";
+        let one = load_log(boot.as_bytes(), path).unwrap();
+        assert_eq!(one.variants[0].repetitions[0].initcalls.len(), 1);
+        let twice = format!("{boot}[    9.000000] reboot: Restarting system\n{boot}");
+        assert_eq!(
+            err(twice.as_bytes()),
+            "/x/board.log: holds 2 kernel boots (a second `Linux version` on line 5; the machine rebooted): chart one boot per log"
+        );
     }
 
     #[test]

@@ -39,14 +39,22 @@ pub fn load(path: &Path) -> Result<Run> {
     }
     let data = fsutil::map_file(path)?;
     let first = data.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') { parse_run_json(&data, path) } else { Ok(dmesg::run_from_log(&data, path)) }
+    if first == Some(&b'{') { parse_run_json(&data, path) } else { dmesg::load_log(&data, path) }
 }
 
-/// A `run.json`'s contents.
+/// A `run.json`'s contents. Read in passes over the bytes, none of them
+/// building the whole document as a tree (a run of 100,000 modules would
+/// take several times its size): its format, its times' range, then the
+/// run itself (through a tree only for format 1, which is moved about).
 pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
     let bad = |e: serde_json::Error| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}"));
-    let mut value: serde_json::Value = serde_json::from_slice(data).map_err(bad)?;
-    let format = value.get("format").and_then(|f| f.as_u64()).unwrap_or(0);
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(default)]
+        format: Option<serde_json::Value>,
+    }
+    let head: Head = serde_json::from_slice(data).map_err(bad)?;
+    let format = head.format.and_then(|f| f.as_u64()).unwrap_or(0);
     if format > FORMAT_VERSION as u64 {
         return Err(Error::file(
             Kind::Format,
@@ -54,13 +62,104 @@ pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
             format!("run.json format {format} is newer than this bootlink reads ({FORMAT_VERSION})"),
         ));
     }
-    if format < 2 {
+    {
+        use serde::de::DeserializeSeed;
+        let mut at = Vec::new();
+        let mut de = serde_json::Deserializer::from_slice(data);
+        TimesInRange { at: &mut at, time: false }.deserialize(&mut de).map_err(bad)?;
+    }
+    let mut run: Run = if format < 2 {
+        let mut value: serde_json::Value = serde_json::from_slice(data).map_err(bad)?;
         processes_to_repetitions(&mut value);
         workloads_of_format_1(&mut value);
-    }
-    let mut run: Run = serde_json::from_value(value).map_err(bad)?;
+        serde_json::from_value(value).map_err(bad)?
+    } else {
+        serde_json::from_slice(data).map_err(bad)?
+    };
     run.format = FORMAT_VERSION;
     Ok(run)
+}
+
+/// The largest time (µs) a run.json may give: 10^12 µs, 11.6 days, far
+/// past any boot. The charts' scales and ticks step through times; past it
+/// a step can be smaller than a time's precision, and a value like 1e300
+/// would be drawn from nothing anyway.
+pub const MAX_TIME_US: f64 = 1e12;
+
+/// A pass over a JSON document that keeps nothing: every number of a
+/// field named `*_us` within ±[`MAX_TIME_US`], else an error naming where
+/// (`at`: the fields and indexes walked to here).
+struct TimesInRange<'a> {
+    at: &'a mut Vec<String>,
+    /// The value is a `*_us` field's.
+    time: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TimesInRange<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl TimesInRange<'_> {
+    fn number<E: serde::de::Error>(self, t: f64) -> std::result::Result<(), E> {
+        if self.time && t.abs() > MAX_TIME_US {
+            return Err(E::custom(format!(
+                "{} is {t:e} µs, past any boot's times (at most 1e12 µs, 11.6 days)",
+                self.at.concat().trim_start_matches('.')
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TimesInRange<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<(), E> {
+        self.number(v as f64)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<(), E> {
+        self.number(v as f64)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<(), E> {
+        self.number(v)
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            self.at.push(format!("[{i}]"));
+            let more = seq.next_element_seed(TimesInRange { at: self.at, time: false })?;
+            self.at.pop();
+            if more.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            self.at.push(format!(".{key}"));
+            map.next_value_seed(TimesInRange { at: self.at, time: key.ends_with("_us") })?;
+            self.at.pop();
+        }
+        Ok(())
+    }
 }
 
 /// Runs written before every boot recorded its processes kept those of

@@ -34,6 +34,38 @@ impl Med {
     }
 }
 
+/// Each value once, in the order first met (a set beside the list: one
+/// look-up per value, where `contains` on the list is quadratic).
+pub(crate) fn distinct<T: Eq + std::hash::Hash + Clone>(values: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut seen = std::collections::HashSet::new();
+    values.into_iter().filter(|v| seen.insert(v.clone())).collect()
+}
+
+/// `items` grouped by `key` in one pass: the keys of `first` that occur,
+/// in that order, then the others in the order met, each with its items in
+/// their order. (A scan of the items per key is quadratic when a run's
+/// file gives every item a key of its own.)
+pub(crate) fn grouped<'a, T>(
+    items: &'a [T],
+    key: impl Fn(&'a T) -> &'a str,
+    first: &[&str],
+) -> Vec<(&'a str, Vec<&'a T>)> {
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    let mut groups: Vec<(&'a str, Vec<&'a T>)> = Vec::new();
+    for it in items {
+        let k = key(it);
+        let i = *at.entry(k).or_insert_with(|| {
+            groups.push((k, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(it);
+    }
+    let rank = |k: &str| first.iter().position(|f| *f == k).unwrap_or(first.len());
+    // Stable: the others keep the order met.
+    groups.sort_by_key(|(k, _)| rank(k));
+    groups
+}
+
 /// One variant of one run.
 pub struct Series<'a> {
     pub label: String,
@@ -271,13 +303,14 @@ pub(crate) fn module_means(s: &Series, phases: &[String]) -> Vec<ModuleMean> {
 
 /// Modules that failed to load in some repetition: (name, status).
 pub(crate) fn failed_modules(s: &Series) -> Vec<(String, i32)> {
-    let mut out: Vec<(String, i32)> = Vec::new();
-    for m in s.variant.repetitions.iter().flat_map(|r| &r.modules).filter(|m| m.status != 0) {
-        if !out.iter().any(|(n, _)| n == &m.name) {
-            out.push((m.name.clone(), m.status));
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    s.variant
+        .repetitions
+        .iter()
+        .flat_map(|r| &r.modules)
+        .filter(|m| m.status != 0 && seen.insert(m.name.as_str()))
+        .map(|m| (m.name.clone(), m.status))
+        .collect()
 }
 
 /// The repetition a timeline shows: the median by module-set time (or by
@@ -382,7 +415,8 @@ pub fn summary(runs: &[Run]) -> Summary {
     }
     let lookups = |r: &Repetition| {
         let v: Vec<u64> = loaded(r).filter_map(|m| m.lookups).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64)
+        // (In f64: a run's file may give counts that overflow a u64 sum.)
+        (!v.is_empty()).then(|| v.iter().map(|&n| n as f64).sum::<f64>())
     };
     if series.iter().any(|s| s.variant.repetitions.iter().any(|r| lookups(r).is_some())) {
         rows.push(row("symbol lookups", "count", &series, lookups));
@@ -404,24 +438,22 @@ pub fn summary(runs: &[Run]) -> Summary {
     // Per module, in the baseline's order (longest first), then modules
     // only the other series loaded.
     let means: Vec<Vec<ModuleMean>> = series.iter().map(|s| module_means(s, &phases)).collect();
-    let mut names: Vec<String> = Vec::new();
-    for m in means.iter().flatten() {
-        if !names.contains(&m.name) {
-            names.push(m.name.clone());
-        }
-    }
+    // Each series' means by name: one look-up per module and series.
+    let by_name: Vec<HashMap<&str, &ModuleMean>> =
+        means.iter().map(|ms| ms.iter().map(|m| (m.name.as_str(), m)).collect()).collect();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let names: Vec<&str> = means.iter().flatten().map(|m| m.name.as_str()).filter(|n| seen.insert(*n)).collect();
     let modules = names
         .into_iter()
         .map(|name| {
-            let values: Vec<Option<Stat>> =
-                means.iter().map(|ms| ms.iter().find(|m| m.name == name).map(|m| m.total)).collect();
+            let values: Vec<Option<Stat>> = by_name.iter().map(|ms| ms.get(name).map(|m| m.total)).collect();
             let base = values[0];
             let gain_pct = values
                 .iter()
                 .enumerate()
                 .map(|(i, v)| if i == 0 { None } else { base.zip(*v).and_then(|(b, v)| gain_pct(b.mean, v.mean)) })
                 .collect();
-            ModuleRow { module: name, values, gain_pct }
+            ModuleRow { module: name.to_string(), values, gain_pct }
         })
         .collect();
 

@@ -9,7 +9,8 @@
 //! `<cache>/systems/<suite>-<key>`.
 //!
 //! mmdebstrap runs in its root mode (chroot, with /proc, /sys and /dev
-//! mounted for the hooks), so building the image needs root; making the
+//! mounted for the hooks, in a mount namespace of its own), so building the
+//! image needs root; making the
 //! disk from the directory does not.
 
 use std::path::{Path, PathBuf};
@@ -177,20 +178,46 @@ pub fn key(kernel_package: &str, kernel_version: &str) -> String {
 pub fn with_package(p: &Package) -> Result<Image> {
     let key = key(&p.package, &p.version);
     let dir = cache_root().join(format!("{SUITE}-{key}"));
-    let record = dir.join("image.json");
-    if let Ok(text) = std::fs::read_to_string(&record) {
-        let mut img: Image =
-            serde_json::from_str(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
-        if img.disk.is_file() && img.vmlinuz.is_file() && img.initrd.is_file() {
-            img.cached = true;
-            img.line = p.line.clone();
-            img.kernel = p.kernel.clone();
-            img.cmdline = p.cmdline.clone();
-            img.steps = p.steps.clone();
-            return Ok(img);
+    if let Some(img) = cached(&dir, p) {
+        return Ok(img);
+    }
+    // One process at a time builds an image: the one that waited finds it
+    // made. Holding the lock, what a build stopped half-way left (its work
+    // directory: a killed bootlink removes nothing) is removed.
+    let parent = cache_root();
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+    let lock_path = parent.join(format!(".{SUITE}-{key}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    if let Some(img) = cached(&dir, p) {
+        return Ok(img);
+    }
+    let work_prefix = format!(".{SUITE}-{key}-");
+    for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&work_prefix) && e.path().is_dir() {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
     build(&dir, &key, p)
+}
+
+/// The image in `dir` when it is whole (sealed: bootlink::cache; a damaged
+/// one is built again), given `p`'s kernel and command line.
+fn cached(dir: &Path, p: &Package) -> Option<Image> {
+    if !bootlink::cache::intact(dir, "the system image") {
+        return None;
+    }
+    let text = fsutil::read_input(&dir.join("image.json"), 1 << 20).ok()?;
+    let mut img = serde_json::from_slice::<Image>(&text).ok()?;
+    if !(img.disk.is_file() && img.vmlinuz.is_file() && img.initrd.is_file()) {
+        return None;
+    }
+    img.cached = true;
+    img.line = p.line.clone();
+    img.kernel = p.kernel.clone();
+    img.cmdline = p.cmdline.clone();
+    img.steps = p.steps.clone();
+    Some(img)
 }
 
 fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
@@ -213,7 +240,6 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
         }
     }
     let parent = cache_root();
-    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let work = TempDir::new_in(&parent, &format!(".{SUITE}-{key}"))?;
     let stage = work.path().join("stage");
     write_stage(&stage, deb)?;
@@ -221,7 +247,14 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
 
     bootlink::progress::status(&format!("mmdebstrap {SUITE} with {} (a few minutes)", f.package));
     let t0 = Instant::now();
-    let mut c = Command::new("mmdebstrap");
+    // In a mount namespace of its own: the /proc, /sys and /dev mmdebstrap
+    // mounts in the root vanish with it, also when it is stopped half-way
+    // (they stayed mounted on the host, under the work directory, when a
+    // killed bootlink left mmdebstrap to be stopped by hand); and stopped
+    // with bootlink (SIGTERM: mmdebstrap cleans up and exits).
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "mmdebstrap"]);
+    hosttool::stop_with_caller(&mut c);
     c.arg("--variant=minbase")
         .arg("--mode=root")
         .arg(format!("--include={}", PACKAGES.join(",")))
@@ -299,10 +332,13 @@ fn build(dir: &Path, key: &str, f: &Package) -> Result<Image> {
     };
     let json = serde_json::to_string_pretty(&img).expect("serializable");
     fsutil::write_atomic(&out.join("image.json"), json.as_bytes())?;
-    // The whole directory appears at once; an older one of the same key
-    // (incomplete, or the files gone) is replaced.
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&out, dir).map_err(|e| Error::io(dir, e))?;
+    // Sealed: the disk (booted with snapshot=on, never written) by size and
+    // time, the rest by content. The whole directory appears at once; an
+    // older one of the same key (incomplete, damaged) is replaced.
+    bootlink::cache::seal_tree(&out, |rel| {
+        Some(if rel == Path::new("disk.img") { bootlink::cache::Check::Stat } else { bootlink::cache::Check::Content })
+    })?;
+    bootlink::cache::install(&out, dir)?;
     Ok(img)
 }
 

@@ -150,12 +150,13 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
     let key = package_key(kernel, line, &build.key, &f.version);
     let dir = fsutil::cache_dir().join("systems/packages").join(format!("{}-{key}", kernel.name()));
     let record = dir.join("package.json");
-    if let Ok(text) = std::fs::read_to_string(&record) {
-        let p: Package =
-            serde_json::from_str(&text).map_err(|e| Error::file(Kind::Format, &record, e.to_string()).because(e))?;
-        if p.deb.is_file() {
-            return Ok(p);
-        }
+    // Used only as sealed (bootlink::cache): a damaged package is made again.
+    if bootlink::cache::intact(&dir, "the patched kernel package")
+        && let Ok(text) = fsutil::read_input(&record, 1 << 20)
+        && let Ok(p) = serde_json::from_slice::<Package>(&text)
+        && p.deb.is_file()
+    {
+        return Ok(p);
     }
     // apply remakes the bzImage from the build's object tree, which must
     // hold this build: another build of the line (the lab's kernel, with
@@ -330,8 +331,8 @@ fn make(
     };
     let json = serde_json::to_string_pretty(&p).expect("serializable");
     fsutil::write_atomic(&out.join("package.json"), json.as_bytes())?;
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&out, dir).map_err(|e| Error::io(dir, e))?;
+    bootlink::cache::seal_tree(&out, |_| Some(bootlink::cache::Check::Content))?;
+    bootlink::cache::install(&out, dir)?;
     Ok(p)
 }
 

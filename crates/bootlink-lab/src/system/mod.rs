@@ -332,6 +332,13 @@ impl bootlink::report::Report for Report {
             b.modules.len() - initrd,
             b.failed_loads.len()
         ));
+        if !b.after_trace.is_empty() {
+            s.push_str(&format!(
+                "          {} loaded after the trace stopped (not timed): {}\n",
+                b.after_trace.len(),
+                b.after_trace.join(" ")
+            ));
+        }
         if self.traced {
             s.push_str(&format!(
                 "module loading: {} of the boot's {} to multi-user.target had a load under way: {}\n\

@@ -143,6 +143,12 @@ pub struct Boot {
     /// The kernel's built-in initcalls (a traced boot has initcall_debug).
     #[serde(default)]
     pub initcalls: Initcalls,
+    /// Modules in /proc/modules loaded after the trace was stopped (their
+    /// init's `calling` line in the kernel's log is later than the trace's
+    /// last event): not in the trace, and not a problem (the report service
+    /// stops the trace first, and udev may still be loading then).
+    #[serde(default)]
+    pub after_trace: Vec<String>,
     /// What is missing or inconsistent; empty for a good record.
     pub problems: Vec<String>,
 }
@@ -267,6 +273,23 @@ fn trace_line(line: &str) -> Option<Line<'_>> {
     let (task, rest) = rest.split_once('|')?;
     let (_, func) = rest.split_once('|')?;
     Some(Line { time: time.trim(), cpu: cpu.trim(), task: task.trim(), func: func.trim() })
+}
+
+/// When each module's init was called (seconds, the kernel's clock), from
+/// initcall_debug's `[ t] calling  fn+0x0/0x.. [module] @ pid` lines.
+fn module_inits(dmesg: &str) -> HashMap<&str, f64> {
+    let mut at = HashMap::new();
+    for l in dmesg.lines() {
+        let Some((stamp, rest)) = l.trim_start().strip_prefix('[').and_then(|r| r.split_once(']')) else { continue };
+        let Some(call) = rest.trim_start().strip_prefix("calling ") else { continue };
+        let Some(module) = call.split_once(" [").and_then(|(_, r)| r.split_once(']')).map(|(m, _)| m) else {
+            continue;
+        };
+        if let Ok(t) = stamp.trim().parse::<f64>() {
+            at.entry(module).or_insert(t);
+        }
+    }
+    at
 }
 
 /// The trace with the lab's marker before each load (see the module's
@@ -519,7 +542,15 @@ pub fn boot(log: &str, traced: bool) -> Boot {
     if b.modules.is_empty() {
         b.problems.push("/proc/modules lists no module".into());
     }
-    let untraced: Vec<&str> = b.modules.iter().filter(|m| m.load_us.is_none()).map(|m| m.name.as_str()).collect();
+    let trace_end = trace.lines().rev().filter_map(trace_line).find_map(|l| l.time.parse::<f64>().ok());
+    let inits = module_inits(&dmesg);
+    let mut untraced: Vec<&str> = Vec::new();
+    for m in b.modules.iter().filter(|m| m.load_us.is_none()) {
+        match (trace_end, inits.get(m.name.as_str())) {
+            (Some(end), Some(&at)) if at > end => b.after_trace.push(m.name.clone()),
+            _ => untraced.push(&m.name),
+        }
+    }
     if traced && !untraced.is_empty() {
         b.problems.push(format!("{} module(s) without a load in the trace: {}", untraced.len(), untraced.join(" ")));
     }
@@ -610,6 +641,24 @@ mod tests {
         assert!((l[0].1.total_us - 8100.0).abs() < 1.0, "{:?}", l[0].1);
         assert!(l[0].1.phases.iter().any(|p| p.name == "signature" && (p.duration_us - 3000.0).abs() < 1.0));
         assert_eq!(l[1].1.name, FAILED);
+    }
+
+    /// A module whose init was called after the trace's last event was
+    /// loaded once the trace had stopped: listed apart, not a problem; one
+    /// whose init ran inside the trace but has no load there is a problem.
+    #[test]
+    fn a_load_after_the_trace_stopped_is_not_a_missing_one() {
+        let section =
+            |tag: &str, body: &str| format!("=== BOOTLINK BEGIN {tag} ===\n{body}=== BOOTLINK END {tag} ===\n");
+        let modules = "e1000e 1 0 - Live 0x0\nsnd_late 1 0 - Live 0x0\nlost 1 0 - Live 0x0\n";
+        let dmesg = "[    3.107150] calling  e1000_init_module+0x0/0x1000 [e1000e] @ 130\n\
+                     [    3.150000] calling  lost_init+0x0/0x10 [lost] @ 132\n\
+                     [    3.900000] calling  late_init+0x0/0x10 [snd_late] @ 140\n";
+        let log = [section("modules", modules), section("dmesg", dmesg), section("trace", TRACE)].concat();
+        let b = boot(&log, true);
+        assert_eq!(b.after_trace, ["snd_late"]);
+        assert!(b.problems.iter().any(|p| p == "1 module(s) without a load in the trace: lost"), "{:?}", b.problems);
+        assert_eq!(module_inits(dmesg).get("snd_late"), Some(&3.9));
     }
 
     #[test]

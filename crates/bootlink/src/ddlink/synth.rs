@@ -325,6 +325,7 @@ fn build_case(spec: &SynthSpec, out_dir: Option<&Path>) -> Result<SynthCase> {
     debug_assert_eq!(manifest.symbols, spec.symbols);
     let json = serde_json::to_vec_pretty(&manifest).expect("serializable");
     fsutil::write_atomic_nosync(&out.join(MANIFEST), &json)?;
+    crate::cache::seal_tree(&out, |_| Some(crate::cache::Check::Content))?;
 
     // Into place: an older case there (another key, another generator, or
     // an empty directory) is moved into the stage first and goes with it.
@@ -344,8 +345,14 @@ fn build_case(spec: &SynthSpec, out_dir: Option<&Path>) -> Result<SynthCase> {
 }
 
 /// The complete case in `dir` for `key`, if there is one.
+/// Used only while every file matches the seal written with it
+/// ([`crate::cache`]): a damaged case is made again.
 fn read_manifest(dir: &Path, key: &str) -> Option<Manifest> {
-    let m: Manifest = serde_json::from_slice(&std::fs::read(dir.join(MANIFEST)).ok()?).ok()?;
+    if !crate::cache::intact(dir, "the DDLink synthetic case") {
+        return None;
+    }
+    let m: Manifest =
+        serde_json::from_slice(&fsutil::read_input(&dir.join(MANIFEST), fsutil::MAX_BINARY).ok()?).ok()?;
     let complete = m.generator == GENERATOR_VERSION
         && m.key == key
         && dir.join(&m.program).is_file()

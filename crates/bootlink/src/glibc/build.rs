@@ -258,6 +258,10 @@ pub(crate) fn last_lines(tail: &[String]) -> Vec<String> {
 
 /// Remove a directory tree if it is there.
 pub(crate) fn remove_tree(dir: &Path) -> Result<()> {
+    // (A file or a link in the directory's place goes too.)
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return std::fs::remove_file(dir).map_err(|e| Error::io(dir, e));
+    }
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -123,10 +123,23 @@ pub(crate) fn cache_key(version: &str, dsc: &[u8], series: &Series) -> String {
     h.finish()
 }
 
-/// The complete build in `keydir`, if there is one.
+/// The complete build in `keydir`, if there is one: its `done.json` and
+/// installed prefix as sealed ([`crate::cache`]) when it was finished; a
+/// damaged one is built again.
 fn done(keydir: &Path, key: &str) -> Option<Report> {
-    let b: Report = serde_json::from_slice(&std::fs::read(keydir.join(DONE)).ok()?).ok()?;
+    if !crate::cache::intact(keydir, "the glibc build") {
+        return None;
+    }
+    let b: Report = serde_json::from_slice(&fsutil::read_input(&keydir.join(DONE), 1 << 20).ok()?).ok()?;
     (b.key == key && b.ld_so.is_file() && b.libdir.join("libc.so.6").is_file()).then_some(b)
+}
+
+/// What a finished build's seal covers: its record and the installed
+/// prefix but `etc/` (the patched loader's own files, such as its default
+/// DDLink cache, are written there later).
+fn sealed_part(rel: &Path) -> Option<crate::cache::Check> {
+    (rel == Path::new(DONE) || (rel.starts_with("prefix") && !rel.starts_with("prefix/etc")))
+        .then_some(crate::cache::Check::Content)
 }
 
 /// Build (or find in the cache) Debian's glibc with the series.
@@ -216,6 +229,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     // them again quickly.
     build::remove_tree(&builddir)?;
     build::remove_tree(&src)?;
+    crate::cache::seal_tree(&keydir, sealed_part)?;
     Ok(Report { seconds: t0.elapsed().as_secs_f64(), ..built })
 }
 
@@ -223,6 +237,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
 /// longer holds, a prefix, temporaries, the build directory. The unpacked
 /// and patched source stays if it was complete (it depends only on the key).
 fn start_over(keydir: &Path) -> Result<()> {
+    let _ = std::fs::remove_file(keydir.join(crate::cache::SEAL));
     let _ = std::fs::remove_file(keydir.join(DONE));
     build::remove_tree(&keydir.join("prefix"))?;
     build::remove_tree(&keydir.join("build"))?;

@@ -800,6 +800,8 @@ fn install_into_cache(
     };
     let json = serde_json::to_vec_pretty(&built).expect("serializable");
     fsutil::write_atomic(&stage.path().join("build.json"), &json)?;
+    let root = stage.path().to_path_buf();
+    crate::cache::seal_tree(&root, |rel| sealed_check(&root, rel))?;
     if out.exists() {
         std::fs::remove_dir_all(out).map_err(|e| Error::io(out, e))?;
     }
@@ -873,9 +875,30 @@ fn prune_objects(kbuild: &Path, current: &Path, prefix: String, keep: usize) {
     }
 }
 
-/// A complete earlier build in `out`, if there is one.
+/// How a build's files in the cache are checked on every use
+/// ([`crate::cache`]): by content up to 64 MiB (the record, System.map,
+/// Module.symvers, the config, the signing key, a lab kernel's images); by
+/// size and modification time above (a Debian config's vmlinux with its
+/// debug info) and for the module tree (thousands of files, each read as an
+/// input and checked as one anyway). depmod's indexes (`modules.dep` and
+/// the like) are left out: depmod writes them again.
+fn sealed_check(root: &Path, rel: &Path) -> Option<crate::cache::Check> {
+    let name = rel.file_name()?.to_string_lossy();
+    let in_modules = rel.starts_with("lib");
+    if in_modules && name.starts_with("modules.") {
+        return None;
+    }
+    let big = std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.len() > 64 << 20);
+    Some(if in_modules || big { crate::cache::Check::Stat } else { crate::cache::Check::Content })
+}
+
+/// A complete earlier build in `out`, if there is one and it is whole: a
+/// damaged one is built again.
 fn cached(out: &Path) -> Option<Report> {
-    let text = std::fs::read(out.join("build.json")).ok()?;
+    if !crate::cache::intact(out, "the kernel build") {
+        return None;
+    }
+    let text = fsutil::read_input(&out.join("build.json"), 1 << 20).ok()?;
     let b: Report = serde_json::from_slice(&text).ok()?;
     (b.vmlinux.is_file() && b.modules.as_ref().is_none_or(|m| m.is_dir())).then_some(b)
 }

@@ -105,19 +105,25 @@ fn build_both() -> Result<PythonBuild> {
             from_cache,
         })
     };
-    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+    // Used only as sealed (crate::cache); a damaged build is made again.
+    const WHAT: &str = "the CPython builds";
+    if crate::cache::check(&dir).is_ok() {
         return result(true);
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let _lock = super::synth::lock(&dir)?;
-    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+    if crate::cache::intact(&dir, WHAT) {
         return result(true);
     }
-    // Whatever a killed run left is rebuilt from the start.
-    for sub in ["src", "plain", "traced", "root"] {
+    // Whatever a killed run or damage left is rebuilt from the start.
+    let _ = std::fs::remove_file(dir.join(crate::cache::SEAL));
+    let _ = std::fs::remove_file(&done);
+    for sub in ["src", "plain", "traced", "root", "link.json"] {
         let d = dir.join(sub);
-        if d.exists() {
-            std::fs::remove_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        match std::fs::symlink_metadata(&d) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&d).map_err(|e| Error::io(&d, e))?,
+            Ok(_) => std::fs::remove_file(&d).map_err(|e| Error::io(&d, e))?,
+            Err(_) => {}
         }
     }
     let src = dir.join("src");
@@ -150,7 +156,21 @@ fn build_both() -> Result<PythonBuild> {
     make(&traced, &["EXTRA_CFLAGS=-finstrument-functions", &libc])?;
     layout(&src, &plain.join("python"), &dir.join("root"))?;
     fsutil::write_atomic(&dir.join("link.json"), &serde_json::to_vec(&link).unwrap_or_default())?;
-    fsutil::write_atomic(&done, key.as_bytes())?;
+    // The programs, their link and the layout by content; the build trees
+    // (thousands of objects, linked again in a new order) by size and time;
+    // the source (read only while building) and the reordering's own
+    // work (`order/`) not at all.
+    crate::cache::seal_tree(&dir, |rel| {
+        let top = rel.iter().next().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+        match top.as_str() {
+            "src" | "order" | "done" => None,
+            "plain" | "traced" if rel.iter().count() == 2 && rel.ends_with("python") => {
+                Some(crate::cache::Check::Content)
+            }
+            "plain" | "traced" => Some(crate::cache::Check::Stat),
+            _ => Some(crate::cache::Check::Content),
+        }
+    })?;
     result(false)
 }
 

@@ -163,15 +163,30 @@ fn build_case(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
         traced: dir.join("synth-order-traced"),
         from_cache,
     };
-    let done = dir.join("done");
-    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+    // Sealed when complete (crate::cache); used only while every file
+    // matches its seal, else made again.
+    const WHAT: &str = "the reordering test program";
+    if crate::cache::check(&dir).is_ok() {
         return Ok(case(true));
     }
     // One builder at a time (another process may be building this key).
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let _lock = lock(&dir)?;
-    if std::fs::read_to_string(&done).is_ok_and(|k| k == key) {
+    if crate::cache::intact(&dir, WHAT) {
         return Ok(case(true));
+    }
+    let _ = std::fs::remove_file(dir.join(crate::cache::SEAL));
+    if out.is_none() {
+        // In the cache, whatever a killed build or damage left is made
+        // again from nothing (a directory of the caller's is only written).
+        let c = case(false);
+        for p in ["src", "plain", "traced"].map(|sub| dir.join(sub)).iter().chain([&c.program, &c.traced]) {
+            match std::fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(p).map_err(|e| Error::io(p, e))?,
+                Ok(_) => std::fs::remove_file(p).map_err(|e| Error::io(p, e))?,
+                Err(_) => {}
+            }
+        }
     }
     for sub in ["src", "plain", "traced"] {
         let d = dir.join(sub);
@@ -192,7 +207,19 @@ fn build_case(spec: &SynthSpec, out: Option<&Path>) -> Result<SynthCase> {
     link(&c.objects, &[], &c.program, &dir)?;
     let traced: Vec<PathBuf> = srcs.iter().map(|(n, _)| dir.join("traced").join(n.replace(".c", ".o"))).collect();
     link(&traced, &[runtime.into_os_string()], &c.traced, &dir)?;
-    fsutil::write_atomic(&done, key.as_bytes())?;
+    let _ = std::fs::remove_file(dir.join("done"));
+    // The case's files: its sources, both builds' objects, both programs.
+    let files: Vec<PathBuf> = srcs
+        .iter()
+        .flat_map(|(n, _)| {
+            let o = n.replace(".c", ".o");
+            [Path::new("src").join(n), Path::new("plain").join(&o), Path::new("traced").join(&o)]
+        })
+        .chain(["synth-order", "synth-order-traced"].map(PathBuf::from))
+        .collect();
+    let files: Vec<(PathBuf, crate::cache::Check)> =
+        files.into_iter().map(|f| (f, crate::cache::Check::Content)).collect();
+    crate::cache::seal(&dir, &files)?;
     Ok(c)
 }
 

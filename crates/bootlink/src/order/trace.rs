@@ -58,6 +58,8 @@ impl Trace {
         let cut_at = (!text.ends_with('\n')).then(|| text.lines().count());
         let mut t = Trace { objects: Vec::new(), calls: Vec::new(), total_calls: 0, overflow: false };
         let mut ended = false;
+        // The line of the program's `object ... -`.
+        let mut program_line: Option<usize> = None;
         for (i, line) in lines {
             let n = i + 1;
             if ended {
@@ -78,7 +80,20 @@ impl Trace {
             let mut w = line.splitn(3, ' ');
             match (w.next(), w.next(), w.next()) {
                 (Some("object"), Some(bias), Some(path)) => {
-                    t.objects.push(TraceObject { bias: number(bias, 16)?, path: path.to_string() })
+                    let bias = number(bias, 16)?;
+                    // bl-trace names the program `-` (the loader gives it
+                    // no name) and writes one trace per process: a second
+                    // `-` is another program's trace run into this one.
+                    if path == "-" {
+                        if let Some(first) = program_line {
+                            return Err(corrupt(format!(
+                                "line {n}: a second program (object `-`, the first on line {first}): \
+                                 a trace is of one program (two traces run together?)"
+                            )));
+                        }
+                        program_line = Some(n);
+                    }
+                    t.objects.push(TraceObject { bias, path: path.to_string() })
                 }
                 (Some("fn"), Some(a), None) => t.calls.push((number(a, 16)?, n)),
                 (Some("overflow"), None, None) => t.overflow = true,
@@ -142,6 +157,19 @@ mod tests {
         assert!(Trace::parse(&GOOD.replace("fn 555555555150", "fn zz")).unwrap_err().msg.contains("line 5"));
         assert!(Trace::parse("hello").unwrap_err().msg.contains("not a bl-trace"));
         assert!(Trace::parse(&format!("{GOOD}fn 1\n")).unwrap_err().msg.contains("after the `end`"));
+    }
+
+    /// Two programs in one trace (a second `object ... -`: two traces run
+    /// together, or edited) are refused, naming both lines: the addresses
+    /// could belong to either.
+    #[test]
+    fn a_trace_of_two_programs_is_refused() {
+        let two = GOOD.replace("fn 555555555139", "object 7ffff7fc0000 -\nfn 555555555139");
+        let e = Trace::parse(&two).unwrap_err().msg;
+        assert_eq!(
+            e,
+            "line 4: a second program (object `-`, the first on line 2): a trace is of one program (two traces run together?)"
+        );
     }
 
     /// A trace cut anywhere before its `end` line says it is truncated,

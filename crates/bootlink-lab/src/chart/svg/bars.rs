@@ -8,14 +8,13 @@ use super::*;
 /// The per-module stacked phase bars: one bar per loaded module (per
 /// series), longest first, phases stacked in kernel order.
 pub fn module_bars(series: &[(String, Vec<ModuleMean>)], phases: &[String], reps_note: &str) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for (_, ms) in series {
-        for m in ms {
-            if !names.contains(&m.name.as_str()) {
-                names.push(&m.name);
-            }
-        }
-    }
+    // Each series' means by name, and the names in first-seen order: one
+    // look-up per module and series.
+    let by_name: Vec<(&str, std::collections::HashMap<&str, &ModuleMean>)> =
+        series.iter().map(|(l, ms)| (l.as_str(), ms.iter().map(|m| (m.name.as_str(), m)).collect())).collect();
+    let mut seen = std::collections::HashSet::new();
+    let names: Vec<&str> =
+        series.iter().flat_map(|(_, ms)| ms).map(|m| m.name.as_str()).filter(|n| seen.insert(*n)).collect();
     let multi = series.len() > 1;
     let name_w = names.iter().map(|n| text_width(n, 12.0)).fold(40.0, f64::max).min(240.0) + 14.0;
     let series_w =
@@ -39,7 +38,7 @@ pub fn module_bars(series: &[(String, Vec<ModuleMean>)], phases: &[String], reps
     let mut yy = body0 + 2.0;
     for (k, name) in names.iter().enumerate() {
         let rows: Vec<(&str, &ModuleMean)> =
-            series.iter().filter_map(|(l, ms)| ms.iter().find(|m| m.name == *name).map(|m| (l.as_str(), m))).collect();
+            by_name.iter().filter_map(|(l, ms)| ms.get(name).map(|m| (*l, *m))).collect();
         let gh = rows.len() as f64 * row_h + if multi { 6.0 } else { 0.0 };
         if k % 2 == 1 {
             let _ = write!(

@@ -333,16 +333,26 @@ fn panel(
 const LANE_CLASS: &str = "tl-bar tl-lane";
 
 /// The lane of each module of a repetition loaded by parallel workers, and
-/// the lane labels: one per worker 0..=max, then "no worker" for loads
-/// without one (if any). None when no module carries a worker.
+/// the lane labels: one per worker 0..=max (a worker that loaded nothing
+/// keeps its empty row), then "no worker" for loads without one (if any).
+/// None when no module carries a worker. Worker numbers come from the
+/// run's file: past one row per module, only the workers that loaded a
+/// module get a row (in order), so the rows stay within the modules'.
 pub(crate) fn worker_lanes(modules: &[ModuleLoad]) -> Option<(Vec<usize>, Vec<String>)> {
     let max = modules.iter().filter_map(|m| m.worker).max()?;
-    let n = max as usize + 1;
-    let mut labels: Vec<String> = (0..n).map(|w| format!("worker {w}")).collect();
+    let workers: Vec<u32> = if (max as usize) < modules.len() {
+        (0..=max).collect()
+    } else {
+        let set: std::collections::BTreeSet<u32> = modules.iter().filter_map(|m| m.worker).collect();
+        set.into_iter().collect()
+    };
+    let row: std::collections::HashMap<u32, usize> = workers.iter().enumerate().map(|(k, &w)| (w, k)).collect();
+    let n = workers.len();
+    let mut labels: Vec<String> = workers.iter().map(|w| format!("worker {w}")).collect();
     if modules.iter().any(|m| m.worker.is_none()) {
         labels.push("no worker".into());
     }
-    let lanes = modules.iter().map(|m| m.worker.map(|w| w as usize).unwrap_or(n)).collect();
+    let lanes = modules.iter().map(|m| m.worker.map_or(n, |w| row[&w])).collect();
     Some((lanes, labels))
 }
 
@@ -383,6 +393,11 @@ fn worker_panel(
     let body0 = y + 6.0;
     let row_h = 20.0;
     let (mut inner, mut under) = (String::new(), String::new());
+    // Each lane's modules, by start: one pass, not one per lane.
+    let mut by_lane: Vec<Vec<usize>> = vec![Vec::new(); labels.len()];
+    for (i, &l) in lanes.iter().enumerate() {
+        by_lane[l].push(i);
+    }
     for (k, label) in labels.iter().enumerate() {
         let ry = body0 + 4.0 + k as f64 * row_h;
         if k % 2 == 1 {
@@ -395,9 +410,9 @@ fn worker_panel(
             ry + 14.0,
             esc(label)
         );
-        let mut idx: Vec<usize> = (0..modules.len()).filter(|&i| lanes[i] == k).collect();
+        let idx = &mut by_lane[k];
         idx.sort_by(|&i, &j| modules[i].start_us.total_cmp(&modules[j].start_us));
-        for i in idx {
+        for &i in idx.iter() {
             draw_bar(&mut inner, s, &Bar::Module(&modules[i]), ry + 2.5, row_h - 5.0, LANE_CLASS);
         }
     }

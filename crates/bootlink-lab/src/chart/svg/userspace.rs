@@ -45,18 +45,16 @@ pub(crate) trait StartBar: std::ops::Deref<Target = Start> {
 
 /// The modes with starts, [`USER_MODES`] first.
 pub(crate) fn modes<S: StartBar>(starts: &[S]) -> Vec<&str> {
-    let mut out: Vec<&str> = USER_MODES.iter().copied().filter(|m| starts.iter().any(|s| s.mode == *m)).collect();
-    for s in starts {
-        if !out.contains(&s.mode.as_str()) {
-            out.push(&s.mode);
-        }
-    }
-    out
+    by_mode(starts).into_iter().map(|(m, _)| m).collect()
+}
+
+/// Each mode's starts, the modes in [`modes`]' order (one pass).
+pub(crate) fn by_mode<S: StartBar>(starts: &[S]) -> Vec<(&str, Vec<&S>)> {
+    crate::run::model::grouped(starts, |s| s.mode.as_str(), USER_MODES)
 }
 
 /// "median 12.4 ms, relocation 1.23 ms" (or ", UI 12.0 ms": time to UI) for a mode's starts.
-fn median_label<S: StartBar>(starts: &[S], mode: &str) -> String {
-    let st: Vec<&S> = starts.iter().filter(|x| x.mode == mode).collect();
+fn median_label<S: StartBar>(st: &[&S]) -> String {
     let med = Med::of(st.iter().map(|x| x.duration_us)).map(|m| m.median).unwrap_or(0.0);
     let mut label = format!("median {} ms", ms(med));
     if let Some(u) = Med::of(st.iter().filter_map(|x| x.ui_us())) {
@@ -118,11 +116,17 @@ pub(crate) fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str
     let t0 = (((a - pad) / step).floor() * step).max(0.0);
     let mut t1 = ((b + pad) / step).ceil() * step;
     // Room right of the last bars for the rows' median labels.
-    let modes = modes(starts);
-    let labels: Vec<String> = modes.iter().map(|m| median_label(starts, m)).collect();
+    let modes = by_mode(starts);
+    let labels: Vec<String> = modes.iter().map(|(_, st)| median_label(st)).collect();
     let widest = labels.iter().map(|l| text_width(l, 11.0)).fold(0.0, f64::max);
     let x1 = WIDTH - RIGHT;
-    while GUTTER + (b - t0) / (t1 - t0) * (x1 - GUTTER) + 5.0 + widest > WIDTH - 8.0 && t1 < b + 100.0 * (b - t0) {
+    // (At most 10,000 widenings: a step too small for t1's magnitude adds nothing.)
+    let mut widenings = 0;
+    while GUTTER + (b - t0) / (t1 - t0) * (x1 - GUTTER) + 5.0 + widest > WIDTH - 8.0
+        && t1 < b + 100.0 * (b - t0)
+        && widenings < 10_000
+    {
+        widenings += 1;
         t1 += step;
     }
     let s = Scale { t0, t1, x0: GUTTER, x1 };
@@ -130,12 +134,11 @@ pub(crate) fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str
     let body0 = y + 6.0;
     let row_h = 22.0;
     let (mut inner, mut under) = (String::new(), String::new());
-    for (k, mode) in modes.iter().enumerate() {
+    for (k, (mode, row)) in modes.iter().enumerate() {
         let ry = body0 + 4.0 + k as f64 * row_h;
         if k % 2 == 1 {
             stripe(&mut under, &s, ry, row_h);
         }
-        let row: Vec<&S> = starts.iter().filter(|x| x.mode == *mode).collect();
         let _ = write!(
             o,
             r#"<text class="lane-label" data-user-mode="{}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
@@ -146,7 +149,7 @@ pub(crate) fn panel<S: StartBar>(o: &mut String, y: f64, title: &str, what: &str
         );
         let [c_start, c_ldso, c_reloc] = mode_colors(mode);
         let (bh, by) = (row_h - 6.0, ry + 3.0);
-        for st in &row {
+        for st in row.iter() {
             let x = s.x(st.start_us);
             let w = (st.duration_us * s.px_per_us()).max(1.0);
             let _ = write!(
@@ -208,21 +211,15 @@ pub const UI: &str = "#d6336c";
 pub(crate) fn process_lanes(procs: &[Process]) -> (Vec<(usize, f64)>, usize, f64) {
     let last =
         procs.iter().flat_map(|p| [Some(p.start_us), p.exec_us, p.end_us]).flatten().fold(f64::NEG_INFINITY, f64::max);
-    let mut lane_end: Vec<f64> = Vec::new();
+    let mut lanes = super::FirstFit::new(procs.len());
     let mut out = Vec::with_capacity(procs.len());
     for p in procs {
         let end = p.end_us.unwrap_or(last).max(p.start_us);
-        let l = match lane_end.iter().position(|&x| x <= p.start_us) {
-            Some(l) => l,
-            None => {
-                lane_end.push(0.0);
-                lane_end.len() - 1
-            }
-        };
-        lane_end[l] = end;
+        let l = lanes.free_at(p.start_us).or_else(|| lanes.open()).expect("a lane per process at most");
+        lanes.set(l, end);
         out.push((l, end));
     }
-    (out, lane_end.len(), last)
+    (out, lanes.lanes(), last)
 }
 
 /// The boot's processes from /init on (fork to exit, exec darker), packed

@@ -4,9 +4,10 @@
 //! min–max spread, and their tables (HTML for the report, plain text for
 //! the `bootlink chart` command's output).
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::run::model::Series;
+use crate::run::model::{Series, distinct};
 use crate::run::results::Repetition;
 use crate::workload::modules::record::Storm;
 use bootlink::table::{Table, thousands};
@@ -106,38 +107,43 @@ pub(crate) fn storm_rows(series: &[Series]) -> Vec<StormRow> {
             continue;
         }
         let med = |f: &dyn Fn(&Storm) -> f64| Med::of(st.iter().map(|x| f(x))).unwrap_or(ZERO);
-        let mut keys: Vec<String> = Vec::new();
-        for x in &st {
-            for (k, _) in &x.results {
-                let k = result_name(k);
-                if !keys.contains(&k) {
-                    keys.push(k);
-                }
-            }
-        }
+        let mut keys: Vec<String> = distinct(st.iter().flat_map(|x| &x.results).map(|(k, _)| result_name(k)));
         if let Some(i) = keys.iter().position(|k| k == "loaded") {
             let k = keys.remove(i);
             keys.insert(0, k);
         }
+        // Per repetition, each result's count (results of one name summed).
+        let per_rep: Vec<HashMap<String, f64>> = st
+            .iter()
+            .map(|x| {
+                let mut m: HashMap<String, f64> = HashMap::new();
+                for (r, n) in &x.results {
+                    *m.entry(result_name(r)).or_default() += *n as f64;
+                }
+                m
+            })
+            .collect();
         let results = keys
             .into_iter()
             .map(|k| {
-                let per_rep = st.iter().map(|x| {
-                    x.results.iter().filter(|(r, _)| result_name(r) == k).map(|(_, n)| *n as f64).sum::<f64>()
-                });
-                let m = Med::of(per_rep).unwrap_or(ZERO);
+                let m = Med::of(per_rep.iter().map(|r| r.get(&k).copied().unwrap_or(0.0))).unwrap_or(ZERO);
                 (k, m)
             })
             .collect();
-        let stat = |name: &str| Med::of(st.iter().filter_map(|x| stat_value(x, name)));
-        let mut names: Vec<&str> = Vec::new();
-        for x in &st {
-            for (n, _) in &x.kernel_stats {
-                if is_counter(n) && !names.contains(&n.as_str()) {
-                    names.push(n);
+        // Per repetition, its kernel statistics by name (the first of a name).
+        let stats: Vec<HashMap<&str, f64>> = st
+            .iter()
+            .map(|x| {
+                let mut m = HashMap::new();
+                for (n, v) in &x.kernel_stats {
+                    m.entry(n.as_str()).or_insert(*v as f64);
                 }
-            }
-        }
+                m
+            })
+            .collect();
+        let stat = |name: &str| Med::of(stats.iter().filter_map(|m| m.get(name).copied()));
+        let names: Vec<&str> =
+            distinct(st.iter().flat_map(|x| &x.kernel_stats).map(|(n, _)| n.as_str()).filter(|n| is_counter(n)));
         out.push(StormRow {
             label: s.label.clone(),
             workers: med(&|x| x.workers as f64),
@@ -158,10 +164,6 @@ pub(crate) fn storm_rows(series: &[Series]) -> Vec<StormRow> {
 
 const ZERO: Med = Med { n: 0, median: 0.0, min: 0.0, max: 0.0 };
 
-fn stat_value(s: &Storm, name: &str) -> Option<f64> {
-    s.kernel_stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v as f64)
-}
-
 /// The loader figures of every series whose repetitions have some.
 pub(crate) fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
     let mut out = Vec::new();
@@ -174,26 +176,10 @@ pub(crate) fn loader_rows(series: &[Series]) -> Vec<LoaderRow> {
         let med = |f: &dyn Fn(&crate::workload::modules::record::LoaderResult) -> f64| {
             Med::of(ls.iter().map(|x| f(x))).unwrap_or(ZERO)
         };
-        let mut kinds: Vec<&str> = Vec::new();
-        let (mut duplicate_names, mut not_loaded_list, mut failed_exits) = (Vec::new(), Vec::new(), Vec::new());
-        for l in &ls {
-            if !kinds.contains(&l.kind.as_str()) {
-                kinds.push(&l.kind);
-            }
-            for d in &l.duplicates {
-                if !duplicate_names.contains(d) {
-                    duplicate_names.push(d.clone());
-                }
-            }
-            for n in &l.not_loaded {
-                if !not_loaded_list.contains(n) {
-                    not_loaded_list.push(n.clone());
-                }
-            }
-            if l.exit != 0 && !failed_exits.contains(&l.exit) {
-                failed_exits.push(l.exit);
-            }
-        }
+        let kinds: Vec<&str> = distinct(ls.iter().map(|l| l.kind.as_str()));
+        let duplicate_names: Vec<String> = distinct(ls.iter().flat_map(|l| &l.duplicates).cloned());
+        let not_loaded_list: Vec<(String, String)> = distinct(ls.iter().flat_map(|l| &l.not_loaded).cloned());
+        let failed_exits: Vec<i32> = distinct(ls.iter().map(|l| l.exit).filter(|&e| e != 0));
         out.push(LoaderRow {
             label: s.label.clone(),
             kind: kinds.join("/"),
@@ -336,14 +322,18 @@ fn storm_html(o: &mut String, rows: &[StormRow]) {
     o.push_str("</table>");
     o.push_str(r#"<p class="note">load_module calls: counted by a kprobe, — where the kernel does not let load_module be probed. Virtual mem wasted: the kernel's own count of the memory failed loads took (<code>/sys/kernel/debug/modules/stats</code>, CONFIG_MODULE_STATS since Linux 6.4, or bootlink's statistics patch on 6.1); Debian's kernels have no such counter, shown as —.</p>"#);
     // The kernel's statistics, where any variant has them.
-    let mut names: Vec<&str> = Vec::new();
-    for r in rows {
-        for (n, _) in &r.kernel_stats {
-            if !names.contains(&n.as_str()) {
-                names.push(n);
+    let names: Vec<&str> = distinct(rows.iter().flat_map(|r| &r.kernel_stats).map(|(n, _)| n.as_str()));
+    // Each row's statistics by name (the first of a name).
+    let by_name: Vec<HashMap<&str, Med>> = rows
+        .iter()
+        .map(|r| {
+            let mut m = HashMap::new();
+            for (n, v) in &r.kernel_stats {
+                m.entry(n.as_str()).or_insert(*v);
             }
-        }
-    }
+            m
+        })
+        .collect();
     if !names.is_empty() {
         o.push_str("<h3>The kernel's module statistics</h3><table class=\"kernel-stats\"><tr><th>Statistic</th>");
         for r in rows {
@@ -352,9 +342,8 @@ fn storm_html(o: &mut String, rows: &[StormRow]) {
         o.push_str("</tr>");
         for n in &names {
             let _ = write!(o, "<tr><td>{}</td>", esc(n));
-            for r in rows {
-                let m = r.kernel_stats.iter().find(|(k, _)| k == n).map(|(_, m)| *m);
-                o.push_str(&opt_cell(m, &count));
+            for r in &by_name {
+                o.push_str(&opt_cell(r.get(n).copied(), &count));
             }
             o.push_str("</tr>");
         }

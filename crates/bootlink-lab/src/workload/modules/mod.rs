@@ -350,7 +350,7 @@ pub(crate) fn parse_storm(section: &str, sizes: &[(String, u64)]) -> Storm {
     if probed_load {
         s.load_module_calls = Some(loadmod);
     }
-    let once: u64 = sizes.iter().map(|(_, n)| n).sum();
+    let once: u64 = sizes.iter().fold(0u64, |a, (_, n)| a.saturating_add(*n));
     s.duplicate_read_bytes = s.bytes_read.saturating_sub(once);
     s.kernel_stats = stats
         .lines()
