@@ -6,6 +6,7 @@ pub mod arm64;
 pub mod ddlink;
 pub mod independent;
 pub mod initrd;
+pub mod mutate;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -743,5 +744,50 @@ pub fn test_name(module_path: &str, function: &str) -> String {
     match module_path.split_once("::") {
         Some((_, module)) => format!("{module}::{function}"),
         None => function.to_string(),
+    }
+}
+
+/// A tmpfs mounted for one test (as root), unmounted when dropped: a
+/// real file system that fills up, for what a full disk does to a write.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mount a tmpfs of `bytes` (rounded up to pages) at `at` (made).
+    pub fn mount(at: &Path, bytes: u64) -> Result<Tmpfs, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        std::fs::create_dir_all(at).unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0755"), "tmpfs"])
+            .arg(at)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !o.status.success() {
+            return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+        }
+        Ok(Tmpfs(at.to_path_buf()))
+    }
+
+    /// The bytes its files take (whole pages).
+    pub fn used(&self) -> u64 {
+        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path and a zeroed struct to fill.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs {}", self.0.display());
+        (s.f_blocks - s.f_bfree) * s.f_frsize
+    }
+
+    /// Shrink (or grow) it to `bytes`, its files kept: what is there plus
+    /// a chosen room.
+    pub fn resize(&self, bytes: u64) {
+        sh("mount", &["-o", &format!("remount,size={bytes}"), self.0.to_str().unwrap()]);
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
     }
 }

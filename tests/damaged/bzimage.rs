@@ -32,6 +32,24 @@ fn with_payload(base: &[u8], new: &[u8]) -> Vec<u8> {
     d
 }
 
+/// `data` through a compressor's own tool (`tool ARGS`, stdin to stdout).
+fn by_tool(tool: &str, args: &[&str], data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(tool)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool} (scripts/install-deps installs it): {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    let input = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{tool} {args:?}");
+    out.stdout
+}
+
 fn xz(data: &[u8]) -> Vec<u8> {
     bootlink::compress::compress(data, bootlink::compress::Compression::Xz).unwrap()
 }
@@ -65,6 +83,14 @@ pub fn reason(class: &str) -> &'static [&'static str] {
         "bomb-payload" => &["decompression bomb"],
         // An AArch64 vmlinux (raw or xz) as the payload.
         "foreign-elf-payload" => &["built for aarch64"],
+        // The payload's size trailer (its last 4 bytes, the uncompressed
+        // size the boot decompressor makes room for) 1 to 4096 bytes short
+        // of what the stream holds.
+        "payload-trailer-short" => &["bytes its size trailer states"],
+        // A payload in one of the four formats only kernel payloads use
+        // (lzma, bzip2, lz4's legacy frame, lzop, by each format's own
+        // tool), cut inside its stream, the size trailer after the cut.
+        "payload-other-format-cut" => &["corrupt * data"],
         _ => panic!("no reason for the boot image damage class {class}"),
     }
 }
@@ -81,6 +107,8 @@ pub const CLASSES: &[&str] = &[
     "payload-not-elf",
     "bomb-payload",
     "foreign-elf-payload",
+    "payload-trailer-short",
+    "payload-other-format-cut",
 ];
 
 /// `per_class` damaged copies of the boot image `base` for every class.
@@ -92,6 +120,16 @@ pub fn images(base: &[u8], foreign: &[u8], rng: &mut Rng, per_class: usize) -> V
     // One bomb for all: 80 MiB of zeros, xz-compressed to a few KiB, more
     // than the 64 MiB bootlink unpacks of such a small stream.
     let bomb = xz(&vec![0u8; 80 << 20]);
+    // `foreign` in each format only kernel payloads use, by its own tool.
+    let other_formats: Vec<Vec<u8>> = [
+        ("lzma", &["-9", "-c"][..]),
+        ("bzip2", &["-9", "-c"][..]),
+        ("lz4", &["-l", "-9", "-c"][..]),
+        ("lzop", &["-9", "-c"][..]),
+    ]
+    .iter()
+    .map(|(tool, args)| by_tool(tool, args, foreign))
+    .collect();
     let mut out = Vec::new();
     for &class in CLASSES {
         for k in 0..per_class {
@@ -147,6 +185,18 @@ pub fn images(base: &[u8], foreign: &[u8], rng: &mut Rng, per_class: usize) -> V
                 "bomb-payload" => d = with_payload(base, &bomb),
                 "foreign-elf-payload" => {
                     d = if k % 2 == 0 { with_payload(base, &xz(foreign)) } else { with_payload(base, foreign) };
+                }
+                "payload-trailer-short" => {
+                    let at = start + len - 4;
+                    let stated = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+                    put32(&mut d, at, stated - 1 - rng.below(4096) as u32);
+                }
+                "payload-other-format-cut" => {
+                    let stream = &other_formats[(k + rng.below(4)) % 4];
+                    let cut = 16 + rng.below(stream.len() - 24);
+                    let mut p = stream[..cut].to_vec();
+                    p.extend_from_slice(&(foreign.len() as u32).to_le_bytes());
+                    d = with_payload(base, &p);
                 }
                 _ => unreachable!("{class}"),
             }

@@ -48,6 +48,10 @@ pub fn reason(class: &str) -> &'static [&'static str] {
         }
         // A byte of a namespace string made unprintable.
         "export-namespace-bad" => &["namespace * is not printable"],
+        // The name offset of one of the first two or last two entries made
+        // wild (as export-name-pointer-wild): too few entries lie beyond it
+        // to tell it is one, but its name is left named by no entry.
+        "export-name-pointer-edge" => &["is named by none of the"],
         // The reserved section's file offset moved onto another's bytes,
         // the ELF header or the section header table.
         "modhashes-overlaps-file" | "ksymhash-overlaps-file" => &["overlaps * in the file"],
@@ -309,13 +313,13 @@ pub const ARM64_CLASSES: &[&str] = &[
     "export-name-bad-bytes",
     "export-name-pointer-wild",
     "export-namespace-bad",
+    "export-name-pointer-edge",
 ];
 
 /// `per_class` damaged copies of the arm64 Image `base` for every class.
 /// `entries` are its export entries ([`arm64_entries`]). An entry damaged
-/// in its name offset is never one of the first two or last two of the
-/// tables: there too few entries lie beyond it to tell it is one
-/// (docs/hostile-input.md).
+/// in its name offset is one of the first two or last two of the tables
+/// only in its own class (`export-name-pointer-edge`), whose line differs.
 pub fn arm64(base: &[u8], entries: &[usize], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
     let size = u64_at(base, 16);
     let target = |d: &[u8], o: usize, k: usize| (o as i64 + 4 * k as i64 + i32_at(d, o + 4 * k) as i64) as usize;
@@ -325,7 +329,11 @@ pub fn arm64(base: &[u8], entries: &[usize], rng: &mut Rng, per_class: usize) ->
     for &class in ARM64_CLASSES {
         for k in 0..per_class {
             let mut d = base.to_vec();
-            let o = entries[2 + rng.below(entries.len() - 4)];
+            let mut o = entries[2 + rng.below(entries.len() - 4)];
+            if class == "export-name-pointer-edge" {
+                let n = entries.len();
+                o = entries[[0, 1, n - 2, n - 1][rng.below(4)]];
+            }
             match class {
                 "arm64-text-offset" => {
                     let v = [0x80000, 4096 * (1 + rng.below(511) as u64), rng.next_u64() | 1][rng.below(3)];
@@ -353,7 +361,7 @@ pub fn arm64(base: &[u8], entries: &[usize], rng: &mut Rng, per_class: usize) ->
                     let i = at + rng.below(len);
                     d[i] = unprintable(rng);
                 }
-                "export-name-pointer-wild" => {
+                "export-name-pointer-wild" | "export-name-pointer-edge" => {
                     // Past the end of the Image, before its start, or into
                     // the zeros of the boot header's reserved fields.
                     let t = [

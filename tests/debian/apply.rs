@@ -215,3 +215,76 @@ fn a_killed_run_is_finished_by_the_next() {
     assert!(!left.exists(), "{} left in place", left.display());
     assert_eq!(digests(&rel), want, "after a leftover");
 }
+
+/// A full file system under the modules (the release directory on a
+/// tmpfs with room for a few rewritten modules, not for test_bpf.ko's
+/// 4.7 MB): each module that does not fit is one line, left as installed
+/// and out of the record; those that fit are written; no temporary is
+/// left; and every digest the record lists is its file's. Before, the
+/// record was written listing every module, then the first module that
+/// did not fit ended the run: the record named bytes no file had (the
+/// initramfs hook then warns of each), and the modules after it were not
+/// tried.
+#[test]
+fn a_full_file_system_leaves_the_record_true() {
+    let test = "a_full_file_system_leaves_the_record_true";
+    let k = common::kernel();
+    let dir = common::tmpdir("apply-full");
+    let build = dir.join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::copy(&k.vmlinux, build.join("vmlinux")).unwrap();
+    std::fs::copy(&k.config, build.join(".config")).unwrap();
+    let map = k.vmlinuz.parent().unwrap().join(format!("System.map-{}", k.release));
+    std::fs::copy(map, build.join("System.map")).unwrap();
+    let root = dir.join("root");
+    let fs = match common::Tmpfs::mount(&root, 64 << 20) {
+        Ok(fs) => fs,
+        Err(why) => return common::skip(test, &why),
+    };
+    let rel = root.join("lib/modules").join(&k.release);
+    for sub in ["kernel/fs/fat", "kernel/fs/nls", "kernel/lib"] {
+        let to = rel.join(sub);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        common::sh("cp", &["-a", k.modules.join(sub).to_str().unwrap(), to.to_str().unwrap()]);
+    }
+    let biggest = common::files_below(&rel, |_| true)
+        .into_keys()
+        .map(|f| std::fs::metadata(rel.join(&f)).unwrap().len())
+        .max()
+        .unwrap();
+    let room = 512 * 1024;
+    assert!(biggest > 2 * room, "the largest module ({biggest} bytes) must not fit in {room}");
+    fs.resize(fs.used() + room);
+    let before = digests(&rel);
+    let o = apply(&build, &root, &["--allow-unsigned", "--no-depmod"]).cmd_output();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let full: Vec<&str> = err.lines().filter(|l| l.contains("no space left on device")).collect();
+    assert!(!full.is_empty(), "{err}");
+    for l in err.lines() {
+        assert!(l.starts_with("bootlink: ") && l.contains("no space left on device"), "{l}\n{err}");
+    }
+    let after = digests(&rel);
+    let temps: Vec<&String> = after.keys().filter(|f| f.contains(".bootlink-tmp.")).collect();
+    assert!(temps.is_empty(), "left behind: {temps:?}");
+    let record = common::record_in(&rel);
+    let changed: Vec<&String> =
+        after.keys().filter(|f| f.ends_with(".ko") && before.get(*f) != after.get(*f)).collect();
+    assert!(!changed.is_empty(), "no module fitted: the test needs more room");
+    for (f, sha) in &record {
+        assert_eq!(after.get(f), Some(sha), "the record lists {f} with bytes it does not have");
+    }
+    // Each module not written is named once; each written one is listed.
+    for f in before.keys().filter(|f| f.ends_with(".ko")) {
+        let named = full.iter().filter(|l| l.contains(&format!("{}: ", rel.join(f).display()))).count();
+        if changed.contains(&f) {
+            assert!(record.contains_key(f), "{f} written, not in the record");
+        } else if record.get(f) != before.get(f) {
+            assert_eq!(named, 1, "{f}: neither written nor refused in one line\n{err}");
+        }
+    }
+    common::report(
+        test,
+        &format!("{} of {} modules written, {} refused for space", changed.len(), before.len(), full.len()),
+    );
+}

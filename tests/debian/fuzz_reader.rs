@@ -22,10 +22,7 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     let interesting: [u64; 7] = [0, 1, 0x7fff_ffff, 0xffff_ffff, u64::MAX, 0x8000_0000_0000_0000, d.len() as u64];
     for _ in 0..1 + rng.below(4) {
         match rng.below(6) {
-            0 => {
-                let i = rng.below(d.len());
-                d[i] ^= 1 << rng.below(8);
-            }
+            0 => common::mutate::shared(rng, &mut d, 0),
             1 => {
                 // a field of the ELF header
                 let off = rng.below(0x40 / 2) * 2;
@@ -41,7 +38,7 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
                     d[sh..sh + 8].copy_from_slice(&v);
                 }
             }
-            3 => d.truncate(rng.below(d.len())),
+            3 => common::mutate::shared(rng, &mut d, 2),
             4 => {
                 let sig_len = (rng.next_u64() as u32).to_be_bytes();
                 let mut info = vec![0u8, 0, 2, rng.below(256) as u8, rng.below(256) as u8, 0, 0, 0];
@@ -110,6 +107,7 @@ fn mutated_modules_never_panic() {
 /// interesting numbers (as text and as little-endian words at aligned
 /// offsets), a line dropped or repeated, truncation.
 fn mutate_any(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
+    use common::mutate::{SHARED, shared};
     const TEXT: [&[u8]; 8] =
         [b"0", b"-1", b"ffffffffffffffff", b"18446744073709551615", b"4294967295", b"?", b" ", b"\n"];
     let words: [u64; 6] = [0, 1, 0x7fff_ffff, 0xffff_ffff, u64::MAX, base.len() as u64];
@@ -118,28 +116,20 @@ fn mutate_any(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
         if d.is_empty() {
             break;
         }
-        match rng.below(7) {
-            0 => {
-                let i = rng.below(d.len());
-                d[i] ^= 1 << rng.below(8);
-            }
-            1 => {
-                let i = rng.below(d.len());
-                let n = rng.below(16).min(d.len() - i);
-                d[i..i + n].iter_mut().for_each(|b| *b = rng.next_u64() as u8);
-            }
-            2 => {
+        match rng.below(SHARED + 3) {
+            arm if arm < SHARED => shared(rng, &mut d, arm),
+            arm if arm == SHARED => {
                 let i = rng.below(d.len());
                 let t = TEXT[rng.below(TEXT.len())];
                 d.splice(i..(i + rng.below(20)).min(d.len()), t.iter().copied());
             }
-            3 => {
+            arm if arm == SHARED + 1 => {
                 let off = rng.below(d.len() / 4) * 4;
                 let v = words[rng.below(words.len())].to_le_bytes();
                 let w = [4, 8][rng.below(2)].min(d.len() - off);
                 d[off..off + w].copy_from_slice(&v[..w]);
             }
-            4 => {
+            _ => {
                 // drop or repeat one line
                 let lines: Vec<&[u8]> = d.split_inclusive(|&b| b == b'\n').collect();
                 let k = rng.below(lines.len());
@@ -154,8 +144,6 @@ fn mutate_any(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
                 }
                 d = out;
             }
-            5 => d.truncate(rng.below(d.len())),
-            _ => d.extend((0..rng.below(64)).map(|_| rng.next_u64() as u8)),
         }
     }
     d

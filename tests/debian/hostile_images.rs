@@ -159,6 +159,34 @@ fn one_bad_export_name_refuses_the_arm64_image_instead_of_dropping_exports() {
     refused(&[&"preresolve", &"--kernel", &img, &"--assume-nokaslr", &fat, &"-o", &out], &img, &want, Some(&out));
 }
 
+/// The name offset of the first and of the last export entry of
+/// Debian's arm64 Image pointed into the boot header's zeros: too few
+/// entries lie beyond either to tell it is one, and before, the run of
+/// entries simply ended short of it, dropping that export without a word
+/// (10,972 exports read). Now its name, left named by no entry, refuses
+/// the Image in one line naming it.
+#[test]
+fn a_damaged_first_or_last_arm64_export_entry_refuses_the_image() {
+    let test = "a_damaged_first_or_last_arm64_export_entry_refuses_the_image";
+    let Some(k) = arm64::arm64(test) else { return };
+    let real = std::fs::read(&k.vmlinuz).unwrap();
+    let entries = images::arm64_entries(&real);
+    let dir = tmpdir("hostile-edge-entry");
+    for (which, o) in [("first", entries[0]), ("last", *entries.last().unwrap())] {
+        let at = (o as i64 + 4 + i32_at(&real, o + 4)) as usize;
+        let len = real[at..].iter().position(|&b| b == 0).unwrap();
+        let name = String::from_utf8(real[at..at + len].to_vec()).unwrap();
+        let img = damaged_copy(&k.vmlinuz, &dir, &format!("vmlinuz-{which}"), |d| {
+            d[o + 4..o + 8].copy_from_slice(&((0x28 - (o as i64 + 4)) as i32).to_le_bytes())
+        });
+        let want = format!("arm64 Image: the export name \"{name}\" at {at:#x} is named by none of the * entries at *");
+        refused(&[&"kernel-info", &img], &img, &want, None);
+        let out = dir.join("out");
+        let fat = k.modules.join("kernel/fs/fat/fat.ko");
+        refused(&[&"preresolve", &"--kernel", &img, &"--assume-nokaslr", &fat, &"-o", &out], &img, &want, Some(&out));
+    }
+}
+
 /// Where section `name` of the ELF `d` has its header.
 fn section_header(d: &[u8], name: &str) -> usize {
     let shoff = u64_at(d, 0x28) as usize;
@@ -172,6 +200,70 @@ fn section_header(d: &[u8], name: &str) -> usize {
             d[at..].starts_with(name.as_bytes()) && d[at + name.len()] == 0
         })
         .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// A copy of the module `plain` with its `.gnu.linkonce.this_module`
+/// `by` bytes longer (another kernel's struct module): the section copied
+/// before the section header table (which stays last, where the module
+/// editors want it), zeros after it.
+fn grown_this_module(plain: &Path, dir: &Path, name: &str, by: usize) -> PathBuf {
+    damaged_copy(plain, dir, name, |d| {
+        let h = section_header(d, ".gnu.linkonce.this_module");
+        let size = u64_at(d, h + 32) as usize;
+        let shoff = u64_at(d, 0x28) as usize;
+        let off = u64_at(d, h + 24) as usize;
+        let section = d[off..off + size].to_vec();
+        let headers = d.split_off(shoff);
+        d.resize(d.len().next_multiple_of(64), 0);
+        let at = d.len() as u64;
+        d.extend_from_slice(&section);
+        d.extend(std::iter::repeat_n(0u8, by));
+        let new_shoff = d.len();
+        d.extend_from_slice(&headers);
+        d[0x28..0x30].copy_from_slice(&(new_shoff as u64).to_le_bytes());
+        let h = h - shoff + new_shoff;
+        d[h + 24..h + 32].copy_from_slice(&at.to_le_bytes());
+        d[h + 32..h + 40].copy_from_slice(&((size + by) as u64).to_le_bytes());
+    })
+}
+
+/// Debian's arm64 fat.ko against Debian's arm64 Image: an Image has no
+/// section headers, but it keeps the vmlinux's `.BTF` (found by its
+/// header), so struct module's size is checked as x86's is. A copy whose
+/// `.gnu.linkonce.this_module` is 64 bytes longer (another kernel's
+/// struct module) is refused by preresolve in one line naming both sizes,
+/// nothing written; before, an arm64 module was checked only against the
+/// 64-byte bound and written. The module as Debian ships it is
+/// preresolved.
+#[test]
+fn an_arm64_module_of_another_struct_module_size_is_refused() {
+    let test = "an_arm64_module_of_another_struct_module_size_is_refused";
+    let Some(k) = common::arm64::arm64(test) else { return };
+    let dir = tmpdir("hostile-arm64-this-module");
+    let fat = k.modules.join("kernel/fs/fat/fat.ko");
+    let (bytes, _) = bootlink::module::load_bytes(&fat).unwrap();
+    let (elf_len, _) = bootlink::module::split_signature(&bytes).unwrap();
+    let plain = dir.join("fat-plain.ko");
+    std::fs::write(&plain, &bytes[..elf_len]).unwrap();
+    let h = section_header(&bytes[..elf_len], ".gnu.linkonce.this_module");
+    let size = u64_at(&bytes, h + 32);
+    assert_eq!(size % 64, 0, "Debian's arm64 struct module: {size} bytes");
+    let other = grown_this_module(&plain, &dir, "fat-other.ko", 64);
+    let out = dir.join("out");
+    let want = format!(
+        "built for another kernel: its .gnu.linkonce.this_module is {} bytes, the kernel's struct module {size} (its BTF)",
+        size + 64
+    );
+    let image = &k.vmlinuz;
+    let nokaslr = "--assume-nokaslr";
+    refused(
+        &[&"preresolve", &"--kernel", image, &nokaslr, &other, &"-o", &out],
+        &other,
+        &want,
+        Some(&out.join("fat-other.ko")),
+    );
+    TestCommand::new(&[&"preresolve", &"--kernel", image, &nokaslr, &plain, &"-o", &out]).ok();
+    assert!(out.join("fat-plain.ko").is_file());
 }
 
 /// Debian's vmlinux with `__modhashes` added as the series reserves it:
@@ -223,24 +315,7 @@ fn a_struct_module_of_another_size_is_refused() {
     let h = section_header(&bytes[..elf_len], ".gnu.linkonce.this_module");
     assert_eq!(u64_at(&bytes, h + 32), 896, "Debian's struct module");
     let short = damaged_copy(&plain, &dir, "fat-895.ko", |d| d[h + 32..h + 40].copy_from_slice(&895u64.to_le_bytes()));
-    // The section copied, 64 bytes longer, before the section header table
-    // (which stays last, where the module editors want it).
-    let other = damaged_copy(&plain, &dir, "fat-960.ko", |d| {
-        let shoff = u64_at(d, 0x28) as usize;
-        let off = u64_at(d, h + 24) as usize;
-        let section = d[off..off + 896].to_vec();
-        let headers = d.split_off(shoff);
-        d.resize(d.len().next_multiple_of(64), 0);
-        let at = d.len() as u64;
-        d.extend_from_slice(&section);
-        d.extend_from_slice(&[0; 64]);
-        let new_shoff = d.len();
-        d.extend_from_slice(&headers);
-        d[0x28..0x30].copy_from_slice(&(new_shoff as u64).to_le_bytes());
-        let h = h - shoff + new_shoff;
-        d[h + 24..h + 32].copy_from_slice(&at.to_le_bytes());
-        d[h + 32..h + 40].copy_from_slice(&960u64.to_le_bytes());
-    });
+    let other = grown_this_module(&plain, &dir, "fat-960.ko", 64);
     // The output directory is made before the modules are read: the
     // refused module must not be in it.
     let out = dir.join("out");

@@ -214,33 +214,6 @@ fn an_output_never_replaces_an_input() {
     assert_eq!(std::fs::read(&x).unwrap(), x_bytes, "preresolve -o DIR rewrote its input in DIR");
 }
 
-/// A 16 KiB tmpfs mounted for one test, unmounted when dropped.
-struct SmallFs(PathBuf);
-
-impl SmallFs {
-    fn mount(at: &Path) -> Result<SmallFs, String> {
-        if !is_root() {
-            return Err("mounting a tmpfs needs root".into());
-        }
-        std::fs::create_dir_all(at).unwrap();
-        let o = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=16k,mode=0755", "tmpfs"])
-            .arg(at)
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !o.status.success() {
-            return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
-        }
-        Ok(SmallFs(at.to_path_buf()))
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// A full file system (a 16 KiB tmpfs): the write fails in one line
 /// saying so, and nothing new is left, neither in the full file system
 /// nor elsewhere (chart's HTML, written to a roomy directory before its
@@ -251,7 +224,7 @@ fn a_full_file_system_leaves_nothing_new_behind() {
     let dir = common::tmpdir("out-enospc");
     let v = listed_vmlinux(&dir);
     let x = module(&dir);
-    let small = match SmallFs::mount(&dir.join("small")) {
+    let small = match common::Tmpfs::mount(&dir.join("small"), 16 * 1024) {
         Ok(m) => m,
         Err(why) => return common::skip(test, &format!("{why}: the file size limit test covers EFBIG only")),
     };
@@ -384,4 +357,151 @@ fn lava_import_writes_nothing_outside_its_run_directory() {
         "the run lists 1 variant(s), the jobs 2: not as `bootlink lab --lava` writes it",
     );
     assert!(!out.exists());
+}
+
+/// The commands that write into a directory they are given (`order write
+/// -o DIR`, `order data -o DIR`, `lab -o`, `survey -o`, `system -o`):
+/// a DIR that is a regular file (here an input), a FIFO or a device is
+/// refused in one line before any work, and so is a DIR holding a FIFO, a
+/// directory or an input where one of the command's files goes; the
+/// input and the node stay what they were. Before, `order write` read
+/// everything, then failed on "File exists" (a file as DIR) or replaced
+/// the input named like its output (`--trace DIR/order.ld`); `system`
+/// made its image before finding its record directory unusable.
+#[test]
+fn output_directories_are_checked_before_any_work() {
+    let test = "output_directories_are_checked_before_any_work";
+    let dir = common::tmpdir("out-dirs");
+    let trace = dir.join("trace");
+    std::fs::write(&trace, "bl-trace 1\n").unwrap();
+    let program = common::copy_to(Path::new("/bin/true"), &dir, "program");
+    let fifo = dir.join("fifo");
+    mknod(&fifo, libc::S_IFIFO | 0o644, 0);
+    let mut not_dirs: Vec<(PathBuf, &str)> =
+        vec![(trace.clone(), "is a regular file"), (fifo.clone(), "is a FIFO (named pipe)")];
+    if is_root() {
+        let null = dir.join("null");
+        mknod(&null, libc::S_IFCHR | 0o666, libc::makedev(1, 3));
+        not_dirs.push((null, "is a device"));
+    } else {
+        common::skip(test, "a device node needs root to make (mknod); the file and the FIFO are checked");
+    }
+    let nothing = dir.join("no-such-kernel");
+    let commands = |out: &Path| -> Vec<TestCommand> {
+        vec![
+            TestCommand::new(&[&"order", &"write", &"--trace", &trace, &"--binary", &program, &"-o", &out]),
+            TestCommand::new(&[&"order", &"data", &"-o", &out, &program]),
+            TestCommand::new(&[&"lab", &"--kernel", &nothing, &"--modules", &nothing, &"-o", &out]),
+            TestCommand::new(&[&"survey", &"--kernel", &nothing, &"--modules", &nothing, &"--set", &"x", &"-o", &out]),
+            TestCommand::new(&[&"system", &"--kernel", &"debian", &"-o", &out]),
+        ]
+    };
+    let trace_bytes = std::fs::read(&trace).unwrap();
+    for (out, what) in &not_dirs {
+        for cmd in commands(out) {
+            refused(cmd, out, &format!("{what}, not a directory: nothing written into it"));
+        }
+        assert!(!std::fs::metadata(out).unwrap().is_dir(), "{} made a directory", out.display());
+    }
+    assert_eq!(std::fs::read(&trace).unwrap(), trace_bytes, "the trace changed");
+    // A directory holding something other than a regular file where one
+    // of the command's files goes.
+    let run = dir.join("run");
+    std::fs::create_dir(&run).unwrap();
+    for (name, cmds) in [("order.ld", 0..2), ("run.json", 2..3), ("survey.json", 3..4), ("system.json", 4..5)] {
+        let node = run.join(name);
+        mknod(&node, libc::S_IFIFO | 0o644, 0);
+        for cmd in commands(&run).drain(cmds) {
+            refused(cmd, &node, "is a FIFO (named pipe), not a regular file: not written");
+        }
+        assert!(std::fs::metadata(&node).unwrap().file_type().is_fifo(), "{name} replaced");
+        std::fs::remove_file(&node).unwrap();
+    }
+    let sub = run.join("order.lld");
+    std::fs::create_dir(&sub).unwrap();
+    for cmd in commands(&run).drain(0..2) {
+        refused(cmd, &sub, "is a directory, not a regular file: not written");
+    }
+    std::fs::remove_dir(&sub).unwrap();
+    // An input where an order file goes: the trace as DIR/order.gold, the
+    // program as DIR/order.lld (a hard link).
+    let gold = run.join("order.gold");
+    std::fs::rename(&trace, &gold).unwrap();
+    refused(
+        TestCommand::new(&[&"order", &"write", &"--trace", &gold, &"--binary", &program, &"-o", &run]),
+        &gold,
+        "is the input (the same file): writing it would destroy that input: nothing written",
+    );
+    assert_eq!(std::fs::read(&gold).unwrap(), trace_bytes, "the trace changed");
+    let lld = run.join("order.lld");
+    std::fs::hard_link(&program, &lld).unwrap();
+    refused(
+        TestCommand::new(&[&"order", &"data", &"-o", &run, &program]),
+        &lld,
+        "writing it would destroy that input: nothing written",
+    );
+    assert_eq!(std::fs::read(&lld).unwrap(), std::fs::read("/bin/true").unwrap(), "the program changed");
+}
+
+/// A batch on a full file system (a 16 KiB tmpfs as `-o`, room for two
+/// of the four rewritten modules): preresolve, symhash and finalize name
+/// each module that does not fit in one line and still try the rest;
+/// each module written is whole (the bytes a roomy directory gets), and
+/// no temporary is left.
+#[test]
+fn a_full_file_system_fails_a_batch_file_by_file() {
+    let test = "a_full_file_system_fails_a_batch_file_by_file";
+    let dir = common::tmpdir("out-batch-full");
+    let v = fixtures().join("vmlinux");
+    let mods: Vec<PathBuf> = ["bl_plain", "bl_ns_import", "bl_ns_missing", "bl_proprietary"]
+        .iter()
+        .map(|m| fixtures().join(format!("modules/{m}.ko")))
+        .collect();
+    let small = match common::Tmpfs::mount(&dir.join("small"), 16 * 1024) {
+        Ok(m) => m,
+        Err(why) => return common::skip(test, &why),
+    };
+    for cmd in ["preresolve", "symhash", "finalize"] {
+        let run = |out: &Path| {
+            let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&cmd, &"--kernel", &v];
+            if cmd == "preresolve" {
+                args.push(&"--assume-nokaslr");
+            }
+            for m in &mods {
+                args.push(m);
+            }
+            args.extend([&"-o" as &dyn AsRef<std::ffi::OsStr>, &out]);
+            TestCommand::new(&args).cmd_output()
+        };
+        let roomy = dir.join(format!("roomy-{cmd}"));
+        assert!(run(&roomy).status.success(), "{cmd} into a roomy directory");
+        for f in files(&small.0) {
+            std::fs::remove_file(small.0.join(f)).unwrap();
+        }
+        let o = run(&small.0);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        let written = files(&small.0);
+        assert!(!written.is_empty(), "{cmd}: nothing fitted: the test needs more room");
+        for m in &mods {
+            let name = m.file_name().unwrap().to_str().unwrap();
+            let line = format!(
+                "bootlink: {}: no space left on device: not written, nothing left behind",
+                small.0.join(name).display()
+            );
+            let named = err.lines().filter(|l| *l == line).count();
+            if written.iter().any(|w| w == name) {
+                assert_eq!(named, 0, "{cmd}: {name} written and refused\n{err}");
+                assert_eq!(
+                    std::fs::read(small.0.join(name)).unwrap(),
+                    std::fs::read(roomy.join(name)).unwrap(),
+                    "{cmd}: {name} not whole"
+                );
+            } else {
+                assert_eq!(named, 1, "{cmd}: {name} neither written nor refused in one line\n{err}");
+            }
+        }
+        assert_eq!(err.lines().count(), mods.len() - written.len(), "{cmd}: {err}");
+        assert!(written.iter().all(|w| !w.contains(".bootlink-tmp.")), "{cmd}: {written:?}");
+    }
 }

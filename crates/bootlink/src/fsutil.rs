@@ -281,6 +281,43 @@ pub fn check_output(path: &Path) -> Result<()> {
     }
 }
 
+/// Refuse an output directory (`order write -o DIR`, a lab run's, a
+/// survey's, a system record's) that names something other than a
+/// directory, its links followed: a regular file (an input given as `-o`
+/// by mistake, which `create_dir_all` used to report as "File exists"), a
+/// device, a FIFO, a socket. Nothing there yet is a new directory.
+pub fn check_output_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(dir) else { return Ok(()) };
+    let t = meta.file_type();
+    let what = if t.is_dir() {
+        return Ok(());
+    } else if t.is_file() {
+        "is a regular file"
+    } else if t.is_fifo() {
+        "is a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "is a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "is a device"
+    } else {
+        "is not a directory"
+    };
+    Err(Error::file(Kind::Usage, dir, format!("{what}, not a directory: nothing written into it")))
+}
+
+/// Check the files a command writes into the directory `dir` (`names`
+/// below it) against its inputs, before any work: `dir` a directory or
+/// nothing yet ([`check_output_dir`]), each file's place checked as
+/// [`check_outputs`] checks a file's (never an input, a device, a FIFO, a
+/// directory).
+pub fn check_outputs_in(dir: &Path, names: &[&str], inputs: &[&Path]) -> Result<()> {
+    check_output_dir(dir)?;
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
+    let planned: Vec<Planned> = paths.iter().map(|p| Planned::new(p)).collect();
+    check_outputs(inputs, &planned)
+}
+
 /// One file a command writes, for [`check_outputs`]: where, and the input
 /// it is asked to replace when it is written in place (`manifest write
 /// -o VMLINUX`), if any.
@@ -493,6 +530,11 @@ impl Staged {
         let at = tmp.to_path_buf();
         self.files.push((tmp, path.to_path_buf()));
         Ok(at)
+    }
+
+    /// Remove what was staged for `path` (to stage it again, smaller).
+    pub fn discard(&mut self, path: &Path) {
+        self.files.retain(|(_, p)| p != path);
     }
 
     /// Rename every staged file over its target, in the order written

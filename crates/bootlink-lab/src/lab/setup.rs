@@ -115,6 +115,12 @@ pub(crate) fn set_entries<'t>(tree: &'t ModTree, set: &str) -> Result<(Vec<&'t E
 /// `check_steps`, `plan`), the run's settings (`check_run_settings`,
 /// `jobs`, `out_dir`).
 pub fn scenario(req: &Request) -> Result<Scenario> {
+    // Before anything is fetched or built: a run directory that is a
+    // file, a device or a FIFO, or holds one where run.json goes.
+    if let Some(out) = &req.out {
+        let kernel: Vec<&Path> = req.kernel.as_deref().into_iter().collect();
+        bootlink::fsutil::check_outputs_in(out, &["run.json"], &kernel)?;
+    }
     let specs = variant_specs(req)?;
     // Each variant's own kernel is resolved once (a build looked up, a
     // Debian package fetched), however many variants name it.

@@ -198,11 +198,15 @@ pub fn run(opts: &Options) -> Result<Report> {
     write_report(&survey, release, batches, modules, t0)
 }
 
-/// Refuse a batch of no module and an `-o` that already holds a survey.
+/// Refuse a batch of no module, an `-o` that is no directory (or holds
+/// no regular file where the survey's go) and one that already holds a
+/// survey.
 fn check_options(opts: &Options) -> Result<()> {
     if opts.batch == 0 {
         return Err(Error::new(Kind::Usage, "--batch must be at least 1"));
     }
+    let kernel: Vec<&std::path::Path> = opts.kernel.as_deref().into_iter().collect();
+    bootlink::fsutil::check_outputs_in(&opts.out, &["survey.json", "loadable.list"], &kernel)?;
     if opts.out.join("survey.json").exists() {
         return Err(Error::file(Kind::Usage, &opts.out, "already holds a survey (survey.json): choose another -o"));
     }

@@ -94,6 +94,9 @@ pub fn run(req: &Request) -> Result<Report> {
     if let Clock::Realtime { cpus: 0 } = req.clock {
         return Err(Error::new(Kind::Usage, "--smp: at least one CPU"));
     }
+    // Before the image is made: a record directory that is a file, a
+    // device or a FIFO, or holds one where its files go, is refused.
+    bootlink::fsutil::check_outputs_in(&req.out, &["system.json", "console.log"], &[])?;
     let t0 = Instant::now();
     // A kernel refused (its build not cached) or an image that cannot be
     // made leaves no record directory behind.

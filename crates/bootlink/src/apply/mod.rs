@@ -3,10 +3,10 @@
 //! step list ([`crate::steps`]): the kernel names what it supports in its
 //! image (loader-feature notes, patch `feature-notes`), [`plan`] chooses the
 //! steps, the steps run in a scratch directory, then the results are
-//! installed file by file, each atomically: the kernel image (vmlinux with
-//! the module hash list, its bzImage made again) first, then the record of
-//! the files about to be written ([`record`]), then the modules, then
-//! depmod.
+//! installed: every file written whole beside where it goes, then put in
+//! place by renames, the kernel image (vmlinux with the module hash list,
+//! its bzImage made again) first, then the record of the files written
+//! ([`record`]), then the modules; then depmod.
 //!
 //! Why the image first: until a rewritten (unsigned) module replaces the
 //! signed one, the old module still loads through its signature; a run
@@ -487,11 +487,19 @@ fn final_files(modules: &Modules, finals: &[(PathBuf, PathBuf)], work: &Path, re
     Ok(Staged { record: new_record, installs })
 }
 
-/// Install: the image first (see the module's doc), then the record of
-/// the final files, then the modules. A run killed among the modules
-/// leaves some as installed (not in the record: done again next time,
-/// from the file as installed) and some as written (in the record: left
-/// alone), never a rewritten module taken through the steps twice.
+/// Install: every file is first written whole beside where it goes (the
+/// modules, then the image and the record), then the files are put in
+/// place by renames, the image first (see the module's doc), then the
+/// record, then the modules. A file that cannot be written (a full file
+/// system, a file size limit) is never half there: a module that does not
+/// fit is that module's one line, left as installed and out of the record,
+/// and the rest are still written; an image or record that does not fit
+/// leaves every file as it was. A run killed while writing leaves only
+/// temporaries (removed by the next run); one killed among the renames
+/// leaves each module either as installed (its digest not the record's:
+/// taken through the steps next time) or as written (in the record: left
+/// alone), never a rewritten module taken through the steps twice, and
+/// the record never lists a digest for a module apply did not write.
 fn install(
     opts: &Options,
     inputs: &Inputs,
@@ -502,25 +510,52 @@ fn install(
     report: &mut Report,
 ) -> Result<()> {
     let Staged { record: mut new_record, installs } = staged;
+    // The image and the record first: a module that does not fit leaves
+    // room for neither to be written after it.
+    let mut image = fsutil::Staged::new();
+    let mut image_paths = Vec::new();
     if manifest {
         std::fs::create_dir_all(kernel_out).map_err(|e| Error::io(kernel_out, e))?;
         let out = kernel_out.join("vmlinux");
         let bytes = fsutil::read_input(kernel, fsutil::MAX_BINARY)?;
-        fsutil::write_atomic(&out, &bytes)?;
-        report.written.push(out.clone());
+        let at = image.write(&out, &bytes)?;
+        image_paths.push(out.clone());
         if let Some((bz, obj)) = &inputs.build.bzimage {
             let bz_out = if opts.kernel_out.is_some() { kernel_out.join("bzImage") } else { bz.clone() };
-            crate::manifest::bzimage::rebuild(obj, &out, &bz_out)?;
-            report.written.push(bz_out);
+            // Made from, and put in place with, the staged vmlinux.
+            let (_, built) = crate::manifest::bzimage::rebuild_bytes(obj, &at, &bz_out)?;
+            image.write(&bz_out, &built)?;
+            image_paths.push(bz_out);
         }
-        new_record.vmlinux = Some(record::sha256_file(&out)?);
+        new_record.vmlinux = Some(fsutil::hex(&<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
     }
-    report.written.push(new_record.save(&inputs.dir)?);
+    let record_path = new_record.stage(&inputs.dir, &mut image)?;
+    let mut modules = fsutil::Staged::new();
+    let mut module_paths = Vec::new();
+    let mut left = false;
     for (file, orig) in installs {
         let bytes = fsutil::read_input(&file, fsutil::MAX_BINARY)?;
-        fsutil::write_atomic(&orig, &bytes)?;
-        report.written.push(orig);
+        match modules.write(&orig, &bytes) {
+            Ok(_) => module_paths.push(orig),
+            Err(e) => {
+                // Left as installed: the record must not claim it.
+                let rel = orig.strip_prefix(&inputs.dir).unwrap_or(&orig).to_string_lossy().into_owned();
+                new_record.modules.remove(&rel);
+                report.errors.push(FileError::from(e));
+                left = true;
+            }
+        }
     }
+    if left {
+        // Fewer entries: the room of the record staged first is enough.
+        image.discard(&record_path);
+        new_record.stage(&inputs.dir, &mut image)?;
+    }
+    image.commit()?;
+    report.written.extend(image_paths);
+    report.written.push(record_path);
+    modules.commit()?;
+    report.written.extend(module_paths);
     Ok(())
 }
 

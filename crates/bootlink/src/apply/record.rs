@@ -54,10 +54,12 @@ impl Record {
         self.modules.get(rel).is_some_and(|s| s == sha)
     }
 
-    pub(crate) fn save(&self, dir: &Path) -> Result<PathBuf> {
+    /// Write the record for `dir` into `staged` (put in place with the
+    /// files it lists); returns where it goes.
+    pub(crate) fn stage(&self, dir: &Path, staged: &mut crate::fsutil::Staged) -> Result<PathBuf> {
         let p = dir.join(FILE);
         let text = serde_json::to_vec_pretty(self).expect("serializable");
-        crate::fsutil::write_atomic(&p, &text)?;
+        staged.write(&p, &text)?;
         Ok(p)
     }
 }

@@ -13,6 +13,9 @@ use crate::error::{Error, Kind};
 pub(crate) const MAGIC: u32 = 0x184c_2102;
 /// What one legacy block decompresses to at most.
 const BLOCK_MAX: usize = 8 << 20;
+/// The most bytes a compressed block of [`BLOCK_MAX`] takes
+/// (LZ4_COMPRESSBOUND, lz4.h).
+pub(crate) const BLOCK_BOUND: usize = BLOCK_MAX + BLOCK_MAX / 255 + 16;
 
 fn corrupt(why: impl std::fmt::Display) -> Error {
     Error::new(Kind::Format, format!("corrupt lz4 data: {why}"))

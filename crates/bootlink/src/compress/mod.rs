@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Kind};
 
-mod lz4;
+pub(crate) mod lz4;
 mod lzo1x;
-mod lzop;
+pub(crate) mod lzop;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -26,6 +26,11 @@ pub enum Compression {
 pub(crate) const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0x00];
 pub(crate) const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 pub(crate) const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08];
+/// lzma's "alone" header as `lzma -9` (and the kernel's build) writes it:
+/// properties lc=3 lp=0 pb=2, then a dictionary size whose low bytes are 0.
+pub(crate) const LZMA_ALONE_MAGIC: &[u8] = &[0x5d, 0x00, 0x00];
+/// "BZh": a bzip2 stream (a block size digit follows).
+pub(crate) const BZIP2_MAGIC: &[u8] = b"BZh";
 
 impl Compression {
     pub fn detect(data: &[u8]) -> Compression {
@@ -78,7 +83,6 @@ impl Compression {
 /// "alone" header with the kernel's -9 properties); None for anything else.
 pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
     let lz4_legacy = lz4::MAGIC.to_le_bytes();
-    const LZMA_ALONE: &[u8] = &[0x5d, 0x00, 0x00];
     match Compression::detect(payload) {
         Compression::None => {}
         // gzip without optional fields whose first deflate block is stored
@@ -92,9 +96,9 @@ pub fn kernel_payload_name(payload: &[u8]) -> Option<&'static str> {
         Some("lz4")
     } else if payload.starts_with(lzop::MAGIC) {
         Some("lzo")
-    } else if payload.starts_with(b"BZh") && payload.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+    } else if payload.starts_with(BZIP2_MAGIC) && payload.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
         Some("bzip2")
-    } else if payload.starts_with(LZMA_ALONE) {
+    } else if payload.starts_with(LZMA_ALONE_MAGIC) {
         Some("lzma")
     } else {
         None
@@ -131,6 +135,30 @@ pub(crate) fn too_large_named(name: &str, limit: usize) -> Error {
             limit >> 20
         ),
     )
+    .because(PastLimit { limit })
+}
+
+/// The cause of a decoding stopped at its [`Meter`]'s limit (whatever
+/// set it: the 64-times bound, a bzImage's size trailer), so a caller
+/// that set a tighter limit can say which it was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PastLimit {
+    pub(crate) limit: usize,
+}
+
+impl std::fmt::Display for PastLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "more than {} bytes of output", self.limit)
+    }
+}
+
+impl std::error::Error for PastLimit {}
+
+impl PastLimit {
+    /// Whether `e` is a decoding stopped at its limit.
+    pub(crate) fn of(e: &Error) -> bool {
+        e.source.as_ref().is_some_and(|c| c.downcast_ref::<PastLimit>().is_some())
+    }
 }
 
 /// Every format bootlink decodes: the module formats ([`Compression`])
@@ -305,6 +333,10 @@ impl std::io::BufRead for Counted<'_> {
     }
 }
 
+/// The output a search's candidate stream is first decoded to, to judge
+/// by its first bytes whether it holds an ELF file ([`Meter::elf_only`]).
+const ELF_PROBE: usize = 64;
+
 /// All a streaming decoder gives, into `out`, within `meter`: more than
 /// its limit is a bomb, nothing or a decoder error is corrupt `name` data.
 fn pump(
@@ -316,7 +348,9 @@ fn pump(
 ) -> Result<Vec<u8>, Error> {
     let mut chunk = vec![0u8; 256 << 10];
     loop {
-        match dec.read(&mut chunk) {
+        // a search's candidate is judged by its first bytes, not 256 KiB
+        let step = if meter.elf_only && out.len() < ELF_PROBE { ELF_PROBE - out.len() } else { chunk.len() };
+        match dec.read(&mut chunk[..step]) {
             Ok(0) => break,
             Ok(n) => {
                 // past the limit by at most one chunk before it is refused
@@ -353,7 +387,8 @@ fn lzma_first_stream(
         let input = data.get(stream.total_in() as usize..).unwrap_or_default();
         let action = if input.is_empty() { Action::Finish } else { Action::Run };
         let before = (stream.total_in(), stream.total_out());
-        let status = stream.process(input, &mut chunk, action);
+        let step = if meter.elf_only && out.len() < ELF_PROBE { ELF_PROBE - out.len() } else { chunk.len() };
+        let status = stream.process(input, &mut chunk[..step], action);
         let wrote = (stream.total_out() - before.1) as usize;
         out.extend_from_slice(&chunk[..wrote.min(chunk.len())]);
         meter.account(stream.total_in() as usize, &out, name)?;

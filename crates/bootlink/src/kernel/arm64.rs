@@ -297,6 +297,7 @@ pub(crate) fn find_tables(image: &[u8]) -> std::result::Result<Found, Error> {
         return Err(none());
     }
     check_neighbours(image, &best)?;
+    check_every_name_named(image, &best)?;
     let names: Vec<&[u8]> = best.clone().step_by(ENTRY).map(|o| entry_name(image, o).expect("in the run").1).collect();
     let falls: Vec<usize> = (1..names.len()).filter(|&i| names[i] <= names[i - 1]).collect();
     let split = match falls[..] {
@@ -374,7 +375,8 @@ fn strings_span(image: &[u8], entries: impl Iterator<Item = usize>) -> std::ops:
 /// among the strings the run names and its value into the Image (a name
 /// or namespace with bytes no export's has, at either end of the tables).
 /// Not found so: a damaged name offset in one of the first two or last
-/// two entries, where too few entries lie beyond it to tell.
+/// two entries, where too few entries lie beyond it to tell (found by
+/// [`check_every_name_named`]: its name is left unnamed).
 /// Taking the run as the tables would drop that entry and every export
 /// past it without a word.
 fn check_neighbours(image: &[u8], run: &std::ops::Range<usize>) -> std::result::Result<(), Error> {
@@ -440,6 +442,50 @@ fn check_neighbours(image: &[u8], run: &std::ops::Range<usize>) -> std::result::
             "arm64 Image: the export entry at {o:#x}, {side} the {n} entries at {:#x}..{:#x}: {what}",
             run.start, run.end
         )));
+    }
+    Ok(())
+}
+
+/// Refuse the tables when a string among their names is named by none of
+/// their entries: `__ksymtab_strings` holds one name (and namespace) per
+/// export and nothing else, so an unnamed one is the name of an entry the
+/// run left out. What [`check_neighbours`] cannot tell: a damaged name
+/// offset in one of the first two or last two entries, where too few
+/// entries lie beyond it. Only whole strings between NULs are counted
+/// (the span's first string only when a NUL precedes it), empty ones not.
+fn check_every_name_named(image: &[u8], run: &std::ops::Range<usize>) -> std::result::Result<(), Error> {
+    const ENTRY: usize = 12;
+    let mut named = std::collections::HashSet::new();
+    for o in run.clone().step_by(ENTRY) {
+        named.extend(entry_name(image, o).map(|(a, _)| a));
+        named.extend(entry_namespace(image, o).flatten());
+    }
+    let span = strings_span(image, run.clone().step_by(ENTRY));
+    let mut at = span.start;
+    // A partial string at the span's start (no NUL before it) is not one.
+    if at > 0 && image[at - 1] != 0 {
+        at += image[at..span.end].iter().position(|&b| b == 0).map_or(span.end - at, |n| n + 1);
+    }
+    while at < span.end {
+        let Some(len) = image[at..span.end].iter().position(|&b| b == 0) else { break };
+        if len > 0 && !named.contains(&at) {
+            let n = run.len() / ENTRY;
+            let edge = [run.start.checked_sub(ENTRY), Some(run.end)]
+                .into_iter()
+                .flatten()
+                .filter(|&o| o + ENTRY <= image.len())
+                .map(|o| format!("{o:#x}"))
+                .collect::<Vec<_>>()
+                .join(" or ");
+            return Err(corrupt(format!(
+                "arm64 Image: the export name {} at {at:#x} is named by none of the {n} entries at {:#x}..{:#x}: \
+                 the entry that names it (at {edge}, next to them) is damaged",
+                ksymtab::quoted(&image[at..at + len]),
+                run.start,
+                run.end
+            )));
+        }
+        at += len + 1;
     }
     Ok(())
 }
@@ -511,6 +557,12 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         },
     };
     let exports = ksymtab::decode(tables, EntryFormat::Prel32).map_err(|e| e.at(path))?;
+    // The Image keeps the vmlinux's `.BTF` (CONFIG_DEBUG_INFO_BTF): the
+    // size of struct module, as x86 reads it from the vmlinux's section.
+    let struct_module_size = match super::btf::find_in_image(image) {
+        Some(b) => super::btf::struct_size(b, "module").map_err(|e| e.at(path))?,
+        None => None,
+    };
     let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
     Ok(KernelImage {
         path: path.to_path_buf(),
@@ -525,7 +577,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
         slide_base: None,
         image_range: Some((base, base.wrapping_add(h.image_size))),
-        struct_module_size: None,
+        struct_module_size,
         config: cfg,
     })
 }

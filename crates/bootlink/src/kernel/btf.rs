@@ -37,6 +37,23 @@ fn trailing(kind: u32, vlen: usize) -> Option<usize> {
     })
 }
 
+/// The BTF blob inside a raw kernel image (an arm64 Image: `objcopy -O
+/// binary` of a vmlinux keeps `.BTF`, which the kernel serves as
+/// /sys/kernel/btf/vmlinux), found by its header as pahole writes it: the
+/// magic, version 1, no flags, a 24-byte header, the types first
+/// (type_off 0) and the strings right after them (str_off = type_len).
+/// None when no such header is there (a kernel without
+/// CONFIG_DEBUG_INFO_BTF); the first when there are several.
+pub(crate) fn find_in_image(image: &[u8]) -> Option<&[u8]> {
+    const HEAD: &[u8] = &[0x9f, 0xeb, 1, 0, 24, 0, 0, 0, 0, 0, 0, 0];
+    memchr::memmem::find_iter(image, HEAD)
+        .find(|&at| {
+            let u32_at = |o: usize| crate::bytes::le_u32(image, at + o);
+            u32_at(12).is_some() && u32_at(12) == u32_at(16)
+        })
+        .map(|at| &image[at..])
+}
+
 /// The size of `struct NAME` in `btf`: None when no struct has that name,
 /// or when a type of a kind btf.h (6.12) does not define comes first (a
 /// later kernel's: its length is unknown, so nothing past it can be read);

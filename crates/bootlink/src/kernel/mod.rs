@@ -41,6 +41,13 @@ pub enum Source {
         compression: Compression,
         offset: usize,
     },
+    /// An image with a vmlinux embedded in a format only kernel payloads
+    /// use (lzma, bzip2, lz4, lzo), as [`crate::compress::kernel_payload_name`]
+    /// names it.
+    Payload {
+        compression: String,
+        offset: usize,
+    },
     SystemMap {
         symvers: PathBuf,
     },
@@ -58,6 +65,7 @@ impl Source {
             Source::Compressed { compression, offset } => {
                 format!("{}-compressed vmlinux at offset {offset}", compression.name())
             }
+            Source::Payload { compression, offset } => format!("{compression}-compressed vmlinux at offset {offset}"),
             Source::SystemMap { symvers } => format!("System.map + {}", symvers.display()),
             Source::Arm64Image { compression: Compression::None } => "arm64 Image".into(),
             Source::Arm64Image { compression } => format!("arm64 Image, {}-compressed", compression.name()),
@@ -215,33 +223,57 @@ pub(crate) fn check_image_size(data: &[u8]) -> std::result::Result<(), Error> {
 }
 
 /// Search `data` for an embedded compressed vmlinux, as for a boot wrapper
-/// other than a bzImage (EFI zboot, ...): every xz, zstd and gzip stream
-/// (by its magic, in that order), each decoded only while its output is an
-/// ELF header's beginning. All the candidates together may read and write
+/// other than a bzImage (EFI zboot, ...): every stream of the seven formats
+/// the kernel's build writes (by its magic: xz, zstd and gzip first, then
+/// lzma, bzip2, lz4's legacy frame and lzop, each format in file order),
+/// each decoded only while its output is an ELF header's beginning. A
+/// candidate of the formats whose magic is short or common is taken only
+/// with a header the kernel's build could have written
+/// ([`plausible_stream`]). All the candidates together may read and write
 /// at most [`compress::search_budget`] bytes, so that the search costs
 /// time linear in the file's size whatever it holds (many streams, each a
 /// bomb, once made it quadratic).
 fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
+    use compress::Codec;
     let budget = compress::search_budget(data.len());
     let mut left = budget;
     let mut tried = 0usize;
-    use compress::Codec;
-    for (magic, kind, codec) in [
-        (compress::XZ_MAGIC, Compression::Xz, Codec::Xz),
-        (compress::ZSTD_MAGIC, Compression::Zstd, Codec::Zstd),
-        (compress::GZIP_MAGIC, Compression::Gzip, Codec::Gzip),
+    let lz4 = compress::lz4::MAGIC.to_le_bytes();
+    for (magic, codec) in [
+        (compress::XZ_MAGIC, Codec::Xz),
+        (compress::ZSTD_MAGIC, Codec::Zstd),
+        (compress::GZIP_MAGIC, Codec::Gzip),
+        (compress::LZMA_ALONE_MAGIC, Codec::Lzma),
+        (compress::BZIP2_MAGIC, Codec::Bzip2),
+        (&lz4[..], Codec::Lz4),
+        (compress::lzop::MAGIC, Codec::Lzo),
     ] {
         for offset in memchr::memmem::find_iter(data, magic) {
             let rest = &data[offset..];
+            if !plausible_stream(codec, rest) {
+                continue;
+            }
+            let budget_bound = compress::output_limit(rest.len()) >= left;
             let mut meter = compress::Meter::new(compress::output_limit(rest.len()).min(left));
             meter.elf_only = true;
             let found = compress::decode(codec, &rest[..rest.len().min(left)], 0, &mut meter);
             tried += 1;
             left = left.saturating_sub(meter.read.saturating_add(meter.written));
+            // Stopped at what is left of the budget (a decoder that writes
+            // whole blocks stops short of it): the budget is spent.
+            if budget_bound && matches!(&found, Err(e) if compress::PastLimit::of(e)) {
+                left = 0;
+            }
             if let Ok(out) = found
                 && out.starts_with(&object::elf::ELFMAG)
             {
-                return Ok(Vmlinux { data: out.into(), source: Source::Compressed { compression: kind, offset } });
+                let source = match codec {
+                    Codec::Xz => Source::Compressed { compression: Compression::Xz, offset },
+                    Codec::Zstd => Source::Compressed { compression: Compression::Zstd, offset },
+                    Codec::Gzip => Source::Compressed { compression: Compression::Gzip, offset },
+                    other => Source::Payload { compression: other.name().into(), offset },
+                };
+                return Ok(Vmlinux { data: out.into(), source });
             }
             if left == 0 {
                 return Err(corrupt(format!(
@@ -254,6 +286,34 @@ fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
         }
     }
     Err(corrupt("not a kernel image: no ELF header, bzImage header or compressed vmlinux found"))
+}
+
+/// Whether `rest`, which begins with `codec`'s magic, begins a stream the
+/// kernel's build could have written, for the formats whose magic alone is
+/// short or common in other data: lzma's "alone" header (properties 0x5d,
+/// then 00 00 as the first bytes of the dictionary size, which is at most
+/// 1 GiB, and an uncompressed size unknown, all ones, as `lzma -9` writes
+/// from a pipe, or within [`compress::MAX_OUTPUT`]); bzip2's "BZh", a
+/// block size digit and the first block's (or the end's) 48-bit magic;
+/// lz4's legacy magic and a first block within the format's bound. xz,
+/// zstd, gzip and lzop are taken by their magic.
+fn plausible_stream(codec: compress::Codec, rest: &[u8]) -> bool {
+    use compress::Codec;
+    match codec {
+        Codec::Lzma => {
+            let (Some(dict), Some(size)) = (elf::read_u32(rest, 1), rest.get(5..13)) else { return false };
+            let size = u64::from_le_bytes(size.try_into().expect("8 bytes"));
+            dict as usize <= compress::MAX_OUTPUT && (size == u64::MAX || size as usize <= compress::MAX_OUTPUT)
+        }
+        Codec::Bzip2 => {
+            const BLOCK: &[u8] = &[0x31, 0x41, 0x59, 0x26, 0x53, 0x59];
+            const END: &[u8] = &[0x17, 0x72, 0x45, 0x38, 0x50, 0x90];
+            rest.get(3).is_some_and(|b| (b'1'..=b'9').contains(b))
+                && rest.get(4..10).is_some_and(|m| m == BLOCK || m == END)
+        }
+        Codec::Lz4 => elf::read_u32(rest, 4).is_some_and(|n| n > 0 && n as usize <= compress::lz4::BLOCK_BOUND),
+        Codec::Xz | Codec::Zstd | Codec::Gzip | Codec::Lzo => true,
+    }
 }
 
 /// A bzImage's compressed kernel, as it lies in the file (no
@@ -297,13 +357,29 @@ fn bzimage_payload(data: &[u8]) -> std::result::Result<Option<Vmlinux>, Error> {
     let name = compress::kernel_payload_name(payload).ok_or_else(|| {
         Error::new(Kind::Unsupported, "bzImage payload is in no compression the kernel knows (nor an ELF vmlinux)")
     })?;
-    let out = if kind == Compression::None {
-        compress::decompress_kernel_payload(payload, name)?
-    } else {
-        // The build appends the uncompressed size (le32) after the stream.
-        let hint = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
-        compress::decompress(payload, kind, hint)?
-    };
+    let codec = compress::Codec::of_payload(name).ok_or_else(|| {
+        Error::new(
+            Kind::Unsupported,
+            format!("a {name} bzImage payload: bootlink reads the seven formats of the kernel's build"),
+        )
+    })?;
+    // The build appends the uncompressed size (le32; gzip's own ISIZE)
+    // after the stream: the boot decompressor makes that much room for
+    // the kernel (arch/x86/boot/compressed/mkpiggy.c), so no more is
+    // decoded.
+    let stated = elf::read_u32(payload, payload.len().saturating_sub(4)).unwrap_or(0) as usize;
+    let limit = compress::output_limit(payload.len());
+    let mut meter = compress::Meter::new(limit.min(stated));
+    let out = compress::decode(codec, payload, stated, &mut meter).map_err(|e| {
+        if stated < limit && compress::PastLimit::of(&e) {
+            corrupt(format!(
+                "bzImage payload: its {name} stream decompresses to more than the {stated} bytes its size \
+                 trailer states (the room the boot decompressor makes for the kernel)"
+            ))
+        } else {
+            e
+        }
+    })?;
     if !out.starts_with(&object::elf::ELFMAG) {
         return Err(corrupt("bzImage payload does not decompress to an ELF vmlinux"));
     }

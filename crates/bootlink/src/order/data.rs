@@ -499,22 +499,15 @@ impl crate::report::Report for DataReport {
 /// under valgrind; the record and the data order for each linker into `output`.
 pub fn record_command(command: &[String], output: &Path) -> Result<DataReport> {
     let program = PathBuf::from(command.first().map(String::as_str).unwrap_or_default());
+    let names = [&["data.touch"][..], &super::FILES[..]].concat();
+    crate::fsutil::check_outputs_in(output, &names, &[&program])?;
     let objs = DataObjects::read(&program)?;
     std::fs::create_dir_all(output).map_err(|e| Error::io(output, e))?;
     let mut cmd = Command::new(&program);
     cmd.args(command.get(1..).unwrap_or_default());
     let touched = record(cmd, false, &program, &objs, &output.join("data.touch"))?;
-    let files = [
-        ("order.ld", gnu_ld(&touched.order, &objs)),
-        ("order.gold", gold(&touched.order, &objs)),
-        ("order.lld", lld(&touched.order, &objs)),
-    ];
-    let mut written = Vec::new();
-    for (name, text) in files {
-        let p = output.join(name);
-        crate::fsutil::write_atomic(&p, text.as_bytes())?;
-        written.push(p);
-    }
+    let texts = [gnu_ld(&touched.order, &objs), gold(&touched.order, &objs), lld(&touched.order, &objs)];
+    let written = super::write_together(output, texts)?;
     Ok(DataReport { touched, files: written, program })
 }
 

@@ -20,3 +20,25 @@ pub mod synth;
 pub mod trace;
 
 pub use request::{Ordered, RecordReport, TraceRequest, WriteReport, map, record, write};
+
+/// The order files, one per linker, in [`write_together`]'s order.
+pub(crate) const FILES: [&str; 3] = ["order.ld", "order.gold", "order.lld"];
+
+/// Write the three order files (`texts` in [`FILES`]' order) into `dir`
+/// together: each whole beside its place, then all put in place, so a
+/// full file system leaves none (never a new order.ld beside an old
+/// order.lld).
+pub(crate) fn write_together(
+    dir: &std::path::Path,
+    texts: [String; 3],
+) -> crate::error::Result<Vec<std::path::PathBuf>> {
+    let mut staged = crate::fsutil::Staged::new();
+    let mut out = Vec::new();
+    for (name, text) in FILES.iter().zip(texts) {
+        let p = dir.join(name);
+        staged.write(&p, text.as_bytes())?;
+        out.push(p);
+    }
+    staged.commit()?;
+    Ok(out)
+}

@@ -74,6 +74,9 @@ impl crate::report::Report for WriteReport {
 
 /// Map the trace and write the order for GNU ld, gold and lld into `output`.
 pub fn write(req: &TraceRequest, output: &std::path::Path) -> Result<WriteReport> {
+    let mut inputs = vec![req.trace.as_path(), req.binary.as_path()];
+    inputs.extend(req.layout.as_deref());
+    crate::fsutil::check_outputs_in(output, &super::FILES, &inputs)?;
     let Ordered { mapped, funcs, predicted } = map(req)?;
     let files = script::write_all(output, &mapped.order, &funcs)?;
     Ok(WriteReport { files, mapped, predicted })

@@ -67,6 +67,7 @@ pub(crate) fn write_with_data(
     funcs: &Functions,
     data: Option<(&[FunctionId], &super::data::DataObjects)>,
 ) -> Result<Vec<PathBuf>> {
+    crate::fsutil::check_output_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
     let (mut ld, mut gd, mut ll) = (gnu_ld(order, funcs), gold(order), lld(order));
     if let Some((touched, objs)) = data {
@@ -75,14 +76,7 @@ pub(crate) fn write_with_data(
         gd += &super::data::gold(touched, objs);
         ll += &super::data::lld(touched, objs);
     }
-    let files = [("order.ld", ld), ("order.gold", gd), ("order.lld", ll)];
-    let mut out = Vec::new();
-    for (name, text) in files {
-        let p = dir.join(name);
-        crate::fsutil::write_atomic(&p, text.as_bytes())?;
-        out.push(p);
-    }
-    Ok(out)
+    super::write_together(dir, [ld, gd, ll])
 }
 
 #[cfg(test)]
