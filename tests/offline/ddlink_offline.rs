@@ -361,8 +361,7 @@ fn whole_program_images_hold_every_relr_word_relocated() {
     use std::collections::BTreeMap;
     let dir = common::tmpdir("ddlink-relr");
     let fx = dir.join("fx");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ddlink");
-    let src = if src.is_dir() { src } else { Path::new("tests/ddlink").to_path_buf() };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ddlink");
     let built = std::process::Command::new("make")
         .arg("-s")
         .arg("-C")
