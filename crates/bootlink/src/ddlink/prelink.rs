@@ -631,6 +631,9 @@ pub(crate) fn write_images(
     if !base.is_multiple_of(PAGE) || base == 0 {
         return Err(Error::new(Kind::Usage, format!("base {base:#x} is not a nonzero multiple of the page size")));
     }
+    // The program's image goes at its real path (the overlay mounts it
+    // there, and verify finds it by the same rule).
+    let program = &std::fs::canonicalize(program).map_err(|e| Error::io(program, e))?;
     let mut datas = Vec::with_capacity(rec.objects.len());
     for o in &rec.objects {
         datas.push(if o.flags & OBJ_LOADER != 0 {

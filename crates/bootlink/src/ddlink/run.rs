@@ -331,7 +331,10 @@ fn compare_images(cache: &Cache, loader: &Path, program: &Program, report: &mut 
         return Ok(());
     };
     for o in prelinked {
-        let original = objects::file_of(o.flags, &o.name, loader, &program.path);
+        let mut original = objects::file_of(o.flags, &o.name, loader, &program.path);
+        if o.flags & OBJ_MAIN != 0 {
+            original = std::fs::canonicalize(&original).map_err(|e| Error::io(&original, e))?;
+        }
         let image = super::prelink::image_path(dir, &original.to_string_lossy());
         let base = o.prelink.as_ref().map_or(0, |p| p.base);
         let (a, b) = (crate::fsutil::map_file(&original)?, crate::fsutil::map_file(&image)?);
@@ -401,6 +404,9 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
                 _ => "library",
             };
             let mut file = objects::file_of(o.flags, &o.name, loader, &program.path);
+            if o.flags & OBJ_MAIN != 0 {
+                file = std::fs::canonicalize(&file).unwrap_or(file);
+            }
             if let (Some(dir), true) = (&program.overlay, o.flags & OBJ_PRELINKED != 0) {
                 file = super::prelink::image_path(dir, &file.to_string_lossy());
             }
