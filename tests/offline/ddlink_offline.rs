@@ -311,7 +311,12 @@ fn readelf_relr(path: &Path) -> Vec<u64> {
 /// hold exactly those values, bytes 8..16 carry the mark, and nothing
 /// else changed but GOT[1] (0 in the original). Returns the RELR words
 /// compared.
-fn every_word_of(orig_path: &Path, image_path: &Path, base: u64, bound: &std::collections::BTreeMap<u64, u64>) -> usize {
+fn every_word_of(
+    orig_path: &Path,
+    image_path: &Path,
+    base: u64,
+    bound: &std::collections::BTreeMap<u64, u64>,
+) -> usize {
     use object::read::{Object, ObjectSegment};
     let (orig, img) = (std::fs::read(orig_path).unwrap(), std::fs::read(image_path).unwrap());
     assert_eq!(orig.len(), img.len(), "{}", image_path.display());
@@ -400,8 +405,19 @@ fn whole_program_images_hold_every_relr_word_relocated() {
     std::fs::write(&rec, record).unwrap();
     let (out, images) = (dir.join("cache"), dir.join("images"));
     let cmd = TestCommand::new(&[
-        &"ddlink", &"write", &"--loader", &"/bin/true", &"--record", &rec, &"--program", &prog, &"-o", &out,
-        &"--prelink", &images, &"--json",
+        &"ddlink",
+        &"write",
+        &"--loader",
+        &"/bin/true",
+        &"--record",
+        &rec,
+        &"--program",
+        &prog,
+        &"-o",
+        &out,
+        &"--prelink",
+        &images,
+        &"--json",
     ])
     .show_dir(&dir);
     let report: serde_json::Value = serde_json::from_slice(&cmd.ok().stdout).unwrap();

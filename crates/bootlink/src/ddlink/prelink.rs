@@ -213,8 +213,7 @@ impl Image {
             tags.insert(tag, e.d_val.get(LE));
         }
         let tag = |t: i64| tags.get(&t).copied();
-        let textrel = tag(DT_TEXTREL).is_some()
-            || tag(DT_FLAGS).is_some_and(|f| f & DF_TEXTREL != 0);
+        let textrel = tag(DT_TEXTREL).is_some() || tag(DT_FLAGS).is_some_and(|f| f & DF_TEXTREL != 0);
         let unsuitable = if textrel {
             Some("text relocations (DT_TEXTREL)")
         } else if tag(DT_REL).is_some() {
@@ -738,7 +737,8 @@ pub fn check_image(original: &[u8], image: &[u8], base: u64) -> Result<ImageChec
         out.differences.push(format!("the image has {} bytes, the original {}", image.len(), original.len()));
         return Ok(out);
     }
-    let mut skip: std::collections::HashSet<usize> = img.relocs.iter().filter_map(|r| img.file_off(r.offset, 8)).collect();
+    let mut skip: std::collections::HashSet<usize> =
+        img.relocs.iter().filter_map(|r| img.file_off(r.offset, 8)).collect();
     if let Some(got1) = img.pltgot.and_then(|p| img.file_off(p + 8, 8)) {
         skip.insert(got1);
     }
