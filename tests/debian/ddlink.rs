@@ -562,6 +562,17 @@ fn whole_program_skip_mode_with_relr() {
     assert_eq!(out, want, "the images, no cache");
     normal_because(&dbg, "no cache");
 
+    // The program's image changed after it was written (here: only its
+    // mtime): not the image the cache names, so it is relocated as usual
+    // (its DT_RELR words moved), the libraries keep Skip Mode.
+    let prog_image = bootlink::ddlink::prelink::image_path(&images, prog.to_str().unwrap());
+    common::sh("touch", &["-d", "2020-01-01", prog_image.to_str().unwrap()]);
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want, "a changed program image");
+    assert!(dbg.contains("relocating the program as usual: not the image the cache names"), "{dbg}");
+    let (_, program, _, moved) = final_counts(&dbg);
+    assert!(!program && moved == 1, "{dbg}");
+
     // Debian's ld.so does not know the mark: it refuses the marked file,
     // naming it, instead of adding the base a second time.
     let (ok, _, err) = exec_in(&images, &[DEBIAN_LD_SO, prog.to_str().unwrap()], &[]);
