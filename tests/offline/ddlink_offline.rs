@@ -499,3 +499,58 @@ fn whole_program_images_hold_every_relr_word_relocated() {
         assert!(bootlink::ddlink::prelink::check_image(&i, &i, b).is_err());
     }
 }
+
+/// A program with text relocations (DT_TEXTREL, built here with gcc) is
+/// not imaged: `write --prelink` says so in one line naming the file, the
+/// cache does not mark it prelinked, and the libraries are still imaged.
+#[test]
+fn a_program_with_text_relocations_is_refused_by_name() {
+    let dir = common::tmpdir("ddlink-textrel");
+    std::fs::write(dir.join("t.c"), "int x = 3;\nint *f(void) { return &x; }\nint main(void) { return *f() - 3; }\n")
+        .unwrap();
+    let prog = dir.join("textrel-prog");
+    let built = std::process::Command::new("gcc")
+        .args(["-O1", "-fno-pic", "-mcmodel=large", "-pie", "-Wl,-z,notext", "-Wl,--build-id", "-o"])
+        .arg(&prog)
+        .arg(dir.join("t.c"))
+        .output();
+    if !matches!(&built, Ok(o) if o.status.success()) || !Path::new(LIBC).is_file() {
+        common::skip("a_program_with_text_relocations_is_refused_by_name", "gcc cannot build a PIE with -z notext");
+        return;
+    }
+    let p = prog.to_str().unwrap();
+    let id = |p: &str| bootlink::ddlink::record::hex(&ObjFile::read(Path::new(p)).unwrap().build_id);
+    let record = format!(
+        "ddlink-record 1\nloader 00\nobj 0 2 0 0 0 0 0 {} \nobj 1 0 {} {} {LIBC}\nscope 0 1\nend 1\n",
+        id(p),
+        identity(LIBC),
+        id(LIBC)
+    );
+    let rec = dir.join("record");
+    std::fs::write(&rec, record).unwrap();
+    let (out, images) = (dir.join("cache"), dir.join("images"));
+    let cmd = TestCommand::new(&[
+        &"ddlink",
+        &"write",
+        &"--loader",
+        &"/bin/true",
+        &"--record",
+        &rec,
+        &"--program",
+        &prog,
+        &"-o",
+        &out,
+        &"--prelink",
+        &images,
+    ])
+    .show_dir(&dir);
+    let text = String::from_utf8(cmd.ok().stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("DT_TEXTREL")).collect();
+    assert_eq!(lines, [format!("  not prelinked: {p}: text relocations (DT_TEXTREL)")], "{text}");
+    let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
+    use bootlink::ddlink::format::OBJ_PRELINKED;
+    assert_eq!(cache.objects[0].flags & OBJ_PRELINKED, 0);
+    assert!(cache.objects[0].prelink.is_none());
+    assert_ne!(cache.objects[1].flags & OBJ_PRELINKED, 0, "libc is still imaged");
+    assert!(!images.join(p.trim_start_matches('/')).exists(), "an image of the refused program was written");
+}

@@ -392,18 +392,24 @@ impl Left {
 /// from `base` (the program first).
 fn plan(
     rec: &Record,
+    program: &Path,
     datas: &[Option<crate::fsutil::Bytes>],
     base: u64,
     report: &mut PrelinkReport,
 ) -> Result<Vec<Planned>> {
+    // An object's file in a message (the program's name in a record is empty).
+    let file_name = |i: usize| match rec.objects[i].flags & OBJ_MAIN {
+        0 => rec.objects[i].name.clone(),
+        _ => program.display().to_string(),
+    };
     let mut images: Vec<Option<Image>> = Vec::with_capacity(datas.len());
-    for (o, d) in rec.objects.iter().zip(datas) {
+    for (i, (o, d)) in rec.objects.iter().zip(datas).enumerate() {
         images.push(match d {
             None => None,
             Some(d) => match Image::parse(d, o.flags & OBJ_MAIN != 0) {
                 Ok(img) => Some(img),
                 Err(why) => {
-                    report.not_prelinked.push((shown_name(&o.name), why.msg));
+                    report.not_prelinked.push((file_name(i), why.msg));
                     None
                 }
             },
@@ -413,7 +419,7 @@ fn plan(
     if let Some(m) = rec.objects.iter().position(|o| o.flags & OBJ_MAIN != 0)
         && let Some(why) = images[m].as_ref().and_then(|i| i.unsuitable.clone())
     {
-        report.not_prelinked.push((shown_name(&rec.objects[m].name), why));
+        report.not_prelinked.push((file_name(m), why));
         images[m] = None;
     }
     let mut bases: Vec<Option<u64>> = vec![None; images.len()];
@@ -583,11 +589,6 @@ pub fn image_path(dir: &Path, path: &str) -> PathBuf {
     dir.join(path.trim_start_matches('/'))
 }
 
-/// An object's name in a message (the program's is empty in a record).
-fn shown_name(name: &str) -> String {
-    if name.is_empty() { "the program".into() } else { name.to_string() }
-}
-
 /// How the cache describes an object of the program after prelinking.
 pub(crate) struct Placement {
     /// The image's identity (None: placed only, the original file).
@@ -644,7 +645,7 @@ pub(crate) fn write_images(
         });
     }
     let mut report = PrelinkReport { dir: dir.to_path_buf(), base, ..Default::default() };
-    let planned = plan(rec, &datas, base, &mut report)?;
+    let planned = plan(rec, program, &datas, base, &mut report)?;
     let mut out = HashMap::new();
     for p in planned {
         let name = match rec.objects[p.index].flags & OBJ_MAIN {
