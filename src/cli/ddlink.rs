@@ -61,9 +61,10 @@ pub enum Cmd {
         /// Where to write the cache
         #[arg(long, short)]
         output: PathBuf,
-        /// Relocation Skip Mode: also write the libraries' prelinked images
-        /// under DIR (each at its own path below DIR; run with `--overlay DIR`
-        /// or install them), and a cache that names them
+        /// Relocation Skip Mode: also write prelinked images of the program
+        /// (a position-independent executable) and its libraries under DIR
+        /// (each at its own path below DIR; run with `--overlay DIR` or
+        /// install them), and a cache that names them
         #[arg(long, value_name = "DIR")]
         prelink: Option<PathBuf>,
         /// Load address of the first prelinked image (default: chosen at

@@ -245,7 +245,7 @@ fn fix_checksum(d: &mut [u8]) {
     }
 }
 
-/// Damaged copies of a DDLink cache (binary, version 4; the layout of
+/// Damaged copies of a DDLink cache (binary, version 5; the layout of
 /// crates/bootlink/src/ddlink/format.rs: a 144-byte header, 112-byte objects, 16-byte
 /// entries).
 pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {

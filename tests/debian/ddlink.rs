@@ -445,3 +445,136 @@ fn real_programs_identical_in_every_mode() {
 fn synthetic_case_identical_in_every_mode() {
     identical_in_every_mode(&common::tmpdir("ddlink-synth"), SHARED_SYMBOLS);
 }
+
+/// The counts of LD_DEBUG=ddlink's last line: (objects prelinked, whether
+/// the program's relocation was skipped, DT_RELR passes skipped, moved).
+fn final_counts(dbg: &str) -> (u64, bool, u64, u64) {
+    let line = dbg.lines().find(|l| l.contains("objects prelinked (program")).unwrap_or_else(|| panic!("{dbg}"));
+    let num = |after: &str| -> u64 {
+        let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after}: {line}")) + after.len()..];
+        rest.trim_start().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    };
+    let prelinked = line.split(" objects prelinked").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    (prelinked, line.contains("(program included)"), num("DT_RELR passes:"), num("skipped,"))
+}
+
+/// `argv` started directly (the kernel maps the program, its PT_INTERP the
+/// patched ld.so) with the images under `images` bind-mounted, as
+/// `--overlay` does, and `env`: (exit status, stdout, stderr).
+fn exec_in(images: &Path, argv: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "--", "sh", "-c"]);
+    c.arg(r#"while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 126; shift 2; done; shift; exec "$@""#);
+    c.arg("sh");
+    for image in bootlink::ddlink::run::overlay_files(images) {
+        c.arg(&image).arg(Path::new("/").join(image.strip_prefix(images).unwrap()));
+    }
+    c.arg("--").args(argv);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("LD_") {
+            c.env_remove(k);
+        }
+    }
+    c.envs(env.iter().copied());
+    let out = c.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Skip Mode for the whole program (glibc patch 0009): the playground's
+/// ddlink-relr (a PIE and a library, both with DT_RELR, a copy relocation)
+/// with the patched libc (DT_RELR) all imaged; `verify` compares every
+/// relocated word with a normal relocation and every DT_RELR word with the
+/// original's plus the base (0 differences); in Skip Mode the program's
+/// relocation and every DT_RELR pass is skipped (LD_DEBUG=ddlink's
+/// counts), the output unchanged; the program not at its base (or started
+/// by the kernel) is relocated as usual, its DT_RELR words moved by the
+/// difference only; Debian's ld.so refuses the marked library rather than
+/// relocating it twice.
+#[test]
+fn whole_program_skip_mode_with_relr() {
+    let dir = common::tmpdir("ddlink-relr");
+    let pg = dir.join("pg");
+    playground(&pg);
+    let prog = pg.join("ddlink-relr");
+    let (want, _) = start(Path::new(DEBIAN_LD_SO), &prog, &[], &[]);
+    assert!(want.contains("counter 42"), "{want}");
+    let (cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let decoded = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    use bootlink::ddlink::format::{OBJ_MAIN, OBJ_PRELINKED, OBJ_RELR};
+    assert_eq!(decoded.objects[0].flags & (OBJ_MAIN | OBJ_PRELINKED | OBJ_RELR), OBJ_MAIN | OBJ_PRELINKED | OBJ_RELR);
+    let relr_images = decoded.objects.iter().filter(|o| o.flags & OBJ_RELR != 0).count();
+    assert!(relr_images >= 3, "the program, libddr and libc: {relr_images}");
+    let out = overlay_cmd("verify", &cache, &images).arg(&prog).ok();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["images_compared"], v["images"], "{v}");
+    assert!(v["relr_words_checked"].as_u64().unwrap() > 1000, "libc's DT_RELR words too: {v}");
+    assert!(v["image_differences"].as_array().unwrap().is_empty(), "{v}");
+
+    let ld = &glibc().ld_so;
+    let c = cache.to_str().unwrap();
+    for bind_now in ["", "1"] {
+        let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c), ("LD_BIND_NOW", bind_now)]);
+        assert_eq!(out, want, "skip mode, LD_BIND_NOW={bind_now}");
+        assert!(skip_mode(&dbg) && dbg.contains("skip mode: the program too"), "{dbg}");
+        let (prelinked, program, skipped, moved) = final_counts(&dbg);
+        assert!(program && prelinked as usize == decoded.objects.len() - 1, "{dbg}");
+        assert!(skipped as usize >= relr_images && moved == 0, "{dbg}");
+    }
+
+    // The program not at its base (0x1000 is below mmap_min_addr): it is
+    // relocated as usual, its DT_RELR words moved by the difference; the
+    // libraries (after the heap gap, free) keep Skip Mode.
+    let low_cache = dir.join("low.cache");
+    let low = dir.join("low-images");
+    let rec = dir.join("ddlink-relr.skip-record");
+    write_cmd(&rec, &prog, &low_cache).arg(&"--prelink").arg(&low).arg(&"--base").arg(&"0x1000").ok();
+    let (out, dbg) = start_in(Some(&low), ld, &prog, &[], &[("LD_DDLINK", low_cache.to_str().unwrap())]);
+    assert_eq!(out, want, "the program not at its base");
+    assert!(dbg.contains("relocating the program as usual: not mapped at its base"), "{dbg}");
+    let (_, program, _, moved) = final_counts(&dbg);
+    assert!(!program && moved == 1, "{dbg}");
+
+    // Started by the kernel (at a random address) with the images in place:
+    // the same, found from the program's own ELF header.
+    let dbgdir = tempfile::tempdir().unwrap();
+    let dbgfile = dbgdir.path().join("d");
+    let (ok, out, err) = exec_in(
+        &images,
+        &[prog.to_str().unwrap()],
+        &[("LD_DDLINK", c), ("LD_DEBUG", "ddlink"), ("LD_DEBUG_OUTPUT", dbgfile.to_str().unwrap())],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, want, "started by the kernel");
+    let dbg: String = std::fs::read_dir(dbgdir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(dbg.contains("relocating the program as usual: started by the kernel"), "{dbg}");
+    assert!(dbg.contains("the program: DT_RELR words relocated for"), "{dbg}");
+
+    // Without DDLink (no cache) the marked images still load exactly.
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", "/nonexistent")]);
+    assert_eq!(out, want, "the images, no cache");
+    normal_because(&dbg, "no cache");
+
+    // The program's image changed after it was written (here: only its
+    // mtime): not the image the cache names, so it is relocated as usual
+    // (its DT_RELR words moved), the libraries keep Skip Mode.
+    let prog_image = bootlink::ddlink::prelink::image_path(&images, prog.to_str().unwrap());
+    common::sh("touch", &["-d", "2020-01-01", prog_image.to_str().unwrap()]);
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want, "a changed program image");
+    assert!(dbg.contains("relocating the program as usual: not the image the cache names"), "{dbg}");
+    let (_, program, _, moved) = final_counts(&dbg);
+    assert!(!program && moved == 1, "{dbg}");
+
+    // Debian's ld.so does not know the mark: it refuses the marked file,
+    // naming it, instead of adding the base a second time.
+    let (ok, _, err) = exec_in(&images, &[DEBIAN_LD_SO, prog.to_str().unwrap()], &[]);
+    assert!(!ok && err.contains("ddlink-relr: nonzero padding in e_ident"), "{err}");
+}

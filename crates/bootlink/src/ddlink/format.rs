@@ -19,6 +19,11 @@
 //! one's indices against the real symbol tables and the defining
 //! symbol's name against the hash, and loads the whole program as usual
 //! when one fails.
+//!
+//! Version 5 (glibc patch 0009) lets the program be a prelinked image too
+//! (`OBJ_MAIN | OBJ_PRELINKED`, never only placed) and adds `OBJ_RELR`: the
+//! image's DT_RELR words are relocated for its base (its ELF header says
+//! so too, and for which base), so the loader skips the RELR pass there.
 
 use serde::Serialize;
 
@@ -35,8 +40,8 @@ fn unsupported(msg: impl Into<String>) -> Error {
     Error::new(Kind::Unsupported, msg)
 }
 
-pub(crate) const MAGIC: &[u8; 8] = b"DDLINK\0\x04";
-pub(crate) const VERSION: u32 = 4;
+pub(crate) const MAGIC: &[u8; 8] = b"DDLINK\0\x05";
+pub(crate) const VERSION: u32 = 5;
 /// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
 pub(crate) const HEADER_SIZE: usize = 144;
 pub(crate) const OBJ_SIZE: usize = 112;
@@ -53,6 +58,9 @@ pub const OBJ_LOADER: u32 = 4;
 pub const OBJ_PRELINKED: u32 = 8;
 /// Not an image, but mapped at its base so that images can bind to it.
 pub const OBJ_PLACED: u32 = 16;
+/// A prelinked image whose DT_RELR words are relocated for its base
+/// (with `OBJ_PRELINKED` only).
+pub const OBJ_RELR: u32 = 32;
 /// An entry whose symbol the loader looks up as usual.
 pub const UNRESOLVED: u16 = 0xffff;
 
@@ -293,16 +301,21 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
 
 /// Whether an object's flags and prelink data contradict each other (what
 /// the loader refuses): prelink data exactly for prelinked or placed
-/// objects, never both, never the program or ld.so, a nonzero page-aligned
+/// objects, never both, never ld.so, the program only prelinked (not
+/// placed), `OBJ_RELR` only on a prelinked object, a nonzero page-aligned
 /// base, no runtime relocations for a placed object.
 fn prelink_error(flags: u32, p: Option<&Prelink>) -> bool {
     let based = flags & (OBJ_PRELINKED | OBJ_PLACED) != 0;
+    if flags & OBJ_RELR != 0 && flags & OBJ_PRELINKED == 0 {
+        return true;
+    }
     match p {
         None => based,
         Some(p) => {
             !based
                 || flags & OBJ_PRELINKED != 0 && flags & OBJ_PLACED != 0
-                || flags & (OBJ_MAIN | OBJ_LOADER) != 0
+                || flags & OBJ_LOADER != 0
+                || flags & (OBJ_MAIN | OBJ_PLACED) == OBJ_MAIN | OBJ_PLACED
                 || p.base == 0
                 || !p.base.is_multiple_of(4096)
                 || flags & OBJ_PLACED != 0 && !p.runtime.is_empty()
@@ -477,7 +490,7 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         });
     }
     for o in &objects {
-        if o.flags & !(OBJ_MAIN | OBJ_LOADER | OBJ_PRELINKED | OBJ_PLACED) != 0 {
+        if o.flags & !(OBJ_MAIN | OBJ_LOADER | OBJ_PRELINKED | OBJ_PLACED | OBJ_RELR) != 0 {
             return Err(corrupt(format!("malformed DDLink cache: {} has unknown flags", shown(&o.name))));
         }
         for (k, e) in o.entries.iter().enumerate() {
@@ -573,6 +586,39 @@ mod tests {
         assert_eq!(decode(&b).unwrap(), c);
     }
 
+    /// Version 5: the program prelinked (never only placed), `OBJ_RELR`
+    /// only with `OBJ_PRELINKED`, ld.so never based.
+    #[test]
+    fn the_program_and_relr_images_round_trip_and_contradictions_are_refused() {
+        let mut c = prelinked_sample();
+        c.objects[0].flags |= OBJ_PRELINKED | OBJ_RELR;
+        c.objects[0].prelink = Some(Prelink { base: 0x20_0000_0000, runtime: vec![2, 0] });
+        c.objects[2].flags |= OBJ_RELR;
+        assert_eq!(decode(&encode(&c).unwrap()).unwrap(), c);
+        let refused = |f: &dyn Fn(&mut Cache)| {
+            let mut x = c.clone();
+            f(&mut x);
+            assert!(encode(&x).is_err(), "{:?}", x.objects.iter().map(|o| o.flags).collect::<Vec<_>>());
+        };
+        refused(&|x| x.objects[0].flags = OBJ_MAIN | OBJ_PLACED);
+        refused(&|x| x.objects[2].flags = OBJ_PLACED | OBJ_RELR);
+        refused(&|x| {
+            x.objects[1].flags |= OBJ_PRELINKED;
+            x.objects[1].prelink = Some(Prelink { base: 0x40_0000_0000, runtime: vec![] });
+        });
+        refused(&|x| {
+            x.objects[0].flags = OBJ_MAIN | OBJ_RELR;
+            x.objects[0].prelink = None;
+        });
+        // The same contradictions written by hand are refused on reading.
+        let mut b = encode(&c).unwrap();
+        let flags0 = HEADER_SIZE + 4;
+        b[flags0..flags0 + 4].copy_from_slice(&(OBJ_MAIN | OBJ_PLACED | OBJ_RELR).to_le_bytes());
+        let sum = checksum(&b);
+        set_le_u64(&mut b, CHECKSUM_AT, sum);
+        assert!(decode(&b).unwrap_err().msg.contains("object 0's prelink flags"));
+    }
+
     #[test]
     fn every_flipped_byte_and_every_truncation_is_refused() {
         let b = encode(&prelinked_sample()).unwrap();
@@ -603,7 +649,7 @@ mod tests {
         assert_eq!(msg(b"xyz"), "not a DDLink cache (bad magic)");
         assert_eq!(msg(&b[..5]), "truncated DDLink cache: 5 bytes, shorter than its header");
         assert_eq!(msg(&b[..100]), "truncated DDLink cache: 100 bytes, shorter than its header");
-        assert!(with(12, 152).starts_with("DDLink cache header of 152 bytes, version 4's has 144"));
+        assert!(with(12, 152).starts_with("DDLink cache header of 152 bytes, version 5's has 144"));
         // The objects' offset (its low half) misaligned, the entries' count too large.
         assert!(with(48, HEADER_SIZE as u32 + 4).contains("the object table's offset 0x94 is not 8-byte aligned"));
         assert!(with(40, 1 << 20).contains("the entry table (1048576 records of 16 bytes at"));

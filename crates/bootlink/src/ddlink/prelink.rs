@@ -1,16 +1,28 @@
-//! Relocation Skip Mode's images: each library of a profiled program
-//! copied with its relocations applied in the file, for a fixed load
-//! address and for the recorded bindings, so that the patched loader maps
-//! it there and skips its relocation (glibc/patches: DDLink skip mode).
+//! Relocation Skip Mode's images: each library of a profiled program, and
+//! the program itself when it is a position-independent executable, copied
+//! with its relocations applied in the file, for a fixed load address and
+//! for the recorded bindings, so that the patched loader maps it there and
+//! skips its relocation (glibc/patches: DDLink skip mode).
 //!
 //! What cannot be known before run time is left to the loader, as a list
 //! of relocation indices in the cache: IRELATIVE and bindings to IFUNC
 //! symbols (the resolver picks by CPU), TLS relocations (module IDs and
 //! static TLS offsets), bindings to the program and to ld.so (mapped by
 //! the kernel at random addresses), undefined weak references and
-//! bindings the record does not hold. An object whose relocations an image
-//! cannot hold (text relocations, DT_REL, DT_RELR, a type bootlink does not
-//! apply) is not prelinked.
+//! bindings the record does not hold, and the program's copy relocations.
+//! An object whose relocations an image cannot hold (text relocations,
+//! DT_REL, a type bootlink does not apply) is not prelinked.
+//!
+//! Packed relative relocations (DT_RELR) add the load address to the word
+//! in place, which is not idempotent. An image holds its RELR words
+//! already relocated for its base and says so in its ELF header
+//! ([`RELR_MARK`] and the base in `e_ident`'s padding): the patched loader
+//! (glibc/patches 0009) then skips the RELR pass at that base and, at any
+//! other address, adds only the difference, which gives exactly the
+//! original file's relocation there. A loader without that patch refuses
+//! the file ("nonzero padding in e_ident") instead of adding the base twice
+//! (the kernel does not check the padding: a program image started
+//! directly under such a loader is not protected; see docs/ddlink.md).
 //!
 //! An image is still an ordinary library (its relocations are RELA, so a
 //! loader that relocates it anyway computes every value afresh), with one
@@ -28,7 +40,7 @@ use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, Sym};
 use serde::Serialize;
 
-use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN, OBJ_PLACED, OBJ_PRELINKED, Prelink};
+use super::format::{FileIdentity, OBJ_LOADER, OBJ_MAIN, OBJ_PLACED, OBJ_PRELINKED, OBJ_RELR, Prelink};
 use super::record::{Def, Record};
 use crate::elf::{Dyn, Elf, Header, LE, Want, read_u64, records};
 use crate::error::{Error, Kind, Result};
@@ -51,10 +63,14 @@ pub const RANDOM_BASES: std::ops::Range<u64> = 0x10_0000_0000..0x4000_0000_0000;
 /// (64 TiB - 64 GiB) / 2 MiB, about 2^25 possible first bases.
 pub const RANDOM_BASE_ALIGN: u64 = 0x20_0000;
 const PAGE: u64 = 4096;
+/// Address space left free after the program's image (its heap, when the
+/// kernel maps the program and starts brk after it).
+pub const PROGRAM_HEAP_GAP: u64 = 0x4000_0000;
 
 // The x86-64 psABI's relocation types and the dynamic tags read here.
 const R_NONE: u32 = 0;
 const R_64: u32 = 1;
+const R_COPY: u32 = 5;
 const R_GLOB_DAT: u32 = 6;
 const R_JUMP_SLOT: u32 = 7;
 const R_RELATIVE: u32 = 8;
@@ -75,10 +91,19 @@ const DT_TEXTREL: i64 = 22;
 const DT_JMPREL: i64 = 23;
 const DT_BIND_NOW: i64 = 24;
 const DT_FLAGS: i64 = 30;
+const DT_RELRSZ: i64 = 35;
 const DT_RELR: i64 = 36;
+const DT_RELRENT: i64 = 37;
 const DT_FLAGS_1: i64 = 0x6fff_fffb;
+const DF_TEXTREL: u64 = 4;
 const DF_BIND_NOW: u64 = 8;
 const DF_1_NOW: u64 = 1;
+
+/// `e_ident[EI_PAD]` of an image whose DT_RELR words are relocated for its
+/// base; `e_ident[10..16]` hold the base divided by the page size (little
+/// endian). glibc without patch 0009 refuses a library with nonzero
+/// padding.
+pub const RELR_MARK: u8 = b'D';
 
 /// One relocation of .rela.dyn or .rela.plt.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +139,11 @@ struct Image {
     align: u64,
     /// .rela.dyn's relocations, then .rela.plt's (the cache's index space).
     relocs: Vec<Rela>,
+    /// The addresses DT_RELR relocates (each word gets the load address
+    /// added).
+    relr: Vec<u64>,
+    /// A position-independent executable (the program), not a library.
+    executable: bool,
     pltgot: Option<u64>,
     bind_now: bool,
     syms: Vec<DynSym>,
@@ -131,12 +161,20 @@ impl Image {
             .map(|l| (l.offset + (vaddr - l.vaddr)) as usize)
     }
 
-    /// Parse `data`; Err(why) when it cannot even be placed at a base.
-    fn parse(data: &[u8]) -> std::result::Result<Image, Error> {
+    /// Parse `data` (the program's file when `executable`); Err(why) when
+    /// it cannot even be placed at a base.
+    fn parse(data: &[u8], executable: bool) -> std::result::Result<Image, Error> {
         let parsed = Elf::parse(data, Want::Dynamic)?;
         let hdr: &Header = parsed.header;
         if hdr.e_type(LE) != elf::ET_DYN {
-            return Err(not_placeable("not a shared object (ET_DYN)"));
+            return Err(not_placeable(if executable {
+                "not a position-independent executable (its addresses are fixed at link time)"
+            } else {
+                "not a shared object (ET_DYN)"
+            }));
+        }
+        if hdr.e_ident().padding[..] != [0u8; 7][..] {
+            return Err(not_placeable("nonzero padding in e_ident (an image already?)"));
         }
         if hdr.e_machine(LE) != elf::EM_X86_64 {
             return Err(not_placeable("not x86-64"));
@@ -175,14 +213,13 @@ impl Image {
             tags.insert(tag, e.d_val.get(LE));
         }
         let tag = |t: i64| tags.get(&t).copied();
-        let unsuitable = if tag(DT_TEXTREL).is_some() {
+        let textrel = tag(DT_TEXTREL).is_some() || tag(DT_FLAGS).is_some_and(|f| f & DF_TEXTREL != 0);
+        let unsuitable = if textrel {
             Some("text relocations (DT_TEXTREL)")
         } else if tag(DT_REL).is_some() {
             Some("REL relocations (DT_REL)")
-        } else if tag(DT_RELR).is_some() {
-            // RELR adds the base to the value in place: a loader that
-            // relocated the image anyway would add it twice.
-            Some("packed relative relocations (DT_RELR) are not idempotent")
+        } else if tag(DT_RELR).is_some() && tag(DT_RELRENT).is_some_and(|e| e != 8) {
+            Some("DT_RELR entries that are not 8 bytes")
         } else if tag(DT_JMPREL).is_some() && tag(DT_PLTREL) != Some(DT_RELA as u64) {
             Some("PLT relocations that are not RELA")
         } else {
@@ -194,6 +231,8 @@ impl Image {
             end,
             align,
             relocs: Vec::new(),
+            relr: Vec::new(),
+            executable,
             pltgot: tag(DT_PLTGOT),
             bind_now: tag(DT_BIND_NOW).is_some()
                 || tag(DT_FLAGS).is_some_and(|f| f & DF_BIND_NOW != 0)
@@ -216,6 +255,13 @@ impl Image {
                 });
             }
         }
+        if let (Some(addr), Some(size), None) = (tag(DT_RELR), tag(DT_RELRSZ), image.unsuitable.as_ref()) {
+            let off = image.file_off(addr, size).ok_or_else(|| not_placeable("DT_RELR outside the file"))?;
+            image.relr = relr_addresses(&data[off..off + size as usize]);
+            if let Some(&a) = image.relr.iter().find(|&&a| image.file_off(a, 8).is_none()) {
+                image.unsuitable = Some(format!("a DT_RELR word at {a:#x} is not in the file"));
+            }
+        }
         let syms = parsed.dynamic_symbols()?;
         image.syms = syms
             .iter()
@@ -229,6 +275,7 @@ impl Image {
             .collect();
         for r in &image.relocs {
             match r.rtype {
+                R_COPY if image.executable => {}
                 R_NONE | R_64 | R_GLOB_DAT | R_JUMP_SLOT | R_RELATIVE | R_IRELATIVE | R_DTPMOD64 | R_DTPOFF64
                 | R_TPOFF64 | R_TLSDESC | R_SIZE64 => {}
                 t => {
@@ -244,6 +291,28 @@ impl Image {
     }
 }
 
+/// The addresses a DT_RELR table relocates: an even word is an address
+/// (the next word follows it), an odd one a bitmap of the 63 words after
+/// the last address (bit i: the word i - 1 further on).
+fn relr_addresses(table: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = 0u64;
+    for w in crate::bytes::le_u64s(table) {
+        if w & 1 == 0 {
+            out.push(w);
+            next = w.wrapping_add(8);
+        } else {
+            for i in 1..64 {
+                if w >> i & 1 != 0 {
+                    out.push(next.wrapping_add((i - 1) * 8));
+                }
+            }
+            next = next.wrapping_add(63 * 8);
+        }
+    }
+    out
+}
+
 /// What `write_images` did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PrelinkReport {
@@ -253,8 +322,13 @@ pub struct PrelinkReport {
     /// Libraries written as prelinked images.
     pub images: usize,
     pub bytes: u64,
-    /// Relocations applied in the images.
+    /// Relocations applied in the images (RELA entries and DT_RELR words).
     pub applied: usize,
+    /// Of those, DT_RELR words (relocated in place for the image's base).
+    pub relr_words: usize,
+    /// The program (a position-independent executable) was written as an
+    /// image too.
+    pub program_image: bool,
     /// Relocations left to the loader, and why, by reason.
     pub runtime: usize,
     pub runtime_reasons: Vec<(String, usize)>,
@@ -275,6 +349,8 @@ pub(crate) struct Planned {
     patches: Vec<(usize, u64)>,
     /// Only placed: no image.
     placed: bool,
+    /// The image's DT_RELR words are relocated for its base.
+    relr: bool,
 }
 
 /// Why a relocation is left to the loader.
@@ -290,6 +366,7 @@ enum Left {
     Bss,
     Plt,
     Size,
+    Copy,
 }
 
 impl Left {
@@ -305,31 +382,45 @@ impl Left {
             Left::Bss => "target not in the file",
             Left::Plt => "lazy PLT slot (PLT not resettable)",
             Left::Size => "symbol size",
+            Left::Copy => "copy relocation",
         }
     }
 }
 
-/// Plan the images for the libraries of `rec`: `datas[i]` is object i's
-/// file (None for the program and ld.so). Bases are assigned in load
-/// order from `base`.
+/// Plan the images for the program and the libraries of `rec`: `datas[i]`
+/// is object i's file (None for ld.so). Bases are assigned in load order
+/// from `base` (the program first).
 fn plan(
     rec: &Record,
+    program: &Path,
     datas: &[Option<crate::fsutil::Bytes>],
     base: u64,
     report: &mut PrelinkReport,
 ) -> Result<Vec<Planned>> {
+    // An object's file in a message (the program's name in a record is empty).
+    let file_name = |i: usize| match rec.objects[i].flags & OBJ_MAIN {
+        0 => rec.objects[i].name.clone(),
+        _ => program.display().to_string(),
+    };
     let mut images: Vec<Option<Image>> = Vec::with_capacity(datas.len());
-    for (o, d) in rec.objects.iter().zip(datas) {
+    for (i, (o, d)) in rec.objects.iter().zip(datas).enumerate() {
         images.push(match d {
             None => None,
-            Some(d) => match Image::parse(d) {
+            Some(d) => match Image::parse(d, o.flags & OBJ_MAIN != 0) {
                 Ok(img) => Some(img),
                 Err(why) => {
-                    report.not_prelinked.push((o.name.clone(), why.msg));
+                    report.not_prelinked.push((file_name(i), why.msg));
                     None
                 }
             },
         });
+    }
+    // The program is imaged or left alone, never only placed.
+    if let Some(m) = rec.objects.iter().position(|o| o.flags & OBJ_MAIN != 0)
+        && let Some(why) = images[m].as_ref().and_then(|i| i.unsuitable.clone())
+    {
+        report.not_prelinked.push((file_name(m), why));
+        images[m] = None;
     }
     let mut bases: Vec<Option<u64>> = vec![None; images.len()];
     let mut next = base;
@@ -338,6 +429,11 @@ fn plan(
             let at = (next + img.start).next_multiple_of(img.align) - img.start;
             bases[i] = Some(at);
             next = (at + img.end).next_multiple_of(PAGE);
+            if img.executable {
+                // Room for the heap, which the kernel starts after a program
+                // it maps (brk), before the first library.
+                next += PROGRAM_HEAP_GAP;
+            }
         }
     }
     if next > 0x7000_0000_0000 {
@@ -354,7 +450,8 @@ fn plan(
         let (Some(img), Some(bx)) = (img, bases[x]) else { continue };
         if let Some(why) = &img.unsuitable {
             report.placed.push((rec.objects[x].name.clone(), why.clone()));
-            planned.push(Planned { index: x, base: bx, runtime: Vec::new(), patches: Vec::new(), placed: true });
+            let runtime = Vec::new();
+            planned.push(Planned { index: x, base: bx, runtime, patches: Vec::new(), placed: true, relr: false });
             continue;
         }
         let data = datas[x].as_ref().expect("images have data");
@@ -373,7 +470,10 @@ fn plan(
                     Some(Def::Sym { obj, sym }) => {
                         let d = *obj as usize;
                         let flags = rec.objects[d].flags;
-                        if flags & OBJ_MAIN != 0 {
+                        // A library's binding to the program waits (the
+                        // program may be mapped elsewhere); the program's
+                        // own is at its own base.
+                        if flags & OBJ_MAIN != 0 && d != x {
                             return Err(Left::Program);
                         }
                         if flags & OBJ_LOADER != 0 {
@@ -404,6 +504,7 @@ fn plan(
                 R_JUMP_SLOT => symbol(r, 1),
                 R_64 => symbol(r, 0).map(|s| s.wrapping_add_signed(r.addend)),
                 R_SIZE64 => Err(Left::Size),
+                R_COPY => Err(Left::Copy),
                 _ => Err(Left::Tls),
             };
             let value = value.and_then(|v| img.file_off(r.offset, 8).map(|off| (off, v)).ok_or(Left::Bss));
@@ -435,10 +536,26 @@ fn plan(
                 }
             }
         }
-        report.applied += patches.len();
+        // DT_RELR: each word relocated in place for the base; the ELF
+        // header says for which (the loader adds only a difference
+        // elsewhere, and an unpatched one refuses the file).
+        for &a in &img.relr {
+            let off = img.file_off(a, 8).expect("checked by parse");
+            patches.push((off, read_u64(data, off).expect("inside the file").wrapping_add(bx)));
+        }
+        report.relr_words += img.relr.len();
+        let relr = !img.relr.is_empty();
+        if relr {
+            let ident8 = u64::from(data[8]) | u64::from(RELR_MARK) << 8 | (bx / PAGE) << 16;
+            patches.push((8, ident8));
+        }
+        report.applied += patches.len() - usize::from(relr);
+        if img.executable {
+            report.program_image = true;
+        }
         early.extend(late);
         report.runtime += early.len();
-        planned.push(Planned { index: x, base: bx, runtime: early, patches, placed: false });
+        planned.push(Planned { index: x, base: bx, runtime: early, patches, placed: false, relr });
     }
     let mut reasons: Vec<(String, usize)> = reasons.into_iter().map(|(k, v)| (k.name().to_string(), v)).collect();
     reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -467,9 +584,9 @@ fn plt_base(img: &Image, data: &[u8], slots: &[usize]) -> Option<(usize, u64)> {
     Some((got1, value?))
 }
 
-/// The path of object `name`'s image under `dir`.
-pub fn image_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name.trim_start_matches('/'))
+/// The path of the image of the file at `path` under `dir`.
+pub fn image_path(dir: &Path, path: &str) -> PathBuf {
+    dir.join(path.trim_start_matches('/'))
 }
 
 /// How the cache describes an object of the program after prelinking.
@@ -501,26 +618,41 @@ fn base_from(r: u64) -> u64 {
     RANDOM_BASES.start + (r % slots) * RANDOM_BASE_ALIGN
 }
 
-/// Write the prelinked images of `rec`'s libraries under `dir` (each at
-/// its own absolute path below it, atomically, with the original's mode)
-/// and return, per object index, how the cache must describe it.
-pub(crate) fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashMap<usize, Placement>, PrelinkReport)> {
+/// Write the prelinked images of `rec`'s program (at `program`) and
+/// libraries under `dir` (each at its own absolute path below it,
+/// atomically, with the original's mode) and return, per object index,
+/// how the cache must describe it.
+pub(crate) fn write_images(
+    rec: &Record,
+    program: &Path,
+    dir: &Path,
+    base: u64,
+) -> Result<(HashMap<usize, Placement>, PrelinkReport)> {
     if !base.is_multiple_of(PAGE) || base == 0 {
         return Err(Error::new(Kind::Usage, format!("base {base:#x} is not a nonzero multiple of the page size")));
     }
+    // The program's image goes at its real path (the overlay mounts it
+    // there, and verify finds it by the same rule).
+    let program = &std::fs::canonicalize(program).map_err(|e| Error::io(program, e))?;
     let mut datas = Vec::with_capacity(rec.objects.len());
     for o in &rec.objects {
-        datas.push(if o.flags & (OBJ_MAIN | OBJ_LOADER) != 0 {
+        datas.push(if o.flags & OBJ_LOADER != 0 {
             None
+        } else if o.flags & OBJ_MAIN != 0 {
+            Some(crate::fsutil::map_file(program)?)
         } else {
             Some(crate::fsutil::map_file(Path::new(&o.name))?)
         });
     }
     let mut report = PrelinkReport { dir: dir.to_path_buf(), base, ..Default::default() };
-    let planned = plan(rec, &datas, base, &mut report)?;
+    let planned = plan(rec, program, &datas, base, &mut report)?;
     let mut out = HashMap::new();
     for p in planned {
-        let name = &rec.objects[p.index].name;
+        let name = match rec.objects[p.index].flags & OBJ_MAIN {
+            0 => rec.objects[p.index].name.clone(),
+            _ => program.to_string_lossy().into_owned(),
+        };
+        let name = &name;
         if p.placed {
             let prelink = Prelink { base: p.base, runtime: p.runtime };
             out.insert(p.index, Placement { image: None, flag: OBJ_PLACED, prelink });
@@ -542,7 +674,8 @@ pub(crate) fn write_images(rec: &Record, dir: &Path, base: u64) -> Result<(HashM
         report.images += 1;
         report.bytes += meta.len();
         let prelink = Prelink { base: p.base, runtime: p.runtime };
-        out.insert(p.index, Placement { image: Some(FileIdentity::of(&meta)), flag: OBJ_PRELINKED, prelink });
+        let flag = if p.relr { OBJ_PRELINKED | OBJ_RELR } else { OBJ_PRELINKED };
+        out.insert(p.index, Placement { image: Some(FileIdentity::of(&meta)), flag, prelink });
     }
     Ok((out, report))
 }
@@ -552,12 +685,14 @@ impl PrelinkReport {}
 impl crate::report::Report for PrelinkReport {
     fn render(&self) -> String {
         let mut s = format!(
-            "prelinked {} libraries into {} ({} bytes, from {:#x}): {} relocations applied in the images, {} left to the loader\n",
+            "prelinked {} {} into {} ({} bytes, from {:#x}): {} relocations applied in the images ({} DT_RELR words), {} left to the loader\n",
             self.images,
+            if self.program_image { "objects (the program and its libraries)" } else { "libraries" },
             self.dir.display(),
             self.bytes,
             self.base,
             self.applied,
+            self.relr_words,
             self.runtime
         );
         for (why, n) in &self.runtime_reasons {
@@ -571,6 +706,85 @@ impl crate::report::Report for PrelinkReport {
         }
         s
     }
+}
+
+/// How an image compares with the file it was made from, word by word,
+/// outside what the loader's check mode compares (the RELA relocations'
+/// targets, which only a normal relocation at run time can judge).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImageCheck {
+    /// DT_RELR words compared: each must be the original's plus the base.
+    pub relr_words: u64,
+    /// Other words compared: each must be the original's (the ELF header's
+    /// mark aside).
+    pub other_words: u64,
+    /// One line per difference: file offset, image's value, expected.
+    pub differences: Vec<String>,
+}
+
+/// Compare `image` with `original` for a load at `base`: every DT_RELR
+/// word must hold the original's value plus `base` (what relocating the
+/// original at `base` writes there), the ELF header must carry the mark
+/// for `base` exactly when there are DT_RELR words, and every other 8-byte
+/// word that no RELA relocation targets (nor GOT[1], the PLT stub base)
+/// must be unchanged. Err when `original` is not an object bootlink can
+/// image.
+pub fn check_image(original: &[u8], image: &[u8], base: u64) -> Result<ImageCheck> {
+    // Parsed as the program would be (copy relocations allowed): the
+    // RELA targets are only skipped here, not judged.
+    let img = Image::parse(original, true)?;
+    let mut out = ImageCheck::default();
+    if original.len() != image.len() {
+        out.differences.push(format!("the image has {} bytes, the original {}", image.len(), original.len()));
+        return Ok(out);
+    }
+    let mut skip: std::collections::HashSet<usize> =
+        img.relocs.iter().filter_map(|r| img.file_off(r.offset, 8)).collect();
+    if let Some(got1) = img.pltgot.and_then(|p| img.file_off(p + 8, 8)) {
+        skip.insert(got1);
+    }
+    let mut relr = std::collections::HashSet::new();
+    for &a in &img.relr {
+        let Some(off) = img.file_off(a, 8) else { continue };
+        relr.insert(off);
+        let (was, now) = (read_u64(original, off).unwrap_or(0), read_u64(image, off).unwrap_or(0));
+        out.relr_words += 1;
+        if now != was.wrapping_add(base) {
+            out.differences.push(format!(
+                "DT_RELR word at file offset {off:#x}: {now:#x} in the image, {:#x} expected",
+                was.wrapping_add(base)
+            ));
+        }
+    }
+    let mark = if img.relr.is_empty() {
+        read_u64(original, 8).unwrap_or(0)
+    } else {
+        u64::from(original[8]) | u64::from(RELR_MARK) << 8 | (base / PAGE) << 16
+    };
+    if read_u64(image, 8) != Some(mark) {
+        out.differences.push(format!(
+            "ELF header bytes 8..16: {:#x} in the image, {mark:#x} expected (the DT_RELR mark)",
+            read_u64(image, 8).unwrap_or(0)
+        ));
+    }
+    let mut off = 0;
+    while off + 8 <= original.len() {
+        if off != 8 && !skip.contains(&off) && !relr.contains(&off) {
+            out.other_words += 1;
+            if original[off..off + 8] != image[off..off + 8] {
+                out.differences.push(format!(
+                    "file offset {off:#x}: changed ({:#x} -> {:#x}), not a relocation target",
+                    read_u64(original, off).unwrap_or(0),
+                    read_u64(image, off).unwrap_or(0)
+                ));
+            }
+        }
+        off += 8;
+    }
+    if original[off..] != image[off..] {
+        out.differences.push(format!("the last {} bytes differ", original.len() - off));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -230,13 +230,28 @@ pub struct VerifyReport {
     /// One line per differing word: object, relocation, type, image's
     /// value, normal relocation's value.
     pub word_mismatches: Vec<String>,
+    /// Images compared with their originals by bootlink itself (with
+    /// `--overlay`: the originals are at their paths outside the run's
+    /// namespace): every DT_RELR word equal to the original's plus the
+    /// base, every word no relocation targets unchanged.
+    pub images_compared: u64,
+    pub relr_words_checked: u64,
+    pub other_words_checked: u64,
+    /// One line per difference, naming the image.
+    pub image_differences: Vec<String>,
+    /// Why the images were not compared with their originals.
+    pub images_not_compared: Option<String>,
     /// Why the loader did not use the cache (then nothing was checked).
     pub not_used: Option<String>,
 }
 
 impl VerifyReport {
     pub fn ok(&self) -> bool {
-        self.not_used.is_none() && self.mismatched == 0 && self.checked > 0 && self.words_mismatched == 0
+        self.not_used.is_none()
+            && self.mismatched == 0
+            && self.checked > 0
+            && self.words_mismatched == 0
+            && self.image_differences.is_empty()
     }
 }
 
@@ -246,7 +261,7 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
     need_file(loader, "the patched ld.so")?;
     // A missing, non-regular or damaged cache is refused here in one line,
     // as `status` does; the loader would only fall back to loading as usual.
-    read_cache(cache)?;
+    let decoded = read_cache(cache)?;
     let tmp = scratch()?;
     let check = tmp.path().join("check");
     let env = [
@@ -264,8 +279,14 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
         words_checked: 0,
         words_mismatched: 0,
         word_mismatches: Vec::new(),
+        images_compared: 0,
+        relr_words_checked: 0,
+        other_words_checked: 0,
+        image_differences: Vec::new(),
+        images_not_compared: None,
         not_used: None,
     };
+    compare_images(&decoded, loader, program, &mut report)?;
     let Ok(text) = std::fs::read_to_string(&check) else {
         report.not_used = Some(normal_reason(&debug).unwrap_or("the loader wrote no check report").to_string());
         return Ok((report, output));
@@ -293,6 +314,39 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
         return Err(Error::file(Kind::Format, &check, "truncated check report (no `checked` line)"));
     }
     Ok((report, output))
+}
+
+/// The exactness of what the loader's check mode cannot judge: DT_RELR
+/// words (relocated in place, so the image alone does not say what the
+/// original held) and every word no relocation targets, by comparing each
+/// prelinked image under the overlay with its original.
+fn compare_images(cache: &Cache, loader: &Path, program: &Program, report: &mut VerifyReport) -> Result<()> {
+    let prelinked: Vec<&format::Object> = cache.objects.iter().filter(|o| o.flags & OBJ_PRELINKED != 0).collect();
+    if prelinked.is_empty() {
+        return Ok(());
+    }
+    let Some(dir) = &program.overlay else {
+        report.images_not_compared =
+            Some("no --overlay: the originals are not at hand (installed images replace them)".into());
+        return Ok(());
+    };
+    for o in prelinked {
+        let mut original = objects::file_of(o.flags, &o.name, loader, &program.path);
+        if o.flags & OBJ_MAIN != 0 {
+            original = std::fs::canonicalize(&original).map_err(|e| Error::io(&original, e))?;
+        }
+        let image = super::prelink::image_path(dir, &original.to_string_lossy());
+        let base = o.prelink.as_ref().map_or(0, |p| p.base);
+        let (a, b) = (crate::fsutil::map_file(&original)?, crate::fsutil::map_file(&image)?);
+        let check = super::prelink::check_image(&a, &b, base).map_err(|e| e.at(&original))?;
+        report.images_compared += 1;
+        report.relr_words_checked += check.relr_words;
+        report.other_words_checked += check.other_words;
+        for d in check.differences {
+            report.image_differences.push(format!("{}: {d}", image.display()));
+        }
+    }
+    Ok(())
 }
 
 /// One object of a cache and whether the files on disk still match it.
@@ -343,14 +397,18 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
         .map(|o| {
             let kind = match o.flags {
                 f if f & OBJ_LOADER != 0 => "loader",
+                f if f & OBJ_MAIN != 0 && f & OBJ_PRELINKED != 0 => "prelinked program",
                 f if f & OBJ_MAIN != 0 => "program",
                 f if f & OBJ_PRELINKED != 0 => "prelinked library",
                 f if f & OBJ_PLACED != 0 => "placed library",
                 _ => "library",
             };
             let mut file = objects::file_of(o.flags, &o.name, loader, &program.path);
+            if o.flags & OBJ_MAIN != 0 {
+                file = std::fs::canonicalize(&file).unwrap_or(file);
+            }
             if let (Some(dir), true) = (&program.overlay, o.flags & OBJ_PRELINKED != 0) {
-                file = super::prelink::image_path(dir, &o.name);
+                file = super::prelink::image_path(dir, &file.to_string_lossy());
             }
             let problem = match ObjFile::read(&file) {
                 Err(e) => Some(e.to_string()),
@@ -385,6 +443,21 @@ impl crate::report::Report for VerifyReport {
                 "{} words of {} prelinked images checked against a normal relocation: {} differences\n",
                 self.words_checked, self.images, self.words_mismatched
             );
+        }
+        for d in self.image_differences.iter().take(50) {
+            s += &format!("image differs from its original: {d}\n");
+        }
+        if self.images_compared > 0 {
+            s += &format!(
+                "{} images compared with their originals: {} DT_RELR words (each the original's plus the base), {} other words: {} differences\n",
+                self.images_compared,
+                self.relr_words_checked,
+                self.other_words_checked,
+                self.image_differences.len()
+            );
+        }
+        if let Some(why) = &self.images_not_compared {
+            s += &format!("images not compared with their originals: {why}\n");
         }
         s
     }

@@ -173,7 +173,7 @@ pub fn write(
     let (mut cache, mut report) = cache_from_record(rec, loader, program)?;
     let mut prelinked = None;
     if let Some(p) = &opts.prelink {
-        let (images, preport) = super::prelink::write_images(rec, &p.dir, p.base)?;
+        let (images, preport) = super::prelink::write_images(rec, program, &p.dir, p.base)?;
         for (i, placement) in images {
             let o = &mut cache.objects[i];
             if let Some(identity) = placement.image {
