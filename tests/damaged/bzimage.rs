@@ -31,25 +31,6 @@ fn with_payload(base: &[u8], new: &[u8]) -> Vec<u8> {
     put32(&mut d, 0x24c, new.len() as u32);
     d
 }
-
-/// `data` through a compressor's own tool (`tool ARGS`, stdin to stdout).
-fn by_tool(tool: &str, args: &[&str], data: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut child = std::process::Command::new(tool)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{tool} (scripts/install-deps installs it): {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    let input = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(out.status.success(), "{tool} {args:?}");
-    out.stdout
-}
-
 fn xz(data: &[u8]) -> Vec<u8> {
     bootlink::compress::compress(data, bootlink::compress::Compression::Xz).unwrap()
 }
@@ -128,7 +109,7 @@ pub fn images(base: &[u8], foreign: &[u8], rng: &mut Rng, per_class: usize) -> V
         ("lzop", &["-9", "-c"][..]),
     ]
     .iter()
-    .map(|(tool, args)| by_tool(tool, args, foreign))
+    .map(|(tool, args)| crate::common::through_tool(tool, args, foreign))
     .collect();
     let mut out = Vec::new();
     for &class in CLASSES {

@@ -19,25 +19,6 @@ use bootlink::rng::Rng;
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
-
-/// `data` through a compressor's own tool, as the kernel's build runs it.
-fn by_tool(tool: &str, args: &[&str], data: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut child = std::process::Command::new(tool)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{tool} (scripts/install-deps installs it): {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    let input = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(out.status.success(), "{tool} {args:?}");
-    out.stdout
-}
-
 /// A kernel payload of each of the seven formats, as the kernel's build
 /// writes it (the stream, then the uncompressed size as le32): (the name
 /// `kernel_payload_name` gives it, the payload).
@@ -46,10 +27,10 @@ fn payloads(plain: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
         .into_iter()
         .map(|k| (k.name(), compress::compress(plain, k).unwrap()))
         .collect();
-    v.push(("lzma", by_tool("lzma", &["-9", "-c"], plain)));
-    v.push(("bzip2", by_tool("bzip2", &["-9", "-c"], plain)));
-    v.push(("lz4", by_tool("lz4", &["-l", "-9", "-c"], plain)));
-    v.push(("lzo", by_tool("lzop", &["-9", "-c"], plain)));
+    v.push(("lzma", crate::common::through_tool("lzma", &["-9", "-c"], plain)));
+    v.push(("bzip2", crate::common::through_tool("bzip2", &["-9", "-c"], plain)));
+    v.push(("lz4", crate::common::through_tool("lz4", &["-l", "-9", "-c"], plain)));
+    v.push(("lzo", crate::common::through_tool("lzop", &["-9", "-c"], plain)));
     for (name, p) in &mut v {
         assert_eq!(compress::kernel_payload_name(p), Some(*name));
         p.extend_from_slice(&(plain.len() as u32).to_le_bytes());
@@ -244,7 +225,7 @@ fn the_search_is_linear_in_lzma_bzip2_and_lz4() {
     for (name, stream) in [
         ("lzma", std::fs::read(bombs.join("elf-600m.lzma")).unwrap()),
         ("bzip2", std::fs::read(bombs.join("elf-600m.bz2")).unwrap()),
-        ("lz4", by_tool("lz4", &["-l", "-1", "-c"], &block)),
+        ("lz4", crate::common::through_tool("lz4", &["-l", "-1", "-c"], &block)),
     ] {
         assert_eq!(compress::kernel_payload_name(&stream), Some(name));
         let time = |size: usize| {
