@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bootlink::ddlink::objects::ObjFile;
 use common::TestCommand;
@@ -401,26 +401,8 @@ fn whole_program_images_hold_every_relr_word_relocated() {
         dynsym_index(p, "__libc_start_main"),
         dynsym_index(LIBC, "__libc_start_main"),
     );
-    let rec = dir.join("record");
-    std::fs::write(&rec, record).unwrap();
-    let (out, images) = (dir.join("cache"), dir.join("images"));
-    let cmd = TestCommand::new(&[
-        &"ddlink",
-        &"write",
-        &"--loader",
-        &"/bin/true",
-        &"--record",
-        &rec,
-        &"--program",
-        &prog,
-        &"-o",
-        &out,
-        &"--prelink",
-        &images,
-        &"--json",
-    ])
-    .show_dir(&dir);
-    let report: serde_json::Value = serde_json::from_slice(&cmd.ok().stdout).unwrap();
+    let (out, images, stdout) = write_prelinked(&dir, &record, &prog, true);
+    let report: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(report["prelink"]["images"], 3, "the program, libddr and libc: {report}");
     assert_eq!(report["prelink"]["program_image"], true, "{report}");
     assert!(report["prelink"]["placed"].as_array().unwrap().is_empty(), "nothing only placed: {report}");
@@ -526,10 +508,26 @@ fn a_program_with_text_relocations_is_refused_by_name() {
         identity(LIBC),
         id(LIBC)
     );
+    let (out, images, stdout) = write_prelinked(&dir, &record, &prog, false);
+    let text = String::from_utf8(stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("DT_TEXTREL")).collect();
+    assert_eq!(lines, [format!("  not prelinked: {p}: text relocations (DT_TEXTREL)")], "{text}");
+    let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
+    use bootlink::ddlink::format::OBJ_PRELINKED;
+    assert_eq!(cache.objects[0].flags & OBJ_PRELINKED, 0);
+    assert!(cache.objects[0].prelink.is_none());
+    assert_ne!(cache.objects[1].flags & OBJ_PRELINKED, 0, "libc is still imaged");
+    assert!(!images.join(p.trim_start_matches('/')).exists(), "an image of the refused program was written");
+}
+
+/// `record` written into `dir` and `ddlink write --prelink` run on it for
+/// `prog` (`--json` if asked): the cache's path, the images' directory and
+/// the command's output.
+fn write_prelinked(dir: &Path, record: &str, prog: &Path, json: bool) -> (PathBuf, PathBuf, Vec<u8>) {
     let rec = dir.join("record");
     std::fs::write(&rec, record).unwrap();
     let (out, images) = (dir.join("cache"), dir.join("images"));
-    let cmd = TestCommand::new(&[
+    let mut cmd = TestCommand::new(&[
         &"ddlink",
         &"write",
         &"--loader",
@@ -542,15 +540,10 @@ fn a_program_with_text_relocations_is_refused_by_name() {
         &out,
         &"--prelink",
         &images,
-    ])
-    .show_dir(&dir);
-    let text = String::from_utf8(cmd.ok().stdout).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains("DT_TEXTREL")).collect();
-    assert_eq!(lines, [format!("  not prelinked: {p}: text relocations (DT_TEXTREL)")], "{text}");
-    let cache = bootlink::ddlink::format::decode(&std::fs::read(&out).unwrap()).unwrap();
-    use bootlink::ddlink::format::OBJ_PRELINKED;
-    assert_eq!(cache.objects[0].flags & OBJ_PRELINKED, 0);
-    assert!(cache.objects[0].prelink.is_none());
-    assert_ne!(cache.objects[1].flags & OBJ_PRELINKED, 0, "libc is still imaged");
-    assert!(!images.join(p.trim_start_matches('/')).exists(), "an image of the refused program was written");
+    ]);
+    if json {
+        cmd = cmd.arg(&"--json");
+    }
+    let stdout = cmd.show_dir(dir).ok().stdout;
+    (out, images, stdout)
 }
