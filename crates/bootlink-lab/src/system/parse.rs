@@ -301,17 +301,12 @@ fn without_getty(log: &str) -> String {
 }
 
 /// When each module's init was called (seconds, the kernel's clock), from
-/// initcall_debug's `[ t] calling  fn+0x0/0x.. [module] @ pid` lines.
-fn module_inits(dmesg: &str) -> HashMap<&str, f64> {
+/// initcall_debug's lines as the lab's dmesg parser reads them.
+fn module_inits(dmesg: &str) -> HashMap<String, f64> {
     let mut at = HashMap::new();
-    for l in dmesg.lines() {
-        let Some((stamp, rest)) = l.trim_start().strip_prefix('[').and_then(|r| r.split_once(']')) else { continue };
-        let Some(call) = rest.trim_start().strip_prefix("calling ") else { continue };
-        let Some(module) = call.split_once(" [").and_then(|(_, r)| r.split_once(']')).map(|(m, _)| m) else {
-            continue;
-        };
-        if let Ok(t) = stamp.trim().parse::<f64>() {
-            at.entry(module).or_insert(t);
+    for c in crate::run::dmesg::parse(dmesg.as_bytes()).initcalls {
+        if !c.module.is_empty() {
+            at.entry(c.module).or_insert(c.start_us / 1e6);
         }
     }
     at
@@ -678,8 +673,11 @@ mod tests {
             |tag: &str, body: &str| format!("=== BOOTLINK BEGIN {tag} ===\n{body}=== BOOTLINK END {tag} ===\n");
         let modules = "e1000e 1 0 - Live 0x0\nsnd_late 1 0 - Live 0x0\nlost 1 0 - Live 0x0\n";
         let dmesg = "[    3.107150] calling  e1000_init_module+0x0/0x1000 [e1000e] @ 130\n\
+                     [    3.107190] initcall e1000_init_module+0x0/0x1000 [e1000e] returned 0 after 40 usecs\n\
                      [    3.150000] calling  lost_init+0x0/0x10 [lost] @ 132\n\
-                     [    3.900000] calling  late_init+0x0/0x10 [snd_late] @ 140\n";
+                     [    3.150010] initcall lost_init+0x0/0x10 [lost] returned 0 after 10 usecs\n\
+                     [    3.900000] calling  late_init+0x0/0x10 [snd_late] @ 140\n\
+                     [    3.900010] initcall late_init+0x0/0x10 [snd_late] returned 0 after 10 usecs\n";
         let log = [section("modules", modules), section("dmesg", dmesg), section("trace", TRACE)].concat();
         let b = boot(&log, true);
         assert_eq!(b.after_trace, ["snd_late"]);
