@@ -221,6 +221,26 @@ pub fn intact(dir: &Path, what: &str) -> bool {
     }
 }
 
+/// Wait for and hold `parent/.NAME.lock` while making the entry NAME, so
+/// that one process at a time makes it (two that found it missing or
+/// damaged would each remove the other's; the one that waited finds it
+/// made, and should look again). Holding the lock, what a making stopped
+/// half-way left (directories in `parent` whose names begin with
+/// `work_prefix`: a killed bootlink removes nothing) is removed. The lock
+/// is held until the returned file is dropped.
+pub fn lock_for_making(parent: &Path, name: &str, work_prefix: &str) -> Result<std::fs::File> {
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let lock_path = parent.join(format!(".{name}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(work_prefix) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    Ok(lock)
+}
+
 /// Put the sealed entry `stage` (made beside it) in the place of `dir`:
 /// when `dir` is whole already (another process made it meanwhile),
 /// `stage` is dropped; else whatever is at `dir` is moved aside and
@@ -270,6 +290,26 @@ mod tests {
         std::os::unix::fs::symlink("/usr/src/linux", d.path().join("lib/build")).unwrap();
         seal_tree(d.path(), |rel| Some(if rel.starts_with("lib") { Check::Stat } else { Check::Content })).unwrap();
         d
+    }
+
+    /// The lock is held while the file lives; a stopped making's work
+    /// directories go, the entry itself and other entries' work stay.
+    #[test]
+    fn making_an_entry_locks_it_and_clears_its_stopped_work() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("systems");
+        std::fs::create_dir_all(p.join(".img-1-abc/root")).unwrap();
+        std::fs::create_dir_all(p.join(".img-2-def")).unwrap();
+        std::fs::create_dir_all(p.join("img-1")).unwrap();
+        let lock = lock_for_making(&p, "img-1", ".img-1-").unwrap();
+        let mut left: Vec<String> =
+            std::fs::read_dir(&p).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, [".img-1.lock", ".img-2-def", "img-1"]);
+        let again = std::fs::File::open(p.join(".img-1.lock")).unwrap();
+        assert!(again.try_lock().is_err(), "held while the first lives");
+        drop(lock);
+        assert!(again.try_lock().is_ok(), "free once it is dropped");
     }
 
     /// Every way an entry's files or its seal can be damaged is found and

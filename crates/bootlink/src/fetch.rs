@@ -320,20 +320,9 @@ fn fetch_uncounted(req: &Request, arch: Arch) -> Result<Fetched> {
     // One process at a time unpacks a release: two that found it missing
     // or damaged (tests in parallel lanes, an old entry without a seal)
     // each removed the other's and one rename failed ("Directory not
-    // empty"). The one that waited finds it made.
+    // empty"). Under the lock, an unpacking stopped half-way is removed.
     let kernels = cache.join("kernels");
-    std::fs::create_dir_all(&kernels).map_err(|e| Error::io(&kernels, e))?;
-    let lock_path = kernels.join(format!(".{release}.lock"));
-    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
-    // What an unpacking stopped half-way left (its process is gone: the
-    // lock is ours).
-    let stale = format!(".{release}.tmp.");
-    for e in std::fs::read_dir(&kernels).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().starts_with(&stale) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
+    let _lock = crate::cache::lock_for_making(&kernels, &release, &format!(".{release}.tmp."))?;
     if let Some(mut f) = cached(&package, want_version.as_deref(), arch) {
         f.fallback = fallback;
         return Ok(f);

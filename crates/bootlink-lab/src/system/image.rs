@@ -181,22 +181,12 @@ pub fn with_package(p: &Package) -> Result<Image> {
     if let Some(img) = cached(&dir, p) {
         return Ok(img);
     }
-    // One process at a time builds an image: the one that waited finds it
-    // made. Holding the lock, what a build stopped half-way left (its work
-    // directory: a killed bootlink removes nothing) is removed.
-    let parent = cache_root();
-    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
-    let lock_path = parent.join(format!(".{SUITE}-{key}.lock"));
-    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    // One process at a time builds an image; under the lock, a build
+    // stopped half-way (its work directory) is removed.
+    let name = format!("{SUITE}-{key}");
+    let _lock = bootlink::cache::lock_for_making(&cache_root(), &name, &format!(".{name}-"))?;
     if let Some(img) = cached(&dir, p) {
         return Ok(img);
-    }
-    let work_prefix = format!(".{SUITE}-{key}-");
-    for e in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().starts_with(&work_prefix) && e.path().is_dir() {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
     }
     build(&dir, &key, p)
 }
