@@ -30,6 +30,12 @@ fn true_build_id() -> String {
 }
 
 fn write_cmd(dir: &Path, record: &str) -> (TestCommand, std::path::PathBuf) {
+    write_cmd_for(dir, record, Path::new("/bin/true"))
+}
+
+/// `record` written into `dir`, and `ddlink write` of it for `program`
+/// into `dir/out.cache` (the command, not run yet, and the cache's path).
+fn write_cmd_for(dir: &Path, record: &str, program: &Path) -> (TestCommand, std::path::PathBuf) {
     let rec = dir.join("record");
     std::fs::write(&rec, record).unwrap();
     let out = dir.join("out.cache");
@@ -41,7 +47,7 @@ fn write_cmd(dir: &Path, record: &str) -> (TestCommand, std::path::PathBuf) {
         &"--record",
         &rec,
         &"--program",
-        &"/bin/true",
+        &program,
         &"-o",
         &out,
     ])
@@ -524,26 +530,11 @@ fn a_program_with_text_relocations_is_refused_by_name() {
 /// `prog` (`--json` if asked): the cache's path, the images' directory and
 /// the command's output.
 fn write_prelinked(dir: &Path, record: &str, prog: &Path, json: bool) -> (PathBuf, PathBuf, Vec<u8>) {
-    let rec = dir.join("record");
-    std::fs::write(&rec, record).unwrap();
-    let (out, images) = (dir.join("cache"), dir.join("images"));
-    let mut cmd = TestCommand::new(&[
-        &"ddlink",
-        &"write",
-        &"--loader",
-        &"/bin/true",
-        &"--record",
-        &rec,
-        &"--program",
-        &prog,
-        &"-o",
-        &out,
-        &"--prelink",
-        &images,
-    ]);
+    let images = dir.join("images");
+    let (mut cmd, out) = write_cmd_for(dir, record, prog);
+    cmd = cmd.arg(&"--prelink").arg(&images);
     if json {
         cmd = cmd.arg(&"--json");
     }
-    let stdout = cmd.show_dir(dir).ok().stdout;
-    (out, images, stdout)
+    (out, images, cmd.ok().stdout)
 }
