@@ -13,17 +13,25 @@ use std::path::{Path, PathBuf};
 
 use common::TestCommand;
 
-/// A build directory (vmlinux, .config, System.map) and an INSTALL_MOD_PATH
-/// holding a few directories of Debian's modules.
-fn tree(name: &str) -> (common::TestDir, PathBuf, PathBuf, PathBuf) {
+/// `dir/build` as a kernel build leaves it for apply: Debian's vmlinux,
+/// its config as .config, its System.map.
+fn build_dir(dir: &Path) -> PathBuf {
     let k = common::kernel();
-    let dir = common::tmpdir(name);
     let build = dir.join("build");
     std::fs::create_dir_all(&build).unwrap();
     std::fs::copy(&k.vmlinux, build.join("vmlinux")).unwrap();
     std::fs::copy(&k.config, build.join(".config")).unwrap();
     let map = k.vmlinuz.parent().unwrap().join(format!("System.map-{}", k.release));
     std::fs::copy(map, build.join("System.map")).unwrap();
+    build
+}
+
+/// A build directory (vmlinux, .config, System.map) and an INSTALL_MOD_PATH
+/// holding a few directories of Debian's modules.
+fn tree(name: &str) -> (common::TestDir, PathBuf, PathBuf, PathBuf) {
+    let k = common::kernel();
+    let dir = common::tmpdir(name);
+    let build = build_dir(&dir);
     let root = dir.join("root");
     let rel = root.join("lib/modules").join(&k.release);
     for sub in ["kernel/fs/fat", "kernel/fs/nls", "kernel/lib"] {
@@ -230,12 +238,7 @@ fn a_full_file_system_leaves_the_record_true() {
     let test = "a_full_file_system_leaves_the_record_true";
     let k = common::kernel();
     let dir = common::tmpdir("apply-full");
-    let build = dir.join("build");
-    std::fs::create_dir_all(&build).unwrap();
-    std::fs::copy(&k.vmlinux, build.join("vmlinux")).unwrap();
-    std::fs::copy(&k.config, build.join(".config")).unwrap();
-    let map = k.vmlinuz.parent().unwrap().join(format!("System.map-{}", k.release));
-    std::fs::copy(map, build.join("System.map")).unwrap();
+    let build = build_dir(&dir);
     let root = dir.join("root");
     let fs = match common::Tmpfs::mount(&root, 64 << 20) {
         Ok(fs) => fs,
