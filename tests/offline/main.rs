@@ -12,6 +12,7 @@ mod damaged;
 mod ddlink_offline;
 mod ddlink_synth;
 mod docs_check;
+mod finalize_split;
 mod glibc_offline;
 mod hostile_decompress;
 mod lab_inputs;

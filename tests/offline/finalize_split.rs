@@ -1,0 +1,109 @@
+//! `scripts/finalize-split` (docs/lab.md's table of finalize cut into its
+//! links) reads a lab run's record as the lab writes it: a run made of the
+//! lab's own types and serialized by them, its table's sums and shares
+//! computed from that run's links, largest first and "rest" last; and a
+//! run it cannot read (no run.json, no such variant, no finalize links)
+//! is one line on stderr, exit 1, nothing printed.
+
+use bootlink_lab::run::results::{ModuleLoad, Phase, Repetition, Run, Variant};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn split(dir: &Path, variant: Option<&str>) -> Output {
+    let mut c = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/finalize-split"));
+    c.arg(dir);
+    if let Some(v) = variant {
+        c.arg(v);
+    }
+    // Never into the docs, whatever the caller's environment asks.
+    c.env_remove("BOOTLINK_WRITE_DOCS").output().unwrap()
+}
+
+fn phase(name: &str, us: f64) -> Phase {
+    Phase { name: name.to_string(), start_us: 0.0, duration_us: us }
+}
+
+/// A module whose finalize phase is exactly its links, as the lab records it.
+fn module(name: &str, links: &[(&str, f64)], other_us: f64) -> ModuleLoad {
+    let fin: f64 = links.iter().map(|l| l.1).sum();
+    ModuleLoad {
+        name: name.to_string(),
+        start_us: 0.0,
+        total_us: fin + other_us,
+        phases: vec![phase("symbols", other_us), phase("finalize", fin)],
+        lookups: None,
+        size: 0,
+        status: 0,
+        finalize_steps: links.iter().map(|(n, us)| phase(n, *us)).collect(),
+        init_steps: Vec::new(),
+        worker: None,
+    }
+}
+
+fn write_run(dir: &Path, modules: Vec<ModuleLoad>) {
+    let mut v = Variant::named("unsigned");
+    v.repetitions.push(Repetition { modules, ..Default::default() });
+    let run = Run {
+        format: 1,
+        source: "lab".into(),
+        kernel_release: "6.1.0-test".into(),
+        timing: "deterministic".into(),
+        module_set: "two-modules".into(),
+        variants: vec![v],
+        ..Default::default()
+    };
+    std::fs::write(dir.join("run.json"), serde_json::to_vec(&run).unwrap()).unwrap();
+}
+
+#[test]
+fn the_table_sums_each_link_over_the_set_largest_first() {
+    let d = tempfile::tempdir().unwrap();
+    let xfs = [("ORC sort", 40_000.0), ("rest", 300_000.0), ("ftrace weak-fn check", 500_000.0)];
+    let ext4 = [("ORC sort", 15_000.0), ("ftrace weak-fn check", 70_000.0), ("rest", 1_000.0)];
+    write_run(d.path(), vec![module("xfs", &xfs, 10_000.0), module("ext4", &ext4, 5_000.0)]);
+    let o = split(d.path(), None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let fin: f64 = xfs.iter().chain(&ext4).map(|l| l.1).sum();
+    let total = fin + 15_000.0;
+    let head = format!(
+        "finalize takes {:.0} ms of the set's {:.0} ms load time ({:.1} %)",
+        fin / 1e3,
+        total / 1e3,
+        fin / total * 100.0
+    );
+    assert!(out.starts_with("Variant unsigned of the lab run in ") && out.contains(&head), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| link")).collect();
+    // Largest first, "rest" last although it is larger than ORC sort; btrfs,
+    // which the set lacks, has no column.
+    assert!(out.contains("| link | the set | share of finalize | xfs | ext4 |"), "{out}");
+    let weak = 500_000.0 + 70_000.0;
+    assert_eq!(
+        rows[0],
+        format!("| ftrace weak-fn check | {:.0} ms | {:.1} % | 500 ms | 70.0 ms |", weak / 1e3, weak / fin * 100.0)
+    );
+    assert!(rows[1].starts_with("| ORC sort | 55.0 ms |"), "{rows:?}");
+    assert!(rows[2].starts_with("| rest ("), "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(
+        out.contains(&format!("ftrace weak-fn check, is {:.1} % of the set's load time", weak / total * 100.0)),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_run_it_cannot_read_is_one_line_and_nothing_printed() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = split(d.path(), None);
+    write_run(d.path(), vec![module("xfs", &[("ORC sort", 1_000.0)], 1_000.0)]);
+    let no_variant = split(d.path(), Some("folded"));
+    write_run(d.path(), vec![module("xfs", &[], 1_000.0)]);
+    let untraced = split(d.path(), None);
+    for (what, o) in [("no run.json", missing), ("no such variant", no_variant), ("no links", untraced)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+        assert!(o.stdout.is_empty(), "{what}: printed {:?}", String::from_utf8_lossy(&o.stdout));
+        assert_eq!(err.lines().count(), 1, "{what}: {err}");
+        assert!(err.starts_with(&format!("finalize-split: {}: ", d.path().display())), "{what}: {err}");
+    }
+}
