@@ -76,7 +76,7 @@ fn switch(line: &str) -> Option<Switch> {
     // arrow splits the leaving task's from the coming one's.
     let (prev, next) = body.split_once(" ==> ")?;
     let field = |part: &str, key: &str| -> Option<String> {
-        part.split_whitespace().filter_map(|w| w.strip_prefix(key)).last().map(str::to_string)
+        part.split_whitespace().filter_map(|w| w.strip_prefix(key)).next_back().map(str::to_string)
     };
     let state = field(prev, "prev_state=")?;
     Some(Switch {
