@@ -44,6 +44,10 @@ pub struct Args {
     /// Boot without tracing the module loads: the stages as they are, no load timed
     #[arg(long)]
     no_trace: bool,
+    /// Trace the module loads without the scheduler's context switches: the loads' wall phases
+    /// only, no time on the CPU (what tracing the switches costs)
+    #[arg(long, conflicts_with = "no_trace")]
+    no_switches: bool,
     /// Seconds before the boot is killed
     #[arg(long, default_value_t = 1200)]
     timeout: u64,
@@ -92,6 +96,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         line: a.line,
         clock,
         trace: !a.no_trace,
+        switches: !a.no_switches,
         cmdline: a.cmdline.as_deref().unwrap_or_default().split_whitespace().map(str::to_string).collect(),
         timeout: Duration::from_secs(a.timeout),
         out: a.output,

@@ -6,7 +6,9 @@
 //! userspace, KASLR is on, the module list is /proc/modules as the guest
 //! printed it, each module's load is in the kernel's trace (its
 //! module_load event), those the initramfs recorded are a part of it, and
-//! module loading's share of the boot is a fraction of it, and the
+//! module loading's share of the boot is a fraction of it, each load's
+//! time on the CPU (the scheduler's switches) fits in its wall time and,
+//! one CPU, all loads' together in the time a load was under way, and the
 //! boot's links (kernel set-up, initcalls, initrd stretches, systemd) join
 //! up from the kernel's start to multi-user.target.
 //!
@@ -123,6 +125,53 @@ fn debian_system_boots_and_its_figures_add_up() {
         let phases: f64 = m.phases.iter().map(|p| p.duration_us).sum();
         assert!(load > 0.0 && phases <= load + 1.0, "{}: phases {phases} > load {load}", m.name);
     }
+    // Each load's time on the CPU (the scheduler's switches are traced):
+    // each phase's wall time is its time on the CPU and off it, so a load's
+    // phases on the CPU add up to at most its wall time; with one CPU no
+    // two loads are on it at once, so all their time on it together fits
+    // in the time a load was under way (the loads' union, the whole trace).
+    let mut on_cpu_us = 0.0;
+    let mut spans = Vec::new();
+    let all = b.modules.iter().map(|m| (m.name.as_str(), &m.phases, m.on_cpu.as_ref(), m.start_ms, m.load_us));
+    let refused =
+        b.failed_loads.iter().map(|f| ("(refused)", &f.phases, f.on_cpu.as_ref(), Some(f.start_ms), Some(f.load_us)));
+    for (name, phases, cpu, start, load) in all.chain(refused) {
+        let c = cpu.unwrap_or_else(|| panic!("{name}: no time on the CPU (sched_switch not traced?)"));
+        assert_eq!(c.phases.len(), phases.len(), "{name}");
+        for (p, q) in phases.iter().zip(&c.phases) {
+            assert_eq!(p.name, q.name, "{name}");
+            assert!(q.on_cpu_us >= 0.0 && q.preempted_us >= 0.0 && q.blocked_us >= 0.0, "{name}: {q:?}");
+            assert!(
+                (q.on_cpu_us + q.preempted_us + q.blocked_us - p.duration_us).abs() < 0.01,
+                "{name}: {q:?} against the phase's {} us",
+                p.duration_us
+            );
+        }
+        let wall: f64 = phases.iter().map(|p| p.duration_us).sum();
+        let on: f64 = c.phases.iter().map(|p| p.on_cpu_us).sum();
+        assert!(
+            (on - c.on_cpu_us).abs() < 0.01 && c.on_cpu_us <= wall + 0.01,
+            "{name}: {} us on the CPU, {wall} us wall",
+            c.on_cpu_us
+        );
+        on_cpu_us += c.on_cpu_us;
+        spans.push((start.unwrap() * 1000.0, load.unwrap()));
+    }
+    let busy = bootlink_lab::system::spans::loading(&spans, 0.0, f64::MAX).busy_us;
+    // A few µs a load: phases are cut at printed entry times (a leaf's line
+    // is its ring-buffer entry, a few µs after the call).
+    let slack = 10.0 * spans.len() as f64;
+    assert!(on_cpu_us <= busy + slack, "the loads on the CPU {on_cpu_us} us, loading under way {busy} us");
+    let wall_us: f64 = spans.iter().map(|s| s.1).sum();
+    common::report(
+        TEST,
+        &format!(
+            "the loads: {:.0} ms wall added up, {:.0} ms on the CPU, loading under way {:.0} ms",
+            wall_us / 1000.0,
+            on_cpu_us / 1000.0,
+            busy / 1000.0
+        ),
+    );
     let initrd: Vec<&str> = b.modules.iter().filter(|m| m.in_initrd).map(|m| m.name.as_str()).collect();
     assert!(!initrd.is_empty() && initrd.len() < b.modules.len(), "{initrd:?}");
     for m in b.modules.iter().filter(|m| m.in_initrd) {

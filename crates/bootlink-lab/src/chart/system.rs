@@ -183,6 +183,7 @@ mod tests {
             load_us: Some(us),
             start_ms: Some(at),
             phases: vec![],
+            on_cpu: None,
         };
         let boot = Boot {
             multi_user_ms: target,

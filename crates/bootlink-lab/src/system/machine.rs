@@ -60,12 +60,28 @@ pub fn traced() -> Vec<&'static str> {
     crate::run::ftrace::PHASE_FUNCTIONS.iter().copied().chain(["resolve_symbol"]).collect()
 }
 
+/// What a boot traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracing {
+    /// Nothing: the stages as they are, no load timed.
+    Off,
+    /// The module loads (their phases' landmarks, the module_load event,
+    /// initcall_debug), not the scheduler's switches: the loads' wall
+    /// phases only (what tracing the switches costs is this against
+    /// [`Tracing::LoadsAndSwitches`]).
+    Loads,
+    /// The loads and every context switch (`sched:sched_switch`): each
+    /// load's time on the CPU too.
+    LoadsAndSwitches,
+}
+
 /// The kernel command line: Debian's for an installed system
 /// (`root=UUID=... ro quiet`), the serial console and, when `trace`,
 /// ftrace's function_graph tracer started at boot on [`traced`], with the
-/// module_load event naming each load, and `initcall_debug` (each built-in
+/// module_load event naming each load and the scheduler's sched_switch
+/// events (each load's time on the CPU, [`super::oncpu`]), and `initcall_debug` (each built-in
 /// initcall timed in the kernel's log: the boot's links, [`super::links`]).
-pub fn cmdline(img: &Image, clock: Clock, trace: bool) -> String {
+pub fn cmdline(img: &Image, clock: Clock, trace: Tracing) -> String {
     // Every module checked, as under Secure Boot: by its signature or by
     // the kernel's module hash list; none loads unchecked with a taint.
     let mut c = format!("root=UUID={} ro quiet console=ttyS0 module.sig_enforce=1", img.root_uuid);
@@ -73,10 +89,14 @@ pub fn cmdline(img: &Image, clock: Clock, trace: bool) -> String {
         c.push(' ');
         c.push_str(extra);
     }
-    if trace {
+    if trace != Tracing::Off {
+        let events = match trace {
+            Tracing::LoadsAndSwitches => "module:module_load,sched:sched_switch",
+            _ => "module:module_load",
+        };
         c.push_str(&format!(
             " ftrace=function_graph ftrace_filter={} trace_options=funcgraph-abstime,funcgraph-proc \
-             trace_buf_size={TRACE_BUFFER} trace_event=module:module_load initcall_debug log_buf_len={LOG_BUFFER}",
+             trace_buf_size={TRACE_BUFFER} trace_event={events} initcall_debug log_buf_len={LOG_BUFFER}",
             traced().join(",")
         ));
     }
@@ -89,7 +109,7 @@ pub fn cmdline(img: &Image, clock: Clock, trace: bool) -> String {
 }
 
 /// The QEMU options of one boot of `img`; the console is kept at `log`.
-pub fn options(img: &Image, clock: Clock, trace: bool, timeout: Duration, log: &Path) -> Result<QemuOptions> {
+pub fn options(img: &Image, clock: Clock, trace: Tracing, timeout: Duration, log: &Path) -> Result<QemuOptions> {
     let disk = img.disk.to_string_lossy();
     if disk.contains(',') {
         return Err(Error::file(Kind::Usage, &img.disk, "a disk path with a comma cannot be given to QEMU's -drive"));
@@ -181,7 +201,9 @@ mod tests {
     #[test]
     fn a_pc_with_kaslr_and_the_lab_clock() {
         let img = image();
-        let o = options(&img, Clock::Deterministic, true, Duration::from_secs(5), Path::new("/t/log")).unwrap();
+        let o =
+            options(&img, Clock::Deterministic, Tracing::LoadsAndSwitches, Duration::from_secs(5), Path::new("/t/log"))
+                .unwrap();
         let text: Vec<String> = o.args(Path::new("/t/log")).iter().map(|s| s.to_string_lossy().into_owned()).collect();
         let text = text.join(" ");
         for want in [
@@ -199,23 +221,38 @@ mod tests {
             assert!(text.contains(want), "{want} missing: {text}");
         }
         assert!(o.cmdline.contains("ftrace_filter=kernel_read_file_from_fd,") && o.cmdline.contains("load_module"));
+        assert!(o.cmdline.contains(" trace_event=module:module_load,sched:sched_switch "), "{}", o.cmdline);
+        let loads = cmdline(&img, Clock::Deterministic, Tracing::Loads);
+        assert!(loads.contains(" trace_event=module:module_load ") && !loads.contains("sched_switch"), "{loads}");
         assert!(!o.cmdline.contains("nokaslr") && !o.cmdline.contains("no_timer_check"), "{}", o.cmdline);
-        let r = options(&img, Clock::Realtime { cpus: 2 }, true, Duration::from_secs(5), Path::new("/t/log")).unwrap();
+        let r = options(
+            &img,
+            Clock::Realtime { cpus: 2 },
+            Tracing::LoadsAndSwitches,
+            Duration::from_secs(5),
+            Path::new("/t/log"),
+        )
+        .unwrap();
         assert!(!r.deterministic && r.cpus == 2 && r.cmdline.ends_with(" no_timer_check"));
         assert!(!o.deterministic, "the lab's sleep=off is not for a boot that waits for disks");
         assert!(o.cmdline.len() < 2048, "x86's COMMAND_LINE_SIZE: {}", o.cmdline.len());
-        let quiet = cmdline(&img, Clock::Deterministic, false);
+        let quiet = cmdline(&img, Clock::Deterministic, Tracing::Off);
         assert_eq!(quiet, format!("root=UUID={} ro quiet console=ttyS0 module.sig_enforce=1", img.root_uuid));
         let mut applied = image();
         applied.cmdline = vec!["module.symlookup=gnu".into()];
-        assert!(cmdline(&applied, Clock::Deterministic, false).ends_with(" module.sig_enforce=1 module.symlookup=gnu"));
+        assert!(
+            cmdline(&applied, Clock::Deterministic, Tracing::Off)
+                .ends_with(" module.sig_enforce=1 module.symlookup=gnu")
+        );
     }
 
     #[test]
     fn a_comma_in_the_disk_path_is_refused() {
         let mut img = image();
         img.disk = "/c,d/disk.img".into();
-        let e = options(&img, Clock::Deterministic, true, Duration::from_secs(5), Path::new("/t/log")).unwrap_err();
+        let e =
+            options(&img, Clock::Deterministic, Tracing::LoadsAndSwitches, Duration::from_secs(5), Path::new("/t/log"))
+                .unwrap_err();
         assert!(e.to_string().contains("/c,d/disk.img"), "{e}");
     }
 }

@@ -13,12 +13,14 @@
 //! - [`machine`]: the PC and the kernel command line;
 //! - [`parse`]: the console read into a [`parse::Boot`];
 //! - [`links`]: the boot cut into its links in time order;
+//! - [`oncpu`]: each load's time on the CPU (the scheduler's switches);
 //! - [`spans`]: the time module loads were under way, overlaps counted once.
 
 pub mod image;
 pub mod kernel;
 pub mod links;
 pub mod machine;
+pub mod oncpu;
 pub mod parse;
 pub mod spans;
 
@@ -31,6 +33,8 @@ use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
 use bootlink::kbuild::Line;
 use bootlink::table::Table;
+
+use crate::run;
 
 pub use image::Image;
 pub use kernel::Kernel;
@@ -49,6 +53,9 @@ pub struct Request {
     /// Trace every module load (function_graph from the kernel's command
     /// line); without it the stages are the boot's own, no load is timed.
     pub trace: bool,
+    /// With `trace`: the scheduler's context switches too (each load's
+    /// time on the CPU); false only to measure what tracing them costs.
+    pub switches: bool,
     /// Boot parameters added to the command line (after the system's and
     /// those apply's plan asks for), e.g. `cryptomgr.notests=1`.
     pub cmdline: Vec<String>,
@@ -67,6 +74,10 @@ pub struct Report {
     pub cpus: u32,
     /// Module loads traced.
     pub traced: bool,
+    /// The scheduler's switches traced too (each load's time on the CPU);
+    /// false in records made before they were.
+    #[serde(default)]
+    pub traced_switches: bool,
     /// The kernel command line.
     pub cmdline: String,
     /// What of it the request added ([`Request::cmdline`]).
@@ -107,7 +118,12 @@ pub fn run(req: &Request) -> Result<Report> {
     let log = req.out.join("console.log");
     let mut booted = image.clone();
     booted.cmdline.extend(req.cmdline.iter().cloned());
-    let opts = machine::options(&booted, req.clock, req.trace, req.timeout, &log)?;
+    let tracing = match (req.trace, req.switches) {
+        (false, _) => machine::Tracing::Off,
+        (true, false) => machine::Tracing::Loads,
+        (true, true) => machine::Tracing::LoadsAndSwitches,
+    };
+    let opts = machine::options(&booted, req.clock, tracing, req.timeout, &log)?;
     bootlink::progress::status(&format!(
         "booting {} (line {}) under QEMU ({}, {} CPU)",
         image.release,
@@ -123,6 +139,7 @@ pub fn run(req: &Request) -> Result<Report> {
         clock: clock_name(req.clock).to_string(),
         cpus: opts.cpus,
         traced: req.trace,
+        traced_switches: tracing == machine::Tracing::LoadsAndSwitches,
         cmdline: opts.cmdline.clone(),
         added: req.cmdline.clone(),
         qemu_command: boot.command.clone(),
@@ -211,27 +228,73 @@ fn loads(traced: bool, l: &parse::Loading) -> String {
     if traced { format!("{} ({} loads)", ms(l.busy_us / 1000.0), l.loads) } else { "-".into() }
 }
 
-/// Where the loads' own time went, phase by phase (the lab's phases, all
-/// loads up to multi-user.target together, refused ones included).
-fn phase_line(b: &Boot) -> String {
+/// The loads that began before multi-user.target (refused ones
+/// included): their wall phases and, when traced, their time on the CPU.
+fn loads_to_target(b: &Boot) -> Vec<(&[run::results::Phase], Option<&parse::CpuTime>)> {
     let target = b.multi_user_ms * 1000.0;
-    let phases = b
-        .modules
+    b.modules
         .iter()
         .filter(|m| m.start_ms.is_some_and(|t| t * 1000.0 < target))
-        .flat_map(|m| &m.phases)
-        .chain(b.failed_loads.iter().filter(|f| f.start_ms * 1000.0 < target).flat_map(|f| &f.phases));
+        .map(|m| (m.phases.as_slice(), m.on_cpu.as_ref()))
+        .chain(
+            b.failed_loads
+                .iter()
+                .filter(|f| f.start_ms * 1000.0 < target)
+                .map(|f| (f.phases.as_slice(), f.on_cpu.as_ref())),
+        )
+        .collect()
+}
+
+/// Phase names with their summed times, longest first, as "name N %".
+fn shares<'a>(times: impl Iterator<Item = (&'a str, f64)>) -> (String, f64) {
     let mut sums: Vec<(&str, f64)> = Vec::new();
-    for p in phases {
-        match sums.iter_mut().find(|s| s.0 == p.name) {
-            Some(s) => s.1 += p.duration_us,
-            None => sums.push((&p.name, p.duration_us)),
+    for (name, d) in times {
+        match sums.iter_mut().find(|s| s.0 == name) {
+            Some(s) => s.1 += d,
+            None => sums.push((name, d)),
         }
     }
     let total: f64 = sums.iter().map(|s| s.1).sum();
     sums.sort_by(|x, y| y.1.total_cmp(&x.1));
     let parts: Vec<String> = sums.iter().map(|(n, d)| format!("{n} {}", pct(*d, total))).collect();
-    format!("the loads' time by phase: {}\n", parts.join(", "))
+    (parts.join(", "), total)
+}
+
+/// Where the loads' own time went, phase by phase (the lab's phases, all
+/// loads up to multi-user.target together, refused ones included): on the
+/// CPU when the boot traced the scheduler's switches (with one CPU a
+/// load's wall phases also hold the time other tasks ran), then how much
+/// of the loads' wall time was off the CPU, then the wall phases.
+fn phase_lines(b: &Boot) -> String {
+    let loads = loads_to_target(b);
+    let (wall, wall_us) = shares(loads.iter().flat_map(|l| l.0).map(|p| (p.name.as_str(), p.duration_us)));
+    if loads.is_empty() || loads.iter().any(|l| l.1.is_none()) {
+        return format!("the loads' time by phase: {wall}\n");
+    }
+    let cpu: Vec<&parse::CpuTime> = loads.iter().filter_map(|l| l.1).collect();
+    let (on, on_us) = shares(cpu.iter().flat_map(|c| &c.phases).map(|p| (p.name.as_str(), p.on_cpu_us)));
+    let preempted: f64 = cpu.iter().map(|c| c.preempted_us).sum();
+    let blocked: f64 = cpu.iter().map(|c| c.blocked_us).sum();
+    format!(
+        "the loads' time on the CPU by phase: {on}\n\
+         the loads' wall time, {}: on the CPU {} ({}), off it runnable (preempted) {} ({}), asleep or blocked {} ({})\n\
+         the loads' wall time by phase (on the CPU or not): {wall}\n",
+        ms(wall_us / 1000.0),
+        ms(on_us / 1000.0),
+        pct(on_us, wall_us),
+        ms(preempted / 1000.0),
+        pct(preempted, wall_us),
+        ms(blocked / 1000.0),
+        pct(blocked, wall_us),
+    )
+}
+
+/// The five longest loads by `key` (µs), as "name N ms".
+fn longest(b: &Boot, key: impl Fn(&parse::Module) -> Option<f64>) -> Option<String> {
+    let mut all: Vec<(&str, f64)> = b.modules.iter().filter_map(|m| Some((m.name.as_str(), key(m)?))).collect();
+    all.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let top: Vec<String> = all.iter().take(5).map(|(n, us)| format!("{n} {}", ms(us / 1000.0))).collect();
+    (!top.is_empty()).then(|| top.join(", "))
 }
 
 /// The whole boot in time order ([`links`]): each link's time, its share
@@ -353,19 +416,14 @@ impl bootlink::report::Report for Report {
             s.push_str("module loading: not traced (--no-trace)\n");
         }
         if self.traced {
-            s.push_str(&phase_line(b));
+            s.push_str(&phase_lines(b));
         }
-        let mut longest: Vec<&parse::Module> = b.modules.iter().filter(|m| m.load_us.is_some()).collect();
-        longest.sort_by(|x, y| y.load_us.unwrap_or(0.0).total_cmp(&x.load_us.unwrap_or(0.0)));
-        if !longest.is_empty() {
-            s.push_str("longest loads: ");
-            let top: Vec<String> = longest
-                .iter()
-                .take(5)
-                .map(|m| format!("{} {}", m.name, ms(m.load_us.unwrap_or(0.0) / 1000.0)))
-                .collect();
-            s.push_str(&top.join(", "));
-            s.push('\n');
+        if let Some(top) = longest(b, |m| m.on_cpu.as_ref().map(|c| c.on_cpu_us)) {
+            s.push_str(&format!("longest loads on the CPU: {top}\n"));
+        }
+        if let Some(top) = longest(b, |m| m.load_us) {
+            let wall = if b.modules.iter().any(|m| m.on_cpu.is_some()) { " (wall)" } else { "" };
+            s.push_str(&format!("longest loads{wall}: {top}\n"));
         }
         if !b.links.is_empty() {
             s.push_str(&links_table(b));

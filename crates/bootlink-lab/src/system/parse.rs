@@ -21,6 +21,8 @@ use crate::lab::initramfs::framed;
 use crate::run::results::{ModuleLoad, Phase};
 
 use super::links::{self, INIT_BOTTOM, INIT_TOP, Initcalls, Link, RUN_INIT, SYSTEMD_STARTS, logged_at};
+pub use super::oncpu::CpuTime;
+use super::oncpu::{Switches, pid_of};
 pub use super::spans::Loading;
 use super::spans::{loading, under_way};
 
@@ -83,6 +85,11 @@ pub struct Module {
     /// relocation, finalize, init).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// The same load's time on the CPU and off it, in all and by phase
+    /// (the boot traced the scheduler's switches; records made before
+    /// that have none): [`super::oncpu`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<CpuTime>,
 }
 
 /// A load the kernel refused (load_module without a module_load event).
@@ -93,6 +100,8 @@ pub struct FailedLoad {
     pub start_ms: f64,
     pub load_us: f64,
     pub phases: Vec<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<CpuTime>,
 }
 
 /// One system boot, as the console showed it.
@@ -418,6 +427,15 @@ fn loads(trace: &str) -> Vec<(String, ModuleLoad)> {
     tasks.into_iter().zip(parsed).collect()
 }
 
+/// A load's time on the CPU, when the trace has the scheduler's switches
+/// and the load's task its pid.
+fn on_cpu(switches: &Switches, task: &str, l: &ModuleLoad) -> Option<CpuTime> {
+    if !switches.traced() {
+        return None;
+    }
+    Some(switches.cpu_time(pid_of(task)?, &l.phases))
+}
+
 /// Read one boot's console; `traced`: the kernel traced the module loads.
 pub fn boot(log: &str, traced: bool) -> Boot {
     let log = &without_getty(log);
@@ -490,19 +508,22 @@ pub fn boot(log: &str, traced: bool) -> Boot {
         b.problems.push("the initramfs recorded no module".into());
     }
     let loads = loads(&trace);
-    let mut by_name: HashMap<&str, &ModuleLoad> = HashMap::new();
-    for (_, l) in &loads {
+    let switches = super::oncpu::switches(&trace);
+    let on_cpu = |task: &str, l: &ModuleLoad| on_cpu(&switches, task, l);
+    let mut by_name: HashMap<&str, (&str, &ModuleLoad)> = HashMap::new();
+    for (task, l) in &loads {
         if l.name != FAILED {
-            by_name.insert(&l.name, l);
+            by_name.insert(&l.name, (task.as_str(), l));
         }
     }
     for (name, size) in proc_modules(&modules) {
         let load = by_name.get(name.as_str());
         b.modules.push(Module {
             in_initrd: in_initrd.contains(&name),
-            load_us: load.map(|l| l.total_us),
-            start_ms: load.map(|l| l.start_us / 1000.0),
-            phases: load.map(|l| l.phases.clone()).unwrap_or_default(),
+            load_us: load.map(|l| l.1.total_us),
+            start_ms: load.map(|l| l.1.start_us / 1000.0),
+            phases: load.map(|l| l.1.phases.clone()).unwrap_or_default(),
+            on_cpu: load.and_then(|&(task, l)| on_cpu(task, l)),
             name,
             size,
         });
@@ -516,6 +537,7 @@ pub fn boot(log: &str, traced: bool) -> Boot {
             start_ms: l.start_us / 1000.0,
             load_us: l.total_us,
             phases: l.phases.clone(),
+            on_cpu: on_cpu(task.as_str(), l),
         })
         .collect();
     let spans: Vec<(f64, f64)> = loads.iter().map(|(_, l)| (l.start_us, l.total_us)).collect();
@@ -662,6 +684,58 @@ mod tests {
         assert!((l[0].1.total_us - 8100.0).abs() < 1.0, "{:?}", l[0].1);
         assert!(l[0].1.phases.iter().any(|p| p.name == "signature" && (p.duration_us - 3000.0).abs() < 1.0));
         assert_eq!(l[1].1.name, FAILED);
+    }
+
+    /// A real load with the scheduler's switches traced: crc32c_generic
+    /// loaded by modprobe (pid 172) in the initrd of a `debian` boot (6.1,
+    /// Debian's kernel, one CPU, -icount; 2026-11-29), cut from its
+    /// console. The task is preempted (R+) for 28 µs inside its signature
+    /// check; in do_init_module it is preempted by kthreadd (48 µs), then
+    /// sleeps (D) while kthreadd makes the cryptomgr_test thread (5 µs)
+    /// and while that thread runs the algorithm's self-test (810 µs).
+    const CRC32C: &str = include_str!("testdata/crc32c-generic-6.1.trace");
+
+    #[test]
+    fn a_real_loads_phases_on_the_cpu() {
+        let l = loads(CRC32C);
+        assert_eq!(l.len(), 1, "{l:?}");
+        let (task, load) = &l[0];
+        assert_eq!((task.as_str(), load.name.as_str()), ("modprob-172", "crc32c_generic"));
+        let sw = super::super::oncpu::switches(CRC32C);
+        assert_eq!(sw.events, 11);
+        let c = on_cpu(&sw, task, load).unwrap();
+        let phase = |n: &str| {
+            let w = load.phases.iter().find(|p| p.name == n).unwrap().duration_us;
+            let p = c.phases.iter().find(|p| p.name == n).unwrap();
+            (w, p.on_cpu_us, p.preempted_us, p.blocked_us)
+        };
+        let close = |got: f64, want: f64| assert!((got - want).abs() < 0.01, "{got} vs {want}");
+        // signature: 6.503097 to 6.508554; off from the switch at 6.504416
+        // (prev_state=R+) to modprobe's switch back at 6.504444.
+        let (w, on, pre, blk) = phase("signature");
+        close(w, (6.508554 - 6.503097) * 1e6);
+        close(pre, (6.504444 - 6.504416) * 1e6);
+        close(blk, 0.0);
+        close(on, w - pre);
+        // init: 6.508874 to 6.509819; preempted 6.508898-6.508946, asleep
+        // 6.508950-6.508955 and 6.508960-6.509770 (the self-test's thread).
+        let (w, on, pre, blk) = phase("init");
+        close(w, (6.509819 - 6.508874) * 1e6);
+        close(pre, (6.508946 - 6.508898) * 1e6);
+        close(blk, (6.508955 - 6.508950 + 6.509770 - 6.508960) * 1e6);
+        close(on, w - pre - blk);
+        // The other phases ran without a switch: all on the CPU.
+        for n in ["read", "layout", "symbols", "relocation", "finalize"] {
+            let (w, on, pre, blk) = phase(n);
+            assert!(w > 0.0 && on == w && pre == 0.0 && blk == 0.0, "{n}: {:?}", phase(n));
+        }
+        close(c.preempted_us, (6.504444 - 6.504416 + 6.508946 - 6.508898) * 1e6);
+        close(c.on_cpu_us + c.preempted_us + c.blocked_us, load.phases.iter().map(|p| p.duration_us).sum());
+        // Without the switches in the trace, no time on the CPU is claimed.
+        let plain: String = CRC32C.lines().filter(|l| !l.contains("sched_switch")).map(|l| format!("{l}\n")).collect();
+        assert!(on_cpu(&super::super::oncpu::switches(&plain), task, load).is_none());
+        // The wall phases are the same with the switches' lines as without.
+        assert_eq!(loads(&plain)[0].1, *load);
     }
 
     /// A module whose init was called after the trace's last event was
