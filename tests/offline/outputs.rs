@@ -557,10 +557,12 @@ fn outputs_aliasing_inputs_or_nodes_are_refused_and_kept() {
     // outputs (a file, or a module `x.ko` in an output directory), and its
     // arguments given those paths.
     type Args = fn(&[PathBuf], &[PathBuf]) -> Vec<std::ffi::OsString>;
+    // (name, inputs, outputs, whether the outputs are modules in `-o DIR`, arguments)
+    type Command = (&'static str, &'static [&'static str], &'static [&'static str], bool, Args);
     fn a(v: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
         v.iter().map(|a| a.as_ref().to_owned()).collect()
     }
-    let commands: [(&str, &[&str], &[&str], bool, Args); 6] = [
+    let commands: [Command; 6] = [
         ("extract-vmlinux", &["vmlinux.gz"], &["out"], false, |i, o| a(&[&"extract-vmlinux", &i[0], &"-o", &o[0]])),
         ("manifest write", &["vmlinux", "x.ko"], &["listed"], false, |i, o| {
             a(&[&"manifest", &"write", &"--vmlinux", &i[0], &"-o", &o[0], &i[1]])
