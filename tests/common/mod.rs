@@ -197,6 +197,79 @@ pub fn report(test: &str, text: &str) {
     }
 }
 
+/// Run bootlink with `args` and wait for it with wait4: its own CPU
+/// seconds and peak resident memory (KiB), not those of the other tests'
+/// children (getrusage's RUSAGE_CHILDREN counts every child of the
+/// process, and the tests of a file run in parallel). (wait4 reaps the
+/// child: clippy does not see it waited for.)
+pub fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
+    let (cost, code) = measured_status(args);
+    assert_eq!(code, 0, "bootlink {args:?}: exit {code}", args = args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
+    cost
+}
+
+/// [`measured`] of a run that may fail: its cost and exit status (a
+/// death by a signal fails the test).
+#[allow(clippy::zombie_processes)]
+pub fn measured_status(args: &[&dyn AsRef<std::ffi::OsStr>]) -> ((f64, i64), i32) {
+    let mut cmd = std::process::Command::new(bin());
+    for a in args {
+        cmd.arg(a);
+    }
+    let child = cmd
+        .env("BOOTLINK_QUIET", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run bootlink");
+    let mut status: libc::c_int = 0;
+    // SAFETY: a plain C struct, all zeroes valid.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the child is ours and waited for nowhere else; wait4 fills
+    // the status and the usage it is given.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status),
+        "bootlink {args:?}: status {status:#x}",
+        args = cmd.get_args().collect::<Vec<_>>()
+    );
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    ((secs(u.ru_utime) + secs(u.ru_stime), u.ru_maxrss), libc::WEXITSTATUS(status))
+}
+
+/// The cost of a command on an input and on one 8 times as large
+/// (`measured`): the larger may take less than 16 times the CPU time and
+/// the peak memory of the smaller (twice linear, for a loaded machine;
+/// work quadratic in the input takes 64 times, once the input's share
+/// passes the process's own start). The report line, or the test fails.
+pub fn linear_in_the_input(what: &str, small: (f64, i64), large: (f64, i64)) -> String {
+    linear_within(what, small, large, 16.0)
+}
+
+/// [`linear_in_the_input`] with another bound on the CPU time's ratio, for
+/// work whose tables outgrow the processor's caches at the larger size
+/// (still well below the 64 times of quadratic work).
+pub fn linear_within(what: &str, small: (f64, i64), large: (f64, i64), cpu_limit: f64) -> String {
+    let ratio = large.0 / small.0.max(0.01);
+    let mem = large.1 as f64 / small.1.max(1) as f64;
+    assert!(
+        ratio < cpu_limit,
+        "{what}: {ratio:.1} x the CPU time for 8 x the input ({small:?} -> {large:?}): more than linear"
+    );
+    assert!(
+        mem < 16.0,
+        "{what}: {mem:.1} x the peak memory for 8 x the input ({small:?} -> {large:?}): more than linear"
+    );
+    format!(
+        "{what}: 8 x the input: {ratio:.1} x the CPU time ({:.2} -> {:.2} s), {mem:.1} x the peak memory ({} -> {} MiB)",
+        small.0,
+        large.0,
+        small.1 >> 10,
+        large.1 >> 10
+    )
+}
+
 /// Can `bootlink system` build and boot its Debian image here (mmdebstrap,
 /// mkfs.ext4, QEMU, root for mmdebstrap's chroot)? A counted skip naming
 /// what is missing otherwise.

@@ -30,7 +30,7 @@ pub fn reason(format: &str, class: &str) -> &'static [&'static str] {
         (_, NOT_REGULAR) => &["not a regular file"],
         // Cut: JSON ends early; a LAVA log without its job's result (or
         // cut inside a record), or cut before /init's output ended.
-        ("run" | "jobs", "truncated") => &["EOF while parsing", "the file is empty", "neither a run.json"],
+        ("run" | "jobs", "truncated") => &["truncated", "the file is empty", "neither a run.json"],
         ("lava-log", "truncated") => &["truncated", "the file is empty"],
         // Cut inside the first printk time: no line of a kernel log left.
         ("log", "truncated") => &["neither a run.json nor a kernel log", "the file is empty"],

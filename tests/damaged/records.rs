@@ -264,10 +264,14 @@ pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
             d
         };
         let mut d = base.to_vec();
+        // Another version, or another version's header size, than the
+        // base's own (the format's version moves: 4 was bootlink's when
+        // this was written, and 5 became the current one after).
+        let (version, header) = (u32_at(base, 8), u32_at(base, 12));
         match rng.below(3) {
             0 => d[rng.below(8)] ^= 1 << rng.below(8),
-            1 => put32(&mut d, 8, [3u32, 5, 0, u32::MAX][rng.below(4)]),
-            _ => put32(&mut d, 12, [0u32, 143, 152, u32::MAX][rng.below(4)]),
+            1 => put32(&mut d, 8, [version - 1, version + 1, 0, u32::MAX][rng.below(4)]),
+            _ => put32(&mut d, 12, [0u32, header - 1, header + 8, u32::MAX][rng.below(4)]),
         }
         out.push(damaged(stem, "wrong-magic-or-version", k, fixed(d), true));
 

@@ -98,7 +98,10 @@ fn mutated_modules_never_panic() {
         }
         runs += 1;
     }
-    println!("{runs} mutated modules read, {rejected} rejected with an error, 0 panics");
+    crate::common::report(
+        "fuzz_reader",
+        &format!("{runs} mutated modules read, {rejected} rejected with an error, 0 panics"),
+    );
     assert!(runs > 100, "the fuzz loop ran only {runs} times");
     assert!(rejected > 0, "no mutation was ever rejected: the mutator is not doing anything");
 }
@@ -275,7 +278,10 @@ fn 555555555139\nfn 555555555150\noverflow\nend 2 40\n"
         }
         runs += 1;
     }
-    println!("{runs} mutated inputs read, rejected per reader {rejected:?}, 0 panics");
+    crate::common::report(
+        "fuzz_reader",
+        &format!("{runs} mutated inputs read, rejected per reader {rejected:?}, 0 panics"),
+    );
     assert!(runs > 600, "the fuzz loop ran only {runs} times");
     for (i, n) in rejected.iter().enumerate().filter(|&(i, _)| i != 3) {
         assert!(*n > 0, "reader {i}: no mutation was ever rejected: the mutator is not doing anything");

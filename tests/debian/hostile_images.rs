@@ -333,3 +333,60 @@ fn a_struct_module_of_another_size_is_refused() {
     TestCommand::new(&[&"finalize", &"--kernel", vmlinuz, &plain, &"-o", &out]).ok();
     assert!(out.join("fat-plain.ko").is_file());
 }
+
+/// Runs of damaged export entries in Debian's arm64 Image, of 1 to 512
+/// entries, at the tables' start, in the middle of `__ksymtab`, where
+/// `__ksymtab_gpl` begins and at the end, each entry of the run zeroed,
+/// made random bytes or given a name offset into the boot header's zeros:
+/// every one refuses the Image (the tables are found by their shape, and
+/// a run of 8 or more damaged entries is beyond what check_neighbours
+/// looks at: what finds it is that the names of the entries it cuts off
+/// are named by no entry taken). Before the edge-entry check, the Image
+/// was read with the exports on the far side of the run dropped.
+#[test]
+fn runs_of_damaged_arm64_export_entries_refuse_the_image() {
+    let test = "runs_of_damaged_arm64_export_entries_refuse_the_image";
+    let Some(k) = arm64::arm64(test) else { return };
+    let real = std::fs::read(&k.vmlinuz).unwrap();
+    let entries = images::arm64_entries(&real);
+    let name_of = |d: &[u8], o: usize| {
+        let at = (o as i64 + 4 + i32_at(d, o + 4)) as usize;
+        let len = d[at..].iter().position(|&b| b == 0).unwrap();
+        d[at..at + len].to_vec()
+    };
+    // __ksymtab_gpl begins where the sorted names fall.
+    let gpl = (1..entries.len()).find(|&i| name_of(&real, entries[i]) <= name_of(&real, entries[i - 1])).unwrap();
+    let dir = tmpdir("hostile-entry-runs");
+    let whole = bootlink::kernel::KernelImage::open(&k.vmlinuz, None).unwrap().exports.len();
+    assert_eq!(whole, entries.len());
+    let mut rng = bootlink::rng::Rng(47);
+    let mut failures = Vec::new();
+    let mut tried = 0;
+    for n in [1usize, 2, 3, 7, 8, 9, 16, 64, 512] {
+        for (place, first) in
+            [("first", 0), ("mid-__ksymtab", gpl / 2), ("at __ksymtab_gpl", gpl), ("last", entries.len() - n)]
+        {
+            for how in ["zeroed", "random", "name offset into the header"] {
+                let mut d = real.clone();
+                for &o in &entries[first..first + n] {
+                    match how {
+                        "zeroed" => d[o..o + 12].fill(0),
+                        "random" => d[o..o + 12].iter_mut().for_each(|b| *b = rng.next_u64() as u8),
+                        _ => d[o + 4..o + 8].copy_from_slice(&((0x28 - (o as i64 + 4)) as i32).to_le_bytes()),
+                    }
+                }
+                let p = dir.join("vmlinuz");
+                std::fs::write(&p, &d).unwrap();
+                tried += 1;
+                if let Ok(img) = bootlink::kernel::KernelImage::open(&p, None) {
+                    failures.push(format!(
+                        "{n} entries {how} from entry {first} ({place}): read, {} of {whole} exports",
+                        img.exports.len()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {tried} damaged Images read:\n{}", failures.len(), failures.join("\n"));
+    report(test, &format!("{tried} runs of damaged arm64 export entries (1 to 512 entries): every one refused"));
+}

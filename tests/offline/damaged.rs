@@ -215,18 +215,22 @@ fn damaged_ddlink_records_and_caches_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A small program of FUNCTIONS functions called from main in turn, built
+/// A small program of 40 functions called from main in turn, built
 /// with gcc (not stripped), and a bl-trace of its startup as the runtime
 /// writes it: main, then each function, and a first call into libc. Also
 /// an address inside the second function, past its first byte.
 fn order_case(dir: &Path) -> (PathBuf, String, u64) {
-    const FUNCTIONS: usize = 40;
+    order_case_of(dir, 40)
+}
+
+/// [`order_case`] with this many functions.
+fn order_case_of(dir: &Path, functions: usize) -> (PathBuf, String, u64) {
     let mut c = String::from("#include <stdio.h>\n");
-    for k in 0..FUNCTIONS {
+    for k in 0..functions {
         c += &format!("__attribute__((noinline)) int f{k}(int x) {{ return x * {} + {k}; }}\n", k + 3);
     }
     c += "int main(int argc, char **argv) {\n  int s = argc;\n";
-    for k in 0..FUNCTIONS {
+    for k in 0..functions {
         c += &format!("  s = f{k}(s);\n");
     }
     c += "  printf(\"%d\\n\", s);\n  return 0;\n}\n";
@@ -235,20 +239,20 @@ fn order_case(dir: &Path) -> (PathBuf, String, u64) {
     let prog = dir.join("prog");
     common::sh("gcc", &["-O1", "-fno-inline", "-o", prog.to_str().unwrap(), src.to_str().unwrap()]);
     let nm = String::from_utf8(common::sh("nm", &["--defined-only", prog.to_str().unwrap()])).unwrap();
-    let addr = |name: &str| {
-        nm.lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
-            })
-            .unwrap_or_else(|| panic!("no {name} in {}", prog.display()))
-    };
+    let symbols: std::collections::HashMap<&str, u64> = nm
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3).then(|| (f[2], u64::from_str_radix(f[0], 16).unwrap()))
+        })
+        .collect();
+    let addr = |name: &str| *symbols.get(name).unwrap_or_else(|| panic!("no {name} in {}", prog.display()));
     let bias = 0x5555_5555_4000u64;
     let mut t = format!("bl-trace 1\nobject {bias:x} -\nobject 7ffff7dd0000 {LIBC}\nfn {:x}\n", bias + addr("main"));
-    for k in 0..FUNCTIONS {
+    for k in 0..functions {
         t += &format!("fn {:x}\n", bias + addr(&format!("f{k}")));
     }
-    t += &format!("fn 7ffff7e01230\nend {} {}\n", FUNCTIONS + 2, 3 * FUNCTIONS);
+    t += &format!("fn 7ffff7e01230\nend {} {}\n", functions + 2, 3 * functions);
     let inside = addr("f1") + 1;
     (prog, t, inside)
 }
@@ -332,4 +336,114 @@ fn each_class_alone(
         assert!(counts.by_class.contains_key(*class), "no damaged {noun} of class {class}");
     }
     common::report("damaged", &counts.render(title));
+}
+
+/// `order write` and `order report` on a trace and program 8 times as
+/// large take at most about 8 times the CPU time and memory (linear, with
+/// slack for a loaded machine): a program of 1,000 and then 8,000
+/// functions (built by gcc), each traced once.
+#[test]
+fn order_takes_time_and_memory_linear_in_the_trace() {
+    let dir = common::tmpdir("order-scale");
+    let (mut write, mut report) = (Vec::new(), Vec::new());
+    for n in [1_000, 8_000] {
+        let d = dir.join(format!("{n}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let (prog, trace, _) = order_case_of(&d, n);
+        let t = d.join("trace");
+        std::fs::write(&t, trace).unwrap();
+        write.push(common::measured(&[&"order", &"write", &"--trace", &t, &"--binary", &prog, &"-o", &d.join("out")]));
+        report.push(common::measured(&[&"order", &"report", &"--trace", &t, &"--binary", &prog]));
+    }
+    let lines = [
+        common::linear_in_the_input("order write (1,000 -> 8,000 functions traced)", write[0], write[1]),
+        common::linear_in_the_input("order report (1,000 -> 8,000 functions traced)", report[0], report[1]),
+    ];
+    common::report("order scale", &lines.join("\n"));
+}
+
+/// `inspect` and `preresolve` of a batch 8 times as large take at most
+/// about 8 times the CPU time and memory: 1,000 and then 8,000 copies of a
+/// fixture module in one directory (each a file of its own: one input
+/// each, checked against every other for being the same file and for
+/// writing the same output).
+#[test]
+fn module_batches_take_time_and_memory_linear_in_their_modules() {
+    let dir = common::tmpdir("batch-scale");
+    let module = std::fs::read(fixtures().join("modules/bl_plain.ko")).unwrap();
+    let vmlinux = fixtures().join("vmlinux");
+    let (mut inspect, mut preresolve) = (Vec::new(), Vec::new());
+    for n in [1_000, 8_000] {
+        let mods = dir.join(format!("mods-{n}"));
+        std::fs::create_dir_all(&mods).unwrap();
+        for k in 0..n {
+            std::fs::write(mods.join(format!("m{k}.ko")), &module).unwrap();
+        }
+        inspect.push(common::measured(&[&"inspect", &vmlinux, &mods]));
+        let out = dir.join(format!("out-{n}"));
+        preresolve.push(common::measured(&[
+            &"preresolve",
+            &"--kernel",
+            &vmlinux,
+            &"--assume-nokaslr",
+            &mods,
+            &"-o",
+            &out,
+        ]));
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), n, "preresolve wrote every module");
+        let _ = std::fs::remove_dir_all(&mods);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let lines = [
+        common::linear_in_the_input("inspect (1,000 -> 8,000 modules)", inspect[0], inspect[1]),
+        common::linear_in_the_input("preresolve (1,000 -> 8,000 modules)", preresolve[0], preresolve[1]),
+    ];
+    common::report("batch scale", &lines.join("\n"));
+}
+
+/// An arm64 Image's export tables are found by their shape, every entry
+/// of the longest run checked against its neighbours and every name
+/// against the entries: time and memory linear in the Image. A file of
+/// 2 MiB and one of 16 MiB, each nearly all export entries (two sorted
+/// tables of distinct names, every entry naming one), through
+/// `kernel-info`: the tables are found and checked whole, and the Image
+/// refused after them (its header's image_size is 0), in less than 24
+/// times the CPU time (its sets of names outgrow the caches) and 16 times
+/// the memory.
+#[test]
+fn the_arm64_export_table_search_takes_time_and_memory_linear_in_the_image() {
+    let dir = common::tmpdir("arm64-scale");
+    let mut cost = Vec::new();
+    for size in [2usize << 20, 16 << 20] {
+        // 12 bytes an entry and 9 a name ("f0000000\0"): 21 bytes an export
+        let n = (size - 0x1000) / 21 / 2 * 2;
+        let mut d = vec![0u8; 0x1000];
+        d[0x38..0x3c].copy_from_slice(b"ARM\x64");
+        let names = 0x1000 + 12 * n;
+        for i in 0..n {
+            let o = 0x1000 + 12 * i;
+            let at = names + 9 * i;
+            let rel = |field: usize, to: usize| ((to as i64 - field as i64) as i32).to_le_bytes();
+            d.extend_from_slice(&rel(o, 0x1000));
+            d.extend_from_slice(&rel(o + 4, at));
+            d.extend_from_slice(&[0; 4]);
+        }
+        for i in 0..n {
+            // __ksymtab's names, then __ksymtab_gpl's, each sorted
+            let (table, k) = if i < n / 2 { ('f', i) } else { ('e', i - n / 2) };
+            d.extend_from_slice(format!("{table}{k:07}\0").as_bytes());
+        }
+        let p = dir.join(format!("Image-{}", size >> 20));
+        std::fs::write(&p, &d).unwrap();
+        let (c, code) = common::measured_status(&[&"kernel-info", &p]);
+        let err = common::stderr(&common::run(&[&"kernel-info", &p]));
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("image_size"), "refused before its tables were read whole: {err}");
+        cost.push(c);
+    }
+    // 11 to 12.7 times the CPU time when this test was written: the sets
+    // of a million names outgrow the caches; quadratic work is 64 times.
+    let line =
+        common::linear_within("kernel-info of an arm64 Image (2 -> 16 MiB of export entries)", cost[0], cost[1], 24.0);
+    common::report("arm64 scale", &line);
 }

@@ -175,8 +175,12 @@ fn the_search_for_an_embedded_vmlinux_is_linear_in_the_files_size() {
 /// of no plausible size, "BZh9" with no block magic, lz4's magic with a
 /// block too large, a cut lzop header), is found; before, only xz, zstd
 /// and gzip were searched, and the four others were "not a kernel image".
-/// An lz4 legacy stream has no end mark: it is found at the end of the
-/// file, followed only by its size trailer.
+/// Each is also found with what a wrapper puts after its payload (zeros
+/// padding it to a page, a text, random bytes) behind its size trailer:
+/// an lz4 legacy stream has no end mark, and was found only when nothing
+/// but its trailer followed it (what followed was read as one more block,
+/// and the candidate failed); it now ends before the first word that
+/// begins no whole block, and is taken when it holds a whole ELF file.
 #[test]
 fn the_search_finds_a_vmlinux_in_every_format() {
     let vmlinux = std::fs::read(fixtures().join("vmlinux")).unwrap();
@@ -189,43 +193,105 @@ fn the_search_finds_a_vmlinux_in_every_format() {
         b" \x1f\x8b\x08 \x28\xb5\x2f\xfd junk\n",
     ]
     .concat();
+    let mut rng = Rng(47);
+    let random: Vec<u8> = (0..4096).map(|_| rng.next_u64() as u8).collect();
+    let tails: [(&str, &[u8]); 4] = [
+        ("nothing", b""),
+        ("zeros", &[0u8; 4096]),
+        ("text", b"end of the wrapper: a signature block follows\n"),
+        ("random bytes", &random),
+    ];
     for (name, payload) in payloads(&vmlinux) {
-        let mut wrapper = junk.clone();
-        let at = wrapper.len();
-        wrapper.extend_from_slice(&payload);
-        let v = kernel::find_vmlinux(wrapper.into()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(&v.data[..], &vmlinux[..], "{name}");
-        let found = match &v.source {
-            kernel::Source::Compressed { compression, offset } => (compression.name().to_string(), *offset),
-            kernel::Source::Payload { compression, offset } => (compression.clone(), *offset),
-            other => panic!("{name}: {other:?}"),
-        };
-        assert_eq!(found, (name.to_string(), at), "{name}");
+        for (tail, bytes) in tails {
+            let mut wrapper = junk.clone();
+            let at = wrapper.len();
+            wrapper.extend_from_slice(&payload);
+            wrapper.extend_from_slice(bytes);
+            let v = kernel::find_vmlinux(wrapper.into()).unwrap_or_else(|e| panic!("{name}, then {tail}: {e}"));
+            assert_eq!(&v.data[..], &vmlinux[..], "{name}, then {tail}");
+            let found = match &v.source {
+                kernel::Source::Compressed { compression, offset } => (compression.name().to_string(), *offset),
+                kernel::Source::Payload { compression, offset } => (compression.clone(), *offset),
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(found, (name.to_string(), at), "{name}, then {tail}");
+        }
     }
+    // A vmlinux of two lz4 blocks (a 9 MiB section added: its section
+    // header table lies in the second) whose second block's length is
+    // damaged: the stream ends after the first block, which holds no
+    // whole ELF file, so it is not taken for the kernel.
+    let dir = common::tmpdir("lz4-two-blocks");
+    let pad = dir.join("pad");
+    std::fs::write(&pad, (0..9u32 << 20).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
+    let big = dir.join("vmlinux");
+    common::sh(
+        "objcopy",
+        &[
+            "--add-section",
+            &format!(".pad={}", pad.display()),
+            fixtures().join("vmlinux").to_str().unwrap(),
+            big.to_str().unwrap(),
+        ],
+    );
+    let big = std::fs::read(&big).unwrap();
+    let lz4 = crate::common::through_tool("lz4", &["-l", "-1", "-c"], &big);
+    let first = u32::from_le_bytes(lz4[4..8].try_into().unwrap()) as usize;
+    let second = 8 + first;
+    assert!(second + 4 < lz4.len(), "two blocks");
+    let mut wrapper = junk.clone();
+    wrapper.extend_from_slice(&lz4);
+    let whole = kernel::find_vmlinux(wrapper.clone().into()).unwrap();
+    assert_eq!(&whole.data[..], &big[..]);
+    let at = junk.len() + second;
+    wrapper[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+    let e = kernel::find_vmlinux(wrapper.into()).err().expect("a vmlinux cut after one lz4 block is no kernel");
+    assert!(e.to_string().contains("not a kernel image"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The search's budget holds for the formats added to it: for lzma and
-/// bzip2, a file of back-to-back copies of one stream that decodes to an
+/// The search's budget holds for every format (zstd: the test above): for
+/// xz, lzma and bzip2, a file of back-to-back copies of one stream that decodes to an
 /// ELF header's first bytes and then 600 MiB of zeros (tests/fixtures/bombs,
 /// made by the formats' own tools: more than the 512 MiB one candidate may
 /// unpack in 8 MiB); for lz4, whose legacy frame has no end mark (a
 /// candidate reads on through every stream after it), streams of one 8 MiB
-/// block each. Unbudgeted, every candidate would unpack up to 64 times the
+/// block each; for gzip, streams of that block each with a wrong CRC.
+/// Unbudgeted, every candidate would unpack up to 64 times the
 /// rest of the file: work growing with the square of its size. At 1 MiB
 /// and at 8 MiB each file is refused as a bomb in one line, and 8 times
 /// the input takes less than 12 times as long (plus 10 s for a loaded
 /// machine). lzop's streams end, and LZO1X unpacks at most 255 bytes of a
-/// byte read, so its search is linear without the budget.
+/// byte read, so its search is linear even without the budget; it is
+/// timed the same way, on lzop streams of the same 8 MiB block, each
+/// without its end mark (so that each candidate unpacks its 8 MiB and
+/// fails rather than being taken).
 #[test]
-fn the_search_is_linear_in_lzma_bzip2_and_lz4() {
+fn the_search_is_linear_in_every_format() {
     let bombs = fixtures().join("bombs");
     let mut block = b"\x7fELF".to_vec();
     block.resize(8 << 20, 0);
+    // lzop's stream ends with an empty block (4 zero bytes): without it,
+    // each candidate decodes its 8 MiB and then fails on the next
+    // stream's magic, so that it is not taken as a whole file (which
+    // would end the search at the first one).
+    let mut lzop_without_its_end = crate::common::through_tool("lzop", &["-1", "-c"], &block);
+    assert_eq!(lzop_without_its_end.split_off(lzop_without_its_end.len() - 4), [0; 4]);
+    // A deflate stream unpacks at most 1032 bytes a byte: one that
+    // outgrows a candidate's limit at 8 MiB would not fit twice in 1 MiB.
+    // gzip members of the 8 MiB block whose CRC is another: each candidate
+    // decodes its 8 MiB and fails at its end.
+    let mut gzip_of_another_crc = crate::common::through_tool("gzip", &["-9", "-n", "-c"], &block);
+    let crc = gzip_of_another_crc.len() - 8;
+    gzip_of_another_crc[crc] ^= 0xff;
     let mut report = String::new();
     for (name, stream) in [
+        ("xz", std::fs::read(bombs.join("elf-600m.xz")).unwrap()),
+        ("gzip", gzip_of_another_crc),
         ("lzma", std::fs::read(bombs.join("elf-600m.lzma")).unwrap()),
         ("bzip2", std::fs::read(bombs.join("elf-600m.bz2")).unwrap()),
         ("lz4", crate::common::through_tool("lz4", &["-l", "-1", "-c"], &block)),
+        ("lzo", lzop_without_its_end),
     ] {
         assert_eq!(compress::kernel_payload_name(&stream), Some(name));
         let time = |size: usize| {

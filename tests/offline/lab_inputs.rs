@@ -206,39 +206,6 @@ fn big_run(n: usize) -> String {
     serde_json::to_string(&run).unwrap()
 }
 
-/// Run bootlink with `args` and wait for it with wait4: its own CPU
-/// seconds and peak resident memory (KiB), not those of the other tests'
-/// children (getrusage's RUSAGE_CHILDREN counts every child of the
-/// process, and the tests of a file run in parallel). (wait4 reaps the
-/// child: clippy does not see it waited for.)
-#[allow(clippy::zombie_processes)]
-fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
-    let mut cmd = std::process::Command::new(common::bin());
-    for a in args {
-        cmd.arg(a);
-    }
-    let child = cmd
-        .env("BOOTLINK_QUIET", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run bootlink");
-    let mut status: libc::c_int = 0;
-    // SAFETY: a plain C struct, all zeroes valid.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the child is ours and waited for nowhere else; wait4 fills
-    // the status and the usage it is given.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "bootlink {args:?}: status {status:#x}",
-        args = cmd.get_args().collect::<Vec<_>>()
-    );
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(u.ru_utime) + secs(u.ru_stime), u.ru_maxrss)
-}
-
 /// `chart` of a run with 8 times the modules takes at most about 8 times
 /// the CPU time and memory (linear, with slack for a loaded machine): it
 /// took 10 times the time for 4 times the modules (a list searched per
@@ -252,7 +219,7 @@ fn chart_takes_time_and_memory_linear_in_the_modules() {
         let run = dir.join(format!("run-{n}.json"));
         std::fs::write(&run, big_run(n)).unwrap();
         let out = dir.join(format!("out-{n}"));
-        let (cpu, rss) = measured(&[
+        let (cpu, rss) = common::measured(&[
             &"chart",
             &run,
             &"--json",
@@ -414,4 +381,65 @@ fn a_damaged_build_in_the_cache_is_made_again() {
         "damaged",
         &format!("build cache (trace runtime, order synth): {runs} damaged entries, each built again, the same order"),
     );
+}
+
+/// `lava import` of a job log 8 times as long takes at most about 8 times
+/// the CPU time and memory (linear, with slack for a loaded machine): the
+/// fixture log of job 101 with 8,000 and then 64,000 more symbol lookups
+/// traced in its first module's load (lines the importer reads and
+/// counts), imported with its jobs directory. Each console is scanned once
+/// and a boot's modules looked up in maps; a scan per line or a list
+/// searched per module would show here as 64 times the work.
+#[test]
+fn lava_import_takes_time_and_memory_linear_in_the_log() {
+    let dir = common::tmpdir("lava-scale");
+    let (jobs, l101, _) = lava_fixtures(&dir);
+    let base = std::fs::read_to_string(&l101).unwrap();
+    let lines: Vec<&str> = base.lines().collect();
+    let at = lines.iter().position(|l| l.contains("resolve_symbol();")).expect("a traced symbol lookup");
+    let mut cost = Vec::new();
+    for n in [8_000, 64_000] {
+        let mut log = lines[..at].join("\n");
+        log.push('\n');
+        for _ in 0..n {
+            log.push_str(lines[at]);
+            log.push('\n');
+        }
+        log.push_str(&lines[at..].join("\n"));
+        log.push('\n');
+        let p = dir.join(format!("{n}.yaml"));
+        std::fs::write(&p, &log).unwrap();
+        let out = dir.join(format!("run-{n}"));
+        cost.push(common::measured(&[&"lava", &"import", &"--jobs", &jobs, &"-o", &out, &p]));
+        let run = bootlink_lab::run::load(&out).unwrap();
+        let lookups: u64 =
+            run.variants.iter().flat_map(|v| &v.repetitions).flat_map(|r| &r.modules).filter_map(|m| m.lookups).sum();
+        assert!(lookups >= n as u64, "{n} lookups added, {lookups} imported");
+    }
+    let line = common::linear_in_the_input("lava import (8,000 -> 64,000 traced lookups)", cost[0], cost[1]);
+    common::report("lava scale", &line);
+}
+
+/// `chart` of a kernel log (a dmesg capture) 8 times as long takes at most
+/// about 8 times the CPU time and memory: 4,000 and then 32,000 initcalls,
+/// each a `calling` and a `returned` line, charted to HTML and SVG.
+#[test]
+fn chart_of_a_kernel_log_takes_time_and_memory_linear_in_its_lines() {
+    let dir = common::tmpdir("chart-log-scale");
+    let mut cost = Vec::new();
+    for n in [4_000usize, 32_000] {
+        let mut log =
+            String::from("[    0.000000] Linux version 6.1.0-56-amd64 (x@y) (gcc-12) #1 SMP Debian 6.1.192-2\n");
+        for k in 0..n {
+            let t = 0.1 + k as f64 * 1e-5;
+            log += &format!("[{t:12.6}] calling  init_{k}+0x0/0x40 @ 1\n");
+            log += &format!("[{:12.6}] initcall init_{k}+0x0/0x40 returned 0 after 7 usecs\n", t + 7e-6);
+        }
+        let p = dir.join(format!("{n}.log"));
+        std::fs::write(&p, &log).unwrap();
+        let out = dir.join(format!("{n}.html"));
+        cost.push(common::measured(&[&"chart", &p, &"-o", &out, &"--svg", &out.with_extension("svg")]));
+    }
+    let line = common::linear_in_the_input("chart of a kernel log (4,000 -> 32,000 initcalls)", cost[0], cost[1]);
+    common::report("chart log scale", &line);
 }

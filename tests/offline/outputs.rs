@@ -10,6 +10,8 @@
 //! the jobs' manifest names its variants.
 
 use crate::common;
+#[path = "../damaged/outputs.rs"]
+mod aliases;
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -504,4 +506,223 @@ fn a_full_file_system_fails_a_batch_file_by_file() {
         assert_eq!(err.lines().count(), mods.len() - written.len(), "{cmd}: {err}");
         assert!(written.iter().all(|w| !w.contains(".bootlink-tmp.")), "{cmd}: {written:?}");
     }
+}
+
+/// What a directory holds, not following links: each entry's type, and a
+/// regular file's bytes or a link's target.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (String, Vec<u8>)> {
+    let mut m = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let t = std::fs::symlink_metadata(&p).unwrap().file_type();
+            let (kind, content) = if t.is_symlink() {
+                ("link", std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes())
+            } else if t.is_dir() {
+                todo.push(p.clone());
+                ("directory", Vec::new())
+            } else if t.is_file() {
+                ("file", std::fs::read(&p).unwrap())
+            } else if t.is_char_device() {
+                ("device", Vec::new())
+            } else if t.is_fifo() {
+                ("FIFO", Vec::new())
+            } else {
+                ("socket", Vec::new())
+            };
+            m.insert(p.strip_prefix(dir).unwrap().to_path_buf(), (kind.to_string(), content));
+        }
+    }
+    m
+}
+
+/// Seeded cases of outputs that must not be written (tests/damaged/outputs.rs,
+/// BOOTLINK_DAMAGED_SEED replays another seed): for extract-vmlinux,
+/// manifest write, chart (its HTML, SVG and trace) and preresolve, symhash
+/// and finalize (their module in `-o DIR`), one output named as one of the
+/// command's inputs (by its name, `./`, `sub/../`, a symbolic or a hard
+/// link), as another of its outputs, or as a device node, a link to one,
+/// a FIFO, a directory or a socket. Each is refused: a non-zero exit, one
+/// line `bootlink: ...`, and nothing in its directory changed (every
+/// input's bytes, every node and link as it was, no new file). Each
+/// command with every output a new file succeeds first (no false refusal).
+#[test]
+fn outputs_aliasing_inputs_or_nodes_are_refused_and_kept() {
+    use aliases::{Alias, Spelling};
+    let seed = std::env::var("BOOTLINK_DAMAGED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23u64);
+    println!("damaged-input seed {seed} (BOOTLINK_DAMAGED_SEED={seed} replays it)");
+    let dir = common::tmpdir("out-aliases");
+    // Each command: its inputs (file names in the case's directory), its
+    // outputs (a file, or a module `x.ko` in an output directory), and its
+    // arguments given those paths.
+    type Args = fn(&[PathBuf], &[PathBuf]) -> Vec<std::ffi::OsString>;
+    // (name, inputs, outputs, whether the outputs are modules in `-o DIR`, arguments)
+    type Command = (&'static str, &'static [&'static str], &'static [&'static str], bool, Args);
+    fn a(v: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
+        v.iter().map(|a| a.as_ref().to_owned()).collect()
+    }
+    let commands: [Command; 6] = [
+        ("extract-vmlinux", &["vmlinux.gz"], &["out"], false, |i, o| a(&[&"extract-vmlinux", &i[0], &"-o", &o[0]])),
+        ("manifest write", &["vmlinux", "x.ko"], &["listed"], false, |i, o| {
+            a(&[&"manifest", &"write", &"--vmlinux", &i[0], &"-o", &o[0], &i[1]])
+        }),
+        ("chart", &["boot.log"], &["c.html", "c.svg", "c.json"], false, |i, o| {
+            a(&[&"chart", &i[0], &"-o", &o[0], &"--svg", &o[1], &"--perfetto", &o[2]])
+        }),
+        ("preresolve", &["vmlinux", "x.ko"], &["x.ko"], true, |i, o| {
+            a(&[&"preresolve", &"--kernel", &i[0], &"--assume-nokaslr", &i[1], &"-o", &o[0].parent().unwrap()])
+        }),
+        ("symhash", &["vmlinux", "x.ko"], &["x.ko"], true, |i, o| {
+            a(&[&"symhash", &"--kernel", &i[0], &i[1], &"-o", &o[0].parent().unwrap()])
+        }),
+        ("finalize", &["vmlinux", "x.ko"], &["x.ko"], true, |i, o| {
+            a(&[&"finalize", &"--kernel", &i[0], &i[1], &"-o", &o[0].parent().unwrap()])
+        }),
+    ];
+    let shapes: Vec<aliases::Shape> = commands
+        .iter()
+        .map(|(name, ins, outs, _, _)| aliases::Shape {
+            inputs: ins.len(),
+            outputs: outs.len(),
+            in_place: if *name == "manifest write" { &[(0, 0)] } else { &[] },
+        })
+        .collect();
+    // A case's directory: the inputs every command reads.
+    let make_inputs = |d: &Path| {
+        std::fs::create_dir_all(d).unwrap();
+        let v = listed_vmlinux(d);
+        std::fs::write(d.join("vmlinux.gz"), common::sh("gzip", &["-9c", v.to_str().unwrap()])).unwrap();
+        module(d);
+        common::copy_to(&fixtures().join("dmesg-6.1-vfat.log"), d, "boot.log");
+    };
+    let run = |args: &[std::ffi::OsString]| {
+        let a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+        crate::damaged::suite::run_timed(&a, std::time::Duration::from_secs(60))
+    };
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    // Every command with new outputs: written, exit 0.
+    for (n, (name, ins, outs, module_dir, args)) in commands.iter().enumerate() {
+        let d = dir.join(format!("good-{n}"));
+        make_inputs(&d);
+        let i: Vec<PathBuf> = ins.iter().map(|f| d.join(f)).collect();
+        let o: Vec<PathBuf> =
+            outs.iter().map(|f| if *module_dir { d.join("out").join(f) } else { d.join(f) }).collect();
+        let r = run(&args(&i, &o));
+        runs += 1;
+        if r.code != 0 || !o.iter().all(|p| p.is_file()) {
+            failures.push(format!("{name} (undamaged): refused (exit {}): {}", r.code, r.stderr));
+        }
+    }
+    let mut rng = bootlink::rng::Rng(seed ^ 0x6f75_7470);
+    let cases = aliases::cases(&shapes, is_root(), &mut rng, 40);
+    for (n, case) in cases.iter().enumerate() {
+        let (name, ins, outs, module_dir, args) = &commands[case.command];
+        let d = dir.join(format!("{n}"));
+        make_inputs(&d);
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let i: Vec<PathBuf> = ins.iter().map(|f| d.join(f)).collect();
+        let mut o: Vec<PathBuf> =
+            outs.iter().map(|f| if *module_dir { d.join("out").join(f) } else { d.join(f) }).collect();
+        let target = o[case.output].clone();
+        let file = target.file_name().unwrap().to_os_string();
+        // Where the aliased output goes: in a module directory the
+        // directory itself is spelled, or a fresh one holds the alias.
+        let spell = |p: &Path, how: Spelling| -> PathBuf {
+            let (parent, base) = (p.parent().unwrap(), p.file_name().unwrap());
+            match how {
+                Spelling::Plain => p.to_path_buf(),
+                Spelling::DotSlash => parent.join(".").join(base),
+                Spelling::Parent => parent.join("sub").join("..").join(base),
+                Spelling::Symlink => {
+                    let l = d.join("alias-link");
+                    std::os::unix::fs::symlink(p, &l).unwrap();
+                    l
+                }
+                Spelling::Hardlink => {
+                    let l = d.join("alias-hard");
+                    std::fs::hard_link(p, &l).unwrap();
+                    l
+                }
+            }
+        };
+        let node = |what: Alias| -> PathBuf {
+            let p = d.join("alias-node");
+            match what {
+                Alias::Device | Alias::DeviceLink => {
+                    mknod(&p, libc::S_IFCHR | 0o666, libc::makedev(1, 3));
+                    if what == Alias::DeviceLink {
+                        let l = d.join("alias-node-link");
+                        std::os::unix::fs::symlink(&p, &l).unwrap();
+                        return l;
+                    }
+                }
+                Alias::Fifo => mknod(&p, libc::S_IFIFO | 0o644, 0),
+                Alias::Directory => std::fs::create_dir(&p).unwrap(),
+                _ => drop(std::os::unix::net::UnixListener::bind(&p).unwrap()),
+            }
+            p
+        };
+        let aliased = match case.alias {
+            // in a module directory only a link can name another input x.ko
+            Alias::Input(k, Spelling::Plain | Spelling::DotSlash | Spelling::Parent)
+                if *module_dir && i[k].file_name() != Some(file.as_os_str()) =>
+            {
+                spell(&i[k], Spelling::Symlink)
+            }
+            Alias::Input(k, how) => spell(&i[k], how),
+            Alias::Output(k, how) => {
+                let other = o[k].clone();
+                match how {
+                    Spelling::DotSlash => other.parent().unwrap().join(".").join(other.file_name().unwrap()),
+                    _ => other,
+                }
+            }
+            node_kind => node(node_kind),
+        };
+        if *module_dir {
+            // `-o DIR` writes DIR/x.ko: DIR is the alias's directory when
+            // it is so named, else a fresh directory holding the alias.
+            if aliased.file_name() == Some(file.as_os_str()) {
+                o[case.output] = aliased;
+            } else {
+                let out = d.join("o");
+                std::fs::create_dir(&out).unwrap();
+                std::fs::rename(&aliased, out.join(&file)).unwrap();
+                o[case.output] = out.join(&file);
+            }
+        } else {
+            o[case.output] = aliased;
+        }
+        let before = snapshot(&d);
+        let r = run(&args(&i, &o));
+        runs += 1;
+        let what = format!("{name} {} ({})", o[case.output].display(), format!("{:?}", case.alias).replace(' ', ""));
+        if r.code == 0 {
+            failures.push(format!("{what}: not refused, exit 0: {}", r.stderr));
+        } else if r.stderr.lines().count() != 1 || !r.stderr.starts_with("bootlink: ") {
+            failures.push(format!("{what}: not one line `bootlink: ...`:\n{}", r.stderr));
+        }
+        let after = snapshot(&d);
+        if after != before {
+            let changed: Vec<_> = before
+                .keys()
+                .chain(after.keys())
+                .filter(|k| before.get(*k) != after.get(*k))
+                .map(|k| k.display().to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            failures.push(format!("{what}: refused but its directory changed (input changed or written): {changed:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    common::report(
+        "outputs",
+        &format!(
+            "seed {seed}: {} cases of outputs, {runs} command runs: every one refused, nothing changed",
+            cases.len()
+        ),
+    );
 }

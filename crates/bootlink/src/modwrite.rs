@@ -37,8 +37,10 @@ pub(crate) struct Job {
 /// (`a/fat.ko` and `b/fat.ko` into one directory, two trees that both hold
 /// `fs/fat/fat.ko`) are refused here, before anything is written, naming
 /// both; so is an output that is an input (`-o` the modules' own
-/// directory) or that is not a regular file (a FIFO named `x.ko` there).
-pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
+/// directory; a link there to the kernel image or the signing key, which
+/// `also_read` names) or that is not a regular file (a FIFO named `x.ko`
+/// there).
+pub(crate) fn plan_jobs(inputs: &[PathBuf], also_read: &[&Path], out: &Output) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     let mut ids = std::collections::HashSet::new();
     for input in inputs {
@@ -91,7 +93,7 @@ pub(crate) fn plan_jobs(inputs: &[PathBuf], out: &Output) -> Result<Vec<Job>> {
         }
     }
     if let Output::Dir(d) = out {
-        let read: Vec<&Path> = unique.iter().map(|j| j.input.as_path()).collect();
+        let read: Vec<&Path> = unique.iter().map(|j| j.input.as_path()).chain(also_read.iter().copied()).collect();
         let written: Vec<fsutil::Planned> = unique.iter().map(|j| fsutil::Planned::new(&j.output)).collect();
         fsutil::check_outputs(&read, &written)?;
         extras_collide(inputs, d)?;
@@ -228,19 +230,31 @@ pub(crate) fn check_vermagic(path: &Path, m: &Module, k: &KernelImage) -> Result
     }
 }
 
+/// What a module batch reads besides its modules: the kernel image's file
+/// and the signing key's and certificate's.
+pub(crate) fn read_besides<'a>(
+    kernel: Option<&'a crate::kernel::KernelImage>,
+    sign: Option<&'a crate::sign::SignKey>,
+) -> Vec<&'a Path> {
+    kernel.map(|k| k.path.as_path()).into_iter().chain(sign.into_iter().flat_map(|s| s.files())).collect()
+}
+
 /// Rewrite every module under `inputs` with `one`, in parallel, showing
 /// `what` as progress: the output directory is made and probed first
 /// (unless `write` is false), a killed earlier run's temporaries are
 /// removed, and the files beside the modules are copied after. Returns
-/// each module's result and each failed module's error.
+/// each module's result and each failed module's error. `also_read`:
+/// the other files the command reads (its kernel image, its signing key
+/// and certificate), which no output may be.
 pub(crate) fn run_batch<T: Send>(
     inputs: &[PathBuf],
+    also_read: &[&Path],
     output: &Output,
     write: bool,
     what: &str,
     one: impl Fn(&Job) -> Result<T> + Sync,
 ) -> Result<(Vec<T>, Vec<FileError>)> {
-    let jobs = plan_jobs(inputs, output)?;
+    let jobs = plan_jobs(inputs, also_read, output)?;
     if let (Output::Dir(d), true) = (output, write) {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         probe_writable(d)?;

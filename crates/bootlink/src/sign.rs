@@ -39,6 +39,11 @@ impl Hash {
 }
 
 impl SignKey {
+    /// The key's and the certificate's files: inputs no output may be.
+    pub(crate) fn files(&self) -> [&std::path::Path; 2] {
+        [&self.key, &self.cert]
+    }
+
     pub fn check(&self) -> Result<()> {
         for p in [&self.key, &self.cert] {
             std::fs::metadata(p).map_err(|e| Error::io(p, e))?;

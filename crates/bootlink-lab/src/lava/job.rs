@@ -784,6 +784,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = if dir.is_dir() { dir.join(MANIFEST) } else { dir.to_path_buf() };
     let data = fsutil::map_file(&path)?;
     let m: Manifest = serde_json::from_slice(&data).map_err(|e| {
+        let e = crate::run::json_error(&data, &e);
         Error::file(Kind::Format, &path, format!("not a bootlink-lava.json (written by `bootlink lab --lava`): {e}"))
     })?;
     if m.format != MANIFEST_FORMAT {

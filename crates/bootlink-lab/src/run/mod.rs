@@ -47,7 +47,9 @@ pub fn load(path: &Path) -> Result<Run> {
 /// take several times its size): its format, its times' range, then the
 /// run itself (through a tree only for format 1, which is moved about).
 pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
-    let bad = |e: serde_json::Error| Error::file(Kind::Format, path, format!("not a bootlink run.json: {e}"));
+    let bad = |e: serde_json::Error| {
+        Error::file(Kind::Format, path, format!("not a bootlink run.json: {}", json_error(data, &e)))
+    };
     #[derive(serde::Deserialize)]
     struct Head {
         #[serde(default)]
@@ -78,6 +80,16 @@ pub fn parse_run_json(data: &[u8], path: &Path) -> Result<Run> {
     };
     run.format = FORMAT_VERSION;
     Ok(run)
+}
+
+/// A JSON reader's error on `data`, said as "truncated" when it is where
+/// the file ends (serde_json says "EOF while parsing" only when the file
+/// ends between values, not inside a number or a word).
+pub(crate) fn json_error(data: &[u8], e: &serde_json::Error) -> String {
+    let last_line = data.iter().filter(|&&b| b == b'\n').count() + 1;
+    let last_column = data.len() - data.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
+    let at_end = e.line() == last_line && e.column() + 1 >= last_column;
+    if e.is_eof() || at_end { format!("truncated (it ends inside a value): {e}") } else { e.to_string() }
 }
 
 /// The largest time (µs) a run.json may give: 10^12 µs, 11.6 days, far

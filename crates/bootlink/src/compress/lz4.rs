@@ -23,7 +23,14 @@ fn corrupt(why: impl std::fmt::Display) -> Error {
 
 /// Decompress a legacy-frame stream within `meter` (checked after each
 /// block); what follows the last block (the kernel build's 4-byte size) is
-/// left alone.
+/// left alone. The frame has no end mark: in a search for an embedded
+/// vmlinux ([`Meter::elf_only`]), where other data may follow the stream,
+/// it ends before the first word that does not begin a whole block that
+/// decodes (a length of 0 or past the format's bound, a block past the
+/// end, a block that is no LZ4 block), once one block has been decoded;
+/// the searcher then takes the output only when it is a whole ELF file.
+/// Elsewhere (a bzImage's payload, which ends with its size trailer) such a
+/// word is corrupt data.
 pub(crate) fn decompress_legacy(data: &[u8], meter: &mut Meter) -> Result<Vec<u8>, Error> {
     let word = |at: usize| crate::bytes::le_u32(data, at);
     if word(0) != Some(MAGIC) {
@@ -38,15 +45,24 @@ pub(crate) fn decompress_legacy(data: &[u8], meter: &mut Meter) -> Result<Vec<u8
             continue;
         }
         let len = len as usize;
-        let Some(block) = data.get(at + 4..).and_then(|d| d.get(..len)) else {
-            // a word that no block follows: the build's size trailer
-            if data.len() - at == 4 {
+        let ends_here = meter.elf_only && !out.is_empty();
+        let block =
+            data.get(at + 4..).and_then(|d| d.get(..len)).filter(|_| !ends_here || (1..=BLOCK_BOUND).contains(&len));
+        let Some(block) = block else {
+            // a word that no block follows: the build's size trailer, or
+            // in a search what follows the stream
+            if data.len() - at == 4 || ends_here {
                 break;
             }
             return Err(corrupt(format!("a block of {len} bytes at {at} runs past the end ({} bytes)", data.len())));
         };
+        let before = out.len();
         let r = block_into(block, &mut out, meter.limit);
         meter.account(at + 4 + len, &out, "lz4")?;
+        if r.is_err() && ends_here && !r.as_ref().is_err_and(super::PastLimit::of) {
+            out.truncate(before);
+            break;
+        }
         r?;
         at += 4 + len;
     }

@@ -123,7 +123,9 @@ pub fn run(kernel: Option<&KernelImage>, inputs: &[PathBuf], opts: &Options) -> 
     if let Some(k) = &opts.sign {
         k.check()?;
     }
-    let (modules, errors) =
-        modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "finalizing", |j| module::one(kernel, j, opts))?;
+    let read = modwrite::read_besides(kernel, opts.sign.as_ref());
+    let (modules, errors) = modwrite::run_batch(inputs, &read, &opts.output, !opts.dry_run, "finalizing", |j| {
+        module::one(kernel, j, opts)
+    })?;
     Ok(Report { kernel: kernel.map(KernelSummary::of), modules, errors })
 }

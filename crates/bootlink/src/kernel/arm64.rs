@@ -451,12 +451,28 @@ fn check_neighbours(image: &[u8], run: &std::ops::Range<usize>) -> std::result::
 /// export and nothing else, so an unnamed one is the name of an entry the
 /// run left out. What [`check_neighbours`] cannot tell: a damaged name
 /// offset in one of the first two or last two entries, where too few
-/// entries lie beyond it. Only whole strings between NULs are counted
-/// (the span's first string only when a NUL precedes it), empty ones not.
+/// entries lie beyond it; a run of 8 or more damaged entries (whose
+/// names, as no entry names a string twice, are left unnamed too). Only
+/// whole strings between NULs are counted (the span's first string only
+/// when a NUL precedes it), empty ones not.
 fn check_every_name_named(image: &[u8], run: &std::ops::Range<usize>) -> std::result::Result<(), Error> {
     const ENTRY: usize = 12;
     let mut named = std::collections::HashSet::new();
+    // Each export's name is its own string (a symbol exported twice does
+    // not link): two entries naming one are a damaged entry, which may
+    // name the string of an entry the run left out. With this, a run of
+    // entries cut off (however many, wherever) always leaves a string
+    // unnamed: as many strings as entries, none named twice.
+    let mut by_name = std::collections::HashMap::new();
     for o in run.clone().step_by(ENTRY) {
+        if let Some((a, name)) = entry_name(image, o)
+            && let Some(first) = by_name.insert(a, o)
+        {
+            return Err(corrupt(format!(
+                "arm64 Image: the export entries at {first:#x} and {o:#x} both name {} at {a:#x}: one of them is damaged",
+                ksymtab::quoted(name)
+            )));
+        }
         named.extend(entry_name(image, o).map(|(a, _)| a));
         named.extend(entry_namespace(image, o).flatten());
     }
@@ -758,6 +774,43 @@ mod tests {
             assert!(e.msg.contains(&format!("the export entry at {o:#x}, ")), "{i}: {e}");
             assert!(e.msg.ends_with("its name offset points outside the Image"), "{i}: {e}");
         }
+    }
+
+    /// A run of damaged entries of any length, at either end of the tables
+    /// or between them, beyond the places check_neighbours looks at: the
+    /// names of the entries cut off are named by no entry taken, and an
+    /// entry taken that names another's string (so that it would leave no
+    /// name unnamed) names a string twice. Each refuses the tables.
+    #[test]
+    fn a_run_of_damaged_entries_of_any_length_refuses_the_tables() {
+        let plain: Vec<String> = (100..160).map(|k| format!("b{k}")).collect();
+        let gpl: Vec<String> = (100..160).map(|k| format!("a{k}")).collect();
+        let (plain, gpl): (Vec<&str>, Vec<&str>) =
+            (plain.iter().map(|s| s.as_str()).collect(), gpl.iter().map(|s| s.as_str()).collect());
+        let (img, tab, ..) = synthetic(0, &plain, &gpl);
+        assert!(find_tables(&img).is_ok());
+        for n in [1, 2, 7, 8, 9, 20, 40] {
+            for first in [0, 30 - n / 2, 60, 120 - n] {
+                let mut bad = img.clone();
+                bad[tab + 12 * first..tab + 12 * (first + n)].fill(0);
+                let e = find_tables(&bad).expect_err(&format!("{n} entries zeroed from {first}"));
+                assert!(e.msg.starts_with("arm64 Image: "), "{n} from {first}: {e}");
+            }
+        }
+        // The last GPL entry names the last plain entry's string: both
+        // tables still sorted, one string named twice.
+        let (o, other) = (tab + 12 * 119, tab + 12 * 59);
+        let name = prel32(&img, other + 4).unwrap();
+        let mut twice = img.clone();
+        twice[o + 4..o + 8].copy_from_slice(&((name as i64 - (o as i64 + 4)) as i32).to_le_bytes());
+        let e = find_tables(&twice).unwrap_err();
+        assert_eq!(
+            e.msg,
+            format!(
+                "arm64 Image: the export entries at {other:#x} and {o:#x} both name \"b159\" at {name:#x}: one of them \
+                 is damaged"
+            )
+        );
     }
 
     /// The scan probes every 8th entry: the shortest tables it accepts (16

@@ -264,8 +264,12 @@ fn embedded_vmlinux(data: &[u8]) -> std::result::Result<Vmlinux, Error> {
             if budget_bound && matches!(&found, Err(e) if compress::PastLimit::of(e)) {
                 left = 0;
             }
+            // An lz4 stream has no end mark: one that ended at a word of
+            // whatever follows it is taken only when what it holds is a
+            // whole ELF file (not cut short by a damaged block).
             if let Ok(out) = found
                 && out.starts_with(&object::elf::ELFMAG)
+                && (codec != Codec::Lz4 || Elf::parse(&out, Want::Executable).is_ok())
             {
                 let source = match codec {
                     Codec::Xz => Source::Compressed { compression: Compression::Xz, offset },

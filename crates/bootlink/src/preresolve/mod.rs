@@ -84,7 +84,8 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
         k.check()?;
     }
     let exports = kernel.export_map();
-    let (modules, errors) = modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "preresolving", |j| {
+    let read = modwrite::read_besides(Some(kernel), opts.sign.as_ref());
+    let (modules, errors) = modwrite::run_batch(inputs, &read, &opts.output, !opts.dry_run, "preresolving", |j| {
         rewrite::one(kernel, &exports, j, opts, slide)
     })?;
     let totals = Totals::of(&modules, errors.len());

@@ -131,7 +131,8 @@ pub fn run(kernel: &KernelImage, inputs: &[PathBuf], opts: &Options) -> Result<R
     if let Some(k) = &opts.sign {
         k.check()?;
     }
+    let read = modwrite::read_besides(Some(kernel), opts.sign.as_ref());
     let (modules, errors) =
-        modwrite::run_batch(inputs, &opts.output, !opts.dry_run, "hashing", |j| module::one(kernel, j, opts))?;
+        modwrite::run_batch(inputs, &read, &opts.output, !opts.dry_run, "hashing", |j| module::one(kernel, j, opts))?;
     Ok(Report { kernel: KernelSummary::of(kernel), sort_versions: opts.sort_versions, modules, errors })
 }
