@@ -654,6 +654,17 @@ mod tests {
         assert_eq!(kimage_vaddr(48, None), 0xffff_8000_8000_0000, "an unknown release is taken for a new one");
     }
 
+    /// Tables of exports `b<k>` (plain) and `a<k>` (GPL) for each k:
+    /// each table sorted, the GPL one starting below where the other ends.
+    fn numbered_tables(ks: std::ops::Range<u32>) -> (Vec<u8>, usize) {
+        let plain: Vec<String> = ks.clone().map(|k| format!("b{k}")).collect();
+        let gpl: Vec<String> = ks.map(|k| format!("a{k}")).collect();
+        let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+        let gpl: Vec<&str> = gpl.iter().map(String::as_str).collect();
+        let (img, tab, ..) = synthetic(0, &plain, &gpl);
+        (img, tab)
+    }
+
     /// A synthetic Image: a header, `pad` bytes, two sorted PREL32 tables
     /// of the names given, CRCs, strings. Returns it with the tables'
     /// start, the CRCs' start, the strings' start and each name's place.
@@ -750,12 +761,7 @@ mod tests {
     /// found by shape stops there, and the exports past it would be lost.
     #[test]
     fn a_damaged_entry_refuses_the_tables_instead_of_cutting_them() {
-        // Each table sorted; the GPL one starts below where the other ends.
-        let plain: Vec<String> = (10..30).map(|k| format!("b{k}")).collect();
-        let gpl: Vec<String> = (10..30).map(|k| format!("a{k}")).collect();
-        let (plain, gpl): (Vec<&str>, Vec<&str>) =
-            (plain.iter().map(|s| s.as_str()).collect(), gpl.iter().map(|s| s.as_str()).collect());
-        let (img, tab, ..) = synthetic(0, &plain, &gpl);
+        let (img, tab) = numbered_tables(10..30);
         assert!(find_tables(&img).is_ok());
         for i in [0, 2, 3, 19, 20, 36, 37, 39] {
             let o = tab + 12 * i;
@@ -783,11 +789,7 @@ mod tests {
     /// name unnamed) names a string twice. Each refuses the tables.
     #[test]
     fn a_run_of_damaged_entries_of_any_length_refuses_the_tables() {
-        let plain: Vec<String> = (100..160).map(|k| format!("b{k}")).collect();
-        let gpl: Vec<String> = (100..160).map(|k| format!("a{k}")).collect();
-        let (plain, gpl): (Vec<&str>, Vec<&str>) =
-            (plain.iter().map(|s| s.as_str()).collect(), gpl.iter().map(|s| s.as_str()).collect());
-        let (img, tab, ..) = synthetic(0, &plain, &gpl);
+        let (img, tab) = numbered_tables(100..160);
         assert!(find_tables(&img).is_ok());
         for n in [1, 2, 7, 8, 9, 20, 40] {
             for first in [0, 30 - n / 2, 60, 120 - n] {
