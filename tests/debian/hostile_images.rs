@@ -60,13 +60,21 @@ fn refused(args: &[&dyn AsRef<std::ffi::OsStr>], file: &Path, want: &str, out: O
     }
 }
 
+/// Where an arm64 export entry at `o` puts its name (a PREL32 offset at
+/// `o + 4`), and the name's bytes there up to its NUL.
+fn name_at(d: &[u8], o: usize) -> (usize, &[u8]) {
+    let at = (o as i64 + 4 + i32_at(d, o + 4)) as usize;
+    let len = d[at..].iter().position(|&b| b == 0).unwrap();
+    (at, &d[at..at + len])
+}
+
 /// The export entry of the arm64 Image `d` naming `name` (found by hand,
 /// tests/damaged/images.rs): its offset, and the offset of its name.
 fn entry_named(d: &[u8], entries: &[usize], name: &str) -> (usize, usize) {
     let want = format!("{name}\0");
     entries
         .iter()
-        .map(|&o| (o, (o as i64 + 4 + i32_at(d, o + 4)) as usize))
+        .map(|&o| (o, name_at(d, o).0))
         .find(|&(_, at)| d[at..].starts_with(want.as_bytes()))
         .unwrap_or_else(|| panic!("no export entry names {name}"))
 }
@@ -173,9 +181,8 @@ fn a_damaged_first_or_last_arm64_export_entry_refuses_the_image() {
     let entries = images::arm64_entries(&real);
     let dir = tmpdir("hostile-edge-entry");
     for (which, o) in [("first", entries[0]), ("last", *entries.last().unwrap())] {
-        let at = (o as i64 + 4 + i32_at(&real, o + 4)) as usize;
-        let len = real[at..].iter().position(|&b| b == 0).unwrap();
-        let name = String::from_utf8(real[at..at + len].to_vec()).unwrap();
+        let (at, name) = name_at(&real, o);
+        let name = String::from_utf8(name.to_vec()).unwrap();
         let img = damaged_copy(&k.vmlinuz, &dir, &format!("vmlinuz-{which}"), |d| {
             d[o + 4..o + 8].copy_from_slice(&((0x28 - (o as i64 + 4)) as i32).to_le_bytes())
         });
@@ -349,13 +356,8 @@ fn runs_of_damaged_arm64_export_entries_refuse_the_image() {
     let Some(k) = arm64::arm64(test) else { return };
     let real = std::fs::read(&k.vmlinuz).unwrap();
     let entries = images::arm64_entries(&real);
-    let name_of = |d: &[u8], o: usize| {
-        let at = (o as i64 + 4 + i32_at(d, o + 4)) as usize;
-        let len = d[at..].iter().position(|&b| b == 0).unwrap();
-        d[at..at + len].to_vec()
-    };
     // __ksymtab_gpl begins where the sorted names fall.
-    let gpl = (1..entries.len()).find(|&i| name_of(&real, entries[i]) <= name_of(&real, entries[i - 1])).unwrap();
+    let gpl = (1..entries.len()).find(|&i| name_at(&real, entries[i]).1 <= name_at(&real, entries[i - 1]).1).unwrap();
     let dir = tmpdir("hostile-entry-runs");
     let whole = bootlink::kernel::KernelImage::open(&k.vmlinuz, None).unwrap().exports.len();
     assert_eq!(whole, entries.len());
