@@ -162,12 +162,25 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
         return Ok(p);
     }
     // apply remakes the bzImage from the build's object tree, which must
-    // hold this build: another build of the line (the lab's kernel, with
-    // its lab series) may have switched the shared source since. Make it
-    // hold this one again (what it changed is compiled again and vmlinux
-    // relinked: minutes, not a kernel build), as `kernel build --tree` does.
-    let build = series_build_in_tree(line, build)?;
-    make(kernel, only, &build, &f, &deb, &key, &dir)
+    // hold this build while it does: another build of the line (the lab's
+    // kernel, with its lab series) may have switched the shared source
+    // since, or switch it while apply runs (seen 2026-11-30: apply refused
+    // a tree a lab build had just switched). The tree is made to hold this
+    // one again where needed (what changed compiled again and vmlinux
+    // relinked: minutes, not a kernel build), and the build lock is held
+    // until the package is made.
+    let mut opts = series_options(line)?;
+    opts.cached_only = false;
+    kbuild::with_tree(&opts, |b| {
+        if b.key != build.key {
+            return Err(Error::file(
+                Kind::Internal,
+                &b.dir,
+                format!("made the object tree hold build {} instead of {}", b.key, build.key),
+            ));
+        }
+        make(kernel, only, b, &f, &deb, &key, &dir)
+    })
 }
 
 /// The lock of the package cached in `dir` (`.<name>.lock` beside it),
@@ -183,29 +196,6 @@ fn package_lock(dir: &Path) -> Result<std::fs::File> {
         lock.lock().map_err(|e| Error::io(&path, e))?;
     }
     Ok(lock)
-}
-
-/// `build`, with its object tree made to hold it when it no longer does.
-fn series_build_in_tree(line: Line, build: kbuild::Report) -> Result<kbuild::Report> {
-    let mut opts = series_options(line)?;
-    opts.tree = true;
-    if let Ok(b) = kbuild::run(&opts) {
-        return Ok(b);
-    }
-    bootlink::progress::status(&format!(
-        "the object tree of {} holds another build: making it hold this one again",
-        build.dir.display()
-    ));
-    opts.cached_only = false;
-    let b = kbuild::run(&opts)?;
-    if b.key != build.key {
-        return Err(Error::file(
-            Kind::Internal,
-            &b.dir,
-            format!("made the object tree hold build {} instead of {}", b.key, build.key),
-        ));
-    }
-    Ok(b)
 }
 
 /// The kbuild options of `line`'s series built with Debian's config,

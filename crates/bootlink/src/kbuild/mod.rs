@@ -428,6 +428,31 @@ pub fn run(opts: &Options) -> Result<Report> {
     )
 }
 
+/// Run `f` on the build `opts` names while its object tree holds it and no
+/// other kernel build can change that: the tree made to hold the build
+/// (compiled again and relinked where another build changed it, as
+/// `kernel build --tree` does), then the build lock held until `f`
+/// returns. For work that reads the tree after the build, such as
+/// remaking its bzImage around a module hash list: between a build's end
+/// and that work another build may switch the shared source and tree.
+pub fn with_tree<T>(opts: &Options, f: impl FnOnce(&Report) -> Result<T>) -> Result<T> {
+    let mut opts = opts.clone();
+    opts.tree = true;
+    // Another build may take the lock between making the tree hold this
+    // one and taking the lock here: made to hold it again, a few times.
+    for _ in 0..3 {
+        let b = run(&opts)?;
+        let _lock = lock_kbuild(&fsutil::cache_dir().join("kbuild"))?;
+        if holds(&b.tree, &b.key) {
+            return f(&b);
+        }
+    }
+    Err(Error::new(
+        Kind::Build,
+        "the kernel object tree was switched to another build three times while waiting for it: try again when other kernel builds are done",
+    ))
+}
+
 /// What the config is made from, as read: the fragment with its flavours
 /// over it, the make variables the flavours name, the whole config it
 /// starts from (none: tinyconfig), and the text the cache key and the
