@@ -200,8 +200,10 @@ fn an_elf_vmlinux_takes_time_and_memory_linear_in_its_exports() {
 /// `m` generated functions, each in a section of its own, each calling
 /// export `i` of the generated vmlinux (its CRC in `__versions`) and
 /// `_printk`, each exported itself (`__ksymtab`, `__kcrctab`, its name):
-/// `m` more sections, symbols, imports, exports and 5 `m` more
-/// relocations than the fixture module.
+/// `m` more imports and exports, 2 `m` more sections (each function's
+/// and its relocations'), 5 `m` more symbols (the function, its section,
+/// its import, its name's two labels) and 5 `m` more relocations than the
+/// fixture module.
 fn module_of(dir: &Path, m: usize) -> PathBuf {
     let mut s = String::from(NO_EXEC_STACK);
     for i in 0..m {
