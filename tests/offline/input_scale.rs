@@ -135,6 +135,19 @@ fn vmlinux_of(dir: &Path, n: usize) -> PathBuf {
     out
 }
 
+/// [`vmlinux_of`] `n`, made once for the tests of this binary that read
+/// it (the vmlinux and cache tests), in a directory kept until it exits.
+fn shared_vmlinux(n: usize) -> PathBuf {
+    static MADE: std::sync::Mutex<Vec<(usize, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = made.iter().find(|(k, _)| *k == n) {
+        return p.clone();
+    }
+    let p = vmlinux_of(&common::tmpdir(&format!("vmlinux-{n}")).keep(), n);
+    made.push((n, p.clone()));
+    p
+}
+
 /// Run every command of `commands` (tests/damaged/images.rs: every command
 /// that takes a kernel image) on `image`, a fresh copy for the one that
 /// writes it in place: each one's cost.
@@ -173,7 +186,8 @@ fn an_elf_vmlinux_takes_time_and_memory_linear_in_its_exports() {
     let mut costs = Vec::new();
     for n in [8_000, 64_000] {
         let d = dir.join(format!("{n}"));
-        let image = vmlinux_of(&d, n);
+        std::fs::create_dir_all(&d).unwrap();
+        let image = shared_vmlinux(n);
         // Every export read (the fixture's 12 and these).
         let info = common::TestCommand::new(&[&"kernel-info", &image, &"--json"]).ok();
         let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
@@ -488,10 +502,10 @@ fn lava_import_takes_time_and_memory_linear_in_the_jobs_directory() {
 
 /// An unpacked kernel package's entry in the cache `cache`, as
 /// `fetch-kernel` leaves it (tests/debian runs the real one): its images
-/// (`image` as both the vmlinuz and the extracted vmlinux), config and
+/// (`vmlinuz`, and `image` as the vmlinux extracted from it), config and
 /// record, and a module tree of `files` modules; sealed as `fetch` seals
 /// it, what it wrote by content, the tree by size and time.
-fn kernel_package_entry(cache: &Path, image: &Path, files: usize) {
+fn kernel_package_entry(cache: &Path, image: &Path, vmlinuz: &Path, files: usize) {
     use bootlink::cache::Check;
     let release = "6.1.0-56-amd64";
     let dir = cache.join("kernels").join(release);
@@ -507,7 +521,7 @@ fn kernel_package_entry(cache: &Path, image: &Path, files: usize) {
     }
     std::fs::create_dir_all(dir.join("boot")).unwrap();
     std::fs::copy(image, dir.join("boot/vmlinux")).unwrap();
-    std::fs::copy(image, dir.join(format!("boot/vmlinuz-{release}"))).unwrap();
+    std::fs::copy(vmlinuz, dir.join(format!("boot/vmlinuz-{release}"))).unwrap();
     std::fs::copy(fixtures().join(format!("config-{release}")), dir.join(format!("boot/config-{release}"))).unwrap();
     let f = bootlink::fetch::Fetched {
         package: format!("linux-image-{release}"),
@@ -542,9 +556,15 @@ fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
     let (mut fetch, mut image_hit) = (Vec::new(), Vec::new());
     for (exports, files) in [(8_000, 1_000), (64_000, 8_000)] {
         let d = dir.join(format!("{files}"));
+        std::fs::create_dir_all(&d).unwrap();
         let cache = d.join("cache");
-        let image = vmlinux_of(&d.join("kernel"), exports);
-        kernel_package_entry(&cache, &image, files);
+        let image = shared_vmlinux(exports);
+        let gz = d.join("vmlinux.gz");
+        let data = std::fs::read(&image).unwrap();
+        std::fs::write(&gz, bootlink::compress::compress(&data, bootlink::compress::Compression::Gzip).unwrap())
+            .unwrap();
+        drop(data);
+        kernel_package_entry(&cache, &image, &gz, files);
         let env = [("BOOTLINK_CACHE", cache.as_path())];
         let package = "linux-image-6.1.0-56-amd64=6.1.192-2";
         let o = common::TestCommand::new(&[&"fetch-kernel", &"--package", &package, &"--json"])
@@ -555,10 +575,6 @@ fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
         assert_eq!(bootlink::cache::check(&cache.join("kernels/6.1.0-56-amd64")), Ok(()), "the entry whole");
         fetch.push(measured_args(&os(&[&"fetch-kernel", &"--package", &package]), &env));
 
-        let gz = d.join("vmlinux.gz");
-        let data = std::fs::read(&image).unwrap();
-        std::fs::write(&gz, bootlink::compress::compress(&data, bootlink::compress::Compression::Gzip).unwrap())
-            .unwrap();
         let first = common::TestCommand::new(&[&"kernel-info", &gz, &"--json"])
             .env("BOOTLINK_CACHE", cache.to_str().unwrap())
             .ok();
