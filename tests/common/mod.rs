@@ -200,8 +200,12 @@ pub fn report(test: &str, text: &str) {
 /// Run bootlink with `args` and wait for it with wait4: its own CPU
 /// seconds and peak resident memory (KiB), not those of the other tests'
 /// children (getrusage's RUSAGE_CHILDREN counts every child of the
-/// process, and the tests of a file run in parallel). (wait4 reaps the
-/// child: clippy does not see it waited for.)
+/// process, and the tests of a file run in parallel). Started through
+/// [`launcher`], not by this process: a process's peak memory counts what
+/// it was before its exec, and a child spawned here (vfork, or a fork's
+/// copy of this process's pages) started with this test process's peak,
+/// tens of MiB that hid the command's own (the larger input's run
+/// measured as much as the smaller's).
 pub fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
     let (cost, code) = measured_status(args);
     assert_eq!(code, 0, "bootlink {args:?}: exit {code}", args = args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
@@ -210,32 +214,99 @@ pub fn measured(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (f64, i64) {
 
 /// [`measured`] of a run that may fail: its cost and exit status (a
 /// death by a signal fails the test).
-#[allow(clippy::zombie_processes)]
 pub fn measured_status(args: &[&dyn AsRef<std::ffi::OsStr>]) -> ((f64, i64), i32) {
-    let mut cmd = std::process::Command::new(bin());
+    measured_status_env(args, &[])
+}
+
+/// [`measured`] with these variables set in the command's environment
+/// (a cache of the test's own: `BOOTLINK_CACHE`).
+pub fn measured_env(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &Path)]) -> (f64, i64) {
+    let (cost, code) = measured_status_env(args, env);
+    assert_eq!(code, 0, "bootlink {args:?}: exit {code}", args = args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
+    cost
+}
+
+/// A small C program, built once by gcc: `launcher OUT PROGRAM ARGS...`
+/// forks, execs PROGRAM and waits for it with wait4, and writes to OUT its
+/// user and system CPU seconds, its peak resident memory (KiB) and its
+/// wait status. Its own few pages are all the child starts with.
+fn launcher() -> &'static Path {
+    static L: OnceLock<PathBuf> = OnceLock::new();
+    L.get_or_init(|| {
+        let dir = tmpdir("measure-launcher").keep();
+        let src = dir.join("launcher.c");
+        std::fs::write(
+            &src,
+            r#"#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    if (argc < 3)
+        return 2;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 3;
+    if (pid == 0) {
+        execv(argv[2], argv + 2);
+        _exit(127);
+    }
+    int status;
+    struct rusage u;
+    if (wait4(pid, &status, 0, &u) != pid)
+        return 4;
+    FILE *f = fopen(argv[1], "w");
+    if (!f)
+        return 5;
+    fprintf(f, "%ld.%06ld %ld.%06ld %ld %d\n", (long)u.ru_utime.tv_sec, (long)u.ru_utime.tv_usec,
+            (long)u.ru_stime.tv_sec, (long)u.ru_stime.tv_usec, u.ru_maxrss, status);
+    return fclose(f) == 0 ? 0 : 6;
+}
+"#,
+        )
+        .unwrap();
+        let exe = dir.join("launcher");
+        let o = Command::new("gcc")
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .expect("run gcc (the tests' cost launcher)");
+        assert!(o.status.success(), "building the cost launcher: {}", String::from_utf8_lossy(&o.stderr));
+        exe
+    })
+}
+
+/// [`measured_status`] with these variables set in the command's environment.
+pub fn measured_status_env(args: &[&dyn AsRef<std::ffi::OsStr>], env: &[(&str, &Path)]) -> ((f64, i64), i32) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = launcher().with_file_name(format!("cost-{n}"));
+    let mut cmd = Command::new(launcher());
+    cmd.arg(&out).arg(bin());
     for a in args {
         cmd.arg(a);
     }
-    let child = cmd
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = cmd
         .env("BOOTLINK_QUIET", "1")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("run bootlink");
-    let mut status: libc::c_int = 0;
-    // SAFETY: a plain C struct, all zeroes valid.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the child is ours and waited for nowhere else; wait4 fills
-    // the status and the usage it is given.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
-    assert!(
-        libc::WIFEXITED(status),
-        "bootlink {args:?}: status {status:#x}",
-        args = cmd.get_args().collect::<Vec<_>>()
-    );
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    ((secs(u.ru_utime) + secs(u.ru_stime), u.ru_maxrss), libc::WEXITSTATUS(status))
+        .status()
+        .expect("run bootlink through the cost launcher");
+    let shown = || cmd.get_args().skip(1).collect::<Vec<_>>();
+    assert!(status.success(), "the cost launcher of {:?}: {status}", shown());
+    let text = std::fs::read_to_string(&out).expect("the cost launcher's report");
+    let _ = std::fs::remove_file(&out);
+    let f: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(f.len(), 4, "the cost launcher's report: {text:?}");
+    let (user, sys): (f64, f64) = (f[0].parse().unwrap(), f[1].parse().unwrap());
+    let (maxrss, status): (i64, libc::c_int) = (f[2].parse().unwrap(), f[3].parse().unwrap());
+    assert!(libc::WIFEXITED(status), "bootlink {:?}: status {status:#x}", shown());
+    ((user + sys, maxrss), libc::WEXITSTATUS(status))
 }
 
 /// The cost of a command on an input and on one 8 times as large

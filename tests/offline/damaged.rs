@@ -10,7 +10,7 @@ use crate::common;
 #[path = "../damaged/generate.rs"]
 pub(crate) mod generate;
 #[path = "../damaged/images.rs"]
-mod images;
+pub(crate) mod images;
 #[path = "../damaged/records.rs"]
 pub(crate) mod records;
 #[path = "../damaged/suite.rs"]

@@ -15,6 +15,7 @@ mod docs_check;
 mod finalize_split;
 mod glibc_offline;
 mod hostile_decompress;
+mod input_scale;
 mod lab_inputs;
 mod layering;
 mod offline;

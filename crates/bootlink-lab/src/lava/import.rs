@@ -248,10 +248,13 @@ fn begin_tag(line: &str) -> Option<&str> {
 /// whose boot repeats (the board rebooted: /init began twice, or the
 /// kernel log it printed holds two kernels' boots) is refused: the
 /// initcalls of both boots would be read as one boot's.
-fn variant_of<'m>(path: &Path, l: &JobLog, m: &'m Manifest) -> Result<(usize, &'m JobVariant, String)> {
+fn variant_of<'m>(
+    path: &Path,
+    l: &JobLog,
+    m: &'m Manifest,
+    by_tag: &std::collections::HashMap<&str, usize>,
+) -> Result<(usize, &'m JobVariant, String)> {
     let console = &l.console;
-    let by_tag: std::collections::HashMap<&str, usize> =
-        m.variants.iter().enumerate().map(|(i, v)| (v.tag.as_str(), i)).collect();
     // (line number, variant index) of each begin marker of these jobs.
     let begins: Vec<(usize, usize)> =
         console.lines().enumerate().filter_map(|(n, line)| Some((n + 1, *by_tag.get(begin_tag(line)?)?))).collect();
@@ -330,6 +333,10 @@ pub fn import(opts: &Options) -> Result<Report> {
     // One log named twice by any spelling (./, a link, a hard link); what
     // is not a regular file is refused as such below, whatever it names.
     let mut seen = std::collections::HashSet::new();
+    // Each variant by its marker tag, made once for every log (made per
+    // log it was the variants times the logs).
+    let by_tag: std::collections::HashMap<&str, usize> =
+        manifest.variants.iter().enumerate().map(|(i, v)| (v.tag.as_str(), i)).collect();
     for path in &opts.logs {
         let id = fsutil::FileId::of(path).map(Ok).unwrap_or_else(|| Err(path.clone()));
         if std::fs::metadata(path).is_ok_and(|m| m.is_file()) && !seen.insert(id) {
@@ -337,7 +344,7 @@ pub fn import(opts: &Options) -> Result<Report> {
             continue;
         }
         let read = read_log(path).and_then(|l| {
-            let (vi, v, framed) = variant_of(path, &l, &manifest)?;
+            let (vi, v, framed) = variant_of(path, &l, &manifest, &by_tag)?;
             Ok((vi, v, framed, l))
         });
         let (vi, v, framed, l) = match read {

@@ -414,12 +414,30 @@ impl<'d> Tables<'d> {
                     names.len()
                 )));
             }
-            for m in Method::ALL {
+            self.verify_simple(tab, names)?;
+            for m in Method::ALL.into_iter().filter(|&m| m != Method::Simple) {
                 for (i, name) in names.iter().enumerate() {
                     if self.lookup(m, tab, names, name) != Some(i as u32) {
                         return Err(internal(format!("{} table does not find {name} at index {i}", m.name())));
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::verify`] of the simple method in one pass: its search finds
+    /// each export at its own index exactly when every stored hash is its
+    /// name's and no earlier entry has the same name (searching the table
+    /// once per export made `symhash --vmlinux` quadratic in the exports:
+    /// tests/offline/input_scale.rs).
+    fn verify_simple(&self, tab: usize, names: &[&str]) -> std::result::Result<(), Error> {
+        let hashes = self.word(16 + 20 * tab + 4);
+        let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let found = *first.entry(name).or_insert(i);
+            if found != i || self.at(hashes, i as u64) != djb(name.as_bytes()) {
+                return Err(internal(format!("simple table does not find {name} at index {i}")));
             }
         }
         Ok(())
@@ -494,6 +512,26 @@ mod tests {
         let blob = build([&a, &[]]).unwrap();
         let t = Tables::parse(&blob).unwrap();
         t.verify([&a, &[]]).unwrap();
+    }
+
+    /// The simple method's check, made in one pass, still refuses what
+    /// the simple search would not find at its index: a name given twice,
+    /// a stored hash that is not its name's.
+    #[test]
+    fn the_simple_check_refuses_a_name_twice_or_a_wrong_hash() {
+        let twice = ["a", "b", "a"];
+        let blob = build([&twice, &[]]).unwrap();
+        let e = Tables::parse(&blob).unwrap().verify([&twice, &[]]).unwrap_err();
+        assert!(e.msg.contains("simple table does not find a at index 2"), "{}", e.msg);
+        let a = ["a", "b", "c"];
+        let mut blob = build([&a, &[]]).unwrap();
+        let hashes = u32::from_le_bytes(blob[20..24].try_into().unwrap()) as usize;
+        blob[hashes + 4] ^= 2;
+        let size = u32::from_le_bytes(blob[8..12].try_into().unwrap()) as usize;
+        let sum = checksum(&blob[HEADER_SIZE..size]);
+        blob[12..16].copy_from_slice(&sum.to_le_bytes());
+        let e = Tables::parse(&blob).unwrap().verify([&a, &[]]).unwrap_err();
+        assert!(e.msg.contains("simple table does not find b at index 1"), "{}", e.msg);
     }
 
     #[test]
