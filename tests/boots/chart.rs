@@ -271,6 +271,7 @@ fn fixture() -> Run {
                         kaslr_slide: None,
                         processes: Vec::new(),
                         boot_clock: None,
+                        symbols_timed_at: None,
                         job: None,
                     }
                 })

@@ -300,7 +300,18 @@ fn two_kernels_in_one_lab_run() {
         let log = std::fs::read_to_string(run_dir.join(&r.log)).unwrap();
         let patched = log.contains("module: bootlink lab patch series applied");
         assert_eq!(patched, v.name != "debian", "{}: which kernel booted", v.name);
+        // The symbols phase: at simplify_symbols on the self-built kernel
+        // (lab patch `symbols-landmark` keeps it a function), per lookup on
+        // Debian's, which inlines it; the record says which.
+        let want = if v.name == "debian" { "resolve_symbol" } else { "simplify_symbols" };
+        assert_eq!(r.symbols_timed_at.as_deref(), Some(want), "{}: how the symbols phase was timed", v.name);
     }
+    assert!(
+        stdout.contains("symbols phase (debian): timed per lookup, every resolve_symbol traced")
+            && stdout
+                .contains("symbols phase (ours, ours-folded): timed at simplify_symbols, one traced call per load"),
+        "the summary says how each kernel's symbols phase was timed:\n{stdout}"
+    );
     let html = out.path().join("chart.html");
     let o = common::run(&[&"chart", &run_dir, &"-o", &html, &"--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));

@@ -266,6 +266,7 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
         rep.modules_total_us = e - b;
     }
     rep.modules = if traced {
+        rep.symbols_timed_at = trace::symbols_timed_at(trace_text).map(String::from);
         let mut traced = trace::parse(trace_text);
         // By name, the first load of a name (one look-up per module).
         let mut by_name: std::collections::HashMap<&str, &ModuleLoad> = std::collections::HashMap::new();

@@ -322,6 +322,7 @@ fn run_of(p: Parsed, path: &Path) -> Run {
         kaslr_slide: None,
         processes: Vec::new(),
         boot_clock: None,
+        symbols_timed_at: None,
         job: None,
     };
     Run {

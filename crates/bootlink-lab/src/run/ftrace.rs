@@ -45,6 +45,25 @@ pub(crate) const PHASE_FUNCTIONS: &[&str] = &[
 /// no such function (inlined): every lookup.
 const SYMBOLS_LANDMARK: (&str, &str) = ("simplify_symbols", "resolve_symbol");
 
+/// What a run records as the function its symbols phase was timed at
+/// (`symbols_timed_at`): [`SYMBOLS_LANDMARK`]'s first, simplify_symbols,
+/// one traced call per load, where the kernel keeps it a function; its
+/// second, resolve_symbol, where the kernel inlined it and every lookup
+/// was traced (each paying the tracer's cost, about 1 µs under TCG).
+/// None when the trace has neither (no load reached its symbols).
+pub fn symbols_timed_at(trace: &str) -> Option<&'static str> {
+    let mut each = false;
+    for ev in trace.lines().filter_map(parse_line) {
+        if let Kind::Open(f) | Kind::Leaf(f) = ev.kind {
+            if f == SYMBOLS_LANDMARK.0 {
+                return Some(SYMBOLS_LANDMARK.0);
+            }
+            each |= f == SYMBOLS_LANDMARK.1;
+        }
+    }
+    each.then_some(SYMBOLS_LANDMARK.1)
+}
+
 /// Every function to put in set_ftrace_filter: the phases', finalize's and init's landmarks.
 pub fn traced() -> impl Iterator<Item = &'static str> {
     PHASE_FUNCTIONS.iter().chain(FINALIZE_LANDMARKS).chain(INIT_LANDMARKS.iter().map(|l| &l.0)).copied()
@@ -927,6 +946,17 @@ mod tests {
         assert!((get(&m[1], "symbols").unwrap().1 - 3.0).abs() < 1e-3);
         // Neither load's lookups are known from this trace (the host counts them).
         assert_eq!(m.iter().map(|l| l.lookups).collect::<Vec<_>>(), [None, None]);
+        // and the run says the phase was timed at the landmark
+        assert_eq!(symbols_timed_at(&t), Some("simplify_symbols"));
+    }
+
+    // A kernel that inlines simplify_symbols: every lookup was traced, and
+    // the run says so; a trace with neither says nothing.
+    #[test]
+    fn a_trace_of_every_lookup_says_the_phase_was_timed_per_lookup() {
+        assert_eq!(symbols_timed_at(SAMPLE), Some("resolve_symbol"));
+        let none: String = SAMPLE.lines().filter(|l| !l.contains("resolve_symbol")).map(|l| format!("{l}\n")).collect();
+        assert_eq!(symbols_timed_at(&none), None);
     }
 
     #[test]

@@ -276,7 +276,36 @@ pub fn render_summary_text(s: &Summary) -> String {
         }
         t.row(row);
     }
-    t.render()
+    let mut out = t.render();
+    out.push_str(&symbols_timing_text(s));
+    out
+}
+
+/// How each series' symbols phase was timed, one line per way (naming the
+/// series when they differ); nothing when no series recorded it.
+fn symbols_timing_text(s: &Summary) -> String {
+    let mut ways: Vec<(&str, Vec<&str>)> = Vec::new();
+    for x in &s.series {
+        let Some(at) = x.symbols_timed_at.as_deref() else { continue };
+        match ways.iter_mut().find(|w| w.0 == at) {
+            Some(w) => w.1.push(&x.label),
+            None => ways.push((at, vec![&x.label])),
+        }
+    }
+    let all = ways.len() == 1 && ways[0].1.len() == s.series.len();
+    let mut out = String::new();
+    for (at, labels) in ways {
+        let how = if at == "simplify_symbols" {
+            "timed at simplify_symbols, one traced call per load".to_string()
+        } else {
+            format!(
+                "timed per lookup, every {at} traced (simplify_symbols inlined): each lookup carries the tracer's cost"
+            )
+        };
+        let whose = if all { String::new() } else { format!(" ({})", labels.join(", ")) };
+        out.push_str(&format!("symbols phase{whose}: {how}\n"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -340,6 +369,36 @@ mod tests {
         let json = serde_json::to_string(&run).unwrap();
         assert!(json.contains(r#""workload":"ddlink""#) && !json.contains("run_output"), "{json}");
         assert_eq!(parse_run_json(json.as_bytes(), Path::new("run.json")).unwrap(), run);
+    }
+
+    // The summary says how each series' symbols phase was timed: once when
+    // all agree, per series when they differ, nothing when none recorded it.
+    #[test]
+    fn the_summary_says_how_the_symbols_phase_was_timed() {
+        let info = |label: &str, at: Option<&str>| model::SeriesInfo {
+            label: label.into(),
+            run: 0,
+            repetitions: 1,
+            modules_loaded: 1,
+            modules_failed: 0,
+            initcalls: 0,
+            symbols_timed_at: at.map(String::from),
+        };
+        let summary = |series| Summary { baseline: "a".into(), series, rows: Vec::new(), modules: Vec::new() };
+        let one = symbols_timing_text(&summary(vec![
+            info("a", Some("simplify_symbols")),
+            info("b", Some("simplify_symbols")),
+        ]));
+        assert_eq!(one, "symbols phase: timed at simplify_symbols, one traced call per load\n");
+        let two =
+            symbols_timing_text(&summary(vec![info("a", Some("simplify_symbols")), info("b", Some("resolve_symbol"))]));
+        assert_eq!(
+            two,
+            "symbols phase (a): timed at simplify_symbols, one traced call per load\n\
+             symbols phase (b): timed per lookup, every resolve_symbol traced (simplify_symbols inlined): \
+             each lookup carries the tracer's cost\n"
+        );
+        assert_eq!(symbols_timing_text(&summary(vec![info("a", None)])), "");
     }
 
     #[test]

@@ -363,6 +363,9 @@ pub struct SeriesInfo {
     pub modules_loaded: usize,
     pub modules_failed: usize,
     pub initcalls: usize,
+    /// The function its symbols phase was timed at (the first repetition
+    /// that recorded one; see [`Repetition::symbols_timed_at`]).
+    pub symbols_timed_at: Option<String>,
 }
 
 /// The before/after comparison: the first series is the baseline ("old"),
@@ -468,6 +471,7 @@ pub fn summary(runs: &[Run]) -> Summary {
                 modules_loaded: s.variant.repetitions.first().map(|r| loaded(r).count()).unwrap_or(0),
                 modules_failed: failed_modules(s).len(),
                 initcalls: s.variant.repetitions.first().map(|r| r.initcalls.len()).unwrap_or(0),
+                symbols_timed_at: s.variant.repetitions.iter().find_map(|r| r.symbols_timed_at.clone()),
             })
             .collect(),
         rows,

@@ -175,6 +175,14 @@ pub struct Repetition {
     /// lab boots only; see [`BootClock`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_clock: Option<BootClock>,
+    /// The function the symbols phase was timed at in this traced boot
+    /// ([`crate::run::ftrace::symbols_timed_at`]): `simplify_symbols`, one
+    /// traced call per load, or `resolve_symbol` where the kernel inlined
+    /// simplify_symbols: every lookup traced, each carrying the tracer's
+    /// cost. Absent: not traced, no load reached its symbols, or a run
+    /// from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbols_timed_at: Option<String>,
     /// The LAVA job this boot was (`bootlink lava import`): its id, or the
     /// log's file name when the log does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
