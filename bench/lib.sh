@@ -17,13 +17,15 @@ jget() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' 
 # ddlink_caches LD PREFIX PROGRAM [ARGS...]: PROGRAM profiled under the
 # loader LD into PREFIX.rec, its File Read Mode cache PREFIX.cache and its
 # Skip Mode cache PREFIX.skip with the prelinked images in PREFIX.images
-# written, each verified at 0 differences before anything measures it.
+# written (what `write` reported in PREFIX.skip.json), each verified at 0
+# differences before anything measures it.
 ddlink_caches() {
     local ld=$1 p=$2
     shift 2
     "$BIN" ddlink profile --loader "$ld" -o "$p.rec" "$@" >/dev/null
     "$BIN" ddlink write --loader "$ld" --record "$p.rec" --program "$1" -o "$p.cache" >/dev/null
     "$BIN" ddlink verify --loader "$ld" --cache "$p.cache" "$@" >/dev/null
-    "$BIN" ddlink write --loader "$ld" --record "$p.rec" --program "$1" -o "$p.skip" --prelink "$p.images" >/dev/null
+    "$BIN" ddlink write --json --loader "$ld" --record "$p.rec" --program "$1" -o "$p.skip" --prelink "$p.images" \
+        >"$p.skip.json"
     "$BIN" ddlink verify --loader "$ld" --cache "$p.skip" --overlay "$p.images" "$@" >/dev/null
 }

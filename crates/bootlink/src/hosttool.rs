@@ -62,7 +62,13 @@ pub fn spawn_error(prog: &str, what: &str, package: &str, e: std::io::Error) -> 
 
 /// Is `prog` on the PATH?
 pub fn exists(prog: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
+    find(prog).is_some()
+}
+
+/// Where `prog` is on the PATH (the first file of that name).
+pub fn find(prog: &str) -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).map(|d| d.join(prog)).find(|p| p.is_file())
 }
 
 /// Make `cmd`'s process live no longer than the thread that starts it and

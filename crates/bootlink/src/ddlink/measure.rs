@@ -1,10 +1,13 @@
 //! Measuring a program's startup under each loader mode: Debian's own
-//! ld.so, the patched ld.so without a cache, and File Read Mode. For each:
-//! the loader's relocation time (`LD_DEBUG=statistics`, median of N runs;
-//! glibc 2.36 prints those cycle counts 10x too small, so they are scaled
-//! back and converted with the TSC rate measured here), the symbol lookups
-//! it made, `perf stat` task-clock and page faults over N runs, and the
-//! program's output (which must be identical in every mode).
+//! ld.so, the patched ld.so without a cache, File Read Mode and Relocation
+//! Skip Mode. For each: the loader's relocation time and its whole time
+//! before the program's code (`LD_DEBUG=statistics`, N runs; glibc 2.36
+//! prints those cycle counts 10x too small, so they are scaled back and
+//! converted with the TSC rate measured here), the symbol lookups it made
+//! at startup and by the program's exit, `perf stat` task-clock and page
+//! faults of each of N more runs, each figure as its median with the
+//! quartiles and the extremes, and the program's output (which must be
+//! identical in every mode).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -29,19 +32,57 @@ pub struct Mode {
     pub overlay: Option<PathBuf>,
 }
 
+/// A figure over the runs: its median, quartiles and extremes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    /// The first and third quartiles (linear between the nearest runs).
+    pub q1: f64,
+    pub q3: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of the runs' values (all 0 when there are none).
+    pub fn of(values: &[f64]) -> Spread {
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let at = |p: f64| -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            let x = p * (v.len() - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+        };
+        Spread { median: at(0.5), q1: at(0.25), q3: at(0.75), min: at(0.0), max: at(1.0) }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ModeResult {
     pub mode: String,
-    /// Median relocation time in the loader, ms.
+    /// Median relocation time in the loader, ms (`relocation.median`).
     pub relocation_ms: f64,
+    pub relocation: Spread,
     /// Median total time in the loader before the program's own code, ms.
     pub loader_ms: f64,
-    /// Symbol lookups ("number of relocations": the lookups the loader made).
+    pub loader: Spread,
+    /// Symbol lookups by the program's exit ("final number of
+    /// relocations": startup, lazy binding, and objects opened later).
     pub lookups: u64,
-    /// perf stat: mean task-clock (ms) and its relative spread (%).
+    /// Symbol lookups of the startup relocation ("number of relocations").
+    pub startup_lookups: u64,
+    /// Relative relocations the loader applied at startup (no lookup:
+    /// the load address added; none for an image at its base in Skip Mode).
+    pub relative_relocations: u64,
+    /// perf stat of each run: median task-clock (ms), its spread.
     pub task_clock_ms: f64,
-    pub task_clock_spread: f64,
+    pub task_clock: Spread,
+    /// Median page faults (minor and major), and their spread.
     pub page_faults: f64,
+    pub page_fault_spread: Spread,
     /// stdout identical to the first mode's.
     pub output_identical: bool,
     /// The loader's DDLink decisions (LD_DEBUG=ddlink lines), if it printed any.
@@ -87,15 +128,6 @@ pub(crate) fn tsc_hz() -> f64 {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
-}
-
 /// The number after `key` in the loader's `LD_DEBUG=statistics` text.
 pub fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
@@ -109,6 +141,8 @@ struct StatsRun {
     reloc_cycles: u64,
     loader_cycles: u64,
     lookups: u64,
+    startup_lookups: u64,
+    relative: u64,
     decisions: Vec<String>,
     stdout: Vec<u8>,
 }
@@ -121,7 +155,13 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
     let reloc = stat_value(&text, "time needed for relocation:");
     let total = stat_value(&text, "total startup time in dynamic loader:");
     let lookups = stat_value(&text, "final number of relocations:");
-    let (Some(reloc), Some(total), Some(lookups)) = (reloc, total, lookups) else {
+    // (the startup line's key is the end of the final line's: the first
+    // line that has it, the startup statistics, comes before the final)
+    let startup = stat_value(&text, "number of relocations:");
+    let relative = stat_value(&text, "number of relative relocations:");
+    let (Some(reloc), Some(total), Some(lookups), Some(startup_lookups), Some(relative)) =
+        (reloc, total, lookups, startup, relative)
+    else {
         return Err(Error::file(
             Kind::Tool,
             &mode.loader,
@@ -129,34 +169,75 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
         ));
     };
     let decisions = ddlink_lines(&text).map(str::to_string).collect();
-    Ok(StatsRun { reloc_cycles: reloc, loader_cycles: total, lookups, decisions, stdout: out.stdout })
+    Ok(StatsRun {
+        reloc_cycles: reloc,
+        loader_cycles: total,
+        lookups,
+        startup_lookups,
+        relative,
+        decisions,
+        stdout: out.stdout,
+    })
 }
 
-/// perf stat -r N: (task-clock ms mean, spread %, page faults mean).
-fn perf_stat(mode: &Mode, program: &Program, runs: usize) -> Result<(f64, f64, f64)> {
+/// Runs the command after its arguments N times (`$1`), its output discarded,
+/// stopping at the first that fails.
+const REPEAT_SCRIPT: &str =
+    r#"n=$1; shift; i=0; while [ "$i" -lt "$n" ]; do "$@" >/dev/null || exit $?; i=$((i + 1)); done"#;
+
+/// `perf stat` of each of `runs` runs: (task-clock ms, page faults) per run.
+///
+/// With prelinked images in place, perf is started by the mode's loader
+/// (the patched one): it runs inside the images' namespace and links
+/// libraries the program's images may replace (libm), and Debian's ld.so
+/// refuses a marked DT_RELR image (glibc patch 0009) rather than relocate
+/// it twice. perf only starts the program; its own loading is not counted.
+fn perf_stat(mode: &Mode, program: &Program, runs: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let env: Vec<(&str, OsString)> = mode.env.iter().map(|(k, v)| (k.as_str(), OsString::from(v))).collect();
-    let runs = runs.to_string();
-    let prefix = ["perf", "stat", "-x", ",", "-r", &runs, "-e", "task-clock,page-faults", "--"];
+    let tmp = scratch()?;
+    let file = tmp.path().join("perf.csv");
+    let perf = crate::hosttool::find("perf").ok_or_else(|| {
+        crate::hosttool::spawn_error(
+            "perf",
+            "measuring startup",
+            "linux-perf",
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    })?;
+    let (runs_text, file_text, perf_text) = (runs.to_string(), file.display().to_string(), perf.display().to_string());
+    let loader_text = mode.loader.display().to_string();
+    let mut prefix = vec!["sh", "-c", REPEAT_SCRIPT, "sh", &runs_text];
+    if program.overlay.is_some() {
+        prefix.push(&loader_text);
+    }
+    prefix.extend([&perf_text as &str, "stat", "-x", ",", "--append", "-o", &file_text]);
+    prefix.extend(["-e", "task-clock,page-faults", "--"]);
     let mut cmd = command_with(&prefix, &mode.loader, program, &env);
     cmd.stdout(std::process::Stdio::null()).stdin(std::process::Stdio::null());
-    let out = cmd.output().map_err(|e| crate::hosttool::spawn_error("perf", "measuring startup", "linux-perf", e))?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    let field = |event: &str| -> Option<(f64, f64)> {
-        text.lines().find_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            if f.len() > 3 && f[2].starts_with(event) {
-                let v = f[0].parse().ok()?;
-                let spread = f[3].trim_end_matches('%').parse().unwrap_or(0.0);
-                Some((v, spread))
-            } else {
-                None
-            }
-        })
+    let out = cmd.output().map_err(|e| crate::hosttool::spawn_error("sh", "measuring startup", "dash", e))?;
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let field = |event: &str| -> Vec<f64> {
+        text.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f.len() > 3 && f[2].starts_with(event)).then(|| f[0].parse().ok()).flatten()
+            })
+            .collect()
     };
-    let (Some((clock, spread)), Some((faults, _))) = (field("task-clock"), field("page-faults")) else {
-        return Err(Error::new(Kind::Tool, format!("perf stat printed no task-clock/page-faults: {}", text.trim())));
-    };
-    Ok((clock, spread, faults))
+    let (clock, faults) = (field("task-clock"), field("page-faults"));
+    if !out.status.success() || clock.len() != runs || faults.len() != runs {
+        return Err(Error::new(
+            Kind::Tool,
+            format!(
+                "perf stat of {} ({}): {} of {runs} runs measured: {}",
+                program.path.display(),
+                mode.name,
+                clock.len().min(faults.len()),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok((clock, faults))
 }
 
 /// Debian's ld.so, the patched one with no cache, the patched one with `cache`.
@@ -202,7 +283,7 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
     for mode in modes {
         let program = &Program { overlay: mode.overlay.clone().or_else(|| program.overlay.clone()), ..program.clone() };
         let (mut reloc, mut total) = (Vec::new(), Vec::new());
-        let mut lookups = 0;
+        let (mut lookups, mut startup_lookups, mut relative_relocations) = (0, 0, 0);
         let mut decisions: Vec<String> = Vec::new();
         let mut identical = true;
         for _ in 0..runs {
@@ -211,6 +292,8 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
             reloc.push(r.reloc_cycles as f64 * 10.0 / hz * 1e3);
             total.push(r.loader_cycles as f64 * 10.0 / hz * 1e3);
             lookups = r.lookups;
+            startup_lookups = r.startup_lookups;
+            relative_relocations = r.relative;
             decisions = r.decisions;
             match &first_out {
                 None => first_out = Some(r.stdout),
@@ -229,15 +312,22 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
                 ),
             ));
         }
-        let (clock, spread, faults) = perf_stat(mode, program, runs)?;
+        let (clock, faults) = perf_stat(mode, program, runs)?;
+        let (relocation, loader) = (Spread::of(&reloc), Spread::of(&total));
+        let (task_clock, page_fault_spread) = (Spread::of(&clock), Spread::of(&faults));
         results.push(ModeResult {
             mode: mode.name.clone(),
-            relocation_ms: median(&mut reloc),
-            loader_ms: median(&mut total),
+            relocation_ms: relocation.median,
+            relocation,
+            loader_ms: loader.median,
+            loader,
             lookups,
-            task_clock_ms: clock,
-            task_clock_spread: spread,
-            page_faults: faults,
+            startup_lookups,
+            relative_relocations,
+            task_clock_ms: task_clock.median,
+            task_clock,
+            page_faults: page_fault_spread.median,
+            page_fault_spread,
             output_identical: identical,
             ddlink: (!decisions.is_empty()).then(|| decisions.join("; ")),
         });
@@ -245,7 +335,20 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
     Ok(ProgramResult { program: program.clone(), runs, modes: results, load_average: (load_before, load_average()) })
 }
 
-impl ProgramResult {}
+impl ProgramResult {
+    /// The load average before or after, whichever is higher, if above
+    /// what a quiet machine of `cores` cores shows (the measurement itself
+    /// keeps one core busy).
+    pub fn loaded(&self, cores: usize) -> Option<f64> {
+        let worst = self.load_average.0.max(self.load_average.1);
+        (worst > BUSY_PER_CORE * cores as f64).then_some(worst)
+    }
+}
+
+/// `median (q1-q3)` with `digits` decimals.
+fn with_quartiles(s: &Spread, digits: usize) -> String {
+    format!("{:.digits$} ({:.digits$}-{:.digits$})", s.median, s.q1, s.q3)
+}
 
 impl crate::report::Report for ProgramResult {
     fn render(&self) -> String {
@@ -253,7 +356,7 @@ impl crate::report::Report for ProgramResult {
             "mode",
             "relocation ms",
             "loader ms",
-            "lookups",
+            "lookups: startup, by exit",
             "task-clock ms",
             "page faults",
             "output",
@@ -261,24 +364,54 @@ impl crate::report::Report for ProgramResult {
         for m in &self.modes {
             t.row(vec![
                 m.mode.clone(),
-                format!("{:.2}", m.relocation_ms),
-                format!("{:.2}", m.loader_ms),
-                m.lookups.to_string(),
-                format!("{:.2} ±{:.1}%", m.task_clock_ms, m.task_clock_spread),
-                format!("{:.0}", m.page_faults),
+                with_quartiles(&m.relocation, 2),
+                with_quartiles(&m.loader, 2),
+                format!("{}, {}", m.startup_lookups, m.lookups),
+                with_quartiles(&m.task_clock, 2),
+                with_quartiles(&m.page_fault_spread, 0),
                 if m.output_identical { "identical".into() } else { "DIFFERS".into() },
             ]);
         }
         let name = self.program.path.display();
-        let mut out = format!("{name} {} ({} runs each)\n{}", self.program.args.join(" "), self.runs, t.render());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let mut out = format!(
+            "{name} {} ({} runs each; medians, quartiles in parentheses)\n{}",
+            self.program.args.join(" "),
+            self.runs,
+            t.render()
+        );
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let (before, after) = self.load_average;
-        if before.max(after) > BUSY_PER_CORE * cores {
+        if self.loaded(cores).is_some() {
             out += &format!(
                 "warning: load average {before:.2} before, {after:.2} after on {cores} cores: the relocation and loader \
                  times (rdtsc) include time the program was not running; measure on a quiet machine\n"
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The median and quartiles of runs in any order; an even count takes
+    /// the middle of the two middle runs; no run gives zeros.
+    #[test]
+    fn spread_of_runs() {
+        let s = Spread::of(&[5.0, 1.0, 4.0, 2.0, 3.0]);
+        assert_eq!(s, Spread { median: 3.0, q1: 2.0, q3: 4.0, min: 1.0, max: 5.0 });
+        let s = Spread::of(&[4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((s.median, s.q1, s.q3), (2.5, 1.75, 3.25));
+        assert_eq!(Spread::of(&[]), Spread::default());
+    }
+
+    /// The startup line's count and the exit line's are told apart.
+    #[test]
+    fn startup_and_final_lookups() {
+        let text = "  1: number of relocations: 123\n  1: number of relocations from cache: 7\n\
+                    \n  1: final number of relocations: 13591\n";
+        assert_eq!(stat_value(text, "number of relocations:"), Some(123));
+        assert_eq!(stat_value(text, "final number of relocations:"), Some(13591));
     }
 }
