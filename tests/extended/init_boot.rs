@@ -78,18 +78,28 @@ fn raid6_chooses_its_functions_without_the_benchmark() {
     assert!(link_us(a, "init function") > 0.9 * init_us(a), "{:?}", a.init_steps);
     // Deterministic boots (-icount): on 6.1 the floor sits within 10 % of
     // what was measured (2026-11-27, the self-built 6.1 at HZ=250: the
-    // benchmark 270 ms of the set's 338 ms of module init, docs/links.md).
-    // Neither raid6_pq's init on 6.12 nor its time without the benchmark
-    // on either line is recorded yet (the report below prints both): those
-    // two checks keep their first bounds until a run measures them.
-    let floor = if common::line() == "6.1" { 0.9 * 270_000.0 } else { 100_000.0 };
+    // benchmark 270 ms of the set's 338 ms of module init, docs/links.md),
+    // and the cut (raid6_pq's init with the benchmark over without) is
+    // held to 90 % of what this test measured on 6.1 (2026-11-30, the lab
+    // build ca15842779db and its raid6-nobench flavour a5c08eb430ec:
+    // 271.426 -> 0.108 ms, 2513x). raid6_pq's init on 6.12 is not
+    // recorded yet (the report below prints it): there the two checks
+    // keep their first bounds (100 ms; 20x) until a run measures them.
+    let (floor, cut) = if common::line() == "6.1" { (0.9 * 270_000.0, 0.9 * 2513.0) } else { (100_000.0, 20.0) };
     assert!(
         init_us(a) >= floor,
         "the benchmark takes {} us (at least {floor} us expected on {})",
         init_us(a),
         common::line()
     );
-    assert!(init_us(z) < init_us(a) / 20.0, "raid6_pq's init: {} -> {} us", init_us(a), init_us(z));
+    assert!(
+        init_us(a) >= cut * init_us(z),
+        "raid6_pq's init: {} -> {} us ({:.0}x; at least {cut:.0}x expected on {})",
+        init_us(a),
+        init_us(z),
+        init_us(a) / init_us(z),
+        common::line()
+    );
     let log = |r: &Repetition| std::fs::read_to_string(dir.join(&r.log)).unwrap();
     let (la, lz) = (log(bench), log(nobench));
     assert!(lz.contains("raid6: skipped pq benchmark"), "the flavour skips it");
@@ -102,7 +112,13 @@ fn raid6_chooses_its_functions_without_the_benchmark() {
     assert_eq!(module(nobench, "btrfs").status, 0);
     common::report(
         "raid6_pq's init",
-        &format!("{:.1} -> {:.1} ms, {} chosen both ways", init_us(a) / 1e3, init_us(z) / 1e3, ca.unwrap()),
+        &format!(
+            "{:.3} -> {:.3} ms ({:.0}x), {} chosen both ways",
+            init_us(a) / 1e3,
+            init_us(z) / 1e3,
+            init_us(a) / init_us(z),
+            ca.unwrap()
+        ),
     );
 }
 

@@ -164,7 +164,7 @@ fn device_dictionary(job: &str, port: u16, on: &Path, off: &Path) -> String {
     let addrs = format!("    kernel: '{KERNEL_ADDR}'\n    ramdisk: '{RAMDISK_ADDR}'\n    dtb: '{DTB_ADDR}'\n");
     format!(
         "# A U-Boot board as LAVA's base-uboot.jinja2 renders it: QEMU's arm64 virt\n\
-         # running U-Boot, written by tests/boots/lava_uboot.rs.\n\
+         # running U-Boot, written by tests/extended/lava_uboot.rs.\n\
          commands:\n  connections:\n    uart0:\n      \
          connect: sh -c 'stty raw -echo; exec busybox nc -l -p {port}'\n      tags:\n      - primary\n  \
          hard_reset: {on}\n  power_off: {off}\n  power_on: {on}\n\
