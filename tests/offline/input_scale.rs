@@ -196,18 +196,8 @@ fn an_elf_vmlinux_takes_time_and_memory_linear_in_its_exports() {
         costs.push(each_kernel_command(&image, &commands, &d));
         let _ = std::fs::remove_dir_all(&d);
     }
-    let lines: Vec<String> = commands
-        .iter()
-        .enumerate()
-        .map(|(k, c)| {
-            common::linear_in_the_input(
-                &format!("{} (vmlinux of 8,000 -> 64,000 exports)", c.label),
-                costs[0][k],
-                costs[1][k],
-            )
-        })
-        .collect();
-    common::report("vmlinux scale", &lines.join("\n"));
+    let labels = commands.iter().map(|c| format!("{} (vmlinux of 8,000 -> 64,000 exports)", c.label));
+    common::report("vmlinux scale", &each_linear(labels, &costs));
 }
 
 /// One module made from the fixture `bl_plain.ko` linked (`ld -r`) with
@@ -309,18 +299,17 @@ fn one_module_takes_time_and_memory_linear_in_its_sections_symbols_and_relocatio
         costs.push(runs.iter().map(|(_, a)| measured_args(a, &[])).collect());
         let _ = std::fs::remove_dir_all(&d);
     }
-    let lines: Vec<String> = labels
-        .iter()
-        .enumerate()
-        .map(|(k, l)| {
-            common::linear_in_the_input(
-                &format!("{l} (one module, 3,000 -> 24,000 functions more)"),
-                costs[0][k],
-                costs[1][k],
-            )
-        })
-        .collect();
-    common::report("module scale", &lines.join("\n"));
+    let labels = labels.iter().map(|l| format!("{l} (one module, 3,000 -> 24,000 functions more)"));
+    common::report("module scale", &each_linear(labels, &costs));
+}
+
+/// Each command's cost at the input's size and at 8 times it (`costs[0]`,
+/// `costs[1]`, in `labels`' order) held to `common::linear_in_the_input`:
+/// the report's lines.
+fn each_linear(labels: impl Iterator<Item = String>, costs: &[Vec<(f64, i64)>]) -> String {
+    let lines: Vec<String> =
+        labels.enumerate().map(|(k, l)| common::linear_in_the_input(&l, costs[0][k], costs[1][k])).collect();
+    lines.join("\n")
 }
 
 /// A shared library of `n` exported functions, each calling the next
