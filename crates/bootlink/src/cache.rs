@@ -221,7 +221,7 @@ pub fn intact(dir: &Path, what: &str) -> bool {
     }
 }
 
-/// Wait for and hold `parent/.NAME.lock` while making the entry NAME, so
+/// Wait for (saying so) and hold `parent/.NAME.lock` while making the entry NAME, so
 /// that one process at a time makes it (two that found it missing or
 /// damaged would each remove the other's; the one that waited finds it
 /// made, and should look again). Holding the lock, what a making stopped
@@ -232,7 +232,10 @@ pub fn lock_for_making(parent: &Path, name: &str, work_prefix: &str) -> Result<s
     std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     let lock_path = parent.join(format!(".{name}.lock"));
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    if lock.try_lock().is_err() {
+        crate::progress::status(&format!("waiting for another process making {name} in {}", parent.display()));
+        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    }
     for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
         if e.file_name().to_string_lossy().starts_with(work_prefix) && e.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir_all(e.path());

@@ -148,11 +148,15 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
         ));
     }
     let key = package_key(kernel, line, &build.key, &f.version);
-    let dir = fsutil::cache_dir().join("systems/packages").join(format!("{}-{key}", kernel.name()));
+    let name = format!("{}-{key}", kernel.name());
+    let packages = fsutil::cache_dir().join("systems/packages");
+    let dir = packages.join(&name);
     let record = dir.join("package.json");
     // One package made once: a second boot asking for it while the first
     // makes it (system-compare --jobs) waits and then finds it made.
-    let _making = package_lock(&dir)?;
+    // (What a making stopped half-way left, `make`'s work directories
+    // `.NAME-KEY-*`, goes while the lock is held.)
+    let _making = bootlink::cache::lock_for_making(&packages, &name, &format!(".{name}-"))?;
     // Used only as sealed (bootlink::cache): a damaged package is made again.
     if bootlink::cache::intact(&dir, "the patched kernel package")
         && let Ok(text) = fsutil::read_input(&record, 1 << 20)
@@ -181,21 +185,6 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
         }
         make(kernel, only, b, &f, &deb, &key, &dir)
     })
-}
-
-/// The lock of the package cached in `dir` (`.<name>.lock` beside it),
-/// waited for, saying so, while another process makes that package.
-fn package_lock(dir: &Path) -> Result<std::fs::File> {
-    let parent = dir.parent().expect("below the cache");
-    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    let name = dir.file_name().expect("a package directory").to_string_lossy();
-    let path = parent.join(format!(".{name}.lock"));
-    let lock = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
-    if lock.try_lock().is_err() {
-        bootlink::progress::status(&format!("waiting for another process making the package {name}"));
-        lock.lock().map_err(|e| Error::io(&path, e))?;
-    }
-    Ok(lock)
 }
 
 /// The kbuild options of `line`'s series built with Debian's config,
