@@ -203,6 +203,11 @@ fn another_build_and_a_stock_kernel_refuse_in_one_line() {
     bytes[off + 28 + t.build_id.len() - 1] ^= 0xff;
     let other = dir.join("other-build.ko");
     std::fs::write(&other, &bytes).unwrap();
+    // A table whose bitmap also marks a relocation that names a symbol.
+    let mut bytes = std::fs::read(&good).unwrap();
+    let (sec, ent) = mark_an_unfolded_relocation(&mut bytes);
+    let unfolded = dir.join("unfolded.ko");
+    std::fs::write(&unfolded, &bytes).unwrap();
     // Debian's own nls_cp437, unsigned and marked as the preresolver marks
     // a module for the slide (its table names Debian's build).
     let f = common::kernel();
@@ -216,20 +221,40 @@ fn another_build_and_a_stock_kernel_refuse_in_one_line() {
     std::fs::write(&marked, bootlink::preresolve::mark_module(data[..elf_len].to_vec(), &table).unwrap()).unwrap();
     let out = dir.join("run");
     let kk = common::build_kernel();
-    let (a, b) = (
+    let (a, b, c) = (
         format!(
             "other={kk},image:bzimage,kaslr:on,modules:folded-slide,raw:nls_cp437={},loader:batch",
             other.display()
         ),
         format!("stock=kernel:debian,modules:unsigned,raw:nls_cp437={},loader:batch", marked.display()),
+        format!(
+            "unfolded={kk},image:bzimage,kaslr:on,modules:folded-slide,raw:nls_cp437={},loader:batch",
+            unfolded.display()
+        ),
     );
     let (run, o) = common::lab_run_either_way(
-        &[&"lab", &"-n", &"1", &"--no-trace", &"--variant", &a, &"--variant", &b, &"-o", &out, &"nls_cp437"],
+        &[
+            &"lab",
+            &"-n",
+            &"1",
+            &"--no-trace",
+            &"--jobs",
+            &"2",
+            &"--variant",
+            &a,
+            &"--variant",
+            &b,
+            &"--variant",
+            &c,
+            &"-o",
+            &out,
+            &"nls_cp437",
+        ],
         &out,
     );
     print!("{}", common::stdout(&o));
     let log = |v: &str| std::fs::read_to_string(out.join(&rep(&run, v).log)).unwrap();
-    let (olog, slog) = (log("other"), log("stock"));
+    let (olog, slog, ulog) = (log("other"), log("stock"), log("unfolded"));
     // The kernel's messages, each once (the log holds the console and the
     // kernel's buffer read after the loads: a message with its timestamp
     // may be in both).
@@ -244,8 +269,43 @@ fn another_build_and_a_stock_kernel_refuse_in_one_line() {
     println!("stock kernel: {stock_lines:?}");
     assert_eq!(stock_lines.len(), 1, "{slog}");
     assert!(stock_lines[0].contains("preresolved-slide ' should be '"), "{}", stock_lines[0]);
-    for v in ["other", "stock"] {
+    let unfolded_lines = lines(&ulog, "marks no preresolved value");
+    println!("patched kernel, a bitmap marking section {sec}'s entry {ent}: {unfolded_lines:?}");
+    assert_eq!(unfolded_lines.len(), 1, "{ulog}");
+    assert!(unfolded_lines[0].contains(&format!("bitmap of section {sec} ")), "{}", unfolded_lines[0]);
+    for v in ["other", "stock", "unfolded"] {
         let r = rep(&run, v);
         assert!(r.modules.iter().any(|m| m.name == "nls_cp437" && m.status != 0), "{v}: {:?}", r.modules);
     }
+}
+
+/// Mark in the module's `.preresolved_slide` bitmaps one more relocation,
+/// one that names a symbol (not folded), inside the words the table
+/// already has so that it keeps its size; returns its (section, entry).
+fn mark_an_unfolded_relocation(bytes: &mut [u8]) -> (u32, u32) {
+    let (off, size, table, place) = {
+        let elf = Elf::parse(bytes, Want::Relocatable).unwrap();
+        let (_, sh) = elf.section(SLIDE_SECTION).expect("the table");
+        let (o, s) = sh.file_range(LE).unwrap();
+        let (off, size) = (o as usize, s as usize);
+        let mut t = SlideTable::parse(&bytes[off..off + size]).unwrap();
+        let mut place = None;
+        for &(sec, _) in &t.relocations {
+            let last = t.relocations.iter().filter(|r| r.0 == sec).map(|r| r.1).max().unwrap();
+            let rs = elf.section_by_index(sec as usize).unwrap();
+            let relas: &[object::elf::Rela64<object::LittleEndian>] = rs.data_as_array(LE, &*bytes).unwrap();
+            let words_end = ((last / 32 + 1) * 32).min(relas.len() as u32);
+            place = (0..words_end).find(|&e| relas[e as usize].r_sym(LE, false) != 0).map(|e| (sec, e));
+            if place.is_some() {
+                break;
+            }
+        }
+        let place = place.expect("a relocation naming a symbol among the bitmaps' entries");
+        t.relocations.push(place);
+        (off, size, t, place)
+    };
+    let new = table.to_bytes();
+    assert_eq!(new.len(), size, "the table keeps its size");
+    bytes[off..off + size].copy_from_slice(&new);
+    place
 }
