@@ -342,6 +342,55 @@ fn a_bzimage_payload_decodes_to_no_more_than_its_trailer_states() {
     }
 }
 
+/// An ELF header and nothing a loader reads: the fixture vmlinux's
+/// header with no program or section headers, then 1 MiB of zeros,
+/// zstd-compressed at the start of a file, as a bzImage's payload, and
+/// behind a line of text (the search for an embedded stream): each is
+/// refused by `extract-vmlinux` in one line, nothing written; before, the
+/// zeros were written out as a vmlinux, exit 0 (found by the second
+/// audit of issue 47: 10 MiB of such frames gave a 256 MiB "vmlinux").
+/// The fixture vmlinux in the same three places is extracted whole.
+#[test]
+fn an_elf_header_with_nothing_to_load_is_not_extracted() {
+    let vmlinux = std::fs::read(fixtures().join("vmlinux")).unwrap();
+    let mut hollow = vmlinux[..64].to_vec();
+    hollow[0x20..0x30].fill(0); // e_phoff, e_shoff
+    hollow[0x38..0x3a].fill(0); // e_phnum
+    hollow[0x3c..0x40].fill(0); // e_shnum, e_shstrndx
+    hollow.resize(64 + (1 << 20), 0);
+    let places = |plain: &[u8]| {
+        let z = compress::compress(plain, Compression::Zstd).unwrap();
+        let mut payload = z.clone();
+        payload.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        let mut wrapped = b"not a kernel\n".to_vec();
+        wrapped.extend_from_slice(&z);
+        [("vmlinux.zst", z), ("vmlinuz", bzimage(&payload)), ("wrapped", wrapped)]
+    };
+    let dir = common::tmpdir("hostile-hollow-elf");
+    let out = dir.join("out");
+    for (name, data) in places(&hollow) {
+        let image = dir.join(name);
+        std::fs::write(&image, data).unwrap();
+        let o = common::run(&[&"extract-vmlinux", &image, &"-o", &out]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        let want = format!(
+            "bootlink: {}: the ELF file it holds ({} bytes) has no loadable segment (no PT_LOAD with file data): not a kernel, not extracted\n",
+            image.display(),
+            hollow.len()
+        );
+        assert_eq!(err, want, "{name}");
+        assert!(!out.exists(), "{name}: written");
+    }
+    for (name, data) in places(&vmlinux) {
+        let image = dir.join(name);
+        std::fs::write(&image, data).unwrap();
+        common::TestCommand::new(&[&"extract-vmlinux", &image, &"-o", &out]).ok();
+        assert_eq!(std::fs::read(&out).unwrap(), vmlinux, "{name}");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
 /// Issue 47's finding: a kernel file of several GiB was copied whole into
 /// memory (and aborted on the allocation). A sparse file of 5 GiB (no
 /// disk used) that is not an ELF vmlinux is refused in one line before
