@@ -140,22 +140,24 @@ fn an_arm64_text_offset_is_refused_not_added() {
 }
 
 /// kfree's entry in Debian's arm64 Image, its value moved 1 GiB past the
-/// end of the kernel: refused naming the entry; before, kernel-info listed
-/// kfree at that address and preresolve wrote it into modules.
+/// end of the kernel, or into the Image's 64-byte boot header (inside the
+/// file, but no code or data): refused naming the entry; before, kernel-info
+/// listed kfree at that address and preresolve wrote it into modules.
 #[test]
 fn an_arm64_export_outside_the_image_is_refused() {
     let Some(a) = Arm64::new("an_arm64_export_outside_the_image_is_refused") else { return };
     let (o, _) = entry_named(&a.real, &a.entries, "kfree");
     let size = u64_at(&a.real, 16);
-    let far = size as i64 + (1 << 30);
     let dir = tmpdir("hostile-export-far");
-    let img = a.damaged(&dir, "vmlinuz", |d| d[o..o + 4].copy_from_slice(&((far - o as i64) as i32).to_le_bytes()));
-    let want = format!(
-        "__ksymtab entry * (kfree) at {:#x}: the export's address {:#x} lies outside the kernel image (its first {size:#x} bytes",
-        KIMAGE_VADDR + o as u64,
-        KIMAGE_VADDR + far as u64
-    );
-    a.refused(&img, &dir, &want);
+    for (name, to) in [("vmlinuz-far", size as i64 + (1 << 30)), ("vmlinuz-header", 8)] {
+        let img = a.damaged(&dir, name, |d| d[o..o + 4].copy_from_slice(&((to - o as i64) as i32).to_le_bytes()));
+        let want = format!(
+            "__ksymtab entry * (kfree) at {:#x}: the export's address {:#x} lies outside the kernel image (past its 64-byte boot header, up to the header's image_size, {size:#x})",
+            KIMAGE_VADDR + o as u64,
+            KIMAGE_VADDR + to as u64
+        );
+        a.refused(&img, &dir, &want);
+    }
 }
 
 /// Debian's arm64 Image holds one export per entry found by hand, as many
