@@ -341,6 +341,24 @@ pub fn linear_within(what: &str, small: (f64, i64), large: (f64, i64), cpu_limit
     )
 }
 
+/// Each command's cost at the input's size and at 8 times it (`costs[0]`
+/// and `costs[1]`, one entry a command in `labels`' order), each held to
+/// [`linear_in_the_input`]: the report's lines, one a command.
+pub fn each_linear<L: AsRef<str>>(labels: impl IntoIterator<Item = L>, costs: &[Vec<(f64, i64)>]) -> String {
+    assert_eq!(costs.len(), 2, "a cost at the input's size and at 8 times it");
+    let labels: Vec<L> = labels.into_iter().collect();
+    assert!(
+        costs.iter().all(|c| c.len() == labels.len()),
+        "one cost a command at each size: {} commands, {} and {} costs",
+        labels.len(),
+        costs[0].len(),
+        costs[1].len()
+    );
+    let lines: Vec<String> =
+        labels.iter().enumerate().map(|(k, l)| linear_in_the_input(l.as_ref(), costs[0][k], costs[1][k])).collect();
+    lines.join("\n")
+}
+
 /// Can `bootlink system` build and boot its Debian image here (mmdebstrap,
 /// mkfs.ext4, QEMU, root for mmdebstrap's chroot)? A counted skip naming
 /// what is missing otherwise.

@@ -220,7 +220,13 @@ fn rela_entry(s: &Sections, d: &[u8], rng: &mut Rng, r: usize) -> usize {
 fn damage_elf(class: &'static str, d: &mut Vec<u8>, s: &Sections, rng: &mut Rng) -> Option<bool> {
     let len = d.len() as u64;
     match class {
-        "foreign-machine" => put16(d, 0x12, [183u16, 243, 3, 40, 8][rng.below(5)]),
+        "foreign-machine" => {
+            // Another machine than the file's own: AArch64 for an x86-64
+            // file, x86-64 for an AArch64 one, or one bootlink reads none of.
+            let own = u16_at(d, 0x12);
+            let others: Vec<u16> = [183u16, 62, 243, 3, 40, 8].into_iter().filter(|&m| m != own).collect();
+            put16(d, 0x12, others[rng.below(others.len().min(5))]);
+        }
         "elf-class-32" => d[4] = 1,
         "big-endian" => d[5] = 2,
         "wrong-elf-type" => {

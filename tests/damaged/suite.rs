@@ -121,6 +121,17 @@ fn refusal_lines<'a>(stderr: &'a str, file: &Path) -> Vec<&'a str> {
 /// Write `files` and the `good` modules into one input directory, run every
 /// command once over the whole batch, and check each file.
 pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: &[PathBuf], counts: &mut Counts) {
+    batch_of(dir, &commands(kernel, nokaslr), files, good, counts)
+}
+
+/// [`batch`] through the given module commands ([`commands`] or some of them).
+pub fn batch_of(
+    dir: &Path,
+    commands: &[(&'static str, Vec<String>, bool)],
+    files: &[Damaged],
+    good: &[PathBuf],
+    counts: &mut Counts,
+) {
     let input = dir.join("in");
     std::fs::create_dir_all(&input).unwrap();
     for f in files {
@@ -137,7 +148,7 @@ pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: 
     for f in files {
         counts.by_class.entry(f.class).or_default().0 += 1;
     }
-    for (label, args, writes) in commands(kernel, nokaslr) {
+    for &(label, ref args, writes) in commands {
         let out = dir.join(format!("out-{}", label.replace([' ', '-'], "_")));
         let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
         a.push(input.as_os_str());
@@ -194,13 +205,18 @@ pub fn batch(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], good: 
 /// One invalid file of each class alone through each command: a non-zero
 /// exit and its one line, nothing written.
 pub fn singles(dir: &Path, kernel: &Path, nokaslr: bool, files: &[Damaged], counts: &mut Counts) {
+    singles_of(dir, &commands(kernel, nokaslr), files, counts)
+}
+
+/// [`singles`] through the given module commands.
+pub fn singles_of(dir: &Path, commands: &[(&'static str, Vec<String>, bool)], files: &[Damaged], counts: &mut Counts) {
     let mut seen = std::collections::BTreeSet::new();
     for f in files.iter().filter(|f| f.invalid && seen.insert(f.class)) {
         let d = dir.join(format!("single-{}", f.name));
         std::fs::create_dir_all(&d).unwrap();
         let path = d.join(&f.name);
         std::fs::write(&path, &f.bytes).unwrap();
-        for (label, args, writes) in commands(kernel, nokaslr) {
+        for &(label, ref args, writes) in commands {
             let out = d.join("out");
             let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
             a.push(path.as_os_str());

@@ -51,6 +51,35 @@ fn damaged_debian_modules_are_refused_and_the_good_ones_still_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The same classes from Debian's arm64 modules (signatures cut off),
+/// against Debian's arm64 Image: every module command but finalize (which
+/// has nothing to do on arm64 and refuses the kernel itself), each batch
+/// with the undamaged modules, and each class alone.
+#[test]
+fn damaged_debian_arm64_modules_are_refused_and_the_good_ones_still_written() {
+    let test = "damaged_debian_arm64_modules_are_refused_and_the_good_ones_still_written";
+    let Some(k) = common::arm64::arm64(test) else { return };
+    let mut rng = Rng(seed() ^ 0x6172_6d36);
+    let good: Vec<_> = ["fs/fat/fat.ko", "lib/libcrc32c.ko"].iter().map(|m| k.modules.join("kernel").join(m)).collect();
+    let mut files = Vec::new();
+    for p in &good {
+        let (bytes, _) = bootlink::module::load_bytes(p).unwrap();
+        let (elf_len, _) = bootlink::module::split_signature(&bytes).unwrap();
+        assert_eq!(generate::u16_at(&bytes, 0x12), 183, "{}: an AArch64 module", p.display());
+        let name = bootlink::module::name_from_path(p);
+        files.extend(generate::modules(&name, &bytes[..elf_len], &mut rng, 2));
+        files.extend(images::modules(&name, &bytes[..elf_len], &mut rng, 2));
+    }
+    let commands: Vec<_> = suite::commands(&k.vmlinuz, true).into_iter().filter(|c| c.0 != "finalize").collect();
+    let dir = tmpdir("damaged-real-arm64");
+    let mut counts = suite::Counts::default();
+    suite::batch_of(&dir, &commands, &files, &good, &mut counts);
+    suite::singles_of(&dir, &commands, &files, &mut counts);
+    assert!(counts.by_class.contains_key("foreign-machine"), "no module of another machine");
+    report("damaged_real", &counts.render("damaged arm64 modules (Debian's)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Damaged copies of Debian's vmlinuz (its x86 boot header and its xz
 /// payload; tests/damaged/bzimage.rs) through every command that reads a
 /// kernel image: each refused in one line naming it and giving its

@@ -37,10 +37,14 @@ fn i32_at(d: &[u8], at: usize) -> i64 {
 
 /// A copy of `src` in `dir` named `name`, changed by `damage`.
 fn damaged_copy(src: &Path, dir: &Path, name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
-    let mut d = std::fs::read(src).unwrap();
-    damage(&mut d);
+    damaged_bytes(std::fs::read(src).unwrap(), dir, name, damage)
+}
+
+/// `bytes`, changed by `damage`, written to `dir` as `name`.
+fn damaged_bytes(mut bytes: Vec<u8>, dir: &Path, name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    damage(&mut bytes);
     let p = dir.join(name);
-    std::fs::write(&p, d).unwrap();
+    std::fs::write(&p, bytes).unwrap();
     p
 }
 
@@ -79,59 +83,81 @@ fn entry_named(d: &[u8], entries: &[usize], name: &str) -> (usize, usize) {
         .unwrap_or_else(|| panic!("no export entry names {name}"))
 }
 
+/// Debian's arm64 Image as it is shipped, and its export entries found by
+/// hand: what each arm64 case damages a copy of.
+struct Arm64 {
+    k: &'static bootlink::fetch::Fetched,
+    real: Vec<u8>,
+    entries: Vec<usize>,
+}
+
+impl Arm64 {
+    /// None (a counted skip) without Debian's arm64 package.
+    fn new(test: &str) -> Option<Arm64> {
+        let k = arm64::arm64(test)?;
+        let real = std::fs::read(&k.vmlinuz).unwrap();
+        let entries = images::arm64_entries(&real);
+        Some(Arm64 { k, real, entries })
+    }
+
+    /// A copy of the Image in `dir` named `name`, changed by `damage`.
+    fn damaged(&self, dir: &Path, name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+        damaged_bytes(self.real.clone(), dir, name, damage)
+    }
+
+    /// `img` (a damaged copy in `dir`) refused with the one line `want`
+    /// by kernel-info, and by preresolve of Debian's fat.ko, as it is and
+    /// with `--fold-symbols`, before any module is written.
+    fn refused(&self, img: &Path, dir: &Path, want: &str) {
+        refused(&[&"kernel-info", &img], img, want, None);
+        let fat = self.k.modules.join("kernel/fs/fat/fat.ko");
+        let out = dir.join("out");
+        let pre: [&dyn AsRef<std::ffi::OsStr>; 4] = [&"preresolve", &"--kernel", &img, &"--assume-nokaslr"];
+        for fold in [&[][..], &[&"--fold-symbols" as &dyn AsRef<std::ffi::OsStr>][..]] {
+            let args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+                pre.iter().copied().chain(fold.iter().copied()).chain([&fat as _, &"-o" as _, &out as _]).collect();
+            refused(&args, img, want, Some(&out));
+        }
+    }
+}
+
 /// Every 6.1 arm64 Image has text_offset 0 (head.S: `.quad 0` since 5.8):
 /// Debian's does. A copy with 2 MiB there is refused, by kernel-info and
 /// by preresolve before any module is written; before, every preresolved
 /// address moved by 2 MiB and the run said nothing.
 #[test]
 fn an_arm64_text_offset_is_refused_not_added() {
-    let test = "an_arm64_text_offset_is_refused_not_added";
-    let Some(k) = arm64::arm64(test) else { return };
-    let real = std::fs::read(&k.vmlinuz).unwrap();
-    assert_eq!(&real[0x38..0x3c], b"ARM\x64");
-    assert_eq!(u64_at(&real, 8), 0, "Debian's 6.1 Image has text_offset 0");
+    let Some(a) = Arm64::new("an_arm64_text_offset_is_refused_not_added") else { return };
+    assert_eq!(&a.real[0x38..0x3c], b"ARM\x64");
+    assert_eq!(u64_at(&a.real, 8), 0, "Debian's 6.1 Image has text_offset 0");
     let dir = tmpdir("hostile-text-offset");
-    let img = damaged_copy(&k.vmlinuz, &dir, "vmlinuz", |d| d[8..16].copy_from_slice(&0x20_0000u64.to_le_bytes()));
+    let img = a.damaged(&dir, "vmlinuz", |d| d[8..16].copy_from_slice(&0x20_0000u64.to_le_bytes()));
     let want = format!(
         "damaged arm64 Image header: text_offset 0x200000, where a kernel since 5.8 has 0 (release {})",
-        k.release
+        a.k.release
     );
-    refused(&[&"kernel-info", &img], &img, &want, None);
-    let fat = k.modules.join("kernel/fs/fat/fat.ko");
-    let out = dir.join("out");
-    for fold in [&[][..], &["--fold-symbols"][..]] {
-        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"preresolve", &"--kernel", &img, &"--assume-nokaslr"];
-        a.extend(fold.iter().map(|f| f as &dyn AsRef<std::ffi::OsStr>));
-        a.extend([&fat as &dyn AsRef<std::ffi::OsStr>, &"-o", &out]);
-        refused(&a, &img, &want, Some(&out));
-    }
+    a.refused(&img, &dir, &want);
 }
 
 /// kfree's entry in Debian's arm64 Image, its value moved 1 GiB past the
-/// end of the kernel: refused naming the entry; before, kernel-info listed
-/// kfree at that address and preresolve wrote it into modules.
+/// end of the kernel, or into the Image's 64-byte boot header (inside the
+/// file, but no code or data): refused naming the entry; before, kernel-info
+/// listed kfree at that address and preresolve wrote it into modules.
 #[test]
 fn an_arm64_export_outside_the_image_is_refused() {
-    let test = "an_arm64_export_outside_the_image_is_refused";
-    let Some(k) = arm64::arm64(test) else { return };
-    let real = std::fs::read(&k.vmlinuz).unwrap();
-    let entries = images::arm64_entries(&real);
-    let (o, _) = entry_named(&real, &entries, "kfree");
-    let size = u64_at(&real, 16);
-    let far = size as i64 + (1 << 30);
+    let Some(a) = Arm64::new("an_arm64_export_outside_the_image_is_refused") else { return };
+    let (o, _) = entry_named(&a.real, &a.entries, "kfree");
+    let size = u64_at(&a.real, 16);
     let dir = tmpdir("hostile-export-far");
-    let img = damaged_copy(&k.vmlinuz, &dir, "vmlinuz", |d| {
-        d[o..o + 4].copy_from_slice(&((far - o as i64) as i32).to_le_bytes())
-    });
-    let want = format!(
-        "__ksymtab entry * (kfree) at {:#x}: the export's address {:#x} lies outside the kernel image (its first {size:#x} bytes",
-        KIMAGE_VADDR + o as u64,
-        KIMAGE_VADDR + far as u64
-    );
-    refused(&[&"kernel-info", &img], &img, &want, None);
-    let out = dir.join("out");
-    let fat = k.modules.join("kernel/fs/fat/fat.ko");
-    refused(&[&"preresolve", &"--kernel", &img, &"--assume-nokaslr", &fat, &"-o", &out], &img, &want, Some(&out));
+    for (name, to) in [("vmlinuz-far", size as i64 + (1 << 30)), ("vmlinuz-header", 8)] {
+        let img = a.damaged(&dir, name, |d| d[o..o + 4].copy_from_slice(&((to - o as i64) as i32).to_le_bytes()));
+        let want = format!(
+            "__ksymtab entry * (kfree) at {:#x}: the export's address {:#x} lies outside the kernel image (past its 64-byte boot header, up to the header's image_size, {size:#x})",
+            KIMAGE_VADDR + o as u64,
+            KIMAGE_VADDR + to as u64
+        );
+        a.refused(&img, &dir, &want);
+    }
 }
 
 /// Debian's arm64 Image holds one export per entry found by hand, as many
@@ -142,9 +168,8 @@ fn an_arm64_export_outside_the_image_is_refused() {
 #[test]
 fn one_bad_export_name_refuses_the_arm64_image_instead_of_dropping_exports() {
     let test = "one_bad_export_name_refuses_the_arm64_image_instead_of_dropping_exports";
-    let Some(k) = arm64::arm64(test) else { return };
-    let real = std::fs::read(&k.vmlinuz).unwrap();
-    let entries = images::arm64_entries(&real);
+    let Some(a) = Arm64::new(test) else { return };
+    let (k, entries) = (a.k, &a.entries);
     let info = run(&[&"kernel-info", &"--json", &k.vmlinuz]);
     assert!(info.status.success(), "{}", stderr(&info));
     let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
@@ -155,16 +180,13 @@ fn one_bad_export_name_refuses_the_arm64_image_instead_of_dropping_exports() {
             assert_eq!(entries.len(), 10_973);
         }
     }
-    let (o, at) = entry_named(&real, &entries, "kfree");
+    let (o, at) = entry_named(&a.real, entries, "kfree");
     let dir = tmpdir("hostile-bad-name");
-    let img = damaged_copy(&k.vmlinuz, &dir, "vmlinuz", |d| d[at + 1] = 0x01);
+    let img = a.damaged(&dir, "vmlinuz", |d| d[at + 1] = 0x01);
     let want = format!(
         "arm64 Image: the export entry at {o:#x}, * the * entries at *: its name \"k\\x01ree\" is not a symbol name"
     );
-    refused(&[&"kernel-info", &img], &img, &want, None);
-    let out = dir.join("out");
-    let fat = k.modules.join("kernel/fs/fat/fat.ko");
-    refused(&[&"preresolve", &"--kernel", &img, &"--assume-nokaslr", &fat, &"-o", &out], &img, &want, Some(&out));
+    a.refused(&img, &dir, &want);
 }
 
 /// The name offset of the first and of the last export entry of
@@ -175,22 +197,16 @@ fn one_bad_export_name_refuses_the_arm64_image_instead_of_dropping_exports() {
 /// the Image in one line naming it.
 #[test]
 fn a_damaged_first_or_last_arm64_export_entry_refuses_the_image() {
-    let test = "a_damaged_first_or_last_arm64_export_entry_refuses_the_image";
-    let Some(k) = arm64::arm64(test) else { return };
-    let real = std::fs::read(&k.vmlinuz).unwrap();
-    let entries = images::arm64_entries(&real);
+    let Some(a) = Arm64::new("a_damaged_first_or_last_arm64_export_entry_refuses_the_image") else { return };
     let dir = tmpdir("hostile-edge-entry");
-    for (which, o) in [("first", entries[0]), ("last", *entries.last().unwrap())] {
-        let (at, name) = name_at(&real, o);
+    for (which, o) in [("first", a.entries[0]), ("last", *a.entries.last().unwrap())] {
+        let (at, name) = name_at(&a.real, o);
         let name = String::from_utf8(name.to_vec()).unwrap();
-        let img = damaged_copy(&k.vmlinuz, &dir, &format!("vmlinuz-{which}"), |d| {
+        let img = a.damaged(&dir, &format!("vmlinuz-{which}"), |d| {
             d[o + 4..o + 8].copy_from_slice(&((0x28 - (o as i64 + 4)) as i32).to_le_bytes())
         });
         let want = format!("arm64 Image: the export name \"{name}\" at {at:#x} is named by none of the * entries at *");
-        refused(&[&"kernel-info", &img], &img, &want, None);
-        let out = dir.join("out");
-        let fat = k.modules.join("kernel/fs/fat/fat.ko");
-        refused(&[&"preresolve", &"--kernel", &img, &"--assume-nokaslr", &fat, &"-o", &out], &img, &want, Some(&out));
+        a.refused(&img, &dir, &want);
     }
 }
 
@@ -244,8 +260,7 @@ fn grown_this_module(plain: &Path, dir: &Path, name: &str, by: usize) -> PathBuf
 /// preresolved.
 #[test]
 fn an_arm64_module_of_another_struct_module_size_is_refused() {
-    let test = "an_arm64_module_of_another_struct_module_size_is_refused";
-    let Some(k) = common::arm64::arm64(test) else { return };
+    let Some(Arm64 { k, .. }) = Arm64::new("an_arm64_module_of_another_struct_module_size_is_refused") else { return };
     let dir = tmpdir("hostile-arm64-this-module");
     let fat = k.modules.join("kernel/fs/fat/fat.ko");
     let (bytes, _) = bootlink::module::load_bytes(&fat).unwrap();
@@ -353,9 +368,7 @@ fn a_struct_module_of_another_size_is_refused() {
 #[test]
 fn runs_of_damaged_arm64_export_entries_refuse_the_image() {
     let test = "runs_of_damaged_arm64_export_entries_refuse_the_image";
-    let Some(k) = arm64::arm64(test) else { return };
-    let real = std::fs::read(&k.vmlinuz).unwrap();
-    let entries = images::arm64_entries(&real);
+    let Some(Arm64 { k, real, entries }) = Arm64::new(test) else { return };
     // __ksymtab_gpl begins where the sorted names fall.
     let gpl = (1..entries.len()).find(|&i| name_at(&real, entries[i]).1 <= name_at(&real, entries[i - 1]).1).unwrap();
     let dir = tmpdir("hostile-entry-runs");

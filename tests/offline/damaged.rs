@@ -345,21 +345,20 @@ fn each_class_alone(
 #[test]
 fn order_takes_time_and_memory_linear_in_the_trace() {
     let dir = common::tmpdir("order-scale");
-    let (mut write, mut report) = (Vec::new(), Vec::new());
+    let mut costs = Vec::new();
     for n in [1_000, 8_000] {
         let d = dir.join(format!("{n}"));
         std::fs::create_dir_all(&d).unwrap();
         let (prog, trace, _) = order_case_of(&d, n);
         let t = d.join("trace");
         std::fs::write(&t, trace).unwrap();
-        write.push(common::measured(&[&"order", &"write", &"--trace", &t, &"--binary", &prog, &"-o", &d.join("out")]));
-        report.push(common::measured(&[&"order", &"report", &"--trace", &t, &"--binary", &prog]));
+        costs.push(vec![
+            common::measured(&[&"order", &"write", &"--trace", &t, &"--binary", &prog, &"-o", &d.join("out")]),
+            common::measured(&[&"order", &"report", &"--trace", &t, &"--binary", &prog]),
+        ]);
     }
-    let lines = [
-        common::linear_in_the_input("order write (1,000 -> 8,000 functions traced)", write[0], write[1]),
-        common::linear_in_the_input("order report (1,000 -> 8,000 functions traced)", report[0], report[1]),
-    ];
-    common::report("order scale", &lines.join("\n"));
+    let labels = ["write", "report"].map(|c| format!("order {c} (1,000 -> 8,000 functions traced)"));
+    common::report("order scale", &common::each_linear(labels, &costs));
 }
 
 /// `inspect` and `preresolve` of a batch 8 times as large take at most
@@ -372,33 +371,24 @@ fn module_batches_take_time_and_memory_linear_in_their_modules() {
     let dir = common::tmpdir("batch-scale");
     let module = std::fs::read(fixtures().join("modules/bl_plain.ko")).unwrap();
     let vmlinux = fixtures().join("vmlinux");
-    let (mut inspect, mut preresolve) = (Vec::new(), Vec::new());
+    let mut costs = Vec::new();
     for n in [1_000, 8_000] {
         let mods = dir.join(format!("mods-{n}"));
         std::fs::create_dir_all(&mods).unwrap();
         for k in 0..n {
             std::fs::write(mods.join(format!("m{k}.ko")), &module).unwrap();
         }
-        inspect.push(common::measured(&[&"inspect", &vmlinux, &mods]));
+        let inspect = common::measured(&[&"inspect", &vmlinux, &mods]);
         let out = dir.join(format!("out-{n}"));
-        preresolve.push(common::measured(&[
-            &"preresolve",
-            &"--kernel",
-            &vmlinux,
-            &"--assume-nokaslr",
-            &mods,
-            &"-o",
-            &out,
-        ]));
+        let preresolve =
+            common::measured(&[&"preresolve", &"--kernel", &vmlinux, &"--assume-nokaslr", &mods, &"-o", &out]);
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), n, "preresolve wrote every module");
+        costs.push(vec![inspect, preresolve]);
         let _ = std::fs::remove_dir_all(&mods);
         let _ = std::fs::remove_dir_all(&out);
     }
-    let lines = [
-        common::linear_in_the_input("inspect (1,000 -> 8,000 modules)", inspect[0], inspect[1]),
-        common::linear_in_the_input("preresolve (1,000 -> 8,000 modules)", preresolve[0], preresolve[1]),
-    ];
-    common::report("batch scale", &lines.join("\n"));
+    let labels = ["inspect (1,000 -> 8,000 modules)", "preresolve (1,000 -> 8,000 modules)"];
+    common::report("batch scale", &common::each_linear(labels, &costs));
 }
 
 /// An arm64 Image's export tables are found by their shape, every entry

@@ -342,6 +342,81 @@ fn a_bzimage_payload_decodes_to_no_more_than_its_trailer_states() {
     }
 }
 
+/// An ELF header and nothing a loader reads: the fixture vmlinux's
+/// header with no program or section headers, then 1 MiB of zeros,
+/// zstd-compressed at the start of a file, as a bzImage's payload, and
+/// behind a line of text (the search for an embedded stream): each is
+/// refused by `extract-vmlinux` in one line, nothing written; before, the
+/// zeros were written out as a vmlinux, exit 0 (found by the second
+/// audit of issue 47: 10 MiB of such frames gave a 256 MiB "vmlinux").
+/// The fixture vmlinux in the same three places is extracted whole.
+#[test]
+fn an_elf_header_with_nothing_to_load_is_not_extracted() {
+    let vmlinux = std::fs::read(fixtures().join("vmlinux")).unwrap();
+    let mut hollow = vmlinux[..64].to_vec();
+    hollow[0x20..0x30].fill(0); // e_phoff, e_shoff
+    hollow[0x38..0x3a].fill(0); // e_phnum
+    hollow[0x3c..0x40].fill(0); // e_shnum, e_shstrndx
+    hollow.resize(64 + (1 << 20), 0);
+    let places = |plain: &[u8]| {
+        let z = compress::compress(plain, Compression::Zstd).unwrap();
+        let mut payload = z.clone();
+        payload.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        let mut wrapped = b"not a kernel\n".to_vec();
+        wrapped.extend_from_slice(&z);
+        [("vmlinux.zst", z), ("vmlinuz", bzimage(&payload)), ("wrapped", wrapped)]
+    };
+    let dir = common::tmpdir("hostile-hollow-elf");
+    let out = dir.join("out");
+    for (name, data) in places(&hollow) {
+        let image = dir.join(name);
+        std::fs::write(&image, data).unwrap();
+        let o = common::run(&[&"extract-vmlinux", &image, &"-o", &out]);
+        let err = common::stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        let want = format!(
+            "bootlink: {}: the ELF file it holds ({} bytes) has no loadable segment (no PT_LOAD with file data): not a kernel, not extracted\n",
+            image.display(),
+            hollow.len()
+        );
+        assert_eq!(err, want, "{name}");
+        assert!(!out.exists(), "{name}: written");
+    }
+    for (name, data) in places(&vmlinux) {
+        let image = dir.join(name);
+        std::fs::write(&image, data).unwrap();
+        common::TestCommand::new(&[&"extract-vmlinux", &image, &"-o", &out]).ok();
+        assert_eq!(std::fs::read(&out).unwrap(), vmlinux, "{name}");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+/// A small arm64 Image as the build lays one out: the 64-byte boot
+/// header ("ARM\x64", text_offset 0, image_size the file rounded up to
+/// 64 KiB), `n` export entries (PREL32 value, name and namespace, the
+/// values into the code at 0x800), their names (`__ksymtab`'s sorted,
+/// then `__ksymtab_gpl`'s) and a `Linux version` banner: read whole.
+fn arm64_image_of_exports(n: usize) -> Vec<u8> {
+    let mut d = vec![0u8; 0x1000];
+    d[0x38..0x3c].copy_from_slice(b"ARM\x64");
+    let names = 0x1000 + 12 * n;
+    let rel = |field: usize, to: usize| ((to as i64 - field as i64) as i32).to_le_bytes();
+    for i in 0..n {
+        let o = 0x1000 + 12 * i;
+        d.extend_from_slice(&rel(o, 0x800));
+        d.extend_from_slice(&rel(o + 4, names + 9 * i));
+        d.extend_from_slice(&[0; 4]);
+    }
+    for i in 0..n {
+        let (table, k) = if i < n / 2 { ('f', i) } else { ('e', i - n / 2) };
+        d.extend_from_slice(format!("{table}{k:07}\0").as_bytes());
+    }
+    d.extend_from_slice(b"Linux version 6.1.0-56-arm64 (x@y) #1 SMP\0");
+    let image_size = d.len().next_multiple_of(64 << 10) as u64;
+    d[16..24].copy_from_slice(&image_size.to_le_bytes());
+    d
+}
+
 /// Issue 47's finding: a kernel file of several GiB was copied whole into
 /// memory (and aborted on the allocation). A sparse file of 5 GiB (no
 /// disk used) that is not an ELF vmlinux is refused in one line before
@@ -549,19 +624,24 @@ fn mutated_kernel_images_and_compressed_modules_never_panic() {
         .collect();
     line("vmlinux in a wrapper", fuzz("embedded-vmlinux", seed, secs(), &wrapped, find));
 
-    // an arm64 Image: its 64-byte header ("ARM\x64" at 0x38), then code
-    let mut image = vec![0u8; 64];
-    image[0x38..0x3c].copy_from_slice(b"ARM\x64");
-    image[8..16].copy_from_slice(&0x80000u64.to_le_bytes());
-    image.extend(vmlinux.iter().take(32 << 10));
+    // an arm64 Image whose export tables read whole, as it is and as an
+    // Image.gz: mutations reach gzip's decoder, the header's checks, the
+    // tables' search and every entry's and every name's check (the base
+    // this target had, an Image without export tables, was refused whole)
+    let image = arm64_image_of_exports(400);
     let image_gz = compress::compress(&image, Compression::Gzip).unwrap();
     let dir = common::tmpdir("fuzz-arm64");
-    let path = dir.join("Image.gz");
+    let path = dir.join("Image");
+    for base in [&image, &image_gz] {
+        std::fs::write(&path, base).unwrap();
+        assert_eq!(kernel::KernelImage::open(&path, None).unwrap().exports.len(), 400);
+    }
     line(
-        "arm64 Image.gz",
-        fuzz("arm64-image-gz", seed, secs(), std::slice::from_ref(&image_gz), |input| {
+        "arm64 Image and Image.gz",
+        fuzz("arm64-image-gz", seed, secs(), &[image, image_gz], |input| {
             std::fs::write(&path, input).unwrap();
-            kernel::KernelImage::open(&path, None).is_ok() | kernel::arm64_image(&path).is_ok()
+            let _ = kernel::arm64_image(&path);
+            kernel::KernelImage::open(&path, None).is_ok()
         }),
     );
 

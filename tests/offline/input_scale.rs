@@ -197,7 +197,7 @@ fn an_elf_vmlinux_takes_time_and_memory_linear_in_its_exports() {
         let _ = std::fs::remove_dir_all(&d);
     }
     let labels = commands.iter().map(|c| format!("{} (vmlinux of 8,000 -> 64,000 exports)", c.label));
-    common::report("vmlinux scale", &each_linear(labels, &costs));
+    common::report("vmlinux scale", &common::each_linear(labels, &costs));
 }
 
 /// One module made from the fixture `bl_plain.ko` linked (`ld -r`) with
@@ -300,16 +300,7 @@ fn one_module_takes_time_and_memory_linear_in_its_sections_symbols_and_relocatio
         let _ = std::fs::remove_dir_all(&d);
     }
     let labels = labels.iter().map(|l| format!("{l} (one module, 3,000 -> 24,000 functions more)"));
-    common::report("module scale", &each_linear(labels, &costs));
-}
-
-/// Each command's cost at the input's size and at 8 times it (`costs[0]`,
-/// `costs[1]`, in `labels`' order) held to `common::linear_in_the_input`:
-/// the report's lines.
-fn each_linear(labels: impl Iterator<Item = String>, costs: &[Vec<(f64, i64)>]) -> String {
-    let lines: Vec<String> =
-        labels.enumerate().map(|(k, l)| common::linear_in_the_input(&l, costs[0][k], costs[1][k])).collect();
-    lines.join("\n")
+    common::report("module scale", &common::each_linear(labels, &costs));
 }
 
 /// A shared library of `n` exported functions, each calling the next
@@ -368,12 +359,12 @@ fn ddlink_case(dir: &Path, n: usize) -> (PathBuf, PathBuf) {
 #[test]
 fn ddlink_records_and_caches_take_time_and_memory_linear_in_their_bindings() {
     let dir = common::tmpdir("ddlink-scale");
-    let (mut write, mut status, mut verify) = (Vec::new(), Vec::new(), Vec::new());
+    let mut costs = Vec::new();
     for n in [8_000, 64_000] {
         let d = dir.join(format!("{n}"));
         let (_lib, record) = ddlink_case(&d, n);
         let cache = d.join("cache");
-        write.push(common::measured(&[
+        let write = common::measured(&[
             &"ddlink",
             &"write",
             &"--loader",
@@ -384,7 +375,7 @@ fn ddlink_records_and_caches_take_time_and_memory_linear_in_their_bindings() {
             &"/bin/true",
             &"-o",
             &cache,
-        ]));
+        ]);
         let o = common::TestCommand::new(&[
             &"ddlink",
             &"status",
@@ -412,17 +403,11 @@ fn ddlink_records_and_caches_take_time_and_memory_linear_in_their_bindings() {
             assert!(code == 0 || code == 1, "ddlink {sub}: exit {code}");
             cost
         };
-        status.push(run("status"));
-        verify.push(run("verify"));
+        costs.push(vec![write, run("status"), run("verify")]);
         let _ = std::fs::remove_dir_all(&d);
     }
-    let what = "8,000 -> 64,000 bindings";
-    let lines = [
-        common::linear_in_the_input(&format!("ddlink write ({what})"), write[0], write[1]),
-        common::linear_in_the_input(&format!("ddlink status ({what})"), status[0], status[1]),
-        common::linear_in_the_input(&format!("ddlink verify ({what})"), verify[0], verify[1]),
-    ];
-    common::report("ddlink scale", &lines.join("\n"));
+    let labels = ["write", "status", "verify"].map(|c| format!("ddlink {c} (8,000 -> 64,000 bindings)"));
+    common::report("ddlink scale", &common::each_linear(labels, &costs));
 }
 
 /// A LAVA jobs directory of `variants` variants (`bootlink-lava.json` as
@@ -542,7 +527,7 @@ fn kernel_package_entry(cache: &Path, image: &Path, vmlinuz: &Path, files: usize
 #[test]
 fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
     let dir = common::tmpdir("cache-scale");
-    let (mut fetch, mut image_hit) = (Vec::new(), Vec::new());
+    let mut costs = Vec::new();
     for (exports, files) in [(8_000, 1_000), (64_000, 8_000)] {
         let d = dir.join(format!("{files}"));
         std::fs::create_dir_all(&d).unwrap();
@@ -562,7 +547,7 @@ fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["vmlinux"].as_str(), Some(cache.join("kernels/6.1.0-56-amd64/boot/vmlinux").to_str().unwrap()));
         assert_eq!(bootlink::cache::check(&cache.join("kernels/6.1.0-56-amd64")), Ok(()), "the entry whole");
-        fetch.push(measured_args(&os(&[&"fetch-kernel", &"--package", &package]), &env));
+        let fetch = measured_args(&os(&[&"fetch-kernel", &"--package", &package]), &env);
 
         let first = common::TestCommand::new(&[&"kernel-info", &gz, &"--json"])
             .env("BOOTLINK_CACHE", cache.to_str().unwrap())
@@ -573,24 +558,17 @@ fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
             .filter(|e| e.path().extension().is_some_and(|x| x == "elf"))
             .count();
         assert_eq!(elfs, 1, "the image's vmlinux is in the cache");
-        image_hit.push(measured_args(&os(&[&"kernel-info", &gz, &"--json"]), &env));
+        let image_hit = measured_args(&os(&[&"kernel-info", &gz, &"--json"]), &env);
         let again = common::TestCommand::new(&[&"kernel-info", &gz, &"--json"])
             .env("BOOTLINK_CACHE", cache.to_str().unwrap())
             .ok();
         assert_eq!(again.stdout, first.stdout, "the cache's answer is the image's");
+        costs.push(vec![fetch, image_hit]);
         let _ = std::fs::remove_dir_all(&d);
     }
-    let lines = [
-        common::linear_in_the_input(
-            "fetch-kernel, a kernel package in the cache (1,000 -> 8,000 modules, 8,000 -> 64,000 exports)",
-            fetch[0],
-            fetch[1],
-        ),
-        common::linear_in_the_input(
-            "kernel-info, a decompressed-image cache hit (vmlinux of 8,000 -> 64,000 exports)",
-            image_hit[0],
-            image_hit[1],
-        ),
+    let labels = [
+        "fetch-kernel, a kernel package in the cache (1,000 -> 8,000 modules, 8,000 -> 64,000 exports)",
+        "kernel-info, a decompressed-image cache hit (vmlinux of 8,000 -> 64,000 exports)",
     ];
-    common::report("cache scale", &lines.join("\n"));
+    common::report("cache scale", &common::each_linear(labels, &costs));
 }

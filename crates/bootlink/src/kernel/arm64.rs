@@ -569,7 +569,10 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         // The kernel from the end of the boot header to `_end`.
         targets: Targets {
             ranges: vec![(base + HEADER_LEN as u64, base + h.image_size)],
-            what: format!("the kernel image (its first {:#x} bytes, the header's image_size)", h.image_size),
+            what: format!(
+                "the kernel image (past its {HEADER_LEN}-byte boot header, up to the header's image_size, {:#x})",
+                h.image_size
+            ),
         },
     };
     let exports = ksymtab::decode(tables, EntryFormat::Prel32).map_err(|e| e.at(path))?;

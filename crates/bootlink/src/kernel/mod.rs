@@ -415,6 +415,16 @@ pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     // export tables, when it has them, must read as every other command
     // reads them: a damaged kernel is not passed on as a good one.
     let elf = Elf::parse(&v.data, Want::Executable).map_err(|e| e.at(path))?;
+    // An ELF header and whatever follows it (a stream of zeros after
+    // "\x7fELF") is no kernel: every vmlinux has loadable segments, the
+    // bytes the boot code places. Such a stream was written out, exit 0.
+    if elf.loadable_bytes().map_err(|e| e.at(path))? == 0 {
+        return Err(corrupt(format!(
+            "the ELF file it holds ({} bytes) has no loadable segment (no PT_LOAD with file data): not a kernel, not extracted",
+            v.data.len()
+        ))
+        .at(path));
+    }
     if elf.section("__ksymtab_strings").is_some() {
         ksymtab::read_exports(&elf).map_err(|e| e.at(path))?;
     }
