@@ -362,7 +362,7 @@ fn bad_logs_are_refused_one_line_each_and_the_rest_is_imported() {
         .arg(&logs.join("101.yaml"))
         .arg(&logs.join("101.yaml"))
         .cmd_output();
-    assert!(!o.status.success() && common::stderr(&o).contains("101.yaml: given twice: imported once"));
+    assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(load(&twice).variants[0].repetitions.len(), 1);
     TestCommand::new(&[&"lava", &"import", &"--jobs", &other, &"-o", &dir.join("o"), &logs.join("101.yaml")])
         .fails_with("a job of other jobs: the initramfs LAVA booted is not variant stock's in these jobs");

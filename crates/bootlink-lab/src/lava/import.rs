@@ -340,7 +340,7 @@ pub fn import(opts: &Options) -> Result<Report> {
     for path in &opts.logs {
         let id = fsutil::FileId::of(path).map(Ok).unwrap_or_else(|| Err(path.clone()));
         if std::fs::metadata(path).is_ok_and(|m| m.is_file()) && !seen.insert(id) {
-            problems.push(Error::file(Kind::Usage, path, "given twice: imported once").to_string());
+            // one input, as every command takes it (not a problem)
             continue;
         }
         let read = read_log(path).and_then(|l| {
