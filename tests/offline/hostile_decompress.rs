@@ -368,9 +368,18 @@ fn an_elf_header_with_nothing_to_load_is_not_extracted() {
     };
     let dir = common::tmpdir("hostile-hollow-elf");
     let out = dir.join("out");
+    // The decompressed-image cache of its own: a refused image leaves
+    // nothing in it, a kernel's is kept (kernel-info reads through it).
+    let cache = dir.join("cache");
+    let entries = || std::fs::read_dir(cache.join("vmlinux")).map_or(0, |d| d.count());
     for (name, data) in places(&hollow) {
         let image = dir.join(name);
         std::fs::write(&image, data).unwrap();
+        let o = common::TestCommand::new(&[&"kernel-info", &image])
+            .env("BOOTLINK_CACHE", cache.to_str().unwrap())
+            .cmd_output();
+        assert!(!o.status.success(), "{name}: kernel-info took it");
+        assert_eq!(entries(), 0, "{name}: a cache entry for a refused image");
         let o = common::run(&[&"extract-vmlinux", &image, &"-o", &out]);
         let err = common::stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{name}: {err}");
@@ -389,6 +398,10 @@ fn an_elf_header_with_nothing_to_load_is_not_extracted() {
         assert_eq!(std::fs::read(&out).unwrap(), vmlinux, "{name}");
         std::fs::remove_file(&out).unwrap();
     }
+    let image = dir.join("vmlinuz");
+    common::TestCommand::new(&[&"kernel-info", &image]).env("BOOTLINK_CACHE", cache.to_str().unwrap()).ok();
+    // the entry and its record
+    assert_eq!(entries(), 2, "the kernel's decompressed image kept");
 }
 
 /// A small arm64 Image as the build lays one out: the 64-byte boot

@@ -84,7 +84,7 @@ pub fn vmlinux(image: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
         }
     }
     let v = find_vmlinux(image)?;
-    if !matches!(v.source, Source::Vmlinux) && std::fs::create_dir_all(dir()).is_ok() {
+    if !matches!(v.source, Source::Vmlinux) && worth_keeping(&v.data) && std::fs::create_dir_all(dir()).is_ok() {
         // A cache that cannot be written is only slower, never an error.
         // The record goes last: an entry without one is not used.
         let _ = std::fs::remove_file(&meta);
@@ -96,6 +96,14 @@ pub fn vmlinux(image: fsutil::Bytes) -> std::result::Result<Vmlinux, Error> {
         }
     }
     Ok(v)
+}
+
+/// Only what could be a kernel is kept: an executable ELF file with
+/// bytes to load. A stream that merely starts with an ELF header (zeros
+/// after it, the image refused by every command) would otherwise take a
+/// cache entry as large as the stream, for nothing.
+fn worth_keeping(data: &[u8]) -> bool {
+    crate::elf::Elf::parse(data, crate::elf::Want::Executable).and_then(|e| e.loadable_bytes()).is_ok_and(|n| n > 0)
 }
 
 /// Write `path` atomically, whatever is there now.
