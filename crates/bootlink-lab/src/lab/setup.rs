@@ -641,7 +641,7 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
 /// What `bootlink lab` did: the boots and their checks, or (asked for
 /// `--lava DIR`) the LAVA jobs written in their place.
 pub enum Outcome {
-    Booted(Booted),
+    Booted(Box<Booted>),
     Jobs(crate::lava::job::Report),
 }
 
@@ -679,7 +679,7 @@ pub fn run(req: Request, lava: Option<crate::lava::job::Options>) -> Result<Outc
     }
     let run = crate::lab::scenario::run(&scenario)?;
     let checks = check(&run, scenario.modules.len(), scenario.trace);
-    Ok(Outcome::Booted(Booted { scenario, run, checks }))
+    Ok(Outcome::Booted(Box::new(Booted { scenario, run, checks })))
 }
 
 /// The report `bootlink lab --json` prints.
