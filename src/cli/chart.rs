@@ -27,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
-    let out = chart::Outputs { html: a.output, svg: a.svg, perfetto: a.perfetto };
-    super::emit(&chart::command(&a.runs, &out, a.json)?, a.json);
+    let out = chart::Outputs { html: a.output, svg: a.svg, perfetto: a.perfetto, summary: a.json };
+    super::emit(&chart::command(&a.runs, &out)?, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -3,19 +3,21 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bootlink::{Error, fsutil, kernel};
+use bootlink::{Error, kernel};
+
+use super::emit;
 
 #[derive(clap::Args)]
 pub struct Args {
     image: PathBuf,
     #[arg(short, long)]
     output: PathBuf,
+    /// Print what was written as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
-    fsutil::check_outputs(&[&a.image], &[fsutil::Planned::new(&a.output)])?;
-    let v = kernel::extract_vmlinux(&a.image)?;
-    fsutil::write_atomic(&a.output, &v.data)?;
-    eprintln!("{}: {} ({} bytes)", a.output.display(), v.source.describe(), v.data.len());
+    emit(&kernel::extract_vmlinux_to(&a.image, &a.output)?, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -105,44 +105,24 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         },
     };
     let lava = match &a.lava {
-        Some(dir) => {
-            let boot = match &a.lava_boot {
-                Some(b) => bootlink_lab::lava::job::BootMethod::parse(b).ok_or_else(|| {
-                    Error::new(bootlink::error::Kind::Usage, format!("--lava-boot {b:?}: use qemu, u-boot or grub"))
-                })?,
-                None => bootlink_lab::lava::job::BootMethod::of_device_type(&a.lava_device_type).ok_or_else(|| {
-                    Error::new(
-                        bootlink::error::Kind::Usage,
-                        format!(
-                            "--lava-device-type {}: name its boot method with --lava-boot u-boot or grub",
-                            a.lava_device_type
-                        ),
-                    )
-                })?,
-            };
-            Some(bootlink_lab::lava::job::Options {
-                dir: dir.clone(),
-                device_type: a.lava_device_type.clone(),
-                boot,
-                url: a.lava_url.clone(),
-                dtb: a.lava_dtb.clone(),
-                kernel_type: a.lava_kernel_type.clone(),
-            })
-        }
+        Some(dir) => Some(bootlink_lab::lava::job::Options {
+            dir: dir.clone(),
+            device_type: a.lava_device_type.clone(),
+            boot: bootlink_lab::lava::job::BootMethod::choose(a.lava_boot.as_deref(), &a.lava_device_type)?,
+            url: a.lava_url.clone(),
+            dtb: a.lava_dtb.clone(),
+            kernel_type: a.lava_kernel_type.clone(),
+        }),
         None => None,
     };
-    let req = match &lava {
-        Some(o) => lab::setup::Request { out: Some(o.dir.clone()), ..req },
-        None => req,
-    };
-    let sc = lab::setup::scenario(&req)?;
-    if let Some(o) = lava {
-        let report = bootlink_lab::lava::job::write(&sc, &o)?;
-        emit(&report, a.json);
-        return Ok(ExitCode::SUCCESS);
+    match lab::setup::run(req, lava)? {
+        lab::setup::Outcome::Jobs(report) => {
+            emit(&report, a.json);
+            Ok(ExitCode::SUCCESS)
+        }
+        lab::setup::Outcome::Booted(b) => {
+            emit(&b.report(), a.json);
+            Ok(exit(b.ok()))
+        }
     }
-    let run = lab::scenario::run(&sc)?;
-    let checks = lab::setup::check(&run, sc.modules.len(), sc.trace);
-    emit(&lab::setup::Report::of(&sc, &run, &checks), a.json);
-    Ok(exit(!run.partial && checks.problems.is_empty()))
 }

@@ -307,8 +307,7 @@ fn print_batch(report: &impl Report, errors: &[bootlink::tree::FileError], empty
 }
 
 /// Print a command's result: its JSON with `--json`, else its text. Every
-/// command's output goes through here (or [`print_json`] for a value that
-/// is only ever data).
+/// command's output goes through here.
 fn emit(report: &impl Report, json: bool) {
     if json {
         print_json(report);

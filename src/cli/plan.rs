@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use bootlink::{Error, kmod};
 
-use super::print_json;
+use super::emit;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,13 +40,6 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         options: a.options,
         output: a.output,
     };
-    let w = kmod::plan(&req)?;
-    if a.json {
-        print_json(&w);
-    } else if let Some(o) = &req.output {
-        eprintln!("bootlink plan: {} modules from {} -> {}", w.modules, w.tree.display(), o.display());
-    } else {
-        print!("{}", w.text);
-    }
+    emit(&kmod::plan(&req)?, a.json);
     Ok(ExitCode::SUCCESS)
 }

@@ -30,23 +30,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
-    let (run_json, planned) = (a.run.join("run.json"), [&a.svg, &a.modules_svg]);
-    let planned: Vec<_> = planned.into_iter().flatten().map(|p| bootlink::fsutil::Planned::new(p)).collect();
-    bootlink::fsutil::check_outputs(&[&a.run, &run_json], &planned)?;
-    let r = recommend::run(&recommend::Options { run: a.run, storage: a.storage })?;
-    if let Some(path) = &a.svg {
-        bootlink::fsutil::write_atomic(path, recommend::chart(&r).as_bytes())?;
-    }
-    if let Some(path) = &a.modules_svg {
-        let Some(svg) = recommend::module_chart(&r) else {
-            return Err(Error::file(
-                bootlink::error::Kind::Usage,
-                &r.run,
-                "--modules-svg: this run loaded no module set (its variants name no module files)",
-            ));
-        };
-        bootlink::fsutil::write_atomic(path, svg.as_bytes())?;
-    }
-    emit(&r, a.json);
+    let o = recommend::Options { run: a.run, storage: a.storage, svg: a.svg, modules_svg: a.modules_svg };
+    emit(&recommend::run(&o)?, a.json);
     Ok(ExitCode::SUCCESS)
 }

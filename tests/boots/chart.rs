@@ -664,11 +664,11 @@ fn load_reports_bad_inputs() {
     let run = run::load(&quiet).unwrap();
     let html = chart::render_html(std::slice::from_ref(&run));
     assert!(html.contains("No initcalls or module loads"));
-    let out = chart::command(std::slice::from_ref(&quiet), &chart::Outputs::default(), false).unwrap_err().to_string();
+    let out = chart::command(std::slice::from_ref(&quiet), &chart::Outputs::default()).unwrap_err().to_string();
     assert!(out.contains("-o FILE.html"), "{out}");
     let o = chart::Outputs { html: Some(tmp.path().join("e.html")), ..Default::default() };
     use bootlink::report::Report;
-    assert!(chart::command(&[quiet], &o, false).unwrap().render().contains("e.html"));
+    assert!(chart::command(&[quiet], &o).unwrap().render().contains("e.html"));
     // Names with markup are escaped.
     let evil = tmp.path().join("<b>&.log");
     std::fs::write(

@@ -160,6 +160,9 @@ const LAB: Crate = Crate {
         ("recommend", "chart"),
         // LAVA jobs are the lab's variants built and its consoles parsed
         ("lava", "lab"),
+        // `bootlink lab --lava DIR` writes the scenario's jobs instead of
+        // booting it (lab::setup::run)
+        ("lab", "lava"),
     ],
 };
 

@@ -94,12 +94,15 @@ pub fn write(path: &Path, runs: &[Run], format: Format) -> Result<()> {
     fsutil::write_atomic(path, render(runs, format).as_bytes())
 }
 
-/// Where `bootlink chart` writes.
+/// What `bootlink chart` is asked for: the files to write, and whether the
+/// before/after summary alone is an answer (the CLI's `--json`).
 #[derive(Debug, Clone, Default)]
 pub struct Outputs {
     pub html: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub perfetto: Option<PathBuf>,
+    /// The summary is asked for, so writing no file is not a mistake.
+    pub summary: bool,
 }
 
 /// What `bootlink chart` did: the files it wrote and the runs' before/after
@@ -247,27 +250,27 @@ impl Outputs {
     }
 }
 
-/// `bootlink chart`: load the inputs and write the files asked for.
-/// `summary_only`: the caller wants the summary (`--json`), so writing no
-/// file is not a mistake. System records (every input one) chart apart.
+/// `bootlink chart`: load the inputs and write the files asked for (with
+/// [`Outputs::summary`], none need be). System records (every input one)
+/// chart apart.
 /// The outputs are checked before anything is read, and put in place
 /// together once all are written (a full file system leaves none).
-pub fn command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<Charted> {
+pub fn command(inputs: &[PathBuf], out: &Outputs) -> Result<Charted> {
     if inputs.is_empty() {
         return Err(Error::new(Kind::Usage, "chart: give at least one run directory, run.json or kernel log"));
     }
     out.check(inputs)?;
     if inputs.iter().any(|p| system::record_path(p).is_some()) {
-        if out.html.is_none() && out.svg.is_none() && !summary_only {
+        if out.html.is_none() && out.svg.is_none() && !out.summary {
             return Err(Error::new(Kind::Usage, "chart: say what to write: -o FILE.html, --svg FILE or --json"));
         }
         return systems(inputs, out).map(Charted::Systems);
     }
-    runs_command(inputs, out, summary_only).map(Charted::Runs)
+    runs_command(inputs, out).map(Charted::Runs)
 }
 
-fn runs_command(inputs: &[PathBuf], out: &Outputs, summary_only: bool) -> Result<ChartReport> {
-    if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !summary_only {
+fn runs_command(inputs: &[PathBuf], out: &Outputs) -> Result<ChartReport> {
+    if out.html.is_none() && out.svg.is_none() && out.perfetto.is_none() && !out.summary {
         return Err(Error::new(
             Kind::Usage,
             "chart: say what to write: -o FILE.html, --svg FILE, --perfetto FILE or --json",

@@ -638,6 +638,50 @@ fn user_problems(r: &crate::run::results::Repetition) -> Vec<String> {
     out
 }
 
+/// What `bootlink lab` did: the boots and their checks, or (asked for
+/// `--lava DIR`) the LAVA jobs written in their place.
+pub enum Outcome {
+    Booted(Box<Booted>),
+    Jobs(crate::lava::job::Report),
+}
+
+/// A finished run with what ran and its checks.
+pub struct Booted {
+    pub scenario: Scenario,
+    pub run: Run,
+    pub checks: Checks,
+}
+
+impl Booted {
+    /// Its report (text and `--json`).
+    pub fn report(&self) -> Report<'_> {
+        Report::of(&self.scenario, &self.run, &self.checks)
+    }
+
+    /// Every boot finished and every check passed.
+    pub fn ok(&self) -> bool {
+        !self.run.partial && self.checks.problems.is_empty()
+    }
+}
+
+/// `bootlink lab`: the scenario worked out ([`scenario`]), then either its
+/// LAVA jobs written into `lava`'s directory (which is the run's
+/// directory) or its boots run ([`crate::lab::scenario::run`]) and checked
+/// against the set ([`check`]).
+pub fn run(req: Request, lava: Option<crate::lava::job::Options>) -> Result<Outcome> {
+    let req = match &lava {
+        Some(o) => Request { out: Some(o.dir.clone()), ..req },
+        None => req,
+    };
+    let scenario = scenario(&req)?;
+    if let Some(o) = lava {
+        return crate::lava::job::write(&scenario, &o).map(Outcome::Jobs);
+    }
+    let run = crate::lab::scenario::run(&scenario)?;
+    let checks = check(&run, scenario.modules.len(), scenario.trace);
+    Ok(Outcome::Booted(Box::new(Booted { scenario, run, checks })))
+}
+
 /// The report `bootlink lab --json` prints.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {

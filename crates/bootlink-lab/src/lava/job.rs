@@ -86,6 +86,21 @@ impl BootMethod {
     pub fn of_device_type(device_type: &str) -> Option<BootMethod> {
         (device_type == "qemu").then_some(BootMethod::Qemu)
     }
+
+    /// The method the user named (`--lava-boot`), or the device type's own:
+    /// a usage error for an unknown name, or a board's type named alone.
+    pub fn choose(named: Option<&str>, device_type: &str) -> Result<BootMethod> {
+        match named {
+            Some(b) => BootMethod::parse(b)
+                .ok_or_else(|| Error::new(Kind::Usage, format!("--lava-boot {b:?}: use qemu, u-boot or grub"))),
+            None => BootMethod::of_device_type(device_type).ok_or_else(|| {
+                Error::new(
+                    Kind::Usage,
+                    format!("--lava-device-type {device_type}: name its boot method with --lava-boot u-boot or grub"),
+                )
+            }),
+        }
+    }
 }
 
 /// What `--lava` asks for.

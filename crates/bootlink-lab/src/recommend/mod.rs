@@ -31,6 +31,7 @@ pub use svg::{chart, module_chart};
 
 use crate::run::results::Run;
 use bootlink::error::{Error, Kind, Result};
+use bootlink::fsutil;
 
 /// The flash model's request size (bytes).
 const REQUEST: f64 = crate::workload::order::REQUEST as f64;
@@ -85,6 +86,10 @@ pub struct Options {
     /// A lab run directory (or its run.json).
     pub run: PathBuf,
     pub storage: Storage,
+    /// Also draw the images' chart ([`chart`]) into this SVG.
+    pub svg: Option<PathBuf>,
+    /// Also draw the module set's chart ([`module_chart`]) into this SVG.
+    pub modules_svg: Option<PathBuf>,
 }
 
 /// One booted image of the run.
@@ -217,7 +222,33 @@ pub struct LeftOut {
     pub why: String,
 }
 
+/// `bootlink recommend`: the run's candidates at the storage, ranked, and
+/// the charts asked for, written together once both are drawn (neither
+/// is written when the other cannot be). The outputs are checked first.
 pub fn run(o: &Options) -> Result<Report> {
+    let planned: Vec<_> = [&o.svg, &o.modules_svg].into_iter().flatten().map(|p| fsutil::Planned::new(p)).collect();
+    fsutil::check_outputs(&[&o.run, &o.run.join("run.json")], &planned)?;
+    let report = rank(o)?;
+    let mut staged = fsutil::Staged::new();
+    if let Some(path) = &o.svg {
+        staged.write(path, chart(&report).as_bytes())?;
+    }
+    if let Some(path) = &o.modules_svg {
+        let svg = module_chart(&report).ok_or_else(|| {
+            Error::file(
+                Kind::Usage,
+                &report.run,
+                "--modules-svg: this run loaded no module set (its variants name no module files)",
+            )
+        })?;
+        staged.write(path, svg.as_bytes())?;
+    }
+    staged.commit()?;
+    Ok(report)
+}
+
+/// The candidates, images and module files, ranked at the storage.
+fn rank(o: &Options) -> Result<Report> {
     let run = crate::run::load(&o.run)?;
     let (mut candidates, mut left_out) = candidates(&run, &o.run)?;
     for c in &mut candidates {

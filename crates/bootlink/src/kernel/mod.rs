@@ -431,6 +431,31 @@ pub fn extract_vmlinux(path: &Path) -> Result<Vmlinux> {
     Ok(v)
 }
 
+/// What `bootlink extract-vmlinux` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Extracted {
+    pub output: PathBuf,
+    /// Where in the image the vmlinux was ([`Source::describe`]).
+    pub source: String,
+    pub bytes: usize,
+}
+
+impl crate::report::Report for Extracted {
+    fn render(&self) -> String {
+        format!("{}: {} ({} bytes)\n", self.output.display(), self.source, self.bytes)
+    }
+}
+
+/// `bootlink extract-vmlinux`: the image's vmlinux ([`extract_vmlinux`])
+/// written atomically to `output`, which is checked before anything is
+/// read (not the image, not a device).
+pub fn extract_vmlinux_to(image: &Path, output: &Path) -> Result<Extracted> {
+    fsutil::check_outputs(&[image], &[fsutil::Planned::new(output)])?;
+    let v = extract_vmlinux(image)?;
+    fsutil::write_atomic(output, &v.data)?;
+    Ok(Extracted { output: output.to_path_buf(), source: v.source.describe(), bytes: v.data.len() })
+}
+
 impl KernelImage {
     /// Read a kernel image. `config` overrides where the configuration comes
     /// from; otherwise an embedded IKCONFIG, then `config-<release>` or

@@ -163,6 +163,20 @@ pub struct Written {
     /// Names asked for that the kernel has built in (nothing to load).
     pub builtin: Vec<String>,
     pub text: String,
+    /// The file the plan was written to (the request's; not in the JSON).
+    #[serde(skip)]
+    pub output: Option<std::path::PathBuf>,
+}
+
+/// The text of `bootlink plan`: the plan itself, or with a file to write,
+/// what went into it.
+impl crate::report::Report for Written {
+    fn render(&self) -> String {
+        match &self.output {
+            Some(o) => format!("{} modules from {} -> {}\n", self.modules, self.tree.display(), o.display()),
+            None => self.text.clone(),
+        }
+    }
 }
 
 /// The plan for module `names` (with their dependencies) or a set (a named
@@ -194,7 +208,7 @@ pub fn write_plan(
     let release = tree.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let prefix = prefix.map(str::to_string).unwrap_or_else(|| format!("/lib/modules/{release}"));
     let text = tree.loader_plan(&entries, |e| format!("{}/{}", prefix.trim_end_matches('/'), e.rel.display()), conf)?;
-    Ok(Written { tree: tree.root.clone(), modules: entries.len(), builtin, text })
+    Ok(Written { tree: tree.root.clone(), modules: entries.len(), builtin, text, output: None })
 }
 
 #[cfg(test)]

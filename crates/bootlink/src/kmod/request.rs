@@ -43,9 +43,10 @@ pub fn plan(req: &PlanRequest) -> Result<WrittenPlan> {
         let text = crate::fsutil::read_input_text(f)?;
         conf = conf.merged(ModprobeConf::parse(&text));
     }
-    let w = write_plan(&tree, &req.names, req.set.as_deref(), req.prefix.as_deref(), &conf)?;
+    let mut w = write_plan(&tree, &req.names, req.set.as_deref(), req.prefix.as_deref(), &conf)?;
     if let Some(o) = &req.output {
         crate::fsutil::write_atomic(o, w.text.as_bytes())?;
+        w.output = Some(o.clone());
     }
     Ok(w)
 }
