@@ -57,7 +57,8 @@ pub enum Cmd {
         #[arg(long)]
         jobs: Option<usize>,
         /// Also make sure the object tree holds this build (rebuilding it if another
-        /// build used it since), to build external modules against it (printed as `tree`)
+        /// build used it since), to build external modules against it (printed as `tree`);
+        /// answered under the line's lock (waits for a build of the same line)
         #[arg(long)]
         tree: bool,
         /// Only print a build already in the cache; fail (building nothing) when it is not there

@@ -24,9 +24,13 @@
 //! (~/.cache/bootlink/bindeb/KEY); the root once per package list
 //! (~/.cache/bootlink/debian-roots/). The kernel's object tree is a shared
 //! cache: bindeb-pkg runs under an overlay mount of it in a private mount
-//! namespace (holding the kernel build lock), so everything it writes
-//! (debian/, the .deb files beside the tree, vmlinux linked again) lands in
-//! a scratch directory.
+//! namespace (holding the build's locks, as a kernel build of its line
+//! does: `kbuild::lock`), so everything it writes (debian/, the .deb files
+//! beside the tree, vmlinux linked again) lands in a scratch directory.
+//! The overlay covers the whole kernel build directory (the .deb files go
+//! beside the object tree), the other line's source and trees too: a build
+//! of that line may write to them meanwhile (they have their own locks),
+//! where nothing here reads through the overlay.
 
 use crate::common;
 
@@ -150,7 +154,8 @@ fn names(dir: &Path) -> Vec<String> {
 /// (bootlink's make environment: the build stamps, ccache as CC when the
 /// build used it, the KSYMHASH hook), the kernel build directory (the
 /// tree's parent, with the source) under an overlay whose upper layer is
-/// `scratch/upper`, in a private mount namespace, holding the build lock.
+/// `scratch/upper`, in a private mount namespace, holding the build's
+/// locks (the one every build shares, the line's, the object tree's).
 /// Returns the upper layer: exactly what bindeb-pkg wrote.
 fn bindeb_pkg(k: &common::SelfBuilt, key: &str, scratch: &Path) -> PathBuf {
     let kbuild = k.tree.parent().unwrap().to_path_buf();
@@ -162,7 +167,7 @@ fn bindeb_pkg(k: &common::SelfBuilt, key: &str, scratch: &Path) -> PathBuf {
     std::fs::create_dir_all(&upper).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     let log = scratch.join("bindeb-pkg.log");
-    // The tree must still hold this build once the lock is ours.
+    // The tree must still hold this build once the locks are ours.
     let script = r#"set -e
 kbuild=$1 upper=$2 work=$3 src=$4 obj=$5 key=$6; shift 6
 [ "$(cat "$obj/bootlink-key")" = "$key" ] || { echo "the object tree holds another build now" >&2; exit 3; }
@@ -171,8 +176,14 @@ applied=$(ls -1 "$src/.bootlink-applied" | sha256sum | cut -d' ' -f1)
 mount -t overlay overlay -o "lowerdir=$kbuild,upperdir=$upper,workdir=$work" "$kbuild"
 cd "$src"
 exec make O="$obj" "$@" bindeb-pkg"#;
+    let line = bootlink::kbuild::Line::parse(common::line()).unwrap();
+    let line_lock = bootlink::kbuild::lock::line_path(&kbuild, line);
+    std::fs::create_dir_all(line_lock.parent().unwrap()).unwrap();
     let mut c = Command::new("flock");
-    c.arg(kbuild.join(".lock")).args(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]);
+    c.arg("--shared").arg(bootlink::kbuild::lock::all_lines_path(&kbuild));
+    c.arg("flock").arg(&line_lock);
+    c.arg("flock").arg(bootlink::kbuild::lock::tree_path(&k.tree));
+    c.args(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]);
     c.arg(&kbuild).arg(&upper).arg(&work).arg(&src).arg(&k.tree).arg(key);
     c.arg("-j2").arg(format!("KDEB_PKGVERSION={}-1", k.release)).arg(format!("KDEB_CHANGELOG_DIST={SUITE}"));
     let ccache = std::env::split_paths(PATH).any(|d| d.join("ccache").is_file());

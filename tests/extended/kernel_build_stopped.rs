@@ -1,6 +1,6 @@
 //! A kernel build stopped by SIGTERM (a CI timeout, a test harness, `kill`)
 //! stops everything it started: make and its jobs die with bootlink, the
-//! build lock stays held until the last of them has exited, and the next
+//! build's locks stay held until the last of them has exited, and the next
 //! build in the same cache finishes from where the stopped one was.
 //!
 //! Before this was so, make outlived a killed bootlink and went on
@@ -92,20 +92,35 @@ fn a_stopped_kernel_build_stops_its_make_and_the_next_build_finishes() {
     assert!(!status.success(), "killed: {status}");
 
     // make and every job it started go within seconds, not at the end of
-    // the build; until the last has gone, the lock is held.
-    let lock = std::fs::File::open(kbuild.join(".lock")).unwrap();
+    // the build; until the last has gone, the build's locks are held: the
+    // line's (6.1, the lab kernel's), the object tree's, and the one
+    // every build shares (which an older bootlink takes exclusively).
+    let tree = build_log(&kbuild).and_then(|l| l.parent().map(Path::to_path_buf)).expect("the object tree");
+    let locks: Vec<(PathBuf, std::fs::File)> = [
+        bootlink::kbuild::lock::line_path(&kbuild, bootlink::kbuild::Line::V6_1),
+        bootlink::kbuild::lock::tree_path(&tree),
+        bootlink::kbuild::lock::all_lines_path(&kbuild),
+    ]
+    .into_iter()
+    .map(|p| (p.clone(), std::fs::File::open(&p).unwrap()))
+    .collect();
     let t1 = Instant::now();
     loop {
         let left = processes_in(&cache);
         if left.is_empty() {
             break;
         }
-        assert!(lock.try_lock().is_err(), "the lock is free while these run: {left:?}");
+        for (p, lock) in &locks {
+            assert!(lock.try_lock().is_err(), "{} is free while these run: {left:?}", p.display());
+        }
         assert!(t1.elapsed() < Duration::from_secs(30), "still running 30 s after bootlink was stopped: {left:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    lock.try_lock().expect("the lock is free once everything the build started has exited");
-    lock.unlock().unwrap();
+    for (p, lock) in &locks {
+        lock.try_lock()
+            .unwrap_or_else(|e| panic!("{} is held after everything the build started exited: {e}", p.display()));
+        lock.unlock().unwrap();
+    }
     let gone = t1.elapsed().as_secs_f64();
 
     // The next build takes the same tree and finishes.

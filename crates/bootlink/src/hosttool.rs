@@ -84,9 +84,24 @@ pub fn find(prog: &str) -> Option<std::path::PathBuf> {
 /// on exec): the lock is held until the last process that has it exits,
 /// whoever started them.
 pub(crate) fn tie_to_caller(cmd: &mut Command, lock: &std::fs::File) {
+    stop_with_caller(cmd);
+    hold_too(cmd, lock);
+}
+
+/// [`tie_to_caller`] holding every one of `locks` (a kernel build's: the
+/// line's, the object tree's).
+pub(crate) fn tie_to_caller_holding(cmd: &mut Command, locks: &[std::fs::File]) {
+    stop_with_caller(cmd);
+    for lock in locks {
+        hold_too(cmd, lock);
+    }
+}
+
+/// Make `cmd`'s process hold `lock` too (its open file inherited, not
+/// closed on exec): for a build that holds more than one lock.
+pub(crate) fn hold_too(cmd: &mut Command, lock: &std::fs::File) {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    stop_with_caller(cmd);
     let fd = lock.as_raw_fd();
     // SAFETY: between fork and exec the closure calls only fcntl, which is
     // async-signal-safe, and touches no allocation.

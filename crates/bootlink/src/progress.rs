@@ -59,6 +59,16 @@ pub fn status(msg: &str) {
     }
 }
 
+/// A wait for another process (a kernel build of the same line holding
+/// its lock): said on stderr terminal or not (unless BOOTLINK_QUIET is
+/// set), since it can last as long as that build, and a log read later
+/// should say what the time went to.
+pub fn waiting(msg: &str) {
+    if std::env::var_os("BOOTLINK_QUIET").is_none() {
+        eprintln!("{msg}");
+    }
+}
+
 /// A step of unknown length (a configure or make run): "label m:ss detail"
 /// on one line of a terminal, refreshed until dropped; nothing when piped.
 pub(crate) struct Ticker {

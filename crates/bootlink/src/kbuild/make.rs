@@ -27,9 +27,10 @@ pub(crate) struct Env<'a> {
     /// `NAME=VALUE` arguments a build flavour adds to every make call
     /// (`# bootlink-make:` lines; the `none` flavour's KGZIP).
     pub make_vars: Vec<String>,
-    /// The kernel build's lock, held by make and its jobs too (see
+    /// The kernel build's locks (the line's, the object tree's:
+    /// [`super::lock`]), held by make and its jobs too (see
     /// [`hosttool::tie_to_caller`]).
-    pub lock: &'a std::fs::File,
+    pub locks: &'a [std::fs::File],
 }
 
 /// `bootlink symhash --vmlinux`, as a command line for KSYMHASH: this
@@ -66,7 +67,7 @@ impl Env<'_> {
 
     fn command(&self, targets: &[&str]) -> Command {
         let mut c = Command::new("make");
-        hosttool::tie_to_caller(&mut c, self.lock);
+        hosttool::tie_to_caller_holding(&mut c, self.locks);
         c.current_dir(self.tree).arg(format!("O={}", self.obj.display())).arg(format!("-j{}", self.jobs.max(1)));
         let cross = self.arch.cross_compile();
         if !cross.is_empty() {

@@ -6,7 +6,8 @@
 //! glibc build and kept in the ground layer), [`source`] (the
 //! Debian source package, unpacked once, the series applied and switched),
 //! [`kconfig`] (the config fragment merged onto `tinyconfig`, and checked),
-//! [`key`] (the module signing key), [`make`] (running kbuild with ccache).
+//! [`key`] (the module signing key), [`make`] (running kbuild with ccache),
+//! [`lock`] (one lock per kernel line and per object tree).
 //!
 //! A build's output is a directory under `<cache>/kernels/build-<key>/`:
 //! `vmlinux` (boots through PVH), `bzImage`, `System.map`, `Module.symvers`,
@@ -19,6 +20,7 @@
 pub mod kconfig;
 pub mod key;
 pub mod line;
+pub mod lock;
 pub mod make;
 pub mod source;
 
@@ -414,6 +416,12 @@ fn default_line() -> String {
 
 /// Build (or find in the cache) the kernel.
 pub fn run(opts: &Options) -> Result<Report> {
+    run_locked(opts).map(|(b, _)| b)
+}
+
+/// [`run`], and with [`Options::tree`] the build's locks still held (the
+/// tree holds the build until they are dropped).
+fn run_locked(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     crate::buildlog::timed(
         || {
             format!(
@@ -431,26 +439,23 @@ pub fn run(opts: &Options) -> Result<Report> {
 /// Run `f` on the build `opts` names while its object tree holds it and no
 /// other kernel build can change that: the tree made to hold the build
 /// (compiled again and relinked where another build changed it, as
-/// `kernel build --tree` does), then the build lock held until `f`
-/// returns. For work that reads the tree after the build, such as
-/// remaking its bzImage around a module hash list: between a build's end
-/// and that work another build may switch the shared source and tree.
+/// `kernel build --tree` does), the line's and the tree's locks
+/// ([`lock`]) held from then until `f` returns. For work that reads the
+/// tree after the build, such as remaking its bzImage around a module
+/// hash list: after a build's end another build of the line may switch
+/// the line's source and tree. Builds of other lines go on meanwhile.
 pub fn with_tree<T>(opts: &Options, f: impl FnOnce(&Report) -> Result<T>) -> Result<T> {
     let mut opts = opts.clone();
     opts.tree = true;
-    // Another build may take the lock between making the tree hold this
-    // one and taking the lock here: made to hold it again, a few times.
-    for _ in 0..3 {
-        let b = run(&opts)?;
-        let _lock = lock_kbuild(&fsutil::cache_dir().join("kbuild"))?;
-        if holds(&b.tree, &b.key) {
-            return f(&b);
-        }
+    let (b, held) = run_locked(&opts)?;
+    if held.is_none() || !holds(&b.tree, &b.key) {
+        return Err(Error::file(
+            Kind::Internal,
+            &b.tree,
+            format!("the object tree was to hold build {} under its lock, and does not", b.key),
+        ));
     }
-    Err(Error::new(
-        Kind::Build,
-        "the kernel object tree was switched to another build three times while waiting for it: try again when other kernel builds are done",
-    ))
+    f(&b)
 }
 
 /// What the config is made from, as read: the fragment with its flavours
@@ -477,34 +482,50 @@ struct Keyed {
     out: PathBuf,
 }
 
-fn build_or_find(opts: &Options) -> Result<Report> {
+/// The build (found or made) and, with [`Options::tree`], the locks under
+/// which its object tree was found or made to hold it.
+fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     let t0 = Instant::now();
     let (series, skipped) = resolve_series(opts)?;
     let inputs = read_config_inputs(opts)?;
     let cache = fsutil::cache_dir();
     let keyed = key_build(opts, &cache, &inputs, &series)?;
-    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &keyed.key);
-    if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
-        return Ok(b);
-    }
-    if opts.cached_only {
-        return Err(Error::new(
+    let kbuild = cache.join("kbuild");
+    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(&inputs.obj_text))[..12]));
+    let not_cached = || {
+        Error::new(
             Kind::Build,
             format!(
                 "this kernel build is not in the cache ({}): `bootlink kernel build` makes it",
                 keyed.out.display()
             ),
-        ));
+        )
+    };
+    // A build in the cache is whole (renamed into place) and read without
+    // a lock; whether the object tree holds it is known only under the
+    // line's and the tree's locks (a build of the line may be switching
+    // the source or the tree).
+    if !opts.tree
+        && let Some(b) = lookup_cache(&keyed.out, |_| true, t0)
+    {
+        return Ok((b, None));
     }
-    let kbuild = cache.join("kbuild");
-    let lock = lock_kbuild(&kbuild)?;
-    // Another process may have built it while we waited.
+    if opts.cached_only && cached(&keyed.out).is_none() {
+        return Err(not_cached());
+    }
+    let mut held = lock::Held::line(&kbuild, opts.line)?;
+    held.tree(&obj)?;
+    // Found (another process may have built it while we waited).
+    let tree_holds = |b: &Report| !opts.tree || holds(&b.tree, &keyed.key);
     if let Some(b) = lookup_cache(&keyed.out, tree_holds, t0) {
-        return Ok(b);
+        return Ok((b, opts.tree.then_some(held)));
+    }
+    if opts.cached_only {
+        return Err(not_cached());
     }
     crate::buildlog::failed_earlier("kernel", &keyed.key)?;
     check_tools(opts)?;
-    let (tree, obj) = prepare_tree(opts, &kbuild, &series, &keyed.version, &inputs.obj_text, &lock)?;
+    let tree = prepare_tree(opts, &kbuild, &series, &keyed.version, &obj, held.files())?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
     let env = make::Env {
@@ -516,7 +537,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
         arch: opts.arch,
         symhash_hook: Some(make::symhash_hook()?),
         make_vars: inputs.make_vars.clone(),
-        lock: &lock,
+        locks: held.files(),
     };
     let done = configure_obj(opts, &env, &inputs, &keyed, &log)
         .and_then(|()| compile(opts, &env, &keyed.key, &log))
@@ -524,7 +545,7 @@ fn build_or_find(opts: &Options) -> Result<Report> {
     let mut built = crate::buildlog::remember("kernel", &keyed.key, done)?;
     built.seconds = t0.elapsed().as_secs_f64();
     prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
-    Ok(built)
+    Ok((built, opts.tree.then_some(held)))
 }
 
 /// The series for the architecture (the lab's stacked on the product's
@@ -639,19 +660,6 @@ fn lookup_cache(out: &Path, tree_holds: impl Fn(&Report) -> bool, t0: Instant) -
     Some(b)
 }
 
-/// The lock that lets one kernel build at a time use the cache's sources
-/// and object trees (waited for, saying so, when another build holds it).
-fn lock_kbuild(kbuild: &Path) -> Result<std::fs::File> {
-    std::fs::create_dir_all(kbuild).map_err(|e| Error::io(kbuild, e))?;
-    let lock_path = kbuild.join(".lock");
-    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    if lock.try_lock().is_err() {
-        progress::status("waiting for another kernel build to finish");
-        lock.lock().map_err(|e| Error::io(&lock_path, e))?;
-    }
-    Ok(lock)
-}
-
 /// The host tools a kernel build runs, each found or named as missing.
 fn check_tools(opts: &Options) -> Result<()> {
     let cross_gcc = format!("{}gcc", opts.arch.cross_compile());
@@ -678,23 +686,22 @@ fn check_tools(opts: &Options) -> Result<()> {
 }
 
 /// The unpacked source with the series applied (what is already applied
-/// stays), and the object directory named by `obj_text`.
+/// stays), and the object directory `obj` made if absent.
 fn prepare_tree(
     opts: &Options,
     kbuild: &Path,
     series: &Series,
     version: &str,
-    obj_text: &[u8],
-    lock: &std::fs::File,
-) -> Result<(PathBuf, PathBuf)> {
+    obj: &Path,
+    locks: &[std::fs::File],
+) -> Result<PathBuf> {
     let tree = source::unpacked(kbuild, opts.line, version)?;
-    let (reverted, applied) = source::apply_series(&tree, series, opts.line, version, lock)?;
+    let (reverted, applied) = source::apply_series(&tree, series, opts.line, version, locks)?;
     if reverted + applied > 0 {
         progress::status(&format!("patch series {}: {reverted} reverted, {applied} applied", series.dir.display()));
     }
-    let obj = kbuild.join(format!("{}{}", obj_prefix(opts.arch), &hex(&Sha256::digest(obj_text))[..12]));
-    std::fs::create_dir_all(&obj).map_err(|e| Error::io(&obj, e))?;
-    Ok((tree, obj))
+    std::fs::create_dir_all(obj).map_err(|e| Error::io(obj, e))?;
+    Ok(tree)
 }
 
 /// The signing key in the object tree, then `.config` ([`configure`]).
@@ -882,7 +889,8 @@ fn is_obj_dir(name: &str, prefix: &str) -> bool {
 }
 
 /// Remove all but the `keep` most recently used object directories of one
-/// architecture (named with `prefix`; `current` always stays).
+/// architecture (named with `prefix`; `current` always stays, and so does
+/// a tree another build is in: its lock is held).
 fn prune_objects(kbuild: &Path, current: &Path, prefix: String, keep: usize) {
     let Ok(rd) = std::fs::read_dir(kbuild) else { return };
     let mut others: Vec<(std::time::SystemTime, PathBuf)> = rd
@@ -896,7 +904,9 @@ fn prune_objects(kbuild: &Path, current: &Path, prefix: String, keep: usize) {
         .collect();
     others.sort_by_key(|x| std::cmp::Reverse(x.0));
     for (_, p) in others.into_iter().skip(keep.saturating_sub(1)) {
-        let _ = std::fs::remove_dir_all(p);
+        if let Some(_free) = lock::tree_if_free(&p) {
+            let _ = std::fs::remove_dir_all(p);
+        }
     }
 }
 
@@ -1163,5 +1173,25 @@ mod tests {
         prune_objects(d.path(), &d.path().join("obj-arm64-cc"), obj_prefix(Arch::Arm64), 1);
         let left = |n: &str| d.path().join(n).is_dir();
         assert!(left("obj-aa") && left("obj-bb") && left("obj-arm64-cc") && !left("obj-arm64-dd"));
+    }
+
+    /// A tree another build is in (another line's: its lock is held) is not
+    /// pruned; once free, it is.
+    #[test]
+    fn a_tree_another_build_is_in_is_not_pruned() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["obj-aa", "obj-bb"] {
+            std::fs::create_dir_all(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join("bootlink-build.log"), b"").unwrap();
+        }
+        let (aa, bb) = (d.path().join("obj-aa"), d.path().join("obj-bb"));
+        let mut other = lock::Held::line(d.path(), Line::V6_12).unwrap();
+        other.tree(&bb).unwrap();
+        prune_objects(d.path(), &aa, "obj-".into(), 1);
+        assert!(aa.is_dir() && bb.is_dir(), "the tree in use stays");
+        drop(other);
+        prune_objects(d.path(), &aa, "obj-".into(), 1);
+        assert!(aa.is_dir() && !bb.is_dir(), "pruned once free");
+        assert!(lock::tree_path(&bb).is_file(), "its lock file stays (never removed)");
     }
 }

@@ -148,9 +148,9 @@ pub(crate) fn applied_state(tree: &Path) -> Result<String> {
 
 /// `patch -p1` in `tree`; a failure says why in `patch`'s words (Build), a
 /// missing `patch` is a Tool error.
-fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool, lock: &std::fs::File) -> Result<()> {
+fn patch(tree: &Path, file: &Path, reverse: bool, dry_run: bool, locks: &[std::fs::File]) -> Result<()> {
     let mut c = Command::new("patch");
-    hosttool::tie_to_caller(&mut c, lock);
+    hosttool::tie_to_caller_holding(&mut c, locks);
     // No fuzz: a patch applies exactly where its context says or not at
     // all (with fuzz, one found half applied would "apply" again).
     c.current_dir(tree).args(["-p1", "-s", "-f", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-", "-i"]).arg(file);
@@ -180,7 +180,7 @@ fn inflight_record(record: &Path, name: &str) -> PathBuf {
 /// the tree gets its record back, one wholly out loses it, and one half
 /// in (`patch` itself stopped midway) is an error naming the tree.
 /// Returns the names settled, with whether each was found applied.
-fn settle_inflight(tree: &Path, lock: &std::fs::File) -> Result<Vec<(String, bool)>> {
+fn settle_inflight(tree: &Path, locks: &[std::fs::File]) -> Result<Vec<(String, bool)>> {
     let record = tree.join(APPLIED_DIR);
     let mut found: Vec<PathBuf> = match std::fs::read_dir(&record) {
         Ok(rd) => rd
@@ -194,10 +194,10 @@ fn settle_inflight(tree: &Path, lock: &std::fs::File) -> Result<Vec<(String, boo
     let mut settled = Vec::new();
     for file in found {
         let name = file.file_name().unwrap_or_default().to_string_lossy()[INFLIGHT.len()..].to_string();
-        if patch(tree, &file, true, true, lock).is_ok() {
+        if patch(tree, &file, true, true, locks).is_ok() {
             std::fs::rename(&file, record.join(&name)).map_err(|e| Error::io(&file, e))?;
             settled.push((name, true));
-        } else if patch(tree, &file, false, true, lock).is_ok() {
+        } else if patch(tree, &file, false, true, locks).is_ok() {
             std::fs::remove_file(&file).map_err(|e| Error::io(&file, e))?;
             settled.push((name, false));
         } else {
@@ -212,18 +212,18 @@ fn settle_inflight(tree: &Path, lock: &std::fs::File) -> Result<Vec<(String, boo
 }
 
 /// Make the tree hold exactly `series` on top of the pristine source.
-/// Returns how many patches were reverted and applied. `lock` is the
-/// kernel build's, held by each `patch` run too.
+/// Returns how many patches were reverted and applied. `locks` are the
+/// kernel build's (the line's: [`super::lock`]), held by each `patch` run too.
 pub(crate) fn apply_series(
     tree: &Path,
     series: &Series,
     line: Line,
     version: &str,
-    lock: &std::fs::File,
+    locks: &[std::fs::File],
 ) -> Result<(usize, usize)> {
     let record = tree.join(APPLIED_DIR);
     std::fs::create_dir_all(&record).map_err(|e| Error::io(&record, e))?;
-    for (name, applied) in settle_inflight(tree, lock)? {
+    for (name, applied) in settle_inflight(tree, locks)? {
         let state = if applied { "applied: kept" } else { "not applied: dropped" };
         crate::progress::status(&format!("a stopped build left {name} in flight; {state}"));
     }
@@ -255,7 +255,7 @@ pub(crate) fn apply_series(
     for file in have[keep..].iter().rev() {
         let inflight = inflight_record(&record, &file.file_name().unwrap_or_default().to_string_lossy());
         std::fs::rename(file, &inflight).map_err(|e| Error::io(file, e))?;
-        patch(tree, &inflight, true, false, lock).map_err(|e| {
+        patch(tree, &inflight, true, false, locks).map_err(|e| {
             e.context(tree, |why| {
                 format!(
                     "cannot revert {} (applied by an earlier build): {why}; remove this tree to start over",
@@ -270,11 +270,11 @@ pub(crate) fn apply_series(
     for (i, p) in series.patches.iter().enumerate().skip(keep) {
         let inflight = inflight_record(&record, &want[i]);
         fsutil::write_atomic(&inflight, &p.text)?;
-        if let Err(e) = patch(tree, &inflight, false, true, lock) {
+        if let Err(e) = patch(tree, &inflight, false, true, locks) {
             let _ = std::fs::remove_file(&inflight);
             return Err(e.context(&p.path, |why| format!("does not apply to {} {version}: {why}", line.package)));
         }
-        patch(tree, &inflight, false, false, lock)
+        patch(tree, &inflight, false, false, locks)
             .map_err(|e| e.context(&p.path, |why| format!("failed to apply: {why}")))?;
         let rec = record.join(&want[i]);
         std::fs::rename(&inflight, &rec).map_err(|e| Error::io(&inflight, e))?;
@@ -322,7 +322,7 @@ mod tests {
         std::fs::create_dir_all(&pdir).unwrap();
         std::fs::write(tree.join("f.c"), "one\ntwo\n").unwrap();
         let read = || std::fs::read_to_string(tree.join("f.c")).unwrap();
-        let lock = std::fs::File::create(t.path().join(".lock")).unwrap();
+        let lock = [std::fs::File::create(t.path().join(".lock")).unwrap()];
 
         let s12 = series_of(&pdir, &[("1.patch", P1), ("2.patch", P2)]);
         assert_eq!(apply_series(&tree, &s12, Line::V6_1, "v", &lock).unwrap(), (0, 2));
@@ -367,7 +367,7 @@ mod tests {
         let pdir = t.path().join("p");
         std::fs::create_dir_all(&tree).unwrap();
         std::fs::create_dir_all(&pdir).unwrap();
-        let lock = std::fs::File::create(t.path().join(".lock")).unwrap();
+        let lock = [std::fs::File::create(t.path().join(".lock")).unwrap()];
         let pristine = || {
             std::fs::write(tree.join("f.c"), "one\ntwo\n").unwrap();
             std::fs::write(tree.join("g.c"), "g\n").unwrap();
