@@ -73,6 +73,8 @@ def kernel_config(kernel):
     (bootlink's cache keeps it as kernels/RELEASE/boot/), or a `bootlink
     kernel build` (its build.json beside it, or a copy of such a build's
     kernel: its config file equals the build's, byte for byte)."""
+    if not str(kernel):
+        return "a kernel whose config the records do not say"
     kernel = os.path.expanduser(str(kernel))
     if not os.path.isabs(kernel) and not os.path.exists(kernel):
         kernel = os.path.join(ROOT, kernel)  # the lab records paths as it was given them
@@ -101,6 +103,8 @@ def kernel_config(kernel):
 
 
 def _kaslr(cmdline, slides):
+    if not cmdline.strip():
+        return "KASLR not recorded (no command line in the record)"
     if "nokaslr" in cmdline.split():
         return "KASLR off (nokaslr)"
     moved = [s for s in slides if s]
@@ -121,28 +125,31 @@ def _group(items):
     for name, what in items:
         for g in groups:
             if g[0] == what:
-                g[1].append(name)
+                if name not in g[1]:
+                    g[1].append(name)
                 break
         else:
             groups.append((what, [name]))
     return groups
 
 
-def boot_line(runs):
+def boot_line(runs, labels=None):
     """One line: each variant's kernel (config, release) and KASLR state,
     read from lab records (run.json paths or their parsed dicts), variants
-    that share both named together."""
+    that share both named together; LABELS, one per run, name a run's
+    variants where their own names would repeat across runs."""
     items = []
-    for run in runs:
+    for i, run in enumerate(runs):
         if not isinstance(run, dict):
             with open(run) as f:
                 run = json.load(f)
         for v in run["variants"]:
-            kernel = v.get("kernel") or run["kernel"]
-            release = v.get("kernel_release") or run["kernel_release"]
+            kernel = v.get("kernel") or run.get("kernel") or ""
+            release = v.get("kernel_release") or run.get("kernel_release") or "release not recorded"
             cmdline = v.get("cmdline") or run.get("cmdline", "")
             slides = [r.get("kaslr_slide") for r in v.get("repetitions", [])]
-            items.append((v["name"], f"{release}, {kernel_config(kernel)}, {_kaslr(cmdline, slides)}"))
+            name = v["name"] if labels is None else labels[i] if len(run["variants"]) == 1 else f"{labels[i]} {v['name']}"
+            items.append((name, f"{release}, {kernel_config(kernel)}, {_kaslr(cmdline, slides)}"))
     return f"Kernel and KASLR (run.json): {_join(_group(items))}."
 
 
@@ -166,12 +173,18 @@ def boot_line_of_report(text):
 
 
 if __name__ == "__main__":
-    # scripts/doc_output.py boot-line RUN.json...: the line, for the shell scripts.
+    # scripts/doc_output.py boot-line [LABEL=]RUN.json...: the line, for the
+    # shell scripts (LABEL names the run's variants where runs share names).
     if sys.argv[1:2] != ["boot-line"] or len(sys.argv) < 3:
-        print("usage: scripts/doc_output.py boot-line RUN.json...", file=sys.stderr)
+        print("usage: scripts/doc_output.py boot-line [LABEL=]RUN.json...", file=sys.stderr)
         sys.exit(2)
-    try:
-        print(boot_line(sys.argv[2:]))
-    except (OSError, ValueError, KeyError) as e:
-        print(f"doc_output: {sys.argv[2]}: no kernel and KASLR state in the records ({e})", file=sys.stderr)
-        sys.exit(1)
+    args = [a.split("=", 1) if re.match(r"^[\w.+-]+=", a) else [None, a] for a in sys.argv[2:]]
+    labels = [l for l, _ in args] if all(l for l, _ in args) else None
+    for _, p in args:
+        try:
+            with open(p) as f:
+                json.load(f)["variants"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"doc_output: {p}: no kernel and KASLR state to read ({e})", file=sys.stderr)
+            sys.exit(1)
+    print(boot_line([p for _, p in args], labels))
