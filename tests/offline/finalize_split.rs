@@ -132,9 +132,7 @@ fn the_table_says_the_kernel_and_kaslr_as_the_record_does() {
     // The record names no kernel: the line says so rather than guess.
     let off = line("console=ttyS0 nokaslr quiet", Some(0));
     assert!(
-        off.ends_with(
-            "unsigned: 6.1.0-test, a kernel whose config the records do not say, KASLR off (nokaslr)."
-        ),
+        off.ends_with("unsigned: 6.1.0-test, a kernel whose config the records do not say, KASLR off (nokaslr)."),
         "{off}"
     );
     let on = line("console=ttyS0 quiet", Some(0x1e00000));
