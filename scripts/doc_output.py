@@ -90,15 +90,20 @@ def kernel_config(kernel):
     if len(configs) == 1:
         with open(configs[0], "rb") as f:
             mine = f.read()
+        same = set()
         for b in sorted(glob.glob(os.path.join(_cache(), "kernels", "build-*", "build.json"))):
             with open(b) as f:
                 build = json.load(f)
             try:
                 with open(build.get("config") or "", "rb") as f:
                     if f.read() == mine:
-                        return _build_config(build) + " (a copy of that build's kernel)"
+                        same.add((_build_config(dict(build, flavours=[])), _build_config(build)))
             except OSError:
                 continue
+        if len({base for base, _ in same}) == 1:
+            base, full = same.pop() if len(same) == 1 else (next(iter(same))[0], None)
+            # Builds of one config but other flavours: the config does not tell which.
+            return (full or base + ", its flavour not told by its config") + " (a copy of that build's kernel)"
     return "a kernel whose config the records do not say"
 
 
