@@ -85,6 +85,7 @@ fn lava_and_lab(lava_run: &Path, dir: &Path, arch: &str, id_base: u32) -> (PathB
     let lab = dir.join("lab");
     TestCommand::new(&base).arg(&"unsigned").arg(&"-o").arg(&lab).ok();
     let from_lab = bootlink_lab::run::load(&lab).unwrap();
+    common::report("lava_boot", &format!("{arch}: {}", common::boot_line(&[("lab", &lab), ("lava-run", &lava)])));
     // Same kernel, initramfs (but its marker tag), command line, CPU and
     // clock; LAVA's qemu device adds a virtio NIC. Both boots are
     // deterministic (-icount), so they differ by what the NIC and the tag

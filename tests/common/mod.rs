@@ -197,6 +197,23 @@ pub fn report(test: &str, text: &str) {
     }
 }
 
+/// Each variant's kernel (its config) and KASLR state in the lab runs
+/// `runs` (LABEL, run directory), read from their run.json by the line the
+/// docs' boot tables print (scripts/doc_output.py boot-line): what a test
+/// whose figures a docs region quotes reports beside them.
+pub fn boot_line(runs: &[(&str, &Path)]) -> String {
+    let mut c = Command::new("python3");
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/doc_output.py")).arg("boot-line");
+    for (label, dir) in runs {
+        c.arg(format!("{label}={}", dir.join("run.json").display()));
+    }
+    let o = c.output().expect("python3 runs scripts/doc_output.py");
+    assert!(o.status.success(), "scripts/doc_output.py boot-line: {}", String::from_utf8_lossy(&o.stderr));
+    let line = String::from_utf8(o.stdout).unwrap();
+    assert!(line.starts_with("Kernel and KASLR "), "{line}");
+    line.trim_end().to_string()
+}
+
 /// Run bootlink with `args` and wait for it with wait4: its own CPU
 /// seconds and peak resident memory (KiB), not those of the other tests'
 /// children (getrusage's RUSAGE_CHILDREN counts every child of the

@@ -305,6 +305,10 @@ fn uboot_jobs_boot_a_qemu_board_through_lava_run_as_the_lab_boots() {
     let o = TestCommand::new(&[&"lava", &"import", &"--jobs", &jobs, &"-o", &lava, &imported[0], &imported[1]]).ok();
     assert!(common::stdout(&o).contains(&format!("2 of 2 log(s) imported (device type {DEVICE_TYPE})")));
     let from_lava = bootlink_lab::run::load(&lava).unwrap();
+    common::report(
+        test,
+        &format!("arm64: {}", common::boot_line(&[("lab", &lab), ("lab-args", &lab_args), ("board", &lava)])),
+    );
     assert_eq!((from_lava.source.as_str(), from_lava.device_type.as_str()), ("lava", DEVICE_TYPE));
     assert_eq!(from_lava.timing, "realtime (hardware)", "a board's jobs carry no QEMU clock");
     for v in &from_lava.variants {

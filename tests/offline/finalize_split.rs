@@ -3,7 +3,9 @@
 //! lab's own types and serialized by them, its table's sums and shares
 //! computed from that run's links, largest first and "rest" last; and a
 //! run it cannot read (no run.json, no such variant, no finalize links)
-//! is one line on stderr, exit 1, nothing printed.
+//! is one line on stderr, exit 1, nothing printed. The table says the
+//! variant's kernel and whether KASLR was on, as the record says (the
+//! `nokaslr` on its command line, the slides its boots found).
 
 use bootlink_lab::run::results::{ModuleLoad, Phase, Repetition, Run, Variant};
 use std::path::Path;
@@ -41,8 +43,14 @@ fn module(name: &str, links: &[(&str, f64)], other_us: f64) -> ModuleLoad {
 }
 
 fn write_run(dir: &Path, modules: Vec<ModuleLoad>) {
+    write_run_booted(dir, modules, "", None);
+}
+
+/// A run whose variant booted with `cmdline`, its boot finding `slide`.
+fn write_run_booted(dir: &Path, modules: Vec<ModuleLoad>, cmdline: &str, slide: Option<u64>) {
     let mut v = Variant::named("unsigned");
-    v.repetitions.push(Repetition { modules, ..Default::default() });
+    v.cmdline = cmdline.to_string();
+    v.repetitions.push(Repetition { modules, kaslr_slide: slide, ..Default::default() });
     let run = Run {
         format: 1,
         source: "lab".into(),
@@ -106,4 +114,30 @@ fn a_run_it_cannot_read_is_one_line_and_nothing_printed() {
         assert_eq!(err.lines().count(), 1, "{what}: {err}");
         assert!(err.starts_with(&format!("finalize-split: {}: ", d.path().display())), "{what}: {err}");
     }
+}
+
+#[test]
+fn the_table_says_the_kernel_and_kaslr_as_the_record_does() {
+    let d = tempfile::tempdir().unwrap();
+    let links = [("ORC sort", 1_000.0)];
+    let line = |cmdline: &str, slide: Option<u64>| {
+        write_run_booted(d.path(), vec![module("xfs", &links, 1_000.0)], cmdline, slide);
+        let o = split(d.path(), None);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8(o.stdout).unwrap();
+        let found: Vec<&str> = out.lines().filter(|l| l.starts_with("Kernel and KASLR (run.json): ")).collect();
+        assert_eq!(found.len(), 1, "{out}");
+        found[0].to_string()
+    };
+    // The record names no kernel: the line says so rather than guess.
+    let off = line("console=ttyS0 nokaslr quiet", Some(0));
+    assert!(
+        off.ends_with("unsigned: 6.1.0-test, a kernel whose config the records do not say, KASLR off (nokaslr)."),
+        "{off}"
+    );
+    let on = line("console=ttyS0 quiet", Some(0x1e00000));
+    assert!(on.ends_with("KASLR on (the kernel moved in 1 of 1 boots)."), "{on}");
+    // A record from before variants kept their command line: not known.
+    let unknown = line("", None);
+    assert!(unknown.ends_with("KASLR not recorded (no command line in the record)."), "{unknown}");
 }
