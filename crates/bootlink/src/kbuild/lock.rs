@@ -59,28 +59,46 @@ pub struct Held {
     tree: Option<PathBuf>,
 }
 
+#[derive(Clone, Copy)]
+enum Mode {
+    Shared,
+    Exclusive,
+}
+
+/// The lock file at `path`, locked in `mode`: at once when it is free,
+/// else after saying why it waits (`why`).
+fn take(path: &Path, mode: Mode, why: impl FnOnce() -> String) -> Result<File> {
+    let f = open(path)?;
+    let free = match mode {
+        Mode::Shared => f.try_lock_shared().is_ok(),
+        Mode::Exclusive => f.try_lock().is_ok(),
+    };
+    if !free {
+        progress::waiting(&why());
+        match mode {
+            Mode::Shared => f.lock_shared(),
+            Mode::Exclusive => f.lock(),
+        }
+        .map_err(|e| Error::io(path, e))?;
+    }
+    Ok(f)
+}
+
 impl Held {
     /// The locks of `line`: every build's shared lock and the line's own,
     /// waited for (saying which) when another build holds them.
     pub fn line(kbuild: &Path, line: Line) -> Result<Held> {
         let all_path = all_lines_path(kbuild);
-        let all = open(&all_path)?;
-        if all.try_lock_shared().is_err() {
-            progress::waiting(&format!(
+        let all = take(&all_path, Mode::Shared, || {
+            format!(
                 "waiting for a kernel build of an older bootlink to finish (it locks every line: {})",
                 all_path.display()
-            ));
-            all.lock_shared().map_err(|e| Error::io(&all_path, e))?;
-        }
+            )
+        })?;
         let line_path = line_path(kbuild, line);
-        let own = open(&line_path)?;
-        if own.try_lock().is_err() {
-            progress::waiting(&format!(
-                "waiting for another kernel build of line {line} to finish (it holds {})",
-                line_path.display()
-            ));
-            own.lock().map_err(|e| Error::io(&line_path, e))?;
-        }
+        let own = take(&line_path, Mode::Exclusive, || {
+            format!("waiting for another kernel build of line {line} to finish (it holds {})", line_path.display())
+        })?;
         Ok(Held { files: vec![all, own], tree: None })
     }
 
@@ -97,15 +115,12 @@ impl Held {
             }
             None => {}
         }
-        let path = tree_path(obj);
-        let lock = open(&path)?;
-        if lock.try_lock().is_err() {
-            progress::waiting(&format!(
+        let lock = take(&tree_path(obj), Mode::Exclusive, || {
+            format!(
                 "waiting for another kernel build in object tree {} (another line built from the same config)",
                 obj.display()
-            ));
-            lock.lock().map_err(|e| Error::io(&path, e))?;
-        }
+            )
+        })?;
         self.files.push(lock);
         self.tree = Some(obj.to_path_buf());
         Ok(())
