@@ -87,7 +87,47 @@ pub fn kernel(line: Line, arch: fetch::Arch) -> Result<DistroKernel> {
     {
         return Ok(k);
     }
-    make(&build, &debian, &dir)
+    // apply reads the build's object tree (a build directory with a
+    // bzImage names it), which another build of the line (the lab's
+    // kernel, with its lab series) may have switched since: made to hold
+    // this build again, and kept so, while the directory is made.
+    kbuild::with_tree(&opts, |b| {
+        if b.key != build.key {
+            return Err(Error::file(
+                Kind::Internal,
+                &b.dir,
+                format!("made the object tree hold build {} instead of {}", b.key, build.key),
+            ));
+        }
+        make(b, &debian, &dir)
+    })
+}
+
+impl DistroKernel {
+    /// The kernel line of its release ("6.1.0-56-amd64": 6.1).
+    pub fn line(&self) -> Result<Line> {
+        Line::ALL.iter().copied().find(|l| self.release.starts_with(&format!("{}.", l.name))).ok_or_else(|| {
+            Error::new(Kind::Internal, format!("kernel:distro: release {} is of no kernel line", self.release))
+        })
+    }
+
+    /// Run `f` with the build's object tree holding this kernel's build
+    /// (made to hold it again where another build of the line switched
+    /// it; the line's build locks held until `f` returns).
+    pub fn with_tree<T>(&self, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+        let mut opts = kbuild::Options::for_line(self.line()?);
+        opts.debian_config()?;
+        kbuild::with_tree(&opts, |b| {
+            if b.key != self.build_key || b.tree != self.tree {
+                return Err(Error::file(
+                    Kind::Internal,
+                    &b.dir,
+                    format!("the series' Debian-config build is now {}, this kernel's was {}", b.key, self.build_key),
+                ));
+            }
+            f(&b.tree)
+        })
+    }
 }
 
 /// The record of the directory whose `vmlinux` this is, if it is one.

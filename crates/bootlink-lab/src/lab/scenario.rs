@@ -325,7 +325,7 @@ fn rebuilt_bzimage(variant: &str, vmlinux: &Path, filled: &Path, bzimage: &Path)
     };
     let out = filled.with_file_name(format!("{variant}-bzImage"));
     bootlink::progress::status(&format!("variant {variant}: linking its bzImage around the listed vmlinux"));
-    bootlink::manifest::bzimage::rebuild(&k.tree, filled, &out).map_err(|e| {
+    k.with_tree(|tree| bootlink::manifest::bzimage::rebuild(tree, filled, &out)).map_err(|e| {
         Error::new(e.kind, format!("variant {variant}: the bzImage with the hash list: {}", e.msg)).because(e)
     })?;
     Ok(out)
