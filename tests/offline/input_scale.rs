@@ -630,6 +630,47 @@ fn cache_entries_are_read_in_time_and_memory_linear_in_the_entry() {
     common::report("cache scale", &common::each_linear(labels, &costs));
 }
 
+/// `manifest show` of a manifest 8 times as long: a vmlinux (the
+/// fixture's, the two sections bootlink's patches reserve added) whose
+/// `__modhashes` lists 32,768 and then 262,144 SHA-256 digests (random,
+/// encoded by bootlink's manifest writer, `Manifest::encode`). Each run
+/// reads the section, checks the digests strictly increasing and prints
+/// one line a digest. (The vmlinux test above does not grow this input.)
+#[test]
+fn manifest_show_takes_time_and_memory_linear_in_the_manifest() {
+    use bootlink::manifest::{Hash, Manifest};
+    let dir = common::tmpdir("manifest-scale");
+    let mut rng = bootlink::rng::Rng(47);
+    let mut costs = Vec::new();
+    let mut runs = common::ScaleRuns::default();
+    for n in [32_768usize, 262_144] {
+        let digests = (0..n)
+            .map(|_| {
+                let mut d = [0u8; 32];
+                for c in d.chunks_exact_mut(8) {
+                    c.copy_from_slice(&rng.next_u64().to_le_bytes());
+                }
+                d
+            })
+            .collect();
+        let manifest = Manifest::new(Hash::Sha256, digests).encode();
+        let mut data = images::with_reserved_sections_of(&fixtures().join("vmlinux"), &dir, 64 << 10, manifest.len());
+        let (at, size) = images::section_range(&data, "__modhashes").expect("the reserved section");
+        assert_eq!(size, manifest.len());
+        data[at..at + size].copy_from_slice(&manifest);
+        let vmlinux = dir.join(format!("vmlinux-{n}"));
+        std::fs::write(&vmlinux, &data).unwrap();
+        drop(data);
+        // Every digest listed.
+        let o = common::TestCommand::new(&[&"manifest", &"show", &vmlinux]).ok();
+        assert_eq!(common::stdout(&o).lines().filter(|l| l.len() >= 64).count(), n, "a line a digest");
+        costs.push(vec![runs.cost(0, || common::measured(&[&"manifest", &"show", &vmlinux]))]);
+        let _ = std::fs::remove_file(&vmlinux);
+    }
+    let labels = [runs.label(0, "manifest show (32,768 -> 262,144 digests)")];
+    common::report("manifest scale", &common::each_linear(labels, &costs));
+}
+
 /// The arithmetic of every scale check above (`common::scale_verdict`) on
 /// synthetic costs (CPU seconds, peak KiB): the process's start-up is
 /// taken off both sizes before the ratio, so quadratic work the start-up
