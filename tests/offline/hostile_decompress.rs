@@ -309,7 +309,7 @@ fn the_search_is_linear_in_every_format() {
             (common::thread_cpu() - t, err.to_string())
         };
         let (t1, e1) = time(mib << 20);
-        let (t8, e8) = time(8 * mib << 20);
+        let (t8, e8) = time((8 * mib) << 20);
         for e in [&e1, &e8] {
             assert!(e.contains("refused as a decompression bomb") && !e.contains('\n'), "{name}: {e}");
         }
