@@ -410,7 +410,7 @@ pub fn scale_verdict(
 }
 
 /// The most runs of a command [`ScaleRuns`] sums at one size.
-pub const SCALE_MAX_RUNS: u32 = 48;
+pub const SCALE_MAX_RUNS: u32 = 64;
 
 /// Repeated runs for the commands of a scale check whose input's part at
 /// the smaller size is below [`SCALE_FLOOR_CPU_S`] in one run (a few ms
@@ -456,6 +456,35 @@ impl ScaleRuns {
         }
         self.0[i] = k;
         (cpu, mem)
+    }
+
+    /// [`ScaleRuns::cost`] of command `i` at both sizes at once, their
+    /// runs alternated (one on the smaller input, one on the larger, until
+    /// the smaller's parts summed are half again the floor): a change in
+    /// the machine's load then weighs on both sizes alike, where runs of
+    /// the larger size after all of the smaller's may meet another load
+    /// (one run of `order report` failed that way under a load of about
+    /// 4.5 on 2 CPUs). For a test whose two inputs can be made first.
+    pub fn interleaved(
+        &mut self,
+        i: usize,
+        mut small: impl FnMut() -> (f64, i64),
+        mut large: impl FnMut() -> (f64, i64),
+    ) -> [(f64, i64); 2] {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        let s = start_up().0;
+        let (mut a, mut b) = (small(), large());
+        let mut k = 1;
+        while k < SCALE_MAX_RUNS && a.0 - s < 1.5 * SCALE_FLOOR_CPU_S {
+            let (x, y) = (small(), large());
+            a = (a.0 + x.0 - s, a.1.max(x.1));
+            b = (b.0 + y.0 - s, b.1.max(y.1));
+            k += 1;
+        }
+        self.0[i] = k;
+        [a, b]
     }
 
     /// `label` with how many runs command `i`'s costs sum, when more than one.

@@ -342,29 +342,36 @@ fn each_class_alone(
 /// large take at most about 8 times the CPU time and memory (linear, with
 /// slack for a loaded machine): a program of 1,000 and then 8,000
 /// functions (built by gcc), each traced once. Each command's runs are
-/// summed to reach the scale checks' floor (`common::ScaleRuns`: a few ms
-/// a run at 1,000 functions; a program large enough for one run would
-/// take gcc minutes).
+/// summed to reach the scale checks' floor, the two sizes' runs
+/// alternated (`common::ScaleRuns::interleaved`: about a ms a run at
+/// 1,000 functions; a program large enough for one run would take gcc
+/// minutes).
 #[test]
 fn order_takes_time_and_memory_linear_in_the_trace() {
     let dir = common::tmpdir("order-scale");
-    let mut costs = Vec::new();
+    let cases: Vec<(PathBuf, PathBuf, PathBuf)> = [1_000, 8_000]
+        .iter()
+        .map(|n| {
+            let d = dir.join(format!("{n}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let (prog, trace, _) = order_case_of(&d, *n);
+            let t = d.join("trace");
+            std::fs::write(&t, trace).unwrap();
+            (prog, t, d.join("out"))
+        })
+        .collect();
+    let write = |(prog, t, out): &(PathBuf, PathBuf, PathBuf)| {
+        let _ = std::fs::remove_file(out);
+        common::measured(&[&"order", &"write", &"--trace", t, &"--binary", prog, &"-o", out])
+    };
+    let report = |(prog, t, _): &(PathBuf, PathBuf, PathBuf)| {
+        common::measured(&[&"order", &"report", &"--trace", t, &"--binary", prog])
+    };
+    // Both sizes' runs alternated (common::ScaleRuns::interleaved).
     let mut runs = common::ScaleRuns::default();
-    for n in [1_000, 8_000] {
-        let d = dir.join(format!("{n}"));
-        std::fs::create_dir_all(&d).unwrap();
-        let (prog, trace, _) = order_case_of(&d, n);
-        let t = d.join("trace");
-        std::fs::write(&t, trace).unwrap();
-        let out = d.join("out");
-        costs.push(vec![
-            runs.cost(0, || {
-                let _ = std::fs::remove_file(&out);
-                common::measured(&[&"order", &"write", &"--trace", &t, &"--binary", &prog, &"-o", &out])
-            }),
-            runs.cost(1, || common::measured(&[&"order", &"report", &"--trace", &t, &"--binary", &prog])),
-        ]);
-    }
+    let w = runs.interleaved(0, || write(&cases[0]), || write(&cases[1]));
+    let r = runs.interleaved(1, || report(&cases[0]), || report(&cases[1]));
+    let costs = vec![vec![w[0], r[0]], vec![w[1], r[1]]];
     let labels = ["write", "report"]
         .iter()
         .enumerate()
