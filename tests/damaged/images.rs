@@ -423,6 +423,17 @@ pub fn modules(stem: &str, base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<
 /// section's): `__ksymhash` (`ksymhash` bytes) and `__modhashes` (256 KiB,
 /// as the series reserves), added by objcopy.
 pub fn with_reserved_sections(vmlinux: &Path, dir: &Path, ksymhash: usize) -> Vec<u8> {
+    with_reserved_sections_of(vmlinux, dir, ksymhash, 256 << 10)
+}
+
+/// The file offset and size of the section named `name` of an ELF64 file.
+pub fn section_range(d: &[u8], name: &str) -> Option<(usize, usize)> {
+    sections(d).into_iter().find(|s| s.name == name).map(|s| (s.offset as usize, s.size as usize))
+}
+
+/// [`with_reserved_sections`] with a `__modhashes` of `modhashes` bytes
+/// (room for a manifest longer than the series reserves).
+pub fn with_reserved_sections_of(vmlinux: &Path, dir: &Path, ksymhash: usize, modhashes: usize) -> Vec<u8> {
     let end = sections(&std::fs::read(vmlinux).unwrap())
         .iter()
         .filter(|s| s.flags & SHF_ALLOC != 0)
@@ -435,7 +446,7 @@ pub fn with_reserved_sections(vmlinux: &Path, dir: &Path, ksymhash: usize) -> Ve
         std::fs::write(&p, vec![0u8; len]).unwrap();
         p
     };
-    let (ksymhash_bin, modhashes_bin) = (zeros("ksymhash.bin", ksymhash), zeros("modhashes.bin", 256 << 10));
+    let (ksymhash_bin, modhashes_bin) = (zeros("ksymhash.bin", ksymhash), zeros("modhashes.bin", modhashes));
     let out = dir.join("vmlinux-reserved");
     let add = |name: &str, file: &Path, addr: u64| {
         [

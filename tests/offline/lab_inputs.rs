@@ -412,13 +412,13 @@ fn lava_import_takes_time_and_memory_linear_in_the_log() {
 }
 
 /// `chart` of a kernel log (a dmesg capture) 8 times as long takes at most
-/// about 8 times the CPU time and memory: 4,000 and then 32,000 initcalls,
+/// about 8 times the CPU time and memory: 16,000 and then 128,000 initcalls,
 /// each a `calling` and a `returned` line, charted to HTML and SVG.
 #[test]
 fn chart_of_a_kernel_log_takes_time_and_memory_linear_in_its_lines() {
     let dir = common::tmpdir("chart-log-scale");
     let mut cost = Vec::new();
-    for n in [4_000usize, 32_000] {
+    for n in [16_000usize, 128_000] {
         let mut log =
             String::from("[    0.000000] Linux version 6.1.0-56-amd64 (x@y) (gcc-12) #1 SMP Debian 6.1.192-2\n");
         for k in 0..n {
@@ -431,6 +431,6 @@ fn chart_of_a_kernel_log_takes_time_and_memory_linear_in_its_lines() {
         let out = dir.join(format!("{n}.html"));
         cost.push(common::measured(&[&"chart", &p, &"-o", &out, &"--svg", &out.with_extension("svg")]));
     }
-    let line = common::linear_in_the_input("chart of a kernel log (4,000 -> 32,000 initcalls)", cost[0], cost[1]);
+    let line = common::linear_in_the_input("chart of a kernel log (16,000 -> 128,000 initcalls)", cost[0], cost[1]);
     common::report("chart log scale", &line);
 }
