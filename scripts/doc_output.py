@@ -86,6 +86,15 @@ def kernel_config(kernel):
     if os.path.exists(build):
         with open(build) as f:
             return _build_config(json.load(f))
+    # The lab's kernel:distro: its directory's kernel.json names the build.
+    distro = os.path.join(d, "kernel.json")
+    if os.path.exists(distro):
+        with open(distro) as f:
+            key = json.load(f).get("build_key", "")
+        build = os.path.join(_cache(), "kernels", f"build-{key}", "build.json")
+        if key and os.path.exists(build):
+            with open(build) as f:
+                return _build_config(json.load(f)) + ", Debian's modules signed with its key (kernel:distro)"
     configs = glob.glob(os.path.join(d, "config-*"))
     if len(configs) == 1:
         with open(configs[0], "rb") as f:
