@@ -158,7 +158,9 @@ def boot_line(runs, labels=None):
             with open(run) as f:
                 run = json.load(f)
         for v in run["variants"]:
-            kernel = v.get("kernel") or run.get("kernel") or ""
+            # a variant's own image (its hash list linked in) names the
+            # kernel it was made from
+            kernel = v.get("made_from") or v.get("kernel") or run.get("kernel") or ""
             release = v.get("kernel_release") or run.get("kernel_release") or "release not recorded"
             cmdline = v.get("cmdline") or run.get("cmdline", "")
             slides = [r.get("kaslr_slide") for r in v.get("repetitions", [])]

@@ -141,3 +141,50 @@ fn the_table_says_the_kernel_and_kaslr_as_the_record_does() {
     let unknown = line("", None);
     assert!(unknown.ends_with("KASLR not recorded (no command line in the record)."), "{unknown}");
 }
+
+/// A variant the lab gave an image of its own (its hash list linked into
+/// a bzImage in the run's directory) is named by the kernel it was made
+/// from: here the lab's kernel:distro, whose record names the series'
+/// Debian-config build.
+#[test]
+fn a_variants_own_image_is_named_by_the_kernel_it_was_made_from() {
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    let build = cache.join("kernels/build-0123abcd");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::write(
+        build.join("build.json"),
+        r#"{"line": "6.1", "config_base": "/boot/config-6.1.0-56-amd64", "flavours": []}"#,
+    )
+    .unwrap();
+    let distro = d.path().join("distro");
+    std::fs::create_dir_all(&distro).unwrap();
+    std::fs::write(distro.join("kernel.json"), r#"{"build_key": "0123abcd"}"#).unwrap();
+    std::fs::write(distro.join("vmlinux"), b"").unwrap();
+    let mut v = Variant::named("listed");
+    v.kernel = d.path().join("run/listed-bzImage");
+    v.made_from = distro.join("vmlinux");
+    v.kernel_release = "6.1.0-56-amd64".into();
+    v.cmdline = "console=ttyS0 module.sig_enforce=1".into();
+    v.repetitions.push(Repetition { kaslr_slide: Some(0x2a00000), ..Default::default() });
+    let run = Run { format: 1, source: "lab".into(), variants: vec![v], ..Default::default() };
+    let rec = d.path().join("run.json");
+    std::fs::write(&rec, serde_json::to_vec(&run).unwrap()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/doc_output.py");
+    let o = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("boot-line")
+        .arg(&rec)
+        .env("BOOTLINK_CACHE", &cache)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(
+        out.trim(),
+        "Kernel and KASLR (run.json): listed: 6.1.0-56-amd64, Debian's config (Debian's config-6.1.0-56-amd64 \
+         with kernel/6.1/configs/series.config), Debian's modules signed with its key (kernel:distro), KASLR on \
+         (the kernel moved in 1 of 1 boots).",
+        "{out}"
+    );
+}

@@ -402,6 +402,9 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
             Some(bz) => bz.clone(),
             None => tree.kernel,
         };
+        if meta.kernel != v.kernel && v.boot.as_ref() != Some(&meta.kernel) {
+            meta.made_from = v.kernel.clone();
+        }
         // what a boot loader reads of it: a record, not a condition of the run
         meta.image = bootclock::describe(&meta.kernel).ok();
         meta.raw_module = tree.raw_module;

@@ -320,6 +320,12 @@ pub struct Variant {
     /// with their own kernels: then it is the run's `kernel`).
     #[serde(default, skip_serializing_if = "is_empty_path")]
     pub kernel: PathBuf,
+    /// The kernel `kernel` was made from when the lab made the variant an
+    /// image of its own (its module hash list written into a copy of the
+    /// vmlinux, a bzImage linked around it): what says its build and
+    /// config. Empty when the variant booted the kernel as it is.
+    #[serde(default, skip_serializing_if = "is_empty_path")]
+    pub made_from: PathBuf,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernel_release: String,
     /// How the modules were made: stock, unsigned, preresolved, folded.
@@ -381,6 +387,7 @@ impl Variant {
             name: name.to_string(),
             repetitions: Vec::new(),
             kernel: PathBuf::new(),
+            made_from: PathBuf::new(),
             kernel_release: String::new(),
             transform: String::new(),
             cmdline: String::new(),
