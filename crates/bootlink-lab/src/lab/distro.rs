@@ -91,16 +91,7 @@ pub fn kernel(line: Line, arch: fetch::Arch) -> Result<DistroKernel> {
     // bzImage names it), which another build of the line (the lab's
     // kernel, with its lab series) may have switched since: made to hold
     // this build again, and kept so, while the directory is made.
-    kbuild::with_tree(&opts, |b| {
-        if b.key != build.key {
-            return Err(Error::file(
-                Kind::Internal,
-                &b.dir,
-                format!("made the object tree hold build {} instead of {}", b.key, build.key),
-            ));
-        }
-        make(b, &debian, &dir)
-    })
+    kbuild::with_tree_holding(&opts, &build.key, |b| make(b, &debian, &dir))
 }
 
 impl DistroKernel {
@@ -117,16 +108,7 @@ impl DistroKernel {
     pub fn with_tree<T>(&self, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
         let mut opts = kbuild::Options::for_line(self.line()?);
         opts.debian_config()?;
-        kbuild::with_tree(&opts, |b| {
-            if b.key != self.build_key || b.tree != self.tree {
-                return Err(Error::file(
-                    Kind::Internal,
-                    &b.dir,
-                    format!("the series' Debian-config build is now {}, this kernel's was {}", b.key, self.build_key),
-                ));
-            }
-            f(&b.tree)
-        })
+        kbuild::with_tree_holding(&opts, &self.build_key, |b| f(&b.tree))
     }
 }
 

@@ -175,16 +175,7 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
     // until the package is made.
     let mut opts = series_options(line)?;
     opts.cached_only = false;
-    kbuild::with_tree(&opts, |b| {
-        if b.key != build.key {
-            return Err(Error::file(
-                Kind::Internal,
-                &b.dir,
-                format!("made the object tree hold build {} instead of {}", b.key, build.key),
-            ));
-        }
-        make(kernel, only, b, &f, &deb, &key, &dir)
-    })
+    kbuild::with_tree_holding(&opts, &build.key, |b| make(kernel, only, b, &f, &deb, &key, &dir))
 }
 
 /// The kbuild options of `line`'s series built with Debian's config,

@@ -458,6 +458,21 @@ pub fn with_tree<T>(opts: &Options, f: impl FnOnce(&Report) -> Result<T>) -> Res
     f(&b)
 }
 
+/// [`with_tree`] for the build whose cache key is `key` (found or made
+/// before): an internal error when `opts` now names another build.
+pub fn with_tree_holding<T>(opts: &Options, key: &str, f: impl FnOnce(&Report) -> Result<T>) -> Result<T> {
+    with_tree(opts, |b| {
+        if b.key != key {
+            return Err(Error::file(
+                Kind::Internal,
+                &b.dir,
+                format!("made the object tree hold build {} instead of {key}", b.key),
+            ));
+        }
+        f(b)
+    })
+}
+
 /// What the config is made from, as read: the fragment with its flavours
 /// over it, the make variables the flavours name, the whole config it
 /// starts from (none: tinyconfig), and the text the cache key and the
