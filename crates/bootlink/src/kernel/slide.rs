@@ -87,23 +87,19 @@ impl SlideTable {
 
     /// The relocations as the table holds them: per section, the words of
     /// its bitmap (up to the last word with a bit set).
+    /// Sections come out in increasing order whatever order the list is
+    /// in, and an entry listed twice sets its bit once.
     fn bitmaps(&self) -> Vec<(u32, Vec<u32>)> {
-        let mut out: Vec<(u32, Vec<u32>)> = Vec::new();
-        let mut sorted = self.relocations.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        for (sec, ent) in sorted {
-            if out.last().is_none_or(|(s, _)| *s != sec) {
-                out.push((sec, Vec::new()));
-            }
-            let words = &mut out.last_mut().expect("pushed").1;
+        let mut out: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
+        for &(sec, ent) in &self.relocations {
+            let words = out.entry(sec).or_default();
             let w = (ent / 32) as usize;
             if words.len() <= w {
                 words.resize(w + 1, 0);
             }
             words[w] |= 1 << (ent % 32);
         }
-        out
+        out.into_iter().collect()
     }
 
     /// The values the kernel moves.
