@@ -128,3 +128,63 @@ fn a_vmlinux_of_another_build_or_no_tree_is_refused() {
     let err = write(&k.dir.join("vmlinux"), "o3", Some(&dir)).fails_with("no arch/x86/boot/.bzImage.cmd");
     assert!(err.contains(dir.to_str().unwrap()), "{err}");
 }
+
+/// A bzImage made from a cached build's object tree is made under the
+/// line's build lock (`kbuild::with_tree_of`): the tree is shared with the
+/// line's other builds, which may switch it, so `manifest write --bzimage`
+/// waits while a build of the line holds the lock, says so, and writes a
+/// listed bzImage once the lock is free. (Before, it read the tree
+/// unlocked: a `bootlink apply` beside a build of the same line failed.)
+#[test]
+fn a_listed_bzimage_waits_for_the_lines_build_lock() {
+    use bootlink::kbuild::{Line, lock};
+    use std::time::{Duration, Instant};
+    let k = common::self_built(true);
+    let line = Line::parse(common::line()).unwrap();
+    // This checkout still makes the build: a switched tree would be made
+    // to hold it again, not refused.
+    let built: bootlink::kbuild::Report =
+        serde_json::from_slice(&std::fs::read(k.dir.join("build.json")).unwrap()).unwrap();
+    let opts = bootlink::kbuild::options_of(&built).unwrap().expect("the lab build's options, from its build.json");
+    assert!(opts.lab_series.is_some() && opts.flavours.is_empty());
+    let kbuild = common::cache().join("kbuild");
+    let dir = common::tmpdir("bzimage-locked");
+    let (vm, bz, stderr) = (dir.join("vmlinux.listed"), dir.join("bzImage.listed"), dir.join("stderr"));
+    let modules = k.dir.join("lib/modules").join(&k.release);
+    // Held as a build of the line holds it (waited for if a real build has it).
+    let held = lock::Held::line(&kbuild, line).unwrap();
+    let mut child = std::process::Command::new(common::bin())
+        .args(["manifest", "write", "--json", "--vmlinux"])
+        .arg(k.dir.join("vmlinux"))
+        .arg("-o")
+        .arg(&vm)
+        .arg("--bzimage")
+        .arg(&bz)
+        .arg(&modules)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let want = format!("waiting for another kernel build of line {line} to finish");
+    let t0 = Instant::now();
+    let said = loop {
+        let err = std::fs::read_to_string(&stderr).unwrap();
+        if err.contains(&want) {
+            break err;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "manifest write finished while the line's lock was held: {err}");
+        assert!(t0.elapsed() < Duration::from_secs(120), "no waiting line in 120 s: {err}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "went on while the line's lock was held: {said}");
+    assert!(!bz.exists() && !vm.exists(), "nothing written while waiting");
+    drop(held);
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert!(status.success(), "manifest write after the lock was released: {err}");
+    let (a, z) = (shown(&vm), shown(&bz));
+    assert!(a["digests"].as_array().unwrap().len() > 100, "the build's modules are listed: {a}");
+    assert_eq!(a, z, "the bzImage lists what the vmlinux lists");
+    println!("waited {:.1} s, saying {:?}", t0.elapsed().as_secs_f64(), said.lines().find(|l| l.contains("waiting")));
+}

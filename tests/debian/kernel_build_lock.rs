@@ -75,6 +75,11 @@ fn a_6_1_tree_lookup_goes_on_while_6_12_is_locked_and_waits_for_6_1() {
         common::skip(TEST, &format!("no cached 6.1 Debian-config build: {}", common::stderr(&o).trim()));
         return;
     }
+    // Its options come back from its build.json (what `apply` and
+    // `manifest write --bzimage` make the tree hold again).
+    let built: bootlink::kbuild::Report = serde_json::from_slice(&o.stdout).unwrap();
+    let opts = bootlink::kbuild::options_of(&built).unwrap().expect("the Debian-config build's options");
+    assert!(opts.lab_series.is_none() && !opts.modules && opts.release.as_deref() == Some(built.release.as_str()));
     let kbuild = common::cache().join("kbuild");
     let dir = common::tmpdir("kernel-build-lock");
     let open = |p: &Path| {

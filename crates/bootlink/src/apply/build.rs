@@ -17,6 +17,10 @@ pub(crate) struct Build {
     /// whose recorded commands make it (see `manifest::bzimage`).
     pub bzimage: Option<(PathBuf, PathBuf)>,
     pub system_map: Option<PathBuf>,
+    /// The `bootlink kernel build` output it is (its build.json): its
+    /// object tree, shared with the line's other builds, is held while the
+    /// bzImage is made ([`crate::kbuild::with_tree_of`]).
+    pub cached: Option<crate::kbuild::Report>,
     /// An installed image (`/boot/vmlinuz-<release>`), not a build: no
     /// step may rewrite it (the module hash list goes into a vmlinux, and
     /// a bzImage is made again from its build's object tree).
@@ -46,15 +50,19 @@ impl Build {
         // A kbuild object tree holds its bzImage and the commands that made
         // it; bootlink's cached build names its tree in build.json.
         let in_tree = dir.join("arch/x86/boot/bzImage");
+        let mut cached = None;
         let bzimage = if in_tree.is_file() {
             Some((in_tree, dir.to_path_buf()))
         } else if dir.join("bzImage").is_file() && dir.join("build.json").is_file() {
-            Some((dir.join("bzImage"), crate::kbuild::object_tree_of(&vmlinux)?))
+            let built = crate::kbuild::cached_build_of(&vmlinux)?;
+            let tree = built.tree.clone();
+            cached = Some(built);
+            Some((dir.join("bzImage"), tree))
         } else {
             None
         };
         let map = dir.join("System.map");
-        Ok(Build { vmlinux, bzimage, system_map: map.is_file().then_some(map), installed: false })
+        Ok(Build { vmlinux, bzimage, system_map: map.is_file().then_some(map), cached, installed: false })
     }
 
     /// An installed kernel, as a distribution's package leaves it in /boot:
@@ -70,7 +78,7 @@ impl Build {
                 "not a file: give the installed image (/boot/vmlinuz-<release>), or a build directory with --build",
             ));
         }
-        Ok(Build { vmlinux: image.to_path_buf(), bzimage: None, system_map: None, installed: true })
+        Ok(Build { vmlinux: image.to_path_buf(), bzimage: None, system_map: None, cached: None, installed: true })
     }
 
     /// `System.map-<release>` beside an installed image, as Debian's /boot

@@ -386,10 +386,15 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
     }
     let manifest = report.plan.steps.iter().any(|s| s.list_hash().is_some());
     if manifest && let Some((_, tree)) = &build.bzimage {
-        // A kbuild tree's own bzImage must be made again; bootlink's
-        // cached build shares its object tree with later builds, which may
-        // have replaced its vmlinux: then only vmlinux gets the list.
-        if let Err(e) = crate::manifest::bzimage::check(tree, &build.vmlinux) {
+        // A kbuild tree's own bzImage must be made again from it. bootlink's
+        // cached build shares its object tree with the line's other builds:
+        // the tree is made to hold it again, and checked, under the line's
+        // locks when the bzImage is made (install), not here.
+        let checked = match &build.cached {
+            Some(_) => Ok(()),
+            None => crate::manifest::bzimage::check(tree, &build.vmlinux),
+        };
+        if let Err(e) = checked {
             if Some(tree) == inputs.build_dir.as_ref() {
                 return Err(e);
             }
@@ -523,7 +528,12 @@ fn install(
         if let Some((bz, obj)) = &inputs.build.bzimage {
             let bz_out = if opts.kernel_out.is_some() { kernel_out.join("bzImage") } else { bz.clone() };
             // Made from, and put in place with, the staged vmlinux.
-            let (_, built) = crate::manifest::bzimage::rebuild_bytes(obj, &at, &bz_out)?;
+            let (_, built) = match &inputs.build.cached {
+                Some(cached) => crate::kbuild::with_tree_of(cached, |tree| {
+                    crate::manifest::bzimage::rebuild_bytes(tree, &at, &bz_out)
+                })?,
+                None => crate::manifest::bzimage::rebuild_bytes(obj, &at, &bz_out)?,
+            };
             image.write(&bz_out, &built)?;
             image_paths.push(bz_out);
         }

@@ -57,6 +57,33 @@ pub struct Held {
     files: Vec<File>,
     /// The object tree whose lock is held, if one is.
     tree: Option<PathBuf>,
+    /// The line lock's path, in [`HELD_HERE`] while held.
+    line: PathBuf,
+}
+
+thread_local! {
+    /// The line locks this thread holds: a second take of one on the same
+    /// thread would wait for itself (flock locks belong to an open file),
+    /// while another thread's take must wait like another process's.
+    static HELD_HERE: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread holds `line`'s lock (a caller inside a build's
+/// [`super::with_tree`] that must not take it again).
+pub fn held_here(kbuild: &Path, line: Line) -> bool {
+    let path = line_path(kbuild, line);
+    HELD_HERE.with(|h| h.borrow().contains(&path))
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD_HERE.with(|h| {
+            let mut held = h.borrow_mut();
+            if let Some(i) = held.iter().position(|p| *p == self.line) {
+                held.swap_remove(i);
+            }
+        });
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -99,7 +126,8 @@ impl Held {
         let own = take(&line_path, Mode::Exclusive, || {
             format!("waiting for another kernel build of line {line} to finish (it holds {})", line_path.display())
         })?;
-        Ok(Held { files: vec![all, own], tree: None })
+        HELD_HERE.with(|h| h.borrow_mut().push(line_path.clone()));
+        Ok(Held { files: vec![all, own], tree: None, line: line_path })
     }
 
     /// Also the lock of the object tree `obj` (once; another tree's is an
@@ -158,7 +186,14 @@ mod tests {
         assert!(again.try_lock().is_err(), "6.1's lock is held");
         let old = File::open(all_lines_path(kbuild)).unwrap();
         assert!(old.try_lock().is_err(), "an older bootlink's exclusive lock waits for both");
+        assert!(held_here(kbuild, Line::V6_1) && held_here(kbuild, Line::parse("6.12").unwrap()));
+        let elsewhere = std::thread::spawn({
+            let kbuild = kbuild.to_path_buf();
+            move || held_here(&kbuild, Line::V6_1)
+        });
+        assert!(!elsewhere.join().unwrap(), "another thread must wait like another process");
         drop(v61);
+        assert!(!held_here(kbuild, Line::V6_1), "given up with its holder");
         again.try_lock().expect("6.1's lock is free once its holder is gone");
         assert!(old.try_lock().is_err(), "6.12's build still holds the shared lock");
         drop(v612);

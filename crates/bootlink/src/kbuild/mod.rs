@@ -254,10 +254,11 @@ impl crate::report::Report for Report {
     }
 }
 
-/// The object tree of the `bootlink kernel build` output `vmlinux` lies in,
-/// read from the build.json beside it (what `--bzimage` replays the boot
-/// image's chain in). A usage error when there is none.
-pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
+/// The `bootlink kernel build` output `vmlinux` lies in, read from the
+/// build.json beside it, with the object tree it was built in (whether
+/// the tree holds it now is [`with_tree_of`]'s to make sure). A usage
+/// error when there is none.
+pub(crate) fn cached_build_of(vmlinux: &Path) -> Result<Report> {
     let json = vmlinux.parent().unwrap_or(Path::new(".")).join("build.json");
     let no_tree = || {
         Error::file(
@@ -271,8 +272,7 @@ pub(crate) fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
     if built.tree.as_os_str().is_empty() {
         return Err(no_tree());
     }
-    tree_holds(&built)?;
-    Ok(built.tree)
+    Ok(built)
 }
 
 /// A flavour's `# bootlink-make: NAME=PROGRAM` lines: make's variable NAME
@@ -325,8 +325,12 @@ fn wants_own_tree(text: &str, file: &Path) -> Result<bool> {
 /// Whether `built` has patches of its line's lab-only series.
 fn built_with_lab_series(built: &Report) -> bool {
     let Some(line) = Line::parse(&built.line).ok() else { return false };
-    let Ok(lab) = Series::read_stacked(&line.lab_series(crate::fsutil::source_tree()), &[]) else { return false };
-    lab.patches.iter().any(|p| built.patches.contains(&p.name))
+    let dir = line.lab_series(crate::fsutil::source_tree());
+    let Ok(lab) = Series::read(&dir) else { return false };
+    // Stacked after the product's series, its patches are named
+    // `<its directory>/<patch>` ([`Series::read_stacked`]).
+    let prefix = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    lab.patches.iter().any(|p| built.patches.contains(&format!("{prefix}/{}", p.name)))
 }
 
 /// The object tree of `built` holds that build: flavours share their
@@ -471,6 +475,63 @@ pub fn with_tree_holding<T>(opts: &Options, key: &str, f: impl FnOnce(&Report) -
         }
         f(b)
     })
+}
+
+/// The options of this checkout that make the cached build `built`
+/// again (same cache key), if its series, configs and flavours still make
+/// it: the line, architecture, lab series, flavours and config base it
+/// names, the release tried as recorded and as kbuild's own.
+pub fn options_of(built: &Report) -> Result<Option<Options>> {
+    let line = Line::parse(&built.line)?;
+    let mut base = Options::for_line_arch(line, built.arch);
+    if built_with_lab_series(built) {
+        base = base.with_lab_series();
+    }
+    base.flavours = built.flavours.clone();
+    base.modules = built.modules.is_some();
+    let mut tries = Vec::new();
+    if built.config_base == ConfigBase::Tiny.describe() {
+        tries.push(base);
+    } else {
+        base.whole_config(PathBuf::from(&built.config_base));
+        let mut recorded = base.clone();
+        recorded.release = Some(built.release.clone());
+        tries.extend([recorded, base]);
+    }
+    let cache = fsutil::cache_dir();
+    for opts in tries {
+        let Ok((series, _)) = resolve_series(&opts) else { continue };
+        let Ok(inputs) = read_config_inputs(&opts) else { continue };
+        if key_build(&opts, &cache, &inputs, &series)?.key == built.key {
+            return Ok(Some(opts));
+        }
+    }
+    Ok(None)
+}
+
+/// Run `f` on the object tree of the cached build `built` while it holds
+/// that build and no other build of the line can change it (what `apply`
+/// does before making a bzImage again from the tree's recorded commands).
+/// The tree is made to hold the build again where another build of the
+/// line switched it, when this checkout still makes that build
+/// ([`options_of`]); otherwise it is only checked under the locks (the
+/// error says how to make it hold the build). Called while this process
+/// already holds the line's locks (the lab applies inside [`with_tree`]),
+/// the tree is checked and `f` run under those.
+pub fn with_tree_of<T>(built: &Report, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let line = Line::parse(&built.line)?;
+    let kbuild = fsutil::cache_dir().join("kbuild");
+    if lock::held_here(&kbuild, line) {
+        tree_holds(built)?;
+        return f(&built.tree);
+    }
+    if let Some(opts) = options_of(built)? {
+        return with_tree_holding(&opts, &built.key, |b| f(&b.tree));
+    }
+    let mut held = lock::Held::line(&kbuild, line)?;
+    held.tree(&built.tree)?;
+    tree_holds(built)?;
+    f(&built.tree)
 }
 
 /// What the config is made from, as read: the fragment with its flavours
@@ -1127,6 +1188,14 @@ mod tests {
         assert!(e.contains("another build (k2)") && e.contains("bootlink kernel build --tree --flavour lz4"), "{e}");
         std::fs::remove_file(r.tree.join(TREE_KEY)).unwrap();
         assert!(object_tree_of(&vmlinux).unwrap_err().to_string().contains("no finished build"));
+    }
+
+    /// The object tree of the cached build `vmlinux` lies in, if it holds
+    /// that build (what [`with_tree_of`] checks under the line's locks).
+    fn object_tree_of(vmlinux: &Path) -> Result<PathBuf> {
+        let built = cached_build_of(vmlinux)?;
+        tree_holds(&built)?;
+        Ok(built.tree)
     }
 
     const MAIL: &str = "From: a <a@localhost>\nSubject: [PATCH 1/2] x\n\nWhy: 3 ms.\n\nSigned-off-by: a <a@localhost>\n---\n\

@@ -126,11 +126,27 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
         _ => {}
     }
     check_outputs(req, arm64.then_some(source_image.as_path()))?;
-    let tree = match (&req.bzimage, &req.tree) {
-        (Some(_), Some(t)) => Some(t.clone()),
-        (Some(_), None) => Some(crate::kbuild::object_tree_of(&req.vmlinux)?),
-        (None, _) => None,
-    };
+    match (&req.bzimage, &req.tree) {
+        // A bzImage made from a `bootlink kernel build` directory's object
+        // tree: the tree is held (made to hold that build again where
+        // another build of the line switched it) until the image is made.
+        (Some(_), None) => {
+            let built = crate::kbuild::cached_build_of(&req.vmlinux)?;
+            crate::kbuild::with_tree_of(&built, |tree| write_checked(req, arm64, &source_image, Some(tree)))
+        }
+        (Some(_), Some(tree)) => write_checked(req, arm64, &source_image, Some(tree)),
+        (None, _) => write_checked(req, arm64, &source_image, None),
+    }
+}
+
+/// [`write`] once its arguments are checked, the bzImage (if asked for)
+/// made in the object tree `tree`.
+fn write_checked(
+    req: &WriteRequest,
+    arm64: bool,
+    source_image: &std::path::Path,
+    tree: Option<&std::path::Path>,
+) -> Result<WriteReport> {
     if let Some(t) = &tree {
         bzimage::check(t, &req.vmlinux)?;
         if let Some((key, cert)) = &req.sign {
@@ -138,7 +154,7 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
             secureboot::check_signable(&t.join("arch/x86/boot/bzImage"), key, cert)?;
         }
     }
-    let k = crate::kernel::KernelImage::open(if arm64 { &source_image } else { &req.vmlinux }, None)?;
+    let k = crate::kernel::KernelImage::open(if arm64 { source_image } else { &req.vmlinux }, None)?;
     crate::manifest::check_takes(&k, req.hash, &req.vmlinux)?;
     let (m, modules, errors) = of_modules_for(&k, req.hash, &req.modules)?;
     if modules.is_empty() {
@@ -150,7 +166,7 @@ pub fn write(req: &WriteRequest) -> Result<WriteReport> {
     let mut staged = crate::fsutil::Staged::new();
     let image = match &req.image {
         Some(out) => {
-            crate::manifest::fill_image_staged(&source_image, &req.vmlinux, &m, out, &mut staged)?;
+            crate::manifest::fill_image_staged(source_image, &req.vmlinux, &m, out, &mut staged)?;
             Some(out.clone())
         }
         None => None,
