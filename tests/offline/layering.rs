@@ -140,9 +140,19 @@ const LAB: Crate = Crate {
         },
         Layer {
             name: "variants, boots",
-            modules: &["lab::variant", "lab::scenario_file", "lab::setup", "lab::scenario", "lab::survey", "lava"],
-            what: "variants parsed, prepared and booted under QEMU; surveys; the lab's runs as LAVA jobs and \
-                   their logs read back",
+            modules: &["lab::variant", "lab::scenario"],
+            what: "variants parsed, prepared and booted under QEMU, their consoles parsed",
+        },
+        Layer {
+            name: "LAVA",
+            modules: &["lava"],
+            what: "the lab's variants as LAVA jobs, and their logs read back with the lab's parser",
+        },
+        Layer {
+            name: "lab runs",
+            modules: &["lab::setup", "lab::scenario_file", "lab::survey"],
+            what: "`bootlink lab`: a scenario from the command line or a file, booted and checked, or written \
+                   as LAVA jobs; surveys",
         },
         Layer {
             name: "system",
@@ -156,14 +166,7 @@ const LAB: Crate = Crate {
             what: "HTML, SVG and Perfetto views of runs; the kernel image that reaches /init first from a storage",
         },
     ],
-    same_layer: &[
-        ("recommend", "chart"),
-        // LAVA jobs are the lab's variants built and its consoles parsed
-        ("lava", "lab"),
-        // `bootlink lab --lava DIR` writes the scenario's jobs instead of
-        // booting it (lab::setup::run)
-        ("lab", "lava"),
-    ],
+    same_layer: &[("recommend", "chart")],
 };
 
 const CLI: Crate = Crate {
@@ -379,7 +382,8 @@ fn a_file_is_in_the_layer_of_its_longest_path() {
     assert_eq!(layer("workload"), "workload registry");
     assert_eq!(layer("chart::svg::timeline"), "charts, advice");
     assert_eq!(layer("chart::svg::userspace"), "chart primitives");
-    assert_eq!(layer("lab::setup::Request"), "variants, boots");
+    assert_eq!(layer("lab::setup::Request"), "lab runs");
+    assert_eq!(layer("lab::scenario::Scenario"), "variants, boots");
     assert_eq!(layer("lab::qemu"), "lab basics");
     assert_eq!(PRODUCT.layers[PRODUCT.layer_of(&["steps", "Step"]).unwrap()].name, "steps");
     // A path is read as the module of the deepest file it reaches: the

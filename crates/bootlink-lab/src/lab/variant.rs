@@ -3,8 +3,8 @@
 #![doc = include_str!("variant.txt")]
 //!
 //! A [`Variant`] is parsed once, where it enters (a `--variant` string by
-//! [`Variant::parse`], a scenario file's table by
-//! [`crate::lab::scenario_file`]), both through [`Variant::from_pairs`];
+//! [`Variant::parse`], a scenario file's table by `lab::scenario_file`,
+//! above this layer), both through [`Variant::from_pairs`];
 //! the lab acts on the parsed model only: its kernel ([`KernelChoice`]),
 //! its [`Step`]s (see [`bootlink::steps`]), its loader and its workloads
 //! ([`crate::workload`]).
