@@ -617,6 +617,7 @@ fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     };
     let done = configure_obj(opts, &env, &inputs, &keyed, &log)
         .and_then(|()| compile(opts, &env, &keyed.key, &log))
+        .and_then(|release| config_still_holds(&env, &inputs, &opts.config).map(|()| release))
         .and_then(|release| install_into_cache(opts, &env, &keyed, &series, skipped, &release, &log));
     let mut built = crate::buildlog::remember("kernel", &keyed.key, done)?;
     built.seconds = t0.elapsed().as_secs_f64();
@@ -794,6 +795,34 @@ fn configure_obj(opts: &Options, env: &make::Env<'_>, inputs: &ConfigInputs, key
     let wanted =
         Wanted { whole: inputs.whole.as_deref(), fragment: &inputs.fragment, config_text: &inputs.config_text };
     configure(env, &wanted, &opts.config, log)
+}
+
+/// The config the kernel was built with still holds every line of the
+/// fragment. `make` runs syncconfig again when a Kconfig file changed, and
+/// a symbol missing from the source's Kconfig at that moment is dropped
+/// from `.config` without a word: a 6.12 lab build was once cached with
+/// CONFIG_MODULE_SYMHASH and CONFIG_MODULE_HASHES_BLAKE2B gone (found by
+/// scripts/sealed-measure's export tables). Such a build is refused, not
+/// cached.
+fn config_still_holds(env: &make::Env<'_>, inputs: &ConfigInputs, fragment_file: &Path) -> Result<()> {
+    let dotconfig = env.obj.join(".config");
+    let built = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
+    let unmet = inputs.fragment.unmet(&built);
+    if unmet.is_empty() {
+        return Ok(());
+    }
+    // Configured again from scratch by the next build.
+    let _ = std::fs::remove_file(env.obj.join("bootlink-fragment"));
+    Err(Error::file(
+        Kind::Build,
+        fragment_file,
+        format!(
+            "{} line(s) no longer hold in the built kernel's .config ({}): {}",
+            unmet.len(),
+            dotconfig.display(),
+            unmet.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+        ),
+    ))
 }
 
 /// `make` the kernel (and its modules) in the object tree, marking the
