@@ -199,12 +199,12 @@ struct Staged {
 /// the kernel) through them in a scratch directory, then install the
 /// results, the image first.
 pub fn run(opts: &Options) -> Result<Report> {
-    let mut inputs = read_inputs(opts)?;
+    let inputs = read_inputs(opts)?;
     let mut modules = sort_modules(&inputs)?;
     let sign_key = opts.sign_key.clone().or_else(|| {
         inputs.build_dir.as_deref().and_then(|d| build::Build::signing_key(d, inputs.image.config.as_ref()))
     });
-    let mut report = plan_steps(opts, &mut inputs, &mut modules, sign_key.is_some())?;
+    let mut report = plan_steps(opts, &inputs, &mut modules, sign_key.is_some())?;
     if opts.dry_run || report.plan.steps.is_empty() {
         return Ok(report);
     }
@@ -332,8 +332,8 @@ fn sort_modules(inputs: &Inputs) -> Result<Modules> {
 /// report that says so; refused for a sealed kernel the modules cannot be
 /// folded against. A build's bzImage that cannot be made again is left
 /// out (with a note) unless it is the build directory's own.
-fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: bool) -> Result<Report> {
-    let (k, build) = (&inputs.image, &mut inputs.build);
+fn plan_steps(opts: &Options, inputs: &Inputs, modules: &mut Modules, key: bool) -> Result<Report> {
+    let (k, build) = (&inputs.image, &inputs.build);
     let config = k.config.as_ref();
     let facts = Facts {
         features: k.loader_features.clone(),
@@ -385,22 +385,15 @@ fn plan_steps(opts: &Options, inputs: &mut Inputs, modules: &mut Modules, key: b
         report.notes.push(installed_note(&build.vmlinux, &k.loader_features));
     }
     let manifest = report.plan.steps.iter().any(|s| s.list_hash().is_some());
-    if manifest && let Some((_, tree)) = &build.bzimage {
-        // A kbuild tree's own bzImage must be made again from it. bootlink's
-        // cached build shares its object tree with the line's other builds:
-        // the tree is made to hold it again, and checked, under the line's
-        // locks when the bzImage is made (install), not here.
-        let checked = match &build.cached {
-            Some(_) => Ok(()),
-            None => crate::manifest::bzimage::check(tree, &build.vmlinux),
-        };
-        if let Err(e) = checked {
-            if Some(tree) == inputs.build_dir.as_ref() {
-                return Err(e);
-            }
-            report.notes.push(format!("bzImage not made again: {e}"));
-            build.bzimage = None;
-        }
+    // A kbuild tree's own bzImage must be made again from it: checked
+    // here. bootlink's cached build shares its object tree with the line's
+    // other builds: the tree is made to hold it again, and checked, under
+    // the line's locks when the bzImage is made (install), not here.
+    if manifest
+        && build.cached.is_none()
+        && let Some((_, tree)) = &build.bzimage
+    {
+        crate::manifest::bzimage::check(tree, &build.vmlinux)?;
     }
     Ok(report)
 }

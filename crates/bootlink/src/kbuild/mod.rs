@@ -521,15 +521,15 @@ pub fn options_of(built: &Report) -> Result<Option<Options>> {
 pub fn with_tree_of<T>(built: &Report, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     let line = Line::parse(&built.line)?;
     let kbuild = fsutil::cache_dir().join("kbuild");
-    if lock::held_here(&kbuild, line) {
-        tree_holds(built)?;
-        return f(&built.tree);
-    }
-    if let Some(opts) = options_of(built)? {
+    let _held = if lock::held_here(&kbuild, line) {
+        None
+    } else if let Some(opts) = options_of(built)? {
         return with_tree_holding(&opts, &built.key, |b| f(&b.tree));
-    }
-    let mut held = lock::Held::line(&kbuild, line)?;
-    held.tree(&built.tree)?;
+    } else {
+        let mut held = lock::Held::line(&kbuild, line)?;
+        held.tree(&built.tree)?;
+        Some(held)
+    };
     tree_holds(built)?;
     f(&built.tree)
 }
@@ -807,19 +807,27 @@ fn configure_obj(opts: &Options, env: &make::Env<'_>, inputs: &ConfigInputs, key
 fn config_still_holds(env: &make::Env<'_>, inputs: &ConfigInputs, fragment_file: &Path) -> Result<()> {
     let dotconfig = env.obj.join(".config");
     let built = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
-    let unmet = inputs.fragment.unmet(&built);
+    let why = format!("in the built kernel's .config ({}) any more", dotconfig.display());
+    fragment_holds(&inputs.fragment, &built, Kind::Build, fragment_file, &why).inspect_err(|_| {
+        // Configured again from scratch by the next build.
+        let _ = std::fs::remove_file(env.obj.join("bootlink-fragment"));
+    })
+}
+
+/// Every line of `fragment` holds in the `.config` text `dotconfig`; else
+/// an error of `kind` on `path` naming the first lines that do not, and
+/// `when`.
+fn fragment_holds(fragment: &Fragment, dotconfig: &str, kind: Kind, path: &Path, when: &str) -> Result<()> {
+    let unmet = fragment.unmet(dotconfig);
     if unmet.is_empty() {
         return Ok(());
     }
-    // Configured again from scratch by the next build.
-    let _ = std::fs::remove_file(env.obj.join("bootlink-fragment"));
     Err(Error::file(
-        Kind::Build,
-        fragment_file,
+        kind,
+        path,
         format!(
-            "{} line(s) no longer hold in the built kernel's .config ({}): {}",
+            "{} line(s) do not hold {when}: {}",
             unmet.len(),
-            dotconfig.display(),
             unmet.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
         ),
     ))
@@ -1097,18 +1105,7 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
     fsutil::write_atomic(&dotconfig, text.as_bytes())?;
     env.run(&["olddefconfig"], &[], log, "kernel config (olddefconfig)")?;
     let result = std::fs::read_to_string(&dotconfig).map_err(|e| Error::io(&dotconfig, e))?;
-    let unmet = fragment.unmet(&result);
-    if !unmet.is_empty() {
-        return Err(Error::file(
-            Kind::Format,
-            path,
-            format!(
-                "{} line(s) do not hold after olddefconfig (unmet dependencies?): {}",
-                unmet.len(),
-                unmet.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
-            ),
-        ));
-    }
+    fragment_holds(fragment, &result, Kind::Format, path, "after olddefconfig (unmet dependencies?)")?;
     fsutil::write_atomic(&made_from, stamp.as_bytes())
 }
 
