@@ -167,15 +167,7 @@ fn a_listed_bzimage_waits_for_the_lines_build_lock() {
         .unwrap();
     let want = format!("waiting for another kernel build of line {line} to finish");
     let t0 = Instant::now();
-    let said = loop {
-        let err = std::fs::read_to_string(&stderr).unwrap();
-        if err.contains(&want) {
-            break err;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "manifest write finished while the line's lock was held: {err}");
-        assert!(t0.elapsed() < Duration::from_secs(120), "no waiting line in 120 s: {err}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let said = common::wait_for_stderr(&mut child, &stderr, &want, "manifest write with the line's lock held");
     std::thread::sleep(Duration::from_secs(2));
     assert!(child.try_wait().unwrap().is_none(), "went on while the line's lock was held: {said}");
     assert!(!bz.exists() && !vm.exists(), "nothing written while waiting");

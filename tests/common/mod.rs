@@ -144,6 +144,22 @@ impl Drop for TestDir {
     }
 }
 
+/// Wait until the stderr of `child`, written to the file `stderr`, says
+/// `want` (a command waiting for a lock says why), and return it: fails
+/// when `child` ends first (`what` names it) or after 120 s.
+pub fn wait_for_stderr(child: &mut std::process::Child, stderr: &Path, want: &str, what: &str) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        let err = std::fs::read_to_string(stderr).unwrap_or_default();
+        if err.contains(want) {
+            return err;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "{what} finished before saying {want:?}: {err}");
+        assert!(t0.elapsed().as_secs() < 120, "{what}: no {want:?} in 120 s: {err}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A fresh, empty directory unique to this test (see [`TestDir`]).
 pub fn tmpdir(name: &str) -> TestDir {
     let d = std::env::temp_dir().join(format!("bootlink-test-{}-{name}", std::process::id()));

@@ -124,15 +124,12 @@ fn a_6_1_tree_lookup_goes_on_while_6_12_is_locked_and_waits_for_6_1() {
     let stderr_b = dir.join("with-6.1-held.stderr");
     let mut b = tree_lookup(&stderr_b);
     let t0 = Instant::now();
-    let said = loop {
-        let err = read(&stderr_b);
-        if err.contains("waiting for another kernel build of line 6.1 to finish") {
-            break err;
-        }
-        assert!(b.try_wait().unwrap().is_none(), "the lookup finished while 6.1's lock was held: {err}");
-        assert!(t0.elapsed() < Duration::from_secs(120), "no waiting line in 120 s: {err}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let said = common::wait_for_stderr(
+        &mut b,
+        &stderr_b,
+        "waiting for another kernel build of line 6.1 to finish",
+        "the lookup with 6.1's lock held",
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert!(b.try_wait().unwrap().is_none(), "the lookup went on while 6.1's lock was held");
     assert!(
