@@ -175,7 +175,9 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
     // weak functions only where the architecture defines
     // FTRACE_MCOUNT_MAX_OFFSET (x86), and the code of patches
     // `ftrace-check-sorted` and `ftrace-checked` and their notes sit in that
-    // #ifdef, so arm64 builds none of them.
+    // #ifdef, so arm64 builds none of them. `preresolved-slide` is there:
+    // arm64's KASLR moves the kernel too (patch `preresolved-slide` reads
+    // the slide as kaslr_offset() on both).
     let o = common::run(&[&"kernel-info", &b.bzimage, &"--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -190,6 +192,7 @@ fn vmlinux_tables_are_filled_and_the_notes_name_no_orc() {
             "hashes",
             "hashes-blake2b",
             "load-stats",
+            "preresolved-slide",
             "symhash",
             "symhash-vmlinux",
             "symlookup-direct",
