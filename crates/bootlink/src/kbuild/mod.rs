@@ -39,8 +39,9 @@ pub use line::Line;
 
 /// Bumped when the recipe changes in a way that changes the output.
 /// Changes when what the build does changes (e.g. the symbol hash tables'
-/// format, written into vmlinux by the KSYMHASH hook).
-const RECIPE: &str = "bootlink kernel build 2, symhash tables v1";
+/// format, written into vmlinux by the KSYMHASH hook; build 3: the
+/// banner's build number pinned to 1, make.rs).
+const RECIPE: &str = "bootlink kernel build 3, symhash tables v1";
 /// Where the signing key sits in the object tree (CONFIG_MODULE_SIG_KEY).
 const KEY_IN_OBJ: &str = "certs/bootlink-signing.pem";
 
