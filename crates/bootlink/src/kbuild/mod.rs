@@ -1068,7 +1068,17 @@ struct Wanted<'a> {
 fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Result<()> {
     let dotconfig = env.obj.join(".config");
     let made_from = env.obj.join("bootlink-fragment");
-    let stamp = format!("{}\nkey {KEY_IN_OBJ}", hex(&Sha256::digest(wanted.config_text)));
+    // The source's series is part of what `.config` was made for: builds
+    // of one config with and without the series (the stock build the kmod
+    // selftests compare with) share this object tree, and make's
+    // syncconfig under the other series' Kconfig drops the symbols that
+    // series does not define (CONFIG_MODULE_SYMHASH...), leaving a
+    // `.config` the same stamp would otherwise take as made.
+    let stamp = format!(
+        "{}\nkey {KEY_IN_OBJ}\nsource {}",
+        hex(&Sha256::digest(wanted.config_text)),
+        source::applied_state(env.tree)?
+    );
     if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
         return Ok(());
     }
