@@ -1,8 +1,8 @@
 //! Function reordering of the real program in the lab (the extended tier,
 //! beside CPython's build, which no other test needs): the self-built
 //! kernel with no modules (`--set none`, untraced) and
-//! `p=order:python-4k,starts:1`: CPython 3.11 as built, reordered and
-//! rewritten by BOLT, started cold from emulated flash with 4 KiB blocks,
+//! `p=order:python-4k,starts:1`: CPython 3.11 as built, reordered,
+//! rewritten by BOLT and built with GCC's profile, started cold from emulated flash with 4 KiB blocks,
 //! readahead 0 and the default. Each start prints what the plain build
 //! prints, its time to UI lies between its markers, and every build
 //! faults less than the unordered one by at least 90 % of its measured
@@ -20,8 +20,8 @@ fn python_reordered_and_bolted_starts_fault_less() {
     print!("{}", common::stdout(&out));
     assert!(out.status.success(), "bootlink lab failed:\n{}\n{}", common::stdout(&out), common::stderr(&out));
     let u = run.variants[0].repetitions[0].order().expect("the python starts");
-    // 1 block size x readahead 0 and default x 6 builds.
-    assert_eq!(u.starts.len(), 12, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
+    // 1 block size x readahead 0 and default x 8 builds.
+    assert_eq!(u.starts.len(), 16, "{:?}", u.starts.iter().map(|s| &s.mode).collect::<Vec<_>>());
     for s in &u.starts {
         assert_eq!((s.exit, s.output.as_str()), (0, "42"), "{}", s.mode);
         let ui = s.ui_us.unwrap_or_else(|| panic!("{}: no UI mark", s.mode));
@@ -32,14 +32,19 @@ fn python_reordered_and_bolted_starts_fault_less() {
     // (2026-11-28, the build with -fdata-sections; TCG, -icount, the pinned
     // CPU: deterministic): 760 -> 604 (reordered), 593 (the order recorded
     // under QEMU), 558 (with the data order), 523 (BOLT), 477 (BOLT on the
-    // link with the data order). Each must stay within 10 % of its
-    // measured cut.
+    // link with the data order); 583 (GCC's profile-guided build, as
+    // make links it) and 496 (that build ordered by bootlink with its
+    // data: no BOLT), on Debian's kernel on 2026-11-30 (scripts/order-lab-measure,
+    // the same deterministic figures for the six builds before them).
+    // Each must stay within 10 % of its measured cut.
     for (build, measured) in [
         ("reordered", 760.0 / 604.0),
         ("qemu", 760.0 / 593.0),
         ("reordered+data", 760.0 / 558.0),
         ("bolt", 760.0 / 523.0),
         ("bolt+data", 760.0 / 477.0),
+        ("pgo", 760.0 / 583.0),
+        ("pgo+data", 760.0 / 496.0),
     ] {
         let b = start(u, &format!("{build}/4k/ra0"));
         let (m0, m1) = (un.major_faults.unwrap(), b.major_faults.unwrap());
@@ -58,4 +63,8 @@ fn python_reordered_and_bolted_starts_fault_less() {
     // Issue 29's goal: at least 35 % fewer major faults than unordered.
     let (m0, m1) = (un.major_faults.unwrap(), start(u, "bolt+data/4k/ra0").major_faults.unwrap());
     assert!(m1 * 100 <= m0 * 65, "bolt+data: major faults {m0} -> {m1}, goal 35 % fewer");
+    // Issue 48's: without BOLT, ahead of BOLT in the same run (its 35 % is
+    // missed by two faults: docs/order.md says so, nothing here pretends).
+    let (pd, bo) = (start(u, "pgo+data/4k/ra0").major_faults.unwrap(), start(u, "bolt/4k/ra0").major_faults.unwrap());
+    assert!(pd < bo, "pgo+data {pd} major faults, BOLT {bo}");
 }

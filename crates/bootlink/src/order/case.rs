@@ -240,6 +240,9 @@ pub struct PythonReport {
     pub qemu: Option<QemuOrder>,
     /// The function order and the data order together (None: no valgrind).
     pub data: Option<DataOrder>,
+    /// GCC's profile-guided build with both orders (None: no qemu-user or
+    /// no valgrind).
+    pub pgo: Option<PgoOrder>,
     pub missing: Vec<&'static str>,
     /// What every build printed.
     pub output: String,
@@ -432,6 +435,21 @@ fn data_order(
     Ok(Some(DataOrder { touched, order_dir: dir, unordered, relinked, footprints }))
 }
 
+/// GCC's profile-guided build ordered by bootlink ([`pgo_order`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct PgoOrder {
+    pub build: python::PgoBuild,
+    /// The functions its start-up ran, in first-run order ...
+    pub functions: usize,
+    /// ... of which the cold parts of split functions.
+    pub cold_parts: usize,
+    /// QEMU's record of its start-up, as a trace.
+    pub trace: PathBuf,
+    pub order_dir: PathBuf,
+    /// GNU ld's link of its objects with the function and data order.
+    pub relinked: Relinked,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct QemuOrder {
     pub trace: PathBuf,
@@ -485,19 +503,7 @@ pub fn python_case() -> Result<PythonReport> {
     if want != traced_out {
         return Err(Error::file(Kind::Internal, &b.traced, "the instrumented build prints something else"));
     }
-    // make's link without its `-o python`.
-    let mut args_of_link: Vec<std::ffi::OsString> = Vec::new();
-    let mut skip = false;
-    for a in &b.link {
-        if std::mem::take(&mut skip) {
-            continue;
-        }
-        if a == "-o" {
-            skip = true;
-            continue;
-        }
-        args_of_link.push(a.into());
-    }
+    let args_of_link = link_args(&b.link);
     let plain_dir = b.plain.parent().unwrap_or(Path::new("."));
     let (relinked, mut missing) = relink_all(
         &mapped.order,
@@ -581,11 +587,21 @@ pub fn python_case() -> Result<PythonReport> {
             (Some(plain), with_data)
         }
     };
-    // The start-up's footprint in BOLT's files too.
+    // GCC's profile-guided build, ordered from its own record: it needs
+    // QEMU's (the cold parts are functions no instrumented build sees)
+    // and valgrind's (the data order, the footprints).
+    let pgo = match &data {
+        Some(_) if qemu.is_some() => Some(pgo_order(&b, &work, &want)?),
+        _ => None,
+    };
+    // The start-up's footprint in BOLT's files and the PGO builds too.
     if let Some(d) = data.as_mut() {
-        for (build, r) in [("bolt", &bolt), ("bolt+data", &bolt_data)] {
-            let Some(r) = r else { continue };
-            let p = &r.program;
+        let pgo_builds = pgo.as_ref().map(|p| [("pgo", &p.build.python), ("pgo+data", &p.relinked.program)]);
+        let bolts =
+            [("bolt", bolt.as_ref().map(|r| &r.program)), ("bolt+data", bolt_data.as_ref().map(|r| &r.program))];
+        let others = pgo_builds.iter().flatten().map(|(n, p)| (*n, Some(*p)));
+        for (build, p) in bolts.into_iter().chain(others) {
+            let Some(p) = p else { continue };
             let record = work.join(format!("data.touch.{build}"));
             let t = data::record(record_in_layout(p)?, true, p, &DataObjects::read(p)?, &record)?;
             d.footprints.push(Footprint::of(build, p, &t));
@@ -602,9 +618,74 @@ pub fn python_case() -> Result<PythonReport> {
         bolt_data,
         qemu,
         data,
+        pgo,
         missing,
         output: String::from_utf8_lossy(&want).trim_end().to_string(),
     })
+}
+
+/// GCC's profile-guided build of `b` ([`python::build_pgo`]), its
+/// functions ordered from its own start-up recorded under QEMU (each split
+/// function's hot and cold part where it first ran) and its data from its
+/// own start-up under valgrind, linked again by GNU ld in `work/pgo/`.
+fn pgo_order(b: &python::PythonBuild, work: &Path, want: &[u8]) -> Result<PgoOrder> {
+    let p = python::build_pgo(b)?;
+    let funcs = Functions::read(&p.python)?;
+    let output = layout_output(&b.root, &p.python, "pgo")?;
+    if output != want {
+        return Err(Error::file(Kind::Internal, &p.python, "the profile-guided build prints something else"));
+    }
+    let program = place(&b.root, &p.python, "pgo")?;
+    let trace = work.join("trace.pgo.qemu");
+    let args: Vec<String> = python::ARGS.iter().map(|a| a.to_string()).collect();
+    super::qemu::record(&program, &args, Some(&ENV), &trace)?;
+    let t = Trace::read(&trace)?;
+    let order = symbols::map(&t, &trace, &funcs, "-")?.order;
+    let objs = DataObjects::read(&p.python)?;
+    let touched = data::record(
+        in_layout(&b.root, &p.python, "record-pgo")?,
+        true,
+        &p.python,
+        &objs,
+        &work.join("data.touch.pgo-order"),
+    )?;
+    let dir = work.join("pgo");
+    super::script::write_with_data(&dir, &order, &funcs, Some((&touched.order, &objs)))?;
+    let args_of_link = link_args(&p.link);
+    let out = work.join("python.pgo.data.ld.bfd");
+    synth::link_ordered(&args_of_link, &p.tree, Linker::Bfd, &dir, &out)?;
+    let measured = report::predict(&symbols::resolve(&order, &Functions::read(&out)?)?);
+    let cold_parts = order.iter().filter(|f| f.name.ends_with(".cold")).count();
+    Ok(PgoOrder {
+        functions: order.len(),
+        cold_parts,
+        trace,
+        order_dir: dir,
+        relinked: Relinked {
+            linker: "ld.bfd",
+            output_identical: layout_output(&b.root, &out, "pgo-data")? == want,
+            program: out,
+            measured,
+        },
+        build: p,
+    })
+}
+
+/// make's link without its `-o python`.
+fn link_args(link: &[String]) -> Vec<std::ffi::OsString> {
+    let mut args = Vec::new();
+    let mut skip = false;
+    for a in link {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if a == "-o" {
+            skip = true;
+            continue;
+        }
+        args.push(a.into());
+    }
+    args
 }
 
 impl PythonReport {
@@ -614,6 +695,7 @@ impl PythonReport {
             && self.qemu.iter().all(|q| q.relinked.output_identical)
             && self.data.iter().flat_map(|d| &d.relinked).all(|r| r.relinked.output_identical)
             && self.bolt.iter().chain(&self.bolt_data).all(|b| b.output_identical)
+            && self.pgo.iter().all(|p| p.relinked.output_identical)
     }
 }
 
@@ -643,6 +725,17 @@ impl crate::report::Report for PythonReport {
         if let Some(q) = &self.qemu {
             s +=
                 &format!("recorded under qemu-x86_64, no rebuild: {} functions ({})\n", q.functions, q.trace.display());
+        }
+        if let Some(p) = &self.pgo {
+            s += &format!(
+                "GCC's profile-guided build ({} start-ups, {}): its start-up recorded under qemu-x86_64 runs {} functions, {} of them cold parts; with the data order: {} ({})\n",
+                p.build.training_runs,
+                p.build.python.display(),
+                p.functions,
+                p.cold_parts,
+                p.relinked.program.display(),
+                if p.relinked.output_identical { "identical output" } else { "output DIFFERS" }
+            );
         }
         if let Some(d) = &self.data {
             s += &d.render();

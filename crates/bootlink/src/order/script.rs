@@ -11,6 +11,12 @@
 //! - lld: `--symbol-ordering-file order.lld` (symbol names; lld orders every
 //!   static function of that name together, it cannot name the file).
 //!
+//! A function GCC split into a hot and a cold part (`-freorder-blocks-and-partition`
+//! with a profile: `NAME` in `.text.NAME` or `.text.hot.NAME`, `NAME.cold`
+//! in `.text.unlikely.NAME`) is two entries of an order, each placed where
+//! it first ran: NAME's entry names its hot sections only, `NAME.cold`'s
+//! the unlikely one.
+//!
 //! lld is the one we recommend: it takes symbols (no section naming rules),
 //! warns about symbols it cannot find, and is the fastest; gold is
 //! deprecated upstream, and GNU ld only gets --section-ordering-file in
@@ -21,9 +27,22 @@ use std::path::{Path, PathBuf};
 use super::symbols::{FunctionId, Functions, object_of};
 use crate::error::Result;
 
-/// The input section names GCC may give function NAME.
-fn sections(name: &str) -> [String; 5] {
-    ["", "hot.", "unlikely.", "startup.", "exit."].map(|p| format!(".text.{p}{name}"))
+/// GCC's suffix for the cold part of a function it split.
+const COLD: &str = ".cold";
+
+/// The input section names GCC may give function NAME of `funcs`: the
+/// cold part of a split function is in `.text.unlikely.` its hot part's
+/// name, and that section is then not its hot part's.
+fn sections(name: &str, funcs: &Functions) -> Vec<String> {
+    if let Some(hot) = name.strip_suffix(COLD) {
+        return vec![format!(".text.unlikely.{hot}")];
+    }
+    let split = funcs.has_name(&format!("{name}{COLD}"));
+    ["", "hot.", "unlikely.", "startup.", "exit."]
+        .iter()
+        .filter(|p| !(split && **p == "unlikely."))
+        .map(|p| format!(".text.{p}{name}"))
+        .collect()
 }
 
 /// GNU ld: `ld -T order.ld` (or `gcc -Wl,-T,order.ld`).
@@ -37,15 +56,15 @@ pub(crate) fn gnu_ld(order: &[FunctionId], funcs: &Functions) -> String {
             Some(f) if funcs.duplicated.contains(&id.name) => format!("*{}", object_of(f)),
             _ => "*".to_string(),
         };
-        s += &format!("    {file}({})\n", sections(&id.name).join(" "));
+        s += &format!("    {file}({})\n", sections(&id.name, funcs).join(" "));
     }
     s += "  }\n}\nINSERT BEFORE .text;\n";
     s
 }
 
 /// gold: `--section-ordering-file order.gold`.
-pub fn gold(order: &[FunctionId]) -> String {
-    order.iter().flat_map(|id| sections(&id.name)).map(|s| s + "\n").collect()
+pub fn gold(order: &[FunctionId], funcs: &Functions) -> String {
+    order.iter().flat_map(|id| sections(&id.name, funcs)).map(|s| s + "\n").collect()
 }
 
 /// lld: `--symbol-ordering-file order.lld`.
@@ -69,7 +88,7 @@ pub(crate) fn write_with_data(
 ) -> Result<Vec<PathBuf>> {
     crate::fsutil::check_output_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
-    let (mut ld, mut gd, mut ll) = (gnu_ld(order, funcs), gold(order), lld(order));
+    let (mut ld, mut gd, mut ll) = (gnu_ld(order, funcs), gold(order, funcs), lld(order));
     if let Some((touched, objs)) = data {
         ld += &super::data::gnu_ld(touched, objs);
         ld += &super::data::gnu_ld_rest_last();
@@ -82,6 +101,7 @@ pub(crate) fn write_with_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::order::symbols::Function;
 
     #[test]
     fn object_names_of_sources() {
@@ -90,11 +110,44 @@ mod tests {
         assert_eq!(object_of("noext"), "noext.o");
     }
 
+    fn id(n: &str, f: Option<&str>) -> FunctionId {
+        FunctionId { name: n.into(), file: f.map(Into::into) }
+    }
+
+    fn functions(names: &[(&str, Option<&str>)]) -> Functions {
+        let list = names
+            .iter()
+            .enumerate()
+            .map(|(i, (n, f))| Function { id: id(n, *f), addr: 0x1000 + 16 * i as u64, size: 16, file_off: 0 })
+            .collect();
+        Functions::index(Path::new("prog"), list, Default::default())
+    }
+
     #[test]
     fn lld_lists_each_name_once() {
-        let id = |n: &str, f: Option<&str>| FunctionId { name: n.into(), file: f.map(Into::into) };
         let order = [id("s", Some("a.c")), id("main", None), id("s", Some("b.c"))];
+        let funcs = functions(&[("s", Some("a.c")), ("main", None), ("s", Some("b.c"))]);
         assert_eq!(lld(&order), "s\nmain\n");
-        assert!(gold(&order).starts_with(".text.s\n.text.hot.s\n"));
+        assert!(gold(&order, &funcs).starts_with(".text.s\n.text.hot.s\n.text.unlikely.s\n"));
+    }
+
+    #[test]
+    fn a_split_functions_parts_are_placed_apart() {
+        // GCC's hot/cold split: `f` in .text.hot.f, `f.cold` in .text.unlikely.f.
+        let funcs = functions(&[("f", None), ("f.cold", None), ("g", None)]);
+        let order = [id("f", None), id("g", None), id("f.cold", None)];
+        assert_eq!(
+            gold(&order, &funcs),
+            ".text.f\n.text.hot.f\n.text.startup.f\n.text.exit.f\n\
+             .text.g\n.text.hot.g\n.text.unlikely.g\n.text.startup.g\n.text.exit.g\n\
+             .text.unlikely.f\n"
+        );
+        let ld = gnu_ld(&order, &funcs);
+        let lines: Vec<&str> = ld.lines().filter(|l| l.trim_start().starts_with("*(")).collect();
+        assert_eq!(lines.len(), 3);
+        assert!(!lines[0].contains(".text.unlikely.f ") && !lines[0].contains(".text.unlikely.f)"), "{}", lines[0]);
+        assert_eq!(lines[2].trim(), "*(.text.unlikely.f)");
+        // lld orders the symbols: each part's own.
+        assert_eq!(lld(&order), "f\ng\nf.cold\n");
     }
 }

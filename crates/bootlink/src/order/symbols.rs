@@ -52,6 +52,8 @@ pub struct Functions {
     pub hi: u64,
     /// Names given to more than one static function.
     pub duplicated: HashSet<String>,
+    /// Every function's name.
+    names: HashSet<String>,
 }
 
 /// The refusal of a program with no symbol table: one that has no section
@@ -134,6 +136,13 @@ impl Functions {
         if list.is_empty() {
             return Err(Error::file(Kind::Unsupported, path, "no function symbols with a size in .symtab"));
         }
+        let duplicated = seen_local.into_iter().filter(|(_, n)| *n > 1).map(|(k, _)| k).collect();
+        Ok(Functions::index(path, list, duplicated))
+    }
+
+    /// The set of `list`, indexed; `duplicated`: the names of more than one
+    /// static function.
+    pub(crate) fn index(path: &Path, mut list: Vec<Function>, duplicated: HashSet<String>) -> Functions {
         list.sort_by_key(|f| (f.addr, f.id.file.is_some()));
         let mut by_addr = HashMap::new();
         let mut by_id = HashMap::new();
@@ -143,8 +152,13 @@ impl Functions {
         }
         let lo = list.iter().map(|f| f.addr).min().unwrap_or(0);
         let hi = list.iter().map(|f| f.addr + f.size).max().unwrap_or(0);
-        let duplicated = seen_local.into_iter().filter(|(_, n)| *n > 1).map(|(k, _)| k).collect();
-        Ok(Functions { path: path.to_path_buf(), list, by_addr, by_id, lo, hi, duplicated })
+        let names = list.iter().map(|f| f.id.name.clone()).collect();
+        Functions { path: path.to_path_buf(), list, by_addr, by_id, lo, hi, duplicated, names }
+    }
+
+    /// Whether some function (static or not) has this name.
+    pub fn has_name(&self, name: &str) -> bool {
+        self.names.contains(name)
     }
 
     pub fn at(&self, addr: u64) -> Option<&Function> {

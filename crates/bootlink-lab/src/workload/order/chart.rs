@@ -19,6 +19,9 @@ const QEMU: &str = "#7048e8";
 /// The function order with the data order (issue 29), alone and under BOLT.
 const DATA: &str = "#0ca678";
 const BOLT_DATA: &str = "#0b7285";
+/// GCC's profile-guided build, alone and with both orders.
+const PGO: &str = "#c2255c";
+const PGO_DATA: &str = "#862e9c";
 
 fn color(build: &str) -> &'static str {
     match build {
@@ -26,6 +29,8 @@ fn color(build: &str) -> &'static str {
         "qemu" => QEMU,
         "reordered+data" => DATA,
         "bolt+data" => BOLT_DATA,
+        "pgo" => PGO,
+        "pgo+data" => PGO_DATA,
         _ => REORDERED,
     }
 }

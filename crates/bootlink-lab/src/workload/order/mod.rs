@@ -26,7 +26,10 @@
 //! `/sys/block/DEV/stat` before and after (requests and sectors read).
 //! A mode is `BUILD/BLOCKk/raN`, BUILD `unordered`, `reordered`, `qemu`,
 //! `reordered+data` (the function order and the data order, issue 29),
-//! `bolt` or `bolt+data` (BOLT on the link with the data order).
+//! `bolt` or `bolt+data` (BOLT on the link with the data order), `pgo`
+//! (GCC's profile-guided build, its hot/cold split, linked as make links
+//! it) or `pgo+data` (that build with the function order recorded from it
+//! under QEMU and the data order: no BOLT).
 
 pub mod chart;
 pub mod record;
@@ -291,6 +294,12 @@ pub(crate) fn prepare(spec: &Spec, tree: &Path, work: &Path) -> Result<Prepared>
             if let Some(b) = &report.bolt_data {
                 let p = same_output(&b.program, b.output_identical, "BOLT's rewrite of the link with the data order")?;
                 builds.push(("bolt+data".to_string(), p.to_path_buf()));
+            }
+            if let Some(p) = &report.pgo {
+                builds.push(("pgo".to_string(), p.build.python.clone()));
+                let r = &p.relinked;
+                let what = "GCC's profile-guided build with the function and data order";
+                builds.push(("pgo+data".to_string(), same_output(&r.program, r.output_identical, what)?.to_path_buf()));
             }
             bootlink::fsutil::copy_tree(&report.build.root, &root)?;
             let args: Vec<String> = bootlink::order::python::ARGS.iter().map(|a| a.to_string()).collect();
