@@ -448,6 +448,9 @@ pub struct PgoOrder {
     pub order_dir: PathBuf,
     /// GNU ld's link of its objects with the function and data order.
     pub relinked: Relinked,
+    /// What its start-up touches (valgrind): the data order, the footprint.
+    #[serde(skip)]
+    pub touched: Touched,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -457,9 +460,6 @@ pub struct QemuOrder {
     pub order_dir: PathBuf,
     pub relinked: Relinked,
 }
-
-/// The environment of every python start: nothing but these.
-const ENV: [(&str, &str); 2] = [("PATH", "/usr/bin:/bin"), ("HOME", "/")];
 
 /// `binary` copied to `root/bin/NAME` (python finds its library from where it runs).
 fn place(root: &Path, binary: &Path, name: &str) -> Result<PathBuf> {
@@ -472,7 +472,7 @@ fn place(root: &Path, binary: &Path, name: &str) -> Result<PathBuf> {
 /// `binary` as `root/bin/NAME` with [`python::ARGS`], in a clean environment.
 fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
     let mut c = Command::new(place(root, binary, name)?);
-    c.args(python::ARGS).env_clear().envs(ENV).stdin(std::process::Stdio::null());
+    c.args(python::ARGS).env_clear().envs(python::ENV).stdin(std::process::Stdio::null());
     Ok(c)
 }
 
@@ -516,7 +516,7 @@ pub fn python_case() -> Result<PythonReport> {
         let program = place(&b.root, &b.plain, "unordered")?;
         let trace = work.join("trace.qemu");
         let args: Vec<String> = python::ARGS.iter().map(|a| a.to_string()).collect();
-        super::qemu::record(&program, &args, Some(&ENV), &trace)?;
+        super::qemu::record(&program, &args, Some(&python::ENV), &trace)?;
         let t = Trace::read(&trace)?;
         let q = symbols::map(&t, &trace, &plain_funcs, "-")?;
         let dir = work.join("qemu");
@@ -594,17 +594,22 @@ pub fn python_case() -> Result<PythonReport> {
         Some(_) if qemu.is_some() => Some(pgo_order(&b, &work, &want)?),
         _ => None,
     };
-    // The start-up's footprint in BOLT's files and the PGO builds too.
+    // The start-up's footprint in BOLT's files and the PGO builds too (the
+    // profile-guided build's own from the record its data order came from).
     if let Some(d) = data.as_mut() {
-        let pgo_builds = pgo.as_ref().map(|p| [("pgo", &p.build.python), ("pgo+data", &p.relinked.program)]);
-        let bolts =
-            [("bolt", bolt.as_ref().map(|r| &r.program)), ("bolt+data", bolt_data.as_ref().map(|r| &r.program))];
-        let others = pgo_builds.iter().flatten().map(|(n, p)| (*n, Some(*p)));
-        for (build, p) in bolts.into_iter().chain(others) {
-            let Some(p) = p else { continue };
+        let footprint = |build: &str, p: &Path| -> Result<Footprint> {
             let record = work.join(format!("data.touch.{build}"));
             let t = data::record(record_in_layout(p)?, true, p, &DataObjects::read(p)?, &record)?;
-            d.footprints.push(Footprint::of(build, p, &t));
+            Ok(Footprint::of(build, p, &t))
+        };
+        for (build, r) in [("bolt", &bolt), ("bolt+data", &bolt_data)] {
+            if let Some(r) = r {
+                d.footprints.push(footprint(build, &r.program)?);
+            }
+        }
+        if let Some(p) = &pgo {
+            d.footprints.push(Footprint::of("pgo", &p.build.python, &p.touched));
+            d.footprints.push(footprint("pgo+data", &p.relinked.program)?);
         }
     }
     Ok(PythonReport {
@@ -638,7 +643,7 @@ fn pgo_order(b: &python::PythonBuild, work: &Path, want: &[u8]) -> Result<PgoOrd
     let program = place(&b.root, &p.python, "pgo")?;
     let trace = work.join("trace.pgo.qemu");
     let args: Vec<String> = python::ARGS.iter().map(|a| a.to_string()).collect();
-    super::qemu::record(&program, &args, Some(&ENV), &trace)?;
+    super::qemu::record(&program, &args, Some(&python::ENV), &trace)?;
     let t = Trace::read(&trace)?;
     let order = symbols::map(&t, &trace, &funcs, "-")?.order;
     let objs = DataObjects::read(&p.python)?;
@@ -668,6 +673,7 @@ fn pgo_order(b: &python::PythonBuild, work: &Path, want: &[u8]) -> Result<PgoOrd
             measured,
         },
         build: p,
+        touched,
     })
 }
 

@@ -74,6 +74,9 @@ const PGO_CFLAGS: &str = "-ffunction-sections -fdata-sections -fno-pie";
 /// How many start-ups the profile is made of: python randomizes its hash
 /// seed at every start, so a block one start skips another may run.
 pub const TRAINING_RUNS: usize = 10;
+/// The environment of every python start (the profile's, the traces',
+/// the checks'): nothing but these.
+pub(crate) const ENV: [(&str, &str); 2] = [("PATH", "/usr/bin:/bin"), ("HOME", "/")];
 /// What the profile, the checks and the lab run: python's start-up and one
 /// line out (no quote, dollar, backslash or backquote: the lab's shell
 /// script double-quotes each argument).
@@ -330,7 +333,7 @@ fn pgo_both(base: &PythonBuild) -> Result<PgoBuild> {
         let o = Command::new(&program)
             .args(ARGS)
             .env_clear()
-            .envs([("PATH", "/usr/bin:/bin"), ("HOME", "/")])
+            .envs(ENV)
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| Error::file(Kind::Tool, &program, format!("cannot run it: {e}")).because(e))?;
