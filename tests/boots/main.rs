@@ -15,6 +15,7 @@ mod compress_modules;
 mod ddlink_boot;
 mod finalize_boot;
 mod kernel_build;
+mod kernel_build_lock;
 mod lab_arm64;
 mod lab_boot;
 mod lab_run;

@@ -22,7 +22,6 @@ mod hostile_images;
 mod image_cache;
 mod inspect_arm64;
 mod inspect_real;
-mod kernel_build_lock;
 mod lava;
 mod manifest_signing;
 mod outputs_arm64;

@@ -61,6 +61,18 @@ fn build() -> Built {
     ])
     .ok();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Its options come back whole from its build.json (what `apply` and
+    // `manifest write --bzimage` make the tree hold again): a whole
+    // config, Debian's release, the image alone.
+    let report: bootlink::kbuild::Report = serde_json::from_slice(&o.stdout).unwrap();
+    let opts = bootlink::kbuild::options_of(&report).unwrap().expect("the Debian-config build's options");
+    assert!(
+        matches!(opts.base, bootlink::kbuild::ConfigBase::Whole(_))
+            && opts.lab_series.is_some()
+            && !opts.modules
+            && opts.release.as_deref() == Some(report.release.as_str()),
+        "{opts:?}"
+    );
     common::report(
         "kernel build --config debian",
         &format!("{} in {:.0} s (cached: {})", v["release"], t0.elapsed().as_secs_f64(), v["cached"]),
