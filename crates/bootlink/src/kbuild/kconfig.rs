@@ -2,10 +2,11 @@
 //! that a generated `.config` honours every line of one: Kconfig silently
 //! drops a value whose dependencies are not met.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::error::{Error, Kind, Result};
+use crate::series::Series;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fragment {
@@ -93,9 +94,53 @@ impl Fragment {
     }
 }
 
+/// The Kconfig symbols a series' patches add (`+config X` or
+/// `+menuconfig X` starting a line of a file named `Kconfig*`), with the
+/// CONFIG_ prefix.
+pub(crate) fn defined_by(series: &Series) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for p in &series.patches {
+        let mut in_kconfig = false;
+        for line in String::from_utf8_lossy(&p.text).lines() {
+            if let Some(file) = line.strip_prefix("+++ ") {
+                let name = file.trim_end().rsplit('/').next().unwrap_or_default();
+                in_kconfig = name.starts_with("Kconfig");
+                continue;
+            }
+            if !in_kconfig {
+                continue;
+            }
+            // An entry starts its line; help text is indented.
+            let entry = line.strip_prefix("+config ").or_else(|| line.strip_prefix("+menuconfig "));
+            if let Some(sym) = entry.and_then(|e| e.split_whitespace().next())
+                && sym.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                found.insert(format!("CONFIG_{sym}"));
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symbols_a_series_adds_are_those_of_added_kconfig_entries() {
+        let text = b"--- a/kernel/module/Kconfig\n+++ b/kernel/module/Kconfig\n@@ -1,3 +1,9 @@\n config MODULES\n+config MODULE_SYMHASH\n+\tbool \"x\"\n+menuconfig  MODULE_SEALED\n-config MODULE_OLD\n+\thelp\n+\t  config NOT_THIS_ONE is help text\n--- a/kernel/module/main.c\n+++ b/kernel/module/main.c\n+config FROM_C\n";
+        let series = Series {
+            dir: "s".into(),
+            patches: vec![crate::series::Patch {
+                name: "0001.patch".into(),
+                path: "s/0001.patch".into(),
+                text: text.to_vec(),
+                arches: vec![],
+            }],
+        };
+        let got: Vec<String> = defined_by(&series).into_iter().collect();
+        assert_eq!(got, ["CONFIG_MODULE_SEALED", "CONFIG_MODULE_SYMHASH"]);
+    }
 
     #[test]
     fn parses_values_and_not_set_lines() {

@@ -564,7 +564,8 @@ struct Keyed {
 fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     let t0 = Instant::now();
     let (series, skipped) = resolve_series(opts)?;
-    let inputs = read_config_inputs(opts)?;
+    let mut inputs = read_config_inputs(opts)?;
+    leave_out_options_of_other_series(opts, &series, &mut inputs.fragment)?;
     let cache = fsutil::cache_dir();
     let keyed = key_build(opts, &cache, &inputs, &series)?;
     let kbuild = cache.join("kbuild");
@@ -624,6 +625,42 @@ fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     built.seconds = t0.elapsed().as_secs_f64();
     prune_objects(&kbuild, &obj, obj_prefix(opts.arch), KEEP_OBJECT_DIRS);
     Ok((built, opts.tree.then_some(held)))
+}
+
+/// A build of another series than the line's own (the stock kernel the
+/// kmod selftests compare with: no series at all) with the lab's fragment:
+/// the fragment names the line's series' own options (CONFIG_MODULE_SYMHASH
+/// and the like), which that source's Kconfig does not define and
+/// olddefconfig drops. Those lines, and only those, are not asked of the
+/// config (said on stderr); any other line that does not hold still fails
+/// the build. The cache key keeps the fragment as read.
+fn leave_out_options_of_other_series(opts: &Options, series: &Series, fragment: &mut kconfig::Fragment) -> Result<()> {
+    let checkout = fsutil::source_tree();
+    let (own, lab) = (opts.line.series(checkout), opts.line.lab_series(checkout));
+    if opts.series == own && opts.lab_series.as_ref().is_none_or(|l| *l == lab) {
+        return Ok(());
+    }
+    let (line_series, _) = Series::read_stacked(&own, &[&lab])?.for_arch(opts.arch.kernel());
+    let theirs = kconfig::defined_by(&line_series);
+    let ours = kconfig::defined_by(series);
+    let before = fragment.values.len();
+    let mut left_out = Vec::new();
+    fragment.values.retain(|(k, _)| {
+        let keep = !theirs.contains(k) || ours.contains(k);
+        if !keep {
+            left_out.push(k.clone());
+        }
+        keep
+    });
+    if fragment.values.len() < before {
+        progress::status(&format!(
+            "{}: {} left out: the line's series defines them, this build's series ({}) does not",
+            opts.config.display(),
+            left_out.join(", "),
+            opts.series.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The series for the architecture (the lab's stacked on the product's
