@@ -4,7 +4,9 @@
 //! allows, and on a region whose script does not exist; a figure inside a
 //! region, in code, or a plain number passes. It also fails on a kernel
 //! patch cited by number (`patch 0014`: the numbers differ between the
-//! kernel lines) outside the region that maps names to numbers. Checked on
+//! kernel lines) outside the region that maps names to numbers, and on a
+//! region of a boot-measuring script that does not say which kernel config
+//! it booted and whether KASLR was on. Checked on
 //! pages of its own (`--root`), and on the repository's own pages.
 
 use std::path::Path;
@@ -60,6 +62,36 @@ fn figures_stand_only_in_regions_a_script_writes() {
     let bad = tree("# x\n\n<!-- begin t (written by scripts/gone) -->\n| 1 s |\n<!-- end t -->\n", "# page\n");
     let text = String::from_utf8_lossy(&check(bad.path()).stdout).into_owned();
     assert!(text.contains("written by scripts/gone, which is not an executable file here"), "{text}");
+}
+
+#[test]
+fn boot_figures_say_their_kernel_and_kaslr_state() {
+    // A region of a boot-measuring script (scripts/loading-table is one)
+    // without the kernel and KASLR line fails; with it, it passes.
+    let body = "| set | 1,688 ms |\n";
+    let with = |extra: &str| {
+        let t = tree(
+            &format!(
+                "# x\n\n<!-- begin boots (written by scripts/loading-table) -->\n{body}{extra}<!-- end boots -->\n"
+            ),
+            "# page\n",
+        );
+        let script = t.path().join("scripts/loading-table");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        t
+    };
+    let bad = with("");
+    let o = check(bad.path());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success());
+    assert!(
+        text.contains("README.md:3: region boots (scripts/loading-table) holds boot figures without the kernel config"),
+        "{text}"
+    );
+    let ok = with("Kernel and KASLR (run.json): lab config (6.1.192), KASLR on.\n");
+    let o = check(ok.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
 #[test]
