@@ -1119,6 +1119,16 @@ fn configure(env: &make::Env, wanted: &Wanted, path: &Path, log: &Path) -> Resul
     if dotconfig.is_file() && std::fs::read_to_string(&made_from).is_ok_and(|t| t == stamp) {
         return Ok(());
     }
+    // The stamp goes before `.config` changes: a configure that fails
+    // midway (a fragment line that does not hold, a stopped make) must
+    // not leave the last build's stamp beside a `.config` it did not make.
+    // (A stock build's failed configure once left the patched build's
+    // stamp beside stock's `.config`; the next patched build skipped
+    // configure and built without the series' options.)
+    match std::fs::remove_file(&made_from) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&made_from, e)),
+        _ => {}
+    }
     match wanted.whole {
         None => env.run(&["tinyconfig"], &[], log, "kernel config (tinyconfig)")?,
         Some(whole) => fsutil::write_atomic(&dotconfig, whole)?,
