@@ -428,7 +428,7 @@ fn module_batches_take_time_and_memory_linear_in_their_modules() {
 #[test]
 fn the_arm64_export_table_search_takes_time_and_memory_linear_in_the_image() {
     let dir = common::tmpdir("arm64-scale");
-    let mut cost = Vec::new();
+    let mut images = Vec::new();
     for size in [4usize << 20, 32 << 20] {
         // 12 bytes an entry and 9 a name ("f0000000\0"): 21 bytes an export
         let n = (size - 0x1000) / 21 / 2 * 2;
@@ -450,15 +450,29 @@ fn the_arm64_export_table_search_takes_time_and_memory_linear_in_the_image() {
         }
         let p = dir.join(format!("Image-{}", size >> 20));
         std::fs::write(&p, &d).unwrap();
-        let (c, code) = common::measured_status(&[&"kernel-info", &p]);
         let err = common::stderr(&common::run(&[&"kernel-info", &p]));
-        assert_eq!(code, 1, "{err}");
         assert!(err.contains("image_size"), "refused before its tables were read whole: {err}");
-        cost.push(c);
+        images.push(p);
     }
-    // 11 to 12.7 times the CPU time when this test was written: the sets
-    // of a million names outgrow the caches; quadratic work is 64 times.
-    let line =
-        common::linear_within("kernel-info of an arm64 Image (4 -> 32 MiB of export entries)", cost[0], cost[1], 24.0);
+    // The two sizes alternated, three times, and the least CPU time of
+    // each kept: the larger's sets of names outgrow the caches, so other
+    // processes' memory traffic slows it more than the smaller (one run
+    // of each measured 27 x under a load of 6 on 2 CPUs, against 11 to
+    // 12.7 x on a quiet machine); the least of three is the run that met
+    // the least of it. Quadratic work is 64 times.
+    let mut cost = [(f64::MAX, 0i64); 2];
+    for _ in 0..3 {
+        for (i, p) in images.iter().enumerate() {
+            let (c, code) = common::measured_status(&[&"kernel-info", p]);
+            assert_eq!(code, 1, "kernel-info {} was not refused", p.display());
+            cost[i] = (cost[i].0.min(c.0), cost[i].1.max(c.1));
+        }
+    }
+    let line = common::linear_within(
+        "kernel-info of an arm64 Image (4 -> 32 MiB of export entries; the least of 3 runs each)",
+        cost[0],
+        cost[1],
+        24.0,
+    );
     common::report("arm64 scale", &line);
 }
