@@ -60,6 +60,27 @@ pub(crate) fn symhash_hook() -> Result<String> {
     Ok(format!("{s} symhash --vmlinux"))
 }
 
+/// The BTF encoder's flags without `-j`, where the source's
+/// `scripts/pahole-flags.sh` (6.1) asks for it: pahole before 1.27 encodes
+/// BTF in another order on each parallel run, so every link of a
+/// BTF-enabled kernel (Debian's config) gave another `.BTF` section size
+/// and moved every section after it. A build made again in a shared
+/// object tree then differed from its own cached copy (the lab's
+/// `kernel:distro` hash list check refused the tree's vmlinux). 6.12's
+/// `scripts/Makefile.btf` already leaves `-j` out when
+/// KBUILD_BUILD_TIMESTAMP is set, as it is here. None when the source has
+/// no such script or it asks for no `-j`.
+pub(crate) fn serial_pahole_flags(tree: &Path) -> Option<String> {
+    let script = tree.join("scripts/pahole-flags.sh");
+    if !script.is_file() {
+        return None;
+    }
+    let out = Command::new("sh").arg(&script).env("PAHOLE", "pahole").output().ok()?;
+    let flags = String::from_utf8_lossy(&out.stdout).into_owned();
+    let words: Vec<&str> = flags.split_whitespace().collect();
+    words.contains(&"-j").then(|| words.iter().filter(|w| **w != "-j").copied().collect::<Vec<_>>().join(" "))
+}
+
 impl Env<'_> {
     pub fn ccache(&self) -> bool {
         hosttool::exists("ccache")
@@ -77,6 +98,9 @@ impl Env<'_> {
             c.arg(format!("CC=ccache {cross}gcc")).env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
         }
         c.args(&self.make_vars);
+        if let Some(flags) = serial_pahole_flags(self.tree) {
+            c.arg(format!("PAHOLE_FLAGS={flags}"));
+        }
         if let Some(hook) = &self.symhash_hook {
             c.env("KSYMHASH", hook);
         }
@@ -155,4 +179,21 @@ fn copy_lines(from: impl std::io::Read, mut log: std::fs::File, status: Option<&
         }
     }
     tail.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paholes_parallel_flag_is_left_out_where_the_source_asks_for_it() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(serial_pahole_flags(d.path()), None, "no script (6.12)");
+        std::fs::create_dir_all(d.path().join("scripts")).unwrap();
+        let script = d.path().join("scripts/pahole-flags.sh");
+        std::fs::write(&script, "#!/bin/sh\necho --btf_gen_floats -j --lang_exclude=rust\n").unwrap();
+        assert_eq!(serial_pahole_flags(d.path()).as_deref(), Some("--btf_gen_floats --lang_exclude=rust"));
+        std::fs::write(&script, "#!/bin/sh\necho --btf_gen_floats\n").unwrap();
+        assert_eq!(serial_pahole_flags(d.path()), None, "no -j asked for: make's own flags stand");
+    }
 }

@@ -396,9 +396,16 @@ pub(crate) fn cache_key(
     fragment: &[u8],
     series: &Series,
     cert: &[u8],
+    serial_btf: bool,
 ) -> String {
     let mut h = crate::series::KeyHash::new();
     h.field("recipe", RECIPE.as_bytes());
+    // BTF encoded without pahole's -j (make::serial_pahole_flags): another
+    // kernel than the one encoded in parallel, so another key; builds
+    // without BTF (the lab's configs) keep theirs.
+    if serial_btf {
+        h.field("btf", b"serial");
+    }
     if !arch.is_amd64() {
         h.field("arch", arch.kernel().as_bytes());
     }
@@ -761,7 +768,11 @@ fn key_build(opts: &Options, cache: &Path, inputs: &ConfigInputs, series: &Serie
     let signing = key::ensure(&cache.join("keys"))?;
     let cert = crate::fsutil::read_input(&signing.cert, crate::fsutil::MAX_TEXT)?;
     let version = source::package_version(opts.line)?;
-    let key = cache_key(opts.arch, &version, &inputs.config_text, series, &cert);
+    // 6.1's pahole-flags.sh is the one that asked for -j (6.12 leaves it
+    // out with KBUILD_BUILD_TIMESTAMP set): only a BTF build of it changes.
+    let serial_btf = opts.line == Line::V6_1
+        && String::from_utf8_lossy(&inputs.config_text).lines().any(|l| l.trim() == "CONFIG_DEBUG_INFO_BTF=y");
+    let key = cache_key(opts.arch, &version, &inputs.config_text, series, &cert, serial_btf);
     let out = cache.join("kernels").join(format!("build-{key}"));
     Ok(Keyed { signing, version, key, out })
 }
@@ -1293,7 +1304,7 @@ mod tests {
     #[test]
     fn the_key_follows_the_diffs_not_the_messages_or_names() {
         use crate::fetch::Arch;
-        let k = |s: &Series| cache_key(Arch::Amd64, "6.1.1-1", b"CONFIG_X=y\n", s, b"cert");
+        let k = |s: &Series| cache_key(Arch::Amd64, "6.1.1-1", b"CONFIG_X=y\n", s, b"cert", false);
         let base = k(&series(&[("0001-x.patch", MAIL)]));
         let reworded = MAIL.replace("Why: 3 ms.", "Why, remeasured: 2.5 ms.").replace("[PATCH 1/2]", "[PATCH v2 1/3]");
         assert_eq!(base, k(&series(&[("0001-x.patch", &reworded)])), "a reworded message");
@@ -1302,11 +1313,17 @@ mod tests {
         assert_ne!(base, k(&series(&[])), "a patch fewer");
         assert_ne!(
             base,
-            cache_key(Arch::Amd64, "6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert")
+            cache_key(Arch::Amd64, "6.1.1-2", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert", false)
+        );
+        // BTF encoded serially is another kernel than in parallel.
+        assert_ne!(
+            base,
+            cache_key(Arch::Amd64, "6.1.1-1", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert", true)
         );
         // The architecture is part of the key (the same inputs for arm64
         // are another build); x86's key has no arch field, as before.
-        let arm = cache_key(Arch::Arm64, "6.1.1-1", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert");
+        let arm =
+            cache_key(Arch::Arm64, "6.1.1-1", b"CONFIG_X=y\n", &series(&[("0001-x.patch", MAIL)]), b"cert", false);
         assert_ne!(base, arm);
         let mut h = crate::series::KeyHash::new();
         h.field("recipe", RECIPE.as_bytes());
