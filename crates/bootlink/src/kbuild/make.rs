@@ -24,8 +24,9 @@ pub(crate) struct Env<'a> {
     /// The command link-vmlinux.sh runs on vmlinux to fill its symbol hash
     /// tables (KSYMHASH, patch `symhash-vmlinux`, vmlinux's tables).
     pub symhash_hook: Option<String>,
-    /// `NAME=VALUE` arguments a build flavour adds to every make call
-    /// (`# bootlink-make:` lines; the `none` flavour's KGZIP).
+    /// `NAME=VALUE` arguments to every make call: a build flavour's
+    /// (`# bootlink-make:` lines; the `none` flavour's KGZIP), and
+    /// PAHOLE_FLAGS where [`serial_pahole_flags`] gives them.
     pub make_vars: Vec<String>,
     /// The kernel build's locks (the line's, the object tree's:
     /// [`super::lock`]), held by make and its jobs too (see
@@ -69,7 +70,8 @@ pub(crate) fn symhash_hook() -> Result<String> {
 /// `kernel:distro` hash list check refused the tree's vmlinux). 6.12's
 /// `scripts/Makefile.btf` already leaves `-j` out when
 /// KBUILD_BUILD_TIMESTAMP is set, as it is here. None when the source has
-/// no such script or it asks for no `-j`.
+/// no such script or it asks for no `-j`. Asked once a build, given to
+/// every make of it as `PAHOLE_FLAGS=` among [`Env::make_vars`].
 pub(crate) fn serial_pahole_flags(tree: &Path) -> Option<String> {
     let script = tree.join("scripts/pahole-flags.sh");
     if !script.is_file() {
@@ -98,9 +100,6 @@ impl Env<'_> {
             c.arg(format!("CC=ccache {cross}gcc")).env("CCACHE_DIR", self.ccache_dir).env("CCACHE_BASEDIR", self.base);
         }
         c.args(&self.make_vars);
-        if let Some(flags) = serial_pahole_flags(self.tree) {
-            c.arg(format!("PAHOLE_FLAGS={flags}"));
-        }
         if let Some(hook) = &self.symhash_hook {
             c.env("KSYMHASH", hook);
         }

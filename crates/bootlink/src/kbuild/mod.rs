@@ -613,6 +613,8 @@ fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
     let tree = prepare_tree(opts, &kbuild, &series, &keyed.version, &obj, held.files())?;
     let log = obj.join("bootlink-build.log");
     let _ = std::fs::remove_file(&log);
+    let mut make_vars = inputs.make_vars.clone();
+    make_vars.extend(make::serial_pahole_flags(&tree).map(|flags| format!("PAHOLE_FLAGS={flags}")));
     let env = make::Env {
         tree: &tree,
         obj: &obj,
@@ -621,7 +623,7 @@ fn build_or_find(opts: &Options) -> Result<(Report, Option<lock::Held>)> {
         jobs: opts.jobs,
         arch: opts.arch,
         symhash_hook: Some(make::symhash_hook()?),
-        make_vars: inputs.make_vars.clone(),
+        make_vars,
         locks: held.files(),
     };
     let done = configure_obj(opts, &env, &inputs, &keyed, &log)
@@ -650,7 +652,6 @@ fn leave_out_options_of_other_series(opts: &Options, series: &Series, fragment: 
     let (line_series, _) = Series::read_stacked(&own, &[&lab])?.for_arch(opts.arch.kernel());
     let theirs = kconfig::defined_by(&line_series);
     let ours = kconfig::defined_by(series);
-    let before = fragment.values.len();
     let mut left_out = Vec::new();
     fragment.values.retain(|(k, _)| {
         let keep = !theirs.contains(k) || ours.contains(k);
@@ -659,7 +660,7 @@ fn leave_out_options_of_other_series(opts: &Options, series: &Series, fragment: 
         }
         keep
     });
-    if fragment.values.len() < before {
+    if !left_out.is_empty() {
         progress::status(&format!(
             "{}: {} left out: the line's series defines them, this build's series ({}) does not",
             opts.config.display(),
