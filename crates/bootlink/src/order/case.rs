@@ -471,9 +471,7 @@ fn place(root: &Path, binary: &Path, name: &str) -> Result<PathBuf> {
 
 /// `binary` as `root/bin/NAME` with [`python::ARGS`], in a clean environment.
 fn in_layout(root: &Path, binary: &Path, name: &str) -> Result<Command> {
-    let mut c = Command::new(place(root, binary, name)?);
-    c.args(python::ARGS).env_clear().envs(python::ENV).stdin(std::process::Stdio::null());
-    Ok(c)
+    Ok(python::start(&place(root, binary, name)?))
 }
 
 fn layout_output(root: &Path, binary: &Path, name: &str) -> Result<Vec<u8>> {

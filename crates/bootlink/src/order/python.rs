@@ -77,6 +77,15 @@ pub const TRAINING_RUNS: usize = 10;
 /// The environment of every python start (the profile's, the traces',
 /// the checks'): nothing but these.
 pub(crate) const ENV: [(&str, &str); 2] = [("PATH", "/usr/bin:/bin"), ("HOME", "/")];
+/// A start of the interpreter at `program` as the profile, the traces and
+/// the checks start it: [`ARGS`], nothing in its environment but [`ENV`],
+/// no input.
+pub(crate) fn start(program: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.args(ARGS).env_clear().envs(ENV).stdin(std::process::Stdio::null());
+    c
+}
+
 /// What the profile, the checks and the lab run: python's start-up and one
 /// line out (no quote, dollar, backslash or backquote: the lab's shell
 /// script double-quotes each argument).
@@ -306,18 +315,17 @@ fn pgo_both(base: &PythonBuild) -> Result<PgoBuild> {
         return result(true);
     };
     let _ = std::fs::remove_file(dir.join(crate::cache::SEAL));
-    for d in [&tree, &profile] {
-        if d.exists() {
-            std::fs::remove_dir_all(d).map_err(|e| Error::io(d, e))?;
-        }
+    if tree.exists() {
+        std::fs::remove_dir_all(&tree).map_err(|e| Error::io(&tree, e))?;
     }
     let src = base.dir.join("src");
     let gen_args = pgo_configure(&profile, true);
     configure_with(&src, &tree, &gen_args.iter().map(String::as_str).collect::<Vec<_>>())?;
     progress::status(&format!("building python {} with -fprofile-generate (make python)", base.version));
     make(&tree, &[])?;
-    // The build's own tools ran instrumented code (freezing modules): only
-    // the start-ups below make the profile.
+    // The build's own tools ran instrumented code (freezing modules), and
+    // a stopped run may have left counts: only the start-ups below make
+    // the profile.
     if profile.exists() {
         std::fs::remove_dir_all(&profile).map_err(|e| Error::io(&profile, e))?;
     }
@@ -330,11 +338,7 @@ fn pgo_both(base: &PythonBuild) -> Result<PgoBuild> {
     std::fs::copy(tree.join("python"), &program).map_err(|e| Error::io(&tree.join("python"), e))?;
     progress::status(&format!("training: {TRAINING_RUNS} start-ups of `python {}`", ARGS.join(" ")));
     for _ in 0..TRAINING_RUNS {
-        let o = Command::new(&program)
-            .args(ARGS)
-            .env_clear()
-            .envs(ENV)
-            .stdin(std::process::Stdio::null())
+        let o = start(&program)
             .output()
             .map_err(|e| Error::file(Kind::Tool, &program, format!("cannot run it: {e}")).because(e))?;
         if !o.status.success() {
