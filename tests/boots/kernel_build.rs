@@ -84,6 +84,13 @@ fn the_build_is_complete_and_cached_by_content() {
     assert!(again.cached, "second build was not cached");
     assert_eq!(again.dir, b.dir);
     assert_eq!(again.key, b.key);
+    // What is made from the build is keyed by its bytes too: vmlinux's GNU
+    // build ID, as binutils' readelf reads it.
+    let o = Command::new("readelf").arg("-n").arg(&b.vmlinux).output().unwrap();
+    assert!(o.status.success(), "readelf -n {}", b.vmlinux.display());
+    let notes = String::from_utf8_lossy(&o.stdout);
+    let readelf = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).expect("readelf finds a build ID");
+    assert_eq!(b.content_id().unwrap(), readelf);
     // The kernel's own view: signing on, not forced, no KASLR.
     let cfg = std::fs::read_to_string(&b.config).unwrap();
     for line in [

@@ -74,7 +74,9 @@ pub fn kernel(line: Line, arch: fetch::Arch) -> Result<DistroKernel> {
             ),
         ));
     }
-    let dir = fsutil::cache_dir().join("lab").join(format!("distro-{}", key(&build.key, &debian.version)));
+    let dir = fsutil::cache_dir()
+        .join("lab")
+        .join(format!("distro-{}", key(&build.key, &build.content_id()?, &debian.version)));
     // Used only while whole (bootlink::cache: sealed when made, checked
     // on every use); a damaged one is made again.
     let record = dir.join("kernel.json");
@@ -118,11 +120,12 @@ pub fn beside(vmlinux: &Path) -> Option<DistroKernel> {
     serde_json::from_slice(&text).ok()
 }
 
-/// The directory's content key (16 hex digits).
-fn key(build_key: &str, debian_version: &str) -> String {
+/// The directory's content key (16 hex digits): the build's key and bytes
+/// (`content`, its vmlinux's build ID) and Debian's version.
+fn key(build_key: &str, content: &str, debian_version: &str) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
-    h.update(format!("recipe {RECIPE_VERSION}\nbuild {build_key}\ndebian {debian_version}\n"));
+    h.update(format!("recipe {RECIPE_VERSION}\nbuild {build_key}\ncontent {content}\ndebian {debian_version}\n"));
     fsutil::hex(&h.finalize()[..8])
 }
 
@@ -211,9 +214,10 @@ mod tests {
 
     #[test]
     fn the_key_follows_the_build_and_the_package() {
-        assert_ne!(key("a", "1"), key("b", "1"));
-        assert_ne!(key("a", "1"), key("a", "2"));
-        assert_eq!(key("a", "1").len(), 16);
+        assert_ne!(key("a", "c", "1"), key("b", "c", "1"));
+        assert_ne!(key("a", "c", "1"), key("a", "c", "2"));
+        assert_ne!(key("a", "c", "1"), key("a", "c2", "1"));
+        assert_eq!(key("a", "c", "1").len(), 16);
     }
 
     #[test]

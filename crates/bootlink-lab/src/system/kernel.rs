@@ -147,7 +147,7 @@ pub fn package(kernel: &Kernel, line: Line) -> Result<Package> {
             format!("the series' Debian-config build is release {}, Debian's package {}", build.release, f.release),
         ));
     }
-    let key = package_key(kernel, line, &build.key, &f.version);
+    let key = package_key(kernel, line, &build.key, &build.content_id()?, &f.version);
     let name = format!("{}-{key}", kernel.name());
     let packages = fsutil::cache_dir().join("systems/packages");
     let dir = packages.join(&name);
@@ -214,10 +214,10 @@ fn not_built(line: Line, e: Error) -> Error {
     .because(e)
 }
 
-/// The package's content key (16 hex digits): what it is made of. The
-/// line is named on a line other than 6.1 (whose packages' keys are what
-/// they were before there was a choice).
-fn package_key(kernel: &Kernel, line: Line, build_key: &str, debian_version: &str) -> String {
+/// The package's content key (16 hex digits): what it is made of, the
+/// build's bytes (`content`, its vmlinux's build ID) with its key. The
+/// line is named on a line other than 6.1.
+fn package_key(kernel: &Kernel, line: Line, build_key: &str, content: &str, debian_version: &str) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     h.update(format!(
@@ -227,6 +227,7 @@ fn package_key(kernel: &Kernel, line: Line, build_key: &str, debian_version: &st
     if line != Line::default() {
         h.update(format!("line {line}\n"));
     }
+    h.update(format!("content {content}\n"));
     fsutil::hex(&h.finalize()[..8])
 }
 
@@ -376,23 +377,27 @@ mod tests {
         assert_eq!(Kernel::Applied(Hash::Blake2b256).list_hash(), Hash::Blake2b256);
         assert_eq!(Kernel::Patched(vec![Step::ManifestBlake2b]).list_hash(), Hash::Blake2b256);
         assert_eq!(Kernel::patched().list_hash(), Hash::Sha256);
-        let key = |k: &Kernel, build: &str| package_key(k, Line::V6_1, build, "v");
+        let key = |k: &Kernel, build: &str| package_key(k, Line::V6_1, build, "c", "v");
         assert_ne!(key(&Kernel::patched(), "k"), key(&Kernel::Applied(Hash::Sha256), "k"));
         assert_ne!(key(&Kernel::Applied(Hash::Sha256), "k"), key(&Kernel::Applied(Hash::Sha256), "k2"));
         assert_ne!(key(&Kernel::Applied(Hash::Sha256), "k"), key(&Kernel::Applied(Hash::Blake2b256), "k"));
+        // The same build key with other bytes is another package.
+        assert_ne!(
+            package_key(&Kernel::patched(), Line::V6_1, "k", "c", "v"),
+            package_key(&Kernel::patched(), Line::V6_1, "k", "c2", "v")
+        );
     }
 
     #[test]
-    fn each_line_has_its_own_packages_and_6_1_keeps_its_keys() {
-        // 6.1's key is what it was before the line was a choice (the SHA-256
-        // of "recipe 1\nkernel patched\nbuild k\ndebian v\n"): a package
-        // already in the cache is found again.
-        assert_eq!(package_key(&Kernel::patched(), Line::V6_1, "k", "v"), "649c1db841baec68");
+    fn each_line_has_its_own_packages() {
+        // 6.1's key is the SHA-256 of
+        // "recipe 1\nkernel patched\nbuild k\ndebian v\ncontent c\n".
+        assert_eq!(package_key(&Kernel::patched(), Line::V6_1, "k", "c", "v"), "5db9ce44282ce090");
         // The same inputs on 6.12 (they never are: its build and Debian's
         // version differ too) make another package.
         assert_ne!(
-            package_key(&Kernel::patched(), Line::V6_12, "k", "v"),
-            package_key(&Kernel::patched(), Line::V6_1, "k", "v")
+            package_key(&Kernel::patched(), Line::V6_12, "k", "c", "v"),
+            package_key(&Kernel::patched(), Line::V6_1, "k", "c", "v")
         );
         assert_eq!(default_line(), "6.1");
         let old: Package = serde_json::from_str(

@@ -222,7 +222,33 @@ pub struct Report {
     pub tree: PathBuf,
 }
 
-impl Report {}
+impl Report {
+    /// What the build's bytes are, apart from its key: vmlinux's GNU build
+    /// ID (hex), which the linker computes over the image's contents. What
+    /// is made from a build (a distribution kernel's directory, a system's
+    /// kernel package) is keyed by it too, so a build stored again under
+    /// the same key with other bytes (a tool that does not build
+    /// reproducibly) gets those made again instead of pairing old modules
+    /// with a new image.
+    pub fn content_id(&self) -> Result<String> {
+        content_id(&self.vmlinux)
+    }
+}
+
+/// vmlinux's GNU build ID in hex; an error naming the file when it has none.
+pub fn content_id(vmlinux: &Path) -> Result<String> {
+    let data = fsutil::map_file(vmlinux)?;
+    let elf = crate::elf::Elf::parse_for(&data, crate::elf::Want::Executable, crate::elf::ANALYSED_MACHINES)
+        .map_err(|e| e.at(vmlinux))?;
+    match elf.build_id().map_err(|e| e.at(vmlinux))? {
+        Some(id) if !id.is_empty() => Ok(hex(id)),
+        _ => Err(Error::file(
+            Kind::Format,
+            vmlinux,
+            "no GNU build ID (NT_GNU_BUILD_ID): the linker was not asked for one",
+        )),
+    }
+}
 
 impl crate::report::Report for Report {
     /// What `bootlink kernel build` prints: the release, how it was got,
