@@ -377,7 +377,14 @@ pub fn write(sc: &Scenario, opts: &Options) -> Result<Report> {
             jobs: files,
             initramfs_sha256: isum,
         });
-        run.variants[i].kernel = kernel;
+        // The job boots a copy: the record names what it is a copy of
+        // (unless the lab already made the image from another kernel), so
+        // what reads it can say the kernel's build and config.
+        let v = &mut run.variants[i];
+        if v.made_from.as_os_str().is_empty() {
+            v.made_from = b.meta.kernel.clone();
+        }
+        v.kernel = kernel;
     }
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
