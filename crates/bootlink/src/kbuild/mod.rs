@@ -798,7 +798,9 @@ fn key_build(opts: &Options, cache: &Path, inputs: &ConfigInputs, series: &Serie
     // 6.1's pahole-flags.sh is the one that asked for -j (6.12 leaves it
     // out with KBUILD_BUILD_TIMESTAMP set): only a BTF build of it changes.
     let serial_btf = opts.line == Line::V6_1
-        && String::from_utf8_lossy(&inputs.config_text).lines().any(|l| l.trim() == "CONFIG_DEBUG_INFO_BTF=y");
+        && crate::kernel::config::KernelConfig::parse(&String::from_utf8_lossy(&inputs.config_text))
+            .get("CONFIG_DEBUG_INFO_BTF")
+            == Some("y");
     let key = cache_key(opts.arch, &version, &inputs.config_text, series, &cert, serial_btf);
     let out = cache.join("kernels").join(format!("build-{key}"));
     Ok(Keyed { signing, version, key, out })
