@@ -264,6 +264,7 @@ fn fixture() -> Run {
                         log: "chart-dmesg.log".into(),
                         partial: false,
                         failure: None,
+                        booted_again: None,
                         workloads: Vec::new(),
                         tainted: None,
                         module_taints: Default::default(),

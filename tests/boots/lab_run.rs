@@ -427,9 +427,69 @@ fn a_timed_out_boot_is_kept_as_partial() {
     let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
     assert!(run.partial);
     let rep = &run.variants[0].repetitions[0];
-    assert!(rep.partial && rep.failure.as_deref().unwrap_or("").contains("timed out"), "{:?}", rep.failure);
+    let failure = rep.failure.as_deref().unwrap_or("");
+    assert!(rep.partial && failure.contains("timed out"), "{failure}");
+    // QEMU was asked where its vCPU was before the kill.
+    assert!(failure.contains("vCPUs at the timeout: cpu0 0x"), "{failure}");
     assert!(Path::new(&d.join(&rep.log)).is_file());
     println!("timed-out boot kept as partial: {}", rep.failure.as_deref().unwrap().lines().next().unwrap());
+}
+
+/// A kernel that never reaches /init (no initramfs init, waiting for a
+/// root disk that does not exist) prints nothing under `quiet`; at the
+/// timeout QEMU is asked where its vCPUs are, and the self-built kernel's
+/// System.map names them: idle, in the kernel's text. With one vCPU the
+/// failure stands; with several (realtime) the boot is booted again once
+/// and the first boot's hang is recorded beside the second's.
+#[test]
+fn a_hung_kernel_says_where_its_vcpus_were_and_is_booted_again_with_several() {
+    common::self_built(false);
+    let scratch = common::tmpdir("lab-hang");
+    let hang = format!("hang={},cmdline:rdinit=/nonexistent root=/dev/vdz rootwait", common::build_kernel());
+    let lab = |smp: &str, d: &Path| -> (String, Option<String>, String) {
+        let o = common::run(&[
+            &"lab",
+            &"crc16",
+            &"--no-trace",
+            &"--realtime",
+            &"--smp",
+            &smp,
+            &"--variant",
+            &hang,
+            &"--timeout",
+            &"6",
+            &"-o",
+            &d,
+        ]);
+        assert!(!o.status.success());
+        let run: Run = serde_json::from_slice(&std::fs::read(d.join("run.json")).unwrap()).unwrap();
+        let r = &run.variants[0].repetitions[0];
+        let failure = r.failure.clone().unwrap_or_default().lines().next().unwrap_or("").to_string();
+        println!("--smp {smp}: {failure}");
+        (failure, r.booted_again.clone(), common::stdout(&o))
+    };
+    // "cpuN 0xffffffff81...... function+0xN (halted)", one per vCPU.
+    let places = |why: &str, cpus: usize| {
+        assert!(why.contains("the console stayed empty"), "{why}");
+        let at = why.split("vCPUs at the timeout: ").nth(1).unwrap_or_else(|| panic!("no vCPUs: {why}"));
+        let each: Vec<&str> = at.split(", ").collect();
+        assert_eq!(each.len(), cpus, "{at}");
+        for (i, v) in each.iter().enumerate() {
+            let f: Vec<&str> = v.split_whitespace().collect();
+            assert_eq!(f[0], format!("cpu{i}"), "{v}");
+            assert!(f[1].starts_with("0xffffffff8"), "a kernel text address: {v}");
+            assert!(f.len() == 4 && f[2].contains("+0x"), "named by System.map: {v}");
+            assert_eq!(f[3], "(halted)", "waiting for the root disk, every vCPU idles: {v}");
+        }
+    };
+    let (failure, again, _) = lab("1", &scratch.join("one"));
+    places(&failure, 1);
+    assert_eq!(again, None, "one vCPU: no second boot");
+    let (failure, again, out) = lab("2", &scratch.join("two"));
+    places(&failure, 2);
+    let first = again.expect("two vCPUs, console empty: booted again");
+    places(&first, 2);
+    assert!(out.contains("hang #1: booted again, the first boot hung before /init: timed out"), "{out}");
 }
 
 /// A user's own kernel: a bzImage (here Debian's vmlinuz) with its module

@@ -832,7 +832,17 @@ pub fn lab_realtime(args: &[&dyn AsRef<std::ffi::OsStr>], out: &Path) -> bootlin
     let t0 = std::time::Instant::now();
     TestCommand::new(&all).show_dir(out).ok();
     println!("bootlink lab: {:.0} s wall", t0.elapsed().as_secs_f64());
-    serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap()
+    let run: bootlink_lab::run::results::Run =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    // A boot booted again after a hang before /init: where its vCPUs were.
+    for v in &run.variants {
+        for r in &v.repetitions {
+            if let Some(why) = &r.booted_again {
+                println!("{} #{}: booted again: {why}", v.name, r.index + 1);
+            }
+        }
+    }
+    run
 }
 
 /// `bootlink lab --set none` on the self-built kernel with one `--variant`,

@@ -26,6 +26,7 @@ pub mod busybox;
 pub mod cpio;
 pub(crate) mod debs;
 pub mod distro;
+pub mod hang;
 pub mod initramfs;
 pub(crate) mod packaged;
 pub mod procs;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::lab::hang;
 pub use crate::lab::target::Target;
 use bootlink::error::{Error, Kind, Result};
 use bootlink::fsutil;
@@ -182,6 +183,9 @@ pub struct Boot {
     pub faults: Vec<String>,
     /// What QEMU printed on stderr.
     pub qemu_stderr: String,
+    /// Where each vCPU was when the boot timed out (asked of QEMU before
+    /// it was killed; empty for other endings or when QEMU did not answer).
+    pub stuck: Vec<crate::lab::hang::VcpuAt>,
     /// The command, for running it by hand.
     pub command: String,
     pub timeout: Duration,
@@ -203,24 +207,47 @@ impl Boot {
         excerpt(&self.log, n)
     }
 
+    /// What went wrong, in one line (empty for a clean power-off): the
+    /// first fault, QEMU's last word, or for a timeout whether the console
+    /// stayed empty and where each vCPU was.
+    pub fn why(&self) -> String {
+        match &self.status {
+            BootStatus::PoweredOff => String::new(),
+            BootStatus::Faulted => self.faults[0].trim().to_string(),
+            BootStatus::TimedOut => {
+                let mut why = format!("timed out: no power-off within {:?}, qemu killed", self.timeout);
+                if self.log.trim().is_empty() {
+                    why.push_str("; the console stayed empty (the kernel never reached /init's first line)");
+                }
+                if !self.stuck.is_empty() {
+                    let at: Vec<String> = self.stuck.iter().map(|v| v.to_string()).collect();
+                    why.push_str(&format!("; vCPUs at the timeout: {}", at.join(", ")));
+                }
+                why
+            }
+            BootStatus::Reset => "the guest reset without powering off".to_string(),
+            BootStatus::QemuFailed(_) => {
+                let last = self.qemu_stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+                format!("{}: {last}", self.status.describe())
+            }
+        }
+    }
+
     /// Ok for a clean power-off; otherwise an error naming the kernel (or
     /// the kept log) that says what went wrong and quotes the console's end.
     pub fn check(&self) -> Result<()> {
-        let why = match &self.status {
-            BootStatus::PoweredOff => return Ok(()),
-            BootStatus::Faulted => format!("boot failed: {}", self.faults[0].trim()),
-            BootStatus::TimedOut => format!("boot failed: no power-off within {:?}, qemu killed", self.timeout),
-            BootStatus::Reset => "boot failed: the guest reset without powering off".to_string(),
-            BootStatus::QemuFailed(_) => {
-                let last = self.qemu_stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
-                format!("boot failed: {}: {last}", self.status.describe())
-            }
-        };
+        if self.status == BootStatus::PoweredOff {
+            return Ok(());
+        }
         let at = self.log_path.as_deref().unwrap_or(&self.kernel);
         Err(Error::file(
             Kind::Boot,
             at,
-            format!("{why}\n--- last {EXCERPT_LINES} console lines ---\n{}", self.excerpt(EXCERPT_LINES)),
+            format!(
+                "boot failed: {}\n--- last {EXCERPT_LINES} console lines ---\n{}",
+                self.why(),
+                self.excerpt(EXCERPT_LINES)
+            ),
         ))
     }
 }
@@ -267,6 +294,14 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         .join(" ");
     let stderr = File::create(&err_file).map_err(|e| Error::io(&err_file, e))?;
     let prog = qemu.display().to_string();
+    // A socket to ask a hung guest where its vCPUs are (not in `command`:
+    // it lives in this temporary directory).
+    let qmp = work.path().join("qmp");
+    let mut args = args;
+    let asked = qmp.as_os_str().len() <= hang::SOCKET_PATH_MAX;
+    if asked {
+        args.extend(hang::qmp_args(&qmp));
+    }
 
     let start = Instant::now();
     // QEMU stops with bootlink (a boot left running would go on using a
@@ -287,10 +322,14 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         })
         .because(e)
     })?;
+    let mut registers = None;
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if start.elapsed() >= opts.timeout => {
+                if asked {
+                    registers = hang::ask_registers(&qmp);
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -316,6 +355,14 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         fsutil::write_atomic(keep, log.as_bytes())?;
     }
     let faults = find_faults(&log);
+    let mut stuck = registers.as_deref().map(hang::parse_registers).unwrap_or_default();
+    if !stuck.is_empty()
+        && hang::at_link_addresses(&opts.kernel, &opts.cmdline)
+        && let Some(map) = hang::system_map_beside(&opts.kernel)
+        && let Ok(text) = std::fs::read_to_string(&map)
+    {
+        hang::symbolize(&mut stuck, &text);
+    }
     let status = match exit {
         _ if !faults.is_empty() => BootStatus::Faulted,
         None => BootStatus::TimedOut,
@@ -330,6 +377,7 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         wall,
         faults,
         qemu_stderr,
+        stuck,
         command,
         timeout: opts.timeout,
         kernel: opts.kernel.clone(),

@@ -461,6 +461,14 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
     Ok((run, built))
 }
 
+/// Whether a boot is one that [`run`] boots again: realtime, more than one
+/// vCPU, timed out with nothing at all on the console. A deterministic
+/// boot repeats exactly, and a boot that printed anything (or faulted)
+/// failed in what it measured: those stand.
+pub(crate) fn hung_before_init(sc: &Scenario, b: &qemu::Boot) -> bool {
+    !sc.deterministic && sc.cpus > 1 && b.status == BootStatus::TimedOut && b.log.trim().is_empty()
+}
+
 /// Run the scenario; the run directory is written as it goes, so a failed
 /// boot leaves what was measured, marked partial.
 pub fn run(sc: &Scenario) -> Result<Run> {
@@ -498,7 +506,16 @@ pub fn run(sc: &Scenario) -> Result<Run> {
     let measure = |rep: usize, vi: usize| -> Result<(Repetition, String)> {
         let (v, files) = (&built[vi].meta, &built[vi].files);
         let rel = PathBuf::from(format!("logs/{}-{}.log", v.name, rep));
-        let b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
+        let mut b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
+        // A realtime guest with several vCPUs on an overcommitted host can
+        // hang before /init prints a line (multi-threaded TCG; nothing of
+        // the variant has run yet): booted again once, and said so.
+        let mut booted_again = None;
+        if hung_before_init(sc, &b) {
+            progress::status(&format!("{} #{}: hung before /init; booting it again", v.name, rep + 1));
+            booted_again = Some(b.why());
+            b = boot(v, &built[vi].initramfs, &sc.out.join(&rel))?;
+        }
         let framed = b.framed(crate::lab::initramfs::DEFAULT_TAG).unwrap_or_default();
         let ws = &built[vi].workloads;
         let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
@@ -510,6 +527,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         }
         let workload_problems: Vec<String> = ws.iter().flat_map(|w| w.problems(&mut r)).collect();
         r.boot_wall_s = b.wall.as_secs_f64();
+        r.booted_again = booted_again;
         r.log = rel;
         let failed = b.status != BootStatus::PoweredOff || !b.faults.is_empty();
         let not_loaded: Vec<&str> = r.modules.iter().filter(|m| m.status != 0).map(|m| m.name.as_str()).collect();
@@ -518,7 +536,10 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         if failed || measured != files.len() {
             r.partial = true;
             let why = if failed {
-                format!("{}: {}", b.status.describe(), b.faults.first().cloned().unwrap_or_default())
+                match b.status {
+                    BootStatus::Faulted => format!("{}: {}", b.status.describe(), b.why()),
+                    _ => b.why(),
+                }
             } else {
                 format!("{} of {} modules measured", r.modules.len(), files.len())
             };

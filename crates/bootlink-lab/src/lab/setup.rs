@@ -804,6 +804,18 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
             user
         ));
     }
+    // A boot that hung before /init and was booted again is said.
+    for v in &run.variants {
+        for r in &v.repetitions {
+            if let Some(why) = &r.booted_again {
+                o.push_str(&format!(
+                    "{} #{}: booted again, the first boot hung before /init: {why}\n",
+                    v.name,
+                    r.index + 1
+                ));
+            }
+        }
+    }
     // A tainted kernel is said, with the modules that tainted it.
     for v in &run.variants {
         for r in &v.repetitions {

@@ -315,6 +315,7 @@ fn run_of(p: Parsed, path: &Path) -> Run {
         log: path.to_path_buf(),
         partial: false,
         failure: None,
+        booted_again: None,
         workloads: Vec::new(),
         tainted: None,
         module_taints: Default::default(),

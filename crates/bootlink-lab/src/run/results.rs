@@ -138,6 +138,12 @@ pub struct Repetition {
     pub partial: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// This repetition was booted a second time: its first boot (realtime,
+    /// several vCPUs) hung before /init printed a line, and this says how
+    /// (the timeout and each vCPU's place). Its figures are the second
+    /// boot's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted_again: Option<String>,
     /// What each workload of the variant measured beyond the module loads,
     /// in the order /init ran them, each tagged by its workload
     /// (`"workload"` in run.json).
