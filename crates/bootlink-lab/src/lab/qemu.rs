@@ -59,6 +59,10 @@ pub struct QemuOptions {
     pub cpus: u32,
     /// QEMU is killed when this runs out.
     pub timeout: Duration,
+    /// QEMU is killed sooner when its console is still empty this long
+    /// after it started (a guest that hangs before printing anything, as a
+    /// realtime guest with several vCPUs can: [`crate::lab::scenario`]).
+    pub silence_limit: Option<Duration>,
     /// `-icount shift=0,sleep=off`: one instruction per virtual nanosecond,
     /// guest time independent of the host (slower, but repeatable); with
     /// [`GUEST_RANDOM_SEED`] and [`GUEST_RTC`], two boots of one kernel and
@@ -88,6 +92,7 @@ impl QemuOptions {
             memory_mib: 1024,
             cpus: 1,
             timeout: Duration::from_secs(60),
+            silence_limit: None,
             deterministic: false,
             extra_args: Vec::new(),
             log: None,
@@ -189,6 +194,9 @@ pub struct Boot {
     /// The command, for running it by hand.
     pub command: String,
     pub timeout: Duration,
+    /// Set when QEMU was killed at [`QemuOptions::silence_limit`], its
+    /// console still empty, before the timeout.
+    pub silent_for: Option<Duration>,
     pub kernel: PathBuf,
 }
 
@@ -215,7 +223,10 @@ impl Boot {
             BootStatus::PoweredOff => String::new(),
             BootStatus::Faulted => self.faults[0].trim().to_string(),
             BootStatus::TimedOut => {
-                let mut why = format!("timed out: no power-off within {:?}, qemu killed", self.timeout);
+                let mut why = match self.silent_for {
+                    Some(d) => format!("timed out: no console output within {d:?}, qemu killed"),
+                    None => format!("timed out: no power-off within {:?}, qemu killed", self.timeout),
+                };
                 if self.log.trim().is_empty() {
                     why.push_str("; the console stayed empty (the kernel never reached /init's first line)");
                 }
@@ -323,10 +334,25 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         .because(e)
     })?;
     let mut registers = None;
+    let mut silent_for = None;
+    // Whether the console is still empty past the silence limit (looked at
+    // once a second).
+    let mut next_look = Instant::now();
+    let mut silent_too_long = || match opts.silence_limit {
+        Some(limit) if start.elapsed() >= limit && Instant::now() >= next_look => {
+            next_look = Instant::now() + Duration::from_secs(1);
+            let empty = std::fs::metadata(&log_file).map(|m| m.len() == 0).unwrap_or(true);
+            if empty {
+                silent_for = Some(limit);
+            }
+            empty
+        }
+        _ => false,
+    };
     let exit = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() >= opts.timeout => {
+            Ok(None) if start.elapsed() >= opts.timeout || silent_too_long() => {
                 if asked {
                     registers = hang::ask_registers(&qmp);
                 }
@@ -380,6 +406,7 @@ pub fn run(opts: &QemuOptions) -> Result<Boot> {
         stuck,
         command,
         timeout: opts.timeout,
+        silent_for,
         kernel: opts.kernel.clone(),
     })
 }
@@ -515,5 +542,29 @@ mod tests {
         assert_eq!(b.status, BootStatus::TimedOut);
         assert!(b.wall >= Duration::from_millis(300) && b.wall < Duration::from_secs(10), "{:?}", b.wall);
         assert!(b.check().unwrap_err().to_string().contains("booting"));
+    }
+
+    #[test]
+    fn a_silent_guest_is_killed_at_the_silence_limit_and_a_talking_one_is_not() {
+        let tmp = TempDir::new("qemu-test").unwrap();
+        let silent = fake_qemu(tmp.path(), "", "exec sleep 30");
+        let mut o = opts(tmp.path(), silent);
+        o.timeout = Duration::from_secs(20);
+        o.silence_limit = Some(Duration::from_millis(300));
+        let b = run(&o).unwrap();
+        assert_eq!((&b.status, b.silent_for), (&BootStatus::TimedOut, Some(Duration::from_millis(300))));
+        assert!(b.wall < Duration::from_secs(10), "killed at the silence limit, not the timeout: {:?}", b.wall);
+        assert!(
+            b.why().starts_with("timed out: no console output within 300ms, qemu killed; the console stayed empty")
+        );
+
+        let talking = fake_qemu(tmp.path(), "booting\n", "exec sleep 30");
+        let mut o = opts(tmp.path(), talking);
+        o.timeout = Duration::from_millis(1500);
+        o.silence_limit = Some(Duration::from_millis(300));
+        let b = run(&o).unwrap();
+        assert_eq!((&b.status, b.silent_for), (&BootStatus::TimedOut, None));
+        assert!(b.wall >= Duration::from_millis(1500), "the console spoke: the timeout applies: {:?}", b.wall);
+        assert!(b.why().starts_with("timed out: no power-off within 1.5s"), "{}", b.why());
     }
 }

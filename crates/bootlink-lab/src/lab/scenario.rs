@@ -461,6 +461,11 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
     Ok((run, built))
 }
 
+/// How long a realtime boot with several vCPUs may keep its console
+/// empty before it counts as hung (such a boot reaches /init's first line
+/// in seconds; one that hung there stayed empty for its whole timeout).
+pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
+
 /// Whether a boot is one that [`run`] boots again: realtime, more than one
 /// vCPU, timed out with nothing at all on the console. A deterministic
 /// boot repeats exactly, and a boot that printed anything (or faulted)
@@ -485,6 +490,9 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         o.deterministic = sc.deterministic;
         o.cpus = sc.cpus;
         o.log = Some(log.to_path_buf());
+        if !sc.deterministic && sc.cpus > 1 {
+            o.silence_limit = Some(SILENCE_LIMIT.min(sc.timeout));
+        }
         qemu::run(&o)
     };
     // Every boot of the run, in the order the record keeps them
