@@ -61,7 +61,7 @@ pub struct QemuOptions {
     pub timeout: Duration,
     /// QEMU is killed sooner when its console is still empty this long
     /// after it started (a guest that hangs before printing anything, as a
-    /// realtime guest with several vCPUs can: [`crate::lab::scenario`]).
+    /// realtime guest with several vCPUs can: the lab's scenario sets it).
     pub silence_limit: Option<Duration>,
     /// `-icount shift=0,sleep=off`: one instruction per virtual nanosecond,
     /// guest time independent of the host (slower, but repeatable); with
