@@ -183,11 +183,10 @@ pub(crate) fn at_link_addresses(kernel: &Path, cmdline: &str) -> bool {
     if cmdline.split_whitespace().any(|w| w == "nokaslr") {
         return true;
     }
-    let mut head = [0u8; 20];
+    let mut head = [0u8; 64];
     let Ok(mut f) = std::fs::File::open(kernel) else { return false };
     use std::io::Read;
-    // ELF, 64-bit, EM_X86_64 (62) at offset 18.
-    f.read_exact(&mut head).is_ok() && head[..4] == *b"\x7fELF" && head[4] == 2 && head[18] == 62
+    f.read_exact(&mut head).is_ok() && bootlink::elf::wrong_machine(&head, object::elf::EM_X86_64).is_none()
 }
 
 #[cfg(test)]
@@ -234,6 +233,29 @@ mod tests {
         let mut init = vec![at(0xffffffff82000010)];
         symbolize(&mut init, MAP);
         assert_eq!(init[0].symbol.as_deref(), Some("_sinittext+0x10"), "init text is named");
+    }
+
+    #[test]
+    fn an_x86_64_vmlinux_or_nokaslr_runs_at_link_addresses() {
+        let tmp = bootlink::fsutil::TempDir::new("hang-test").unwrap();
+        let image = |name: &str, machine: u16| {
+            let mut h = vec![0u8; 64];
+            h[..4].copy_from_slice(b"\x7fELF");
+            (h[4], h[5], h[6]) = (2, 1, 1);
+            h[18..20].copy_from_slice(&machine.to_le_bytes());
+            let p = tmp.path().join(name);
+            std::fs::write(&p, h).unwrap();
+            p
+        };
+        let vmlinux = image("vmlinux", 62);
+        let arm64 = image("arm64-elf", 183);
+        let bzimage = tmp.path().join("bzImage");
+        std::fs::write(&bzimage, [0u8; 512]).unwrap();
+        assert!(at_link_addresses(&vmlinux, "console=ttyS0"), "PVH: never moves");
+        assert!(!at_link_addresses(&arm64, "console=ttyAMA0"));
+        assert!(!at_link_addresses(&bzimage, "console=ttyS0 quiet"), "KASLR may move it");
+        assert!(at_link_addresses(&bzimage, "console=ttyS0 nokaslr quiet"));
+        assert!(!at_link_addresses(&tmp.path().join("missing"), "console=ttyS0"));
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub struct Boot {
     pub qemu_stderr: String,
     /// Where each vCPU was when the boot timed out (asked of QEMU before
     /// it was killed; empty for other endings or when QEMU did not answer).
-    pub stuck: Vec<crate::lab::hang::VcpuAt>,
+    pub stuck: Vec<hang::VcpuAt>,
     /// The command, for running it by hand.
     pub command: String,
     pub timeout: Duration,

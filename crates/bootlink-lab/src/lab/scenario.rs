@@ -466,12 +466,19 @@ pub(crate) fn build(sc: &Scenario, work: &Path, tag: &dyn Fn(usize) -> String) -
 /// in seconds; one that hung there stayed empty for its whole timeout).
 pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
 
-/// Whether a boot is one that [`run`] boots again: realtime, more than one
-/// vCPU, timed out with nothing at all on the console. A deterministic
-/// boot repeats exactly, and a boot that printed anything (or faulted)
-/// failed in what it measured: those stand.
+/// Whether the scenario's boots can hang before /init for the host's sake
+/// (realtime, more than one vCPU: multi-threaded TCG), so that a silent
+/// boot is cut at [`SILENCE_LIMIT`] and booted again.
+fn may_hang_before_init(sc: &Scenario) -> bool {
+    !sc.deterministic && sc.cpus > 1
+}
+
+/// Whether a boot is one that [`run`] boots again: one of a scenario that
+/// [`may_hang_before_init`], timed out with nothing at all on the console.
+/// A deterministic boot repeats exactly, and a boot that printed anything
+/// (or faulted) failed in what it measured: those stand.
 pub(crate) fn hung_before_init(sc: &Scenario, b: &qemu::Boot) -> bool {
-    !sc.deterministic && sc.cpus > 1 && b.status == BootStatus::TimedOut && b.log.trim().is_empty()
+    may_hang_before_init(sc) && b.status == BootStatus::TimedOut && b.log.trim().is_empty()
 }
 
 /// Run the scenario; the run directory is written as it goes, so a failed
@@ -490,7 +497,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         o.deterministic = sc.deterministic;
         o.cpus = sc.cpus;
         o.log = Some(log.to_path_buf());
-        if !sc.deterministic && sc.cpus > 1 {
+        if may_hang_before_init(sc) {
             o.silence_limit = Some(SILENCE_LIMIT.min(sc.timeout));
         }
         qemu::run(&o)
