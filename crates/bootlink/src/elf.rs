@@ -145,7 +145,11 @@ fn wrong_type(want: Want, ty: elf::FileType) -> String {
             format!("not a kernel module: ELF type is {} (a module is a relocatable object, ET_REL)", type_name(ty))
         }
         Want::Executable => {
-            format!("not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC)", type_name(ty))
+            format!(
+                "not a kernel image: ELF type is {} (vmlinux is an executable, ET_EXEC; a relocatable arm64 one \
+                 ET_DYN)",
+                type_name(ty)
+            )
         }
         Want::Dynamic => {
             format!("not a program or shared library: ELF type is {} (want ET_DYN or ET_EXEC)", type_name(ty))
@@ -184,6 +188,9 @@ pub(crate) fn check_ident(data: &[u8], want: Want) -> Result<(), ReadError> {
         (Want::Relocatable, elf::ET_REL)
         | (Want::Executable, elf::ET_EXEC)
         | (Want::Dynamic, elf::ET_DYN | elf::ET_EXEC) => Ok(()),
+        // A relocatable arm64 kernel (CONFIG_RELOCATABLE, which its KASLR
+        // needs) is linked as a PIE and relocates itself at boot.
+        (Want::Executable, elf::ET_DYN) if hdr.e_machine(LE) == elf::EM_AARCH64 => Ok(()),
         _ => Err(ReadError::WrongType { want, found: ty }),
     }
 }

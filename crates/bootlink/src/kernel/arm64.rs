@@ -583,6 +583,16 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         None => None,
     };
     let kaslr = Kaslr::from_config(cfg.as_ref(), cfg_source.as_deref().unwrap_or(""));
+    let image_range = (base, base.wrapping_add(h.image_size));
+    // What a module preresolved for the slide is made against (patch
+    // `preresolved-slide`): the build ID of the Image's notes and `_text`'s
+    // link-time address, the Image's first byte. That address depends on
+    // the address space, so only a config that names it gives one.
+    let slide_base = cfg
+        .as_ref()
+        .filter(|c| c.get("CONFIG_ARM64_VA_BITS").is_some())
+        .and_then(|_| super::slide::build_id_of_raw(image))
+        .map(|build_id| super::slide::SlideBase { build_id, link_text: image_range.0, link_end: image_range.1 });
     Ok(KernelImage {
         path: path.to_path_buf(),
         source: Source::Arm64Image { compression },
@@ -594,8 +604,8 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         config_source: cfg_source,
         kaslr,
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
-        slide_base: None,
-        image_range: Some((base, base.wrapping_add(h.image_size))),
+        slide_base,
+        image_range: Some(image_range),
         struct_module_size,
         config: cfg,
     })

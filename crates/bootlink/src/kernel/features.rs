@@ -11,7 +11,7 @@ use crate::elf::{Elf, ReadError};
 
 /// The note type (after LINUX_ELFNOTE_BUILD_SALT 0x100, LTO_INFO 0x101).
 pub(crate) const NOTE_TYPE: u32 = 0x102;
-const OWNER: &[u8] = b"Linux";
+pub(crate) const OWNER: &[u8] = b"Linux";
 
 /// What a kernel says of its module loader.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

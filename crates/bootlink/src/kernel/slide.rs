@@ -66,6 +66,76 @@ impl SlideBase {
     }
 }
 
+/// The GNU build ID of the kernel in an image read as raw bytes (an arm64
+/// `Image`, which has no ELF headers: the linked vmlinux's loadable bytes,
+/// `.notes` among them). An Image holds other build IDs too (each vDSO
+/// embedded in it has its own notes), so the kernel's is the
+/// `NT_GNU_BUILD_ID` note (owner "GNU", 1 to 20 bytes, 4-byte aligned as
+/// the linker lays notes out) whose run of notes, read on from it, reaches
+/// the module loader's feature notes (patch `feature-notes`; a kernel that
+/// takes modules preresolved for its slide names that feature there).
+/// None when no build ID does, or several different ones do.
+pub fn build_id_of_raw(image: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let mut pattern = NT_GNU_BUILD_ID.to_le_bytes().to_vec();
+    pattern.extend_from_slice(b"GNU\0");
+    let mut found: Option<&[u8]> = None;
+    for at in memchr::memmem::find_iter(image, &pattern) {
+        let Some(start) = at.checked_sub(8).filter(|s| s % 4 == 0) else { continue };
+        let Some(note) = Note::at(image, start) else { continue };
+        if !(1..=ID_MAX).contains(&note.desc.len()) || !reaches_feature_notes(image, start) {
+            continue;
+        }
+        match found {
+            Some(f) if f != note.desc => return None,
+            _ => found = Some(note.desc),
+        }
+    }
+    found.map(<[u8]>::to_vec)
+}
+
+/// One ELF note read from raw bytes: its owner with the NUL, type,
+/// descriptor, and where the next one starts.
+struct Note<'a> {
+    name: &'a [u8],
+    ty: u32,
+    desc: &'a [u8],
+    next: usize,
+}
+
+impl<'a> Note<'a> {
+    /// The note at `at`, when its sizes are a note's (an owner of at most
+    /// 64 bytes, a descriptor of at most 64 KiB) and it fits.
+    fn at(image: &'a [u8], at: usize) -> Option<Note<'a>> {
+        let (namesz, descsz, ty) = (le_u32(image, at)?, le_u32(image, at + 4)?, le_u32(image, at + 8)?);
+        if namesz == 0 || namesz > 64 || descsz > 1 << 16 {
+            return None;
+        }
+        let name_at = at + 12;
+        let desc_at = name_at + (namesz as usize).next_multiple_of(4);
+        let desc = image.get(desc_at..desc_at + descsz as usize)?;
+        Some(Note {
+            name: image.get(name_at..name_at + namesz as usize)?,
+            ty,
+            desc,
+            next: desc_at + desc.len().next_multiple_of(4),
+        })
+    }
+}
+
+/// Whether the run of notes from `at` holds a module-loader feature note
+/// within its first 64 notes.
+fn reaches_feature_notes(image: &[u8], mut at: usize) -> bool {
+    for _ in 0..64 {
+        let Some(n) = Note::at(image, at) else { return false };
+        if n.ty == super::features::NOTE_TYPE && n.name.strip_suffix(b"\0") == Some(super::features::OWNER) {
+            return true;
+        }
+        at = n.next;
+    }
+    false
+}
+
 /// A `.preresolved_slide` table, as written or read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlideTable {
@@ -287,6 +357,66 @@ mod tests {
         assert!(b.moves(0xffff_ffff_8100_0000) && b.moves(0xffff_ffff_82ff_ffff));
         // x86-64's per-CPU exports are zero-based; the end is exclusive
         assert!(!b.moves(0x1_f000) && !b.moves(0xffff_ffff_8300_0000));
+    }
+
+    /// A note as the linker lays it out: namesz, descsz, type, the owner
+    /// with its NUL, the descriptor, each padded to 4 bytes.
+    fn note(owner: &[u8], ty: u32, desc: &[u8]) -> Vec<u8> {
+        let mut n = Vec::new();
+        for w in [owner.len() as u32 + 1, desc.len() as u32, ty] {
+            n.extend_from_slice(&w.to_le_bytes());
+        }
+        n.extend_from_slice(owner);
+        n.push(0);
+        n.resize(n.len().next_multiple_of(4), 0);
+        n.extend_from_slice(desc);
+        n.resize(n.len().next_multiple_of(4), 0);
+        n
+    }
+
+    /// A kernel's `.notes`: its build ID, a Linux note, a feature note.
+    fn kernel_notes(id: &[u8]) -> Vec<u8> {
+        let mut n = note(b"GNU", 3, id);
+        n.extend(note(b"Linux", 0x101, &[0; 4]));
+        n.extend(note(b"Linux", crate::kernel::features::NOTE_TYPE, b"preresolved-slide\0"));
+        n
+    }
+
+    #[test]
+    fn a_raw_images_build_id_is_the_one_beside_its_feature_notes() {
+        let id: Vec<u8> = (1..=20).collect();
+        // A vDSO's notes first (its own build ID, no feature notes), then
+        // the kernel's.
+        let mut image = vec![0u8; 64];
+        image.extend(note(b"GNU", 3, &[0x55; 20]));
+        image.extend(note(b"Linux", 0, &[1, 2, 3, 4]));
+        image.extend([0xaa; 16]);
+        image.extend(kernel_notes(&id));
+        image.extend([0xaa; 12]);
+        assert_eq!(build_id_of_raw(&image), Some(id.clone()));
+        // The kernel's notes twice (the same ID) still name one build.
+        let mut twice = image.clone();
+        twice.extend(kernel_notes(&id));
+        assert_eq!(build_id_of_raw(&twice), Some(id.clone()));
+        // Two different IDs beside feature notes: which one is the kernel's
+        // is not known.
+        let mut two = image.clone();
+        two.extend(kernel_notes(&[9; 20]));
+        assert_eq!(build_id_of_raw(&two), None);
+        // No feature notes after it (a kernel without the series), not
+        // 4-byte aligned, a descriptor over 20 bytes, cut short, absent.
+        assert_eq!(build_id_of_raw(&note(b"GNU", 3, &id)), None);
+        let mut odd = vec![0u8; 65];
+        odd.extend(kernel_notes(&id));
+        assert_eq!(build_id_of_raw(&odd), None);
+        assert_eq!(build_id_of_raw(&kernel_notes(&[7; 32])), None);
+        // Cut inside the build ID (12 bytes of sizes, "GNU\0", 20 bytes),
+        // or inside the feature note's name.
+        let whole = kernel_notes(&id);
+        assert_eq!(build_id_of_raw(&whole[..30]), None);
+        let feature_at = whole.len() - note(b"Linux", 0x102, b"preresolved-slide\0").len();
+        assert_eq!(build_id_of_raw(&whole[..feature_at + 14]), None);
+        assert_eq!(build_id_of_raw(&[0u8; 256]), None);
     }
 
     #[test]

@@ -64,6 +64,35 @@ impl Places {
         let (lo, hi) = crate::kernel::arm64::module_places_nokaslr(k);
         Places { lo, hi }
     }
+
+    /// Where module code can be under KASLR, in the kernel's link-time
+    /// addresses (the kernel and its module region move together, by
+    /// multiples of 2 MiB, so a PC-relative value is the same at every
+    /// slide). 6.1 (arch/arm64/kernel/kaslr.c, module.c): the module
+    /// region's base is randomized in [`_end` - 2 GiB, `_stext`) with
+    /// RANDOMIZE_MODULE_REGION_FULL, in [`_etext` - 128 MiB, `_stext`)
+    /// without it, allocations within 2 GiB above it. 6.12
+    /// (arch/arm64/kernel/module.c `module_init_limits`): a 128 MiB and a
+    /// 2 GiB window, each randomized to contain the kernel. Both within
+    /// [`_end` - 2 GiB, `_text` + 2 GiB).
+    pub(crate) fn kaslr(base: &crate::kernel::slide::SlideBase) -> Places {
+        Places { lo: base.link_end.wrapping_sub(2 << 30), hi: base.link_text.wrapping_add((2 << 30) - 1) }
+    }
+}
+
+/// What a folded value must hold for: one placement of the kernel, or
+/// every slide of a kernel that randomizes its base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// `nokaslr` (or a kernel that does not move): the values are final,
+    /// and a folded value the loader would refuse refuses the module.
+    Fixed(Places),
+    /// Preresolved for the slide: the loader adds the slide to every
+    /// folded address, so only a relocation whose check passes at every
+    /// slide folds (PC-relative ones within reach of every place, 64-bit
+    /// data and the unchecked forms); a symbol with any other use stays
+    /// SHN_ABS and the loader checks it at load, as without bootlink.
+    Slid(Places),
 }
 
 /// How the loader computes from S + A (`do_reloc`).
@@ -157,6 +186,18 @@ pub(crate) fn fits_everywhere(ty: u32, val: u64, places: Places) -> bool {
     fits(c, places.lo, val) && fits(c, places.hi, val)
 }
 
+/// Whether the loader's check of type `ty` passes for S + A = `val` at
+/// every slide: PC-relative checks do not change with it (the value and
+/// the place move together) and pass everywhere in `places`; an absolute
+/// value with a range check changes with the slide.
+fn fits_every_slide(ty: u32, val: u64, places: Places) -> bool {
+    let absolute_checked = match check_of(ty) {
+        Check::None => false,
+        Check::Data(op, _) | Check::Movw(op, ..) | Check::Imm(op, ..) => op == Op::Abs,
+    };
+    !absolute_checked && fits_everywhere(ty, val, places)
+}
+
 /// One relocation against a preresolved symbol.
 struct Use {
     sym: usize,
@@ -169,13 +210,10 @@ struct Use {
 /// Split `edits` (symbol index, address) of an AArch64 module: symbols
 /// with a CALL26/JUMP26 (or a type the loader does not apply) are kept,
 /// the others folded, each folded relocation checked against the loader's
-/// range over `places`. `names` names the symbols for the refusal.
-pub(super) fn split(
-    data: &[u8],
-    edits: &[(usize, u64)],
-    names: &HashMap<usize, &str>,
-    places: Places,
-) -> Result<Split> {
+/// range over the places of `reach` (for [`Reach::Slid`], a symbol with a
+/// use that would not pass at every slide is kept instead). `names` names
+/// the symbols for the refusal.
+pub(super) fn split(data: &[u8], edits: &[(usize, u64)], names: &HashMap<usize, &str>, reach: Reach) -> Result<Split> {
     let elf = Elf::parse_for(data, Want::Relocatable, ANALYSED_MACHINES)?;
     // By symbol index (a module's symbols are few; no hashing per relocation).
     let mut values: Vec<Option<u64>> = vec![None; edits.iter().map(|&(i, _)| i + 1).max().unwrap_or(0)];
@@ -195,10 +233,17 @@ pub(super) fn split(
             }
         }
     }
+    let value = |u: &Use| values[u.sym].expect("a use of an edited symbol").wrapping_add(u.addend as u64);
     let mut stays = vec![false; values.len()];
-    for u in uses.iter().filter(|u| !reloc::foldable(MACHINE, u.ty)) {
-        stays[u.sym] = true;
+    for u in &uses {
+        let slid_out = matches!(reach, Reach::Slid(p) if !fits_every_slide(u.ty, value(u), p));
+        if !reloc::foldable(MACHINE, u.ty) || slid_out {
+            stays[u.sym] = true;
+        }
     }
+    let places = match reach {
+        Reach::Fixed(p) | Reach::Slid(p) => p,
+    };
     let mut out = Split::default();
     for u in &uses {
         let count = out.classes.entry(reloc::class(MACHINE, u.ty)).or_default();
@@ -207,7 +252,7 @@ pub(super) fn split(
             continue;
         }
         count.folded += 1;
-        let val = values[u.sym].expect("a use of an edited symbol").wrapping_add(u.addend as u64);
+        let val = value(u);
         if !fits_everywhere(u.ty, val, places) {
             let section = elf.section_by_index(u.section).map(|s| elf.section_name(s)).unwrap_or(b"?");
             return Err(Error::new(
@@ -306,7 +351,7 @@ mod tests {
         let (a, b, c) = (KIMAGE + 0x10_0000, KIMAGE + 0x20_0000, KIMAGE + 0x30_0000);
         let d =
             tiny_aarch64(&[(0, adrp, 3, 0), (4, add, 3, 0), (8, call26, 4, 0), (12, abs64, 4, 0), (16, abs64, 5, 8)]);
-        let s = split(&d, &[(3, a), (4, b), (5, c)], &names, places()).unwrap();
+        let s = split(&d, &[(3, a), (4, b), (5, c)], &names, Reach::Fixed(places())).unwrap();
         assert_eq!(s.fold, [(3, a), (5, c)]);
         assert_eq!(s.keep, [(4, b)]);
         let r = |folded, kept| Relocations { folded, kept };
@@ -321,17 +366,59 @@ mod tests {
         );
         // A symbol that is not preresolved is not counted.
         assert_eq!(
-            split(&d, &[(5, c)], &names, places()).unwrap().classes,
+            split(&d, &[(5, c)], &names, Reach::Fixed(places())).unwrap().classes,
             BTreeMap::from([(Class::Absolute, r(1, 0))])
         );
         // ABS32 of a kernel address: the loader would refuse the module.
         let d = tiny_aarch64(&[(0, adrp, 3, 0), (24, abs32, 3, 4)]);
-        let e = split(&d, &[(3, a)], &names, places()).unwrap_err();
+        let e = split(&d, &[(3, a)], &names, Reach::Fixed(places())).unwrap_err();
         assert!(e.msg.contains("R_AARCH64_ABS32 at .text+0x18 against a"), "{e}");
         // ...unless that symbol stays for a branch (nothing folded: the
         // loader decides as without bootlink).
         let d = tiny_aarch64(&[(8, call26, 3, 0), (24, abs32, 3, 4)]);
-        assert_eq!(split(&d, &[(3, a)], &names, places()).unwrap().keep, [(3, a)]);
+        assert_eq!(split(&d, &[(3, a)], &names, Reach::Fixed(places())).unwrap().keep, [(3, a)]);
+    }
+
+    /// For the slide: what passes at every slide folds (ADRP and the lo12
+    /// forms, 64-bit data, PREL32 within 2 GiB of every place); a symbol
+    /// with an absolute range check (ABS32, MOVW_UABS) or a PC-relative use
+    /// out of reach stays SHN_ABS for the loader, where with `nokaslr` the
+    /// module was refused.
+    #[test]
+    fn for_the_slide_what_the_slide_could_break_stays() {
+        use crate::elfedit::tests::tiny_aarch64;
+        use crate::kernel::slide::SlideBase;
+        let (adrp, add, abs64, abs32, prel32, movw_uabs_g0) = (275, 277, 257, 258, 261, 263);
+        let base = SlideBase { build_id: vec![1; 20], link_text: KIMAGE, link_end: KIMAGE + (40 << 20) };
+        let slid = Reach::Slid(Places::kaslr(&base));
+        // [_end - 2 GiB, _text + 2 GiB): below the kernel as far as 6.12's
+        // window reaches, above it as far as 6.1's fallback does.
+        assert_eq!(Places::kaslr(&base), Places { lo: KIMAGE + (40 << 20) - (2 << 30), hi: KIMAGE + (2 << 30) - 1 });
+        let names: HashMap<usize, &str> = [(3, "a"), (4, "b"), (5, "c"), (6, "d")].into();
+        let (a, b, c) = (KIMAGE + 0x10_0000, KIMAGE + 0x20_0000, KIMAGE + 0x30_0000);
+        let far = KIMAGE + (3 << 30);
+        let d = tiny_aarch64(&[
+            (0, adrp, 3, 0),
+            (4, add, 3, 0),
+            (8, abs64, 4, 0),
+            (12, prel32, 4, 0),
+            (16, movw_uabs_g0, 5, 0),
+            (20, abs64, 5, 0),
+            (24, prel32, 6, 0),
+        ]);
+        let edits = [(3, a), (4, b), (5, c), (6, far)];
+        let s = split(&d, &edits, &names, slid).unwrap();
+        assert_eq!(s.fold, [(3, a), (4, b)]);
+        assert_eq!(s.keep, [(5, c), (6, far)]);
+        // With nokaslr the same module is refused: MOVW_UABS_G0 of a kernel
+        // address overflows, and the loader would say so at load.
+        let e = split(&d, &edits, &names, Reach::Fixed(places())).unwrap_err();
+        assert!(e.msg.contains("R_AARCH64_MOVW_UABS_G0 at .text+0x10 against c"), "{e}");
+        // ABS32 of a kernel address: refused with nokaslr, kept for the slide.
+        let d = tiny_aarch64(&[(0, adrp, 3, 0), (24, abs32, 3, 4)]);
+        assert!(split(&d, &[(3, a)], &names, Reach::Fixed(places())).is_err());
+        let s = split(&d, &[(3, a)], &names, slid).unwrap();
+        assert_eq!((s.fold.len(), s.keep.as_slice()), (0, [(3, a)].as_slice()));
     }
 
     #[test]

@@ -126,10 +126,14 @@ pub(super) fn one(
         let name_of: HashMap<usize, &str> =
             m.undefined_index.iter().copied().zip(m.undefined.iter().map(String::as_str)).collect();
         // AArch64: symbols that are branched to stay SHN_ABS (the module
-        // PLTs are counted from them); the others fold.
+        // PLTs are counted from them), and for the slide those with a use
+        // whose check the slide could fail; the others fold.
         let (fold, keep) = if m.machine == crate::elf::machine_name(object::elf::EM_AARCH64) {
-            let places = aarch64::Places::nokaslr(k);
-            let split = aarch64::split(&ed.data, &edits, &name_of, places).map_err(|e| e.at(path))?;
+            let reach = match slide {
+                Some(base) => aarch64::Reach::Slid(aarch64::Places::kaslr(base)),
+                None => aarch64::Reach::Fixed(aarch64::Places::nokaslr(k)),
+            };
+            let split = aarch64::split(&ed.data, &edits, &name_of, reach).map_err(|e| e.at(path))?;
             result.relocations = split.classes;
             (split.fold, split.keep)
         } else {
