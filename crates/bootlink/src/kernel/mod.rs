@@ -91,8 +91,8 @@ pub struct KernelImage {
     pub loader_features: LoaderFeatures,
     /// What a module preresolved for the slide records of this build
     /// (patch `preresolved-slide`): its build ID and the addresses that move
-    /// with it. Known for a vmlinux (or bzImage) with a build ID, and for an
-    /// arm64 Image with one whose config names its address space.
+    /// with it. Known for an x86-64 vmlinux (or bzImage) with a build ID, and
+    /// for an arm64 Image with one whose config names its address space.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slide_base: Option<slide::SlideBase>,
     /// Where the kernel is linked, `_text` to `_end` (a vmlinux's loaded
@@ -516,7 +516,7 @@ impl KernelImage {
         let loader_features = LoaderFeatures::of(&elf).map_err(|e| e.at(path))?;
         let image_range = elf.image_range().map_err(|e| e.at(path))?;
         let slide_base = match (elf.machine(), elf.build_id().map_err(|e| e.at(path))?) {
-            (object::elf::EM_X86_64 | object::elf::EM_AARCH64, Some(id)) if (1..=20).contains(&id.len()) => {
+            (object::elf::EM_X86_64, Some(id)) if (1..=20).contains(&id.len()) => {
                 image_range.map(|(link_text, link_end)| slide::SlideBase { build_id: id.to_vec(), link_text, link_end })
             }
             _ => None,

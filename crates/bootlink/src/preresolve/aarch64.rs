@@ -278,6 +278,67 @@ pub(super) fn split(data: &[u8], edits: &[(usize, u64)], names: &HashMap<usize, 
     Ok(out)
 }
 
+/// arm64's loader moves the branches that may need a PLT (CALL26 and
+/// JUMP26 to a symbol outside the section they patch) to the front of
+/// every relocation section that applies to code, by swapping entries
+/// (`partition_branch_plt_relas`, arch/arm64/kernel/module-plts.c: 6.12
+/// always, 6.1 with CONFIG_RANDOMIZE_BASE), before it reads a module's
+/// `.preresolved_slide` table, whose bitmaps number the entries: a folded
+/// relocation would then be looked for at another entry's place. Written
+/// in that order here (each group in its file order), the kernel's pass
+/// swaps nothing: it steps over the branches, then finds none behind.
+/// Returns, for each section whose entries moved, its index and each old
+/// entry's new index.
+pub(super) fn branches_first(data: &mut [u8]) -> Result<Vec<(u32, Vec<u32>)>> {
+    const RELA: usize = std::mem::size_of::<object::elf::Rela64<object::LittleEndian>>();
+    let mut plans = Vec::new();
+    {
+        let bytes: &[u8] = data;
+        let elf = Elf::parse_for(bytes, Want::Relocatable, ANALYSED_MACHINES)?;
+        let symtab = elf.symbols()?;
+        for (k, sh) in elf.sections.enumerate() {
+            if sh.sh_type(LE) != SHT_RELA {
+                continue;
+            }
+            let target = sh.sh_info(LE) as usize;
+            let code =
+                elf.section_by_index(target).is_some_and(|t| t.sh_flags(LE).contains(object::elf::SHF_EXECINSTR));
+            if !code {
+                continue;
+            }
+            let relas = sh
+                .data_as_array::<object::elf::Rela64<object::LittleEndian>, _>(LE, bytes)
+                .map_err(|_| Error::new(Kind::Format, "corrupt relocation section"))?;
+            let needs_plt = |r: &object::elf::Rela64<object::LittleEndian>| {
+                let branch =
+                    matches!(r.r_type(LE, false), object::elf::R_AARCH64_CALL26 | object::elf::R_AARCH64_JUMP26);
+                let shndx = symtab
+                    .symbol(object::SymbolIndex(r.r_sym(LE, false) as usize))
+                    .map(|s| object::read::elf::Sym::st_shndx(s, LE));
+                branch && !shndx.is_ok_and(|x| x.0 as usize == target)
+            };
+            let (first, rest): (Vec<usize>, Vec<usize>) = (0..relas.len()).partition(|&i| needs_plt(&relas[i]));
+            let order: Vec<usize> = first.into_iter().chain(rest).collect();
+            if order.iter().enumerate().any(|(new, &old)| new != old) {
+                let (off, _) =
+                    sh.file_range(LE).ok_or_else(|| Error::new(Kind::Format, "a relocation section has no data"))?;
+                plans.push((k.0 as u32, off as usize, order));
+            }
+        }
+    }
+    let mut moved = Vec::new();
+    for (sec, off, order) in plans {
+        let old = data[off..off + order.len() * RELA].to_vec();
+        let mut new_index = vec![0u32; order.len()];
+        for (new, &o) in order.iter().enumerate() {
+            data[off + new * RELA..off + (new + 1) * RELA].copy_from_slice(&old[o * RELA..(o + 1) * RELA]);
+            new_index[o] = new as u32;
+        }
+        moved.push((sec, new_index));
+    }
+    Ok(moved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +480,44 @@ mod tests {
         assert!(split(&d, &[(3, a)], &names, Reach::Fixed(places())).is_err());
         let s = split(&d, &[(3, a)], &names, slid).unwrap();
         assert_eq!((s.fold.len(), s.keep.as_slice()), (0, [(3, a)].as_slice()));
+    }
+
+    /// The branches to PLTs first, each group in file order, as arm64's
+    /// loader orders them; the kernel's own pass over the result (its
+    /// algorithm, written out here) then swaps nothing.
+    #[test]
+    fn branches_to_plts_go_first_as_the_loader_puts_them() {
+        use crate::elfedit::tests::tiny_aarch64;
+        let (adrp, call26, abs64, jump26) = (275, 283, 257, 282);
+        let mut d =
+            tiny_aarch64(&[(0, adrp, 3, 0), (4, call26, 4, 0), (8, abs64, 5, 0), (12, jump26, 4, 0), (16, adrp, 5, 0)]);
+        let moved = branches_first(&mut d).unwrap();
+        assert_eq!(moved.len(), 1);
+        assert_eq!(moved[0].1, [2, 0, 3, 1, 4]);
+        let read = |d: &[u8]| -> Vec<(u64, u32)> {
+            let elf = Elf::parse_for(d, Want::Relocatable, ANALYSED_MACHINES).unwrap();
+            let sh = elf.sections.iter().find(|s| s.sh_type(LE) == SHT_RELA).unwrap();
+            let relas = sh.data_as_array::<object::elf::Rela64<object::LittleEndian>, _>(LE, d).unwrap();
+            relas.iter().map(|r| (r.r_offset(LE), r.r_type(LE, false).0)).collect()
+        };
+        let after = read(&d);
+        assert_eq!(after, [(4, call26), (12, jump26), (0, adrp), (8, abs64), (16, adrp)]);
+        // partition_branch_plt_relas on what was written: no swap.
+        let needs = |i: usize| matches!(after[i].1, 282 | 283);
+        let (mut i, mut j, mut swaps) = (0, after.len() - 1, 0);
+        while i < j {
+            if needs(i) {
+                i += 1;
+            } else if needs(j) {
+                swaps += 1;
+                break;
+            } else {
+                j -= 1;
+            }
+        }
+        assert_eq!((i, swaps), (2, 0));
+        // Already in that order: nothing moves.
+        assert!(branches_first(&mut d).unwrap().is_empty());
     }
 
     #[test]

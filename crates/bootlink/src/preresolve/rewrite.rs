@@ -168,6 +168,16 @@ pub(super) fn one(
         result.symbols_trimmed = trim(&mut ed).map_err(|e| e.at(path))?;
     }
     if let Some(base) = slide {
+        // AArch64: written in the order arm64's loader puts the relocations
+        // in before it reads the table (branches to PLTs first), the
+        // table's entry numbers following them.
+        if m.machine == crate::elf::machine_name(object::elf::EM_AARCH64) && !slide_relocations.is_empty() {
+            for (sec, new_index) in aarch64::branches_first(&mut ed.data).map_err(|e| e.at(path))? {
+                for r in slide_relocations.iter_mut().filter(|r| r.0 == sec) {
+                    r.1 = new_index[r.1 as usize];
+                }
+            }
+        }
         let table = slide_table(&ed, base, &edits, &name_of_edits(&m), slide_relocations).map_err(|e| e.at(path))?;
         result.slide = Some(table.len());
         slide::mark(&mut ed, &table).map_err(|e| e.at(path))?;
