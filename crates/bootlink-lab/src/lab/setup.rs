@@ -439,8 +439,20 @@ fn variant_kernel(choice: &KernelChoice, req: &Request) -> Result<(PathBuf, Path
 
 /// The bzImage QEMU boots for a variant that asks for one (see
 /// [`Variant::boots_bzimage`]): the one beside the build's vmlinux.
+/// x86-64 randomizes only through the bzImage's decompressor, so
+/// `kaslr:on` there needs one; an arm64 Image randomizes itself.
 fn boot_image(spec: &Variant, kernel: &Path, arch: crate::lab::arch::Arch) -> Result<Option<PathBuf>> {
     if !spec.boots_bzimage() {
+        if spec.kaslr && arch == crate::lab::arch::Arch::X86_64 {
+            return Err(Error::new(
+                Kind::Usage,
+                format!(
+                    "variant {}: kaslr:on needs a bzImage boot on x86-64 (image:bzimage of kernel:build or \
+                     kernel:distro): the PVH entry of vmlinux does not randomize",
+                    spec.name
+                ),
+            ));
+        }
         return Ok(None);
     }
     if arch != crate::lab::arch::Arch::X86_64 {
@@ -858,6 +870,22 @@ fn render(sc: &Scenario, run: &Run, checks: &Checks) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `kaslr:on` without a bzImage: refused on x86-64 (the PVH entry does
+    /// not randomize), the Image itself on arm64; a bzImage is x86-64's.
+    #[test]
+    fn kaslr_on_needs_a_bzimage_on_x86_only() {
+        use crate::lab::arch::Arch;
+        let k = Path::new("/nonexistent/vmlinux");
+        let v = Variant::parse("a=kernel:build,kaslr:on").unwrap();
+        let e = boot_image(&v, k, Arch::X86_64).unwrap_err().to_string();
+        assert!(e.contains("variant a: kaslr:on needs a bzImage boot on x86-64"), "{e}");
+        assert_eq!(boot_image(&v, Path::new("/nonexistent/Image"), Arch::Arm64).unwrap(), None);
+        let v = Variant::parse("a=kernel:build").unwrap();
+        assert_eq!(boot_image(&v, k, Arch::X86_64).unwrap(), None);
+        let v = Variant::parse("a=kernel:build,image:bzimage").unwrap();
+        assert!(boot_image(&v, k, Arch::Arm64).unwrap_err().to_string().contains("is x86-64's"));
+    }
 
     #[test]
     fn a_start_the_cache_did_not_serve_fails_the_checks() {
