@@ -60,8 +60,11 @@ def _cache():
 def _build_config(build):
     """A kernel build's config as build.json records it."""
     line = build.get("line", "?")
+    arch = build.get("arch", "amd64")
+    # the lab's fragment: lab.config on x86, its twin lab-ARCH.config elsewhere
+    fragment = "lab.config" if arch in ("amd64", "x86_64") else f"lab-{arch}.config"
     if build.get("config_base") == "tinyconfig":
-        what = f"the lab's tinyconfig-based config (kernel/{line}/configs/lab.config)"
+        what = f"the lab's tinyconfig-based config (kernel/{line}/configs/{fragment})"
     else:
         what = f"Debian's config (Debian's {os.path.basename(str(build.get('config_base', '')))} with kernel/{line}/configs/series.config)"
     flavours = build.get("flavours") or []

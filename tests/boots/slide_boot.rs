@@ -28,7 +28,6 @@ use object::read::elf::SectionHeader;
 /// several hundred preresolved symbols, x86-64 per-CPU exports among them
 /// (xfs uses `this_cpu_off` and `current_task`).
 const SET: &[&str] = &["vfat", "nls_cp437", "xfs"];
-const STATS: &str = "run:grep -e slide= -e \" _text$\" /sys/module/module/parameters/slide_stats /proc/kallsyms";
 
 /// The line's lab kernel (`common::self_built`), whose config randomizes
 /// its base.
@@ -54,44 +53,6 @@ fn link_text(k: &common::SelfBuilt) -> u64 {
         .expect("_text in System.map")
 }
 
-/// The counts of lab patch `slide-check` and `_text` at run time.
-#[derive(Debug)]
-struct Stats {
-    slide: u64,
-    modules: u64,
-    moved: u64,
-    checked: u64,
-    disagreements: u64,
-    text: u64,
-}
-
-fn stats(r: &Repetition) -> Stats {
-    let out = &r.program().expect("the grep ran").output;
-    let field = |k: &str| -> u64 {
-        let w = out
-            .split(|c: char| c.is_whitespace() || c == ':')
-            .find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-            .unwrap_or_else(|| panic!("no {k}= in {out}"));
-        match w.strip_prefix("0x") {
-            Some(h) => u64::from_str_radix(h, 16).unwrap(),
-            None => w.parse().unwrap(),
-        }
-    };
-    let text = out
-        .lines()
-        .find_map(|l| l.strip_suffix(" _text").and_then(|l| l.rsplit(':').next()))
-        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
-        .unwrap_or_else(|| panic!("no _text in {out}"));
-    Stats {
-        slide: field("slide"),
-        modules: field("modules"),
-        moved: field("moved"),
-        checked: field("checked"),
-        disagreements: field("disagreements"),
-        text,
-    }
-}
-
 #[test]
 fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
     let k = kaslr_build();
@@ -110,8 +71,9 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
         ("finalized", "fold-slide+unsign+finalize", "xxxxxxxxxxxxxxxx"),
     ] {
         specs.push(format!(
-            "{mode}{}={kk},image:bzimage,kaslr:on,steps:{steps},cmdline:module.slide_check=1 bootlink.pad={pad}.,{STATS}",
-            pad.len()
+            "{mode}{}={kk},image:bzimage,kaslr:on,steps:{steps},cmdline:module.slide_check=1 bootlink.pad={pad}.,{}",
+            pad.len(),
+            common::slide::PROGRAM
         ));
     }
     let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"lab", &"-n", &"1", &"--no-trace", &"-o", &out];
@@ -133,7 +95,7 @@ fn every_moved_value_is_what_the_stock_lookup_gives_over_several_slides() {
         assert!(r.failure.is_none(), "{}: {:?}", v.name, r.failure);
         assert!(!v.cmdline.split(' ').any(|w| w == "nokaslr"), "{}: {}", v.name, v.cmdline);
         assert!(r.modules.len() > SET.len() && r.modules.iter().all(|m| m.status == 0), "{}: {:?}", v.name, r.modules);
-        let s = stats(r);
+        let s = common::slide::stats(r);
         println!("{}: {s:?}", v.name);
         assert_eq!(s.disagreements, 0, "{}: {s:?}", v.name);
         assert_eq!(s.modules as usize, r.modules.len(), "{}: every module had a table", v.name);

@@ -7,6 +7,7 @@ pub mod ddlink;
 pub mod independent;
 pub mod initrd;
 pub mod mutate;
+pub mod slide;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

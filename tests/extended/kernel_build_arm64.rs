@@ -6,7 +6,8 @@
 //! where arm64 has the module, the x86-only patches were skipped and all
 //! others applied, vmlinux's symbol hash tables were filled after link
 //! (checked against the exports Module.symvers lists, not bootlink's
-//! reader), and the Image's feature notes.
+//! reader), and the Image's feature notes; then, booted in the arm64 lab,
+//! the series' loader changes and modules preresolved for the KASLR slide.
 //!
 //! Extended tier: a cold build took 45 min at -j4 on the shared 2-core
 //! machine (docs/kernel-series.md); cached, under a second.
@@ -90,7 +91,8 @@ fn the_image_and_modules_are_aarch64_and_the_x86_patches_are_left_out() {
     assert_eq!(b.skipped, x86_only);
     assert_eq!(b.patches, rest);
     assert_eq!(b.patches.len() + b.skipped.len(), all.patches.len());
-    // arm64's config: no ORC, no KASLR, signing, ftrace and the hash tables as on x86.
+    // arm64's config: no ORC; KASLR (relocatable), signing, ftrace and the
+    // hash tables as on x86.
     let cfg = std::fs::read_to_string(&b.config).unwrap();
     for want in [
         "CONFIG_ARM64=y",
@@ -99,7 +101,9 @@ fn the_image_and_modules_are_aarch64_and_the_x86_patches_are_left_out() {
         "CONFIG_FUNCTION_GRAPH_TRACER=y",
         "CONFIG_MODULE_SYMHASH=y",
         "CONFIG_SERIAL_AMBA_PL011_CONSOLE=y",
-        "# CONFIG_RANDOMIZE_BASE is not set",
+        "CONFIG_RELOCATABLE=y",
+        "CONFIG_RANDOMIZE_BASE=y",
+        "CONFIG_RANDOMIZE_MODULE_REGION_FULL=y",
     ] {
         assert!(cfg.lines().any(|l| l == want), "{want} not in {}", b.config.display());
     }
@@ -395,4 +399,125 @@ fn manifest_write_lists_modules_in_the_image() {
     common::TestCommand::new(&[&"manifest", &"write", &"--vmlinux", &b.vmlinux, &"-o", &dir.join("v2"), &fat])
         .fails_with("an arm64 vmlinux: give --image OUT");
     assert!(!dir.join("v2").exists());
+}
+
+/// What a module preresolved for the slide is made against, read from the
+/// Image alone (no ELF headers): its build ID is the vmlinux's (as
+/// binutils' readelf reads that vmlinux's notes; the Image holds the
+/// vDSO's build ID too), `_text` and `_end` are where System.map says the
+/// kernel is linked.
+#[test]
+fn the_images_slide_base_is_the_vmlinuxs() {
+    let Some(b) = built("the_images_slide_base_is_the_vmlinuxs") else { return };
+    let k = bootlink::kernel::KernelImage::open(&b.bzimage, Some(&b.config)).unwrap();
+    let base = k.slide_base.expect("the Image of a build with the series has a slide base");
+    let o = Command::new("readelf").args(["-n"]).arg(&b.vmlinux).output().expect("run readelf");
+    let notes = String::from_utf8_lossy(&o.stdout);
+    let id = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).expect("readelf names a build ID");
+    let hex: String = base.build_id.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, id, "{notes}");
+    let map = std::fs::read_to_string(&b.system_map).unwrap();
+    let at = |sym: &str| {
+        map.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == sym).then(|| u64::from_str_radix(f[0], 16).unwrap())
+            })
+            .unwrap_or_else(|| panic!("{sym} not in System.map"))
+    };
+    assert_eq!((base.link_text, base.link_end), (at("_text"), at("_end")));
+    // The build is relocatable, as KASLR needs: its vmlinux is a PIE (ET_DYN).
+    let head = std::fs::read(&b.vmlinux).unwrap();
+    assert_eq!(u16::from_le_bytes([head[16], head[17]]), 3, "{}: not ET_DYN", b.vmlinux.display());
+    println!("arm64 slide base: build ID {hex}, _text {:#x}, _end {:#x}", base.link_text, base.link_end);
+}
+
+/// Preresolving that survives KASLR on arm64 (patch `preresolved-slide`):
+/// the build booted without `nokaslr` (kaslr:on; the kernel randomizes
+/// itself from the seed QEMU's virt board puts in the device tree),
+/// modules preresolved for the slide, SHN_ABS and folded. Lab patch
+/// `slide-check` (module.slide_check=1) compares every value the loader
+/// moved with what the stock lookup of its name gives: 0 disagreements.
+/// Realtime boots: under -icount QEMU's fixed -seed gives the device tree
+/// the same seed, and so the kernel the same slide, every boot.
+#[test]
+fn every_moved_value_is_the_stock_lookups_over_arm64_slides() {
+    let test = "every_moved_value_is_the_stock_lookups_over_arm64_slides";
+    if !bootable(test) {
+        return;
+    }
+    let b = built(test).unwrap();
+    let k = bootlink::kernel::KernelImage::open(&b.bzimage, Some(&b.config)).unwrap();
+    let link = k.slide_base.as_ref().expect("a slide base").link_text;
+    let dir = common::tmpdir("arm64-slide");
+    let out = dir.join("run");
+    let specs: Vec<String> = [("abs", "preresolve-slide"), ("folded", "fold-slide")]
+        .iter()
+        .map(|(mode, steps)| {
+            format!(
+                "{mode}=kernel:build,kaslr:on,steps:{steps},cmdline:module.slide_check=1,{}",
+                common::slide::PROGRAM
+            )
+        })
+        .collect();
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"lab", &"--arch", &"arm64", &"--realtime", &"-n", &"2", &"--no-trace", &"-o", &out];
+    for s in &specs {
+        args.push(&"--variant");
+        args.push(s);
+    }
+    args.extend::<[&dyn AsRef<std::ffi::OsStr>; 3]>([&"vfat", &"nls_cp437", &"xfs"]);
+    let o = common::TestCommand::new(&args).show_dir(&out).ok();
+    print!("{}", common::stdout(&o));
+    let run: bootlink_lab::run::results::Run =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let mut slides = std::collections::BTreeSet::new();
+    for v in &run.variants {
+        assert!(!v.cmdline.split(' ').any(|w| w == "nokaslr"), "{}: {}", v.name, v.cmdline);
+        for r in &v.repetitions {
+            assert!(r.failure.is_none(), "{} #{}: {:?}", v.name, r.index + 1, r.failure);
+            assert!(r.modules.len() > 3 && r.modules.iter().all(|m| m.status == 0), "{}: {:?}", v.name, r.modules);
+            let s = common::slide::stats(r);
+            println!("{} #{}: {s:?}", v.name, r.index + 1);
+            assert_eq!(s.disagreements, 0, "{}: {s:?}", v.name);
+            assert_eq!(s.modules as usize, r.modules.len(), "{}: every module had a table", v.name);
+            assert!(s.checked > 300 && s.moved > 300, "{}: {s:?}", v.name);
+            // The loader's slide is where _text is now minus where it was
+            // linked, and the lab's record says the same.
+            assert_eq!(s.text.wrapping_sub(link), s.slide, "{}: _text {:#x}, linked at {link:#x}", v.name, s.text);
+            assert_ne!(s.slide, 0, "{}: KASLR did not move the kernel", v.name);
+            assert_eq!(r.kaslr_slide, Some(s.slide), "{}: the record's slide", v.name);
+            slides.insert(s.slide);
+        }
+    }
+    // Folded for the slide by hand, as the lab's fold-slide did: AArch64's
+    // fold keeps what the slide could break SHN_ABS (branches, absolute
+    // values with a range check) and folds the rest, listed in the table.
+    let xfs = b.modules.as_deref().unwrap().join("kernel/fs/xfs/xfs.ko");
+    let made = dir.join("folded");
+    let o =
+        common::TestCommand::new(&[&"preresolve", &"--fold-symbols", &"--kernel", &b.bzimage, &xfs, &"-o", &made]).ok();
+    let said = common::stdout(&o);
+    assert!(said.lines().any(|l| l.starts_with("PRERESV xfs.ko (") && l.contains(", folded, slide")), "{said}");
+    let bytes = std::fs::read(made.join("xfs.ko")).unwrap();
+    let elf = bootlink::elf::Elf::parse_for(&bytes, bootlink::elf::Want::Relocatable, bootlink::elf::ANALYSED_MACHINES)
+        .unwrap();
+    let (_, sh) = elf.section(bootlink::preresolve::SLIDE_SECTION).expect("the table");
+    use object::read::elf::SectionHeader;
+    let (off, size) = sh.file_range(bootlink::elf::LE).unwrap();
+    let t = bootlink::preresolve::SlideTable::parse(&bytes[off as usize..(off + size) as usize]).unwrap();
+    assert_eq!(t.link_text, link);
+    assert!(
+        !t.relocations.is_empty() && !t.symbols.is_empty(),
+        "{} folded, {} SHN_ABS",
+        t.relocations.len(),
+        t.symbols.len()
+    );
+    println!(
+        "xfs for the slide: {} folded relocations and {} SHN_ABS symbols moved",
+        t.relocations.len(),
+        t.symbols.len()
+    );
+    println!("{} boots, {} distinct slides: {slides:x?}", 2 * run.variants.len(), slides.len());
+    assert!(slides.len() >= 3, "too few distinct slides over the boots: {slides:x?}");
 }
