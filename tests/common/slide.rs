@@ -47,3 +47,21 @@ pub fn stats(r: &Repetition) -> Stats {
         text,
     }
 }
+
+/// One boot of modules preresolved for the slide, checked: every value
+/// the loader moved equal to the stock lookup's (0 disagreements), every
+/// module with a table, more than `at_least` values moved and checked,
+/// the loader's slide where `_text` is now minus `link` (its link-time
+/// address), not 0, and the lab's record of the boot saying the same.
+/// `name` names the boot in every failure.
+pub fn check_boot(name: &str, r: &Repetition, link: u64, at_least: u64) -> Stats {
+    let s = stats(r);
+    println!("{name}: {s:?}");
+    assert_eq!(s.disagreements, 0, "{name}: {s:?}");
+    assert_eq!(s.modules as usize, r.modules.len(), "{name}: every module had a table");
+    assert!(s.checked > at_least && s.moved > at_least, "{name}: {s:?}");
+    assert_eq!(s.text.wrapping_sub(link), s.slide, "{name}: _text {:#x}, linked at {link:#x}", s.text);
+    assert_ne!(s.slide, 0, "{name}: KASLR did not move the kernel");
+    assert_eq!(r.kaslr_slide, Some(s.slide), "{name}: the record's slide");
+    s
+}

@@ -477,16 +477,7 @@ fn every_moved_value_is_the_stock_lookups_over_arm64_slides() {
         for r in &v.repetitions {
             assert!(r.failure.is_none(), "{} #{}: {:?}", v.name, r.index + 1, r.failure);
             assert!(r.modules.len() > 3 && r.modules.iter().all(|m| m.status == 0), "{}: {:?}", v.name, r.modules);
-            let s = common::slide::stats(r);
-            println!("{} #{}: {s:?}", v.name, r.index + 1);
-            assert_eq!(s.disagreements, 0, "{}: {s:?}", v.name);
-            assert_eq!(s.modules as usize, r.modules.len(), "{}: every module had a table", v.name);
-            assert!(s.checked > 300 && s.moved > 300, "{}: {s:?}", v.name);
-            // The loader's slide is where _text is now minus where it was
-            // linked, and the lab's record says the same.
-            assert_eq!(s.text.wrapping_sub(link), s.slide, "{}: _text {:#x}, linked at {link:#x}", v.name, s.text);
-            assert_ne!(s.slide, 0, "{}: KASLR did not move the kernel", v.name);
-            assert_eq!(r.kaslr_slide, Some(s.slide), "{}: the record's slide", v.name);
+            let s = common::slide::check_boot(&format!("{} #{}", v.name, r.index + 1), r, link, 300);
             slides.insert(s.slide);
         }
     }
