@@ -72,7 +72,7 @@ impl Places {
     /// region's base is randomized in [`_end` - 2 GiB, `_stext`) with
     /// RANDOMIZE_MODULE_REGION_FULL, in [`_etext` - 128 MiB, `_stext`)
     /// without it, allocations within 2 GiB above it. 6.12
-    /// (arch/arm64/kernel/module.c `module_init_limits`): a 128 MiB and a
+    /// (arch/arm64/mm/init.c `module_init_limits`): a 128 MiB and a
     /// 2 GiB window, each randomized to contain the kernel. Both within
     /// [`_end` - 2 GiB, `_text` + 2 GiB).
     pub(crate) fn kaslr(base: &crate::kernel::slide::SlideBase) -> Places {
