@@ -222,6 +222,18 @@ impl Variant {
         // is set up).
         let randomizes = matches!(&v.kernel, KernelChoice::Distro(_) | KernelChoice::Build(..));
         v.kaslr = kaslr.unwrap_or(randomizes && v.boots_bzimage());
+        // Preresolved at link-time addresses, the modules would jump to
+        // where the kernel was linked, not where a randomized boot put it.
+        if let Some(s) = v.steps.iter().find(|s| matches!(s, step::Step::Preresolve | step::Step::Fold))
+            && v.kaslr
+        {
+            return Err(p.usage(format!(
+                "step {} writes link-time addresses, and this variant boots with KASLR on (kaslr:on, or the default \
+                 of a bzImage boot): use preresolve-slide or fold-slide (modules:preresolved-slide, folded-slide; a \
+                 kernel with patch preresolved-slide), or kaslr:off",
+                s.name()
+            )));
+        }
         if v.boots_bzimage()
             && !matches!(v.kernel, KernelChoice::Distro(_))
             && v.steps.iter().any(|s| s.stage() == step::Stage::Image)
@@ -608,6 +620,29 @@ mod tests {
         let v = Variant::parse("a=kernel:distro,image:vmlinux,kaslr:on").unwrap();
         assert!(!v.boots_bzimage() && v.kaslr);
         assert!(Variant::parse("a=kernel:distro-5.4").unwrap_err().to_string().contains("6.1, 6.12"));
+    }
+
+    /// Modules preresolved at link-time addresses need a kernel that did
+    /// not move: with KASLR on, the -slide steps or kaslr:off.
+    #[test]
+    fn link_time_addresses_are_refused_on_a_randomized_boot() {
+        for spec in [
+            "a=kernel:distro,modules:preresolved",
+            "a=kernel:build,image:bzimage,modules:folded",
+            "a=kernel:build,kaslr:on,steps:fold+unsign",
+            "a=kernel:build-6.12+lz4,modules:folded-finalized",
+        ] {
+            let e = Variant::parse(spec).unwrap_err().to_string();
+            assert!(e.contains("writes link-time addresses") && e.contains("kaslr:off"), "{spec}: {e}");
+        }
+        for spec in [
+            "a=kernel:distro,modules:preresolved,kaslr:off",
+            "a=kernel:distro,modules:folded-slide",
+            "a=kernel:build,modules:folded",
+            "a=kernel:build,image:bzimage,kaslr:on,modules:preresolved-slide",
+        ] {
+            assert!(Variant::parse(spec).is_ok(), "{spec}");
+        }
     }
 
     #[test]
