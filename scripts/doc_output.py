@@ -81,6 +81,13 @@ def kernel_config(kernel):
     kernel = os.path.expanduser(str(kernel))
     if not os.path.isabs(kernel) and not os.path.exists(kernel):
         kernel = os.path.join(ROOT, kernel)  # the lab records paths as it was given them
+    # An image a script made from a build (a hash manifest written into a
+    # copy): KERNEL.made-from.json beside the file names the build and how.
+    made = os.path.realpath(kernel) + ".made-from.json"
+    if os.path.exists(made):
+        with open(made) as f:
+            made = json.load(f)
+        return f"{kernel_config(made['kernel'])}, {made['how']}"
     d = os.path.dirname(kernel)
     parts = kernel.split(os.sep)
     if len(parts) >= 4 and parts[-2] == "boot" and parts[-4] == "kernels" and not parts[-3].startswith("build-"):
