@@ -269,6 +269,7 @@ fn fixture() -> Run {
                         tainted: None,
                         module_taints: Default::default(),
                         kernel_text: None,
+                        kernel_stext: None,
                         kaslr_slide: None,
                         processes: Vec::new(),
                         boot_clock: None,

@@ -53,6 +53,29 @@ fn exports_of_the_arm64_image_equal_debians_module_symvers() {
 /// function or object an export names is mostly also pointed at from data
 /// (an ops table), so its address is some relocation's addend: true of
 /// most exports at the right base, of almost none at a wrong one.
+/// Where the Image links `_text` and `_stext` (what the lab measures an
+/// arm64 boot's KASLR slide against when its kallsyms has no `_text`):
+/// `_stext` is where binutils' objdump, reading the Image as the PE file its
+/// EFI stub makes it, places the `.text` section.
+#[test]
+fn the_images_stext_is_where_objdump_places_its_text_section() {
+    let test = "the_images_stext_is_where_objdump_places_its_text_section";
+    let Some(k) = arm64(test) else { return };
+    let img = KernelImage::open(&k.vmlinuz, None).unwrap();
+    let objdump = String::from_utf8(sh("aarch64-linux-gnu-objdump", &["-h", k.vmlinuz.to_str().unwrap()])).unwrap();
+    let vma = objdump
+        .lines()
+        .find_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, ".text", _, vma, ..] => u64::from_str_radix(vma, 16).ok(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no .text in objdump -h:\n{objdump}"));
+    let text = img.link_text().expect("_text from the Image header and its config");
+    assert_eq!(text, 0xffff_8000_0800_0000, "KIMAGE_VADDR of 6.1 with 48-bit VAs, text_offset 0");
+    assert_eq!(img.link_stext, Some(text + vma), "objdump: .text at {vma:#x}");
+    println!("{}: _text {text:#x}, _stext {text:#x} + {vma:#x} (objdump's .text)", k.package);
+}
+
 #[test]
 fn export_addresses_are_the_images_own_relocation_targets() {
     let test = "export_addresses_are_the_images_own_relocation_targets";

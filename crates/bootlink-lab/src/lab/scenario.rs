@@ -179,14 +179,49 @@ impl HostFacts {
     }
 }
 
-/// `_text`'s link-time address in a kernel image (a vmlinux or a bzImage,
-/// x86-64 with a build ID): what a boot's `_text` is measured against to
+/// `_text`'s link-time address in a kernel image ([`KernelImage::link_text`]:
+/// an x86-64 vmlinux or bzImage with a build ID, an arm64 Image whose config
+/// names its address space): what a boot's `_text` is measured against to
 /// tell its KASLR slide.
 pub(crate) fn link_text(image: &Path) -> Result<u64> {
-    let base = KernelImage::open(image, None)?.slide_base.ok_or_else(|| {
-        Error::file(Kind::Unsupported, image, "no link-time text address read from this image (x86-64 with a build ID)")
-    })?;
-    Ok(base.link_text)
+    KernelImage::open(image, None)?.link_text().ok_or_else(|| {
+        Error::file(
+            Kind::Unsupported,
+            image,
+            "no link-time text address read from this image (x86-64 with a build ID, or arm64 with its config)",
+        )
+    })
+}
+
+/// Where a booted image's text is linked: `_text` and, when the image
+/// places it apart from its symbols, `_stext` (an arm64 Image's EFI header).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Linked {
+    text: Option<u64>,
+    stext: Option<u64>,
+}
+
+impl Linked {
+    fn of(image: &Path) -> Linked {
+        match KernelImage::open(image, None) {
+            Ok(k) => Linked { text: k.link_text(), stext: k.link_stext },
+            Err(_) => Linked::default(),
+        }
+    }
+
+    /// A boot's `_text` (hexadecimal) and its slide, from the `_text` its
+    /// kallsyms showed or, when it had none (arm64 without
+    /// CONFIG_KALLSYMS_ALL: `_text` heads the Image, before `_stext`), its
+    /// `_stext` moved back by where the image links the two.
+    fn place(&self, text: Option<&str>, stext: Option<&str>) -> (Option<String>, Option<u64>) {
+        let hex = |a: Option<&str>| a.and_then(|a| u64::from_str_radix(a, 16).ok()).filter(|&a| a != 0);
+        if let Some(at) = hex(text) {
+            return (text.map(str::to_string), self.text.and_then(|base| at.checked_sub(base)));
+        }
+        let slide = hex(stext).zip(self.stext).and_then(|(at, base)| at.checked_sub(base));
+        let text = slide.zip(self.text).map(|(s, base)| format!("{:x}", base.wrapping_add(s)));
+        (text, slide.filter(|_| self.text.is_some()))
+    }
 }
 
 /// How many kernels booted in one boot's framed output: the `Linux
@@ -211,9 +246,10 @@ pub(crate) fn parse_boot(out: &str, traced: bool, files: &HostFacts, workloads: 
         let mut w = line.split_whitespace();
         match (w.next(), w.next(), w.next()) {
             (Some("TAINTED"), Some(mask), None) => rep.tainted = mask.parse().ok(),
-            (Some("KTEXT"), Some(addr), Some(_)) if u64::from_str_radix(addr, 16).is_ok() => {
-                rep.kernel_text = Some(addr.to_string())
-            }
+            (Some("KTEXT"), Some(addr), Some(_)) if u64::from_str_radix(addr, 16).is_ok() => match w.next() {
+                Some("_stext") => rep.kernel_stext = Some(addr.to_string()),
+                _ => rep.kernel_text = Some(addr.to_string()),
+            },
             (Some("MODTAINT"), Some(name), Some(letters)) => {
                 rep.module_taints.insert(name.to_string(), letters.to_string());
             }
@@ -511,12 +547,11 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         (0..sc.repetitions).flat_map(|rep| (0..built.len()).map(move |vi| (rep, vi))).collect();
     // `_text`'s link-time address in each booted image, read once per
     // image, the first time a boot of it says where its text was.
-    let link_texts = std::sync::Mutex::new(std::collections::HashMap::<PathBuf, Option<u64>>::new());
-    let slide = |image: &Path, text: Option<&str>| -> Option<u64> {
-        let at = u64::from_str_radix(text?, 16).ok().filter(|&a| a != 0)?;
+    let link_texts = std::sync::Mutex::new(std::collections::HashMap::<PathBuf, Linked>::new());
+    let place = |image: &Path, r: &mut Repetition| {
         let mut known = link_texts.lock().unwrap_or_else(|e| e.into_inner());
-        let base = *known.entry(image.to_path_buf()).or_insert_with(|| link_text(image).ok());
-        at.checked_sub(base?)
+        let linked = *known.entry(image.to_path_buf()).or_insert_with(|| Linked::of(image));
+        (r.kernel_text, r.kaslr_slide) = linked.place(r.kernel_text.as_deref(), r.kernel_stext.as_deref());
     };
     let measure = |rep: usize, vi: usize| -> Result<(Repetition, String)> {
         let (v, files) = (&built[vi].meta, &built[vi].files);
@@ -535,7 +570,7 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let ws = &built[vi].workloads;
         let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
         r.index = rep;
-        r.kaslr_slide = slide(&v.kernel, r.kernel_text.as_deref());
+        place(&v.kernel, &mut r);
         if !sc.deterministic {
             // the counter is the host's, not a clock from reset
             r.boot_clock = None;
@@ -707,5 +742,28 @@ KTEXT ffffffffa5a00000 T _text
         assert_eq!(r.tainted, Some(8192));
         assert_eq!(r.kernel_text.as_deref(), Some("ffffffffa5a00000"));
         assert_eq!(r.module_taints.into_iter().collect::<Vec<_>>(), [("crc16".to_string(), "E".to_string())]);
+    }
+
+    /// A kallsyms without `_text` (Debian's arm64): the boot's `_stext`,
+    /// and `_text` placed from it by where the image links the two.
+    #[test]
+    fn text_is_placed_from_stext_where_kallsyms_has_no_text() {
+        let out = UNTRACED.replace("KTEXT ffffffffa5a00000 T _text", "KTEXT ffffb84a2a610000 T _stext");
+        let r = parse_boot(&out, false, &HostFacts::default(), &[]);
+        assert_eq!((r.kernel_text.as_deref(), r.kernel_stext.as_deref()), (None, Some("ffffb84a2a610000")));
+        // Debian's 6.1 arm64 Image: linked at ffff800008000000, its EFI
+        // header's .text at 0x10000.
+        let linked = Linked { text: Some(0xffff_8000_0800_0000), stext: Some(0xffff_8000_0801_0000) };
+        let (text, slide) = linked.place(None, r.kernel_stext.as_deref());
+        assert_eq!(
+            (text.as_deref(), slide),
+            (Some("ffffb84a2a600000"), Some(0xffff_b84a_2a60_0000 - 0xffff_8000_0800_0000))
+        );
+        // a kallsyms with `_text` is read as it is
+        let (text, slide) = linked.place(Some("ffff800008000000"), Some("ffff800008010000"));
+        assert_eq!((text.as_deref(), slide), (Some("ffff800008000000"), Some(0)));
+        // an image that does not place `_stext`: not known
+        let (text, slide) = Linked { stext: None, ..linked }.place(None, r.kernel_stext.as_deref());
+        assert_eq!((text, slide), (None, None));
     }
 }

@@ -276,12 +276,19 @@ fn module_trees(kernels: &[(PathBuf, PathBuf)], tree_dir: &Path) -> Result<Vec<(
 /// the batch loader's plan.
 fn prepare_variant(
     req: &Request,
-    spec: Variant,
+    mut spec: Variant,
     image: PathBuf,
     dir: PathBuf,
     t: &ModTree,
     base: &[(String, PathBuf)],
 ) -> Result<Prepared> {
+    if req.target.arch == crate::lab::arch::Arch::Arm64 && spec.kaslr_asked.is_none() {
+        // An arm64 Image randomizes itself when its config says so: KASLR
+        // on unless the variant says kaslr:off, as for a bzImage.
+        let k = bootlink::kernel::KernelImage::open(&image, None)?;
+        spec.randomize_by_default(matches!(k.kaslr, bootlink::kernel::Kaslr::Possible { .. }))
+            .map_err(|m| Error::new(Kind::Usage, format!("variant {}: {m}", spec.name)))?;
+    }
     let entries = set_in_tree(&spec, &dir, t, base)?;
     check_steps(req, &spec, &entries, &dir)?;
     let compression = bootlink::steps::compression(&spec.steps);

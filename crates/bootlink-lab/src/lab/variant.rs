@@ -97,8 +97,12 @@ pub struct Variant {
     /// CONFIG_RANDOMIZE_BASE: its decompressor picks the slide; an arm64
     /// Image of one: the kernel picks it from the seed QEMU's virt board
     /// puts in the device tree): `kaslr:on`, or the default for such a
-    /// build booted from its bzImage.
+    /// build booted from its bzImage, and on arm64 for an Image whose
+    /// config has CONFIG_RANDOMIZE_BASE (decided where the run's target
+    /// is known, see [`Variant::randomize_by_default`]).
     pub kaslr: bool,
+    /// `kaslr:` as the variant wrote it (None: the default).
+    pub kaslr_asked: Option<bool>,
 }
 
 /// The image of a self-built x86-64 kernel the lab boots.
@@ -149,7 +153,35 @@ impl Variant {
             workloads: Vec::new(),
             image: None,
             kaslr: false,
+            kaslr_asked: None,
         })
+    }
+
+    /// An arm64 Image whose kernel randomizes its base (its config has
+    /// CONFIG_RANDOMIZE_BASE, as Debian's and the lab's arm64 builds do)
+    /// boots randomized unless the variant says `kaslr:off`, as a bzImage
+    /// does on x86-64. Errs (the usage text) when the variant's steps
+    /// write link-time addresses.
+    pub fn randomize_by_default(&mut self, image_randomizes: bool) -> std::result::Result<(), String> {
+        if self.kaslr_asked.is_none() && image_randomizes {
+            self.kaslr = true;
+            self.refuse_link_time_steps("an arm64 Image whose config has CONFIG_RANDOMIZE_BASE")?;
+        }
+        Ok(())
+    }
+
+    /// Preresolved at link-time addresses, the modules would jump to where
+    /// the kernel was linked, not where a randomized boot put it.
+    fn refuse_link_time_steps(&self, default_of: &str) -> std::result::Result<(), String> {
+        match self.steps.iter().find(|s| matches!(s, step::Step::Preresolve | step::Step::Fold)) {
+            Some(s) if self.kaslr => Err(format!(
+                "step {} writes link-time addresses, and this variant boots with KASLR on (kaslr:on, or the default \
+                 of {default_of}): use preresolve-slide or fold-slide (modules:preresolved-slide, folded-slide; a \
+                 kernel with patch preresolved-slide), or kaslr:off",
+                s.name()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Whether a self-built x86-64 kernel boots from its bzImage: as
@@ -212,28 +244,26 @@ impl Variant {
             Some("on") => Some(true),
             Some(v) => return Err(p.usage(format!("kaslr:{v}: use on or off"))),
         };
-        let mut v = Variant { name: name.to_string(), kernel, steps, loader, workloads, image, kaslr: false };
+        let mut v = Variant {
+            name: name.to_string(),
+            kernel,
+            steps,
+            loader,
+            workloads,
+            image,
+            kaslr: false,
+            kaslr_asked: kaslr,
+        };
         // A kernel that randomizes its base (a distribution's; the lab's
         // builds, whose config has CONFIG_RANDOMIZE_BASE on every line and
         // arch) boots randomized when its bzImage boots (the vmlinux's PVH
         // entry never randomizes); kaslr:off asks for `nokaslr`. An arm64
         // Image randomizes itself: `kaslr:on` there, which x86-64 refuses
-        // without a bzImage once the run's target is known (where the run
-        // is set up).
+        // without a bzImage, and its default, are decided once the run's
+        // target is known (where the run is set up).
         let randomizes = matches!(&v.kernel, KernelChoice::Distro(_) | KernelChoice::Build(..));
         v.kaslr = kaslr.unwrap_or(randomizes && v.boots_bzimage());
-        // Preresolved at link-time addresses, the modules would jump to
-        // where the kernel was linked, not where a randomized boot put it.
-        if let Some(s) = v.steps.iter().find(|s| matches!(s, step::Step::Preresolve | step::Step::Fold))
-            && v.kaslr
-        {
-            return Err(p.usage(format!(
-                "step {} writes link-time addresses, and this variant boots with KASLR on (kaslr:on, or the default \
-                 of a bzImage boot): use preresolve-slide or fold-slide (modules:preresolved-slide, folded-slide; a \
-                 kernel with patch preresolved-slide), or kaslr:off",
-                s.name()
-            )));
-        }
+        v.refuse_link_time_steps("a bzImage boot").map_err(|e| p.usage(e))?;
         if v.boots_bzimage()
             && !matches!(v.kernel, KernelChoice::Distro(_))
             && v.steps.iter().any(|s| s.stage() == step::Stage::Image)
@@ -642,6 +672,28 @@ mod tests {
             "a=kernel:build,image:bzimage,kaslr:on,modules:preresolved-slide",
         ] {
             assert!(Variant::parse(spec).is_ok(), "{spec}");
+        }
+    }
+
+    /// An arm64 Image that randomizes: KASLR on unless the variant says
+    /// otherwise, and then link-time addresses are refused.
+    #[test]
+    fn an_arm64_image_that_randomizes_boots_randomized_unless_told() {
+        let mut v = Variant::parse("a=modules:unsigned").unwrap();
+        v.randomize_by_default(true).unwrap();
+        assert!(v.kaslr);
+        let mut v = Variant::parse("a=modules:unsigned").unwrap();
+        v.randomize_by_default(false).unwrap();
+        assert!(!v.kaslr, "a config without CONFIG_RANDOMIZE_BASE (or none found)");
+        let mut v = Variant::parse("a=modules:unsigned,kaslr:off").unwrap();
+        v.randomize_by_default(true).unwrap();
+        assert!(!v.kaslr, "kaslr:off");
+        let mut v = Variant::preset("preresolved").unwrap();
+        let e = v.randomize_by_default(true).unwrap_err();
+        assert!(e.contains("writes link-time addresses") && e.contains("an arm64 Image"), "{e}");
+        for spec in ["a=modules:preresolved,kaslr:off", "a=modules:folded-slide"] {
+            let mut v = Variant::parse(spec).unwrap();
+            v.randomize_by_default(true).unwrap();
         }
     }
 

@@ -320,6 +320,7 @@ fn run_of(p: Parsed, path: &Path) -> Run {
         tainted: None,
         module_taints: Default::default(),
         kernel_text: None,
+        kernel_stext: None,
         kaslr_slide: None,
         processes: Vec::new(),
         boot_clock: None,

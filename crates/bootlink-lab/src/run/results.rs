@@ -162,11 +162,18 @@ pub struct Repetition {
     /// one with nokaslr.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_text: Option<String>,
+    /// Where `_stext` was, when /proc/kallsyms had no `_text` (arm64
+    /// without CONFIG_KALLSYMS_ALL, Debian's): `kernel_text` is then
+    /// placed from it by where the image links the two (an arm64 Image's
+    /// EFI header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_stext: Option<String>,
     /// This boot's KASLR slide in bytes: `kernel_text` minus `_text`'s
     /// link-time address in the booted image (0: where it was linked, as
     /// with `nokaslr` or through the vmlinux's PVH entry). Absent when the
-    /// boot printed no `_text` or the image gives no link-time address
-    /// (an image without a build ID; arm64).
+    /// boot's `_text` is not known or the image gives no link-time address
+    /// (an x86-64 image without a build ID, an arm64 Image without its
+    /// config).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kaslr_slide: Option<u64>,
     /// Every process of the boot's user space from /init on (ftrace's

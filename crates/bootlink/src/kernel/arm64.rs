@@ -113,17 +113,58 @@ fn check_header(h: &Header, image: &[u8], release: Option<&str>, strings_end: us
     Ok(())
 }
 
-/// The PE `SizeOfImage` of an Image with the EFI stub's header: the offset
-/// at 0x3c (the boot header's res5) leads to "PE\0\0", a COFF header and a
-/// PE32+ optional header (magic 0x20b) whose SizeOfImage is at 56.
-fn pe_size_of_image(image: &[u8]) -> Option<u64> {
-    let pe = elf::read_u32(image, 0x3c)? as usize;
-    if pe < HEADER_LEN || image.get(pe..pe.checked_add(4)?)? != b"PE\0\0" {
-        return None;
+/// The EFI stub's PE header in an Image: the offset at 0x3c (the boot
+/// header's res5) leads to "PE\0\0", a COFF header (20 bytes: the section
+/// count at 2, the optional header's size at 16), a PE32+ optional header
+/// (magic 0x20b), then the section table (40 bytes an entry).
+struct PeHeader<'a> {
+    image: &'a [u8],
+    at: usize,
+}
+
+impl<'a> PeHeader<'a> {
+    fn of(image: &'a [u8]) -> Option<PeHeader<'a>> {
+        let at = elf::read_u32(image, 0x3c)? as usize;
+        if at < HEADER_LEN || image.get(at..at.checked_add(4)?)? != b"PE\0\0" {
+            return None;
+        }
+        Some(PeHeader { image, at })
     }
-    let opt = pe + 24;
-    (crate::bytes::le_u16(image, opt)? == 0x20b).then_some(())?;
-    elf::read_u32(image, opt + 56).map(u64::from)
+
+    fn optional(&self) -> Option<usize> {
+        let opt = self.at + 24;
+        (crate::bytes::le_u16(self.image, opt)? == 0x20b).then_some(opt)
+    }
+
+    /// `SizeOfImage`, at 56 in the optional header.
+    fn size_of_image(&self) -> Option<u64> {
+        elf::read_u32(self.image, self.optional()? + 56).map(u64::from)
+    }
+
+    /// The VirtualAddress (from the Image's first byte) of the section
+    /// named `name`.
+    fn section_address(&self, name: &[u8]) -> Option<u64> {
+        let count = crate::bytes::le_u16(self.image, self.at + 6)? as usize;
+        let table = self.optional()? + crate::bytes::le_u16(self.image, self.at + 20)? as usize;
+        (0..count).find_map(|i| {
+            let entry = self.image.get(table + 40 * i..table + 40 * (i + 1))?;
+            let len = entry[..8].iter().position(|&b| b == 0).unwrap_or(8);
+            (&entry[..len] == name).then(|| elf::read_u32(entry, 12).map(u64::from))?
+        })
+    }
+}
+
+/// The PE `SizeOfImage` of an Image with the EFI stub's header.
+fn pe_size_of_image(image: &[u8]) -> Option<u64> {
+    PeHeader::of(image)?.size_of_image()
+}
+
+/// Where `_stext` is from the Image's first byte (`_text`): the EFI stub's
+/// `.text` section starts there (arch/arm64/kernel/efi-header.S: its
+/// VirtualAddress is the end of the head, aligned as vmlinux.lds.S aligns
+/// `_stext`). None for an Image without the stub (CONFIG_EFI off).
+pub(crate) fn stext_offset(image: &[u8]) -> Option<u64> {
+    PeHeader::of(image)?.section_address(b".text")
 }
 
 /// Whether `data` is a gzip stream whose first bytes are an arm64 Image
@@ -606,6 +647,7 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
         slide_base,
         image_range: Some(image_range),
+        link_stext: stext_offset(image).map(|o| image_range.0.wrapping_add(o)),
         struct_module_size,
         config: cfg,
     })
@@ -629,9 +671,25 @@ mod tests {
             loader_features: LoaderFeatures::Unknown,
             slide_base: None,
             image_range,
+            link_stext: None,
             struct_module_size: None,
             config: None,
         }
+    }
+
+    /// A distribution's arm64 Image (no slide base: no patch
+    /// `preresolved-slide`) still says where its text is linked, what the
+    /// lab measures a boot's slide against, when its config names the
+    /// address space; without a config it says nothing.
+    #[test]
+    fn an_images_link_text_needs_its_address_space() {
+        let mut k = kernel("6.1.0-56-arm64", Some((0xffff_8000_0800_0000, 0xffff_8000_0a00_0000)));
+        k.source = Source::Arm64Image { compression: crate::compress::Compression::Gzip };
+        assert_eq!(k.link_text(), None, "no config");
+        k.config = Some(KernelConfig::parse("CONFIG_ARM64_VA_BITS=48\nCONFIG_RANDOMIZE_BASE=y\n"));
+        assert_eq!(k.link_text(), Some(0xffff_8000_0800_0000));
+        k.source = Source::Vmlinux;
+        assert_eq!(k.link_text(), None, "an x86-64 image tells it by its slide base only");
     }
 
     /// Where a module can be with `nokaslr`: 6.1's kaslr.c region around

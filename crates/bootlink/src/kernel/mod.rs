@@ -99,6 +99,11 @@ pub struct KernelImage {
     /// segments, an arm64 Image's base and `image_size`), when known.
     #[serde(skip)]
     pub image_range: Option<(u64, u64)>,
+    /// `_stext`'s link-time address, when the image places it apart from
+    /// its symbols (an arm64 Image's EFI header): what a boot whose
+    /// kallsyms lacks `_text` is measured against.
+    #[serde(skip)]
+    pub link_stext: Option<u64>,
     /// `sizeof(struct module)` as the image's own BTF (`.BTF` of a vmlinux
     /// or bzImage) gives it: None when it has none. A module's
     /// `.gnu.linkonce.this_module` is of this size ([`KernelImage::accepts`]).
@@ -538,6 +543,7 @@ impl KernelImage {
             loader_features,
             slide_base,
             image_range,
+            link_stext: None,
             struct_module_size,
             config: cfg,
         })
@@ -606,6 +612,22 @@ impl KernelImage {
             return Err(Error::file(Kind::Unsupported, &self.path, format!("AArch64: not supported yet by {command}")));
         }
         Ok(())
+    }
+
+    /// `_text`'s link-time address, what a boot's `_text` is measured
+    /// against to tell its KASLR slide: the slide base's when the image has
+    /// one; else, for an arm64 Image whose config names its address space
+    /// (a kernel without patch `preresolved-slide`, e.g. a distribution's),
+    /// the Image's first byte as its header places it.
+    pub fn link_text(&self) -> Option<u64> {
+        if let Some(b) = &self.slide_base {
+            return Some(b.link_text);
+        }
+        let names_va_bits = self.config.as_ref().is_some_and(|c| c.get("CONFIG_ARM64_VA_BITS").is_some());
+        match self.source {
+            Source::Arm64Image { .. } if names_va_bits => self.image_range.map(|(text, _)| text),
+            _ => None,
+        }
     }
 
     pub fn gpl_exports(&self) -> usize {

@@ -140,6 +140,7 @@ pub fn open(map_path: &Path, symvers: &Path, config: Option<&Path>) -> Result<Ke
         loader_features: super::LoaderFeatures::Unknown,
         slide_base: None,
         image_range: None,
+        link_stext: None,
         struct_module_size: None,
         config: cfg,
     })

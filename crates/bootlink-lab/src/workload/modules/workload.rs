@@ -54,8 +54,11 @@ impl Workload for ModuleLoading {
         }
         s.push_str(&loaders::script(self.loader, traced, trace::MARKER));
         s.push_str("echo 0 > $T/tracing_on 2>/dev/null\necho \"TAINTED $(cat /proc/sys/kernel/tainted)\"\n");
-        // Where the kernel is: KASLR's base (or the link-time one).
-        s.push_str("echo \"KTEXT $(grep -m1 ' _text$' /proc/kallsyms)\"\n");
+        // Where the kernel is: KASLR's base (or the link-time one). A
+        // kallsyms without `_text` (arm64's without KALLSYMS_ALL: `_text`
+        // heads the Image, before `_stext`) gives `_stext`, and the host
+        // places `_text` by where the image links the two.
+        s.push_str("echo \"KTEXT $(grep -m1 ' _text$' /proc/kallsyms || grep -m1 ' _stext$' /proc/kallsyms)\"\n");
         // Which loaded modules tainted it, with their letters.
         s.push_str(
             "for f in /sys/module/*/taint; do t=$(cat $f 2>/dev/null); n=${f%/taint}; [ -n \"$t\" ] && echo \"MODTAINT ${n#/sys/module/} $t\"; done\n",
