@@ -88,17 +88,14 @@ impl LoaderFeatures {
         let mut names = BTreeSet::new();
         for at in memchr::memmem::find_iter(image, &pattern) {
             // namesz and descsz come before the type.
-            let (Some(start), Some(namesz)) =
-                (at.checked_sub(8), at.checked_sub(8).and_then(|s| crate::elf::read_u32(image, s)))
-            else {
-                continue;
-            };
-            if namesz != OWNER.len() as u32 + 1 {
+            let Some(start) = at.checked_sub(8) else { continue };
+            if crate::elf::read_u32(image, start) != Some(OWNER.len() as u32 + 1) {
                 continue;
             }
+            // A feature note whose descriptor does not fit (or is over
+            // 64 KiB) is the image's error, as one that is not a name.
             let descsz = crate::elf::read_u32(image, start + 4).unwrap_or(0) as usize;
-            let desc_at = at + pattern.len();
-            let desc = image.get(desc_at..desc_at + descsz).unwrap_or(&[]);
+            let desc = super::note::RawNote::at(image, start).map_or(&[][..], |n| n.desc);
             match desc.iter().position(|&b| b == 0) {
                 Some(end) if end > 0 && desc[..end].iter().all(|b| b.is_ascii_graphic()) => {
                     names.insert(String::from_utf8_lossy(&desc[..end]).into_owned());

@@ -10,6 +10,7 @@ pub mod config;
 pub mod features;
 pub mod imagecache;
 pub mod ksymtab;
+mod note;
 pub mod slide;
 pub mod sysmap;
 

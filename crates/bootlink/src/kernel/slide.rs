@@ -28,6 +28,7 @@
 
 use serde::Serialize;
 
+use super::note::RawNote;
 use crate::bytes::{LeWriter, le_u32, le_u64};
 use crate::elf::ReadError;
 
@@ -82,7 +83,7 @@ pub fn build_id_of_raw(image: &[u8]) -> Option<Vec<u8>> {
     let mut found: Option<&[u8]> = None;
     for at in memchr::memmem::find_iter(image, &pattern) {
         let Some(start) = at.checked_sub(8).filter(|s| s % 4 == 0) else { continue };
-        let Some(note) = Note::at(image, start) else { continue };
+        let Some(note) = RawNote::at(image, start) else { continue };
         if !(1..=ID_MAX).contains(&note.desc.len()) || !reaches_feature_notes(image, start) {
             continue;
         }
@@ -94,40 +95,11 @@ pub fn build_id_of_raw(image: &[u8]) -> Option<Vec<u8>> {
     found.map(<[u8]>::to_vec)
 }
 
-/// One ELF note read from raw bytes: its owner with the NUL, type,
-/// descriptor, and where the next one starts.
-struct Note<'a> {
-    name: &'a [u8],
-    ty: u32,
-    desc: &'a [u8],
-    next: usize,
-}
-
-impl<'a> Note<'a> {
-    /// The note at `at`, when its sizes are a note's (an owner of at most
-    /// 64 bytes, a descriptor of at most 64 KiB) and it fits.
-    fn at(image: &'a [u8], at: usize) -> Option<Note<'a>> {
-        let (namesz, descsz, ty) = (le_u32(image, at)?, le_u32(image, at + 4)?, le_u32(image, at + 8)?);
-        if namesz == 0 || namesz > 64 || descsz > 1 << 16 {
-            return None;
-        }
-        let name_at = at + 12;
-        let desc_at = name_at + (namesz as usize).next_multiple_of(4);
-        let desc = image.get(desc_at..desc_at + descsz as usize)?;
-        Some(Note {
-            name: image.get(name_at..name_at + namesz as usize)?,
-            ty,
-            desc,
-            next: desc_at + desc.len().next_multiple_of(4),
-        })
-    }
-}
-
 /// Whether the run of notes from `at` holds a module-loader feature note
 /// within its first 64 notes.
 fn reaches_feature_notes(image: &[u8], mut at: usize) -> bool {
     for _ in 0..64 {
-        let Some(n) = Note::at(image, at) else { return false };
+        let Some(n) = RawNote::at(image, at) else { return false };
         if n.ty == super::features::NOTE_TYPE && n.name.strip_suffix(b"\0") == Some(super::features::OWNER) {
             return true;
         }
