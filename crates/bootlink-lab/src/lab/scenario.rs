@@ -570,7 +570,9 @@ pub fn run(sc: &Scenario) -> Result<Run> {
         let ws = &built[vi].workloads;
         let mut r = parse_boot(&framed, traced(sc.trace, ws), &built[vi].facts, ws);
         r.index = rep;
-        place(&v.kernel, &mut r);
+        // A copy the lab made (a hash list written in) is linked where the
+        // image it was made from is; only that one has its config beside it.
+        place(if v.made_from.as_os_str().is_empty() { &v.kernel } else { &v.made_from }, &mut r);
         if !sc.deterministic {
             // the counter is the host's, not a clock from reset
             r.boot_clock = None;
