@@ -225,8 +225,6 @@ fn upstream_kmod_selftests_give_the_patched_kernel_stocks_results() {
     // every parameter on.
     let stock_build = unpatched(&dir);
     assert_eq!(stock_build.release, patched_build.release);
-    let stock = self_built_run(&dir.join("stock"), &src, &stock_build, &tests, "");
-    let patched = self_built_run(&dir.join("patched"), &src, &patched_build, &tests, &series_parameters());
     // And the line's Debian kernel as shipped, its own modules, for the
     // record: another config, so its results are printed, not compared.
     let deb = common::debian_of_line();
@@ -239,7 +237,19 @@ fn upstream_kmod_selftests_give_the_patched_kernel_stocks_results() {
         deb.release
     );
     let deb_tests = test_modules(&dir.join("debian/build"), &src, &headers);
-    let debian = run(&dir.join("debian/boot"), &src, &deb.vmlinuz, &deb_tree, &deb.release, &deb_tests, "");
+    // The three kernels boot at once: each guest's clock counts its own
+    // instructions (-icount), so what one measures does not depend on the
+    // others, and a core the other lane leaves idle is used.
+    let params = series_parameters();
+    let (stock, patched, debian) = std::thread::scope(|s| {
+        let stock = s.spawn(|| self_built_run(&dir.join("stock"), &src, &stock_build, &tests, ""));
+        let patched = s.spawn(|| self_built_run(&dir.join("patched"), &src, &patched_build, &tests, &params));
+        let debian =
+            s.spawn(|| run(&dir.join("debian/boot"), &src, &deb.vmlinuz, &deb_tree, &deb.release, &deb_tests, ""));
+        let join =
+            |h: std::thread::ScopedJoinHandle<'_, Ran>| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (join(stock), join(patched), join(debian))
+    });
 
     for (name, r) in [("stock", &stock), ("patched", &patched), ("debian", &debian)] {
         let failed: Vec<String> = r
