@@ -5,11 +5,12 @@
 //! (SHN_ABS against the arm64 Image), folded, and by the batch loader
 //! cross-built for arm64. Debian's arm64 config randomizes the kernel's
 //! base, so the lab boots it with KASLR on by default; the preresolved and
-//! folded modules, made at the kernel's link-time addresses, say kaslr:off. One run (7 boots) is shared by the tests of this
-//! file: each variant once, and stock and unsigned once more under a second
-//! name (`stock-again=modules:stock`: the same kernel, initramfs and
-//! command line) for the deterministic clock, instead of every variant
-//! twice (`-n 2`, 10 boots). Without qemu-system-aarch64 or the package,
+//! folded modules, made at the kernel's link-time addresses, say kaslr:off.
+//! One run (7 boots) is shared by the tests of this file: each variant
+//! once, and stock and unsigned once more under a second name
+//! (`stock-again=modules:stock`: the same kernel, initramfs and command
+//! line) for the deterministic clock, instead of every variant twice
+//! (`-n 2`, 10 boots). Without qemu-system-aarch64 or the package,
 //! each test is a counted skip.
 
 use crate::common;

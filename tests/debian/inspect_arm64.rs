@@ -48,11 +48,6 @@ fn exports_of_the_arm64_image_equal_debians_module_symvers() {
     }
 }
 
-/// The Image relocates itself (CONFIG_RELOCATABLE): its R_AARCH64_RELATIVE
-/// entries (24 bytes, r_info 1027, 8-aligned) hold link-time addresses. A
-/// function or object an export names is mostly also pointed at from data
-/// (an ops table), so its address is some relocation's addend: true of
-/// most exports at the right base, of almost none at a wrong one.
 /// Where the Image links `_text` and `_stext` (what the lab measures an
 /// arm64 boot's KASLR slide against when its kallsyms has no `_text`):
 /// `_stext` is where binutils' objdump, reading the Image as the PE file its
@@ -76,6 +71,11 @@ fn the_images_stext_is_where_objdump_places_its_text_section() {
     println!("{}: _text {text:#x}, _stext {text:#x} + {vma:#x} (objdump's .text)", k.package);
 }
 
+/// The Image relocates itself (CONFIG_RELOCATABLE): its R_AARCH64_RELATIVE
+/// entries (24 bytes, r_info 1027, 8-aligned) hold link-time addresses. A
+/// function or object an export names is mostly also pointed at from data
+/// (an ops table), so its address is some relocation's addend: true of
+/// most exports at the right base, of almost none at a wrong one.
 #[test]
 fn export_addresses_are_the_images_own_relocation_targets() {
     let test = "export_addresses_are_the_images_own_relocation_targets";
