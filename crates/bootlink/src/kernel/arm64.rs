@@ -190,6 +190,13 @@ pub(crate) fn modules_vsize(release: Option<&str>) -> u64 {
     if old { 128 << 20 } else { 2 << 30 }
 }
 
+/// Whether the config names the address space (CONFIG_ARM64_VA_BITS),
+/// which places `KIMAGE_VADDR`: without it no link-time address of the
+/// Image is given (not a slide base, not `_text` or `_stext`).
+pub(crate) fn names_address_space(cfg: Option<&KernelConfig>) -> bool {
+    cfg.is_some_and(|c| c.get("CONFIG_ARM64_VA_BITS").is_some())
+}
+
 /// `KIMAGE_VADDR`, where `_text` is linked: `MODULES_END`, the end of the
 /// module region, which starts at the bottom of the kernel's half of the
 /// smallest address space the kernel supports (arch/arm64/include/asm/memory.h:
@@ -629,10 +636,9 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
     // `preresolved-slide`): the build ID of the Image's notes and `_text`'s
     // link-time address, the Image's first byte. That address depends on
     // the address space, so only a config that names it gives one.
-    let slide_base = cfg
-        .as_ref()
-        .filter(|c| c.get("CONFIG_ARM64_VA_BITS").is_some())
-        .and_then(|_| super::slide::build_id_of_raw(image))
+    let slide_base = names_address_space(cfg.as_ref())
+        .then(|| super::slide::build_id_of_raw(image))
+        .flatten()
         .map(|build_id| super::slide::SlideBase { build_id, link_text: image_range.0, link_end: image_range.1 });
     Ok(KernelImage {
         path: path.to_path_buf(),
@@ -647,7 +653,9 @@ pub(crate) fn open(path: &Path, data: &[u8], config: Option<&Path>) -> Result<Ke
         loader_features: LoaderFeatures::of_raw(image).map_err(|e| e.at(path))?,
         slide_base,
         image_range: Some(image_range),
-        link_stext: stext_offset(image).map(|o| image_range.0.wrapping_add(o)),
+        link_stext: names_address_space(cfg.as_ref())
+            .then(|| stext_offset(image).map(|o| image_range.0.wrapping_add(o)))
+            .flatten(),
         struct_module_size,
         config: cfg,
     })

@@ -101,8 +101,9 @@ pub struct KernelImage {
     #[serde(skip)]
     pub image_range: Option<(u64, u64)>,
     /// `_stext`'s link-time address, when the image places it apart from
-    /// its symbols (an arm64 Image's EFI header): what a boot whose
-    /// kallsyms lacks `_text` is measured against.
+    /// its symbols (an arm64 Image's EFI header, with a config that names
+    /// the address space): what a boot whose kallsyms lacks `_text` is
+    /// measured against.
     #[serde(skip)]
     pub link_stext: Option<u64>,
     /// `sizeof(struct module)` as the image's own BTF (`.BTF` of a vmlinux
@@ -624,9 +625,10 @@ impl KernelImage {
         if let Some(b) = &self.slide_base {
             return Some(b.link_text);
         }
-        let names_va_bits = self.config.as_ref().is_some_and(|c| c.get("CONFIG_ARM64_VA_BITS").is_some());
         match self.source {
-            Source::Arm64Image { .. } if names_va_bits => self.image_range.map(|(text, _)| text),
+            Source::Arm64Image { .. } if arm64::names_address_space(self.config.as_ref()) => {
+                self.image_range.map(|(text, _)| text)
+            }
             _ => None,
         }
     }
