@@ -140,8 +140,12 @@ pub fn scenario(req: &Request) -> Result<Scenario> {
     }
     let base: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.path.clone())).collect();
     let mut variants = Vec::new();
-    for (spec, (image, dir)) in specs.into_iter().zip(kernels) {
+    let mut randomizes = Vec::new();
+    for (mut spec, (image, dir)) in specs.into_iter().zip(kernels) {
         let t = if dir == tree_dir { &tree } else { &trees.iter().find(|(d, _)| *d == dir).expect("read").1 };
+        if req.target.arch == crate::lab::arch::Arch::Arm64 && spec.kaslr_asked.is_none() {
+            default_kaslr_arm64(&mut spec, &image, &mut randomizes)?;
+        }
         variants.push(prepare_variant(req, spec, image, dir, t, &base)?);
     }
     check_run_settings(req)?;
@@ -276,19 +280,12 @@ fn module_trees(kernels: &[(PathBuf, PathBuf)], tree_dir: &Path) -> Result<Vec<(
 /// the batch loader's plan.
 fn prepare_variant(
     req: &Request,
-    mut spec: Variant,
+    spec: Variant,
     image: PathBuf,
     dir: PathBuf,
     t: &ModTree,
     base: &[(String, PathBuf)],
 ) -> Result<Prepared> {
-    if req.target.arch == crate::lab::arch::Arch::Arm64 && spec.kaslr_asked.is_none() {
-        // An arm64 Image randomizes itself when its config says so: KASLR
-        // on unless the variant says kaslr:off, as for a bzImage.
-        let k = bootlink::kernel::KernelImage::open(&image, None)?;
-        spec.randomize_by_default(matches!(k.kaslr, bootlink::kernel::Kaslr::Possible { .. }))
-            .map_err(|m| Error::new(Kind::Usage, format!("variant {}: {m}", spec.name)))?;
-    }
     let entries = set_in_tree(&spec, &dir, t, base)?;
     check_steps(req, &spec, &entries, &dir)?;
     let compression = bootlink::steps::compression(&spec.steps);
@@ -297,6 +294,22 @@ fn prepare_variant(
     let rels = entries.iter().map(|e| e.rel.to_string_lossy().into_owned()).collect();
     let boot = boot_image(&spec, &image, req.target.arch)?;
     Ok(Prepared { spec, kernel: image, boot, modules, tree: dir, rels, plan })
+}
+
+/// An arm64 Image randomizes itself when its config says so: KASLR on
+/// unless the variant says kaslr:off, as for a bzImage. Each image is read
+/// once (`known`), however many variants boot it.
+fn default_kaslr_arm64(spec: &mut Variant, image: &Path, known: &mut Vec<(PathBuf, bool)>) -> Result<()> {
+    let randomizes = match known.iter().find(|(p, _)| p == image) {
+        Some(&(_, r)) => r,
+        None => {
+            let k = bootlink::kernel::KernelImage::open(image, None)?;
+            let r = matches!(k.kaslr, bootlink::kernel::Kaslr::Possible { .. });
+            known.push((image.to_path_buf(), r));
+            r
+        }
+    };
+    spec.randomize_by_default(randomizes).map_err(|m| Error::new(Kind::Usage, format!("variant {}: {m}", spec.name)))
 }
 
 /// The same set on every kernel: the same modules, by name, in the variant's tree.
