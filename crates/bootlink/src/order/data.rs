@@ -506,7 +506,8 @@ pub fn record_command(command: &[String], output: &Path) -> Result<DataReport> {
     let mut cmd = Command::new(&program);
     cmd.args(command.get(1..).unwrap_or_default());
     let touched = record(cmd, false, &program, &objs, &output.join("data.touch"))?;
-    let texts = [gnu_ld(&touched.order, &objs), gold(&touched.order, &objs), lld(&touched.order, &objs)];
+    let ld = gnu_ld(&touched.order, &objs) + &gnu_ld_literals(&[], &HashSet::new(), &touched.order, &objs);
+    let texts = [ld, gold(&touched.order, &objs), lld(&touched.order, &objs)];
     let written = super::write_together(output, texts)?;
     Ok(DataReport { touched, files: written, program })
 }
@@ -531,6 +532,64 @@ pub(crate) fn gnu_ld(order: &[FunctionId], objs: &DataObjects) -> String {
         s += &format!("  }}\n}}\nINSERT BEFORE {section};\n");
     }
     s
+}
+
+/// GNU ld: the read-only data that has no symbol of its own, placed with
+/// the start-up's: `.rodata.bootlink_literals`, inserted before `.rodata`
+/// (so after `.rodata.bootlink_order`).
+///
+/// - each start-up function's own (`functions`, in order; `duplicated`
+///   names matched by their object file): with `-ffunction-sections` GCC
+///   names a function's jump tables `.rodata.NAME`, its string literals
+///   `.rodata.NAME.str1.1` (`.str1.8`, `.str4.4`...) and its constants
+///   `.rodata.NAME.cst*`; the part GCC split off cold (`NAME.cold`) shares
+///   its parent's and is skipped;
+/// - the string literals and constants of each file whose static data the
+///   start-up touched (`touched`, in first-touch order): those only data
+///   refers to (method and member tables' names, keyword lists) GCC puts in
+///   the file's plain `.rodata.str1.*` and `.rodata.cst*`, with no name
+///   to tell them apart; a file is known by its `STT_FILE` only for its
+///   static objects, so a file with no touched static object keeps its
+///   literals where they were.
+///
+/// Merged strings are merged within an output section: a literal the rest
+/// of the program shares is then kept in both places (a few bytes).
+pub(crate) fn gnu_ld_literals(
+    functions: &[FunctionId],
+    duplicated: &HashSet<String>,
+    touched: &[FunctionId],
+    objs: &DataObjects,
+) -> String {
+    let pattern = |id: &FunctionId, dups: &HashSet<String>| match &id.file {
+        Some(f) if dups.contains(&id.name) => format!("*{}", super::symbols::object_of(f)),
+        _ => "*".to_string(),
+    };
+    let mut lines = Vec::new();
+    let mut seen = HashSet::new();
+    for id in functions.iter().filter(|id| !id.name.ends_with(".cold")) {
+        if seen.insert(id) {
+            let n = &id.name;
+            lines.push(format!(
+                "    {}(.rodata.{n} .rodata.{n}.str1.* .rodata.{n}.str2.* .rodata.{n}.str4.* .rodata.{n}.cst*)",
+                pattern(id, duplicated)
+            ));
+        }
+    }
+    let mut files = HashSet::new();
+    for f in touched.iter().filter_map(|id| objs.get(id)).filter_map(|o| o.id.file.as_deref()) {
+        let object = super::symbols::object_of(f);
+        if files.insert(object.clone()) {
+            lines.push(format!("    *{object}(.rodata.str1.* .rodata.str2.* .rodata.str4.* .rodata.cst*)"));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "/* bootlink order: the start-up's literals (strings, constants, jump tables), by function, then by file. */\n\
+         SECTIONS\n{{\n  .rodata.bootlink_literals :\n  {{\n{}\n  }}\n}}\nINSERT BEFORE .rodata;\n",
+        lines.join("\n")
+    )
 }
 
 /// GNU ld: the code start-up does not run (every `.text.*` section the
@@ -654,6 +713,36 @@ mod tests {
         assert_eq!(lld(&order, &objs), "tab\nnames\n");
         let p = placement(&order, &objs);
         assert_eq!((p.objects, p.movable, p.blocks[0]), (4, 3, (4096, 1)));
+    }
+
+    #[test]
+    fn the_start_ups_literals_follow_its_functions_then_its_files() {
+        let o = |name: &str, file: Option<&str>, addr: u64| DataObject {
+            id: FunctionId { name: name.into(), file: file.map(Into::into) },
+            addr,
+            size: 16,
+            file_off: addr,
+            section: ".data".into(),
+        };
+        let objs = objects(vec![o("methods", Some("Modules/posixmodule.c"), 0x100), o("global", None, 0x200)], &[]);
+        let f = |n: &str, file: Option<&str>| FunctionId { name: n.into(), file: file.map(Into::into) };
+        let functions = [f("main", None), f("init", Some("b.c")), f("main", None), f("init.cold", None)];
+        let dups: HashSet<String> = ["init".to_string()].into();
+        let touched = [objs.list[1].id.clone(), objs.list[0].id.clone()];
+        let ld = gnu_ld_literals(&functions, &dups, &touched, &objs);
+        let lines: Vec<&str> = ld.lines().map(str::trim).filter(|l| l.starts_with('*')).collect();
+        assert_eq!(
+            lines,
+            [
+                "*(.rodata.main .rodata.main.str1.* .rodata.main.str2.* .rodata.main.str4.* .rodata.main.cst*)",
+                "*b.o(.rodata.init .rodata.init.str1.* .rodata.init.str2.* .rodata.init.str4.* .rodata.init.cst*)",
+                // Only a static object names its file; a global one cannot.
+                "*posixmodule.o(.rodata.str1.* .rodata.str2.* .rodata.str4.* .rodata.cst*)",
+            ],
+            "{ld}"
+        );
+        assert!(ld.contains(".rodata.bootlink_literals :") && ld.ends_with("INSERT BEFORE .rodata;\n"), "{ld}");
+        assert_eq!(gnu_ld_literals(&[], &dups, &[objs.list[1].id.clone()], &objs), "");
     }
 
     #[test]

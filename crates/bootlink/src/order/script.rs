@@ -91,6 +91,7 @@ pub(crate) fn write_with_data(
     let (mut ld, mut gd, mut ll) = (gnu_ld(order, funcs), gold(order, funcs), lld(order));
     if let Some((touched, objs)) = data {
         ld += &super::data::gnu_ld(touched, objs);
+        ld += &super::data::gnu_ld_literals(order, &funcs.duplicated, touched, objs);
         ld += &super::data::gnu_ld_rest_last();
         gd += &super::data::gold(touched, objs);
         ll += &super::data::lld(touched, objs);
