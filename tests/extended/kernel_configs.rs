@@ -12,7 +12,9 @@
 //! printed with %ld in Debian's signing.c): there format warnings are not
 //! errors, and each warning must be on a line Debian's unpatched source
 //! has word for word.
-//! Extended tier (`make test-extended`): several minutes per combination.
+//! Extended tier (`make test-extended`): compiled through bootlink's ccache,
+//! so a run after the first compiles little (the configuration steps and
+//! the host tools' links are most of each combination's time then).
 
 use crate::common;
 
@@ -124,8 +126,11 @@ fn patched_tree(root: &Path) -> PathBuf {
 
 /// Each `file:line:col: warning:` of a build log is on a line that
 /// Debian's unpatched source of that file has word for word (read from the
-/// tarball); the number of warnings.
-fn warnings_on_debian_lines(tree: &Path, log: &str) -> usize {
+/// tarball); the number of warnings. A file named relative to the build's
+/// directory `obj` (ccache's CCACHE_BASEDIR rewrites the compiler's
+/// paths so) is found from there.
+fn warnings_on_debian_lines(tree: &Path, obj: &Path, log: &str) -> usize {
+    let tree = std::fs::canonicalize(tree).unwrap();
     let mut n = 0;
     // Each file read from the tarball once (a whole xz decompression).
     let mut debian_files: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
@@ -133,7 +138,8 @@ fn warnings_on_debian_lines(tree: &Path, log: &str) -> usize {
         let mut parts = l.splitn(3, ':');
         let (file, line) = (parts.next().unwrap(), parts.next().unwrap());
         let line: usize = line.parse().unwrap_or_else(|_| panic!("a warning without a line: {l}"));
-        let rel = Path::new(file).strip_prefix(tree).unwrap_or(Path::new(file)).to_path_buf();
+        let named = std::fs::canonicalize(obj.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let rel = named.strip_prefix(&tree).unwrap_or_else(|_| panic!("a warning outside the tree: {l}")).to_path_buf();
         let patched = std::fs::read_to_string(tree.join(&rel)).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
         let text = patched.lines().nth(line - 1).unwrap_or_else(|| panic!("{l}: no such line"));
         let debian = debian_files.entry(rel.clone()).or_insert_with(|| {
@@ -204,7 +210,7 @@ fn kernel_module_builds_in_every_combination_of_module_sig_and_symhash() {
         make(&[&["-j", &jobs, kcflags], targets.as_slice()].concat(), "build");
         if c.debian_warns {
             let log = std::fs::read_to_string(obj.join("bootlink-build.log")).unwrap();
-            let warned = warnings_on_debian_lines(&tree, &log);
+            let warned = warnings_on_debian_lines(&tree, &obj, &log);
             println!("{}: {warned} warning(s), each on a line of Debian's own source", c.name);
         }
         let dir = obj.join("kernel/module");
