@@ -523,10 +523,7 @@ pub(crate) fn gnu_ld(order: &[FunctionId], objs: &DataObjects) -> String {
         }
         s += &format!("SECTIONS\n{{\n  {section}.bootlink_order :\n  {{\n");
         for o in here {
-            let file = match &o.id.file {
-                Some(f) if objs.duplicated.contains(&o.id.name) => format!("*{}", super::symbols::object_of(f)),
-                _ => "*".to_string(),
-            };
+            let file = super::symbols::file_pattern(&o.id, &objs.duplicated);
             s += &format!("    {file}({})\n", input_sections(section, &o.id.name).join(" "));
         }
         s += &format!("  }}\n}}\nINSERT BEFORE {section};\n");
@@ -560,26 +557,23 @@ pub(crate) fn gnu_ld_literals(
     touched: &[FunctionId],
     objs: &DataObjects,
 ) -> String {
-    let pattern = |id: &FunctionId, dups: &HashSet<String>| match &id.file {
-        Some(f) if dups.contains(&id.name) => format!("*{}", super::symbols::object_of(f)),
-        _ => "*".to_string(),
-    };
+    // GCC's names for the literal sections below `prefix`: strings of 1,
+    // 2 and 4-byte characters, fixed-size constants.
+    let literals = |prefix: &str| format!("{prefix}str1.* {prefix}str2.* {prefix}str4.* {prefix}cst*");
     let mut lines = Vec::new();
     let mut seen = HashSet::new();
     for id in functions.iter().filter(|id| !id.name.ends_with(".cold")) {
         if seen.insert(id) {
             let n = &id.name;
-            lines.push(format!(
-                "    {}(.rodata.{n} .rodata.{n}.str1.* .rodata.{n}.str2.* .rodata.{n}.str4.* .rodata.{n}.cst*)",
-                pattern(id, duplicated)
-            ));
+            let file = super::symbols::file_pattern(id, duplicated);
+            lines.push(format!("    {file}(.rodata.{n} {})", literals(&format!(".rodata.{n}."))));
         }
     }
     let mut files = HashSet::new();
     for f in touched.iter().filter_map(|id| objs.get(id)).filter_map(|o| o.id.file.as_deref()) {
         let object = super::symbols::object_of(f);
         if files.insert(object.clone()) {
-            lines.push(format!("    *{object}(.rodata.str1.* .rodata.str2.* .rodata.str4.* .rodata.cst*)"));
+            lines.push(format!("    *{object}({})", literals(".rodata.")));
         }
     }
     if lines.is_empty() {

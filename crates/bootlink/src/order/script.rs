@@ -24,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::symbols::{FunctionId, Functions, object_of};
+use super::symbols::{FunctionId, Functions, file_pattern};
 use crate::error::Result;
 
 /// GCC's suffix for the cold part of a function it split.
@@ -52,11 +52,7 @@ pub(crate) fn gnu_ld(order: &[FunctionId], funcs: &Functions) -> String {
          Use with -T (the default script stays in force: INSERT). */\nSECTIONS\n{\n  .text.bootlink_order :\n  {\n",
     );
     for id in order {
-        let file = match &id.file {
-            Some(f) if funcs.duplicated.contains(&id.name) => format!("*{}", object_of(f)),
-            _ => "*".to_string(),
-        };
-        s += &format!("    {file}({})\n", sections(&id.name, funcs).join(" "));
+        s += &format!("    {}({})\n", file_pattern(id, &funcs.duplicated), sections(&id.name, funcs).join(" "));
     }
     s += "  }\n}\nINSERT BEFORE .text;\n";
     s
@@ -102,7 +98,7 @@ pub(crate) fn write_with_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::order::symbols::Function;
+    use crate::order::symbols::{Function, object_of};
 
     #[test]
     fn object_names_of_sources() {

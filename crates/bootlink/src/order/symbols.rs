@@ -229,6 +229,15 @@ pub(crate) fn object_of(file: &str) -> String {
     format!("{stem}.o")
 }
 
+/// GNU ld's file pattern for `id`'s input sections: its object file when
+/// its name is given to more than one static (`duplicated`), else any.
+pub(crate) fn file_pattern(id: &FunctionId, duplicated: &HashSet<String>) -> String {
+    match &id.file {
+        Some(f) if duplicated.contains(&id.name) => format!("*{}", object_of(f)),
+        _ => "*".to_string(),
+    }
+}
+
 /// A function's name without GCC's clone suffixes (`.constprop.N`,
 /// `.isra.N`, `.part.N`, `.cold`): `f.part.0.isra.0` -> `f`.
 pub(crate) fn base_name(name: &str) -> &str {
