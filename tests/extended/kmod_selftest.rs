@@ -63,6 +63,12 @@ const NAMED_DIFFERENCES: &[(&str, &str, &str)] = &[(
      window (less work before the init) is the likely reason it is not hit, not established",
 )];
 
+/// The tests stock may fail, as measured on both lines: 0012 (the
+/// script's own compare of the taint flags an unprivileged reader sees,
+/// '(OE)' against '(OE)') and 0009 on 6.1 (the race NAMED_DIFFERENCES
+/// describes).
+const STOCK_MAY_FAIL: [&str; 2] = ["0009", "0012"];
+
 /// How many times tests 0008 and 0009 run (the script's default is 150).
 const STRESS_RUNS: u32 = 10;
 
@@ -286,10 +292,11 @@ fn patched_gives_stocks_results(name: &str, ids: &[&str]) {
     for (name, r) in [("stock", &stock), ("patched", &patched)] {
         assert_eq!(ids_of(r), ids, "{name}: every test ID reported\n{}", r.text);
     }
-    // The reference is not vacuous: stock passes most of the group (over
-    // the whole script it fails at most 0009 and 0012, both in the second).
-    let passed = stock.tests.iter().filter(|t| t.1 == 0).count();
-    assert!(passed + 2 >= ids.len(), "stock passed {passed} of {}:\n{}", ids.len(), stock.text);
+    // The reference is not vacuous: stock fails no test but those of
+    // STOCK_MAY_FAIL (at most two of the whole script, as before the
+    // script was run in groups; both lie in the second).
+    let failed: Vec<&str> = stock.tests.iter().filter(|t| t.1 != 0).map(|t| t.0.as_str()).collect();
+    assert!(failed.iter().all(|id| STOCK_MAY_FAIL.contains(id)), "stock failed {failed:?}:\n{}", stock.text);
     // The patched kernel: stock's exit and verdicts, test by test; where
     // it passes a test stock fails, the difference must be one named in
     // NAMED_DIFFERENCES (with what was measured about it). A test stock
