@@ -67,14 +67,19 @@ impl ObjFile {
 
 /// Where an object's file is, from its flags and name (a record's or a
 /// cache's): ld.so and the program are given (ld.so's l_name is the name
-/// it was asked for, not always its file; the program's is empty).
+/// it was asked for, not always its file; the program's is empty). A
+/// library's name is the path the loader opened, which may be a chain of
+/// links (Debian's alternatives: libblas.so.3 -> /etc/alternatives/... ->
+/// the file): the loader followed all of them, and so is the file read
+/// here (the identity check then compares the file itself).
 pub fn file_of(flags: u32, name: &str, loader: &Path, program: &Path) -> PathBuf {
     if flags & OBJ_LOADER != 0 {
         loader.to_path_buf()
     } else if flags & OBJ_MAIN != 0 {
         program.to_path_buf()
     } else {
-        PathBuf::from(name)
+        // A name that does not resolve stays as it is: reading it names it.
+        std::fs::canonicalize(name).unwrap_or_else(|_| PathBuf::from(name))
     }
 }
 

@@ -291,6 +291,27 @@ impl Image {
     }
 }
 
+/// The dynamic symbols of a program that is not position-independent
+/// (ET_EXEC: its symbols' values are their addresses), or None.
+fn fixed_symbols(data: &[u8]) -> Option<Vec<DynSym>> {
+    let parsed = Elf::parse(data, Want::Dynamic).ok()?;
+    if parsed.header.e_type(LE) != elf::ET_EXEC || parsed.header.e_machine(LE) != elf::EM_X86_64 {
+        return None;
+    }
+    let syms = parsed.dynamic_symbols().ok()?;
+    Some(
+        syms.iter()
+            .map(|s| DynSym {
+                value: s.st_value(LE),
+                shndx: s.st_shndx(LE),
+                bind: s.st_bind(),
+                stype: s.st_type(),
+                visibility: s.st_visibility(),
+            })
+            .collect(),
+    )
+}
+
 /// The addresses a DT_RELR table relocates: an even word is an address
 /// (the next word follows it), an odd one a bitmap of the 63 words after
 /// the last address (bit i: the word i - 1 further on).
@@ -416,12 +437,17 @@ fn plan(
         });
     }
     // The program is imaged or left alone, never only placed.
-    if let Some(m) = rec.objects.iter().position(|o| o.flags & OBJ_MAIN != 0)
+    let main = rec.objects.iter().position(|o| o.flags & OBJ_MAIN != 0);
+    if let Some(m) = main
         && let Some(why) = images[m].as_ref().and_then(|i| i.unsuitable.clone())
     {
         report.not_prelinked.push((file_name(m), why));
         images[m] = None;
     }
+    // A program that is not position-independent (ET_EXEC) is always at
+    // its link-time addresses: the images' bindings to it are written too.
+    let fixed_program: Option<(usize, Vec<DynSym>)> =
+        main.and_then(|m| datas[m].as_ref().and_then(|d| fixed_symbols(d)).map(|syms| (m, syms)));
     let mut bases: Vec<Option<u64>> = vec![None; images.len()];
     let mut next = base;
     for (i, img) in images.iter().enumerate() {
@@ -471,10 +497,21 @@ fn plan(
                         let d = *obj as usize;
                         let flags = rec.objects[d].flags;
                         // A library's binding to the program waits (the
-                        // program may be mapped elsewhere); the program's
-                        // own is at its own base.
+                        // program may be mapped elsewhere), unless the
+                        // program's addresses are fixed; the program's own
+                        // is at its own base.
                         if flags & OBJ_MAIN != 0 && d != x {
-                            return Err(Left::Program);
+                            let Some((_, psyms)) = fixed_program.as_ref().filter(|(m, _)| *m == d) else {
+                                return Err(Left::Program);
+                            };
+                            let Some(s) = psyms.get(*sym as usize) else { return Err(Left::Unbound) };
+                            if s.stype == elf::STT_GNU_IFUNC && s.shndx != elf::SHN_UNDEF {
+                                return Err(Left::Ifunc);
+                            }
+                            if s.stype == elf::STT_TLS || s.shndx == elf::SHN_UNDEF {
+                                return Err(if s.stype == elf::STT_TLS { Left::Tls } else { Left::Unbound });
+                            }
+                            return Ok(s.value);
                         }
                         if flags & OBJ_LOADER != 0 {
                             return Err(Left::Loader);
@@ -641,7 +678,9 @@ pub(crate) fn write_images(
         } else if o.flags & OBJ_MAIN != 0 {
             Some(crate::fsutil::map_file(program)?)
         } else {
-            Some(crate::fsutil::map_file(Path::new(&o.name))?)
+            // The file the name leads to (the image goes at the name).
+            let file = super::objects::file_of(o.flags, &o.name, Path::new(""), program);
+            Some(crate::fsutil::map_file(&file)?)
         });
     }
     let mut report = PrelinkReport { dir: dir.to_path_buf(), base, ..Default::default() };

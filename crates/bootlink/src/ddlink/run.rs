@@ -335,7 +335,10 @@ fn compare_images(cache: &Cache, loader: &Path, program: &Program, report: &mut 
         if o.flags & OBJ_MAIN != 0 {
             original = std::fs::canonicalize(&original).map_err(|e| Error::io(&original, e))?;
         }
-        let image = super::prelink::image_path(dir, &original.to_string_lossy());
+        // A library's image is at its name (the loader's path to it), the
+        // program's at its real path.
+        let at = if o.flags & OBJ_MAIN != 0 { original.to_string_lossy().into_owned() } else { o.name.clone() };
+        let image = super::prelink::image_path(dir, &at);
         let base = o.prelink.as_ref().map_or(0, |p| p.base);
         let (a, b) = (crate::fsutil::map_file(&original)?, crate::fsutil::map_file(&image)?);
         let check = super::prelink::check_image(&a, &b, base).map_err(|e| e.at(&original))?;
@@ -408,7 +411,8 @@ fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectS
                 file = std::fs::canonicalize(&file).unwrap_or(file);
             }
             if let (Some(dir), true) = (&program.overlay, o.flags & OBJ_PRELINKED != 0) {
-                file = super::prelink::image_path(dir, &file.to_string_lossy());
+                let at = if o.flags & OBJ_MAIN != 0 { file.to_string_lossy().into_owned() } else { o.name.clone() };
+                file = super::prelink::image_path(dir, &at);
             }
             let problem = match ObjFile::read(&file) {
                 Err(e) => Some(e.to_string()),
