@@ -164,7 +164,9 @@ pub fn cache_for_env(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &s
     for x in args {
         a.push(x);
     }
-    TestCommand::new(&a).ok();
+    // Profiled with the environment it runs with (Qt's platform decides
+    // which plug-in it opens: another dlopen group).
+    with_env(TestCommand::new(&a)).ok();
     TestCommand::new(&[&"ddlink", &"write", &"--loader", ld, &"--record", &rec, &"--program", &program, &"-o", &cache])
         .ok();
     let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> =

@@ -174,7 +174,7 @@ pub fn records(base: &str, rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
         .map(|(i, _)| i)
         .collect();
     for k in 0..per_class {
-        let first = ["ddlink-record 2", "ddlink-record 0", "DDLINK", "ddlink-record", "bl-trace 1"][rng.below(5)];
+        let first = ["ddlink-record 3", "ddlink-record 0", "DDLINK", "ddlink-record", "bl-trace 1"][rng.below(5)];
         let t = format!("{first}\n{}", base.split_once('\n').unwrap().1);
         out.push(damaged(stem, "wrong-magic-or-version", k, t.into_bytes(), true));
 
@@ -245,9 +245,9 @@ fn fix_checksum(d: &mut [u8]) {
     }
 }
 
-/// Damaged copies of a DDLink cache (binary, version 5; the layout of
-/// crates/bootlink/src/ddlink/format.rs: a 144-byte header, 112-byte objects, 16-byte
-/// entries).
+/// Damaged copies of a DDLink cache (binary, version 6; the layout of
+/// crates/bootlink/src/ddlink/format.rs: a 168-byte header, 112-byte objects, 16-byte
+/// entries, 16-byte dlopen groups).
 pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
     let stem = "cache";
     let mut out = Vec::new();
@@ -285,12 +285,12 @@ pub fn caches(base: &[u8], rng: &mut Rng, per_class: usize) -> Vec<Damaged> {
         out.push(damaged(stem, "size-field-wrong", k, fixed(d), true));
 
         let mut d = base.to_vec();
-        let at = [32, 36, 40, 44, 136][rng.below(5)];
+        let at = [32, 36, 40, 44, 136, 140, 160][rng.below(7)];
         put32(&mut d, at, [u32::MAX, u32::MAX - rng.below(64) as u32, len as u32 + 1][rng.below(3)]);
         out.push(damaged(stem, "counts-huge", k, fixed(d), true));
 
         let mut d = base.to_vec();
-        let at = [48, 56, 64, 72, 80, 128][rng.below(6)];
+        let at = [48, 56, 64, 72, 80, 128, 144, 152][rng.below(8)];
         // Past the end by 8 at least (an empty table may end the file: the
         // runtime relocations' offset `len` with none is valid), near the
         // top of the address space, or 1: misaligned (the string table has

@@ -105,6 +105,117 @@ fn verify_catches_a_wrong_entry() {
     assert!(out.starts_with("which=libb "), "the wrong entry was not applied, so this test proves nothing: {out}");
 }
 
+/// dlopen groups (glibc patch 0011): ddlink-open's two dlopens recorded
+/// as two groups (plug1 with its dependency pdep, then plug2), their
+/// bindings taken from the cache (File Read Mode, lazy and BIND_NOW) and
+/// their images skipped (Skip Mode), `verify` comparing every binding and
+/// image word of both; plug2's binding to plug1 through the global scope
+/// keeps plug1 loaded after its dlclose (kept=1) as under Debian's ld.so.
+/// A first dlopen other than recorded, an object unloaded, and a group
+/// entry changed in the cache (then the group is not used, and `verify`
+/// says so) load the later dlopens as usual, saying why; a wrong binding
+/// of the right name, which File Read Mode would apply, `verify` reports.
+/// The output is always Debian's ld.so's.
+#[test]
+fn dlopen_groups_from_the_cache_and_their_fallbacks() {
+    let dir = common::tmpdir("ddlink-open");
+    let prog = playground(&dir.join("pg")).with_file_name("ddlink-open");
+    let ld = &glibc().ld_so;
+    let want = |args: &[&str]| start(Path::new(DEBIAN_LD_SO), &prog, args, &[]).0;
+    assert_eq!(want(&[]), "plug1=102 plug2=206 kept=1\n");
+    let cache = cache_for(&dir, &prog, &[]);
+    let decoded = format::decode(&std::fs::read(&cache).unwrap()).unwrap();
+    let counts: Vec<u32> = decoded.groups.iter().map(|g| g.count).collect();
+    assert_eq!(counts, [2, 1], "groups: {:?}", decoded.groups);
+    let group_objects = &decoded.objects[decoded.initial()..];
+    assert!(group_objects.iter().all(|o| !o.entries.is_empty()), "a group object without bindings");
+    let c = cache.to_str().unwrap();
+    for bind_now in ["", "1"] {
+        let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", c), ("LD_BIND_NOW", bind_now)]);
+        assert_eq!(out, want(&[]), "file-read mode, LD_BIND_NOW={bind_now}");
+        for k in 0..2 {
+            assert!(
+                dbg.contains(&format!("dlopen group {k}: ")) && dbg.contains("their bindings from the cache"),
+                "{dbg}"
+            );
+        }
+        assert!(!dbg.contains("normal loading"), "{dbg}");
+    }
+
+    // Skip Mode: both groups' images skipped (skip_for verifies every word).
+    let (skip_cache, images) = skip_for(&dir, &prog, &[], &[]);
+    let (out, dbg) = start_in(Some(&images), ld, &prog, &[], &[("LD_DDLINK", skip_cache.to_str().unwrap())]);
+    assert_eq!(out, want(&[]), "skip mode");
+    assert!(skip_mode(&dbg), "{dbg}");
+    for k in 0..2 {
+        assert!(dbg.contains(&format!("dlopen group {k}: skip mode")), "group {k} not skipped: {dbg}");
+    }
+
+    // Another first dlopen: every group loads as usual.
+    let (out, dbg) = start(ld, &prog, &["other"], &[("LD_DDLINK", c)]);
+    assert_eq!(out, want(&["other"]));
+    assert!(file_read(&dbg) && dbg.contains("dlopen group 0: it loaded another number of objects"), "{dbg}");
+    assert!(dbg.contains("dlopen group 0 and later: normal loading"), "{dbg}");
+
+    // An object unloaded: recorded up to there, and the run the same.
+    let rec = dir.join("unload.record");
+    let unload_cache = dir.join("unload.cache");
+    TestCommand::new(&[&"ddlink", &"profile", &"--loader", ld, &"-o", &rec, &prog, &"unload"]).ok();
+    write_cmd(&rec, &prog, &unload_cache).ok();
+    let u = format::decode(&std::fs::read(&unload_cache).unwrap()).unwrap();
+    assert_eq!(u.groups.len(), 1, "the record went on after an object was unloaded: {:?}", u.groups);
+    let (out, dbg) = start(ld, &prog, &["unload"], &[("LD_DDLINK", unload_cache.to_str().unwrap())]);
+    assert_eq!(out, want(&["unload"]));
+    assert!(dbg.contains("dlopen group 0: 1 objects, their bindings from the cache"), "{dbg}");
+    assert!(dbg.contains("dlopen group 1 and later: normal loading: objects were unloaded"), "{dbg}");
+
+    // A group's entry bound to another symbol's definition: checked before
+    // use, the group loads as usual, and verify says it was not checked.
+    let find = |c: &Cache, suffix: &str| c.objects.iter().position(|o| o.name.ends_with(suffix)).unwrap();
+    let (plug1, pdep, libb) =
+        (find(&decoded, "libddplug1.so"), find(&decoded, "libddpdep.so"), find(&decoded, "libddb.so"));
+    let names = |i: usize| ObjFile::read(Path::new(&decoded.objects[i].name)).unwrap().names;
+    let (plug1_names, pdep_names, libb_names) = (names(plug1), names(pdep), names(libb));
+    let sym = |n: &[String], name: &str| n.iter().position(|x| x == name).unwrap() as u32;
+    // plug1's bindings of liba_calls_b (its table's pointer and its PLT
+    // slot: the call is direct) moved to another definition.
+    let retarget = |to_obj: usize, to_sym: u32, out: &Path| {
+        let mut x = decoded.clone();
+        let mut moved = 0;
+        for e in x.objects[plug1].entries.iter_mut() {
+            if e.symidx == sym(&plug1_names, "liba_calls_b") && e.defobj as usize == libb {
+                assert_eq!(e.defsym, sym(&libb_names, "liba_calls_b"));
+                (e.defobj, e.defsym) = (to_obj as u16, to_sym);
+                moved += 1;
+            }
+        }
+        assert!(moved > 0, "plug1's binding of liba_calls_b to libddb is not in the cache");
+        std::fs::write(out, format::encode(&x).unwrap()).unwrap();
+        (out.to_str().unwrap().to_string(), moved)
+    };
+    let (other_name, _) = retarget(pdep, sym(&pdep_names, "pdep_value"), &dir.join("renamed.cache"));
+    let (out, dbg) = start(ld, &prog, &[], &[("LD_DDLINK", &other_name)]);
+    assert_eq!(out, want(&[]));
+    assert!(dbg.contains("a binding names a symbol of another name: liba_calls_b"), "{dbg}");
+    assert!(dbg.contains("dlopen group 0 and later: normal loading"), "{dbg}");
+    let v = TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &other_name, &prog])
+        .cmd_output();
+    assert!(!v.status.success(), "verify passed a cache whose groups were not used");
+    let v: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!((v["groups"].as_u64(), v["groups_checked"].as_u64()), (Some(2), Some(0)), "{v}");
+
+    // The same name in pdep (which loses to libddb's): File Read Mode
+    // applies it (the output shows it), verify reports it.
+    let (wrong, moved) = retarget(pdep, sym(&pdep_names, "liba_calls_b"), &dir.join("wrong.cache"));
+    let (out, _) = start(ld, &prog, &[], &[("LD_DDLINK", &wrong)]);
+    assert!(out.starts_with("plug1=1081 "), "the wrong group entry was not applied, so this proves nothing: {out}");
+    let v =
+        TestCommand::new(&[&"ddlink", &"verify", &"--json", &"--loader", ld, &"--cache", &wrong, &prog]).cmd_output();
+    assert!(!v.status.success(), "verify passed a wrong group entry");
+    let v: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert!(v["mismatches"].to_string().contains("liba_calls_b cache=") && v["mismatched"] == moved, "{v}");
+}
+
 /// Every fallback: normal loading, the loader's reason, identical output.
 #[test]
 fn fallbacks_load_normally() {
@@ -432,8 +543,8 @@ fn browser_identical_in_every_mode() {
 }
 
 /// An interpreter importing C extensions (python3.11 with numpy, lxml and
-/// yaml): the startup objects from the cache and images, the extensions
-/// (dlopen) relocated as usual; the output, which uses each extension, the same.
+/// yaml): the startup objects and the extensions (dlopen groups) from the
+/// cache and images; the output, which uses each extension, the same.
 #[test]
 fn interpreter_with_c_extensions_identical_in_every_mode() {
     let test = "interpreter_with_c_extensions_identical_in_every_mode";
@@ -475,6 +586,10 @@ fn real_program_in_every_mode(dir: &Path, test: &str, prog: &str, args: &[&str],
     let (plain, _) = start(&glibc().ld_so, prog, args, &plain_env);
     let (fast, dbg) = start(&glibc().ld_so, prog, args, &fast_env);
     assert!(file_read(&dbg), "{}: {dbg}", prog.display());
+    // Every dlopen group of the cache used.
+    let groups = format::decode(&std::fs::read(&cache).unwrap()).unwrap().groups.len();
+    let used = |dbg: &str| dbg.matches("their bindings from the cache").count();
+    assert_eq!(used(&dbg), groups, "{}: {dbg}", prog.display());
     assert_eq!(plain, stock, "{}: patched loader output differs", prog.display());
     assert_eq!(fast, stock, "{}: file-read output differs", prog.display());
     let (skip_cache, images) = skip_for(dir, prog, args, env);
@@ -482,6 +597,8 @@ fn real_program_in_every_mode(dir: &Path, test: &str, prog: &str, args: &[&str],
     skip_env.push(("LD_DDLINK", skip_cache.to_str().unwrap()));
     let (skipped, dbg) = start_in(Some(&images), &glibc().ld_so, prog, args, &skip_env);
     assert!(skip_mode(&dbg), "{}: {dbg}", prog.display());
+    assert_eq!(used(&dbg), groups, "{}: {dbg}", prog.display());
+    assert!(!dbg.contains("normal loading") && !dbg.contains("relocating its"), "{}: {dbg}", prog.display());
     assert_eq!(skipped, stock, "{}: skip-mode output differs", prog.display());
     assert!(!stock.is_empty(), "{} printed nothing: the comparison shows nothing", prog.display());
     std::fs::remove_dir_all(&images).unwrap();

@@ -153,7 +153,7 @@ fn mutate_any(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
 }
 
 /// A DDLink cache of three objects with bindings, scope and a prelinked
-/// image, as `ddlink write` encodes it.
+/// image, and a dlopen group of one more, as `ddlink write` encodes it.
 fn sample_cache() -> Vec<u8> {
     use bootlink::ddlink::format::*;
     let obj = |name: &str, flags, entries, prelink| Object {
@@ -179,10 +179,21 @@ fn sample_cache() -> Vec<u8> {
                 ],
                 Some(Prelink { base: 0x30_0000_0000, runtime: vec![1, 4, 9] }),
             ),
+            // A dlopen group's object, binding to itself and to libx.
+            obj(
+                "/lib/plug.so",
+                0,
+                vec![
+                    Entry { symidx: 1, tclass: 0, defobj: 3, defsym: 2, name_hash: 0 },
+                    Entry { symidx: 2, tclass: 1, defobj: 2, defsym: 9, name_hash: 0 },
+                ],
+                None,
+            ),
         ],
         scope: vec![0, 2],
+        groups: vec![Group { first: 3, count: 1, scopes: vec![vec![vec![0, 2], vec![3, 2]]] }],
     };
-    encode(&cache).or_else(|_| encode(&Cache { objects: cache.objects[..2].to_vec(), ..cache.clone() })).unwrap()
+    encode(&cache).unwrap()
 }
 
 /// Every other reader of a file bootlink is given, fed mutations of real
@@ -201,9 +212,11 @@ fn mutated_records_caches_traces_runs_and_images_never_panic() {
     });
     println!("fuzz seed {seed} (BOOTLINK_FUZZ_SEED={seed} replays), {secs} s");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let record = b"ddlink-record 1\nloader 0a0b\nobj 0 2 2049 12 3000 1700000000 7 abcd /usr/bin/prog\n\
+    let record = b"ddlink-record 2\nloader 0a0b\nobj 0 2 2049 12 3000 1700000000 7 abcd /usr/bin/prog\n\
 obj 1 4 0 0 0 0 0 - /lib64/ld-linux-x86-64.so.2\nobj 2 0 2049 13 9000 1700000001 0 ef01 /lib/with space.so\n\
-scope 0 2\nbind 0 3 1 2 7\nbind 2 4 0 - -\nbind 2 5 0 ? -\nend 3\n"
+scope 0 2\nbind 0 3 1 2 7\nbind 2 4 0 - -\nbind 2 5 0 ? -\nend 3\ngroup 0 3 1\n\
+obj 3 0 2049 14 9000 1700000001 0 ef02 /lib/plug.so\nlscope 3 2 2 0 2 2 3 2\nbind 3 1 0 3 2\nbind 3 2 1 2 9\n\
+end-group 0 2\n"
         .to_vec();
     let trace = b"bl-trace 1\nobject 555555554000 -\nobject 7ffff7dd0000 /lib/x86_64-linux-gnu/libc.so.6\n\
 fn 555555555139\nfn 555555555150\noverflow\nend 2 40\n"

@@ -24,6 +24,12 @@
 //! (`OBJ_MAIN | OBJ_PRELINKED`, never only placed) and adds `OBJ_RELR`: the
 //! image's DT_RELR words are relocated for its base (its ELF header says
 //! so too, and for which base), so the loader skips the RELR pass there.
+//!
+//! Version 6 (glibc patch 0011) adds `dlopen` groups: the objects after
+//! the initial namespace's were loaded by `dlopen` calls, one group per
+//! call, each with its objects' search scopes when they were relocated;
+//! the loader answers a `dlopen`'s lookups from the cache when the next
+//! group matches exactly, and stops at the first that does not.
 
 use serde::Serialize;
 
@@ -40,10 +46,12 @@ fn unsupported(msg: impl Into<String>) -> Error {
     Error::new(Kind::Unsupported, msg)
 }
 
-pub(crate) const MAGIC: &[u8; 8] = b"DDLINK\0\x05";
-pub(crate) const VERSION: u32 = 5;
-/// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry).
-pub(crate) const HEADER_SIZE: usize = 144;
+pub(crate) const MAGIC: &[u8; 8] = b"DDLINK\0\x06";
+pub(crate) const VERSION: u32 = 6;
+/// sizeof (struct ddlink_header), (struct ddlink_obj), (struct ddlink_entry),
+/// (struct ddlink_group).
+pub(crate) const HEADER_SIZE: usize = 168;
+pub(crate) const GROUP_SIZE: usize = 16;
 pub(crate) const OBJ_SIZE: usize = 112;
 pub(crate) const ENTRY_SIZE: usize = 16;
 /// Byte offset of the checksum field in the header.
@@ -134,18 +142,88 @@ pub struct Prelink {
     pub runtime: Vec<u32>,
 }
 
+/// The objects one `dlopen` loaded and the search scopes their relocation
+/// used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// Objects `first..first + count` of the cache.
+    pub first: u32,
+    pub count: u32,
+    /// Each object's scopes (its l_scope), as object indices.
+    pub scopes: Vec<Vec<Vec<u32>>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cache {
     pub loader_build_id: Vec<u8>,
+    /// The initial namespace's objects, then each group's.
     pub objects: Vec<Object>,
     /// The main search list, as object indices.
     pub scope: Vec<u32>,
+    pub groups: Vec<Group>,
 }
 
 impl Cache {
     pub fn entries(&self) -> usize {
         self.objects.iter().map(|o| o.entries.len()).sum()
     }
+
+    /// The objects of the initial namespace.
+    pub fn initial(&self) -> usize {
+        self.groups.first().map_or(self.objects.len(), |g| g.first as usize)
+    }
+
+    /// The end of the objects loaded with object `i` (its group's, or the
+    /// initial namespace's): what its bindings may name.
+    pub fn loaded_with(&self, i: usize) -> usize {
+        self.groups
+            .iter()
+            .map(|g| g.first as usize..g.first as usize + g.count as usize)
+            .find(|r| r.contains(&i))
+            .map_or(self.initial(), |r| r.end)
+    }
+}
+
+/// A group's scopes as the loader reads them: per object, its number of
+/// scopes, then each scope's length and indices.
+fn scope_words(g: &Group) -> Vec<u32> {
+    let mut w = Vec::new();
+    for obj in &g.scopes {
+        w.push(obj.len() as u32);
+        for list in obj {
+            w.push(list.len() as u32);
+            w.extend_from_slice(list);
+        }
+    }
+    w
+}
+
+/// Why the groups are not what the loader accepts, or None: each follows
+/// the one before (the first the initial objects), has objects and one
+/// list of scopes per object naming objects up to its last, and the last
+/// ends with the objects; the program and ld.so are initial objects.
+fn groups_error(c: &Cache) -> Option<String> {
+    let mut next = c.initial();
+    if next == 0 {
+        return Some("a dlopen group before the program".into());
+    }
+    for (k, g) in c.groups.iter().enumerate() {
+        let end = g.first as usize + g.count as usize;
+        if g.first as usize != next || g.count == 0 || end > c.objects.len() {
+            return Some(format!("dlopen group {k}'s objects do not follow the objects before it"));
+        }
+        if g.scopes.len() != g.count as usize {
+            return Some(format!("dlopen group {k} has {} lists of scopes for {} objects", g.scopes.len(), g.count));
+        }
+        if g.scopes.iter().flatten().flatten().any(|&i| i as usize >= end) {
+            return Some(format!("dlopen group {k}'s scopes name an object loaded after it"));
+        }
+        if c.objects[next..end].iter().any(|o| o.flags & (OBJ_MAIN | OBJ_LOADER) != 0) {
+            return Some(format!("dlopen group {k} holds the program or ld.so"));
+        }
+        next = end;
+    }
+    (next != c.objects.len()).then(|| "the dlopen groups do not end with the objects".into())
 }
 
 /// Four 64-bit FNV-1a lanes over 8-byte little-endian words (word i to
@@ -200,6 +278,17 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
         strtab.extend_from_slice(o.name.as_bytes());
         strtab.push(0);
     }
+    if let Some(why) = groups_error(cache) {
+        return Err(unsupported(why));
+    }
+    for (i, o) in cache.objects.iter().enumerate() {
+        let end = cache.loaded_with(i);
+        // (A binding past every object is left for `decode` to name.)
+        let later = |e: &Entry| (end..cache.objects.len()).contains(&(e.defobj as usize));
+        if o.entries.iter().any(later) {
+            return Err(unsupported(format!("{}: a binding to an object loaded after it", o.name)));
+        }
+    }
     let nentries = cache.entries();
     let objs_off = HEADER_SIZE;
     let scope_off = objs_off + nobjs * OBJ_SIZE;
@@ -207,7 +296,11 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     let sorted_off = entries_off + nentries * ENTRY_SIZE;
     let nruntime: usize = cache.objects.iter().filter_map(|o| o.prelink.as_ref()).map(|p| p.runtime.len()).sum();
     let runtime_off = sorted_off + nentries * 4;
-    let strtab_off = runtime_off + nruntime * 4;
+    let groups_off = runtime_off + nruntime * 4;
+    let gscope: Vec<Vec<u32>> = cache.groups.iter().map(scope_words).collect();
+    let ngscope: usize = gscope.iter().map(Vec::len).sum();
+    let gscope_off = groups_off + cache.groups.len() * GROUP_SIZE;
+    let strtab_off = gscope_off + ngscope * 4;
     let file_size = (strtab_off + strtab.len()).next_multiple_of(8);
     let n32 = |n: usize, what: &str| u32::try_from(n).map_err(|_| unsupported(format!("too many {what}")));
 
@@ -229,6 +322,10 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
     out.u32(0);
     out.u64(runtime_off as u64);
     out.u32(n32(nruntime, "runtime relocations")?);
+    out.u32(n32(cache.groups.len(), "dlopen groups")?);
+    out.u64(groups_off as u64);
+    out.u64(gscope_off as u64);
+    out.u32(n32(ngscope, "scope words")?);
     out.u32(0);
     debug_assert_eq!(out.len(), HEADER_SIZE);
     let mut first = 0u32;
@@ -289,6 +386,17 @@ pub fn encode(cache: &Cache) -> std::result::Result<Vec<u8>, Error> {
         for &r in &p.runtime {
             out.u32(r);
         }
+    }
+    let mut first_scope = 0u32;
+    for (g, words) in cache.groups.iter().zip(&gscope) {
+        out.u32(g.first);
+        out.u32(g.count);
+        out.u32(first_scope);
+        out.u32(words.len() as u32);
+        first_scope += words.len() as u32;
+    }
+    for &w in gscope.iter().flatten() {
+        out.u32(w);
     }
     out.bytes(&strtab);
     out.align(8);
@@ -387,6 +495,8 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         u64_at(d, 80) as usize,
     );
     let (runtime_off, nruntime) = (u64_at(d, 128) as usize, u32_at(d, 136) as usize);
+    let (ngroups, groups_off, gscope_off, ngscope) =
+        (u32_at(d, 140) as usize, u64_at(d, 144) as usize, u64_at(d, 152) as usize, u32_at(d, 160) as usize);
     // The loader's checks of the header (glibc/patches 0003, 0005), each
     // refusal saying which one failed.
     let fits = |off: usize, n: usize, each: usize| off <= d.len() && n <= (d.len() - off) / each;
@@ -396,6 +506,8 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         ("entry", entries_off, nentries, ENTRY_SIZE, 4),
         ("sorted index", sorted_off, nentries, 4, 4),
         ("runtime relocation", runtime_off, nruntime, 4, 4),
+        ("dlopen group", groups_off, ngroups, GROUP_SIZE, 4),
+        ("group scope", gscope_off, ngscope, 4, 4),
         ("string", str_off, strsize, 1, 1),
     ];
     for (name, off, n, each, align) in tables {
@@ -420,7 +532,7 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
             UNRESOLVED - 1
         )));
     }
-    if u32_at(d, 124) != 0 || u32_at(d, 140) != 0 {
+    if u32_at(d, 124) != 0 || u32_at(d, 164) != 0 {
         return Err(corrupt("malformed DDLink cache: a reserved header field is not 0"));
     }
     let idlen = u32_at(d, 120) as usize;
@@ -521,11 +633,49 @@ pub fn decode(d: &[u8]) -> std::result::Result<Cache, Error> {
         }
         first += o.entries.len();
     }
+    let mut groups = Vec::with_capacity(ngroups);
+    for k in 0..ngroups {
+        let b = groups_off + k * GROUP_SIZE;
+        let (first, count, wfirst, wn) =
+            (u32_at(d, b), u32_at(d, b + 4), u32_at(d, b + 8) as usize, u32_at(d, b + 12) as usize);
+        if wfirst > ngscope || wn > ngscope - wfirst {
+            return Err(corrupt(format!("malformed DDLink cache: dlopen group {k}'s scopes lie outside the table")));
+        }
+        let words: Vec<u32> = (wfirst..wfirst + wn).map(|i| u32_at(d, gscope_off + 4 * i)).collect();
+        let bad = || corrupt(format!("malformed DDLink cache: dlopen group {k}'s scopes do not add up"));
+        let (mut at, mut scopes) = (0usize, Vec::new());
+        while at < words.len() {
+            let n = words[at] as usize;
+            at += 1;
+            let mut obj = Vec::new();
+            for _ in 0..n {
+                let len = *words.get(at).ok_or_else(bad)? as usize;
+                obj.push(words.get(at + 1..at + 1 + len).ok_or_else(bad)?.to_vec());
+                at += 1 + len;
+            }
+            scopes.push(obj);
+        }
+        groups.push(Group { first, count, scopes });
+    }
     let scope: Vec<u32> = (0..nscope).map(|k| u32_at(d, scope_off + 4 * k)).collect();
-    if scope.iter().any(|&s| s as usize >= nobjs) {
+    let cache = Cache { loader_build_id: d[88..88 + idlen].to_vec(), objects, scope, groups };
+    if let Some(why) = groups_error(&cache) {
+        return Err(corrupt(format!("malformed DDLink cache: {why}")));
+    }
+    if cache.scope.iter().any(|&s| s as usize >= cache.initial()) {
         return Err(corrupt("malformed DDLink cache: the search list names an object the cache does not list"));
     }
-    Ok(Cache { loader_build_id: d[88..88 + idlen].to_vec(), objects, scope })
+    for (i, o) in cache.objects.iter().enumerate() {
+        let end = cache.loaded_with(i);
+        if let Some(k) = o.entries.iter().position(|e| e.defobj != UNRESOLVED && e.defobj as usize >= end) {
+            return Err(corrupt(format!(
+                "malformed DDLink cache: {}'s entry {k} names object {}, loaded after it",
+                shown(&o.name),
+                o.entries[k].defobj
+            )));
+        }
+    }
+    Ok(cache)
 }
 
 #[cfg(test)]
@@ -558,6 +708,7 @@ mod tests {
                 ),
             ],
             scope: vec![0, 2],
+            groups: Vec::new(),
         }
     }
 
@@ -566,6 +717,66 @@ mod tests {
         c.objects[2].flags |= OBJ_PRELINKED;
         c.objects[2].prelink = Some(Prelink { base: 0x30_0000_0000, runtime: vec![4, 1, 7] });
         c
+    }
+
+    /// The sample with two dlopen groups after it: one of two objects (the
+    /// first prelinked), one of one.
+    fn grouped_sample() -> Cache {
+        let mut c = prelinked_sample();
+        let lib = |name: &str, entries| Object {
+            name: name.into(),
+            flags: 0,
+            identity: FileIdentity { dev: 2049, ino: 90, size: 8192, mtime_sec: 1_700_000_001, mtime_nsec: 0 },
+            nsyms: 12,
+            build_id: vec![0xcd; 20],
+            entries,
+            prelink: None,
+        };
+        let e = |defobj, defsym| Entry { symidx: 3, tclass: 0, defobj, defsym, name_hash: 0x2000 };
+        c.objects.push(lib("/lib/a.so", vec![e(4, 5)]));
+        c.objects.push(lib("/lib/b.so", vec![e(2, 1)]));
+        c.objects.push(lib("/lib/c.so", vec![e(3, 7)]));
+        c.objects[3].flags = OBJ_PRELINKED;
+        c.objects[3].prelink = Some(Prelink { base: 0x31_0000_0000, runtime: vec![0] });
+        c.groups = vec![
+            Group { first: 3, count: 2, scopes: vec![vec![vec![0, 2], vec![3, 4]]; 2] },
+            Group { first: 5, count: 1, scopes: vec![vec![vec![0, 2], vec![5, 3]]] },
+        ];
+        c
+    }
+
+    /// Version 6: the groups and their scopes round-trip; what the loader
+    /// would refuse is refused on writing and on reading.
+    #[test]
+    fn dlopen_groups_round_trip_and_bad_ones_are_refused() {
+        let c = grouped_sample();
+        let b = encode(&c).unwrap();
+        assert_eq!(u32_at(&b, 140), 2);
+        assert_eq!(decode(&b).unwrap(), c);
+        assert_eq!((c.initial(), c.loaded_with(1), c.loaded_with(4), c.loaded_with(5)), (3, 3, 5, 6));
+        let refused = |f: &dyn Fn(&mut Cache), want: &str| {
+            let mut x = c.clone();
+            f(&mut x);
+            let e = encode(&x).unwrap_err().msg;
+            assert!(e.contains(want), "{e}");
+        };
+        refused(&|x| x.groups[1].first = 4, "do not follow");
+        refused(&|x| x.groups[1].count = 2, "do not follow");
+        refused(&|x| x.groups.truncate(1), "do not end with the objects");
+        refused(&|x| x.groups[0].scopes.pop().map(drop).unwrap_or(()), "1 lists of scopes for 2 objects");
+        refused(&|x| x.groups[0].scopes[0][1].push(5), "an object loaded after it");
+        refused(&|x| x.objects[2].entries[0].defobj = 3, "a binding to an object loaded after it");
+        refused(&|x| x.objects[4].flags = OBJ_LOADER, "holds the program or ld.so");
+        // A group's scope words that do not add up, the checksum made right.
+        let mut d = b.clone();
+        let gscope = u64_at(&d, 152) as usize;
+        d[gscope..gscope + 4].copy_from_slice(&9u32.to_le_bytes());
+        let sum = checksum(&d);
+        set_le_u64(&mut d, CHECKSUM_AT, sum);
+        assert!(decode(&d).unwrap_err().msg.contains("dlopen group 0's scopes do not add up"));
+        for n in 0..b.len() {
+            assert!(decode(&b[..n]).is_err(), "truncation to {n} accepted");
+        }
     }
 
     #[test]
@@ -649,9 +860,9 @@ mod tests {
         assert_eq!(msg(b"xyz"), "not a DDLink cache (bad magic)");
         assert_eq!(msg(&b[..5]), "truncated DDLink cache: 5 bytes, shorter than its header");
         assert_eq!(msg(&b[..100]), "truncated DDLink cache: 100 bytes, shorter than its header");
-        assert!(with(12, 152).starts_with("DDLink cache header of 152 bytes, version 5's has 144"));
+        assert!(with(12, 152).starts_with("DDLink cache header of 152 bytes, version 6's has 168"));
         // The objects' offset (its low half) misaligned, the entries' count too large.
-        assert!(with(48, HEADER_SIZE as u32 + 4).contains("the object table's offset 0x94 is not 8-byte aligned"));
+        assert!(with(48, HEADER_SIZE as u32 + 4).contains("the object table's offset 0xac is not 8-byte aligned"));
         assert!(with(40, 1 << 20).contains("the entry table (1048576 records of 16 bytes at"));
         assert!(with(HEADER_SIZE + 60, 33).contains("object 0's build ID length 33, more than 32"));
     }

@@ -7,7 +7,10 @@
 //! at startup and by the program's exit, `perf stat` task-clock and page
 //! faults of each of N more runs, each figure as its median with the
 //! quartiles and the extremes, and the program's output (which must be
-//! identical in every mode).
+//! identical in every mode). The patched ld.so also times the relocation
+//! `dlopen` does (glibc patch 0010, printed at exit, exact cycles): for a
+//! program that opens objects after startup, that is the rest of its
+//! relocation (Debian's ld.so does not time it).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -77,6 +80,12 @@ pub struct ModeResult {
     /// Relative relocations the loader applied at startup (no lookup:
     /// the load address added; none for an image at its base in Skip Mode).
     pub relative_relocations: u64,
+    /// The relocation `dlopen` did by the program's exit, ms, and the
+    /// objects it relocated (None: a loader that does not time it).
+    pub dlopen_relocation: Option<Spread>,
+    pub dlopen_objects: Option<u64>,
+    /// Startup and dlopen relocation together, per run, ms.
+    pub all_relocation: Option<Spread>,
     /// perf stat of each run: median task-clock (ms), its spread.
     pub task_clock_ms: f64,
     pub task_clock: Spread,
@@ -143,8 +152,20 @@ struct StatsRun {
     lookups: u64,
     startup_lookups: u64,
     relative: u64,
+    /// dlopen's relocation (cycles, exact) and its objects.
+    dlopen: Option<(u64, u64)>,
     decisions: Vec<String>,
     stdout: Vec<u8>,
+}
+
+/// The patched loader's exit line "time needed for dlopen relocation: N
+/// cycles (M objects)".
+fn dlopen_statistics(text: &str) -> Option<(u64, u64)> {
+    const KEY: &str = "time needed for dlopen relocation:";
+    let cycles = stat_value(text, KEY)?;
+    let line = text.lines().find(|l| l.contains(KEY))?;
+    let objects = line.split_once(" cycles (")?.1.split_whitespace().next()?.parse().ok()?;
+    Some((cycles, objects))
 }
 
 fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
@@ -175,6 +196,7 @@ fn statistics_run(mode: &Mode, program: &Program) -> Result<StatsRun> {
         lookups,
         startup_lookups,
         relative,
+        dlopen: dlopen_statistics(&text),
         decisions,
         stdout: out.stdout,
     })
@@ -284,16 +306,24 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
         let program = &Program { overlay: mode.overlay.clone().or_else(|| program.overlay.clone()), ..program.clone() };
         let (mut reloc, mut total) = (Vec::new(), Vec::new());
         let (mut lookups, mut startup_lookups, mut relative_relocations) = (0, 0, 0);
+        let (mut dlopen, mut dlopen_objects, mut all) = (Vec::new(), None, Vec::new());
         let mut decisions: Vec<String> = Vec::new();
         let mut identical = true;
         for _ in 0..runs {
             let r = statistics_run(mode, program)?;
             // HP_TIMING_PRINT drops the last digit: scale back by 10.
-            reloc.push(r.reloc_cycles as f64 * 10.0 / hz * 1e3);
+            let reloc_ms = r.reloc_cycles as f64 * 10.0 / hz * 1e3;
+            reloc.push(reloc_ms);
             total.push(r.loader_cycles as f64 * 10.0 / hz * 1e3);
             lookups = r.lookups;
             startup_lookups = r.startup_lookups;
             relative_relocations = r.relative;
+            if let Some((cycles, objects)) = r.dlopen {
+                let ms = cycles as f64 / hz * 1e3;
+                dlopen.push(ms);
+                all.push(reloc_ms + ms);
+                dlopen_objects = Some(objects);
+            }
             decisions = r.decisions;
             match &first_out {
                 None => first_out = Some(r.stdout),
@@ -324,6 +354,10 @@ pub fn measure(program: &Program, modes: &[Mode], runs: usize) -> Result<Program
             lookups,
             startup_lookups,
             relative_relocations,
+            // Every run printed it, or none did.
+            dlopen_relocation: (dlopen.len() == runs).then(|| Spread::of(&dlopen)),
+            dlopen_objects,
+            all_relocation: (all.len() == runs).then(|| Spread::of(&all)),
             task_clock_ms: task_clock.median,
             task_clock,
             page_faults: page_fault_spread.median,
@@ -355,6 +389,7 @@ impl crate::report::Report for ProgramResult {
         let mut t = crate::table::Table::new(&[
             "mode",
             "relocation ms",
+            "dlopen relocation ms",
             "loader ms",
             "lookups: startup, by exit",
             "task-clock ms",
@@ -365,6 +400,10 @@ impl crate::report::Report for ProgramResult {
             t.row(vec![
                 m.mode.clone(),
                 with_quartiles(&m.relocation, 2),
+                match (&m.dlopen_relocation, m.dlopen_objects) {
+                    (Some(s), Some(n)) => format!("{} ({n} objects)", with_quartiles(s, 2)),
+                    _ => "-".into(),
+                },
                 with_quartiles(&m.loader, 2),
                 format!("{}, {}", m.startup_lookups, m.lookups),
                 with_quartiles(&m.task_clock, 2),
@@ -413,5 +452,8 @@ mod tests {
                     \n  1: final number of relocations: 13591\n";
         assert_eq!(stat_value(text, "number of relocations:"), Some(123));
         assert_eq!(stat_value(text, "final number of relocations:"), Some(13591));
+        assert_eq!(dlopen_statistics(text), None);
+        let exit = "  7: \n  7: runtime linker statistics:\n  7:      time needed for dlopen relocation: 4567 cycles (37 objects)\n";
+        assert_eq!(dlopen_statistics(exit), Some((4567, 37)));
     }
 }

@@ -1,15 +1,25 @@
 //! The record the patched ld.so writes under `LD_DDLINK_RECORD=FILE`
 //! (elf/dl-ddlink.c): every symbol lookup of a program's initial
 //! relocation, by object index and symbol index, with the identity of
-//! every object as the loader saw it. Text, one item a line:
+//! every object as the loader saw it; then, for each `dlopen` that loaded
+//! objects, a group: its objects (numbered on), each one's search scopes
+//! when it was relocated, and its relocation's lookups. Text, one item a
+//! line:
 //!
 //! ```text
-//! ddlink-record 1
+//! ddlink-record 2
 //! loader <build id hex>
 //! obj <idx> <flags> <dev> <ino> <size> <mtime s> <mtime ns> <build id hex|-> <name>
 //! scope <idx> <idx> ...
 //! bind <ref idx> <sym idx> <type class> <def idx> <def sym>   (or "- -": undefined weak, "? -": outside)
 //! end <lookups>
+//! group <k> <first idx> <objects>
+//! obj ...                                       (the group's objects)
+//! lscope <idx> <scopes> (<length> <idx>...)...  (each object's scopes)
+//! bind ...                                      (the group's objects' lookups)
+//! end-group <k> <lookups>
+//! stop <why>               (the loader recorded no more groups; one cut
+//!                           short, by a failed dlopen, is dropped)
 //! ```
 
 use std::path::Path;
@@ -43,14 +53,38 @@ pub struct RecObj {
     pub name: String,
 }
 
+/// The objects one `dlopen` loaded, and how their relocation looked
+/// symbols up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Its objects are `first..first + count` of the record's.
+    pub first: u32,
+    pub count: u32,
+    /// Each object's search scopes (its l_scope) when it was relocated,
+    /// as object indices.
+    pub scopes: Vec<Vec<Vec<u32>>>,
+    /// Lookups the loader counted (the `end-group` line).
+    pub lookups: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub loader_build_id: Vec<u8>,
+    /// The initial namespace's objects, then each group's.
     pub objects: Vec<RecObj>,
     pub scope: Vec<u32>,
+    /// The startup's bindings, then each group's.
     pub binds: Vec<Bind>,
     /// Lookups the loader counted (the `end` line).
     pub lookups: u64,
+    pub groups: Vec<Group>,
+}
+
+impl Record {
+    /// The objects of the initial namespace (before the first group).
+    pub fn initial(&self) -> usize {
+        self.groups.first().map_or(self.objects.len(), |g| g.first as usize)
+    }
 }
 
 pub use crate::fsutil::hex;
@@ -88,21 +122,24 @@ impl Record {
 
     /// Parse a record; the message names the line that is wrong.
     pub fn parse(text: &str) -> std::result::Result<Record, Error> {
-        const FIRST: &str = "ddlink-record 1";
+        // Version 1 has no dlopen groups (a loader before glibc patch 0011).
+        const FIRST: &str = "ddlink-record 2";
+        const FIRST_V1: &str = "ddlink-record 1";
         if text.is_empty() {
             return Err(corrupt("not a DDLink record (the file is empty)"));
         }
-        if !text.contains('\n') && FIRST.starts_with(text) && text != FIRST {
+        if !text.contains('\n') && FIRST.starts_with(text) && text != FIRST && text != FIRST_V1 {
             return Err(corrupt(format!("truncated record: {} bytes, it ends inside its first line", text.len())));
         }
         let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, FIRST)) => {}
+        let groups_allowed = match lines.next() {
+            Some((_, FIRST)) => true,
+            Some((_, FIRST_V1)) => false,
             Some((_, l)) if l.starts_with("ddlink-record ") => {
-                return Err(corrupt(format!("line 1: record version {}, this bootlink reads 1", &l[14..])));
+                return Err(corrupt(format!("line 1: record version {}, this bootlink reads 1 and 2", &l[14..])));
             }
-            _ => return Err(corrupt("not a DDLink record (no `ddlink-record 1` line)")),
-        }
+            _ => return Err(corrupt("not a DDLink record (no `ddlink-record 2` line)")),
+        };
         // The loader ends every line with a newline: a last line without
         // one is where the file was cut.
         let cut_at = (!text.ends_with('\n')).then(|| text.lines().count());
@@ -112,8 +149,12 @@ impl Record {
             scope: Vec::new(),
             binds: Vec::new(),
             lookups: 0,
+            groups: Vec::new(),
         };
         let mut ended = false;
+        // A group being read: it, and where its bindings start.
+        let mut open: Option<(Group, usize)> = None;
+        let mut stopped = false;
         for (i, line) in lines {
             let n = i + 1;
             let shown = line.chars().take(120).collect::<String>();
@@ -124,10 +165,17 @@ impl Record {
                     corrupt(format!("line {n}: {what}: `{shown}`"))
                 }
             };
-            if ended {
-                return Err(corrupt(format!("line {n}: text after the end line: `{shown}`")));
-            }
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+            if stopped {
+                return Err(bad("text after the `stop` line"));
+            }
+            if ended && open.is_none() && !(groups_allowed && matches!(word, "group" | "stop")) {
+                return Err(bad(if groups_allowed {
+                    "after the startup's `end` line, only dlopen groups"
+                } else {
+                    "text after the end line (a version 1 record has no dlopen groups)"
+                }));
+            }
             let nums = |k: usize| -> std::result::Result<Vec<u64>, Error> {
                 let t: Vec<&str> = rest.split(' ').take(k).collect();
                 if t.len() < k || t.iter().any(|t| t.is_empty()) {
@@ -148,6 +196,14 @@ impl Record {
                     if v[0] != rec.objects.len() as u64 {
                         return Err(bad("objects out of order"));
                     }
+                    if let Some((g, _)) = &open
+                        && v[0] >= u64::from(g.first + g.count)
+                    {
+                        return Err(bad("more objects than the group has"));
+                    }
+                    if ended && open.is_none() {
+                        return Err(bad("an object outside a group"));
+                    }
                     let id = unhex(f.next().ok_or_else(|| bad("no build ID"))?).map_err(|why| bad(&why))?;
                     let name = f.next().unwrap_or("").to_string();
                     rec.objects.push(RecObj {
@@ -163,6 +219,7 @@ impl Record {
                         name,
                     });
                 }
+                "scope" if ended => return Err(bad("a second search list")),
                 "scope" => {
                     rec.scope = rest
                         .split(' ')
@@ -187,17 +244,80 @@ impl Record {
                         (o, "-") => return Err(bad(&format!("defining object `{o}` with no defining symbol (`-`)"))),
                         _ => Def::Sym { obj: field(3, "object index")?, sym: field(4, "symbol index")? },
                     };
+                    let refobj = field(0, "object index")?;
+                    if let Some((g, _)) = &open
+                        && !(g.first..g.first + g.count).contains(&refobj)
+                    {
+                        return Err(bad("a binding of an object outside its group"));
+                    }
                     rec.binds.push(Bind {
-                        refobj: field(0, "object index")?,
+                        refobj,
                         symidx: field(1, "symbol index")?,
                         tclass: crate::fsutil::text_field(t[2], "type class").map_err(|why| bad(&why))?,
                         def,
                     });
                 }
+                "end" if ended => return Err(bad("a second `end` line")),
                 "end" if rest.is_empty() => return Err(bad("an `end` line without its count of lookups")),
                 "end" => {
                     rec.lookups = nums(1)?[0];
                     ended = true;
+                }
+                "group" => {
+                    if open.is_some() {
+                        return Err(bad("a group inside a group"));
+                    }
+                    let v = nums(3)?;
+                    if v[0] != rec.groups.len() as u64 {
+                        return Err(bad("groups out of order"));
+                    }
+                    if v[1] != rec.objects.len() as u64 || v[2] == 0 || v[1] + v[2] > u64::from(u32::MAX) {
+                        return Err(bad("a group's objects do not follow the objects before it"));
+                    }
+                    let g = Group { first: v[1] as u32, count: v[2] as u32, scopes: Vec::new(), lookups: 0 };
+                    open = Some((g, rec.binds.len()));
+                }
+                "lscope" => {
+                    let Some((g, _)) = &mut open else { return Err(bad("search scopes outside a group")) };
+                    let v: Vec<u32> = rest
+                        .split(' ')
+                        .map(|t| crate::fsutil::text_field(t, "number").map_err(|why| bad(&why)))
+                        .collect::<std::result::Result<_, _>>()?;
+                    if v.first() != Some(&(g.first + g.scopes.len() as u32)) {
+                        return Err(bad("search scopes out of order"));
+                    }
+                    let (mut at, mut scopes) = (2usize, Vec::new());
+                    for _ in 0..*v.get(1).ok_or_else(|| bad("no count of scopes"))? {
+                        let len = *v.get(at).ok_or_else(|| bad("fewer scopes than its count"))? as usize;
+                        let list = v.get(at + 1..at + 1 + len).ok_or_else(|| bad("a scope shorter than its length"))?;
+                        scopes.push(list.to_vec());
+                        at += 1 + len;
+                    }
+                    if at != v.len() {
+                        return Err(bad("more numbers than its scopes have"));
+                    }
+                    g.scopes.push(scopes);
+                }
+                "end-group" => {
+                    let Some((mut g, _)) = open.take() else { return Err(bad("an `end-group` outside a group")) };
+                    let v = nums(2)?;
+                    if v[0] != rec.groups.len() as u64 {
+                        return Err(bad("the end of another group"));
+                    }
+                    if rec.objects.len() as u64 != u64::from(g.first + g.count) || g.scopes.len() != g.count as usize {
+                        return Err(bad("a group without all its objects and their scopes"));
+                    }
+                    g.lookups = v[1];
+                    rec.groups.push(g);
+                }
+                "stop" if !ended => return Err(bad("a `stop` before the startup's `end`")),
+                "stop" => {
+                    // A group cut short (a dlopen that failed) is dropped.
+                    if let Some((g, binds)) = open.take() {
+                        rec.objects.truncate(g.first as usize);
+                        rec.binds.truncate(binds);
+                    }
+                    stopped = true;
                 }
                 _ => return Err(bad("unknown line")),
             }
@@ -205,14 +325,38 @@ impl Record {
         if !ended {
             return Err(corrupt("truncated record (no `end` line): the program's startup relocation did not finish"));
         }
+        if open.is_some() {
+            return Err(corrupt(format!(
+                "truncated record: dlopen group {} has no `end-group` line (the program ended inside a dlopen)",
+                rec.groups.len()
+            )));
+        }
         let nobj = rec.objects.len() as u32;
         if nobj == 0 {
             return Err(corrupt("the record lists no objects"));
         }
-        let out_of_range = rec.scope.iter().any(|&s| s >= nobj)
-            || rec.binds.iter().any(|b| b.refobj >= nobj || matches!(b.def, Def::Sym { obj, .. } if obj >= nobj));
+        // Each object binds only to objects loaded by then: the startup's
+        // to the initial ones, a group's to its own and those before.
+        let initial = rec.initial() as u32;
+        let end_of = |obj: u32| {
+            rec.groups
+                .iter()
+                .find(|g| (g.first..g.first + g.count).contains(&obj))
+                .map_or(initial, |g| g.first + g.count)
+        };
+        let out_of_range = rec.scope.iter().any(|&s| s >= initial)
+            || rec
+                .binds
+                .iter()
+                .any(|b| b.refobj >= nobj || matches!(b.def, Def::Sym { obj, .. } if obj >= end_of(b.refobj)))
+            || rec.groups.iter().any(|g| g.scopes.iter().flatten().flatten().any(|&s| s >= g.first + g.count));
         if out_of_range {
-            return Err(corrupt("a binding or the scope names an object the record does not list"));
+            return Err(corrupt("a binding or a search list names an object the record does not list"));
+        }
+        // One file, one object (an image is written per name).
+        let mut names = std::collections::HashSet::new();
+        if let Some(o) = rec.objects.iter().find(|o| !o.name.is_empty() && !names.insert(o.name.as_str())) {
+            return Err(corrupt(format!("{} is listed twice", o.name)));
         }
         Ok(rec)
     }
@@ -265,6 +409,68 @@ bind 0 3 1 2 7\n\
 bind 2 4 0 - -\n\
 bind 2 5 0 ? -\n\
 end 3\n";
+
+    /// Two dlopen groups after the startup: the second's objects bind to
+    /// the first's and to the initial ones.
+    const GROUPS: &str = "ddlink-record 2\nloader 0a0b\n\
+obj 0 2 2049 12 3000 1700000000 7 abcd /usr/bin/prog\n\
+obj 1 4 0 0 0 0 0 - /lib64/ld-linux-x86-64.so.2\n\
+scope 0 1\n\
+bind 0 3 1 1 7\n\
+end 1\n\
+group 0 2 2\n\
+obj 2 0 2049 13 9000 1700000001 0 ef01 /lib/a.so\n\
+obj 3 0 2049 14 9000 1700000001 0 ef02 /lib/b.so\n\
+lscope 2 2 2 0 1 2 2 3\n\
+lscope 3 2 2 0 1 2 2 3\n\
+bind 2 1 0 3 4\n\
+bind 3 2 0 1 5\n\
+end-group 0 2\n\
+group 1 4 1\n\
+obj 4 0 2049 15 9000 1700000001 0 ef03 /lib/c.so\n\
+lscope 4 2 2 0 1 1 4\n\
+bind 4 1 0 2 9\n\
+end-group 1 1\n";
+
+    #[test]
+    fn parses_dlopen_groups() {
+        let r = Record::parse(GROUPS).unwrap();
+        assert_eq!(r.initial(), 2);
+        assert_eq!(r.objects.len(), 5);
+        assert_eq!(r.groups.len(), 2);
+        assert_eq!(
+            r.groups[0],
+            Group { first: 2, count: 2, scopes: vec![vec![vec![0, 1], vec![2, 3]]; 2], lookups: 2 }
+        );
+        assert_eq!(r.groups[1].scopes, vec![vec![vec![0, 1], vec![4]]]);
+        assert_eq!(r.binds.len(), 4);
+        assert_eq!(r.binds[3].def, Def::Sym { obj: 2, sym: 9 });
+    }
+
+    /// A group cut short by a failed dlopen is dropped at the `stop` line;
+    /// one the record ends inside is a truncated record; a group's binding
+    /// to an object loaded later, or of an object of another group, and a
+    /// version 1 record with groups are refused.
+    #[test]
+    fn dlopen_groups_cut_short_or_inconsistent() {
+        let cut = GROUPS.replace("end-group 1 1\n", "stop a dlopen failed\n");
+        let r = Record::parse(&cut).unwrap();
+        assert_eq!((r.groups.len(), r.objects.len(), r.binds.len()), (1, 4, 3));
+        let e = Record::parse(&GROUPS.replace("end-group 1 1\n", "")).unwrap_err().msg;
+        assert!(e.contains("dlopen group 1 has no `end-group` line"), "{e}");
+        let e = Record::parse(&GROUPS.replace("bind 2 1 0 3 4", "bind 2 1 0 4 4")).unwrap_err().msg;
+        assert!(e.contains("names an object the record does not list"), "{e}");
+        let e = Record::parse(&GROUPS.replace("bind 4 1 0 2 9", "bind 3 1 0 2 9")).unwrap_err().msg;
+        assert!(e.contains("outside its group"), "{e}");
+        let e = Record::parse(&GROUPS.replace("lscope 4 2 2 0 1 1 4", "lscope 4 2 2 0 1 2 4")).unwrap_err().msg;
+        assert!(e.contains("a scope shorter than its length"), "{e}");
+        let e = Record::parse(&GROUPS.replace("ddlink-record 2", "ddlink-record 1")).unwrap_err().msg;
+        assert!(e.contains("a version 1 record has no dlopen groups"), "{e}");
+        let e = Record::parse(&GROUPS.replace("/lib/c.so", "/lib/a.so")).unwrap_err().msg;
+        assert!(e.contains("/lib/a.so is listed twice"), "{e}");
+        let e = Record::parse(&GROUPS.replace("group 1 4 1", "group 1 5 1")).unwrap_err().msg;
+        assert!(e.contains("do not follow the objects before it"), "{e}");
+    }
 
     #[test]
     fn parses_objects_scope_and_bindings() {

@@ -243,6 +243,12 @@ pub struct VerifyReport {
     pub images_not_compared: Option<String>,
     /// Why the loader did not use the cache (then nothing was checked).
     pub not_used: Option<String>,
+    /// `dlopen` groups the cache holds, and those the run matched and
+    /// checked (their bindings and images are in the counts above).
+    pub groups: usize,
+    pub groups_checked: usize,
+    /// Why the loader stopped matching groups, when it did.
+    pub groups_stopped: Option<String>,
 }
 
 impl VerifyReport {
@@ -252,7 +258,20 @@ impl VerifyReport {
             && self.checked > 0
             && self.words_mismatched == 0
             && self.image_differences.is_empty()
+            && self.groups_checked == self.groups
     }
+}
+
+/// Why the loader stopped taking `dlopen` groups from the cache (its
+/// `LD_DEBUG=ddlink` lines: the group that did not match and why).
+fn groups_reason(debug: &str) -> Option<String> {
+    let lines: Vec<&str> = ddlink_lines(debug).collect();
+    let stop = lines.iter().position(|l| l.contains(" and later: normal loading: "))?;
+    // The detail line, when there is one, comes just before.
+    let detail = stop.checked_sub(1).map(|i| lines[i]).filter(|l| {
+        l.starts_with("dlopen group ") && !l.contains("bindings from the cache") && !l.contains("skip mode")
+    });
+    Some(detail.unwrap_or(lines[stop]).to_string())
 }
 
 /// Run with the cache in check mode: every cached binding is also looked
@@ -285,6 +304,9 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
         image_differences: Vec::new(),
         images_not_compared: None,
         not_used: None,
+        groups: decoded.groups.len(),
+        groups_checked: 0,
+        groups_stopped: groups_reason(&debug),
     };
     compare_images(&decoded, loader, program, &mut report)?;
     let Ok(text) = std::fs::read_to_string(&check) else {
@@ -300,13 +322,29 @@ pub fn verify(loader: &Path, cache: &Path, program: &Program) -> Result<(VerifyR
         } else if let Some(rest) = line.strip_prefix("prelinked ") {
             let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
             if let [n, c, m] = v[..] {
-                (report.images, report.words_checked, report.words_mismatched) = (n, c, m);
+                report.images += n;
+                report.words_checked += c;
+                report.words_mismatched += m;
             }
         } else if let Some(rest) = line.strip_prefix("checked ") {
             let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
             if let [c, m, l] = v[..] {
-                (report.checked, report.mismatched, report.looked_up) = (c, m, l);
+                report.checked += c;
+                report.mismatched += m;
+                report.looked_up += l;
                 done = true;
+            }
+        } else if let Some(rest) = line.strip_prefix("group-checked ") {
+            // A dlopen group: its own counts, added to the startup's.
+            let v: Vec<u64> = rest.split(' ').filter_map(|t| t.parse().ok()).collect();
+            if let [_, c, m, l, n, w, wm] = v[..] {
+                report.checked += c;
+                report.mismatched += m;
+                report.looked_up += l;
+                report.images += n;
+                report.words_checked += w;
+                report.words_mismatched += wm;
+                report.groups_checked += 1;
             }
         }
     }
@@ -394,16 +432,22 @@ pub fn status(loader: &Path, cache_path: &Path, program: &Program) -> Result<Sta
 }
 
 fn object_status(cache: &Cache, loader: &Path, program: &Program) -> Vec<ObjectStatus> {
+    let initial = cache.initial();
     cache
         .objects
         .iter()
-        .map(|o| {
+        .enumerate()
+        .map(|(i, o)| {
+            let opened = i >= initial;
             let kind = match o.flags {
                 f if f & OBJ_LOADER != 0 => "loader",
                 f if f & OBJ_MAIN != 0 && f & OBJ_PRELINKED != 0 => "prelinked program",
                 f if f & OBJ_MAIN != 0 => "program",
+                f if f & OBJ_PRELINKED != 0 && opened => "prelinked, opened by dlopen",
                 f if f & OBJ_PRELINKED != 0 => "prelinked library",
+                f if f & OBJ_PLACED != 0 && opened => "placed, opened by dlopen",
                 f if f & OBJ_PLACED != 0 => "placed library",
+                _ if opened => "opened by dlopen",
                 _ => "library",
             };
             let mut file = objects::file_of(o.flags, &o.name, loader, &program.path);
@@ -446,6 +490,17 @@ impl crate::report::Report for VerifyReport {
             s += &format!(
                 "{} words of {} prelinked images checked against a normal relocation: {} differences\n",
                 self.words_checked, self.images, self.words_mismatched
+            );
+        }
+        if self.groups > 0 {
+            s += &format!(
+                "{} of {} dlopen groups matched and checked{}\n",
+                self.groups_checked,
+                self.groups,
+                match (&self.groups_stopped, self.groups_checked < self.groups) {
+                    (Some(why), true) => format!(": {why}"),
+                    _ => String::new(),
+                }
             );
         }
         for d in self.image_differences.iter().take(50) {

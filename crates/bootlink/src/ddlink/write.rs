@@ -16,6 +16,9 @@ use crate::error::{Error, Kind, Result};
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct WriteReport {
     pub objects: usize,
+    /// `dlopen` groups, and the objects they hold (of `objects`).
+    pub groups: usize,
+    pub group_objects: usize,
     /// Bindings the loader takes from the cache.
     pub cached: usize,
     /// Undefined weak references: looked up as usual.
@@ -137,7 +140,11 @@ pub(crate) fn cache_from_record(rec: &Record, loader: &Path, program: &Path) -> 
         })
         .collect::<Vec<_>>();
     report.cached = objects.iter().flat_map(|o| &o.entries).filter(|e| e.defobj != UNRESOLVED).count();
-    let cache = Cache { loader_build_id: rec.loader_build_id.clone(), objects, scope: rec.scope.clone() };
+    let groups =
+        rec.groups.iter().map(|g| format::Group { first: g.first, count: g.count, scopes: g.scopes.clone() }).collect();
+    let cache = Cache { loader_build_id: rec.loader_build_id.clone(), objects, scope: rec.scope.clone(), groups };
+    report.groups = cache.groups.len();
+    report.group_objects = cache.objects.len() - cache.initial();
     Ok((cache, report))
 }
 
@@ -203,10 +210,14 @@ pub fn write(
 impl WriteReport {
     pub fn render(&self, out: &Path) -> String {
         format!(
-            "wrote {} ({} bytes): {} objects, {} bindings from the cache, {} looked up as usual ({} undefined weak, {} uncacheable)\n",
+            "wrote {} ({} bytes): {} objects{}, {} bindings from the cache, {} looked up as usual ({} undefined weak, {} uncacheable)\n",
             out.display(),
             self.bytes,
             self.objects,
+            match self.groups {
+                0 => String::new(),
+                n => format!(" ({} of them opened by {n} dlopen calls)", self.group_objects),
+            },
             self.cached,
             self.unresolved + self.uncacheable,
             self.unresolved,
