@@ -262,17 +262,7 @@ impl Image {
                 image.unsuitable = Some(format!("a DT_RELR word at {a:#x} is not in the file"));
             }
         }
-        let syms = parsed.dynamic_symbols()?;
-        image.syms = syms
-            .iter()
-            .map(|s| DynSym {
-                value: s.st_value(LE),
-                shndx: s.st_shndx(LE),
-                bind: s.st_bind(),
-                stype: s.st_type(),
-                visibility: s.st_visibility(),
-            })
-            .collect();
+        image.syms = dyn_syms(&parsed)?;
         for r in &image.relocs {
             match r.rtype {
                 R_COPY if image.executable => {}
@@ -298,18 +288,22 @@ fn fixed_symbols(data: &[u8]) -> Option<Vec<DynSym>> {
     if parsed.header.e_type(LE) != elf::ET_EXEC || parsed.header.e_machine(LE) != elf::EM_X86_64 {
         return None;
     }
-    let syms = parsed.dynamic_symbols().ok()?;
-    Some(
-        syms.iter()
-            .map(|s| DynSym {
-                value: s.st_value(LE),
-                shndx: s.st_shndx(LE),
-                bind: s.st_bind(),
-                stype: s.st_type(),
-                visibility: s.st_visibility(),
-            })
-            .collect(),
-    )
+    dyn_syms(&parsed).ok()
+}
+
+/// The `.dynsym` entries as the prelinker needs them.
+fn dyn_syms(parsed: &Elf) -> std::result::Result<Vec<DynSym>, Error> {
+    let syms = parsed.dynamic_symbols()?;
+    Ok(syms
+        .iter()
+        .map(|s| DynSym {
+            value: s.st_value(LE),
+            shndx: s.st_shndx(LE),
+            bind: s.st_bind(),
+            stype: s.st_type(),
+            visibility: s.st_visibility(),
+        })
+        .collect())
 }
 
 /// The addresses a DT_RELR table relocates: an even word is an address
