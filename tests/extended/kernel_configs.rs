@@ -15,6 +15,10 @@
 //! Extended tier (`make test-extended`): compiled through bootlink's ccache,
 //! so a run after the first compiles little (the configuration steps and
 //! the host tools' links are most of each combination's time then).
+//!
+//! run-tests: alone (it compiles with a job per core: beside another
+//! file's guests it waited for the cores, past five minutes of wall time
+//! for under three of CPU; see docs/tests.md).
 
 use crate::common;
 
