@@ -11,7 +11,10 @@
 //! them too, for the record (another config: printed, not compared; its
 //! tests check that every test ID ran and reported). The script's tests
 //! are run in four groups ([`GROUPS`]), each a test of its own with a boot
-//! per kernel, so that no test runs for long (issue 44).
+//! per kernel, so that no test runs for long (issue 44); on Debian's
+//! kernel the two longest, 0006 and 0007, are split further into runs of
+//! part of their count ([`DEBIAN_GROUPS`]): its 6.12 build took 619 s for
+//! 0006's ten runs in one boot.
 //!
 //! run-tests: alone (each test keeps both cores busy with its guests: beside
 //! another module's tests each would wait for them, see docs/tests.md).
@@ -60,6 +63,23 @@ const GROUPS: [&[&str]; 4] = [
     &["0009"],
 ];
 
+/// The groups Debian's kernel boots for: [`GROUPS`] with 0006 and 0007
+/// split into runs of part of the script's count (`0006x4`: `kmod.sh -c
+/// 0006 4`), together the count the script recommends (checked against
+/// its ALL_TESTS). Debian's 6.12 modules are compressed (xz), and each of
+/// 0006's runs removes and loads xfs again (0007 runs 0005 and 0006): one
+/// boot of 0006's ten runs took 593 s of guest wall there, 0007's group
+/// 292 s.
+const DEBIAN_GROUPS: [&[&str]; 7] = [
+    &["0001", "0002", "0003", "0004", "0005"],
+    &["0006x4"],
+    &["0006x3"],
+    &["0006x3"],
+    &["0007x3"],
+    &["0007x2", "0008", "0010", "0011", "0012", "0013"],
+    &["0009"],
+];
+
 /// Tests the patched kernel passes where stock fails, by line, with what
 /// was measured (a difference not listed here fails the test).
 const NAMED_DIFFERENCES: &[(&str, &str, &str)] = &[(
@@ -102,9 +122,11 @@ fn series_parameters() -> String {
 
 /// One kernel's run of kmod.sh's tests.
 struct Ran {
-    /// Per test ID: kmod.sh's exit status and its distinct verdict lines
-    /// with their counts (`3 kmod_test_0001_driver: OK! - …`).
-    tests: Vec<(String, i32, Vec<String>)>,
+    /// Per test ID (as asked: `0006x4` for four runs of 0006): kmod.sh's
+    /// exit status, how many runs it started (its `Running test:` lines)
+    /// and its distinct verdict lines with their counts (`3
+    /// kmod_test_0001_driver: OK! - …`).
+    tests: Vec<(String, i32, u32, Vec<String>)>,
     text: String,
     wall_s: f64,
 }
@@ -169,17 +191,23 @@ fn run(
     ir.copy_tree(&format!("/lib/modules/{release}"), &mods);
     ir.copy_file("/kmod/kmod.sh", src.join("tools/testing/selftests/kmod/kmod.sh"));
     ir.copy_file("/kmod/config", src.join("tools/testing/selftests/kmod/config"));
-    // Each test ID on its own (`-t ID`: the script's recommended count),
-    // so that one failure does not hide the tests after it.
+    // Each test ID on its own (`-t ID`: the script's recommended count;
+    // `IDxN`: N runs of it), so that one failure does not hide the tests
+    // after it.
     ir.tag("kmodselftest").body(&format!(
         "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
          echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
          for id in {ids}; do\n\
            t0=$(date +%s)\n\
-           case $id in 0008|0009) how=\"-c $id {STRESS_RUNS}\";; *) how=\"-t $id\";; esac\n\
+           case $id in\n\
+             *x*) how=\"-c ${{id%x*}} ${{id#*x}}\";;\n\
+             0008|0009) how=\"-c $id {STRESS_RUNS}\";;\n\
+             *) how=\"-t $id\";;\n\
+           esac\n\
            bash /kmod/kmod.sh $how > /tmp/out 2>&1; rc=$?\n\
            grep -e ': OK!' -e ': FAIL' /tmp/out | sort | uniq -c | sed 's/^ */VERDICT /'\n\
-           echo \"KMOD-TEST $id EXIT $rc SECONDS $(( $(date +%s) - t0 ))\"\n\
+           runs=$(grep -c '^Running test: ' /tmp/out)\n\
+           echo \"KMOD-TEST $id EXIT $rc RUNS $runs SECONDS $(( $(date +%s) - t0 ))\"\n\
            dmesg -c | grep -e 'request_module' -e 'kmod' | sort | uniq -c | sed 's/^ */DMESG /'\n\
          done\n",
         ids = ids.join(" ")
@@ -208,8 +236,8 @@ fn run(
             verdicts.push(v.to_string());
         } else if let Some(rest) = l.strip_prefix("KMOD-TEST ") {
             let w: Vec<&str> = rest.split_whitespace().collect();
-            assert!(w.len() == 5 && w[1] == "EXIT", "{l}");
-            tests.push((w[0].to_string(), w[2].parse().unwrap(), std::mem::take(&mut verdicts)));
+            assert!(w.len() == 7 && w[1] == "EXIT" && w[3] == "RUNS", "{l}");
+            tests.push((w[0].to_string(), w[2].parse().unwrap(), w[4].parse().unwrap(), std::mem::take(&mut verdicts)));
         }
     }
     Ran { tests, text, wall_s }
@@ -258,7 +286,7 @@ fn report(name: &str, r: &Ran) {
         .tests
         .iter()
         .filter(|t| t.1 != 0)
-        .map(|t| format!("{} {:?}", t.0, t.2.iter().filter(|v| v.contains("FAIL")).collect::<Vec<_>>()))
+        .map(|t| format!("{} {:?}", t.0, t.3.iter().filter(|v| v.contains("FAIL")).collect::<Vec<_>>()))
         .collect();
     common::report(
         "kmod_selftest",
@@ -268,6 +296,26 @@ fn report(name: &str, r: &Ran) {
 
 fn ids_of(r: &Ran) -> Vec<&str> {
     r.tests.iter().map(|t| t.0.as_str()).collect()
+}
+
+/// How many runs `part` asks kmod.sh for: N for `IDxN`, [`STRESS_RUNS`]
+/// for 0008 and 0009, else the script's recommended count (`-t ID`).
+fn asked_runs(src: &Path, part: &str) -> u32 {
+    match part.split_once('x') {
+        Some((_, n)) => n.parse().unwrap(),
+        None if part == "0008" || part == "0009" => STRESS_RUNS,
+        None => recommended_count(src, part),
+    }
+}
+
+/// Every test ID of `r` reported, in order, each having started the runs
+/// it was asked for (a wrong `-c`/`-t` would make kmod.sh print its usage
+/// and run nothing, which a for-the-record run would not otherwise show).
+fn check_ran(name: &str, r: &Ran, src: &Path, ids: &[&str]) {
+    assert_eq!(ids_of(r), ids, "{name}: every test ID reported\n{}", r.text);
+    for t in &r.tests {
+        assert_eq!(t.2, asked_runs(src, &t.0), "{name}: test {}: runs started\n{}", t.0, r.text);
+    }
 }
 
 /// kmod.sh's tests `ids` on stock and on the patched kernel, booted at
@@ -299,7 +347,7 @@ fn patched_gives_stocks_results(name: &str, ids: &[&str]) {
     report("stock", &stock);
     report("patched", &patched);
     for (name, r) in [("stock", &stock), ("patched", &patched)] {
-        assert_eq!(ids_of(r), ids, "{name}: every test ID reported\n{}", r.text);
+        check_ran(name, r, &src, ids);
     }
     // The reference is not vacuous: stock fails no test but those of
     // STOCK_MAY_FAIL (at most two of the whole script, as before the
@@ -324,12 +372,44 @@ fn patched_gives_stocks_results(name: &str, ids: &[&str]) {
     }
 }
 
+/// The count kmod.sh recommends for test `id` (its `ALL_TESTS` entry
+/// `ID:COUNT:ENABLED`).
+fn recommended_count(src: &Path, id: &str) -> u32 {
+    let script = std::fs::read_to_string(src.join("tools/testing/selftests/kmod/kmod.sh")).unwrap();
+    let entry = script
+        .lines()
+        .filter(|l| l.trim_start().starts_with("ALL_TESTS="))
+        .flat_map(|l| l.split(|c: char| c == '"' || c.is_whitespace()))
+        .find(|w| w.starts_with(&format!("{id}:")))
+        .unwrap_or_else(|| panic!("kmod.sh's ALL_TESTS has no {id}"));
+    entry.split(':').nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("kmod.sh: {entry:?}"))
+}
+
+/// Every test ID's runs across [`DEBIAN_GROUPS`] add up to the count the
+/// script recommends, and every ID of [`GROUPS`] is there.
+fn check_debian_split(src: &Path) {
+    let ids = |groups: &[&[&str]]| -> std::collections::BTreeSet<String> {
+        groups.iter().flat_map(|g| g.iter()).map(|p| p.split('x').next().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&DEBIAN_GROUPS), ids(&GROUPS), "the same tests as the comparison's groups");
+    for id in ["0006", "0007"] {
+        let runs: u32 = DEBIAN_GROUPS
+            .iter()
+            .flat_map(|g| g.iter())
+            .filter_map(|p| p.strip_prefix(&format!("{id}x")))
+            .map(|n| n.parse::<u32>().unwrap())
+            .sum();
+        assert_eq!(runs, recommended_count(src, id), "{id}: its runs on Debian's kernel add up to kmod.sh's count");
+    }
+}
+
 /// kmod.sh's tests `ids` on the line's Debian kernel as shipped, with its
 /// own modules and the test modules built against its headers: printed
 /// for the record (another config), every test ID checked to have run.
 fn on_debians_kernel(name: &str, ids: &[&str]) {
     let dir = common::tmpdir(name).keep();
     let src = sources(&dir);
+    check_debian_split(&src);
     let deb = common::debian_of_line();
     let deb_tree = ModTree::read(&deb.modules).unwrap();
     let headers = PathBuf::from(format!("/usr/src/linux-headers-{}", deb.release));
@@ -342,7 +422,7 @@ fn on_debians_kernel(name: &str, ids: &[&str]) {
     let tests = test_modules(&dir.join("build"), &src, &headers);
     let r = run(&dir.join("boot"), &src, &deb.vmlinuz, &deb_tree, &deb.release, &tests, "", ids);
     report("debian", &r);
-    assert_eq!(ids_of(&r), ids, "debian: every test ID reported\n{}", r.text);
+    check_ran("debian", &r, &src, ids);
 }
 
 #[test]
@@ -367,20 +447,35 @@ fn kmod_selftest_0009_gives_the_patched_kernel_stocks_results() {
 
 #[test]
 fn kmod_selftests_0001_to_0005_run_on_debians_kernel_for_the_record() {
-    on_debians_kernel("kmod-selftest-debian-a", GROUPS[0]);
+    on_debians_kernel("kmod-selftest-debian-a", DEBIAN_GROUPS[0]);
 }
 
 #[test]
-fn kmod_selftest_0006_runs_on_debians_kernel_for_the_record() {
-    on_debians_kernel("kmod-selftest-debian-b", GROUPS[1]);
+fn kmod_selftest_0006_runs_1_to_4_on_debians_kernel_for_the_record() {
+    on_debians_kernel("kmod-selftest-debian-b1", DEBIAN_GROUPS[1]);
 }
 
 #[test]
-fn kmod_selftests_0007_0008_and_0010_to_0013_run_on_debians_kernel_for_the_record() {
-    on_debians_kernel("kmod-selftest-debian-c", GROUPS[2]);
+fn kmod_selftest_0006_runs_5_to_7_on_debians_kernel_for_the_record() {
+    on_debians_kernel("kmod-selftest-debian-b2", DEBIAN_GROUPS[2]);
+}
+
+#[test]
+fn kmod_selftest_0006_runs_8_to_10_on_debians_kernel_for_the_record() {
+    on_debians_kernel("kmod-selftest-debian-b3", DEBIAN_GROUPS[3]);
+}
+
+#[test]
+fn kmod_selftest_0007_runs_1_to_3_on_debians_kernel_for_the_record() {
+    on_debians_kernel("kmod-selftest-debian-c1", DEBIAN_GROUPS[4]);
+}
+
+#[test]
+fn kmod_selftests_0007_runs_4_and_5_0008_and_0010_to_0013_run_on_debians_kernel_for_the_record() {
+    on_debians_kernel("kmod-selftest-debian-c2", DEBIAN_GROUPS[5]);
 }
 
 #[test]
 fn kmod_selftest_0009_runs_on_debians_kernel_for_the_record() {
-    on_debians_kernel("kmod-selftest-debian-d", GROUPS[3]);
+    on_debians_kernel("kmod-selftest-debian-d", DEBIAN_GROUPS[6]);
 }
