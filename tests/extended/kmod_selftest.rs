@@ -9,7 +9,8 @@
 //! where that difference is named with what was measured about it
 //! ([`NAMED_DIFFERENCES`]). Debian's kernel of the line as shipped runs
 //! them too, for the record (another config: printed, not compared; its
-//! tests check that every test ID ran and reported). The script's tests
+//! tests check that every test ID ran as many times as asked and
+//! reported). The script's tests
 //! are run in four groups ([`GROUPS`]), each a test of its own with a boot
 //! per kernel, so that no test runs for long (issue 44); on Debian's
 //! kernel the two longest, 0006 and 0007, are split further into runs of
