@@ -192,26 +192,23 @@ fn run(
     ir.copy_tree(&format!("/lib/modules/{release}"), &mods);
     ir.copy_file("/kmod/kmod.sh", src.join("tools/testing/selftests/kmod/kmod.sh"));
     ir.copy_file("/kmod/config", src.join("tools/testing/selftests/kmod/config"));
-    // Each test ID on its own (`-t ID`: the script's recommended count;
-    // `IDxN`: N runs of it), so that one failure does not hide the tests
-    // after it.
+    // Each test ID on its own, as [`asked`] says (`-t ID`: the script's
+    // recommended count; `-c ID N`: N runs), so that one failure does not
+    // hide the tests after it.
+    let calls: String = ids.iter().map(|p| format!("one {p} {}\n", asked(src, p).0)).collect();
     ir.tag("kmodselftest").body(&format!(
         "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n\
          echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
-         for id in {ids}; do\n\
+         one() {{\n\
+           id=$1; shift\n\
            t0=$(date +%s)\n\
-           case $id in\n\
-             *x*) how=\"-c ${{id%x*}} ${{id#*x}}\";;\n\
-             0008|0009) how=\"-c $id {STRESS_RUNS}\";;\n\
-             *) how=\"-t $id\";;\n\
-           esac\n\
-           bash /kmod/kmod.sh $how > /tmp/out 2>&1; rc=$?\n\
+           bash /kmod/kmod.sh \"$@\" > /tmp/out 2>&1; rc=$?\n\
            grep -e ': OK!' -e ': FAIL' /tmp/out | sort | uniq -c | sed 's/^ */VERDICT /'\n\
            runs=$(grep -c '^Running test: ' /tmp/out)\n\
            echo \"KMOD-TEST $id EXIT $rc RUNS $runs SECONDS $(( $(date +%s) - t0 ))\"\n\
            dmesg -c | grep -e 'request_module' -e 'kmod' | sort | uniq -c | sed 's/^ */DMESG /'\n\
-         done\n",
-        ids = ids.join(" ")
+         }}\n\
+         {calls}"
     ));
     let initrd = dir.join("initrd.cpio");
     ir.write(&initrd).unwrap();
@@ -299,13 +296,22 @@ fn ids_of(r: &Ran) -> Vec<&str> {
     r.tests.iter().map(|t| t.0.as_str()).collect()
 }
 
-/// How many runs `part` asks kmod.sh for: N for `IDxN`, [`STRESS_RUNS`]
-/// for 0008 and 0009, else the script's recommended count (`-t ID`).
-fn asked_runs(src: &Path, part: &str) -> u32 {
+/// A group's part: its test ID and, for `IDxN`, the N runs asked.
+fn part_of(part: &str) -> (&str, Option<u32>) {
     match part.split_once('x') {
-        Some((_, n)) => n.parse().unwrap(),
-        None if part == "0008" || part == "0009" => STRESS_RUNS,
-        None => recommended_count(src, part),
+        Some((id, n)) => (id, Some(n.parse().unwrap())),
+        None => (part, None),
+    }
+}
+
+/// kmod.sh's arguments for `part` and how many runs they ask for: `-c ID
+/// N` for `IDxN`, `-c ID` [`STRESS_RUNS`] for 0008 and 0009, else `-t
+/// ID` (the script's recommended count).
+fn asked(src: &Path, part: &str) -> (String, u32) {
+    match part_of(part) {
+        (id, Some(n)) => (format!("-c {id} {n}"), n),
+        (id, None) if id == "0008" || id == "0009" => (format!("-c {id} {STRESS_RUNS}"), STRESS_RUNS),
+        (id, None) => (format!("-t {id}"), recommended_count(src, id)),
     }
 }
 
@@ -318,7 +324,7 @@ fn asked_runs(src: &Path, part: &str) -> u32 {
 fn check_ran(name: &str, r: &Ran, src: &Path, ids: &[&str]) {
     assert_eq!(ids_of(r), ids, "{name}: every test ID reported\n{}", r.text);
     for (id, exit, runs, _) in &r.tests {
-        let asked = asked_runs(src, id);
+        let asked = asked(src, id).1;
         let started = if *exit == 0 { *runs == asked } else { (1..=asked).contains(runs) };
         assert!(started, "{name}: test {id}: exit {exit}, {runs} of {asked} runs started\n{}", r.text);
     }
@@ -395,15 +401,17 @@ fn recommended_count(src: &Path, id: &str) -> u32 {
 /// script recommends, and every ID of [`GROUPS`] is there.
 fn check_debian_split(src: &Path) {
     let ids = |groups: &[&[&str]]| -> std::collections::BTreeSet<String> {
-        groups.iter().flat_map(|g| g.iter()).map(|p| p.split('x').next().unwrap().to_string()).collect()
+        groups.iter().flat_map(|g| g.iter()).map(|p| part_of(p).0.to_string()).collect()
     };
     assert_eq!(ids(&DEBIAN_GROUPS), ids(&GROUPS), "the same tests as the comparison's groups");
     for id in ["0006", "0007"] {
         let runs: u32 = DEBIAN_GROUPS
             .iter()
             .flat_map(|g| g.iter())
-            .filter_map(|p| p.strip_prefix(&format!("{id}x")))
-            .map(|n| n.parse::<u32>().unwrap())
+            .filter_map(|p| match part_of(p) {
+                (i, Some(n)) if i == id => Some(n),
+                _ => None,
+            })
             .sum();
         assert_eq!(runs, recommended_count(src, id), "{id}: its runs on Debian's kernel add up to kmod.sh's count");
     }
